@@ -1,0 +1,19 @@
+//! What the manager hands each controller when it starts it.
+
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::SharedClock;
+use crate::informer::InformerFactory;
+
+/// Everything a controller needs from the process.
+#[derive(Clone)]
+pub struct ControllerContext {
+    /// An API client of this controller's own, with its own QPS/burst token bucket and a
+    /// user agent naming the controller.
+    pub client: kube::Client,
+    /// The process-wide informers: ask for a type here, never open a watch yourself.
+    pub informers: InformerFactory,
+    /// Cancelled when the process shuts down: stop taking keys and return.
+    pub shutdown: CancellationToken,
+    pub clock: SharedClock,
+}

@@ -1,0 +1,43 @@
+//! The runtime's error type. Every variant names the step and the object it concerns.
+
+/// Errors from the shared machinery.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("building API client config: {0}")]
+    Config(String),
+    #[error("{verb} {kind} {key}: {source}")]
+    Api {
+        verb: &'static str,
+        kind: &'static str,
+        key: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{0}")]
+    Other(String),
+}
+
+impl Error {
+    pub fn api(verb: &'static str, kind: &'static str, key: impl Into<String>, source: kube::Error) -> Self {
+        Error::Api { verb, kind, key: key.into(), source }
+    }
+
+    /// True when the API answered 404.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::Api { source: kube::Error::Api(s), .. } if s.code == 404)
+    }
+
+    /// True when the API answered 409 (conflict or already exists).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Error::Api { source: kube::Error::Api(s), .. } if s.code == 409)
+    }
+
+    /// A short label for metrics.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::Config(_) => "config",
+            Error::Api { .. } => "api",
+            Error::Other(_) => "other",
+        }
+    }
+}

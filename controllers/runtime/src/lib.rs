@@ -1,0 +1,28 @@
+//! rkcm-runtime: the machinery every rkcm controller shares, and no controller policy.
+//!
+//! Mirrors the parts of client-go and `k8s.io/kubernetes/pkg/controller` that upstream
+//! kube-controller-manager controllers stand on:
+//! - [`informer`]: one list+watch per resource type for the whole process, indexed stores,
+//!   `(old, new)` change delivery, tombstones on relist (client-go `tools/cache`).
+//! - [`workqueue`]: dedup, per-key exclusion, delays and rate limits (client-go `util/workqueue`).
+//! - [`expectations`]: in-flight creates/deletes per owner (`controller_utils.go`).
+//! - [`client`]: API client per controller with a QPS/burst token bucket (client-go `rest`).
+//! - [`events`], [`podcontrol`], [`controller_ref`], [`history`]: shared controls.
+//! - [`metrics`]: the process-wide Prometheus registry with upstream metric names.
+
+pub mod client;
+pub mod clock;
+pub mod context;
+pub mod controller_ref;
+pub mod error;
+pub mod events;
+pub mod expectations;
+pub mod history;
+pub mod informer;
+pub mod keys;
+pub mod metrics;
+pub mod podcontrol;
+pub mod workqueue;
+
+pub use context::ControllerContext;
+pub use error::Error;
