@@ -20,7 +20,10 @@ command -v python3 >/dev/null || die "python3 is needed to read module metadata"
 json() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"; }
 
 have() { # have BIN EXPECTED-SUBSTRING: the binary exists and reports the pinned version
-  [ -x "$OUT/$1" ] && "$OUT/$1" "${@:3}" 2>/dev/null | grep -q -- "$2"
+  local v
+  [ -x "$OUT/$1" ] || return 1
+  v=$("$OUT/$1" "${@:3}" 2>/dev/null) || return 1
+  [[ $v == *"$2"* ]]
 }
 
 mkdir -p "$OUT" "$SRC"
@@ -105,6 +108,25 @@ else
   GOBIN="$OUT" go install -trimpath \
     -ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" \
     "helm.sh/helm/v4/cmd/helm@$HELM_VERSION"
+fi
+
+# ---------- kwok stages: the simulated kubelet's behaviour, taken from the pinned kwok module ----------
+# node-initialize + heartbeat-with-lease: annotated nodes become Ready and keep a Lease.
+# pod-ready / pod-complete / pod-delete (the "fast" set): pods Running and Ready at once,
+# Job-owned pods Succeeded, pods with a deletionTimestamp removed as a kubelet would.
+# pod-container-running-failed (chaos): pods labelled
+# pod-container-running-failed.stage.kwok.x-k8s.io=true fail with the exit code in the
+# annotation pod-container-running-failed.stage.kwok.x-k8s.io/exit-code.
+if [ ! -s "$OUT/kwok-stages.yaml" ]; then
+  kdir=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | json 'd["Dir"]')
+  st=$kdir/kustomize/stage
+  { for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+             pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml \
+             pod/chaos/pod-container-running-failed.yaml; do
+      [ -f "$st/$f" ] || die "kwok stage $f not found in $st"
+      echo "---"; cat "$st/$f"
+    done; } > "$OUT/kwok-stages.yaml.tmp"
+  mv "$OUT/kwok-stages.yaml.tmp" "$OUT/kwok-stages.yaml"
 fi
 
 for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm; do

@@ -1,1 +1,420 @@
-//! placeholder
+//! rkcm-testkit: what tests of rkcm controllers need to talk to a real control plane.
+//!
+//! - [`TestCluster`] connects with the kubeconfig named by `RKCM_TEST_KUBECONFIG` (written by
+//!   `make cluster-up`, or any cluster of yours), hands each test its own namespace
+//!   ([`TestNamespace`], deleted when dropped unless `RKCM_KEEP_NAMESPACES=1`), creates
+//!   nodes nothing simulates ([`NodeBuilder`], [`TestNode`]) and sets pod status by hand.
+//! - [`wait_for`] polls a condition until it holds or a timeout passes, and says what it
+//!   waited for and what it last saw when it gives up. Tests never sleep to let things
+//!   settle.
+//! - [`builders`] makes the small objects tests create.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, Config};
+use serde_json::json;
+
+pub mod builders;
+
+pub use builders::NodeBuilder;
+
+/// Environment variable naming the kubeconfig of the cluster tests run against.
+pub const KUBECONFIG_ENV: &str = "RKCM_TEST_KUBECONFIG";
+/// Environment variable with the etcd client URL of the local control plane (optional).
+pub const ETCD_ENV: &str = "RKCM_TEST_ETCD_ENDPOINT";
+/// Set to 1 to keep test namespaces and nodes for inspection.
+pub const KEEP_ENV: &str = "RKCM_KEEP_NAMESPACES";
+
+/// A connection to the cluster under test.
+#[derive(Clone)]
+pub struct TestCluster {
+    client: Client,
+    kubeconfig: PathBuf,
+}
+
+impl TestCluster {
+    /// Connects with the kubeconfig in `RKCM_TEST_KUBECONFIG`.
+    pub async fn connect() -> anyhow::Result<Self> {
+        let path = std::env::var_os(KUBECONFIG_ENV).map(PathBuf::from).with_context(|| {
+            format!(
+                "{KUBECONFIG_ENV} is not set: start the local control plane with `make cluster-up` \
+                 and `eval \"$(make -s cluster-env)\"`, or point it at a kubeconfig of your own"
+            )
+        })?;
+        let config = Self::config_from(&path).await?;
+        let client = Client::try_from(config)
+            .with_context(|| format!("building a client from {}", path.display()))?;
+        Ok(Self { client, kubeconfig: path })
+    }
+
+    /// A client config from a kubeconfig file (its current context).
+    pub async fn config_from(path: &Path) -> anyhow::Result<Config> {
+        let kubeconfig = kube::config::Kubeconfig::read_from(path)
+            .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+        Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .with_context(|| format!("loading kubeconfig {}", path.display()))
+    }
+
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// The kubeconfig path, to hand to processes under test.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// Creates a namespace `<prefix>-<random>` for one test.
+    pub async fn namespace(&self, prefix: &str) -> anyhow::Result<TestNamespace> {
+        let name = unique_name(prefix);
+        let ns: Namespace = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": {"rkcm.test/namespace": "true"}}
+        }))?;
+        Api::<Namespace>::all(self.client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .with_context(|| format!("creating test namespace {name}"))?;
+        Ok(TestNamespace { name, client: self.client.clone() })
+    }
+
+    /// Creates a node that no simulator manages: it keeps the status the test gives it.
+    /// The node is deleted when the returned guard drops.
+    pub async fn create_node(&self, node: NodeBuilder) -> anyhow::Result<TestNode> {
+        let (object, status) = node.build();
+        let name = object.metadata.name.clone().unwrap_or_default();
+        let api = Api::<Node>::all(self.client.clone());
+        api.create(&PostParams::default(), &object)
+            .await
+            .with_context(|| format!("creating node {name}"))?;
+        let guard = TestNode { name: name.clone(), client: self.client.clone() };
+        if let Some(status) = status {
+            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
+                .await
+                .with_context(|| format!("setting status of node {name}"))?;
+        }
+        Ok(guard)
+    }
+
+    /// Merges `status` into the pod's status subresource, as a kubelet would report it.
+    pub async fn patch_pod_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        status: serde_json::Value,
+    ) -> anyhow::Result<Pod> {
+        Api::<Pod>::namespaced(self.client.clone(), namespace)
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
+            .await
+            .with_context(|| format!("patching status of pod {namespace}/{name}"))
+    }
+
+    /// Sets a pod's phase, and its Ready condition to `ready`.
+    pub async fn set_pod_phase(
+        &self,
+        namespace: &str,
+        name: &str,
+        phase: &str,
+        ready: bool,
+    ) -> anyhow::Result<Pod> {
+        let now = jiff::Timestamp::now().to_string();
+        let ready = if ready { "True" } else { "False" };
+        self.patch_pod_status(
+            namespace,
+            name,
+            json!({
+                "phase": phase,
+                "conditions": [
+                    {"type": "Ready", "status": ready, "lastTransitionTime": now},
+                    {"type": "ContainersReady", "status": ready, "lastTransitionTime": now},
+                ],
+            }),
+        )
+        .await
+    }
+
+    /// Marks every container of the pod terminated with `exit_code`, and the pod Failed
+    /// (non-zero) or Succeeded (zero).
+    pub async fn terminate_pod(&self, namespace: &str, name: &str, exit_code: i32) -> anyhow::Result<Pod> {
+        let pod = Api::<Pod>::namespaced(self.client.clone(), namespace)
+            .get(name)
+            .await
+            .with_context(|| format!("reading pod {namespace}/{name}"))?;
+        let now = jiff::Timestamp::now().to_string();
+        let statuses: Vec<_> = pod
+            .spec
+            .iter()
+            .flat_map(|s| s.containers.iter())
+            .map(|c| {
+                json!({
+                    "name": c.name, "image": c.image.clone().unwrap_or_default(), "imageID": "",
+                    "ready": false, "restartCount": 0,
+                    "state": {"terminated": {
+                        "exitCode": exit_code,
+                        "reason": if exit_code == 0 { "Completed" } else { "Error" },
+                        "startedAt": now, "finishedAt": now}}
+                })
+            })
+            .collect();
+        let phase = if exit_code == 0 { "Succeeded" } else { "Failed" };
+        self.patch_pod_status(namespace, name, json!({"phase": phase, "containerStatuses": statuses}))
+            .await
+    }
+
+    /// Compacts etcd up to its current revision, so any watch or list from an older
+    /// resourceVersion gets 410 Gone. Needs `RKCM_TEST_ETCD_ENDPOINT` (set by the local
+    /// control plane). Returns the revision compacted to.
+    pub async fn compact_etcd(&self) -> anyhow::Result<i64> {
+        let endpoint = std::env::var(ETCD_ENV)
+            .with_context(|| format!("{ETCD_ENV} is not set: etcd compaction needs the local control plane"))?;
+        etcd_compact(&endpoint).await
+    }
+}
+
+/// A namespace owned by one test; deleted (without waiting) when dropped.
+pub struct TestNamespace {
+    name: String,
+    client: Client,
+}
+
+impl TestNamespace {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.client.clone(), &self.name)
+    }
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        if keep() {
+            eprintln!("keeping test namespace {} ({KEEP_ENV}=1)", self.name);
+            return;
+        }
+        let api = Api::<Namespace>::all(self.client.clone());
+        delete_blocking(&self.name, move |name| async move {
+            api.delete(&name, &DeleteParams::background()).await.map(|_| ())
+        });
+    }
+}
+
+/// A node created by a test; deleted when dropped.
+pub struct TestNode {
+    name: String,
+    client: Client,
+}
+
+impl TestNode {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Deletes the node now (tests of orphaned pods need this).
+    pub async fn delete(&self) -> anyhow::Result<()> {
+        match Api::<Node>::all(self.client.clone()).delete(&self.name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("deleting node {}", self.name)),
+        }
+    }
+}
+
+impl Drop for TestNode {
+    fn drop(&mut self) {
+        if keep() {
+            return;
+        }
+        let api = Api::<Node>::all(self.client.clone());
+        delete_blocking(&self.name, move |name| async move {
+            api.delete(&name, &DeleteParams::default()).await.map(|_| ())
+        });
+    }
+}
+
+fn keep() -> bool {
+    std::env::var(KEEP_ENV).is_ok_and(|v| v == "1" || v == "true")
+}
+
+/// Runs an async delete to completion from a destructor. The test's runtime may be
+/// shutting down, so the delete runs on a runtime of its own on another thread.
+fn delete_blocking<F, Fut>(name: &str, delete: F)
+where
+    F: FnOnce(String) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<(), kube::Error>>,
+{
+    let name = name.to_string();
+    let handle = std::thread::spawn(move || {
+        let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(rt) => rt,
+            Err(e) => {
+                eprintln!("cleanup of {name}: no runtime: {e}");
+                return;
+            }
+        };
+        match rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(10), delete(name.clone())).await
+        }) {
+            Ok(Ok(())) => {}
+            Ok(Err(kube::Error::Api(s))) if s.code == 404 => {}
+            Ok(Err(e)) => eprintln!("cleanup of {name} failed: {e}"),
+            Err(_) => eprintln!("cleanup of {name} timed out"),
+        }
+    });
+    let _ = handle.join();
+}
+
+/// A name `<prefix>-<8 random lowercase letters and digits>`.
+pub fn unique_name(prefix: &str) -> String {
+    use rand::Rng;
+    const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut rng = rand::rng();
+    let suffix: String = (0..8).map(|_| CHARS[rng.random_range(0..CHARS.len())] as char).collect();
+    format!("{prefix}-{suffix}")
+}
+
+/// How often [`wait_for`] polls.
+pub const POLL: Duration = Duration::from_millis(100);
+
+/// Polls `check` until it returns `Ok(Some(value))`, and returns the value. `Ok(None)` means
+/// "not yet"; an `Err` is remembered and polling goes on (the API may be briefly
+/// unavailable). After `timeout` it fails naming `what` and the last error seen.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<Option<T>>>,
+{
+    let start = tokio::time::Instant::now();
+    let mut last_err: Option<anyhow::Error> = None;
+    let mut polls = 0u64;
+    loop {
+        polls += 1;
+        match check().await {
+            Ok(Some(v)) => return Ok(v),
+            Ok(None) => {}
+            Err(e) => last_err = Some(e),
+        }
+        if start.elapsed() >= timeout {
+            match last_err {
+                Some(e) => bail!("timed out after {timeout:?} ({polls} checks) waiting for {what}; last error: {e:#}"),
+                None => bail!("timed out after {timeout:?} ({polls} checks) waiting for {what}"),
+            }
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Asserts that `check` keeps returning true for the whole of `period` (polling), e.g. "no
+/// second replacement pod appears". Fails at the first false, naming `what`.
+pub async fn holds_for<F, Fut>(what: &str, period: Duration, mut check: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<bool>>,
+{
+    let start = tokio::time::Instant::now();
+    while start.elapsed() < period {
+        if !check().await? {
+            bail!("{what} stopped holding after {:?}", start.elapsed());
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    Ok(())
+}
+
+async fn etcd_compact(endpoint: &str) -> anyhow::Result<i64> {
+    // etcd's gRPC gateway speaks JSON over plain HTTP on the client URL; a tiny HTTP/1.1
+    // client avoids pulling an HTTP client crate into every test binary.
+    let status = etcd_post(endpoint, "/v3/kv/range", r#"{"key":"AA==","limit":1}"#).await?;
+    let rev: i64 = status["header"]["revision"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .context("etcd range answer has no header.revision")?;
+    let body = format!(r#"{{"revision":"{rev}","physical":true}}"#);
+    etcd_post(endpoint, "/v3/kv/compaction", &body).await?;
+    Ok(rev)
+}
+
+async fn etcd_post(endpoint: &str, path: &str, body: &str) -> anyhow::Result<serde_json::Value> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let hostport = endpoint
+        .strip_prefix("http://")
+        .with_context(|| format!("etcd endpoint {endpoint} is not http://host:port"))?
+        .trim_end_matches('/');
+    let mut stream = tokio::net::TcpStream::connect(hostport)
+        .await
+        .with_context(|| format!("connecting to etcd at {hostport}"))?;
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nHost: {hostport}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(req.as_bytes()).await.context("writing to etcd")?;
+    let mut resp = Vec::new();
+    stream.read_to_end(&mut resp).await.context("reading from etcd")?;
+    let text = String::from_utf8_lossy(&resp);
+    let (head, payload) = text.split_once("\r\n\r\n").context("malformed HTTP answer from etcd")?;
+    if !head.starts_with("HTTP/1.1 200") {
+        bail!("etcd {path} answered: {head}: {payload}");
+    }
+    // The gateway may answer chunked; take the JSON object between the outer braces.
+    let start = payload.find('{').context("no JSON in etcd answer")?;
+    let end = payload.rfind('}').context("no JSON in etcd answer")?;
+    serde_json::from_str(&payload[start..=end]).with_context(|| format!("parsing etcd answer to {path}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unique_names_differ_and_are_valid() {
+        let a = unique_name("t");
+        let b = unique_name("t");
+        assert_ne!(a, b);
+        assert!(a.starts_with("t-") && a.len() == 10);
+        assert!(a.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn wait_for_returns_value_and_times_out_with_context() {
+        let mut n = 0;
+        let v = wait_for("n to reach 3", Duration::from_secs(5), || {
+            n += 1;
+            let n = n;
+            async move { Ok((n >= 3).then_some(n)) }
+        })
+        .await
+        .expect("condition holds after three polls");
+        assert_eq!(v, 3);
+
+        let err = wait_for::<(), _, _>("never", Duration::from_secs(1), || async {
+            Err(anyhow::anyhow!("boom"))
+        })
+        .await
+        .expect_err("must time out");
+        let msg = format!("{err}");
+        assert!(msg.contains("waiting for never") && msg.contains("boom"), "{msg}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn holds_for_fails_at_first_false() {
+        let mut n = 0;
+        let err = holds_for("n below 5", Duration::from_secs(10), || {
+            n += 1;
+            let n = n;
+            async move { Ok(n < 5) }
+        })
+        .await
+        .expect_err("must fail");
+        assert!(format!("{err}").contains("n below 5"));
+    }
+}

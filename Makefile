@@ -1,0 +1,46 @@
+# The commands the README names. Build caches live under $HOME so fresh clones and CI reuse them.
+export CARGO_TARGET_DIR ?= $(HOME)/.cache/rkcm/target
+CARGO ?= cargo
+
+.PHONY: build release test lint unit run bench cluster-up cluster-down cluster-env cluster-status e2e-bins
+
+build:
+	$(CARGO) build --workspace
+
+release:
+	$(CARGO) build --release -p rkcm
+
+# Brings the local control plane up if none runs (and down again afterwards), then runs
+# lint, unit tests and every test marked as needing the apiserver.
+test:
+	bash e2e/test.sh
+
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+# Tests that need no cluster.
+unit:
+	$(CARGO) test --workspace
+
+# Build, bring up the local control plane, run rkcm against it with all its controllers.
+run:
+	bash e2e/run.sh
+
+bench:
+	bash e2e/bench.sh
+
+e2e-bins:
+	bash e2e/build.sh
+
+cluster-up:
+	bash e2e/cluster.sh up
+
+cluster-down:
+	bash e2e/cluster.sh down
+
+cluster-env:
+	@bash e2e/cluster.sh env
+
+cluster-status:
+	@bash e2e/cluster.sh status

@@ -1,0 +1,289 @@
+#!/usr/bin/env bash
+# The local control plane: etcd, kube-apiserver, kube-scheduler, kwok (simulated kubelets)
+# and upstream kube-controller-manager, as plain processes on loopback.
+#
+#   e2e/cluster.sh up       start (idempotent: a healthy running plane is left as it is)
+#   e2e/cluster.sh down     stop the processes this script started (pid files) and remove state
+#   e2e/cluster.sh env      print the shell exports for the running plane
+#   e2e/cluster.sh status   say what runs
+#
+# Settings (environment):
+#   NODES=3                 simulated nodes (kwok-node-0 ...); NODES=1000 works
+#   KCM_CONTROLLERS=...     --controllers for upstream kube-controller-manager (default below)
+#   KCM=0                   do not start upstream kube-controller-manager at all
+#   RKCM_CLUSTER_DIR=...    state, logs and kubeconfig (default: $TMPDIR/rkcm-cluster-$UID)
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+RUN=${RKCM_CLUSTER_DIR:-${TMPDIR:-/tmp}/rkcm-cluster-$(id -u)}
+NODES=${NODES:-3}
+
+# Controllers rkcm implements or will implement: upstream must not run them too, or both
+# managers would fight over the same objects.
+RKCM_OWNED=pod-garbage-collector-controller,replicaset-controller,replicationcontroller-controller,deployment-controller,statefulset-controller,daemonset-controller,job-controller,cronjob-controller,ttl-after-finished-controller
+# Upstream controllers that would disturb tests: node lifecycle taints hand-made nodes that
+# have no kubelet and taint eviction then deletes their pods.
+DISTURBING=node-lifecycle-controller,taint-eviction-controller
+default_kcm_controllers() {
+  local out='*' c
+  for c in ${RKCM_OWNED//,/ } ${DISTURBING//,/ }; do out+=",-$c"; done
+  echo "$out"
+}
+KCM_CONTROLLERS=${KCM_CONTROLLERS:-$(default_kcm_controllers)}
+
+log() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { printf 'cluster: error: %s\n' "$*" >&2; exit 1; }
+
+alive() { [ -f "$RUN/pids/$1.pid" ] && kill -0 "$(cat "$RUN/pids/$1.pid")" 2>/dev/null; }
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# wait_until DESCRIPTION SECONDS COMMAND...: polls COMMAND every 0.2 s.
+wait_until() {
+  local what=$1 secs=$2; shift 2
+  local deadline=$(( $(date +%s) + secs ))
+  until "$@" >/dev/null 2>&1; do
+    [ "$(date +%s)" -lt "$deadline" ] || return 1
+    sleep 0.2
+  done
+  log "$what: ok"
+}
+
+start_proc() { # start_proc NAME BINARY ARGS...: background process, logs and pid in $RUN
+  local name=$1 bin=$2; shift 2
+  [ -x "$bin" ] || die "binary $bin is missing (run e2e/build.sh)"
+  setsid "$bin" "$@" >"$RUN/logs/$name.log" 2>&1 < /dev/null &
+  echo $! >"$RUN/pids/$name.pid"
+  log "started $name (pid $!, log $RUN/logs/$name.log)"
+}
+
+check_started() { # fails with the log tail if the process already died
+  alive "$1" || { tail -20 "$RUN/logs/$1.log" >&2; die "$1 exited at start; log: $RUN/logs/$1.log"; }
+}
+
+kc() { "$BIN/kubectl" --kubeconfig "$RUN/kubeconfig" "$@"; }
+
+healthy() {
+  [ -f "$RUN/env.sh" ] && alive etcd && alive kube-apiserver && alive kube-scheduler && alive kwok &&
+    { [ ! -f "$RUN/pids/kube-controller-manager.pid" ] || alive kube-controller-manager; } &&
+    BIN=$(. "$RUN/env.sh"; echo "$RKCM_E2E_BIN") && kc get --raw /readyz >/dev/null 2>&1
+}
+
+make_pki() {
+  local p=$RUN/pki; mkdir -p "$p"
+  (
+    cd "$p"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=rkcm-e2e-ca" \
+      -keyout ca.key -out ca.crt 2>/dev/null
+    printf '%s\n' 'basicConstraints=CA:FALSE' 'keyUsage=critical,digitalSignature,keyEncipherment' \
+      'extendedKeyUsage=serverAuth' \
+      'subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local' >server.ext
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" -keyout apiserver.key \
+      -out apiserver.csr 2>/dev/null
+    openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
+      -extfile server.ext -out apiserver.crt 2>/dev/null
+    printf '%s\n' 'basicConstraints=CA:FALSE' 'keyUsage=critical,digitalSignature,keyEncipherment' \
+      'extendedKeyUsage=clientAuth' >client.ext
+    openssl req -newkey rsa:2048 -nodes -subj "/O=system:masters/CN=rkcm-e2e-admin" \
+      -keyout admin.key -out admin.csr 2>/dev/null
+    openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
+      -extfile client.ext -out admin.crt 2>/dev/null
+    openssl genrsa -out sa.key 2048 2>/dev/null
+    openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+  ) || die "creating certificates with openssl failed"
+}
+
+write_kubeconfig() {
+  cat >"$RUN/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: rkcm-e2e
+  cluster:
+    server: https://127.0.0.1:$AP
+    certificate-authority: $RUN/pki/ca.crt
+users:
+- name: admin
+  user:
+    client-certificate: $RUN/pki/admin.crt
+    client-key: $RUN/pki/admin.key
+contexts:
+- name: rkcm-e2e
+  context: {cluster: rkcm-e2e, user: admin}
+current-context: rkcm-e2e
+EOF
+}
+
+nodes_manifest() { # nodes_manifest FROM TO: Node objects kwok will manage
+  local i
+  for ((i = $1; i < $2; i++)); do
+    cat <<EOF
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: kwok-node-$i
+  annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
+  labels: {type: kwok, kubernetes.io/hostname: kwok-node-$i, kubernetes.io/os: linux, kubernetes.io/arch: amd64}
+spec:
+  podCIDR: 10.$((64 + i / 256)).$((i % 256)).0/24
+  podCIDRs: [10.$((64 + i / 256)).$((i % 256)).0/24]
+status:
+  allocatable: {cpu: "32", memory: 256Gi, pods: "110"}
+  capacity: {cpu: "32", memory: 256Gi, pods: "110"}
+  nodeInfo: {architecture: amd64, operatingSystem: linux, kubeletVersion: fake, kubeProxyVersion: fake}
+EOF
+  done
+}
+
+cmd_up() {
+  if healthy; then
+    log "already running ($RUN); leaving it as it is"
+    cmd_env_hint
+    return 0
+  fi
+  if [ -d "$RUN/pids" ] && ls "$RUN"/pids/*.pid >/dev/null 2>&1; then
+    log "found a partly running plane in $RUN: stopping it first"
+    cmd_down
+  fi
+  command -v openssl >/dev/null || die "openssl is needed to create certificates"
+  local t0; t0=$(date +%s)
+  BIN=$("$here/build.sh" | tail -1)
+  [ -d "$BIN" ] || die "build did not produce a binary directory"
+  rm -rf "$RUN"; mkdir -p "$RUN/logs" "$RUN/pids" "$RUN/etcd"
+  make_pki
+
+  EP=$(free_port); PP=$(free_port); AP=$(free_port); SP=$(free_port); CP=$(free_port); KP=$(free_port)
+  write_kubeconfig
+
+  start_proc etcd "$BIN/etcd" --name=node0 --data-dir="$RUN/etcd" \
+    --listen-client-urls="http://127.0.0.1:$EP" --advertise-client-urls="http://127.0.0.1:$EP" \
+    --listen-peer-urls="http://127.0.0.1:$PP" --initial-advertise-peer-urls="http://127.0.0.1:$PP" \
+    --initial-cluster="node0=http://127.0.0.1:$PP" --quota-backend-bytes=8589934592 \
+    --unsafe-no-fsync=true --log-level=warn
+  wait_until "etcd health" 30 curl -sf "http://127.0.0.1:$EP/health" || { check_started etcd; die "etcd did not become healthy"; }
+
+  # --watch-cache-sizes=podtemplates#0: PodTemplate watches go straight to etcd, so a test
+  # can force a real 410 Gone by compacting etcd (the watch cache would serve old revisions
+  # from memory). No controller watches PodTemplates.
+  # TaintNodesByCondition admission is off: it taints every new node not-ready, and only the
+  # node-lifecycle controller (off here, see DISTURBING) would lift the taint.
+  # ServiceAccount admission stays on: upstream kube-controller-manager creates the
+  # "default" ServiceAccount of every namespace. --advertise-address and
+  # --endpoint-reconciler-type=none keep the apiserver on loopback with no default route.
+  start_proc kube-apiserver "$BIN/kube-apiserver" \
+    --etcd-servers="http://127.0.0.1:$EP" \
+    --bind-address=127.0.0.1 --secure-port="$AP" \
+    --advertise-address=127.0.0.1 --endpoint-reconciler-type=none \
+    --tls-cert-file="$RUN/pki/apiserver.crt" --tls-private-key-file="$RUN/pki/apiserver.key" \
+    --client-ca-file="$RUN/pki/ca.crt" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$RUN/pki/sa.pub" --service-account-signing-key-file="$RUN/pki/sa.key" \
+    --service-cluster-ip-range=10.0.0.0/24 \
+    --authorization-mode=Node,RBAC \
+    --allow-privileged=true \
+    --watch-cache-sizes=podtemplates#0 \
+    --disable-admission-plugins=TaintNodesByCondition
+  wait_until "kube-apiserver ready" 90 "$BIN/kubectl" --kubeconfig "$RUN/kubeconfig" get --raw /readyz ||
+    { check_started kube-apiserver; die "kube-apiserver not ready after 90 s; log: $RUN/logs/kube-apiserver.log"; }
+
+  start_proc kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$RUN/kubeconfig" \
+    --leader-elect=false --bind-address=127.0.0.1 --secure-port="$SP"
+
+  if [ "${KCM:-1}" != 0 ]; then
+    start_proc kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig="$RUN/kubeconfig" \
+      --leader-elect=false --bind-address=127.0.0.1 --secure-port="$CP" \
+      --controllers="$KCM_CONTROLLERS" \
+      --service-account-private-key-file="$RUN/pki/sa.key" --root-ca-file="$RUN/pki/ca.crt"
+  fi
+
+  start_proc kwok "$BIN/kwok" --kubeconfig="$RUN/kubeconfig" --config="$BIN/kwok-stages.yaml" \
+    --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+    --node-lease-duration-seconds=40 --server-address="127.0.0.1:$KP" --cidr=10.64.0.0/10
+
+  cat >"$RUN/env.sh" <<EOF
+export KUBECONFIG=$RUN/kubeconfig
+export RKCM_TEST_KUBECONFIG=$RUN/kubeconfig
+export RKCM_TEST_ETCD_ENDPOINT=http://127.0.0.1:$EP
+export RKCM_E2E_BIN=$BIN
+export RKCM_CLUSTER_DIR=$RUN
+export PATH=$BIN:\$PATH
+EOF
+
+  local n=0 batch=500
+  while [ "$n" -lt "$NODES" ]; do
+    local to=$(( n + batch < NODES ? n + batch : NODES ))
+    nodes_manifest "$n" "$to" | kc apply --server-side -f - >/dev/null || die "creating nodes $n..$to failed"
+    n=$to
+    log "nodes created: $n/$NODES"
+  done
+  if [ "$NODES" -gt 0 ]; then
+    wait_until "$NODES nodes Ready" $(( 60 + NODES / 10 )) nodes_ready "$NODES" ||
+      die "nodes did not become Ready; kwok log: $RUN/logs/kwok.log"
+  fi
+  for c in kube-scheduler kwok; do check_started "$c"; done
+  [ "${KCM:-1}" = 0 ] || check_started kube-controller-manager
+  if [ "${KCM:-1}" != 0 ]; then
+    wait_until "default ServiceAccount" 60 kc -n default get serviceaccount default ||
+      die "no default ServiceAccount; log: $RUN/logs/kube-controller-manager.log"
+  fi
+  log "control plane up in $(( $(date +%s) - t0 ))s"
+  cmd_env_hint
+}
+
+nodes_ready() {
+  local ready
+  ready=$(kc get nodes -l type=kwok -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True)
+  [ "$ready" -ge "$1" ]
+}
+
+cmd_env_hint() {
+  cat >&2 <<EOF
+
+The local control plane runs. Use it with:
+  eval "\$(make -s cluster-env)"      # or: . $RUN/env.sh
+  kubectl get nodes
+Logs: $RUN/logs/   Stop: make cluster-down
+EOF
+}
+
+cmd_down() {
+  local name pid
+  [ -d "$RUN/pids" ] || { log "nothing to stop in $RUN"; return 0; }
+  # reverse start order: clients first, etcd last
+  for name in kwok kube-controller-manager kube-scheduler kube-apiserver etcd; do
+    [ -f "$RUN/pids/$name.pid" ] || continue
+    pid=$(cat "$RUN/pids/$name.pid")
+    if kill -0 "$pid" 2>/dev/null; then
+      kill "$pid" 2>/dev/null || true
+      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -9 "$pid" 2>/dev/null || true
+      log "stopped $name (pid $pid)"
+    fi
+    rm -f "$RUN/pids/$name.pid"
+  done
+  rm -rf "$RUN"
+}
+
+cmd_env() {
+  [ -f "$RUN/env.sh" ] || die "no control plane in $RUN (run: make cluster-up)"
+  cat "$RUN/env.sh"
+}
+
+cmd_status() {
+  local name
+  for name in etcd kube-apiserver kube-scheduler kube-controller-manager kwok; do
+    if alive "$name"; then echo "$name: running (pid $(cat "$RUN/pids/$name.pid"))"
+    else echo "$name: not running"; fi
+  done
+}
+
+case "${1:-}" in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  env) cmd_env ;;
+  status) cmd_status ;;
+  *) echo "usage: $0 up|down|env|status" >&2; exit 2 ;;
+esac
