@@ -12,6 +12,11 @@
 #   KCM_CONTROLLERS=...     --controllers for upstream kube-controller-manager (default below)
 #   KCM=0                   do not start upstream kube-controller-manager at all
 #   RKCM_CLUSTER_DIR=...    state, logs and kubeconfig (default: $TMPDIR/rkcm-cluster-$UID)
+#   AUDIT=1                 apiserver audit log (metadata of every request) in logs/audit.log;
+#                           benchmarks count each manager's requests from it by user name
+#
+# Besides the admin kubeconfig, the plane writes kubeconfig-<user> for the users "rkcm" and
+# "kcm" (both system:masters), so two managers under test are told apart by user name.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
@@ -90,13 +95,19 @@ make_pki() {
       -keyout admin.key -out admin.csr 2>/dev/null
     openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
       -extfile client.ext -out admin.crt 2>/dev/null
+    for u in rkcm kcm; do
+      openssl req -newkey rsa:2048 -nodes -subj "/O=system:masters/CN=$u" \
+        -keyout "$u.key" -out "$u.csr" 2>/dev/null
+      openssl x509 -req -in "$u.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
+        -extfile client.ext -out "$u.crt" 2>/dev/null
+    done
     openssl genrsa -out sa.key 2048 2>/dev/null
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
   ) || die "creating certificates with openssl failed"
 }
 
-write_kubeconfig() {
-  cat >"$RUN/kubeconfig" <<EOF
+write_kubeconfig() { # write_kubeconfig FILE CERT-BASENAME
+  cat >"$1" <<EOF
 apiVersion: v1
 kind: Config
 clusters:
@@ -107,8 +118,8 @@ clusters:
 users:
 - name: admin
   user:
-    client-certificate: $RUN/pki/admin.crt
-    client-key: $RUN/pki/admin.key
+    client-certificate: $RUN/pki/$2.crt
+    client-key: $RUN/pki/$2.key
 contexts:
 - name: rkcm-e2e
   context: {cluster: rkcm-e2e, user: admin}
@@ -156,7 +167,16 @@ cmd_up() {
   make_pki
 
   EP=$(free_port); PP=$(free_port); AP=$(free_port); SP=$(free_port); CP=$(free_port); KP=$(free_port)
-  write_kubeconfig
+  write_kubeconfig "$RUN/kubeconfig" admin
+  write_kubeconfig "$RUN/kubeconfig-rkcm" rkcm
+  write_kubeconfig "$RUN/kubeconfig-kcm" kcm
+  local audit=()
+  if [ "${AUDIT:-0}" = 1 ]; then
+    printf '%s\n' 'apiVersion: audit.k8s.io/v1' 'kind: Policy' 'omitStages: [RequestReceived]' \
+      'rules:' '- level: Metadata' >"$RUN/audit-policy.yaml"
+    audit=(--audit-policy-file="$RUN/audit-policy.yaml" --audit-log-path="$RUN/logs/audit.log"
+      --audit-log-maxsize=0 --audit-log-mode=blocking)
+  fi
 
   start_proc etcd "$BIN/etcd" --name=node0 --data-dir="$RUN/etcd" \
     --listen-client-urls="http://127.0.0.1:$EP" --advertise-client-urls="http://127.0.0.1:$EP" \
@@ -185,7 +205,7 @@ cmd_up() {
     --authorization-mode=Node,RBAC \
     --allow-privileged=true \
     --watch-cache-sizes=podtemplates#0 \
-    --disable-admission-plugins=TaintNodesByCondition
+    --disable-admission-plugins=TaintNodesByCondition "${audit[@]}"
   wait_until "kube-apiserver ready" 90 "$BIN/kubectl" --kubeconfig "$RUN/kubeconfig" get --raw /readyz ||
     { check_started kube-apiserver; die "kube-apiserver not ready after 90 s; log: $RUN/logs/kube-apiserver.log"; }
 

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# `make run`: build rkcm, bring up the local control plane (upstream kube-controller-manager
+# there runs everything except rkcm's controllers), and run rkcm against it in the foreground.
+# Extra rkcm flags: make run ARGS="--controllers=podgc -v=2"
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cd "$here/.."
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/rkcm/target}
+
+printf '==> build rkcm (release)\n' >&2
+cargo build --release -p rkcm
+bash "$here/cluster.sh" up
+eval "$(bash "$here/cluster.sh" env)"
+
+port=${RKCM_PORT:-10257}
+printf '%s\n' "" \
+  "==> rkcm runs in the foreground (Ctrl-C stops it and releases its lease). In another terminal:" \
+  "  eval \"\$(make -s cluster-env)\"" \
+  "  kubectl get lease -n kube-system rkcm -o yaml     # who leads" \
+  "  kubectl get pods -A -w                            # watch the controllers work" \
+  "  curl -sk https://127.0.0.1:$port/healthz" \
+  "  curl -sk https://127.0.0.1:$port/metrics | grep -E '^(workqueue|pod_gc|leader)'" \
+  "  make cluster-down                                 # when done" "" >&2
+# shellcheck disable=SC2086
+exec "$CARGO_TARGET_DIR/release/rkcm" --kubeconfig "$KUBECONFIG" \
+  --bind-address=127.0.0.1 --secure-port="$port" ${ARGS:-}
