@@ -35,7 +35,9 @@ pub struct FakeClock {
 
 impl FakeClock {
     pub fn new(start: jiff::Timestamp) -> Self {
-        Self { wall: Arc::new(Mutex::new(start)) }
+        Self {
+            wall: Arc::new(Mutex::new(start)),
+        }
     }
     pub fn set(&self, t: jiff::Timestamp) {
         *self.wall.lock() = t;

@@ -13,30 +13,50 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// A write made on behalf of an owner (a pod created from its template, an adoption);
+    /// `owner` is the owner's key.
+    #[error("{verb} {kind} for {owner}: {source}")]
+    ForOwner {
+        verb: &'static str,
+        kind: &'static str,
+        owner: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("{0}")]
     Other(String),
 }
 
 impl Error {
-    pub fn api(verb: &'static str, kind: &'static str, key: impl Into<String>, source: kube::Error) -> Self {
-        Error::Api { verb, kind, key: key.into(), source }
+    pub fn api(
+        verb: &'static str,
+        kind: &'static str,
+        key: impl Into<String>,
+        source: kube::Error,
+    ) -> Self {
+        Error::Api {
+            verb,
+            kind,
+            key: key.into(),
+            source,
+        }
     }
 
     /// True when the API answered 404.
     pub fn is_not_found(&self) -> bool {
-        matches!(self, Error::Api { source: kube::Error::Api(s), .. } if s.code == 404)
+        matches!(self, Error::Api { source: kube::Error::Api(s), .. } | Error::ForOwner { source: kube::Error::Api(s), .. } if s.code == 404)
     }
 
     /// True when the API answered 409 (conflict or already exists).
     pub fn is_conflict(&self) -> bool {
-        matches!(self, Error::Api { source: kube::Error::Api(s), .. } if s.code == 409)
+        matches!(self, Error::Api { source: kube::Error::Api(s), .. } | Error::ForOwner { source: kube::Error::Api(s), .. } if s.code == 409)
     }
 
     /// A short label for metrics.
     pub fn category(&self) -> &'static str {
         match self {
             Error::Config(_) => "config",
-            Error::Api { .. } => "api",
+            Error::Api { .. } | Error::ForOwner { .. } => "api",
             Error::Other(_) => "other",
         }
     }
