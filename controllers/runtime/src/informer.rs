@@ -1,18 +1,67 @@
-//! CONTRACT STUB — the informer helper replaces the bodies; keep these signatures.
+//! Shared informers: one LIST+WATCH per resource type for the whole process, an indexed
+//! in-memory cache, and ordered `(old, new)` change delivery to every subscriber.
 //!
-//! Shared informers: one list+watch per resource type for the whole process.
+//! Mirrors client-go `tools/cache`: the reflector (list, then watch from the list's
+//! resourceVersion, relist on `410 Gone`), `shared_informer.go` (one informer per type, one
+//! buffer per listener, synthetic adds for late listeners, `WaitForCacheSync`) and the
+//! `DeltaFIFO.Replace` semantics of a relist (new keys are adds, known keys are updates,
+//! vanished keys are deletes with `DeletedFinalStateUnknown`).
+//!
+//! Guarantees:
+//! - [`InformerFactory::informer`] returns the same informer for the same type, so a type is
+//!   listed and watched once no matter how many controllers read it.
+//! - The engine is `kube::runtime::watcher` (paged LIST of 500 served from the watch cache,
+//!   bookmarks, re-watch from the last resourceVersion, relist on an in-stream 410) with
+//!   kube's default exponential backoff; a watch *request* answered with 410 also forces a
+//!   relist (kube-rs would retry the expired resourceVersion forever). Errors are logged and
+//!   retried until shutdown; they never end the informer.
+//! - A relist replaces the cache atomically and delivers the difference, so a delete missed
+//!   while the watch was down still reaches every subscriber, as a tombstone
+//!   (`final_state_unknown: true`) carrying the last state the cache knew.
+//! - Each subscriber has its own unbounded buffer and task, so a slow subscriber never holds
+//!   up the watch or another subscriber. Every subscriber sees every change exactly once and
+//!   in order; one that subscribes late first gets `Added` for everything already cached.
+//! - Stored objects never carry `metadata.managedFields`.
+//! - `has_synced` turns true once the first complete list is in the cache and its changes are
+//!   queued to every subscriber registered by then.
 
+use std::any::{Any, TypeId};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Debug;
-use std::sync::Arc;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
 
-use kube::Resource;
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, ListSemantic};
+use kube::{Api, Resource};
+use parking_lot::{Mutex, RwLock};
+use prometheus::{IntCounterVec, IntGaugeVec, Opts};
 use serde::de::DeserializeOwned;
+use tokio::runtime::Handle;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tracing::{debug, error, info, warn};
+
+use crate::keys;
 
 /// Name of the built-in index by namespace.
 pub const INDEX_NAMESPACE: &str = "namespace";
 /// Name of the built-in index by the UID of the controller owner reference.
 pub const INDEX_CONTROLLER_UID: &str = "controller-uid";
+
+/// LIST page size, as client-go's pager.
+const PAGE_SIZE: u32 = 500;
+/// Watch `timeoutSeconds` is drawn from this range per informer so that the informers of a
+/// process (and of many processes) do not all reconnect at once (client-go: [5m, 10m)).
+const WATCH_TIMEOUT_SECS: std::ops::Range<u32> = 300..600;
+/// Pause before rebuilding the list+watch stream should it ever end.
+const RESTART_DELAY: Duration = Duration::from_secs(1);
 
 /// Bounds every informed type satisfies.
 pub trait Informable:
@@ -28,95 +77,1153 @@ impl<K> Informable for K where
 #[derive(Debug, Clone)]
 pub enum Change<K> {
     Added(Arc<K>),
-    Updated { old: Arc<K>, new: Arc<K> },
+    Updated {
+        old: Arc<K>,
+        new: Arc<K>,
+    },
     /// `final_state_unknown`: the delete was inferred on a relist (a tombstone); `obj` is the
     /// last state the cache knew.
-    Deleted { obj: Arc<K>, final_state_unknown: bool },
+    Deleted {
+        obj: Arc<K>,
+        final_state_unknown: bool,
+    },
+}
+
+impl<K> Change<K> {
+    /// The object as it is now (for `Deleted`: its last known state).
+    pub fn object(&self) -> &Arc<K> {
+        match self {
+            Change::Added(obj) | Change::Updated { new: obj, .. } | Change::Deleted { obj, .. } => {
+                obj
+            }
+        }
+    }
+
+    /// The metric label of the change kind.
+    fn kind(&self) -> &'static str {
+        match self {
+            Change::Added(_) => "added",
+            Change::Updated { .. } => "updated",
+            Change::Deleted { .. } => "deleted",
+        }
+    }
 }
 
 /// An index function: the index values of one object.
 pub type IndexFn<K> = fn(&K) -> Vec<String>;
 
+fn index_by_namespace<K: Resource>(obj: &K) -> Vec<String> {
+    match obj.meta().namespace.as_deref() {
+        Some(ns) if !ns.is_empty() => vec![ns.to_string()],
+        _ => Vec::new(),
+    }
+}
+
+fn index_by_controller_uid<K: Resource>(obj: &K) -> Vec<String> {
+    keys::controller_uid(obj)
+        .map(str::to_string)
+        .into_iter()
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The pure core: cache contents, indexes and the watcher-event state machine.
+// ---------------------------------------------------------------------------------------------
+
+/// Index name -> index value -> keys.
+type Indices = HashMap<&'static str, HashMap<String, HashSet<String>>>;
+
+/// The cache of one informer and the state machine that turns watcher events into changes.
+/// No I/O and no locking: the informer wraps it in a lock and delivers what it returns.
+pub(crate) struct State<K> {
+    objects: HashMap<String, Arc<K>>,
+    indexers: BTreeMap<&'static str, IndexFn<K>>,
+    indices: Indices,
+    /// Objects of a relist in progress (between `Init` and `InitDone`); `None` when not
+    /// relisting. Kept apart so readers see the old cache until the new list is complete.
+    relist: Option<HashMap<String, Arc<K>>>,
+    synced: bool,
+}
+
+impl<K: Resource + Clone> State<K> {
+    pub(crate) fn new() -> Self {
+        let mut state = Self {
+            objects: HashMap::new(),
+            indexers: BTreeMap::new(),
+            indices: HashMap::new(),
+            relist: None,
+            synced: false,
+        };
+        state.add_index(INDEX_NAMESPACE, index_by_namespace::<K>);
+        state.add_index(INDEX_CONTROLLER_UID, index_by_controller_uid::<K>);
+        state
+    }
+
+    /// Registers an index and builds it from the current contents; a known name is a no-op.
+    pub(crate) fn add_index(&mut self, name: &'static str, f: IndexFn<K>) {
+        if self.indexers.contains_key(name) {
+            return;
+        }
+        self.indexers.insert(name, f);
+        let mut index: HashMap<String, HashSet<String>> = HashMap::new();
+        for (key, obj) in &self.objects {
+            for value in f(obj) {
+                index.entry(value).or_default().insert(key.clone());
+            }
+        }
+        self.indices.insert(name, index);
+    }
+
+    /// Applies one watcher event and returns the changes subscribers must see, in order.
+    pub(crate) fn apply(&mut self, event: watcher::Event<K>) -> Vec<Change<K>> {
+        match event {
+            watcher::Event::Init => {
+                // A new list starts; a partial list left by a failed one is discarded.
+                self.relist = Some(HashMap::new());
+                Vec::new()
+            }
+            watcher::Event::InitApply(obj) => {
+                let obj = strip(obj);
+                match self.relist.as_mut() {
+                    Some(buffer) => {
+                        buffer.insert(keys::key_of(&obj), Arc::new(obj));
+                        Vec::new()
+                    }
+                    // kube-rs never sends this outside a list; treat it as a watch event
+                    // rather than lose it.
+                    None => self.upsert(obj).into_iter().collect(),
+                }
+            }
+            watcher::Event::InitDone => {
+                let listed = self.relist.take().unwrap_or_default();
+                let changes = self.replace(listed);
+                self.synced = true;
+                changes
+            }
+            watcher::Event::Apply(obj) => self.upsert(strip(obj)).into_iter().collect(),
+            watcher::Event::Delete(obj) => self.delete(strip(obj)).into_iter().collect(),
+        }
+    }
+
+    pub(crate) fn has_synced(&self) -> bool {
+        self.synced
+    }
+
+    fn upsert(&mut self, obj: K) -> Option<Change<K>> {
+        let key = keys::key_of(&obj);
+        let new = Arc::new(obj);
+        match self.objects.get(&key).cloned() {
+            None => {
+                self.index_insert(&key, None, &new);
+                self.objects.insert(key, new.clone());
+                Some(Change::Added(new))
+            }
+            // Same resourceVersion: the same object seen twice (e.g. a re-watch replaying
+            // an event); nothing changed.
+            Some(old) if same_version(&*old, &*new) => None,
+            Some(old) => {
+                self.index_insert(&key, Some(&old), &new);
+                self.objects.insert(key, new.clone());
+                Some(Change::Updated { old, new })
+            }
+        }
+    }
+
+    fn delete(&mut self, obj: K) -> Option<Change<K>> {
+        let key = keys::key_of(&obj);
+        // As DeltaFIFO: a delete of an object the cache never had is dropped, so handlers
+        // only see deletes of objects they saw added.
+        let old = self.objects.remove(&key)?;
+        self.index_remove(&key, &old);
+        Some(Change::Deleted {
+            obj: Arc::new(obj),
+            final_state_unknown: false,
+        })
+    }
+
+    /// Swaps in a complete list and returns the difference to the old contents: adds and
+    /// updates in key order, then tombstones for keys that vanished, in key order.
+    fn replace(&mut self, listed: HashMap<String, Arc<K>>) -> Vec<Change<K>> {
+        let mut listed: Vec<(String, Arc<K>)> = listed.into_iter().collect();
+        listed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut vanished: Vec<String> = self
+            .objects
+            .keys()
+            .filter(|key| listed.binary_search_by(|(k, _)| k.cmp(key)).is_err())
+            .cloned()
+            .collect();
+        vanished.sort_unstable();
+
+        let mut changes = Vec::new();
+        for (key, new) in listed {
+            match self.objects.get(&key).cloned() {
+                None => {
+                    self.index_insert(&key, None, &new);
+                    self.objects.insert(key, new.clone());
+                    changes.push(Change::Added(new));
+                }
+                Some(old) if same_version(&*old, &*new) => {}
+                Some(old) => {
+                    self.index_insert(&key, Some(&old), &new);
+                    self.objects.insert(key, new.clone());
+                    changes.push(Change::Updated { old, new });
+                }
+            }
+        }
+        for key in vanished {
+            if let Some(old) = self.objects.remove(&key) {
+                self.index_remove(&key, &old);
+                changes.push(Change::Deleted {
+                    obj: old,
+                    final_state_unknown: true,
+                });
+            }
+        }
+        changes
+    }
+
+    fn index_insert(&mut self, key: &str, old: Option<&K>, new: &K) {
+        for (name, f) in &self.indexers {
+            let index = self.indices.entry(name).or_default();
+            let new_values = f(new);
+            if let Some(old) = old {
+                for value in f(old) {
+                    if !new_values.contains(&value) {
+                        remove_from_index(index, &value, key);
+                    }
+                }
+            }
+            for value in new_values {
+                index.entry(value).or_default().insert(key.to_string());
+            }
+        }
+    }
+
+    fn index_remove(&mut self, key: &str, old: &K) {
+        for (name, f) in &self.indexers {
+            if let Some(index) = self.indices.get_mut(name) {
+                for value in f(old) {
+                    remove_from_index(index, &value, key);
+                }
+            }
+        }
+    }
+
+    fn get(&self, key: &str) -> Option<Arc<K>> {
+        self.objects.get(key).cloned()
+    }
+
+    fn list(&self) -> Vec<Arc<K>> {
+        self.objects.values().cloned().collect()
+    }
+
+    fn by_index(&self, index: &str, value: &str) -> Vec<Arc<K>> {
+        self.indices
+            .get(index)
+            .and_then(|values| values.get(value))
+            .map(|keys| {
+                keys.iter()
+                    .filter_map(|k| self.objects.get(k).cloned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn len(&self) -> usize {
+        self.objects.len()
+    }
+}
+
+fn remove_from_index(index: &mut HashMap<String, HashSet<String>>, value: &str, key: &str) {
+    if let Some(keys) = index.get_mut(value) {
+        keys.remove(key);
+        // Drop empty sets so an index over short-lived values (owner UIDs) does not grow
+        // forever.
+        if keys.is_empty() {
+            index.remove(value);
+        }
+    }
+}
+
+fn same_version<K: Resource>(a: &K, b: &K) -> bool {
+    match (
+        a.meta().resource_version.as_deref(),
+        b.meta().resource_version.as_deref(),
+    ) {
+        (Some(a), Some(b)) => !a.is_empty() && a == b,
+        _ => false,
+    }
+}
+
+/// Drops what the cache must not keep: managedFields are large and no controller reads them.
+fn strip<K: Resource>(mut obj: K) -> K {
+    obj.meta_mut().managed_fields = None;
+    obj
+}
+
+// ---------------------------------------------------------------------------------------------
+// Metrics
+// ---------------------------------------------------------------------------------------------
+
+struct Metrics {
+    lists: IntCounterVec,
+    events: IntCounterVec,
+    objects: IntGaugeVec,
+}
+
+static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
+    // The names and labels are constants, so construction cannot fail at run time.
+    let metrics = Metrics {
+        lists: IntCounterVec::new(
+            Opts::new(
+                "rkcm_informer_lists_total",
+                "Full LISTs (initial list and relists) started by the shared informer of a resource.",
+            ),
+            &["resource"],
+        )
+        .expect("valid metric"),
+        events: IntCounterVec::new(
+            Opts::new(
+                "rkcm_informer_events_total",
+                "Changes delivered by the shared informer of a resource, by type (added, updated, deleted).",
+            ),
+            &["resource", "type"],
+        )
+        .expect("valid metric"),
+        objects: IntGaugeVec::new(
+            Opts::new(
+                "rkcm_informer_objects",
+                "Objects in the cache of the shared informer of a resource.",
+            ),
+            &["resource"],
+        )
+        .expect("valid metric"),
+    };
+    let registry = crate::metrics::registry();
+    for collector in [
+        Box::new(metrics.lists.clone()) as Box<dyn prometheus::core::Collector>,
+        Box::new(metrics.events.clone()),
+        Box::new(metrics.objects.clone()),
+    ] {
+        if let Err(err) = registry.register(collector) {
+            warn!(error = %err, "Cannot register informer metric");
+        }
+    }
+    metrics
+});
+
+// ---------------------------------------------------------------------------------------------
+// Factory
+// ---------------------------------------------------------------------------------------------
+
 /// The process-wide set of informers.
 #[derive(Clone)]
 pub struct InformerFactory {
-    _client: kube::Client,
+    inner: Arc<FactoryInner>,
+}
+
+struct FactoryInner {
+    client: kube::Client,
+    state: Mutex<FactoryState>,
+}
+
+#[derive(Default)]
+struct FactoryState {
+    informers: HashMap<TypeId, Box<dyn ErasedInformer>>,
+    /// Set by `start`: later informers start at once with this token on this runtime.
+    started: Option<(CancellationToken, Handle)>,
+}
+
+/// An informer of any type, as the factory keeps it.
+trait ErasedInformer: Send + Sync {
+    fn start(&self, client: &kube::Client, shutdown: &CancellationToken, runtime: &Handle);
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl<K: Informable> ErasedInformer for Informer<K> {
+    fn start(&self, client: &kube::Client, shutdown: &CancellationToken, runtime: &Handle) {
+        self.start_on(client.clone(), shutdown.clone(), runtime);
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
 }
 
 impl InformerFactory {
     pub fn new(client: kube::Client) -> Self {
-        Self { _client: client }
+        Self {
+            inner: Arc::new(FactoryInner {
+                client,
+                state: Mutex::new(FactoryState::default()),
+            }),
+        }
     }
+
     /// The informer for `K` (cluster-wide, unfiltered), created on first request.
     pub fn informer<K: Informable>(&self) -> Informer<K> {
-        unimplemented!()
+        let mut state = self.inner.state.lock();
+        let type_id = TypeId::of::<K>();
+        if let Some(existing) = state
+            .informers
+            .get(&type_id)
+            .and_then(|erased| erased.as_any().downcast_ref::<Informer<K>>())
+        {
+            return existing.clone();
+        }
+        let informer = Informer::<K>::detached();
+        if let Some((shutdown, runtime)) = &state.started {
+            informer.start_on(self.inner.client.clone(), shutdown.clone(), runtime);
+        }
+        state.informers.insert(type_id, Box::new(informer.clone()));
+        informer
     }
+
     /// Starts every informer requested so far; later requests start at once.
-    pub fn start(&self, _shutdown: CancellationToken) {
-        unimplemented!()
+    ///
+    /// Informers run on the Tokio runtime this is called from until `shutdown` is cancelled.
+    /// Calling it again starts nothing new: the first token and runtime stay in force.
+    ///
+    /// # Panics
+    /// When called outside a Tokio runtime.
+    pub fn start(&self, shutdown: CancellationToken) {
+        let mut state = self.inner.state.lock();
+        let (shutdown, runtime) = state
+            .started
+            .get_or_insert_with(|| (shutdown, Handle::current()))
+            .clone();
+        for informer in state.informers.values() {
+            informer.start(&self.inner.client, &shutdown, &runtime);
+        }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Informer
+// ---------------------------------------------------------------------------------------------
+
+type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// A handle on one shared informer. Cheap to clone.
 pub struct Informer<K> {
-    _k: std::marker::PhantomData<K>,
+    shared: Arc<Shared<K>>,
 }
 impl<K> Clone for Informer<K> {
     fn clone(&self) -> Self {
-        Self { _k: std::marker::PhantomData }
+        Self {
+            shared: self.shared.clone(),
+        }
     }
+}
+
+struct Shared<K> {
+    resource: String,
+    inner: Arc<RwLock<Inner<K>>>,
+    synced: tokio::sync::watch::Sender<bool>,
+    started: AtomicBool,
+    /// Subscriber tasks created where no runtime was available; spawned on start.
+    pending_tasks: Mutex<Vec<BoxFuture>>,
+}
+
+/// Cache and subscribers under one lock: a change is applied to the cache and queued to every
+/// subscriber in one critical section, and a new subscriber snapshots the cache in another,
+/// so a subscriber can neither miss a change nor see one twice.
+struct Inner<K> {
+    state: State<K>,
+    subscribers: Vec<mpsc::UnboundedSender<Change<K>>>,
 }
 
 impl<K: Informable> Informer<K> {
+    /// An informer no factory owns or starts; feed it with [`Informer::feed`]. For tests
+    /// and fakes: code under test reads and subscribes exactly as with a shared informer.
+    pub fn detached() -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                resource: K::plural(&()).into_owned(),
+                inner: Arc::new(RwLock::new(Inner {
+                    state: State::new(),
+                    subscribers: Vec::new(),
+                })),
+                synced: tokio::sync::watch::Sender::new(false),
+                started: AtomicBool::new(false),
+                pending_tasks: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// The resource's plural name (e.g. `pods`), for logs and metric labels.
+    pub fn resource_name(&self) -> &str {
+        &self.shared.resource
+    }
+
     pub fn store(&self) -> Store<K> {
-        unimplemented!()
+        Store {
+            inner: self.shared.inner.clone(),
+        }
     }
+
     /// Registers a secondary index; registering the same name twice is a no-op.
-    pub fn add_index(&self, _name: &'static str, _f: IndexFn<K>) {
-        unimplemented!()
+    pub fn add_index(&self, name: &'static str, f: IndexFn<K>) {
+        self.shared.inner.write().state.add_index(name, f);
     }
+
     /// Every change, in order. A subscriber added after sync first gets `Added` for every
     /// cached object. The handler must be cheap (compute keys, enqueue): no API calls.
-    pub fn subscribe(&self, _handler: impl Fn(Change<K>) + Send + Sync + 'static) {
-        unimplemented!()
+    pub fn subscribe(&self, handler: impl Fn(Change<K>) + Send + Sync + 'static) {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        {
+            let mut inner = self.shared.inner.write();
+            for obj in inner.state.objects.values() {
+                // The receiver is alive: it is in this scope.
+                let _ = tx.send(Change::Added(obj.clone()));
+            }
+            inner.subscribers.push(tx);
+        }
+        let resource = self.shared.resource.clone();
+        let task: BoxFuture = Box::pin(async move {
+            while let Some(change) = rx.recv().await {
+                // A panicking handler loses this change but must not silently stop all
+                // later deliveries to its controller.
+                if std::panic::catch_unwind(AssertUnwindSafe(|| handler(change))).is_err() {
+                    error!(resource = %resource, "Informer event handler panicked");
+                }
+            }
+        });
+        match Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(task);
+            }
+            Err(_) => self.shared.pending_tasks.lock().push(task),
+        }
     }
+
     pub fn has_synced(&self) -> bool {
-        unimplemented!()
+        *self.shared.synced.borrow()
     }
+
     /// Waits until synced; false if `shutdown` fired first.
-    pub async fn wait_synced(&self, _shutdown: &CancellationToken) -> bool {
-        unimplemented!()
+    pub async fn wait_synced(&self, shutdown: &CancellationToken) -> bool {
+        let resource = self.resource_name();
+        info!(resource, "Waiting for caches to sync");
+        let mut synced = self.shared.synced.subscribe();
+        let done = tokio::select! {
+            biased;
+            result = synced.wait_for(|synced| *synced) => result.is_ok(),
+            () = shutdown.cancelled() => false,
+        };
+        if done {
+            info!(resource, "Caches are synced");
+        } else {
+            info!(
+                resource,
+                "Stopped waiting for caches to sync: shutting down"
+            );
+        }
+        done
+    }
+
+    /// Applies one watcher event as if it came from the API server and delivers the
+    /// resulting changes. The informer's own watch uses this; tests and fakes may too.
+    pub fn feed(&self, event: watcher::Event<K>) {
+        let metrics = &*METRICS;
+        let resource = self.shared.resource.as_str();
+        if matches!(event, watcher::Event::Init) {
+            metrics.lists.with_label_values(&[resource]).inc();
+        }
+        let mut inner = self.shared.inner.write();
+        let changes = inner.state.apply(event);
+        for change in &changes {
+            metrics
+                .events
+                .with_label_values(&[resource, change.kind()])
+                .inc();
+        }
+        if !changes.is_empty() {
+            // A closed channel means the subscriber's task is gone (runtime shut down).
+            inner
+                .subscribers
+                .retain(|tx| changes.iter().all(|change| tx.send(change.clone()).is_ok()));
+        }
+        metrics
+            .objects
+            .with_label_values(&[resource])
+            .set(i64::try_from(inner.state.len()).unwrap_or(i64::MAX));
+        // Still under the lock: once synced is visible, the initial adds are queued.
+        if inner.state.has_synced() && !*self.shared.synced.borrow() {
+            self.shared.synced.send_replace(true);
+        }
+    }
+
+    fn start_on(&self, client: kube::Client, shutdown: CancellationToken, runtime: &Handle) {
+        if self.shared.started.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        for task in self.shared.pending_tasks.lock().drain(..) {
+            runtime.spawn(task);
+        }
+        let informer = self.clone();
+        runtime.spawn(async move { informer.run(client, shutdown).await });
+    }
+
+    async fn run(self, client: kube::Client, shutdown: CancellationToken) {
+        let resource = self.shared.resource.clone();
+        let config = watcher::Config::default()
+            .page_size(PAGE_SIZE)
+            .list_semantic(ListSemantic::Any)
+            .timeout(rand::random_range(WATCH_TIMEOUT_SECS));
+        debug!(resource = %resource, "Starting informer");
+        let mut errors = ErrorLog::default();
+        while !shutdown.is_cancelled() {
+            let mut stream = Box::pin(
+                list_watch(Api::<K>::all(client.clone()), config.clone()).default_backoff(),
+            );
+            loop {
+                let item = tokio::select! {
+                    biased;
+                    () = shutdown.cancelled() => break,
+                    item = stream.next() => item,
+                };
+                match item {
+                    Some(Ok(event)) => {
+                        errors.clear();
+                        self.feed(event);
+                    }
+                    Some(Err(err)) => errors.report(&resource, &err),
+                    None => {
+                        // kube's watcher and backoff never end; should that change, rebuild
+                        // rather than stop informing.
+                        warn!(resource = %resource, "Informer list/watch stream ended; restarting");
+                        tokio::select! {
+                            () = shutdown.cancelled() => {}
+                            () = tokio::time::sleep(RESTART_DELAY) => {}
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        // Closing the channels lets every subscriber task drain its buffer and end.
+        self.shared.inner.write().subscribers.clear();
+        debug!(resource = %resource, "Informer stopped");
     }
 }
 
+/// kube's watcher, except that a watch request answered with 410 Gone starts over with a
+/// fresh LIST: kube-rs relists only on a 410 inside the watch stream and would otherwise retry
+/// the expired resourceVersion forever (client-go relists in both cases).
+fn list_watch<K: Informable>(
+    api: Api<K>,
+    config: watcher::Config,
+) -> impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send {
+    type Events<T> = BoxStream<'static, watcher::Result<watcher::Event<T>>>;
+    futures::stream::unfold(None::<Events<K>>, move |current| {
+        let mut stream =
+            current.unwrap_or_else(|| watcher::watcher(api.clone(), config.clone()).boxed());
+        async move {
+            let item = stream.next().await?;
+            let keep = match &item {
+                Err(watcher::Error::WatchStartFailed(kube::Error::Api(status))) => !is_gone(status),
+                _ => true,
+            };
+            Some((item, keep.then_some(stream)))
+        }
+    })
+}
+
+/// 410 Gone / `Expired`: the requested resourceVersion is compacted away.
+fn is_gone(status: &kube::core::Status) -> bool {
+    status.code == 410 || status.reason == "Expired" || status.reason == "Gone"
+}
+
+/// Logs list/watch errors without flooding: kube's backoff already spaces retries (0.8 s
+/// doubling to 30 s), and a run of identical errors is logged at warn only on its 1st, 2nd,
+/// 4th, 8th, ... occurrence.
+#[derive(Default)]
+struct ErrorLog {
+    last: Option<String>,
+    repeats: u64,
+}
+
+impl ErrorLog {
+    fn clear(&mut self) {
+        self.last = None;
+        self.repeats = 0;
+    }
+
+    fn report(&mut self, resource: &str, err: &watcher::Error) {
+        let message = err.to_string();
+        if self.last.as_deref() == Some(message.as_str()) {
+            self.repeats += 1;
+        } else {
+            self.last = Some(message);
+            self.repeats = 1;
+        }
+        let attempts = self.repeats;
+        if expired(err) {
+            // Routine: the watch fell behind compaction; the relist repairs the cache.
+            info!(resource, error = %err, "Watch expired; relisting");
+        } else if attempts.is_power_of_two() {
+            warn!(resource, error = %err, attempts, "Informer list/watch failed; retrying with backoff");
+        } else {
+            debug!(resource, error = %err, attempts, "Informer list/watch failed; retrying with backoff");
+        }
+    }
+}
+
+fn expired(err: &watcher::Error) -> bool {
+    match err {
+        watcher::Error::WatchError(status) => is_gone(status),
+        watcher::Error::WatchStartFailed(kube::Error::Api(status)) => is_gone(status),
+        _ => false,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Store
+// ---------------------------------------------------------------------------------------------
+
 /// Read access to the cache. Objects are shared: clone before changing.
 pub struct Store<K> {
-    _k: std::marker::PhantomData<K>,
+    inner: Arc<RwLock<Inner<K>>>,
 }
 impl<K> Clone for Store<K> {
     fn clone(&self) -> Self {
-        Self { _k: std::marker::PhantomData }
+        Self {
+            inner: self.inner.clone(),
+        }
     }
 }
 
 impl<K: Informable> Store<K> {
     /// By key (`namespace/name` or `name`).
-    pub fn get(&self, _key: &str) -> Option<Arc<K>> {
-        unimplemented!()
+    pub fn get(&self, key: &str) -> Option<Arc<K>> {
+        self.inner.read().state.get(key)
     }
     pub fn list(&self) -> Vec<Arc<K>> {
-        unimplemented!()
+        self.inner.read().state.list()
     }
-    pub fn list_namespace(&self, _namespace: &str) -> Vec<Arc<K>> {
-        unimplemented!()
+    pub fn list_namespace(&self, namespace: &str) -> Vec<Arc<K>> {
+        self.by_index(INDEX_NAMESPACE, namespace)
     }
-    pub fn by_index(&self, _index: &str, _value: &str) -> Vec<Arc<K>> {
-        unimplemented!()
+    /// Objects whose index `index` has `value`; empty for an unknown index.
+    pub fn by_index(&self, index: &str, value: &str) -> Vec<Arc<K>> {
+        self.inner.read().state.by_index(index, value)
     }
     pub fn len(&self) -> usize {
-        unimplemented!()
+        self.inner.read().state.len()
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+        ManagedFieldsEntry, ObjectMeta, OwnerReference,
+    };
+
+    fn cm(ns: &str, name: &str, rv: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                namespace: Some(ns.into()),
+                name: Some(name.into()),
+                resource_version: Some(rv.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn owned_pod(ns: &str, name: &str, rv: &str, owner_uid: Option<&str>) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                namespace: Some(ns.into()),
+                name: Some(name.into()),
+                resource_version: Some(rv.into()),
+                owner_references: owner_uid.map(|uid| {
+                    vec![OwnerReference {
+                        api_version: "apps/v1".into(),
+                        kind: "ReplicaSet".into(),
+                        name: "rs".into(),
+                        uid: uid.into(),
+                        controller: Some(true),
+                        ..Default::default()
+                    }]
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    /// A compact, comparable rendering of changes: `+key@rv`, `~key@old->new`,
+    /// `-key@rv` (observed) or `?key@rv` (tombstone).
+    fn render<K: Resource>(changes: &[Change<K>]) -> Vec<String> {
+        let id = |o: &K| {
+            format!(
+                "{}@{}",
+                keys::key_of(o),
+                o.meta().resource_version.as_deref().unwrap_or("")
+            )
+        };
+        changes
+            .iter()
+            .map(|c| match c {
+                Change::Added(o) => format!("+{}", id(o)),
+                Change::Updated { old, new } => format!(
+                    "~{}->{}",
+                    id(old),
+                    new.meta().resource_version.as_deref().unwrap_or("")
+                ),
+                Change::Deleted {
+                    obj,
+                    final_state_unknown: false,
+                } => format!("-{}", id(obj)),
+                Change::Deleted {
+                    obj,
+                    final_state_unknown: true,
+                } => format!("?{}", id(obj)),
+            })
+            .collect()
+    }
+
+    fn list(state: &mut State<ConfigMap>, objs: Vec<ConfigMap>) -> Vec<String> {
+        assert!(state.apply(watcher::Event::Init).is_empty());
+        for o in objs {
+            assert!(state.apply(watcher::Event::InitApply(o)).is_empty());
+        }
+        render(&state.apply(watcher::Event::InitDone))
+    }
+
+    fn keys_of(objs: Vec<Arc<ConfigMap>>) -> Vec<String> {
+        let mut keys: Vec<String> = objs.iter().map(|o| keys::key_of(&**o)).collect();
+        keys.sort();
+        keys
+    }
+
+    #[test]
+    fn initial_list_adds_everything_and_syncs() {
+        let mut state = State::new();
+        assert!(!state.has_synced());
+        assert!(state.apply(watcher::Event::Init).is_empty());
+        assert!(
+            state
+                .apply(watcher::Event::InitApply(cm("a", "x", "1")))
+                .is_empty()
+        );
+        // Readers keep the old contents until the list is complete.
+        assert_eq!(state.len(), 0);
+        assert!(!state.has_synced());
+        state.apply(watcher::Event::InitApply(cm("a", "y", "2")));
+        let changes = render(&state.apply(watcher::Event::InitDone));
+        assert_eq!(changes, ["+a/x@1", "+a/y@2"]);
+        assert!(state.has_synced());
+        assert_eq!(state.len(), 2);
+    }
+
+    #[test]
+    fn empty_initial_list_syncs() {
+        let mut state: State<ConfigMap> = State::new();
+        assert!(list(&mut state, vec![]).is_empty());
+        assert!(state.has_synced());
+    }
+
+    #[test]
+    fn watch_add_update_delete() {
+        let mut state = State::new();
+        list(&mut state, vec![]);
+        let add = render(&state.apply(watcher::Event::Apply(cm("a", "x", "1"))));
+        assert_eq!(add, ["+a/x@1"]);
+        let update = render(&state.apply(watcher::Event::Apply(cm("a", "x", "2"))));
+        assert_eq!(update, ["~a/x@1->2"]);
+        assert_eq!(
+            state
+                .get("a/x")
+                .and_then(|o| o.metadata.resource_version.clone()),
+            Some("2".into())
+        );
+        let delete = render(&state.apply(watcher::Event::Delete(cm("a", "x", "3"))));
+        // The observed delete carries the object from the DELETE event.
+        assert_eq!(delete, ["-a/x@3"]);
+        assert_eq!(state.len(), 0);
+    }
+
+    #[test]
+    fn identical_resource_version_is_not_a_change() {
+        let mut state = State::new();
+        list(&mut state, vec![cm("a", "x", "1")]);
+        assert!(
+            state
+                .apply(watcher::Event::Apply(cm("a", "x", "1")))
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn delete_of_unknown_object_is_dropped() {
+        let mut state = State::new();
+        list(&mut state, vec![]);
+        assert!(
+            state
+                .apply(watcher::Event::Delete(cm("a", "x", "1")))
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn relist_reports_the_difference() {
+        let mut state = State::new();
+        list(
+            &mut state,
+            vec![
+                cm("a", "keep", "1"),
+                cm("a", "gone", "2"),
+                cm("a", "changed", "3"),
+            ],
+        );
+        let changes = list(
+            &mut state,
+            vec![
+                cm("a", "keep", "1"),
+                cm("a", "changed", "7"),
+                cm("a", "new", "8"),
+            ],
+        );
+        // Unchanged `keep` yields nothing; `gone` becomes a tombstone with its last state.
+        assert_eq!(changes, ["~a/changed@3->7", "+a/new@8", "?a/gone@2"]);
+        assert_eq!(
+            keys_of(state.list()),
+            ["a/changed", "a/keep", "a/new"].map(String::from)
+        );
+    }
+
+    #[test]
+    fn failed_list_restarts_cleanly() {
+        let mut state = State::new();
+        list(&mut state, vec![cm("a", "x", "1")]);
+        // A list that fails part-way is followed by a fresh Init; the partial page is
+        // forgotten and the old cache stays readable meanwhile.
+        state.apply(watcher::Event::Init);
+        state.apply(watcher::Event::InitApply(cm("a", "partial", "5")));
+        assert_eq!(state.len(), 1);
+        let changes = list(&mut state, vec![cm("a", "x", "1"), cm("a", "y", "6")]);
+        assert_eq!(changes, ["+a/y@6"]);
+    }
+
+    #[test]
+    fn managed_fields_are_dropped() {
+        let mut state = State::new();
+        let mut obj = cm("a", "x", "1");
+        obj.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some("kubectl".into()),
+            ..Default::default()
+        }]);
+        let mut listed = obj.clone();
+        listed.metadata.name = Some("y".into());
+        state.apply(watcher::Event::Init);
+        state.apply(watcher::Event::InitApply(listed));
+        state.apply(watcher::Event::InitDone);
+        let changes = state.apply(watcher::Event::Apply(obj.clone()));
+        assert!(changes[0].object().metadata.managed_fields.is_none());
+        let mut deleted = obj;
+        deleted.metadata.resource_version = Some("2".into());
+        let changes = state.apply(watcher::Event::Delete(deleted));
+        assert!(changes[0].object().metadata.managed_fields.is_none());
+        for stored in state.list() {
+            assert!(stored.metadata.managed_fields.is_none());
+        }
+    }
+
+    #[test]
+    fn indexes_follow_changes_and_deletes() {
+        let mut state: State<Pod> = State::new();
+        state.apply(watcher::Event::Init);
+        state.apply(watcher::Event::InitApply(owned_pod(
+            "a",
+            "p1",
+            "1",
+            Some("u1"),
+        )));
+        state.apply(watcher::Event::InitApply(owned_pod(
+            "b",
+            "p2",
+            "2",
+            Some("u1"),
+        )));
+        state.apply(watcher::Event::InitDone);
+        let names = |objs: Vec<Arc<Pod>>| {
+            let mut v: Vec<String> = objs.iter().map(|o| keys::key_of(&**o)).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(
+            names(state.by_index(INDEX_CONTROLLER_UID, "u1")),
+            ["a/p1", "b/p2"]
+        );
+        assert_eq!(names(state.by_index(INDEX_NAMESPACE, "a")), ["a/p1"]);
+
+        // Re-owned: leaves the old value's set and joins the new one.
+        state.apply(watcher::Event::Apply(owned_pod("a", "p1", "3", Some("u2"))));
+        assert_eq!(names(state.by_index(INDEX_CONTROLLER_UID, "u1")), ["b/p2"]);
+        assert_eq!(names(state.by_index(INDEX_CONTROLLER_UID, "u2")), ["a/p1"]);
+
+        // Orphaned: in no controller set.
+        state.apply(watcher::Event::Apply(owned_pod("b", "p2", "4", None)));
+        assert!(state.by_index(INDEX_CONTROLLER_UID, "u1").is_empty());
+        assert!(!state.indices[INDEX_CONTROLLER_UID].contains_key("u1"));
+
+        state.apply(watcher::Event::Delete(owned_pod(
+            "a",
+            "p1",
+            "5",
+            Some("u2"),
+        )));
+        assert!(state.by_index(INDEX_CONTROLLER_UID, "u2").is_empty());
+        assert!(state.by_index(INDEX_NAMESPACE, "a").is_empty());
+
+        // A tombstone from a relist leaves the indexes too.
+        state.apply(watcher::Event::Init);
+        state.apply(watcher::Event::InitDone);
+        assert!(state.by_index(INDEX_NAMESPACE, "b").is_empty());
+        assert!(state.indices.values().all(HashMap::is_empty));
+        assert!(state.by_index("no-such-index", "x").is_empty());
+    }
+
+    #[test]
+    fn index_added_late_is_built_from_the_cache() {
+        fn by_name(cm: &ConfigMap) -> Vec<String> {
+            cm.metadata.name.clone().into_iter().collect()
+        }
+        let mut state = State::new();
+        list(&mut state, vec![cm("a", "x", "1"), cm("b", "x", "2")]);
+        state.add_index("name", by_name);
+        assert_eq!(keys_of(state.by_index("name", "x")), ["a/x", "b/x"]);
+        state.apply(watcher::Event::Apply(cm("c", "x", "3")));
+        assert_eq!(keys_of(state.by_index("name", "x")), ["a/x", "b/x", "c/x"]);
+        // The same name again keeps the first function.
+        state.add_index("name", |_| vec!["other".into()]);
+        assert!(state.by_index("name", "other").is_empty());
+    }
+
+    /// Collects what a subscriber receives.
+    fn recorder(informer: &Informer<ConfigMap>) -> mpsc::UnboundedReceiver<String> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        informer.subscribe(move |change| {
+            let _ = tx.send(render(std::slice::from_ref(&change)).remove(0));
+        });
+        rx
+    }
+
+    async fn next(rx: &mut mpsc::UnboundedReceiver<String>) -> String {
+        tokio::time::timeout(Duration::from_secs(5), rx.recv())
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| "<nothing>".into())
+    }
+
+    #[tokio::test]
+    async fn late_subscriber_gets_the_snapshot_then_live_changes() {
+        let informer = Informer::<ConfigMap>::detached();
+        let mut early = recorder(&informer);
+        informer.feed(watcher::Event::Init);
+        informer.feed(watcher::Event::InitApply(cm("a", "x", "1")));
+        assert!(!informer.has_synced());
+        informer.feed(watcher::Event::InitDone);
+        assert!(informer.has_synced());
+        assert!(informer.wait_synced(&CancellationToken::new()).await);
+
+        let mut late = recorder(&informer);
+        informer.feed(watcher::Event::Apply(cm("a", "x", "2")));
+        informer.feed(watcher::Event::Delete(cm("a", "x", "3")));
+
+        for rx in [&mut early, &mut late] {
+            assert_eq!(next(rx).await, "+a/x@1");
+            assert_eq!(next(rx).await, "~a/x@1->2");
+            assert_eq!(next(rx).await, "-a/x@3");
+            assert!(rx.try_recv().is_err(), "no duplicates");
+        }
+        let store = informer.store();
+        assert!(store.is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn slow_subscriber_does_not_block_others() {
+        let informer = Informer::<ConfigMap>::detached();
+        let (release, parked) = std::sync::mpsc::channel::<()>();
+        let parked = std::sync::Mutex::new(parked);
+        // Blocks its task's thread until released, once per change.
+        informer.subscribe(move |_| {
+            if let Ok(parked) = parked.lock() {
+                let _ = parked.recv();
+            }
+        });
+        let mut fast = recorder(&informer);
+        informer.feed(watcher::Event::Init);
+        informer.feed(watcher::Event::InitDone);
+        for i in 0..3 {
+            informer.feed(watcher::Event::Apply(cm("a", &format!("x{i}"), "1")));
+        }
+        assert_eq!(next(&mut fast).await, "+a/x0@1");
+        assert_eq!(next(&mut fast).await, "+a/x1@1");
+        assert_eq!(next(&mut fast).await, "+a/x2@1");
+        for _ in 0..3 {
+            let _ = release.send(());
+        }
+    }
+
+    #[tokio::test]
+    async fn handler_panic_does_not_stop_delivery() {
+        let informer = Informer::<ConfigMap>::detached();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        informer.subscribe(move |change| {
+            let name = change.object().metadata.name.clone().unwrap_or_default();
+            assert_ne!(name, "boom", "test handler panics on purpose");
+            let _ = tx.send(name);
+        });
+        informer.feed(watcher::Event::Apply(cm("a", "boom", "1")));
+        informer.feed(watcher::Event::Apply(cm("a", "fine", "2")));
+        let got = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await;
+        assert_eq!(got.ok().flatten().as_deref(), Some("fine"));
+    }
+
+    #[tokio::test]
+    async fn wait_synced_returns_false_on_shutdown() {
+        let informer = Informer::<ConfigMap>::detached();
+        let shutdown = CancellationToken::new();
+        shutdown.cancel();
+        assert!(!informer.wait_synced(&shutdown).await);
+    }
+
+    #[tokio::test]
+    async fn factory_shares_one_informer_per_type() {
+        let client = kube::Client::new(
+            tower::service_fn(|_req: http::Request<kube::client::Body>| async {
+                Err::<http::Response<kube::client::Body>, _>(std::io::Error::other("no server"))
+            }),
+            "default",
+        );
+        let factory = InformerFactory::new(client);
+        let a = factory.informer::<ConfigMap>();
+        let b = factory.clone().informer::<ConfigMap>();
+        let pods = factory.informer::<Pod>();
+        assert!(Arc::ptr_eq(&a.shared, &b.shared));
+        assert_eq!(a.resource_name(), "configmaps");
+        assert_eq!(pods.resource_name(), "pods");
+        a.feed(watcher::Event::Apply(cm("a", "x", "1")));
+        assert_eq!(b.store().len(), 1);
+        assert!(pods.store().is_empty());
+    }
+
+    #[test]
+    fn metrics_are_registered() {
+        let informer = Informer::<ConfigMap>::detached();
+        informer.feed(watcher::Event::Init);
+        informer.feed(watcher::Event::InitDone);
+        let text = crate::metrics::render();
+        assert!(text.contains("rkcm_informer_lists_total{resource=\"configmaps\"}"));
+        assert!(text.contains("rkcm_informer_objects{resource=\"configmaps\"}"));
     }
 }

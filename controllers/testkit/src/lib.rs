@@ -81,7 +81,7 @@ impl TestCluster {
             .create(&PostParams::default(), &ns)
             .await
             .with_context(|| format!("creating test namespace {name}"))?;
-        Ok(TestNamespace { name, client: self.client.clone() })
+        Ok(TestNamespace { name, client: self.client.clone(), kubeconfig: self.kubeconfig.clone() })
     }
 
     /// Creates a node that no simulator manages: it keeps the status the test gives it.
@@ -93,7 +93,7 @@ impl TestCluster {
         api.create(&PostParams::default(), &object)
             .await
             .with_context(|| format!("creating node {name}"))?;
-        let guard = TestNode { name: name.clone(), client: self.client.clone() };
+        let guard = TestNode { name: name.clone(), client: self.client.clone(), kubeconfig: self.kubeconfig.clone() };
         if let Some(status) = status {
             api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
                 .await
@@ -181,6 +181,7 @@ impl TestCluster {
 pub struct TestNamespace {
     name: String,
     client: Client,
+    kubeconfig: PathBuf,
 }
 
 impl TestNamespace {
@@ -202,9 +203,8 @@ impl Drop for TestNamespace {
             eprintln!("keeping test namespace {} ({KEEP_ENV}=1)", self.name);
             return;
         }
-        let api = Api::<Namespace>::all(self.client.clone());
-        delete_blocking(&self.name, move |name| async move {
-            api.delete(&name, &DeleteParams::background()).await.map(|_| ())
+        delete_blocking(&self.name, &self.kubeconfig, |client, name| async move {
+            Api::<Namespace>::all(client).delete(&name, &DeleteParams::background()).await.map(|_| ())
         });
     }
 }
@@ -213,6 +213,7 @@ impl Drop for TestNamespace {
 pub struct TestNode {
     name: String,
     client: Client,
+    kubeconfig: PathBuf,
 }
 
 impl TestNode {
@@ -235,9 +236,8 @@ impl Drop for TestNode {
         if keep() {
             return;
         }
-        let api = Api::<Node>::all(self.client.clone());
-        delete_blocking(&self.name, move |name| async move {
-            api.delete(&name, &DeleteParams::default()).await.map(|_| ())
+        delete_blocking(&self.name, &self.kubeconfig, |client, name| async move {
+            Api::<Node>::all(client).delete(&name, &DeleteParams::default()).await.map(|_| ())
         });
     }
 }
@@ -247,13 +247,16 @@ fn keep() -> bool {
 }
 
 /// Runs an async delete to completion from a destructor. The test's runtime may be
-/// shutting down, so the delete runs on a runtime of its own on another thread.
-fn delete_blocking<F, Fut>(name: &str, delete: F)
+/// blocked (a current-thread runtime is, while its test thread joins this one) or shutting
+/// down, and the test's client runs its connection on that runtime: so the delete runs on a
+/// runtime of its own, on another thread, with a client of its own.
+fn delete_blocking<F, Fut>(name: &str, kubeconfig: &Path, delete: F)
 where
-    F: FnOnce(String) -> Fut + Send + 'static,
+    F: FnOnce(Client, String) -> Fut + Send + 'static,
     Fut: Future<Output = Result<(), kube::Error>>,
 {
     let name = name.to_string();
+    let kubeconfig = kubeconfig.to_path_buf();
     let handle = std::thread::spawn(move || {
         let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
             Ok(rt) => rt,
@@ -262,14 +265,21 @@ where
                 return;
             }
         };
-        match rt.block_on(async {
-            tokio::time::timeout(Duration::from_secs(10), delete(name.clone())).await
-        }) {
-            Ok(Ok(())) => {}
-            Ok(Err(kube::Error::Api(s))) if s.code == 404 => {}
-            Ok(Err(e)) => eprintln!("cleanup of {name} failed: {e}"),
-            Err(_) => eprintln!("cleanup of {name} timed out"),
-        }
+        rt.block_on(async {
+            let client = match TestCluster::config_from(&kubeconfig).await.and_then(|c| Ok(Client::try_from(c)?)) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("cleanup of {name}: no client: {e:#}");
+                    return;
+                }
+            };
+            match tokio::time::timeout(Duration::from_secs(10), delete(client, name.clone())).await {
+                Ok(Ok(())) => {}
+                Ok(Err(kube::Error::Api(s))) if s.code == 404 => {}
+                Ok(Err(e)) => eprintln!("cleanup of {name} failed: {e}"),
+                Err(_) => eprintln!("cleanup of {name} timed out"),
+            }
+        });
     });
     let _ = handle.join();
 }

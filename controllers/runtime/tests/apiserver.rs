@@ -1,0 +1,416 @@
+//! rkcm-runtime against the real local control plane (`make test` starts it and sets
+//! `RKCM_TEST_KUBECONFIG`). Run alone with
+//! `cargo test -p rkcm-runtime --test apiserver -- --ignored`.
+//!
+//! Informer scenarios: one LIST+WATCH per type however many subscribers; add/update/delete
+//! with old and new objects; a watch gap closed by a relist (forced 410, and a real etcd
+//! compaction) that reports exactly what changed in the gap, once.
+
+#[path = "apiserver/probe.rs"]
+mod probe;
+
+#[path = "apiserver/controls.rs"]
+mod controls;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodTemplate};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, Resource, ResourceExt};
+use parking_lot::Mutex;
+use probe::{Probe, Verb};
+use rkcm_runtime::informer::{Change, Informable, Informer, InformerFactory};
+use rkcm_testkit::{TestCluster, wait_for};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+const LABEL: &str = "rkcm.test/step";
+
+/// One change as a subscriber saw it, reduced to what the tests compare.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seen {
+    Added(String),
+    /// Name and the `LABEL` value of the old and new objects.
+    Updated(String, Option<String>, Option<String>),
+    /// Name and `final_state_unknown`.
+    Deleted(String, bool),
+}
+
+fn step<K: Resource>(obj: &K) -> Option<String> {
+    obj.meta().labels.as_ref()?.get(LABEL).cloned()
+}
+
+/// Subscribes a handler that records the changes of the test's own objects (those with
+/// `LABEL`) in `namespace`; the cluster adds objects of its own (`kube-root-ca.crt`).
+fn record<K: Informable>(informer: &Informer<K>, namespace: &str) -> Arc<Mutex<Vec<Seen>>> {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let namespace = namespace.to_string();
+    informer.subscribe(move |change| {
+        let obj = change.object();
+        if obj.meta().namespace.as_deref() != Some(namespace.as_str()) || step(&**obj).is_none() {
+            return;
+        }
+        let entry = match change {
+            Change::Added(obj) => Seen::Added(obj.name_any()),
+            Change::Updated { old, new } => Seen::Updated(new.name_any(), step(&*old), step(&*new)),
+            Change::Deleted {
+                obj,
+                final_state_unknown,
+            } => Seen::Deleted(obj.name_any(), final_state_unknown),
+        };
+        sink.lock().push(entry);
+    });
+    seen
+}
+
+/// Waits until `seen` holds every entry of `want` (other entries may be there too).
+async fn wait_seen(what: &str, seen: &Arc<Mutex<Vec<Seen>>>, want: &[Seen]) -> anyhow::Result<()> {
+    wait_for(what, TIMEOUT, || {
+        let seen = seen.lock().clone();
+        let missing: Vec<&Seen> = want.iter().filter(|w| !seen.contains(w)).collect();
+        async move {
+            if missing.is_empty() {
+                Ok(Some(()))
+            } else {
+                Err(anyhow::anyhow!("missing {missing:?}; seen so far {seen:?}"))
+            }
+        }
+    })
+    .await
+}
+
+fn count(seen: &Arc<Mutex<Vec<Seen>>>, entry: &Seen) -> usize {
+    seen.lock().iter().filter(|s| *s == entry).count()
+}
+
+fn added(name: &str) -> Seen {
+    Seen::Added(name.into())
+}
+
+fn config_map(name: &str, step: &str) -> anyhow::Result<ConfigMap> {
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": {LABEL: step}},
+        "data": {"k": "v"},
+    }))?)
+}
+
+fn pod_template(name: &str, step: &str) -> anyhow::Result<PodTemplate> {
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "PodTemplate",
+        "metadata": {"name": name, "labels": {LABEL: step}},
+        "template": {"spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}},
+    }))?)
+}
+
+async fn set_step<K>(api: &Api<K>, name: &str, step: &str) -> anyhow::Result<()>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let patch = json!({"metadata": {"labels": {LABEL: step}}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
+    Ok(())
+}
+
+/// Cancels the informers when a test ends, pass or fail.
+struct Stop(CancellationToken);
+impl Drop for Stop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn one_list_and_watch_per_type_for_all_subscribers() -> anyhow::Result<()> {
+    let cluster = TestCluster::connect().await?;
+    let ns = cluster.namespace("informer-shared").await?;
+    let probe = Probe::new();
+    let factory = InformerFactory::new(probe.client(&cluster).await?);
+
+    // Three "controllers" each ask the factory for pods and subscribe.
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let controller_factory = factory.clone();
+        let pods = controller_factory.informer::<Pod>();
+        seen.push(record(&pods, ns.name()));
+    }
+    let shutdown = CancellationToken::new();
+    let _stop = Stop(shutdown.clone());
+    factory.start(shutdown.clone());
+    assert!(factory.informer::<Pod>().wait_synced(&shutdown).await);
+
+    let api: Api<Pod> = ns.api();
+    for name in ["p1", "p2"] {
+        // The namespace's default ServiceAccount may not exist yet; admission needs it.
+        let pod = rkcm_testkit::builders::pod(ns.name(), name)
+            .label(LABEL, "1")
+            .unschedulable()
+            .build();
+        wait_for("pod creation", TIMEOUT, || {
+            let (api, pod) = (api.clone(), pod.clone());
+            async move { Ok(Some(api.create(&PostParams::default(), &pod).await?)) }
+        })
+        .await?;
+    }
+    // Unscheduled pods are deleted at once, whatever their grace period.
+    api.delete("p1", &DeleteParams::default()).await?;
+
+    let want = [added("p1"), added("p2"), Seen::Deleted("p1".into(), false)];
+    for (i, seen) in seen.iter().enumerate() {
+        wait_seen(&format!("subscriber {i} to see the pods"), seen, &want).await?;
+        assert_eq!(
+            count(seen, &added("p1")),
+            1,
+            "subscriber {i}: {:?}",
+            seen.lock()
+        );
+    }
+    assert_eq!(probe.count(Verb::Watch, "/api/v1/pods"), 1, "pod watches");
+    assert_eq!(probe.count(Verb::List, "/api/v1/pods"), 1, "pod lists");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn informer_requested_after_start_starts_at_once() -> anyhow::Result<()> {
+    let cluster = TestCluster::connect().await?;
+    let ns = cluster.namespace("informer-late").await?;
+    let probe = Probe::new();
+    let factory = InformerFactory::new(probe.client(&cluster).await?);
+    let shutdown = CancellationToken::new();
+    let _stop = Stop(shutdown.clone());
+    factory.start(shutdown.clone());
+
+    let api: Api<ConfigMap> = ns.api();
+    api.create(&PostParams::default(), &config_map("before", "1")?)
+        .await?;
+    let informer = factory.informer::<ConfigMap>();
+    assert!(informer.wait_synced(&shutdown).await);
+    assert!(
+        informer
+            .store()
+            .get(&format!("{}/before", ns.name()))
+            .is_some()
+    );
+    // Subscribing after sync replays the cache as adds.
+    let seen = record(&informer, ns.name());
+    wait_seen("the cached object replayed", &seen, &[added("before")]).await?;
+    assert_eq!(probe.count(Verb::List, "/api/v1/configmaps"), 1);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn subscribers_see_add_update_with_old_and_new_and_delete() -> anyhow::Result<()> {
+    let cluster = TestCluster::connect().await?;
+    let ns = cluster.namespace("informer-events").await?;
+    let factory = InformerFactory::new(cluster.client());
+    let informer = factory.informer::<ConfigMap>();
+    let seen = record(&informer, ns.name());
+    let shutdown = CancellationToken::new();
+    let _stop = Stop(shutdown.clone());
+    factory.start(shutdown.clone());
+    assert!(informer.wait_synced(&shutdown).await);
+
+    let api: Api<ConfigMap> = ns.api();
+    api.create(&PostParams::default(), &config_map("cm", "1")?)
+        .await?;
+    wait_seen("the add", &seen, &[added("cm")]).await?;
+    set_step(&api, "cm", "2").await?;
+    let update = Seen::Updated("cm".into(), Some("1".into()), Some("2".into()));
+    wait_seen("the update with old and new", &seen, &[update]).await?;
+    let key = format!("{}/cm", ns.name());
+    let cached = informer.store().get(&key);
+    assert_eq!(cached.as_deref().and_then(step), Some("2".into()));
+    assert!(
+        cached.is_some_and(|cm| cm.metadata.managed_fields.is_none()),
+        "managedFields are dropped"
+    );
+    api.delete("cm", &DeleteParams::default()).await?;
+    wait_seen("the delete", &seen, &[Seen::Deleted("cm".into(), false)]).await?;
+    assert!(informer.store().get(&key).is_none());
+    assert_eq!(
+        *seen.lock(),
+        [
+            added("cm"),
+            Seen::Updated("cm".into(), Some("1".into()), Some("2".into())),
+            Seen::Deleted("cm".into(), false),
+        ]
+    );
+    Ok(())
+}
+
+/// A watch-gap scenario: `keep` never changes, `doomed` is deleted, `changed` updated and
+/// `born` created while the informer's re-watch is held by the probe.
+struct Gap<'a, K: Informable> {
+    api: Api<K>,
+    make: fn(&str, &str) -> anyhow::Result<K>,
+    informer: &'a Informer<K>,
+    probe: &'a Probe,
+    /// The collection path the informer lists and watches.
+    collection: &'a str,
+    namespace: &'a str,
+    /// Answer the held re-watch with HTTP 410 instead of letting it through.
+    gone: bool,
+}
+
+async fn gap_scenario<K>(
+    gap: Gap<'_, K>,
+    during_gap_after_changes: impl AsyncFnOnce() -> anyhow::Result<()>,
+) -> anyhow::Result<()>
+where
+    K: Informable + serde::Serialize,
+{
+    let Gap {
+        api,
+        make,
+        informer,
+        probe,
+        collection,
+        namespace,
+        gone,
+    } = gap;
+    let api = &api;
+    for name in ["keep", "doomed", "changed"] {
+        api.create(&PostParams::default(), &make(name, "1")?)
+            .await?;
+    }
+    let seen = record(informer, namespace);
+    wait_seen(
+        "the initial objects",
+        &seen,
+        &[added("keep"), added("doomed"), added("changed")],
+    )
+    .await?;
+    // The watch works before the gap.
+    set_step(api, "changed", "2").await?;
+    wait_seen(
+        "a live update",
+        &seen,
+        &[Seen::Updated(
+            "changed".into(),
+            Some("1".into()),
+            Some("2".into()),
+        )],
+    )
+    .await?;
+
+    // The watch ends within seconds (short server timeout); its re-watch is held.
+    probe.trap_next_watch(collection, gone);
+    wait_for("the re-watch to be held", TIMEOUT, || {
+        let parked = probe.parked();
+        async move { Ok((parked > 0).then_some(())) }
+    })
+    .await?;
+    let lists_before = probe.count(Verb::List, collection);
+    api.delete("doomed", &DeleteParams::default()).await?;
+    set_step(api, "changed", "3").await?;
+    api.create(&PostParams::default(), &make("born", "1")?)
+        .await?;
+    during_gap_after_changes().await?;
+    probe.release();
+
+    let want = [
+        Seen::Deleted("doomed".into(), true),
+        added("born"),
+        Seen::Updated("changed".into(), Some("2".into()), Some("3".into())),
+    ];
+    wait_seen("the gap's changes from the relist", &seen, &want).await?;
+    assert_eq!(
+        probe.count(Verb::List, collection),
+        lists_before + 1,
+        "one relist"
+    );
+    let seen = seen.lock().clone();
+    for name in ["keep", "doomed", "changed", "born"] {
+        assert_eq!(
+            seen.iter().filter(|s| **s == added(name)).count(),
+            1,
+            "{name} added exactly once: {seen:?}"
+        );
+    }
+    assert!(
+        !seen
+            .iter()
+            .any(|s| matches!(s, Seen::Updated(n, ..) | Seen::Deleted(n, _) if n == "keep")),
+        "nothing reported for the unchanged object: {seen:?}"
+    );
+    assert_eq!(
+        seen.iter()
+            .filter(|s| matches!(s, Seen::Deleted(n, _) if n == "doomed"))
+            .count(),
+        1,
+        "doomed deleted exactly once: {seen:?}"
+    );
+    let store = informer.store();
+    assert!(store.get(&format!("{namespace}/doomed")).is_none());
+    assert!(store.get(&format!("{namespace}/born")).is_some());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn watch_answered_with_410_relists_without_losing_or_repeating_events() -> anyhow::Result<()>
+{
+    let cluster = TestCluster::connect().await?;
+    let ns = cluster.namespace("informer-gone").await?;
+    let probe = Probe::new();
+    probe.short_watches(2);
+    let factory = InformerFactory::new(probe.client(&cluster).await?);
+    let informer = factory.informer::<ConfigMap>();
+    let shutdown = CancellationToken::new();
+    let _stop = Stop(shutdown.clone());
+    factory.start(shutdown.clone());
+    assert!(informer.wait_synced(&shutdown).await);
+
+    // The held re-watch is answered with HTTP 410, which kube-rs alone would retry with the
+    // same resourceVersion forever.
+    let gap = Gap {
+        api: ns.api::<ConfigMap>(),
+        make: config_map,
+        informer: &informer,
+        probe: &probe,
+        collection: "/api/v1/configmaps",
+        namespace: ns.name(),
+        gone: true,
+    };
+    gap_scenario(gap, async || Ok(())).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn etcd_compaction_during_a_watch_gap_relists() -> anyhow::Result<()> {
+    let cluster = TestCluster::connect().await?;
+    let ns = cluster.namespace("informer-compact").await?;
+    let probe = Probe::new();
+    probe.short_watches(2);
+    let factory = InformerFactory::new(probe.client(&cluster).await?);
+    // PodTemplates bypass the apiserver's watch cache on the local control plane
+    // (--watch-cache-sizes=podtemplates#0), so a watch from a compacted revision reaches etcd
+    // and gets a real "too old resource version" 410 inside the watch stream.
+    let informer = factory.informer::<PodTemplate>();
+    let shutdown = CancellationToken::new();
+    let _stop = Stop(shutdown.clone());
+    factory.start(shutdown.clone());
+    assert!(informer.wait_synced(&shutdown).await);
+
+    let compact = async || {
+        cluster.compact_etcd().await?;
+        Ok(())
+    };
+    let gap = Gap {
+        api: ns.api::<PodTemplate>(),
+        make: pod_template,
+        informer: &informer,
+        probe: &probe,
+        collection: "/api/v1/podtemplates",
+        namespace: ns.name(),
+        gone: false,
+    };
+    gap_scenario(gap, compact).await
+}
