@@ -26,3 +26,4 @@ pub mod workqueue;
 
 pub use context::ControllerContext;
 pub use error::Error;
+pub use tokio_util::sync::CancellationToken;
