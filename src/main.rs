@@ -1,1 +1,501 @@
-fn main() {}
+//! rkcm: the process. Parses flags, connects, elects, runs the enabled controllers and shuts
+//! down (spec/manager.md §1.9, §2.5, §2.6).
+//!
+//! Startup, in upstream's order:
+//! 1. parse + normalise + validate flags — any error exits 1 before network access;
+//! 2. logging, feature gates (`kubernetes_feature_enabled`);
+//! 3. client config (`--kubeconfig`/`--master`), HTTPS health/metrics server (served even
+//!    while standby);
+//! 4. with `--leader-elect`: campaign; a standby opens no watches and starts nothing else;
+//! 5. wait for the apiserver's `/healthz` (1 s polls, 10 s budget);
+//! 6. request the informers of every enabled controller, start the controllers (each with its
+//!    own client and token bucket, `--controller-start-interval` apart), then start all
+//!    informers at once; `/readyz` turns ready when every one of them has synced.
+//!
+//! Shutdown: SIGTERM/SIGINT cancels the shared token (informers stop, controllers stop taking
+//! keys); controllers get [`DRAIN_BUDGET`] to finish; then the lease is released and the
+//! process exits 0. A second signal exits 1 at once; an exhausted drain budget exits 1
+//! *without* releasing, so the lease expires normally and no write can follow a release.
+//! Losing leadership logs `leaderelection lost` and exits 1 immediately (no drain, no
+//! re-campaign), like upstream.
+
+mod cli;
+mod leader;
+mod logging;
+mod registry;
+mod serve;
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use futures::StreamExt as _;
+use futures::stream::FuturesUnordered;
+use prometheus::{IntGaugeVec, Opts};
+use rkcm_runtime::client::{ClientOptions, build_config, make_client};
+use rkcm_runtime::informer::InformerFactory;
+use rkcm_runtime::{CancellationToken, ControllerContext};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::task::JoinHandle;
+
+use crate::cli::{Cli, Invocation};
+use crate::registry::SyncProbe;
+
+/// How long controllers may take to finish in-flight syncs after a shutdown signal; below the
+/// usual 30 s pod termination grace period.
+const DRAIN_BUDGET: Duration = Duration::from_secs(20);
+/// Upstream `WaitForAPIServer`: poll `/healthz` every second for up to ten.
+const APISERVER_POLL: Duration = Duration::from_secs(1);
+const APISERVER_BUDGET: Duration = Duration::from_secs(10);
+/// How often to report cache sync progress while waiting.
+const SYNC_PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+fn main() {
+    let invocation = match cli::parse(std::env::args_os()) {
+        Ok(i) => i,
+        Err(err) => {
+            err.print();
+            std::process::exit(err.exit_code());
+        }
+    };
+    let cli = match invocation {
+        Invocation::PrintVersion(text) => {
+            println!("{text}");
+            std::process::exit(0);
+        }
+        Invocation::Run(cli) => *cli,
+    };
+    if let Err(err) = logging::init(
+        logging::Format::from_flag(&cli.logging.logging_format),
+        cli.logging.v,
+    ) {
+        eprintln!("Error: initialising logging: {err}");
+        std::process::exit(1);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(err) => {
+            tracing::error!(error = %err, "building the async runtime");
+            std::process::exit(1);
+        }
+    };
+    let code = runtime.block_on(async {
+        match run(cli).await {
+            Ok(code) => code,
+            Err(err) => {
+                tracing::error!(error = format!("{err:#}"), "startup failed");
+                1
+            }
+        }
+    });
+    // Exit without waiting for lingering tasks (watches, the server): everything that needed
+    // an orderly end has had it.
+    std::process::exit(code);
+}
+
+/// Runs the process; returns the exit code. `Err` means a startup failure (exit 1).
+async fn run(cli: Cli) -> anyhow::Result<i32> {
+    // rustls needs a process-wide crypto provider when more than one could be linked; ring
+    // is the only one we build with. An error means one is already installed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+
+    let shutdown = CancellationToken::new();
+    install_signal_handlers(shutdown.clone())?;
+
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), "starting rkcm");
+    if cli.logging.v >= 1 {
+        for (name, value) in &cli.effective_flags {
+            tracing::info!(flag = %format!("--{name}"), value = value.as_str(), "FLAG");
+        }
+    }
+    for notice in &cli.notices {
+        tracing::info!(flag = %notice.flag, reason = notice.reason, "flag accepted but not honoured");
+    }
+    export_feature_gates(&cli.feature_gates);
+
+    let client_opts = cli.client_options();
+    let config = build_config(&client_opts)
+        .await
+        .context("building the API client config")?;
+    tracing::info!(server = %config.cluster_url, "API server");
+
+    let health = serve::Health::new();
+    let _server = serve::start(
+        serve::ServeConfig {
+            bind_address: cli.serving.bind_address,
+            secure_port: cli.serving.secure_port,
+            tls_cert_file: cli.serving.tls_cert_file.clone(),
+            tls_private_key_file: cli.serving.tls_private_key_file.clone(),
+        },
+        health.clone(),
+    )
+    .context("starting the secure server")?;
+
+    let leading = if cli.leader.leader_elect {
+        match campaign(&cli, &config, &client_opts, &health, &shutdown).await? {
+            Some(leading) => Some(leading),
+            // Shut down while standby: nothing was started, nothing to release.
+            None => return Ok(0),
+        }
+    } else {
+        None
+    };
+    // Cancelled when leadership is lost; never, without election.
+    let lost = leading
+        .as_ref()
+        .map(leader::Leading::lost_token)
+        .unwrap_or_default();
+
+    let informer_client = make_client(&config, &client_opts, "shared-informers")
+        .context("building the shared-informers client")?;
+    let apiserver_ok = tokio::select! {
+        ok = wait_for_apiserver(&informer_client, &shutdown) => ok,
+        _ = async {
+            match &leading {
+                Some(l) => l.lost().await,
+                None => std::future::pending().await,
+            }
+        } => return Ok(leadership_lost()),
+    };
+    match apiserver_ok {
+        Ok(()) => {}
+        Err(err) if shutdown.is_cancelled() => {
+            tracing::info!(reason = %err, "shut down before the controllers started");
+            return Ok(release(leading, 0).await);
+        }
+        Err(err) => {
+            tracing::error!(error = %err, "failed to wait for apiserver being healthy");
+            // Nothing has written yet, so releasing is safe and lets a standby take over.
+            return Ok(release(leading, 1).await);
+        }
+    }
+
+    let factory = InformerFactory::new(informer_client);
+    let started = start_controllers(
+        &cli,
+        &config,
+        &client_opts,
+        &factory,
+        &health,
+        &shutdown,
+        &lost,
+    )
+    .await?;
+    let Some((mut tasks, probes)) = started else {
+        return Ok(leadership_lost());
+    };
+    factory.start(shutdown.clone());
+    tokio::spawn(report_sync(probes, health.clone(), shutdown.clone()));
+
+    // Run until a signal, a failing controller, or leadership loss.
+    let mut code = 0;
+    loop {
+        tokio::select! {
+            _ = lost.cancelled() => return Ok(leadership_lost()),
+            _ = shutdown.cancelled() => break,
+            Some((name, result)) = tasks.next() => {
+                serve::set_controller_running(name, false);
+                if !controller_ended_ok(name, result) {
+                    // A dead controller would silently stop reconciling; restart the process
+                    // instead, after an orderly drain of the others.
+                    code = 1;
+                    shutdown.cancel();
+                }
+            }
+        }
+    }
+
+    tracing::info!(
+        budget_s = DRAIN_BUDGET.as_secs(),
+        "shutting down: waiting for controllers to finish"
+    );
+    let drained = tokio::select! {
+        _ = lost.cancelled() => return Ok(leadership_lost()),
+        drained = tokio::time::timeout(DRAIN_BUDGET, async {
+            while let Some((name, result)) = tasks.next().await {
+                serve::set_controller_running(name, false);
+                if !controller_ended_ok(name, result) {
+                    code = 1;
+                }
+            }
+        }) => drained.is_ok(),
+    };
+    if !drained {
+        let pending: Vec<&str> = tasks.iter().map(|t| t.name).collect();
+        tracing::error!(
+            ?pending,
+            "controllers did not finish within the drain budget; exiting without releasing the lease"
+        );
+        return Ok(1);
+    }
+    Ok(release(leading, code).await)
+}
+
+/// Campaigns until leading (`Some`) or shut down while standby (`None`).
+async fn campaign(
+    cli: &Cli,
+    config: &kube::Config,
+    opts: &ClientOptions,
+    health: &serve::Health,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<Option<leader::Leading>> {
+    let le = &cli.leader;
+    let client = make_client(config, opts, "leader-election")
+        .context("building the leader-election client")?;
+    let lcfg = leader::LeaderConfig {
+        lease_duration: le.leader_elect_lease_duration.to_std(),
+        renew_deadline: le.leader_elect_renew_deadline.to_std(),
+        retry_period: le.leader_elect_retry_period.to_std(),
+        name: le.leader_elect_resource_name.clone(),
+        namespace: le.leader_elect_resource_namespace.clone(),
+        identity: leader::default_identity(),
+    };
+    let elector = leader::LeaderElector::new(client, lcfg, health.clone());
+    tracing::info!(identity = elector.identity(), "leader election enabled");
+    match elector.run_until_leading(shutdown).await {
+        Ok(leading) => Ok(Some(leading)),
+        Err(leader::LeaderError::Cancelled { .. }) => {
+            tracing::info!("shut down while waiting for leadership");
+            Ok(None)
+        }
+        Err(err) => Err(err).context("leader election"),
+    }
+}
+
+/// Logs the loss and returns exit code 1. Upstream exits at once: the process must not
+/// write after another one may have started leading.
+fn leadership_lost() -> i32 {
+    tracing::error!("leaderelection lost");
+    1
+}
+
+/// Releases the lease when leading (only call once no controller can write any more) and
+/// returns `code`.
+async fn release(leading: Option<leader::Leading>, code: i32) -> i32 {
+    if let Some(leading) = leading {
+        match leading.release().await {
+            Ok(()) => tracing::info!("released the leader lease"),
+            Err(err) => tracing::warn!(error = %err, "could not release the leader lease"),
+        }
+    }
+    code
+}
+
+/// First SIGTERM/SIGINT cancels `shutdown`; a second one exits 1 immediately.
+fn install_signal_handlers(shutdown: CancellationToken) -> anyhow::Result<()> {
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    tokio::spawn(async move {
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        tracing::info!(signal = name, "received signal, shutting down gracefully");
+        shutdown.cancel();
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        tracing::error!(signal = name, "received second signal, exiting immediately");
+        std::process::exit(1);
+    });
+    Ok(())
+}
+
+/// Upstream `WaitForAPIServer`: `GET /healthz` every second until 200 or 10 s have passed.
+async fn wait_for_apiserver(
+    client: &kube::Client,
+    shutdown: &CancellationToken,
+) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + APISERVER_BUDGET;
+    loop {
+        let request = http::Request::get("/healthz")
+            .body(Vec::new())
+            .map_err(|e| e.to_string())?;
+        let last = match client.request_text(request).await {
+            Ok(_) => return Ok(()),
+            Err(err) => err.to_string(),
+        };
+        tracing::info!(reason = %last, "server isn't healthy yet, waiting a little while");
+        if tokio::time::Instant::now() + APISERVER_POLL > deadline {
+            return Err(format!("timed out waiting for the condition: {last}"));
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return Err("shutdown requested".to_string()),
+            _ = tokio::time::sleep(APISERVER_POLL) => {}
+        }
+    }
+}
+
+/// A started controller's task, with its name attached to the result.
+struct ControllerTask {
+    name: &'static str,
+    handle: JoinHandle<Result<(), registry::ControllerError>>,
+}
+
+impl std::future::Future for ControllerTask {
+    type Output = (
+        &'static str,
+        Result<Result<(), registry::ControllerError>, tokio::task::JoinError>,
+    );
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let name = self.name;
+        std::pin::Pin::new(&mut self.handle)
+            .poll(cx)
+            .map(|r| (name, r))
+    }
+}
+
+/// Requests informers and starts every enabled, implemented controller. `None` when
+/// leadership was lost meanwhile.
+async fn start_controllers(
+    cli: &Cli,
+    config: &kube::Config,
+    opts: &ClientOptions,
+    factory: &InformerFactory,
+    health: &serve::Health,
+    shutdown: &CancellationToken,
+    lost: &CancellationToken,
+) -> anyhow::Result<Option<(FuturesUnordered<ControllerTask>, Vec<SyncProbe>)>> {
+    let tasks = FuturesUnordered::new();
+    let mut probes = Vec::new();
+    for def in registry::enabled(&cli.controllers) {
+        let Some(imp) = &def.implementation else {
+            tracing::info!(
+                controller = def.name,
+                "controller is not implemented by this build, skipping"
+            );
+            continue;
+        };
+        if let Some(reason) = registry::skip_reason(def, cli) {
+            tracing::info!(
+                controller = def.name,
+                reason,
+                "controller disabled by flag, skipping"
+            );
+            continue;
+        }
+        let interval = cli.generic.controller_start_interval.to_std();
+        if !interval.is_zero() {
+            // wait.Jitter(interval, 1.0): uniform in [interval, 2 × interval).
+            let delay = interval.mul_f64(1.0 + rand::random::<f64>());
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = shutdown.cancelled() => break,
+                _ = lost.cancelled() => return Ok(None),
+            }
+        }
+        probes.extend((imp.informers)(factory));
+        let ctx = ControllerContext {
+            client: make_client(config, opts, def.name)
+                .with_context(|| format!("building the client of {}", def.name))?,
+            informers: factory.clone(),
+            shutdown: shutdown.clone(),
+            clock: rkcm_runtime::clock::system(),
+        };
+        tracing::info!(controller = def.name, "starting controller");
+        let handle = tokio::spawn((imp.start)(ctx, cli));
+        health.add_check(def.name);
+        serve::set_controller_running(def.name, true);
+        tasks.push(ControllerTask {
+            name: def.name,
+            handle,
+        });
+    }
+    if tasks.is_empty() {
+        tracing::warn!("no controller enabled by --controllers is implemented by rkcm");
+    }
+    Ok(Some((tasks, probes)))
+}
+
+/// Logs how a controller task ended; false when that is a failure.
+fn controller_ended_ok(
+    name: &str,
+    result: Result<Result<(), registry::ControllerError>, tokio::task::JoinError>,
+) -> bool {
+    match result {
+        Ok(Ok(())) => {
+            tracing::info!(controller = name, "controller stopped");
+            true
+        }
+        Ok(Err(err)) => {
+            tracing::error!(controller = name, error = %err, "controller failed");
+            false
+        }
+        Err(err) => {
+            tracing::error!(controller = name, error = %err, "controller task panicked");
+            false
+        }
+    }
+}
+
+/// Marks the process ready once every informer a controller reads has synced, logging
+/// progress meanwhile.
+async fn report_sync(probes: Vec<SyncProbe>, health: serve::Health, shutdown: CancellationToken) {
+    let started = tokio::time::Instant::now();
+    let mut last_report = started;
+    loop {
+        let waiting: Vec<&str> = probes
+            .iter()
+            .filter(|p| !(p.synced)())
+            .map(|p| p.resource.as_str())
+            .collect();
+        if waiting.is_empty() {
+            tracing::info!(
+                informers = probes.len(),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "caches are synced"
+            );
+            health.set_ready(true);
+            return;
+        }
+        if last_report.elapsed() >= SYNC_PROGRESS_EVERY {
+            tracing::info!(
+                synced = probes.len() - waiting.len(),
+                total = probes.len(),
+                ?waiting,
+                "waiting for caches to sync"
+            );
+            last_report = tokio::time::Instant::now();
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+        }
+    }
+}
+
+/// `kubernetes_feature_enabled{name,stage}`: 1 for enabled gates, 0 otherwise.
+fn export_feature_gates(gates: &cli::FeatureGates) {
+    let gauge = match IntGaugeVec::new(
+        Opts::new(
+            "kubernetes_feature_enabled",
+            "This metric records the data about the stage and enablement of a k8s feature.",
+        ),
+        &["name", "stage"],
+    ) {
+        Ok(g) => g,
+        Err(err) => {
+            tracing::warn!(error = %err, "creating kubernetes_feature_enabled");
+            return;
+        }
+    };
+    if let Err(err) = rkcm_runtime::metrics::registry().register(Box::new(gauge.clone())) {
+        tracing::warn!(error = %err, "registering kubernetes_feature_enabled");
+        return;
+    }
+    for (spec, enabled) in gates.all() {
+        gauge
+            .with_label_values(&[spec.name, spec.stage.label()])
+            .set(i64::from(enabled));
+        if enabled != spec.default {
+            tracing::info!(gate = spec.name, enabled, "feature gate set");
+        }
+    }
+}

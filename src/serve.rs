@@ -17,7 +17,8 @@
 //! **Deviation (phase-in allowed by §1.7):** delegated authentication/authorization is not
 //! implemented yet. Every path, including `/metrics`, is served without credentials, as if
 //! `--authorization-always-allow-paths` contained `/metrics`. The authn/authz flags are
-//! accepted by the CLI and have no effect.
+//! rejected by the CLI (see `cli.rs`), so nobody believes `/metrics` is protected: keep the
+//! port off untrusted networks (bind to loopback, or a NetworkPolicy in-cluster).
 //!
 //! Not served (MAY in the spec): `/configz`, `/debug/pprof/*`, `/debug/flags/v`.
 

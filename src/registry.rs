@@ -1,0 +1,431 @@
+//! The one table of controllers: every upstream kube-controller-manager controller name and
+//! legacy alias (so `--controllers` written for upstream validates unchanged), which of them
+//! are off by default, and — for those rkcm implements — how to start them.
+//!
+//! Mirrors upstream `cmd/kube-controller-manager/names/controller_names.go` (canonical names,
+//! `KCMControllerAliases`) and `IsControllerEnabled` in k8s.io/controller-manager
+//! `app/helper.go` (spec/manager.md §1.3). This is the only file that knows every controller
+//! crate.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use rkcm_runtime::ControllerContext;
+use rkcm_runtime::informer::{Informable, Informer, InformerFactory};
+
+use crate::cli::Cli;
+
+/// What a running controller returns when it stops.
+pub type ControllerError = Box<dyn std::error::Error + Send + Sync>;
+/// A running controller: resolves when it has stopped (after `ctx.shutdown`, or on error).
+pub type ControllerFuture = Pin<Box<dyn Future<Output = Result<(), ControllerError>> + Send>>;
+
+/// Whether one informer has completed its initial list.
+pub struct SyncProbe {
+    /// The resource's plural name, for progress logs.
+    pub resource: String,
+    pub synced: Box<dyn Fn() -> bool + Send + Sync>,
+}
+
+impl SyncProbe {
+    pub fn of<K: Informable>(informer: Informer<K>) -> Self {
+        Self {
+            resource: informer.resource_name().to_string(),
+            synced: Box::new(move || informer.has_synced()),
+        }
+    }
+}
+
+/// How rkcm runs a controller it implements.
+pub struct Implementation {
+    /// Requests the informers the controller reads (before the factory starts, so one
+    /// start covers them) and returns probes for readiness and progress logs.
+    pub informers: fn(&InformerFactory) -> Vec<SyncProbe>,
+    /// Runs the controller with its own context until shutdown.
+    pub start: fn(ControllerContext, &Cli) -> ControllerFuture,
+}
+
+/// One upstream controller.
+pub struct ControllerDef {
+    /// Canonical name (`<thing>-controller`): `--controllers`, logs, health check and
+    /// `running_managed_controllers{name}`.
+    pub name: &'static str,
+    /// Legacy short names (pre-1.29), rewritten to `name`.
+    pub aliases: &'static [&'static str],
+    /// Not started by `*` (upstream `ControllersDisabledByDefault`).
+    pub disabled_by_default: bool,
+    /// `None`: recognised so `--controllers` validates, but not run by rkcm.
+    pub implementation: Option<Implementation>,
+}
+
+const fn known(name: &'static str, aliases: &'static [&'static str]) -> ControllerDef {
+    ControllerDef {
+        name,
+        aliases,
+        disabled_by_default: false,
+        implementation: None,
+    }
+}
+
+const fn off_by_default(name: &'static str, aliases: &'static [&'static str]) -> ControllerDef {
+    ControllerDef {
+        name,
+        aliases,
+        disabled_by_default: true,
+        implementation: None,
+    }
+}
+
+/// Every controller upstream knows (v1.34+ help text), alphabetical.
+pub static CONTROLLERS: &[ControllerDef] = &[
+    off_by_default("bootstrap-signer-controller", &["bootstrapsigner"]),
+    known(
+        "certificatesigningrequest-approving-controller",
+        &["csrapproving"],
+    ),
+    known(
+        "certificatesigningrequest-cleaner-controller",
+        &["csrcleaner"],
+    ),
+    known(
+        "certificatesigningrequest-signing-controller",
+        &["csrsigning"],
+    ),
+    known("cloud-node-lifecycle-controller", &["cloud-node-lifecycle"]),
+    known(
+        "clusterrole-aggregation-controller",
+        &["clusterrole-aggregation"],
+    ),
+    known("cronjob-controller", &["cronjob"]),
+    known("daemonset-controller", &["daemonset"]),
+    known("deployment-controller", &["deployment"]),
+    known("device-taint-eviction-controller", &[]),
+    known("disruption-controller", &["disruption"]),
+    known("endpoints-controller", &["endpoint"]),
+    known("endpointslice-controller", &["endpointslice"]),
+    known(
+        "endpointslice-mirroring-controller",
+        &["endpointslicemirroring"],
+    ),
+    known("ephemeral-volume-controller", &["ephemeral-volume"]),
+    known("garbage-collector-controller", &["garbagecollector"]),
+    known(
+        "horizontal-pod-autoscaler-controller",
+        &["horizontalpodautoscaling"],
+    ),
+    known("job-controller", &["job"]),
+    known(
+        "kube-apiserver-serving-clustertrustbundle-publisher-controller",
+        &[],
+    ),
+    known(
+        "legacy-serviceaccount-token-cleaner-controller",
+        &["legacy-service-account-token-cleaner"],
+    ),
+    known("namespace-controller", &["namespace"]),
+    known("node-ipam-controller", &["nodeipam"]),
+    known("node-lifecycle-controller", &["nodelifecycle"]),
+    known("node-route-controller", &["route"]),
+    known(
+        "persistentvolume-attach-detach-controller",
+        &["attachdetach"],
+    ),
+    known(
+        "persistentvolume-binder-controller",
+        &["persistentvolume-binder"],
+    ),
+    known(
+        "persistentvolume-expander-controller",
+        &["persistentvolume-expander"],
+    ),
+    known("persistentvolume-protection-controller", &["pv-protection"]),
+    known(
+        "persistentvolumeclaim-protection-controller",
+        &["pvc-protection"],
+    ),
+    ControllerDef {
+        name: rkcm_podgc::NAME,
+        aliases: &["podgc"],
+        disabled_by_default: false,
+        implementation: Some(Implementation {
+            informers: podgc_informers,
+            start: start_podgc,
+        }),
+    },
+    known("podcertificaterequest-cleaner-controller", &[]),
+    known("replicaset-controller", &["replicaset"]),
+    known(
+        "replicationcontroller-controller",
+        &["replicationcontroller"],
+    ),
+    known("resourceclaim-controller", &["resource-claim-controller"]),
+    known("resourcequota-controller", &["resourcequota"]),
+    known(
+        "root-ca-certificate-publisher-controller",
+        &["root-ca-cert-publisher"],
+    ),
+    off_by_default("selinux-warning-controller", &[]),
+    known("service-cidr-controller", &[]),
+    known("service-lb-controller", &["service"]),
+    known("serviceaccount-controller", &["serviceaccount"]),
+    known("serviceaccount-token-controller", &["serviceaccount-token"]),
+    known("statefulset-controller", &["statefulset"]),
+    known("storage-version-migrator-controller", &[]),
+    known(
+        "storageversion-garbage-collector-controller",
+        &["storage-version-gc"],
+    ),
+    known("taint-eviction-controller", &[]),
+    off_by_default("token-cleaner-controller", &["tokencleaner"]),
+    known("ttl-after-finished-controller", &["ttl-after-finished"]),
+    known("ttl-controller", &["ttl"]),
+    known("validatingadmissionpolicy-status-controller", &[]),
+    known("volumeattributesclass-protection-controller", &[]),
+];
+// To wire another controller crate, replace its `known(...)` line with a `ControllerDef`
+// carrying an `Implementation`, like PodGC's above.
+
+fn podgc_informers(factory: &InformerFactory) -> Vec<SyncProbe> {
+    vec![
+        SyncProbe::of(factory.informer::<Pod>()),
+        SyncProbe::of(factory.informer::<Node>()),
+    ]
+}
+
+fn start_podgc(ctx: ControllerContext, cli: &Cli) -> ControllerFuture {
+    let cfg = rkcm_podgc::Config::from(&cli.podgc);
+    Box::pin(async move {
+        rkcm_podgc::start(ctx, cfg)
+            .await
+            .map_err(ControllerError::from)
+    })
+}
+
+/// A `--controllers` entry that names no known controller.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not in the list of known controllers")]
+pub struct UnknownController(pub String);
+
+/// The controller called `name_or_alias`, if any.
+pub fn lookup(name_or_alias: &str) -> Option<&'static ControllerDef> {
+    CONTROLLERS
+        .iter()
+        .find(|c| c.name == name_or_alias || c.aliases.contains(&name_or_alias))
+}
+
+/// Rewrites aliases to canonical names, keeping a leading `-` and `*`, and rejects unknown
+/// names (upstream `Validate`: every unknown entry is reported, without its `-`).
+pub fn resolve_aliases(entries: &[String]) -> Result<Vec<String>, Vec<UnknownController>> {
+    let mut out = Vec::with_capacity(entries.len());
+    let mut unknown = Vec::new();
+    for entry in entries {
+        if entry == "*" {
+            out.push(entry.clone());
+            continue;
+        }
+        let (negated, bare) = match entry.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, entry.as_str()),
+        };
+        match lookup(bare) {
+            Some(def) if negated => out.push(format!("-{}", def.name)),
+            Some(def) => out.push(def.name.to_string()),
+            None => unknown.push(UnknownController(bare.to_string())),
+        }
+    }
+    if unknown.is_empty() {
+        Ok(out)
+    } else {
+        Err(unknown)
+    }
+}
+
+/// Upstream `IsControllerEnabled` over canonical entries: the first entry naming the
+/// controller decides; otherwise it runs iff a `*` was seen and it is on by default.
+pub fn is_enabled(entries: &[String], def: &ControllerDef) -> bool {
+    let mut star = false;
+    for entry in entries {
+        if entry == def.name {
+            return true;
+        }
+        if entry.strip_prefix('-') == Some(def.name) {
+            return false;
+        }
+        if entry == "*" {
+            star = true;
+        }
+    }
+    star && !def.disabled_by_default
+}
+
+/// The controllers `entries` enable, implemented or not, in table order.
+pub fn enabled(entries: &[String]) -> Vec<&'static ControllerDef> {
+    CONTROLLERS
+        .iter()
+        .filter(|def| is_enabled(entries, def))
+        .collect()
+}
+
+/// Why an enabled, implemented controller is nevertheless not started, if it is not.
+pub fn skip_reason(def: &ControllerDef, cli: &Cli) -> Option<&'static str> {
+    if def.name == "garbage-collector-controller" && !cli.garbage_collector.enable_garbage_collector
+    {
+        return Some("--enable-garbage-collector=false");
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn enabled_names(entries: &[&str]) -> Vec<&'static str> {
+        let resolved = resolve_aliases(&strings(entries)).expect("known names");
+        enabled(&resolved).into_iter().map(|d| d.name).collect()
+    }
+
+    #[test]
+    fn names_and_aliases_are_unique() {
+        let mut seen = HashSet::new();
+        for def in CONTROLLERS {
+            assert!(seen.insert(def.name), "duplicate {}", def.name);
+            for a in def.aliases {
+                assert!(seen.insert(a), "duplicate alias {a}");
+            }
+        }
+        assert_eq!(
+            CONTROLLERS.len(),
+            50,
+            "upstream v1.34 list has 50 controllers"
+        );
+    }
+
+    #[test]
+    fn spec_list_is_recognised() {
+        for name in [
+            "deployment-controller",
+            "replicaset-controller",
+            "replicationcontroller-controller",
+            "statefulset-controller",
+            "daemonset-controller",
+            "job-controller",
+            "cronjob-controller",
+            "ttl-after-finished-controller",
+            "garbage-collector-controller",
+            "pod-garbage-collector-controller",
+        ] {
+            assert_eq!(lookup(name).map(|d| d.name), Some(name));
+        }
+        for (alias, canonical) in [
+            ("deployment", "deployment-controller"),
+            ("replicaset", "replicaset-controller"),
+            ("replicationcontroller", "replicationcontroller-controller"),
+            ("statefulset", "statefulset-controller"),
+            ("daemonset", "daemonset-controller"),
+            ("job", "job-controller"),
+            ("cronjob", "cronjob-controller"),
+            ("ttl-after-finished", "ttl-after-finished-controller"),
+            ("garbagecollector", "garbage-collector-controller"),
+            ("podgc", "pod-garbage-collector-controller"),
+            ("bootstrapsigner", "bootstrap-signer-controller"),
+            ("tokencleaner", "token-cleaner-controller"),
+            ("csrsigning", "certificatesigningrequest-signing-controller"),
+            ("attachdetach", "persistentvolume-attach-detach-controller"),
+            ("endpoint", "endpoints-controller"),
+            ("nodelifecycle", "node-lifecycle-controller"),
+            ("ttl", "ttl-controller"),
+        ] {
+            assert_eq!(lookup(alias).map(|d| d.name), Some(canonical), "{alias}");
+        }
+    }
+
+    #[test]
+    fn star_enables_on_by_default_only() {
+        let names = enabled_names(&["*"]);
+        assert!(names.contains(&"pod-garbage-collector-controller"));
+        assert!(names.contains(&"job-controller"));
+        for off in [
+            "bootstrap-signer-controller",
+            "token-cleaner-controller",
+            "selinux-warning-controller",
+        ] {
+            assert!(!names.contains(&off), "{off} is off by default");
+        }
+        assert_eq!(names.len(), CONTROLLERS.len() - 3);
+    }
+
+    #[test]
+    fn minus_disables_one() {
+        let names = enabled_names(&["*", "-job-controller"]);
+        assert!(!names.contains(&"job-controller"));
+        assert!(names.contains(&"replicaset-controller"));
+        // Alias with a leading `-`.
+        let names = enabled_names(&["*", "-podgc"]);
+        assert!(!names.contains(&"pod-garbage-collector-controller"));
+    }
+
+    /// Scenario 5: named entries only, via aliases.
+    #[test]
+    fn only_named_via_aliases() {
+        assert_eq!(
+            enabled_names(&["deployment", "replicaset"]),
+            vec!["deployment-controller", "replicaset-controller"]
+        );
+        assert_eq!(
+            resolve_aliases(&strings(&["deployment", "-job", "*"])).expect("ok"),
+            strings(&["deployment-controller", "-job-controller", "*"])
+        );
+        // Naming an off-by-default controller enables it even without `*`.
+        assert_eq!(
+            enabled_names(&["tokencleaner"]),
+            vec!["token-cleaner-controller"]
+        );
+        assert!(enabled_names(&[]).is_empty());
+    }
+
+    /// Scenario 6: the first decisive entry wins.
+    #[test]
+    fn first_match_wins() {
+        let names = enabled_names(&["-replicaset-controller", "replicaset-controller", "*"]);
+        assert!(!names.contains(&"replicaset-controller"));
+        assert!(names.contains(&"deployment-controller"));
+        let names = enabled_names(&["replicaset", "-replicaset"]);
+        assert_eq!(names, vec!["replicaset-controller"]);
+        // `*` before the negation does not decide: the negation still applies.
+        let names = enabled_names(&["*", "-replicaset", "replicaset"]);
+        assert!(!names.contains(&"replicaset-controller"));
+    }
+
+    /// Scenario 7: unknown names, with or without `-`, are errors naming the bare name.
+    #[test]
+    fn unknown_names_are_errors() {
+        assert_eq!(
+            resolve_aliases(&strings(&["*", "foo"])),
+            Err(vec![UnknownController("foo".into())])
+        );
+        let err = resolve_aliases(&strings(&["*", "-foo", "bar"])).expect_err("unknown");
+        assert_eq!(
+            err.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            vec![
+                r#""foo" is not in the list of known controllers"#,
+                r#""bar" is not in the list of known controllers"#
+            ]
+        );
+    }
+
+    #[test]
+    fn implemented_controllers() {
+        let implemented: Vec<&str> = CONTROLLERS
+            .iter()
+            .filter(|d| d.implementation.is_some())
+            .map(|d| d.name)
+            .collect();
+        assert_eq!(implemented, vec!["pod-garbage-collector-controller"]);
+    }
+}

@@ -1,0 +1,12 @@
+//! Black-box tests of the `rkcm` binary (one test binary; modules under `tests/rkcm/`).
+//!
+//! Tests that need a running kube-apiserver are `#[ignore = "needs apiserver: make test"]`
+//! and read the kubeconfig path from `RKCM_TEST_KUBECONFIG`.
+
+// A test crate root resolves `mod x;` next to itself (tests/x.rs), hence the paths.
+#[path = "rkcm/flags.rs"]
+mod flags;
+#[path = "rkcm/leader.rs"]
+mod leader;
+#[path = "rkcm/serve.rs"]
+mod serve;
