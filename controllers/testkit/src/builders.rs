@@ -44,7 +44,10 @@ impl PodBuilder {
         self
     }
     pub fn finalizer(mut self, f: &str) -> Self {
-        let list = self.value["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
+        let list = self.value["metadata"]["finalizers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         let mut list = list;
         list.push(json!(f));
         self.value["metadata"]["finalizers"] = Value::Array(list);
@@ -81,7 +84,11 @@ impl NodeBuilder {
         Self {
             name: name.to_string(),
             labels: Vec::new(),
-            taints: vec![("rkcm.test/no-schedule".into(), "true".into(), "NoSchedule".into())],
+            taints: vec![(
+                "rkcm.test/no-schedule".into(),
+                "true".into(),
+                "NoSchedule".into(),
+            )],
             ready: None,
         }
     }
@@ -102,8 +109,11 @@ impl NodeBuilder {
     /// The Node to create, and the status to set on it afterwards (the create call does not
     /// keep status).
     pub fn build(self) -> (Node, Option<Value>) {
-        let labels: serde_json::Map<String, Value> =
-            self.labels.into_iter().map(|(k, v)| (k, json!(v))).collect();
+        let labels: serde_json::Map<String, Value> = self
+            .labels
+            .into_iter()
+            .map(|(k, v)| (k, json!(v)))
+            .collect();
         let taints: Vec<Value> = self
             .taints
             .into_iter()

@@ -49,7 +49,10 @@ impl TestCluster {
         let config = Self::config_from(&path).await?;
         let client = Client::try_from(config)
             .with_context(|| format!("building a client from {}", path.display()))?;
-        Ok(Self { client, kubeconfig: path })
+        Ok(Self {
+            client,
+            kubeconfig: path,
+        })
     }
 
     /// A client config from a kubeconfig file (its current context).
@@ -81,7 +84,11 @@ impl TestCluster {
             .create(&PostParams::default(), &ns)
             .await
             .with_context(|| format!("creating test namespace {name}"))?;
-        Ok(TestNamespace { name, client: self.client.clone(), kubeconfig: self.kubeconfig.clone() })
+        Ok(TestNamespace {
+            name,
+            client: self.client.clone(),
+            kubeconfig: self.kubeconfig.clone(),
+        })
     }
 
     /// Creates a node that no simulator manages: it keeps the status the test gives it.
@@ -93,11 +100,19 @@ impl TestCluster {
         api.create(&PostParams::default(), &object)
             .await
             .with_context(|| format!("creating node {name}"))?;
-        let guard = TestNode { name: name.clone(), client: self.client.clone(), kubeconfig: self.kubeconfig.clone() };
+        let guard = TestNode {
+            name: name.clone(),
+            client: self.client.clone(),
+            kubeconfig: self.kubeconfig.clone(),
+        };
         if let Some(status) = status {
-            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
-                .await
-                .with_context(|| format!("setting status of node {name}"))?;
+            api.patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": status })),
+            )
+            .await
+            .with_context(|| format!("setting status of node {name}"))?;
         }
         Ok(guard)
     }
@@ -110,7 +125,11 @@ impl TestCluster {
         status: serde_json::Value,
     ) -> anyhow::Result<Pod> {
         Api::<Pod>::namespaced(self.client.clone(), namespace)
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": status })),
+            )
             .await
             .with_context(|| format!("patching status of pod {namespace}/{name}"))
     }
@@ -141,7 +160,12 @@ impl TestCluster {
 
     /// Marks every container of the pod terminated with `exit_code`, and the pod Failed
     /// (non-zero) or Succeeded (zero).
-    pub async fn terminate_pod(&self, namespace: &str, name: &str, exit_code: i32) -> anyhow::Result<Pod> {
+    pub async fn terminate_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        exit_code: i32,
+    ) -> anyhow::Result<Pod> {
         let pod = Api::<Pod>::namespaced(self.client.clone(), namespace)
             .get(name)
             .await
@@ -162,17 +186,26 @@ impl TestCluster {
                 })
             })
             .collect();
-        let phase = if exit_code == 0 { "Succeeded" } else { "Failed" };
-        self.patch_pod_status(namespace, name, json!({"phase": phase, "containerStatuses": statuses}))
-            .await
+        let phase = if exit_code == 0 {
+            "Succeeded"
+        } else {
+            "Failed"
+        };
+        self.patch_pod_status(
+            namespace,
+            name,
+            json!({"phase": phase, "containerStatuses": statuses}),
+        )
+        .await
     }
 
     /// Compacts etcd up to its current revision, so any watch or list from an older
     /// resourceVersion gets 410 Gone. Needs `RKCM_TEST_ETCD_ENDPOINT` (set by the local
     /// control plane). Returns the revision compacted to.
     pub async fn compact_etcd(&self) -> anyhow::Result<i64> {
-        let endpoint = std::env::var(ETCD_ENV)
-            .with_context(|| format!("{ETCD_ENV} is not set: etcd compaction needs the local control plane"))?;
+        let endpoint = std::env::var(ETCD_ENV).with_context(|| {
+            format!("{ETCD_ENV} is not set: etcd compaction needs the local control plane")
+        })?;
         etcd_compact(&endpoint).await
     }
 }
@@ -204,7 +237,10 @@ impl Drop for TestNamespace {
             return;
         }
         delete_blocking(&self.name, &self.kubeconfig, |client, name| async move {
-            Api::<Namespace>::all(client).delete(&name, &DeleteParams::background()).await.map(|_| ())
+            Api::<Namespace>::all(client)
+                .delete(&name, &DeleteParams::background())
+                .await
+                .map(|_| ())
         });
     }
 }
@@ -223,7 +259,10 @@ impl TestNode {
 
     /// Deletes the node now (tests of orphaned pods need this).
     pub async fn delete(&self) -> anyhow::Result<()> {
-        match Api::<Node>::all(self.client.clone()).delete(&self.name, &DeleteParams::default()).await {
+        match Api::<Node>::all(self.client.clone())
+            .delete(&self.name, &DeleteParams::default())
+            .await
+        {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(e).with_context(|| format!("deleting node {}", self.name)),
@@ -237,7 +276,10 @@ impl Drop for TestNode {
             return;
         }
         delete_blocking(&self.name, &self.kubeconfig, |client, name| async move {
-            Api::<Node>::all(client).delete(&name, &DeleteParams::default()).await.map(|_| ())
+            Api::<Node>::all(client)
+                .delete(&name, &DeleteParams::default())
+                .await
+                .map(|_| ())
         });
     }
 }
@@ -258,7 +300,10 @@ where
     let name = name.to_string();
     let kubeconfig = kubeconfig.to_path_buf();
     let handle = std::thread::spawn(move || {
-        let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        let rt = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
             Ok(rt) => rt,
             Err(e) => {
                 eprintln!("cleanup of {name}: no runtime: {e}");
@@ -266,14 +311,18 @@ where
             }
         };
         rt.block_on(async {
-            let client = match TestCluster::config_from(&kubeconfig).await.and_then(|c| Ok(Client::try_from(c)?)) {
+            let client = match TestCluster::config_from(&kubeconfig)
+                .await
+                .and_then(|c| Ok(Client::try_from(c)?))
+            {
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("cleanup of {name}: no client: {e:#}");
                     return;
                 }
             };
-            match tokio::time::timeout(Duration::from_secs(10), delete(client, name.clone())).await {
+            match tokio::time::timeout(Duration::from_secs(10), delete(client, name.clone())).await
+            {
                 Ok(Ok(())) => {}
                 Ok(Err(kube::Error::Api(s))) if s.code == 404 => {}
                 Ok(Err(e)) => eprintln!("cleanup of {name} failed: {e}"),
@@ -289,7 +338,9 @@ pub fn unique_name(prefix: &str) -> String {
     use rand::Rng;
     const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
     let mut rng = rand::rng();
-    let suffix: String = (0..8).map(|_| CHARS[rng.random_range(0..CHARS.len())] as char).collect();
+    let suffix: String = (0..8)
+        .map(|_| CHARS[rng.random_range(0..CHARS.len())] as char)
+        .collect();
     format!("{prefix}-{suffix}")
 }
 
@@ -316,7 +367,9 @@ where
         }
         if start.elapsed() >= timeout {
             match last_err {
-                Some(e) => bail!("timed out after {timeout:?} ({polls} checks) waiting for {what}; last error: {e:#}"),
+                Some(e) => bail!(
+                    "timed out after {timeout:?} ({polls} checks) waiting for {what}; last error: {e:#}"
+                ),
                 None => bail!("timed out after {timeout:?} ({polls} checks) waiting for {what}"),
             }
         }
@@ -367,18 +420,27 @@ async fn etcd_post(endpoint: &str, path: &str, body: &str) -> anyhow::Result<ser
         "POST {path} HTTP/1.1\r\nHost: {hostport}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    stream.write_all(req.as_bytes()).await.context("writing to etcd")?;
+    stream
+        .write_all(req.as_bytes())
+        .await
+        .context("writing to etcd")?;
     let mut resp = Vec::new();
-    stream.read_to_end(&mut resp).await.context("reading from etcd")?;
+    stream
+        .read_to_end(&mut resp)
+        .await
+        .context("reading from etcd")?;
     let text = String::from_utf8_lossy(&resp);
-    let (head, payload) = text.split_once("\r\n\r\n").context("malformed HTTP answer from etcd")?;
+    let (head, payload) = text
+        .split_once("\r\n\r\n")
+        .context("malformed HTTP answer from etcd")?;
     if !head.starts_with("HTTP/1.1 200") {
         bail!("etcd {path} answered: {head}: {payload}");
     }
     // The gateway may answer chunked; take the JSON object between the outer braces.
     let start = payload.find('{').context("no JSON in etcd answer")?;
     let end = payload.rfind('}').context("no JSON in etcd answer")?;
-    serde_json::from_str(&payload[start..=end]).with_context(|| format!("parsing etcd answer to {path}"))
+    serde_json::from_str(&payload[start..=end])
+        .with_context(|| format!("parsing etcd answer to {path}"))
 }
 
 #[cfg(test)]
@@ -391,7 +453,10 @@ mod tests {
         let b = unique_name("t");
         assert_ne!(a, b);
         assert!(a.starts_with("t-") && a.len() == 10);
-        assert!(a.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'));
+        assert!(
+            a.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -412,7 +477,10 @@ mod tests {
         .await
         .expect_err("must time out");
         let msg = format!("{err}");
-        assert!(msg.contains("waiting for never") && msg.contains("boom"), "{msg}");
+        assert!(
+            msg.contains("waiting for never") && msg.contains("boom"),
+            "{msg}"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -41,7 +41,10 @@ fn is_ready(node: &Node) -> bool {
 }
 
 fn phase(pod: &Pod) -> &str {
-    pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("")
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("")
 }
 
 async fn pod_when(
@@ -61,8 +64,14 @@ async fn pod_when(
 #[ignore = "needs apiserver: make test"]
 async fn simulated_nodes_are_ready() -> anyhow::Result<()> {
     let cluster = TestCluster::connect().await?;
-    let Some(nodes) = kwok_nodes(&cluster).await? else { return Ok(()) };
-    let not_ready: Vec<_> = nodes.iter().filter(|n| !is_ready(n)).map(|n| n.name_any()).collect();
+    let Some(nodes) = kwok_nodes(&cluster).await? else {
+        return Ok(());
+    };
+    let not_ready: Vec<_> = nodes
+        .iter()
+        .filter(|n| !is_ready(n))
+        .map(|n| n.name_any())
+        .collect();
     assert!(not_ready.is_empty(), "nodes not Ready: {not_ready:?}");
     Ok(())
 }
@@ -76,7 +85,11 @@ async fn bare_pod_is_scheduled_and_runs() -> anyhow::Result<()> {
     }
     let ns = cluster.namespace("smoke-pod").await?;
     let api: Api<Pod> = ns.api();
-    api.create(&PostParams::default(), &builders::pod(ns.name(), "bare").build()).await?;
+    api.create(
+        &PostParams::default(),
+        &builders::pod(ns.name(), "bare").build(),
+    )
+    .await?;
     let pod = pod_when(&api, "bare", "pod bare Running and Ready", |p| {
         phase(p) == "Running"
             && p.status
@@ -85,10 +98,20 @@ async fn bare_pod_is_scheduled_and_runs() -> anyhow::Result<()> {
                 .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
     })
     .await?;
-    let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
-    assert!(node.starts_with("kwok-node-"), "scheduled onto {node:?}, not a simulated node");
+    let node = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default();
     assert!(
-        pod.status.as_ref().and_then(|s| s.pod_ip.as_ref()).is_some(),
+        node.starts_with("kwok-node-"),
+        "scheduled onto {node:?}, not a simulated node"
+    );
+    assert!(
+        pod.status
+            .as_ref()
+            .and_then(|s| s.pod_ip.as_ref())
+            .is_some(),
         "a running pod has an IP"
     );
     Ok(())
@@ -114,12 +137,24 @@ async fn job_owned_pod_completes() -> anyhow::Result<()> {
     let job = ns.api::<Job>().create(&PostParams::default(), &job).await?;
     let uid = job.uid().context("created job has a uid")?;
     let api: Api<Pod> = ns.api();
-    let pod = builders::pod(ns.name(), "j-pod").owner("batch/v1", "Job", "j", &uid).build();
+    let pod = builders::pod(ns.name(), "j-pod")
+        .owner("batch/v1", "Job", "j", &uid)
+        .build();
     api.create(&PostParams::default(), &pod).await?;
-    let pod = pod_when(&api, "j-pod", "job pod Succeeded", |p| phase(p) == "Succeeded").await?;
-    let code = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref()).and_then(|c| {
-        c.first().and_then(|c| c.state.as_ref()).and_then(|s| s.terminated.as_ref()).map(|t| t.exit_code)
-    });
+    let pod = pod_when(&api, "j-pod", "job pod Succeeded", |p| {
+        phase(p) == "Succeeded"
+    })
+    .await?;
+    let code = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| {
+            c.first()
+                .and_then(|c| c.state.as_ref())
+                .and_then(|s| s.terminated.as_ref())
+                .map(|t| t.exit_code)
+        });
     assert_eq!(code, Some(0), "completed container exits 0");
     Ok(())
 }
@@ -135,14 +170,30 @@ async fn labelled_pod_fails_with_chosen_exit_code() -> anyhow::Result<()> {
     let api: Api<Pod> = ns.api();
     let pod = builders::pod(ns.name(), "doomed")
         .label("pod-container-running-failed.stage.kwok.x-k8s.io", "true")
-        .annotation("pod-container-running-failed.stage.kwok.x-k8s.io/exit-code", "3")
-        .annotation("pod-container-running-failed.stage.kwok.x-k8s.io/delay", "0s")
+        .annotation(
+            "pod-container-running-failed.stage.kwok.x-k8s.io/exit-code",
+            "3",
+        )
+        .annotation(
+            "pod-container-running-failed.stage.kwok.x-k8s.io/delay",
+            "0s",
+        )
         .build();
     api.create(&PostParams::default(), &pod).await?;
-    let pod = pod_when(&api, "doomed", "labelled pod Failed", |p| phase(p) == "Failed").await?;
-    let code = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref()).and_then(|c| {
-        c.first().and_then(|c| c.state.as_ref()).and_then(|s| s.terminated.as_ref()).map(|t| t.exit_code)
-    });
+    let pod = pod_when(&api, "doomed", "labelled pod Failed", |p| {
+        phase(p) == "Failed"
+    })
+    .await?;
+    let code = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| {
+            c.first()
+                .and_then(|c| c.state.as_ref())
+                .and_then(|s| s.terminated.as_ref())
+                .map(|t| t.exit_code)
+        });
     assert_eq!(code, Some(3));
     Ok(())
 }
@@ -153,7 +204,10 @@ async fn namespace_gets_default_service_account() -> anyhow::Result<()> {
     let cluster = TestCluster::connect().await?;
     let ns = cluster.namespace("smoke-sa").await?;
     let api: Api<ServiceAccount> = ns.api();
-    wait_for("ServiceAccount default", T, || async { Ok(api.get_opt("default").await?) }).await?;
+    wait_for("ServiceAccount default", T, || async {
+        Ok(api.get_opt("default").await?)
+    })
+    .await?;
     Ok(())
 }
 
@@ -171,23 +225,52 @@ async fn server_side_apply_and_status_subresource() -> anyhow::Result<()> {
             &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"a": "1"}})),
         )
         .await?;
-    assert_eq!(applied.data.as_ref().and_then(|d| d.get("a")).map(String::as_str), Some("1"));
-    let managers: Vec<_> =
-        applied.managed_fields().iter().filter_map(|m| m.manager.clone()).collect();
-    assert!(managers.contains(&"rkcm-smoke".to_string()), "field manager recorded: {managers:?}");
+    assert_eq!(
+        applied
+            .data
+            .as_ref()
+            .and_then(|d| d.get("a"))
+            .map(String::as_str),
+        Some("1")
+    );
+    let managers: Vec<_> = applied
+        .managed_fields()
+        .iter()
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    assert!(
+        managers.contains(&"rkcm-smoke".to_string()),
+        "field manager recorded: {managers:?}"
+    );
     // A second manager changing the same field conflicts unless forced.
     let other = PatchParams::apply("someone-else");
     let conflict = cms
         .patch("cm", &other, &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"a": "2"}})))
         .await;
-    assert!(matches!(conflict, Err(kube::Error::Api(ref s)) if s.code == 409), "apply conflict: {conflict:?}");
+    assert!(
+        matches!(conflict, Err(kube::Error::Api(ref s)) if s.code == 409),
+        "apply conflict: {conflict:?}"
+    );
 
     // Status subresource: a status write through the main resource is ignored, through
     // /status it sticks; spec changes through /status are ignored.
     let pods: Api<Pod> = ns.api();
-    pods.create(&PostParams::default(), &builders::pod(ns.name(), "p").unschedulable().build()).await?;
-    pods.patch("p", &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Failed"}}))).await?;
-    assert_ne!(phase(&pods.get("p").await?), "Failed", "status via the main resource must be ignored");
+    pods.create(
+        &PostParams::default(),
+        &builders::pod(ns.name(), "p").unschedulable().build(),
+    )
+    .await?;
+    pods.patch(
+        "p",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Failed"}})),
+    )
+    .await?;
+    assert_ne!(
+        phase(&pods.get("p").await?),
+        "Failed",
+        "status via the main resource must be ignored"
+    );
     let status_apply = PatchParams::apply("rkcm-smoke").force();
     let p = pods
         .patch_status(
@@ -222,17 +305,28 @@ async fn watch_from_compacted_revision_gets_410_and_relist_recovers() -> anyhow:
             "template": {"spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}
         }))?)
     };
-    api.create(&PostParams::default(), &template("before")?).await?;
-    let old_rv = api.list(&ListParams::default()).await?.metadata.resource_version.context("list has a resourceVersion")?;
+    api.create(&PostParams::default(), &template("before")?)
+        .await?;
+    let old_rv = api
+        .list(&ListParams::default())
+        .await?
+        .metadata
+        .resource_version
+        .context("list has a resourceVersion")?;
 
     // A watch from old_rv starts at old_rv + 1: move etcd at least two revisions past
     // old_rv, then compact, so that revision is gone.
     for name in ["bump-1", "bump-2"] {
         let bump: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name}}))?;
-        other.api::<ConfigMap>().create(&PostParams::default(), &bump).await?;
+        other
+            .api::<ConfigMap>()
+            .create(&PostParams::default(), &bump)
+            .await?;
     }
     let rev = cluster.compact_etcd().await?;
-    let old: i64 = old_rv.parse().context("resourceVersion is an etcd revision here")?;
+    let old: i64 = old_rv
+        .parse()
+        .context("resourceVersion is an etcd revision here")?;
     assert!(rev >= old + 2, "compacted to {rev}, not past {old_rv} + 1");
 
     let wp = WatchParams::default().timeout(10);
@@ -241,9 +335,14 @@ async fn watch_from_compacted_revision_gets_410_and_relist_recovers() -> anyhow:
         Err(e) => anyhow::bail!("watch from {old_rv} failed otherwise: {e}"),
         Ok(stream) => {
             let mut stream = std::pin::pin!(stream);
-            match tokio::time::timeout(T, stream.next()).await.context("no answer to the old watch")? {
+            match tokio::time::timeout(T, stream.next())
+                .await
+                .context("no answer to the old watch")?
+            {
                 Some(Ok(WatchEvent::Error(s))) => s.code == 410,
-                other => anyhow::bail!("watch from compacted {old_rv} (compacted to {rev}) gave {other:?}"),
+                other => anyhow::bail!(
+                    "watch from compacted {old_rv} (compacted to {rev}) gave {other:?}"
+                ),
             }
         }
     };
@@ -251,11 +350,17 @@ async fn watch_from_compacted_revision_gets_410_and_relist_recovers() -> anyhow:
 
     let list = api.list(&ListParams::default()).await?;
     assert_eq!(list.items.len(), 1, "the relist sees the object");
-    let new_rv = list.metadata.resource_version.context("list has a resourceVersion")?;
+    let new_rv = list
+        .metadata
+        .resource_version
+        .context("list has a resourceVersion")?;
     let stream = api.watch(&wp, &new_rv).await?;
-    api.create(&PostParams::default(), &template("after")?).await?;
+    api.create(&PostParams::default(), &template("after")?)
+        .await?;
     let mut stream = std::pin::pin!(stream);
-    let ev = tokio::time::timeout(T, stream.next()).await.context("no event after relist")?;
+    let ev = tokio::time::timeout(T, stream.next())
+        .await
+        .context("no event after relist")?;
     assert!(
         matches!(ev, Some(Ok(WatchEvent::Added(ref o))) if o.name_any() == "after"),
         "expected ADDED after, got {ev:?}"
