@@ -2,7 +2,7 @@
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/rkcm/target
 CARGO ?= cargo
 
-.PHONY: build release test lint unit run bench cluster-up cluster-down cluster-env cluster-status e2e-bins
+.PHONY: build release test lint unit run bench cluster-up cluster-down cluster-env cluster-status e2e-bins deploy-manifests
 
 build:
 	$(CARGO) build --workspace
@@ -44,3 +44,7 @@ cluster-env:
 
 cluster-status:
 	@bash e2e/cluster.sh status
+
+# deploy/rkcm.yaml from charts/rkcm (a test fails when they differ).
+deploy-manifests:
+	bash e2e/render-deploy.sh

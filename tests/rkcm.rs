@@ -8,5 +8,7 @@
 mod flags;
 #[path = "rkcm/leader.rs"]
 mod leader;
+#[path = "rkcm/packaging.rs"]
+mod packaging;
 #[path = "rkcm/serve.rs"]
 mod serve;
