@@ -510,6 +510,9 @@ impl FeatureGates {
                   ReplicaSet, Deployment, StatefulSet, DaemonSet, Job, CronJob, ...) against \
                   any conformant kube-apiserver, with upstream's flag names and defaults.",
     disable_version_flag = true,
+    // pflag semantics: a repeated single-value flag takes its last value (so a chart's
+    // extraArgs can override a flag it already sets); slice flags still accumulate.
+    args_override_self = true,
     after_help = "Flags of upstream controllers and serving features that rkcm does not \
                   implement (cloud, node, volume, certificate, HPA, delegated authn/authz, ...) \
                   are recognised and rejected with an error naming the flag."
@@ -1962,6 +1965,22 @@ mod tests {
         ] {
             assert_eq!(run(args).expect("verbosity").logging.v, 3, "{args:?}");
         }
+    }
+
+    #[test]
+    fn repeated_single_value_flags_take_the_last_value() {
+        let cli = run(&[
+            "--secure-port=1",
+            "--secure-port=2",
+            "--kube-api-qps",
+            "5",
+            "--kube-api-qps=7",
+        ])
+        .expect("repeated flags");
+        assert_eq!(cli.serving.secure_port, 2);
+        assert_eq!(cli.api.kube_api_qps, 7.0);
+        let cli = run(&["--leader-elect=false", "--leader-elect"]).expect("repeated bool");
+        assert!(cli.leader.leader_elect);
     }
 
     #[test]
