@@ -10,7 +10,8 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController};
 use rkcm_runtime::ControllerContext;
 use rkcm_runtime::informer::{Informable, Informer, InformerFactory};
 
@@ -154,11 +155,24 @@ pub static CONTROLLERS: &[ControllerDef] = &[
         }),
     },
     known("podcertificaterequest-cleaner-controller", &[]),
-    known("replicaset-controller", &["replicaset"]),
-    known(
-        "replicationcontroller-controller",
-        &["replicationcontroller"],
-    ),
+    ControllerDef {
+        name: rkcm_replicaset::NAME,
+        aliases: &["replicaset"],
+        disabled_by_default: false,
+        implementation: Some(Implementation {
+            informers: replicaset_informers,
+            start: start_replicaset,
+        }),
+    },
+    ControllerDef {
+        name: rkcm_replicaset::RC_NAME,
+        aliases: &["replicationcontroller"],
+        disabled_by_default: false,
+        implementation: Some(Implementation {
+            informers: replicationcontroller_informers,
+            start: start_replicationcontroller,
+        }),
+    },
     known("resourceclaim-controller", &["resource-claim-controller"]),
     known("resourcequota-controller", &["resourcequota"]),
     known(
@@ -197,6 +211,50 @@ fn start_podgc(ctx: ControllerContext, cli: &Cli) -> ControllerFuture {
     let cfg = rkcm_podgc::Config::from(&cli.podgc);
     Box::pin(async move {
         rkcm_podgc::start(ctx, cfg)
+            .await
+            .map_err(ControllerError::from)
+    })
+}
+
+fn replicaset_informers(factory: &InformerFactory) -> Vec<SyncProbe> {
+    vec![
+        SyncProbe::of(factory.informer::<ReplicaSet>()),
+        SyncProbe::of(factory.informer::<Pod>()),
+    ]
+}
+
+fn replicationcontroller_informers(factory: &InformerFactory) -> Vec<SyncProbe> {
+    vec![
+        SyncProbe::of(factory.informer::<ReplicationController>()),
+        SyncProbe::of(factory.informer::<Pod>()),
+    ]
+}
+
+/// The RS/RC configuration from `--concurrent-*-syncs` and `--feature-gates`.
+fn replica_config(workers: i32, cli: &Cli) -> rkcm_replicaset::Config {
+    rkcm_replicaset::Config {
+        workers: usize::try_from(workers).unwrap_or(0),
+        terminating_replicas: cli
+            .feature_gates
+            .enabled("DeploymentReplicaSetTerminatingReplicas"),
+        pod_deletion_cost: cli.feature_gates.enabled("PodDeletionCost"),
+        ..rkcm_replicaset::Config::default()
+    }
+}
+
+fn start_replicaset(ctx: ControllerContext, cli: &Cli) -> ControllerFuture {
+    let cfg = replica_config(cli.replicaset.concurrent_replicaset_syncs, cli);
+    Box::pin(async move {
+        rkcm_replicaset::start_replicaset(ctx, cfg)
+            .await
+            .map_err(ControllerError::from)
+    })
+}
+
+fn start_replicationcontroller(ctx: ControllerContext, cli: &Cli) -> ControllerFuture {
+    let cfg = replica_config(cli.replicationcontroller.concurrent_rc_syncs, cli);
+    Box::pin(async move {
+        rkcm_replicaset::start_replication_controller(ctx, cfg)
             .await
             .map_err(ControllerError::from)
     })
@@ -426,6 +484,13 @@ mod tests {
             .filter(|d| d.implementation.is_some())
             .map(|d| d.name)
             .collect();
-        assert_eq!(implemented, vec!["pod-garbage-collector-controller"]);
+        assert_eq!(
+            implemented,
+            vec![
+                "pod-garbage-collector-controller",
+                "replicaset-controller",
+                "replicationcontroller-controller"
+            ]
+        );
     }
 }

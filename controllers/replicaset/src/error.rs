@@ -1,0 +1,111 @@
+//! The controller's error type: one variant per sync step, each naming the owner's key.
+//! A sync that returns an error is requeued with backoff; nothing here ever stops the
+//! controller.
+
+/// Errors of one sync of one ReplicaSet or ReplicationController.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Adopting or releasing pods failed (owner re-check, or a patch); nothing was created or
+    /// deleted and status was not written.
+    #[error("claiming pods for {key}: {source}")]
+    Claim {
+        key: String,
+        #[source]
+        source: rkcm_runtime::Error,
+    },
+    /// A pod create failed; the rest of the slow start was skipped. The `ReplicaFailure`
+    /// condition was written before this is returned.
+    #[error("creating pods for {key}: {source}")]
+    CreatePods {
+        key: String,
+        #[source]
+        source: rkcm_runtime::Error,
+    },
+    /// A pod delete failed (other than NotFound).
+    #[error("deleting pods of {key}: {source}")]
+    DeletePods {
+        key: String,
+        #[source]
+        source: rkcm_runtime::Error,
+    },
+    /// Writing the status subresource failed twice (or the re-read between failed).
+    #[error("updating status of {key}: {source}")]
+    UpdateStatus {
+        key: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl Error {
+    /// A short label for logs and metrics.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::Claim { .. } => "claim",
+            Error::CreatePods { .. } => "create_pods",
+            Error::DeletePods { .. } => "delete_pods",
+            Error::UpdateStatus { .. } => "update_status",
+        }
+    }
+
+    /// The owner key the error concerns.
+    pub fn key(&self) -> &str {
+        match self {
+            Error::Claim { key, .. }
+            | Error::CreatePods { key, .. }
+            | Error::DeletePods { key, .. }
+            | Error::UpdateStatus { key, .. } => key,
+        }
+    }
+
+    /// The text upstream puts in the `ReplicaFailure` condition: the create/delete error as
+    /// the API server worded it.
+    pub fn condition_message(&self) -> String {
+        match self {
+            Error::CreatePods { source, .. }
+            | Error::DeletePods { source, .. }
+            | Error::Claim { source, .. } => runtime_error_text(source),
+            Error::UpdateStatus { source, .. } => rkcm_runtime::podcontrol::error_message(source),
+        }
+    }
+}
+
+/// The API's own message for API errors, the error text otherwise.
+pub(crate) fn runtime_error_text(e: &rkcm_runtime::Error) -> String {
+    match e {
+        rkcm_runtime::Error::Api { source, .. } | rkcm_runtime::Error::ForOwner { source, .. } => {
+            rkcm_runtime::podcontrol::error_message(source)
+        }
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn condition_message_is_the_api_message() {
+        let status = kube::core::Status::failure(
+            "pods \"web-abc\" is forbidden: exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2",
+            "Forbidden",
+        )
+        .with_code(403)
+        .boxed();
+        let e = Error::CreatePods {
+            key: "ns/web".into(),
+            source: rkcm_runtime::Error::ForOwner {
+                verb: "create",
+                kind: "Pod",
+                owner: "ns/web".into(),
+                source: kube::Error::Api(status),
+            },
+        };
+        assert!(
+            e.condition_message()
+                .starts_with("pods \"web-abc\" is forbidden: exceeded quota")
+        );
+        assert_eq!((e.key(), e.category()), ("ns/web", "create_pods"));
+        assert!(e.to_string().starts_with("creating pods for ns/web: "));
+    }
+}

@@ -1,0 +1,198 @@
+//! The ReplicaSet and ReplicationController controllers: keep exactly `spec.replicas` active
+//! pods that match the owner's selector and are controlled by it.
+//!
+//! Mirrors upstream (Kubernetes v1.37) `pkg/controller/replicaset/replica_set.go`,
+//! `replica_set_utils.go`, `pkg/controller/replication/` and the shared parts of
+//! `pkg/controller/controller_utils.go` (`ActivePodsWithRanks`, expectations, slow start).
+//! spec/replicaset.md is the contract.
+//!
+//! # Guarantees
+//! - Scale-up creates at most 500 pods per sync in slow-start batches (1, 2, 4, …), stopping
+//!   after the first batch with a failure; scale-down deletes at most 500, chosen by the full
+//!   upstream ranking ([`plan::compare_for_deletion`]).
+//! - A stale cache never causes duplicate pods or over-deletion: creates and deletes are
+//!   counted in expectations before they are issued and no pod is created or deleted while
+//!   they are unmet (5-minute safety expiry).
+//! - Deletes are graceful (the pod's own grace period) with a UID precondition; never grace
+//!   period 0. Terminal pods are never deleted; terminating pods are not counted.
+//! - Matching orphans are adopted (after a fresh GET of the owner, with UID preconditions),
+//!   owned pods that stop matching are released; nothing is adopted, released, created or
+//!   deleted while the owner is being deleted. Pods controlled by others are never touched.
+//! - Status (`replicas`, `fullyLabeledReplicas`, `readyReplicas`, `availableReplicas`,
+//!   `terminatingReplicas` for ReplicaSets when the gate is on, `observedGeneration`, the
+//!   `ReplicaFailure` condition) is written through the status subresource only when it
+//!   changed, carrying the cached resourceVersion.
+//! - Events with upstream reasons (`SuccessfulCreate`, `FailedCreate`, `SuccessfulDelete`,
+//!   `FailedDelete`) from `replicaset-controller` / `replication-controller`.
+//!
+//! # Watches and writes
+//! Watches ReplicaSets (or ReplicationControllers) and Pods through the shared informers.
+//! Writes: `create`/`delete`/`patch` pods, `update` `replicasets/status`
+//! (`replicationcontrollers/status`), `get` the owner before adopting, `create` events.
+//!
+//! # Not implemented
+//! The v1.36 stale-cache guard (`StaleControllerConsistencyReplicaSet` and
+//! `replicaset_controller_stale_sync_skips_total`) needs the informers' last-synced
+//! resourceVersion, which rkcm-runtime does not expose yet; expectations alone already
+//! prevent duplicate creates and deletes (spec §9 scenario 29, second half).
+
+pub mod consts;
+mod error;
+mod metrics;
+pub mod owner;
+pub mod plan;
+mod reconcile;
+pub mod selector;
+pub mod status;
+
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::{Pod, ReplicationController};
+use rkcm_runtime::ControllerContext;
+use rkcm_runtime::events::EventRecorder;
+use rkcm_runtime::expectations::UidTrackingExpectations;
+use rkcm_runtime::podcontrol::PodControl;
+use rkcm_runtime::workqueue::{RateLimiter, WorkQueue, run_workers};
+
+pub use error::Error;
+pub use owner::{ReplicaOwner, ReplicaStatus};
+
+/// Canonical name of the ReplicaSet controller (`--controllers`; alias `replicaset`).
+pub const NAME: &str = consts::RS_CONTROLLER_NAME;
+/// Canonical name of the ReplicationController controller (alias `replicationcontroller`).
+pub const RC_NAME: &str = consts::RC_CONTROLLER_NAME;
+
+/// Upstream default of `--concurrent-replicaset-syncs` and `--concurrent-rc-syncs`.
+pub const DEFAULT_WORKERS: usize = 5;
+
+/// Configuration of one controller (RS or RC). `Default` equals upstream. The flags
+/// (`--concurrent-replicaset-syncs`, `--concurrent-rc-syncs`, `--feature-gates`) are defined
+/// once in the binary's command line, which builds this.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Worker tasks (`--concurrent-replicaset-syncs` / `--concurrent-rc-syncs`).
+    pub workers: usize,
+    /// Gate `DeploymentReplicaSetTerminatingReplicas` (beta, on): report
+    /// `status.terminatingReplicas` on ReplicaSets. Never reported for RCs.
+    pub terminating_replicas: bool,
+    /// Gate `PodDeletionCost` (beta, on): honour the pod-deletion-cost annotation.
+    pub pod_deletion_cost: bool,
+    /// Most creates or deletes per sync (upstream `BurstReplicas`, not a flag).
+    pub burst_replicas: usize,
+    /// Restricts the controller to owners and pods of these namespaces; `None` (default,
+    /// upstream's behaviour) means all. Not a flag: tests sharing a cluster set it so their
+    /// controller never touches other tests' objects.
+    pub namespaces: Option<Vec<String>>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            workers: DEFAULT_WORKERS,
+            terminating_replicas: true,
+            pod_deletion_cost: true,
+            burst_replicas: consts::BURST_REPLICAS,
+            namespaces: None,
+        }
+    }
+}
+
+/// Runs the ReplicaSet controller until `ctx.shutdown` is cancelled.
+pub async fn start_replicaset(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
+    start::<ReplicaSet>(ctx, cfg).await
+}
+
+/// Runs the ReplicationController controller until `ctx.shutdown` is cancelled.
+pub async fn start_replication_controller(
+    ctx: ControllerContext,
+    cfg: Config,
+) -> Result<(), Error> {
+    start::<ReplicationController>(ctx, cfg).await
+}
+
+/// Runs the controller for owner kind `O`: subscribes to the owner and pod informers, waits
+/// for both caches, then runs `cfg.workers` workers on the queue until shutdown. Returns
+/// `Ok(())` on shutdown (also when shut down before the caches synced); sync errors are
+/// retried with backoff and never end it.
+pub async fn start<O: ReplicaOwner>(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
+    metrics::sorting_deletion_age_ratio();
+    let owners = ctx.informers.informer::<O>();
+    let pods = ctx.informers.informer::<Pod>();
+    let queue = WorkQueue::new(O::QUEUE_NAME, RateLimiter::Default);
+    let recorder = EventRecorder::new(ctx.client.clone(), O::EVENT_COMPONENT);
+    let workers = cfg.workers;
+    let controller = Arc::new(reconcile::Controller::<O> {
+        client: ctx.client.clone(),
+        owners: owners.store(),
+        pods: pods.store(),
+        expectations: UidTrackingExpectations::new(ctx.clock.clone()),
+        pod_control: PodControl::new(ctx.client.clone(), recorder),
+        queue: queue.clone(),
+        clock: ctx.clock.clone(),
+        cfg,
+    });
+    tracing::info!(controller = O::CONTROLLER_NAME, "starting controller");
+    let c = controller.clone();
+    owners.subscribe(move |change| c.on_owner_change(change));
+    let c = controller.clone();
+    pods.subscribe(move |change| c.on_pod_change(change));
+    if !(owners.wait_synced(&ctx.shutdown).await && pods.wait_synced(&ctx.shutdown).await) {
+        tracing::info!(
+            controller = O::CONTROLLER_NAME,
+            "shutting down controller before caches synced"
+        );
+        queue.shut_down();
+        return Ok(());
+    }
+    let stop = queue.clone();
+    let shutdown = ctx.shutdown.clone();
+    tokio::spawn(async move {
+        shutdown.cancelled().await;
+        stop.shut_down();
+    });
+    run_workers(queue, workers, move |key: String| {
+        let c = controller.clone();
+        async move { c.sync(key).await }
+    })
+    .await;
+    tracing::info!(controller = O::CONTROLLER_NAME, "shutting down controller");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Compile-time check: the process spawns `start` on a multi-threaded runtime.
+    #[allow(dead_code)]
+    fn start_futures_are_send(ctx: ControllerContext) {
+        fn assert_send<T: Send>(_: &T) {}
+        assert_send(&start_replicaset(ctx.clone(), Config::default()));
+        assert_send(&start_replication_controller(ctx, Config::default()));
+    }
+
+    #[test]
+    fn defaults_are_upstream() {
+        let cfg = Config::default();
+        assert_eq!(cfg.workers, 5);
+        assert!(cfg.terminating_replicas && cfg.pod_deletion_cost);
+        assert_eq!(cfg.burst_replicas, 500);
+        assert_eq!(cfg.namespaces, None);
+        assert_eq!(NAME, "replicaset-controller");
+        assert_eq!(RC_NAME, "replicationcontroller-controller");
+        assert_eq!(<ReplicaSet as ReplicaOwner>::QUEUE_NAME, "replicaset");
+        assert_eq!(
+            <ReplicationController as ReplicaOwner>::QUEUE_NAME,
+            "replicationmanager"
+        );
+        assert_eq!(
+            <ReplicaSet as ReplicaOwner>::EVENT_COMPONENT,
+            "replicaset-controller"
+        );
+        assert_eq!(
+            <ReplicationController as ReplicaOwner>::EVENT_COMPONENT,
+            "replication-controller"
+        );
+    }
+}

@@ -1,0 +1,52 @@
+//! `replicaset_controller_sorting_deletion_age_ratio`, registered once in the process
+//! registry and shared by the ReplicaSet and ReplicationController controllers (as upstream).
+
+use std::sync::OnceLock;
+
+use prometheus::{Histogram, HistogramOpts};
+
+use crate::consts::metrics as m;
+
+/// The histogram, or `None` if it could not be built (options are constants; a test proves
+/// they are valid). Losing a metric must never stop the controller.
+pub(crate) fn sorting_deletion_age_ratio() -> Option<&'static Histogram> {
+    static METRIC: OnceLock<Option<Histogram>> = OnceLock::new();
+    METRIC
+        .get_or_init(|| {
+            let opts = HistogramOpts::new(m::SORTING_DELETION_AGE_RATIO, m::SORTING_DELETION_AGE_RATIO_HELP)
+                .subsystem(m::SUBSYSTEM)
+                .buckets(m::SORTING_DELETION_AGE_RATIO_BUCKETS.to_vec());
+            let histogram = match Histogram::with_opts(opts) {
+                Ok(h) => h,
+                Err(error) => {
+                    tracing::error!(metric = m::SORTING_DELETION_AGE_RATIO, %error, "building ReplicaSet metric failed");
+                    return None;
+                }
+            };
+            if let Err(error) =
+                rkcm_runtime::metrics::registry().register(Box::new(histogram.clone()))
+            {
+                tracing::error!(metric = m::SORTING_DELETION_AGE_RATIO, %error, "registering ReplicaSet metric failed");
+            }
+            Some(histogram)
+        })
+        .as_ref()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_renders_with_upstream_name_and_buckets() {
+        let h = sorting_deletion_age_ratio().expect("valid options");
+        h.observe(1.0);
+        let text = rkcm_runtime::metrics::render();
+        assert!(
+            text.contains("replicaset_controller_sorting_deletion_age_ratio_bucket{le=\"0.25\"}"),
+            "{text}"
+        );
+        assert!(text.contains("replicaset_controller_sorting_deletion_age_ratio_bucket{le=\"8\"}"));
+        assert!(std::ptr::eq(h, sorting_deletion_age_ratio().expect("same")));
+    }
+}

@@ -1,0 +1,557 @@
+//! The sync and the event handlers: caches -> claim -> [`plan`](crate::plan) -> pod writes ->
+//! [`status`](crate::status) -> status write.
+//!
+//! Mirrors `syncReplicaSet`, `manageReplicas`, the informer handlers (`addPod`, `updatePod`,
+//! `deletePod`, `addRS`, `updateRS`, `deleteRS`) of upstream
+//! `pkg/controller/replicaset/replica_set.go`, and `updateReplicaSetStatus` of
+//! `replica_set_utils.go` (spec/replicaset.md §2, §5, §6).
+//!
+//! Safety against stale caches:
+//! - Every create is counted in the expectations *before* it is issued, and un-counted when
+//!   it fails or is skipped; every delete is tracked by pod key before it is issued. While
+//!   expectations are unsatisfied no pod is created or deleted, so a lagging watch never
+//!   causes a second replacement or an over-deletion.
+//! - Deletes are graceful with a UID precondition; adoption re-reads the owner first and
+//!   patches with the pod's UID as precondition (runtime `ControllerRefManager`).
+//! - Status is written through the status subresource with the cached resourceVersion; a
+//!   conflict re-reads once and retries.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
+use rkcm_runtime::clock::SharedClock;
+use rkcm_runtime::controller_ref::{ControllerRefManager, controller_of};
+use rkcm_runtime::expectations::UidTrackingExpectations;
+use rkcm_runtime::informer::{Change, INDEX_CONTROLLER_UID, Store};
+use rkcm_runtime::keys::{controller_uid, key_of, split_key};
+use rkcm_runtime::podcontrol::{
+    PodControl, PodOptions, SLOW_START_INITIAL_BATCH_SIZE, is_namespace_terminating,
+    slow_start_batch,
+};
+use rkcm_runtime::workqueue::WorkQueue;
+
+use crate::Config;
+use crate::error::Error;
+use crate::metrics;
+use crate::owner::{ReplicaOwner, ReplicaStatus};
+use crate::plan::{self, Plan, PlanConfig, Snapshot, is_pod_active, is_pod_ready, is_terminal};
+use crate::selector::Selector;
+use crate::status::{StatusInputs, calculate_status, needs_write};
+
+/// Upstream pads the minReadySeconds re-check after a pod turns ready by one second against
+/// clock skew between the kubelet and the controller.
+const MIN_READY_PAD: Duration = Duration::from_secs(1);
+
+/// Everything one controller (RS or RC) shares between its handlers and workers.
+pub(crate) struct Controller<O: ReplicaOwner> {
+    pub(crate) client: kube::Client,
+    pub(crate) owners: Store<O>,
+    pub(crate) pods: Store<Pod>,
+    pub(crate) expectations: UidTrackingExpectations,
+    pub(crate) pod_control: PodControl,
+    pub(crate) queue: WorkQueue<String>,
+    pub(crate) clock: SharedClock,
+    pub(crate) cfg: Config,
+}
+
+fn labels_of(pod: &Pod) -> Option<&std::collections::BTreeMap<String, String>> {
+    pod.metadata.labels.as_ref()
+}
+
+impl<O: ReplicaOwner> Controller<O> {
+    fn in_scope(&self, namespace: Option<&str>) -> bool {
+        match &self.cfg.namespaces {
+            None => true,
+            Some(list) => namespace.is_some_and(|ns| list.iter().any(|n| n == ns)),
+        }
+    }
+
+    fn enqueue(&self, owner: &O) {
+        self.queue.add(key_of(owner));
+    }
+
+    // ---- owner handlers -----------------------------------------------------------------
+
+    pub(crate) fn on_owner_change(&self, change: Change<O>) {
+        if !self.in_scope(change.object().meta().namespace.as_deref()) {
+            return;
+        }
+        match change {
+            Change::Added(owner) => self.enqueue(&owner),
+            Change::Updated { old, new } => {
+                // A delete and re-create under the same name seen as one update: the old
+                // object's expectations must not gate the new one.
+                if old.meta().uid != new.meta().uid {
+                    self.on_owner_deleted(&old);
+                }
+                self.enqueue(&new);
+            }
+            Change::Deleted { obj, .. } => self.on_owner_deleted(&obj),
+        }
+    }
+
+    fn on_owner_deleted(&self, owner: &O) {
+        let key = key_of(owner);
+        tracing::debug!(controller = O::CONTROLLER_NAME, key = %key, "deleting owner");
+        self.expectations.delete_expectations(&key);
+        self.queue.add(key);
+    }
+
+    // ---- pod handlers -------------------------------------------------------------------
+
+    /// `resolveControllerRef`: the cached owner the ref names, if kind and UID agree.
+    fn resolve(&self, namespace: &str, pod: &Pod) -> Option<Arc<O>> {
+        let r = controller_of(&pod.metadata)?;
+        if r.kind != O::kind(&()) {
+            return None;
+        }
+        let owner = self
+            .owners
+            .get(&rkcm_runtime::keys::key(Some(namespace), &r.name))?;
+        (owner.meta().uid.as_deref() == Some(r.uid.as_str())).then_some(owner)
+    }
+
+    /// `getPodReplicaSets`: owners in the pod's namespace whose (non-empty, valid) selector
+    /// matches it.
+    fn owners_matching(&self, pod: &Pod) -> Vec<Arc<O>> {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        self.owners
+            .list_namespace(namespace)
+            .into_iter()
+            .filter(|o| {
+                o.selector()
+                    .is_ok_and(|s| !s.is_empty() && s.matches(labels_of(pod)))
+            })
+            .collect()
+    }
+
+    pub(crate) fn on_pod_change(&self, change: Change<Pod>) {
+        let namespace = change.object().metadata.namespace.clone();
+        if !self.in_scope(namespace.as_deref()) {
+            return;
+        }
+        let namespace = namespace.unwrap_or_default();
+        match change {
+            Change::Added(pod) => {
+                if pod.metadata.deletion_timestamp.is_some() {
+                    // Seen for the first time already terminating (e.g. after a restart):
+                    // it must not count as a create.
+                    self.on_pod_deleted(&namespace, &pod);
+                    return;
+                }
+                if controller_of(&pod.metadata).is_some() {
+                    if let Some(owner) = self.resolve(&namespace, &pod) {
+                        let key = key_of(&*owner);
+                        self.expectations.creation_observed(&key);
+                        self.queue.add(key);
+                    }
+                    return;
+                }
+                // An orphan: every matching owner may want to adopt it.
+                for owner in self.owners_matching(&pod) {
+                    self.enqueue(&owner);
+                }
+            }
+            Change::Updated { old, new } => self.on_pod_updated(&namespace, &old, &new),
+            Change::Deleted { obj, .. } => self.on_pod_deleted(&namespace, &obj),
+        }
+    }
+
+    fn on_pod_updated(&self, namespace: &str, old: &Pod, new: &Pod) {
+        // Periodic resyncs deliver the same version; nothing changed.
+        if old.metadata.resource_version == new.metadata.resource_version {
+            return;
+        }
+        let labels_changed = old.metadata.labels != new.metadata.labels;
+        if new.metadata.deletion_timestamp.is_some() {
+            // Graceful deletion has begun: the pod no longer counts, so the deletion is
+            // observed now rather than when the object finally goes.
+            self.on_pod_deleted(namespace, new);
+            if labels_changed {
+                self.on_pod_deleted(namespace, old);
+            }
+            return;
+        }
+        let (old_ref, new_ref) = (controller_of(&old.metadata), controller_of(&new.metadata));
+        let ref_changed = old_ref != new_ref;
+        if ref_changed
+            && old_ref.is_some()
+            && let Some(owner) = self.resolve(namespace, old)
+        {
+            self.enqueue(&owner);
+        }
+        if new_ref.is_some() {
+            let Some(owner) = self.resolve(namespace, new) else {
+                return;
+            };
+            self.enqueue(&owner);
+            let min_ready = owner.min_ready_seconds();
+            if min_ready > 0 && !is_pod_ready(old) && is_pod_ready(new) {
+                let delay =
+                    Duration::from_secs(u64::try_from(min_ready).unwrap_or(0)) + MIN_READY_PAD;
+                self.queue.add_after(key_of(&*owner), delay);
+            }
+            return;
+        }
+        if labels_changed || ref_changed {
+            for owner in self.owners_matching(new) {
+                self.enqueue(&owner);
+            }
+        }
+    }
+
+    fn on_pod_deleted(&self, namespace: &str, pod: &Pod) {
+        // Orphans have no expectations to lower; their deletion concerns no one.
+        let Some(owner) = self.resolve(namespace, pod) else {
+            return;
+        };
+        let key = key_of(&*owner);
+        self.expectations.deletion_observed(&key, &key_of(pod));
+        self.queue.add(key);
+    }
+
+    // ---- sync ---------------------------------------------------------------------------
+
+    /// One sync of the owner `key` (`syncReplicaSet`).
+    pub(crate) async fn sync(&self, key: String) -> Result<(), Error> {
+        let started = tokio::time::Instant::now();
+        let result = self.sync_inner(&key).await;
+        tracing::debug!(
+            controller = O::CONTROLLER_NAME,
+            key = %key,
+            elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            "finished syncing"
+        );
+        result
+    }
+
+    async fn sync_inner(&self, key: &str) -> Result<(), Error> {
+        let (namespace, _) = split_key(key);
+        let namespace = namespace.unwrap_or_default().to_owned();
+        let Some(owner) = self.owners.get(key) else {
+            tracing::debug!(
+                controller = O::CONTROLLER_NAME,
+                key,
+                "owner has been deleted"
+            );
+            self.expectations.delete_expectations(key);
+            return Ok(());
+        };
+        // Read before anything else: an observation arriving during this sync must not be
+        // mistaken for one this sync already accounted for.
+        let satisfied = self.expectations.satisfied_expectations(key);
+        let selector = match owner.selector() {
+            Ok(s) => s,
+            Err(error) => {
+                // Retrying cannot help until the spec changes, which enqueues the key anyway.
+                tracing::warn!(controller = O::CONTROLLER_NAME, key, %error, "invalid pod selector; skipping");
+                return Ok(());
+            }
+        };
+        let owner_uid = owner.meta().uid.clone().unwrap_or_default();
+        let candidates: Vec<Arc<Pod>> = self
+            .pods
+            .list_namespace(&namespace)
+            .into_iter()
+            .filter(|p| controller_uid(&**p).is_none_or(|u| u == owner_uid))
+            .collect();
+        let active: Vec<Arc<Pod>> = candidates
+            .iter()
+            .filter(|p| is_pod_active(p))
+            .cloned()
+            .collect();
+        let claimed = self
+            .claim(&owner, key, &namespace, &active, &selector)
+            .await?;
+
+        let track_terminating = O::HAS_TERMINATING_REPLICAS && self.cfg.terminating_replicas;
+        let terminating: Vec<Arc<Pod>> = if track_terminating {
+            candidates
+                .iter()
+                .filter(|p| {
+                    p.metadata.deletion_timestamp.is_some()
+                        && !is_terminal(p)
+                        && controller_uid(&***p) == Some(owner_uid.as_str())
+                        && selector.matches(labels_of(p))
+                })
+                .cloned()
+                .collect()
+        } else {
+            Vec::new()
+        };
+
+        let deleting = owner.meta().deletion_timestamp.is_some();
+        let manage_result = if satisfied && !deleting {
+            self.manage(&owner, key, &namespace, &claimed).await
+        } else {
+            Ok(())
+        };
+
+        let now = self.clock.wall();
+        let current = owner.replica_status();
+        let manage_message = manage_result.as_ref().err().map(Error::condition_message);
+        let inputs = StatusInputs {
+            desired: owner.desired_replicas(),
+            min_ready_seconds: owner.min_ready_seconds(),
+            template_labels: owner.template_labels(),
+            track_terminating,
+        };
+        let mut status = calculate_status(
+            &current,
+            &inputs,
+            &claimed,
+            &terminating,
+            manage_message.as_deref(),
+            now,
+        );
+        let generation = owner.meta().generation.unwrap_or(0);
+        let written = if needs_write(&current, &status, generation) {
+            status.observed_generation = generation;
+            self.write_status(&owner, key, &namespace, &status).await?;
+            status
+        } else {
+            current
+        };
+
+        let min_ready = owner.min_ready_seconds();
+        if min_ready > 0 && written.ready_replicas != written.available_replicas {
+            // No pod event will announce that a pod became available: look again then.
+            if let Some(delay) = plan::availability_requeue(&claimed, min_ready, self.clock.wall())
+            {
+                self.queue.add_after(key.to_owned(), delay);
+            }
+        }
+        manage_result
+    }
+
+    /// Adopts matching orphans and releases owned pods that stopped matching; returns the
+    /// active pods the owner now controls.
+    async fn claim(
+        &self,
+        owner: &Arc<O>,
+        key: &str,
+        namespace: &str,
+        active: &[Arc<Pod>],
+        selector: &Selector,
+    ) -> Result<Vec<Arc<Pod>>, Error> {
+        let claim_err = |source| Error::Claim {
+            key: key.to_owned(),
+            source,
+        };
+        let mut manager = ControllerRefManager::<O, Pod>::new(
+            &**owner,
+            Api::namespaced(self.client.clone(), namespace),
+            Api::namespaced(self.client.clone(), namespace),
+        )
+        .map_err(claim_err)?;
+        manager
+            .claim(active, |p| selector.matches(labels_of(p)))
+            .await
+            .into_result()
+            .map_err(claim_err)
+    }
+
+    /// Pods matched by every owner that shares this owner's controller (none without one).
+    fn related_pods(&self, owner: &O) -> Vec<Arc<Pod>> {
+        let Some(controller) = controller_uid(owner) else {
+            return Vec::new();
+        };
+        let mut seen = std::collections::HashSet::new();
+        let mut related = Vec::new();
+        for other in self.owners.by_index(INDEX_CONTROLLER_UID, controller) {
+            let Ok(selector) = other.selector() else {
+                // An invalid selector matches nothing.
+                continue;
+            };
+            let namespace = other.meta().namespace.as_deref().unwrap_or_default();
+            for pod in self.pods.list_namespace(namespace) {
+                if selector.matches(labels_of(&pod))
+                    && seen.insert(pod.metadata.uid.clone().unwrap_or_default())
+                {
+                    related.push(pod);
+                }
+            }
+        }
+        related
+    }
+
+    /// `manageReplicas`: create or delete pods towards `spec.replicas`.
+    async fn manage(
+        &self,
+        owner: &Arc<O>,
+        key: &str,
+        namespace: &str,
+        claimed: &[Arc<Pod>],
+    ) -> Result<(), Error> {
+        let related = self.related_pods(owner);
+        let now = self.clock.wall();
+        let snapshot = Snapshot {
+            desired: owner.desired_replicas(),
+            claimed,
+            related: &related,
+            expectations_satisfied: true,
+            owner_deleting: false,
+        };
+        let cfg = PlanConfig {
+            burst: self.cfg.burst_replicas,
+            pod_deletion_cost: self.cfg.pod_deletion_cost,
+        };
+        match plan::plan(&snapshot, &cfg, now) {
+            Plan::Nothing => Ok(()),
+            Plan::Create(n) => self.create_pods(owner, key, namespace, n).await,
+            Plan::Delete { victims, sorted } => {
+                if sorted && let Some(h) = metrics::sorting_deletion_age_ratio() {
+                    for ratio in plan::deletion_age_ratios(claimed, &victims, now) {
+                        h.observe(ratio);
+                    }
+                }
+                self.delete_pods(owner, key, namespace, &victims).await
+            }
+        }
+    }
+
+    async fn create_pods(
+        &self,
+        owner: &Arc<O>,
+        key: &str,
+        namespace: &str,
+        n: usize,
+    ) -> Result<(), Error> {
+        tracing::debug!(
+            controller = O::CONTROLLER_NAME,
+            key,
+            count = n,
+            "too few replicas, creating"
+        );
+        // Counted before the first request: a watch event for a new pod may arrive before
+        // the create call returns.
+        self.expectations
+            .expect_creations(key, i64::try_from(n).unwrap_or(i64::MAX));
+        let template = owner.template().cloned().unwrap_or_default();
+        let template = &template;
+        let (successes, error) = slow_start_batch(n, SLOW_START_INITIAL_BATCH_SIZE, |_| {
+            let owner = owner.clone();
+            async move {
+                match self
+                    .pod_control
+                    .create_pod(namespace, template, &*owner, &PodOptions::default())
+                    .await
+                {
+                    Ok(_) => Ok(()),
+                    // Every create fails in a terminating namespace; upstream counts it as
+                    // done (and so waits for the expectations to expire).
+                    Err(rkcm_runtime::Error::ForOwner { ref source, .. })
+                        if is_namespace_terminating(source) =>
+                    {
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+        })
+        .await;
+        // The informer will never report the pods that were not created.
+        for _ in successes..n {
+            self.expectations.creation_observed(key);
+        }
+        match error {
+            None => Ok(()),
+            Some(source) => Err(Error::CreatePods {
+                key: key.to_owned(),
+                source,
+            }),
+        }
+    }
+
+    async fn delete_pods(
+        &self,
+        owner: &Arc<O>,
+        key: &str,
+        namespace: &str,
+        victims: &[Arc<Pod>],
+    ) -> Result<(), Error> {
+        tracing::debug!(
+            controller = O::CONTROLLER_NAME,
+            key,
+            count = victims.len(),
+            "too many replicas, deleting"
+        );
+        self.expectations
+            .expect_deletions(key, victims.iter().map(|p| key_of(&**p)).collect());
+        let deletes = victims.iter().map(|pod| {
+            let owner = owner.clone();
+            async move {
+                let name = pod.metadata.name.as_deref().unwrap_or_default();
+                let result = self
+                    .pod_control
+                    .delete_pod(namespace, name, pod.metadata.uid.as_deref(), &*owner)
+                    .await;
+                match result {
+                    Ok(()) => None,
+                    Err(e) => {
+                        // This deletion will never be observed through the informer (or the
+                        // pod is already gone): stop waiting for it.
+                        self.expectations.deletion_observed(key, &key_of(&**pod));
+                        (!e.is_not_found()).then_some(e)
+                    }
+                }
+            }
+        });
+        let errors = futures::future::join_all(deletes).await;
+        match errors.into_iter().flatten().next() {
+            None => Ok(()),
+            Some(source) => Err(Error::DeletePods {
+                key: key.to_owned(),
+                source,
+            }),
+        }
+    }
+
+    /// `PUT …/status` with the cached object (its resourceVersion guards against stale
+    /// writes); on failure re-read once and overwrite the fresh object's status.
+    async fn write_status(
+        &self,
+        owner: &O,
+        key: &str,
+        namespace: &str,
+        status: &ReplicaStatus,
+    ) -> Result<(), Error> {
+        let api: Api<O> = Api::namespaced(self.client.clone(), namespace);
+        let name = owner.meta().name.clone().unwrap_or_default();
+        let err = |source| Error::UpdateStatus {
+            key: key.to_owned(),
+            source,
+        };
+        tracing::debug!(
+            controller = O::CONTROLLER_NAME,
+            key,
+            replicas = status.replicas,
+            fully_labeled = status.fully_labeled_replicas,
+            ready = status.ready_replicas,
+            available = status.available_replicas,
+            terminating = ?status.terminating_replicas,
+            observed_generation = status.observed_generation,
+            "updating status"
+        );
+        let pp = PostParams::default();
+        match api
+            .replace_status(&name, &pp, &owner.with_status(status))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(first) => {
+                tracing::debug!(controller = O::CONTROLLER_NAME, key, error = %first, "status update failed; retrying on a fresh copy");
+                let fresh = api.get(&name).await.map_err(err)?;
+                api.replace_status(&name, &pp, &fresh.with_status(status))
+                    .await
+                    .map(drop)
+                    .map_err(err)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

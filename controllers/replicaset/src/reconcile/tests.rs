@@ -1,0 +1,775 @@
+//! Syncs and handlers against detached informers and a scripted API server. Mirrors the
+//! upstream cases of `pkg/controller/replicaset/replica_set_test.go`:
+//! `TestSyncReplicaSetCreateFailures`, `TestSyncReplicaSetDormancy`, `TestDeletionTimestamp`,
+//! `TestControllerUpdateStatusWithFailure`, `TestRSSyncExpectations`,
+//! `TestDeleteControllerAndExpectations`, `TestPodControllerLookup`, `TestUpdatePods`.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec};
+use k8s_openapi::api::core::v1::{
+    Pod, PodTemplateSpec, ReplicationController, ReplicationControllerSpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, ObjectMeta, OwnerReference, Time,
+};
+use kube::runtime::watcher;
+use rkcm_runtime::clock::FakeClock;
+use rkcm_runtime::events::{EventRecorder, FakeEvents};
+use rkcm_runtime::informer::Informer;
+use rkcm_runtime::workqueue::RateLimiter;
+use serde_json::{Value, json};
+use std::sync::Mutex as StdMutex;
+
+use super::*;
+use crate::plan::tests::{P, now};
+
+#[derive(Debug, Clone)]
+struct Request {
+    method: String,
+    path: String,
+    body: Value,
+}
+
+type Handler = dyn Fn(&Request) -> (u16, Value) + Send + Sync;
+
+fn mock_client(handler: Arc<Handler>) -> (kube::Client, Arc<StdMutex<Vec<Request>>>) {
+    let log = Arc::new(StdMutex::new(Vec::new()));
+    let seen = log.clone();
+    let svc = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let handler = handler.clone();
+        let seen = seen.clone();
+        async move {
+            let (parts, body) = req.into_parts();
+            let bytes = body.collect_bytes().await.unwrap_or_default();
+            let request = Request {
+                method: parts.method.to_string(),
+                path: parts.uri.path().to_string(),
+                body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            };
+            let (code, resp) = handler(&request);
+            if let Ok(mut seen) = seen.lock() {
+                seen.push(request);
+            }
+            let mut response = http::Response::new(kube::client::Body::from(
+                serde_json::to_vec(&resp).unwrap_or_default(),
+            ));
+            *response.status_mut() =
+                http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::OK);
+            Ok::<_, Infallible>(response)
+        }
+    });
+    (kube::Client::new(svc, "default"), log)
+}
+
+fn status(code: u16, reason: &str, message: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason, "message": message})
+}
+
+/// An API server that accepts everything: creates get a generated name, status writes and
+/// patches echo the body, GETs of the owner return `owner`.
+fn accepting(owner: Value) -> Arc<Handler> {
+    let n = Arc::new(AtomicUsize::new(0));
+    Arc::new(move |req: &Request| match req.method.as_str() {
+        "POST" => {
+            let i = n.fetch_add(1, Ordering::SeqCst);
+            let mut pod = req.body.clone();
+            pod["metadata"]["name"] = json!(format!("web-{i}"));
+            pod["metadata"]["uid"] = json!(format!("new-{i}"));
+            (201, pod)
+        }
+        "GET" => (200, owner.clone()),
+        "DELETE" => (
+            200,
+            json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "x"}}),
+        ),
+        _ => (200, req.body.clone()),
+    })
+}
+
+const UID: &str = "rs-uid";
+
+fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn template() -> PodTemplateSpec {
+    PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: Some(labels(&[("app", "web")])),
+            ..ObjectMeta::default()
+        }),
+        spec: None,
+    }
+}
+
+fn rs(replicas: i32) -> ReplicaSet {
+    ReplicaSet {
+        metadata: ObjectMeta {
+            name: Some("web".into()),
+            namespace: Some("ns".into()),
+            uid: Some(UID.into()),
+            resource_version: Some("1".into()),
+            generation: Some(1),
+            ..ObjectMeta::default()
+        },
+        spec: ReplicaSetSpec {
+            replicas: Some(replicas),
+            selector: LabelSelector {
+                match_labels: Some(labels(&[("app", "web")])),
+                ..LabelSelector::default()
+            },
+            template: Some(template()),
+            ..ReplicaSetSpec::default()
+        },
+        status: None,
+    }
+}
+
+fn owned(name: &'static str) -> P {
+    P {
+        name,
+        uid: name,
+        phase: "Running",
+        labels: &[("app", "web")],
+        owner_uid: Some(UID),
+        ..P::default()
+    }
+}
+
+struct Harness<O: ReplicaOwner> {
+    ctrl: Controller<O>,
+    owners: Informer<O>,
+    pods: Informer<Pod>,
+    log: Arc<StdMutex<Vec<Request>>>,
+    events: FakeEvents,
+}
+
+impl<O: ReplicaOwner> Harness<O> {
+    fn new(handler: Arc<Handler>) -> Self {
+        let (client, log) = mock_client(handler);
+        let owners = Informer::<O>::detached();
+        let pods = Informer::<Pod>::detached();
+        let (recorder, events) = EventRecorder::fake(O::EVENT_COMPONENT);
+        let clock = Arc::new(FakeClock::new(now()));
+        let ctrl = Controller {
+            client: client.clone(),
+            owners: owners.store(),
+            pods: pods.store(),
+            expectations: UidTrackingExpectations::new(clock.clone()),
+            pod_control: PodControl::new(client, recorder),
+            queue: WorkQueue::new("", RateLimiter::Default),
+            clock,
+            cfg: Config::default(),
+        };
+        Self {
+            ctrl,
+            owners,
+            pods,
+            log,
+            events,
+        }
+    }
+
+    fn owner(&self, o: O) {
+        self.owners.feed(watcher::Event::Apply(o));
+    }
+
+    fn pod(&self, p: &P) {
+        self.pods.feed(watcher::Event::Apply((*p.build()).clone()));
+    }
+
+    fn requests(&self, method: &str) -> Vec<Request> {
+        self.log
+            .lock()
+            .expect("log")
+            .iter()
+            .filter(|r| r.method == method)
+            .cloned()
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn creates_missing_pods_and_waits_for_them() {
+    let h = Harness::<ReplicaSet>::new(accepting(json!({})));
+    h.owner(rs(3));
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    let posts = h.requests("POST");
+    assert_eq!(posts.len(), 3);
+    for p in &posts {
+        assert_eq!(p.path, "/api/v1/namespaces/ns/pods");
+        assert_eq!(p.body["metadata"]["generateName"], "web-");
+        let refs = &p.body["metadata"]["ownerReferences"];
+        assert_eq!(refs[0]["kind"], "ReplicaSet");
+        assert_eq!(refs[0]["apiVersion"], "apps/v1");
+        assert_eq!(refs[0]["uid"], UID);
+    }
+    assert_eq!(h.ctrl.expectations.get("ns/web"), Some((3, 0)));
+    let puts = h.requests("PUT");
+    assert_eq!(puts.len(), 1);
+    assert_eq!(
+        puts[0].path,
+        "/apis/apps/v1/namespaces/ns/replicasets/web/status"
+    );
+    assert_eq!(puts[0].body["status"]["replicas"], 0);
+    assert_eq!(puts[0].body["status"]["observedGeneration"], 1);
+    assert_eq!(puts[0].body["status"]["terminatingReplicas"], 0);
+    assert_eq!(
+        puts[0].body["metadata"]["resourceVersion"], "1",
+        "status write carries the cached RV"
+    );
+    let events = h.events.take();
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.reason == "SuccessfulCreate")
+            .count(),
+        3
+    );
+
+    // Dormancy: the cache has not seen the pods yet, so a second sync creates nothing.
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    assert_eq!(
+        h.requests("POST").len(),
+        3,
+        "no duplicate creates under a lagging cache"
+    );
+
+    // The informer reports the pods: expectations are met and nothing more is created.
+    for name in ["web-0", "web-1", "web-2"] {
+        let p = owned(name);
+        h.pod(&p);
+        h.ctrl.on_pod_change(Change::Added(p.build()));
+    }
+    assert!(h.ctrl.expectations.satisfied_expectations("ns/web"));
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    assert_eq!(h.requests("POST").len(), 3);
+}
+
+#[tokio::test]
+async fn create_failure_stops_slow_start_and_sets_condition() {
+    let msg = "pods \"web-x\" is forbidden: exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2";
+    let h = Harness::<ReplicaSet>::new(Arc::new(move |req: &Request| match req.method.as_str() {
+        "POST" => (403, status(403, "Forbidden", msg)),
+        _ => (200, req.body.clone()),
+    }));
+    h.owner(rs(5));
+    let err = h
+        .ctrl
+        .sync("ns/web".into())
+        .await
+        .expect_err("create fails");
+    assert!(matches!(err, Error::CreatePods { .. }), "{err}");
+    assert_eq!(
+        h.requests("POST").len(),
+        1,
+        "slow start: one doomed create per sync"
+    );
+    assert!(
+        h.ctrl.expectations.satisfied_expectations("ns/web"),
+        "skipped creates un-counted"
+    );
+    let put = &h.requests("PUT")[0];
+    let cond = &put.body["status"]["conditions"][0];
+    assert_eq!(cond["type"], "ReplicaFailure");
+    assert_eq!(cond["status"], "True");
+    assert_eq!(cond["reason"], "FailedCreate");
+    assert_eq!(cond["message"], msg);
+    let events = h.events.take();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].reason, "FailedCreate");
+    assert_eq!(events[0].message, format!("Error creating: {msg}"));
+}
+
+#[tokio::test]
+async fn namespace_terminating_counts_as_created() {
+    let h = Harness::<ReplicaSet>::new(Arc::new(|req: &Request| match req.method.as_str() {
+        "POST" => {
+            let mut st = status(
+                403,
+                "Forbidden",
+                "unable to create new content in namespace ns because it is being terminated",
+            );
+            st["details"] = json!({"causes": [{"reason": "NamespaceTerminating", "message": "namespace ns is being terminated", "field": "metadata.namespace"}]});
+            (403, st)
+        }
+        _ => (200, req.body.clone()),
+    }));
+    h.owner(rs(2));
+    h.ctrl.sync("ns/web".into()).await.expect("no error");
+    assert_eq!(h.requests("POST").len(), 2);
+    assert_eq!(
+        h.ctrl.expectations.get("ns/web"),
+        Some((2, 0)),
+        "never observed: wait for the TTL"
+    );
+    assert!(
+        h.requests("PUT")[0].body["status"]
+            .get("conditions")
+            .is_none()
+    );
+    assert!(h.events.take().is_empty());
+}
+
+#[tokio::test]
+async fn scale_down_deletes_ranked_victims_gracefully() {
+    let h = Harness::<ReplicaSet>::new(accepting(json!({})));
+    h.owner(rs(1));
+    let ready = P {
+        ready: true,
+        node: "n",
+        ..owned("ready")
+    };
+    let pending = P {
+        phase: "Pending",
+        node: "n",
+        ..owned("pending")
+    };
+    let unscheduled = P {
+        phase: "Pending",
+        ..owned("unscheduled")
+    };
+    for p in [&ready, &pending, &unscheduled] {
+        h.pod(p);
+    }
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    let mut deletes: Vec<(String, Value)> = h
+        .requests("DELETE")
+        .into_iter()
+        .map(|r| (r.path, r.body))
+        .collect();
+    deletes.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(deletes.len(), 2);
+    assert_eq!(deletes[0].0, "/api/v1/namespaces/ns/pods/pending");
+    assert_eq!(deletes[1].0, "/api/v1/namespaces/ns/pods/unscheduled");
+    for (_, body) in &deletes {
+        assert!(body.get("gracePeriodSeconds").is_none(), "graceful only");
+        assert!(body["preconditions"]["uid"].is_string(), "UID precondition");
+    }
+    assert_eq!(h.ctrl.expectations.get("ns/web"), Some((0, 2)));
+    // Observed first as terminating, then as deleted: counted once.
+    let terminating = P {
+        deleting: true,
+        ..pending.clone()
+    }
+    .build();
+    h.ctrl.on_pod_change(Change::Updated {
+        old: pending.build(),
+        new: terminating.clone(),
+    });
+    h.ctrl.on_pod_change(Change::Deleted {
+        obj: terminating,
+        final_state_unknown: false,
+    });
+    assert_eq!(h.ctrl.expectations.get("ns/web"), Some((0, 1)));
+    h.ctrl.on_pod_change(Change::Deleted {
+        obj: unscheduled.build(),
+        final_state_unknown: true,
+    });
+    assert!(h.ctrl.expectations.satisfied_expectations("ns/web"));
+    assert_eq!(
+        h.events
+            .take()
+            .iter()
+            .filter(|e| e.reason == "SuccessfulDelete")
+            .count(),
+        2
+    );
+}
+
+#[tokio::test]
+async fn delete_not_found_is_success_and_lowers_expectations() {
+    let h = Harness::<ReplicaSet>::new(Arc::new(|req: &Request| match req.method.as_str() {
+        "DELETE" => (404, status(404, "NotFound", "pods \"a\" not found")),
+        _ => (200, req.body.clone()),
+    }));
+    h.owner(rs(0));
+    h.pod(&owned("a"));
+    h.ctrl
+        .sync("ns/web".into())
+        .await
+        .expect("404 is not an error");
+    assert!(h.ctrl.expectations.satisfied_expectations("ns/web"));
+    assert!(h.events.take().is_empty(), "no FailedDelete for 404");
+}
+
+#[tokio::test]
+async fn delete_failure_sets_failed_delete_condition() {
+    let h = Harness::<ReplicaSet>::new(Arc::new(|req: &Request| match req.method.as_str() {
+        "DELETE" => (500, status(500, "InternalError", "etcd is sad")),
+        _ => (200, req.body.clone()),
+    }));
+    h.owner(rs(0));
+    h.pod(&owned("a"));
+    let err = h
+        .ctrl
+        .sync("ns/web".into())
+        .await
+        .expect_err("delete fails");
+    assert!(matches!(err, Error::DeletePods { .. }));
+    assert!(h.ctrl.expectations.satisfied_expectations("ns/web"));
+    let cond = &h.requests("PUT")[0].body["status"]["conditions"][0];
+    assert_eq!(cond["reason"], "FailedDelete");
+    assert_eq!(cond["message"], "etcd is sad");
+}
+
+#[tokio::test]
+async fn terminal_and_terminating_pods_are_replaced_not_counted() {
+    let h = Harness::<ReplicaSet>::new(accepting(json!({})));
+    h.owner(rs(2));
+    h.pod(&P {
+        phase: "Failed",
+        ..owned("failed")
+    });
+    h.pod(&P {
+        deleting: true,
+        ..owned("terminating")
+    });
+    h.pod(&owned("ok"));
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    assert_eq!(h.requests("POST").len(), 1);
+    assert!(
+        h.requests("DELETE").is_empty(),
+        "terminal pods are never deleted"
+    );
+    let st = &h.requests("PUT")[0].body["status"];
+    assert_eq!(st["replicas"], 1);
+    assert_eq!(st["terminatingReplicas"], 1);
+}
+
+#[tokio::test]
+async fn unchanged_status_is_not_written() {
+    let h = Harness::<ReplicaSet>::new(accepting(json!({})));
+    let mut owner = rs(1);
+    owner.status = Some(k8s_openapi::api::apps::v1::ReplicaSetStatus {
+        replicas: 1,
+        fully_labeled_replicas: Some(1),
+        terminating_replicas: Some(0),
+        observed_generation: Some(1),
+        ..Default::default()
+    });
+    h.owner(owner);
+    h.pod(&owned("a"));
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    let log = h.log.lock().expect("log").clone();
+    assert!(log.is_empty(), "{log:?}");
+}
+
+#[tokio::test]
+async fn status_conflict_rereads_and_retries_once() {
+    let puts = Arc::new(AtomicUsize::new(0));
+    let p = puts.clone();
+    let mut fresh = serde_json::to_value(rs(1)).expect("json");
+    fresh["metadata"]["resourceVersion"] = json!("7");
+    let h = Harness::<ReplicaSet>::new(Arc::new(move |req: &Request| match req.method.as_str() {
+        "PUT" if p.fetch_add(1, Ordering::SeqCst) == 0 => {
+            (409, status(409, "Conflict", "the object has been modified"))
+        }
+        "GET" => (200, fresh.clone()),
+        _ => (200, req.body.clone()),
+    }));
+    h.owner(rs(1));
+    h.pod(&owned("a"));
+    h.ctrl.sync("ns/web".into()).await.expect("retry succeeds");
+    let puts = h.requests("PUT");
+    assert_eq!(puts.len(), 2);
+    assert_eq!(puts[1].body["metadata"]["resourceVersion"], "7");
+    assert_eq!(puts[1].body["status"]["replicas"], 1);
+}
+
+#[tokio::test]
+async fn owner_being_deleted_changes_no_pods() {
+    let h = Harness::<ReplicaSet>::new(accepting(json!({})));
+    let mut owner = rs(3);
+    owner.metadata.deletion_timestamp = Some(Time(now()));
+    h.owner(owner);
+    h.pod(&owned("a"));
+    h.pod(&P {
+        name: "orphan",
+        uid: "orphan",
+        labels: &[("app", "web")],
+        phase: "Running",
+        ..P::default()
+    });
+    h.pod(&P {
+        labels: &[("app", "other")],
+        ..owned("relabelled")
+    });
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    assert!(h.requests("POST").is_empty());
+    assert!(
+        h.requests("PATCH").is_empty(),
+        "no adoption or release while deleting"
+    );
+    assert_eq!(h.requests("PUT")[0].body["status"]["replicas"], 1);
+}
+
+#[tokio::test]
+async fn adopts_orphans_after_fresh_owner_read_and_releases_mismatches() {
+    let h = Harness::<ReplicaSet>::new(accepting(serde_json::to_value(rs(2)).expect("json")));
+    h.owner(rs(2));
+    h.pod(&P {
+        name: "orphan",
+        uid: "orphan-uid",
+        labels: &[("app", "web")],
+        phase: "Running",
+        ..P::default()
+    });
+    h.pod(&P {
+        labels: &[("app", "other")],
+        ..owned("relabelled")
+    });
+    h.pod(&P {
+        name: "foreign",
+        uid: "f",
+        labels: &[("app", "web")],
+        phase: "Running",
+        owner_uid: Some("other-uid"),
+        ..P::default()
+    });
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    let gets = h.requests("GET");
+    assert_eq!(gets.len(), 1, "one fresh read of the owner before adopting");
+    assert_eq!(gets[0].path, "/apis/apps/v1/namespaces/ns/replicasets/web");
+    let patches = h.requests("PATCH");
+    assert_eq!(patches.len(), 2);
+    let adopt = patches
+        .iter()
+        .find(|p| p.path.ends_with("/orphan"))
+        .expect("adopted");
+    assert_eq!(adopt.body["metadata"]["uid"], "orphan-uid");
+    assert_eq!(adopt.body["metadata"]["ownerReferences"][0]["uid"], UID);
+    assert_eq!(
+        adopt.body["metadata"]["ownerReferences"][0]["controller"],
+        true
+    );
+    let release = patches
+        .iter()
+        .find(|p| p.path.ends_with("/relabelled"))
+        .expect("released");
+    assert_eq!(
+        release.body["metadata"]["ownerReferences"][0]["$patch"],
+        "delete"
+    );
+    assert!(!patches.iter().any(|p| p.path.ends_with("/foreign")));
+    // Adopted orphan counts; released pod does not: 1 of 2 exists, 1 create.
+    assert_eq!(h.requests("POST").len(), 1);
+}
+
+#[tokio::test]
+async fn invalid_selector_is_skipped_without_error() {
+    let h = Harness::<ReplicaSet>::new(accepting(json!({})));
+    let mut owner = rs(1);
+    owner.spec.selector.match_expressions = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
+            key: "a".into(),
+            operator: "Bogus".into(),
+            values: None,
+        },
+    ]);
+    h.owner(owner);
+    h.ctrl
+        .sync("ns/web".into())
+        .await
+        .expect("no retry for a bad selector");
+    assert!(h.log.lock().expect("log").is_empty());
+}
+
+#[tokio::test]
+async fn missing_owner_drops_expectations() {
+    let h = Harness::<ReplicaSet>::new(accepting(json!({})));
+    h.ctrl.expectations.expect_creations("ns/web", 2);
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    assert_eq!(h.ctrl.expectations.get("ns/web"), None);
+}
+
+#[tokio::test]
+async fn handlers_route_pod_events_to_owners() {
+    let h = Harness::<ReplicaSet>::new(accepting(json!({})));
+    h.owner(rs(1));
+    let mut other = rs(1);
+    other.metadata.name = Some("db".into());
+    other.metadata.uid = Some("db-uid".into());
+    other.spec.selector.match_labels = Some(labels(&[("app", "db")]));
+    h.owner(other);
+    let drain = |h: &Harness<ReplicaSet>| {
+        let mut keys = Vec::new();
+        while !h.ctrl.queue.is_empty() {
+            let key = futures::executor::block_on(h.ctrl.queue.get()).expect("queued");
+            h.ctrl.queue.done(&key);
+            keys.push(key);
+        }
+        keys.sort();
+        keys
+    };
+
+    // Owned pod added: creation observed, owner queued.
+    h.ctrl.expectations.expect_creations("ns/web", 1);
+    h.ctrl.on_pod_change(Change::Added(owned("a").build()));
+    assert!(h.ctrl.expectations.satisfied_expectations("ns/web"));
+    assert_eq!(drain(&h), ["ns/web"]);
+
+    // Controller ref of another kind or UID: nobody is queued.
+    let wrong_uid = P {
+        owner_uid: Some("nope"),
+        ..owned("b")
+    };
+    h.ctrl.on_pod_change(Change::Added(wrong_uid.build()));
+    assert!(drain(&h).is_empty());
+
+    // Orphan: every owner whose selector matches.
+    let orphan = P {
+        name: "o",
+        labels: &[("app", "db")],
+        ..P::default()
+    };
+    h.ctrl.on_pod_change(Change::Added(orphan.build()));
+    assert_eq!(drain(&h), ["ns/db"]);
+
+    // Resync (same resourceVersion): ignored.
+    let pod = owned("a").build();
+    h.ctrl.on_pod_change(Change::Updated {
+        old: pod.clone(),
+        new: pod,
+    });
+    assert!(drain(&h).is_empty());
+
+    // Owner deleted: expectations dropped, key queued.
+    h.ctrl.expectations.expect_creations("ns/web", 1);
+    h.ctrl.on_owner_change(Change::Deleted {
+        obj: Arc::new(rs(1)),
+        final_state_unknown: true,
+    });
+    assert_eq!(h.ctrl.expectations.get("ns/web"), None);
+    assert_eq!(drain(&h), ["ns/web"]);
+}
+
+#[tokio::test]
+async fn namespace_filter_ignores_other_namespaces() {
+    let mut h = Harness::<ReplicaSet>::new(accepting(json!({})));
+    h.ctrl.cfg.namespaces = Some(vec!["elsewhere".into()]);
+    h.ctrl.on_owner_change(Change::Added(Arc::new(rs(1))));
+    h.ctrl.on_pod_change(Change::Added(owned("a").build()));
+    assert!(h.ctrl.queue.is_empty());
+}
+
+fn rc(replicas: i32) -> ReplicationController {
+    ReplicationController {
+        metadata: ObjectMeta {
+            name: Some("rc1".into()),
+            namespace: Some("ns".into()),
+            uid: Some("rc-uid".into()),
+            generation: Some(2),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ReplicationControllerSpec {
+            replicas: Some(replicas),
+            selector: Some(labels(&[("app", "web")])),
+            template: Some(template()),
+            ..ReplicationControllerSpec::default()
+        }),
+        status: None,
+    }
+}
+
+#[tokio::test]
+async fn replication_controller_uses_its_own_kind() {
+    let h = Harness::<ReplicationController>::new(accepting(json!({})));
+    h.owner(rc(2));
+    // An RS-owned pod with the same UID is not the RC's: the kind must match too.
+    let rs_pod = P {
+        owner_uid: Some("rc-uid"),
+        ..owned("rs-pod")
+    }
+    .build();
+    h.ctrl.on_pod_change(Change::Added(rs_pod));
+    assert!(h.ctrl.queue.is_empty());
+    h.ctrl.sync("ns/rc1".into()).await.expect("sync");
+    let posts = h.requests("POST");
+    assert_eq!(posts.len(), 2);
+    let r: OwnerReference =
+        serde_json::from_value(posts[0].body["metadata"]["ownerReferences"][0].clone())
+            .expect("ref");
+    assert_eq!(
+        (r.api_version.as_str(), r.kind.as_str(), r.name.as_str()),
+        ("v1", "ReplicationController", "rc1")
+    );
+    assert_eq!(
+        (r.controller, r.block_owner_deletion),
+        (Some(true), Some(true))
+    );
+    let put = &h.requests("PUT")[0];
+    assert_eq!(
+        put.path,
+        "/api/v1/namespaces/ns/replicationcontrollers/rc1/status"
+    );
+    assert!(put.body["status"].get("terminatingReplicas").is_none());
+    assert_eq!(put.body["status"]["observedGeneration"], 2);
+    let events = h.events.take();
+    assert!(
+        events
+            .iter()
+            .all(|e| e.object.kind.as_deref() == Some("ReplicationController"))
+    );
+}
+
+#[tokio::test]
+async fn one_sync_creates_at_most_the_burst() {
+    let h = Harness::<ReplicaSet>::new(accepting(json!({})));
+    h.owner(rs(600));
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    assert_eq!(h.requests("POST").len(), 500, "burst cap per sync");
+    assert_eq!(h.ctrl.expectations.get("ns/web"), Some((500, 0)));
+}
+
+#[tokio::test]
+async fn related_pods_come_from_owners_sharing_a_controller() {
+    let h = Harness::<ReplicaSet>::new(accepting(json!({})));
+    let controller = OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "Deployment".into(),
+        name: "d".into(),
+        uid: "deploy-uid".into(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    };
+    let mut a = rs(1);
+    a.metadata.owner_references = Some(vec![controller.clone()]);
+    let mut b = rs(1);
+    b.metadata.name = Some("other".into());
+    b.metadata.uid = Some("other-uid".into());
+    b.metadata.owner_references = Some(vec![controller]);
+    b.spec.selector.match_labels = Some(labels(&[("app", "other")]));
+    h.owner(a.clone());
+    h.owner(b);
+    h.pod(&owned("mine"));
+    h.pod(&P {
+        name: "sibling",
+        uid: "sibling",
+        labels: &[("app", "other")],
+        ..P::default()
+    });
+    h.pod(&P {
+        name: "stranger",
+        uid: "stranger",
+        labels: &[("app", "x")],
+        ..P::default()
+    });
+    let mut related: Vec<String> = h
+        .ctrl
+        .related_pods(&a)
+        .iter()
+        .map(|p| p.metadata.name.clone().unwrap_or_default())
+        .collect();
+    related.sort();
+    assert_eq!(related, ["mine", "sibling"]);
+    // Without a controller owner there are no related pods (all node ranks 0).
+    assert!(h.ctrl.related_pods(&rs(1)).is_empty());
+}

@@ -1,0 +1,28 @@
+//! ReplicaSet and ReplicationController scenarios against the real local control plane
+//! (spec/replicaset.md §9).
+//!
+//! Each test runs the two controllers in-process (`rkcm_replicaset::start_*` on informers of
+//! its own) limited to the test's namespace, so they never touch other tests' objects on the
+//! shared plane. Pod templates name a scheduler that does not exist, so pods stay unbound and
+//! the tests act as the node (phase and Ready through `pods/status`, `pods/binding` to nodes
+//! they create); an unbound pod that is deleted gracefully vanishes at once.
+//!
+//! Run with `make test`, or against a running cluster:
+//! `RKCM_TEST_KUBECONFIG=... cargo test -p rkcm-replicaset --test apiserver -- --ignored`.
+
+#[path = "apiserver/adoption.rs"]
+mod adoption;
+#[path = "apiserver/basics.rs"]
+mod basics;
+#[path = "apiserver/failure.rs"]
+mod failure;
+#[path = "apiserver/harness.rs"]
+mod harness;
+#[path = "apiserver/lag.rs"]
+mod lag;
+#[path = "apiserver/rc.rs"]
+mod rc;
+#[path = "apiserver/scale_down.rs"]
+mod scale_down;
+#[path = "apiserver/takeover.rs"]
+mod takeover;

@@ -1,0 +1,419 @@
+//! Creating, replacing and reporting: scenarios 1–5, 18, 24 and scale 0→N→0.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use serde_json::json;
+
+use crate::harness::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn creates_pods_from_template_with_events_and_status() -> Result<()> {
+    let env = Env::new("rs-create").await?;
+    let result = create_from_zero(&env).await;
+    env.finish(result).await
+}
+
+async fn create_from_zero(env: &Env) -> Result<()> {
+    let ctrl = env.start();
+    let mut body = replicaset(
+        "web",
+        3,
+        &[("app", "web")],
+        &[("app", "web"), ("tier", "fe")],
+    );
+    body["spec"]["template"]["metadata"]["annotations"] = json!({"a": "b"});
+    let rs = env.create_rs(body).await?;
+    let uid = uid_of(&rs);
+    let pods = env.wait_active(&uid, 3).await?;
+    for p in &pods {
+        ensure(
+            p.metadata.generate_name.as_deref() == Some("web-"),
+            "generateName web-",
+        )?;
+        let labels = p.metadata.labels.clone().unwrap_or_default();
+        ensure(
+            labels.len() == 2 && labels.get("tier").map(String::as_str) == Some("fe"),
+            format!("labels {labels:?}"),
+        )?;
+        let ann = p.metadata.annotations.clone().unwrap_or_default();
+        ensure(
+            ann.get("a").map(String::as_str) == Some("b"),
+            format!("annotations {ann:?}"),
+        )?;
+        let refs = p.metadata.owner_references.clone().unwrap_or_default();
+        ensure(refs.len() == 1, "exactly one ownerRef")?;
+        let r = &refs[0];
+        ensure(
+            r.api_version == "apps/v1"
+                && r.kind == "ReplicaSet"
+                && r.name == "web"
+                && r.uid == uid
+                && r.controller == Some(true)
+                && r.block_owner_deletion == Some(true),
+            format!("controllerRef {r:?}"),
+        )?;
+    }
+    env.wait_rs(
+        "web",
+        "replicas=3 fullyLabeled=3 ready=0 available=0, observed",
+        |rs| rs_status(rs) == (3, 3, 0, 0) && observed(rs),
+    )
+    .await?;
+    let names = names_of(&pods);
+    rkcm_testkit::wait_for("3 SuccessfulCreate events", WITHIN, || async {
+        let events = env.events_for("web").await?;
+        let created: Vec<_> = events
+            .iter()
+            .filter(|e| {
+                e.reason.as_deref() == Some("SuccessfulCreate")
+                    && e.type_.as_deref() == Some("Normal")
+                    && e.source.as_ref().and_then(|s| s.component.as_deref())
+                        == Some("replicaset-controller")
+            })
+            .filter_map(|e| e.message.clone())
+            .collect();
+        Ok(names
+            .iter()
+            .all(|n| created.contains(&format!("Created pod: {n}")))
+            .then_some(()))
+    })
+    .await?;
+
+    // Scenario 2: readiness and availability.
+    let now = jiff::Timestamp::now();
+    env.set_ready(&names[0], now).await?;
+    env.set_ready(&names[1], now).await?;
+    env.wait_rs("web", "ready=2 available=2", |rs| {
+        rs_status(rs) == (3, 3, 2, 2)
+    })
+    .await?;
+
+    // Scenario 24: only minReadySeconds changes; observedGeneration catches up.
+    env.replicasets()
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"minReadySeconds": 1}})),
+        )
+        .await?;
+    env.wait_rs("web", "observedGeneration caught up", |rs| {
+        rs.metadata.generation == Some(2) && observed(rs)
+    })
+    .await?;
+    ctrl.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn scales_zero_to_n_to_zero() -> Result<()> {
+    let env = Env::new("rs-scale").await?;
+    let result = zero_n_zero(&env).await;
+    env.finish(result).await
+}
+
+async fn zero_n_zero(env: &Env) -> Result<()> {
+    let ctrl = env.start();
+    let rs = env
+        .create_rs(replicaset("web", 0, &[("app", "web")], &[("app", "web")]))
+        .await?;
+    let uid = uid_of(&rs);
+    env.wait_rs("web", "observed with 0 replicas", |rs| {
+        observed(rs) && rs_status(rs).0 == 0
+    })
+    .await?;
+    env.scale("web", 7).await?;
+    let pods = env.wait_active(&uid, 7).await?;
+    env.wait_rs("web", "replicas=7", |rs| rs_status(rs).0 == 7)
+        .await?;
+    env.active_names_hold(&uid, &names_of(&pods), Duration::from_secs(2))
+        .await?;
+    env.scale("web", 0).await?;
+    env.wait_active(&uid, 0).await?;
+    env.wait_rs("web", "replicas=0", |rs| {
+        rs_status(rs).0 == 0 && observed(rs)
+    })
+    .await?;
+    ctrl.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn deleted_pod_is_replaced_exactly_once() -> Result<()> {
+    let env = Env::new("rs-replace").await?;
+    let result = replace_once(&env).await;
+    env.finish(result).await
+}
+
+async fn replace_once(env: &Env) -> Result<()> {
+    let ctrl = env.start();
+    let rs = env
+        .create_rs(replicaset("web", 3, &[("app", "web")], &[("app", "web")]))
+        .await?;
+    let uid = uid_of(&rs);
+    let before = names_of(&env.wait_active(&uid, 3).await?);
+    env.pods()
+        .delete(&before[0], &DeleteParams::default())
+        .await?;
+    let after = env.wait_active(&uid, 3).await?;
+    let after_names = names_of(&after);
+    let new: Vec<_> = after_names.iter().filter(|n| !before.contains(n)).collect();
+    ensure(new.len() == 1, format!("one replacement, got {new:?}"))?;
+    // Never a second replacement: the total number of pods ever owned stays 3.
+    env.active_names_hold(&uid, &after_names, HOLDS).await?;
+    ensure(env.owned(&uid).await?.len() == 3, "no extra pods")?;
+    env.wait_rs("web", "replicas back to 3", |rs| rs_status(rs).0 == 3)
+        .await?;
+    ctrl.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn failed_pod_is_replaced_not_deleted() -> Result<()> {
+    let env = Env::new("rs-failed").await?;
+    let result = failed_replaced(&env).await;
+    env.finish(result).await
+}
+
+async fn failed_replaced(env: &Env) -> Result<()> {
+    let ctrl = env.start();
+    let rs = env
+        .create_rs(replicaset("web", 3, &[("app", "web")], &[("app", "web")]))
+        .await?;
+    let uid = uid_of(&rs);
+    let pods = env.wait_active(&uid, 3).await?;
+    let failed = pods[0].metadata.name.clone().unwrap_or_default();
+    env.cluster
+        .patch_pod_status(env.name(), &failed, json!({"phase": "Failed"}))
+        .await?;
+    let now_active = env.wait_active(&uid, 3).await?;
+    ensure(
+        !names_of(&now_active).contains(&failed),
+        "failed pod no longer active",
+    )?;
+    rkcm_testkit::holds_for("failed pod still exists and is owned", HOLDS, || async {
+        let p = env.pods().get_opt(&failed).await?;
+        Ok(p.is_some_and(|p| {
+            controller_uid(&p) == Some(uid.as_str()) && p.metadata.deletion_timestamp.is_none()
+        }))
+    })
+    .await?;
+    env.wait_rs("web", "replicas=3", |rs| rs_status(rs).0 == 3)
+        .await?;
+    ctrl.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn min_ready_seconds_delays_availability_without_events() -> Result<()> {
+    let env = Env::new("rs-minready").await?;
+    let result = min_ready(&env).await;
+    env.finish(result).await
+}
+
+async fn min_ready(env: &Env) -> Result<()> {
+    let ctrl = env.start();
+    let mut body = replicaset("web", 1, &[("app", "web")], &[("app", "web")]);
+    body["spec"]["minReadySeconds"] = json!(6);
+    let rs = env.create_rs(body).await?;
+    let pods = env.wait_active(&uid_of(&rs), 1).await?;
+    let t = jiff::Timestamp::now();
+    env.set_ready(&pods[0].metadata.name.clone().unwrap_or_default(), t)
+        .await?;
+    env.wait_rs("web", "ready=1 available=0", |rs| {
+        rs_status(rs) == (1, 1, 1, 0)
+    })
+    .await?;
+    // Still unavailable a little before minReadySeconds has passed.
+    let early = Duration::from_secs(4).saturating_sub(
+        Duration::try_from(jiff::Timestamp::now().duration_since(t)).unwrap_or_default(),
+    );
+    tokio::time::sleep(early).await;
+    ensure(
+        rs_status(&env.replicasets().get("web").await?).3 == 0,
+        "available too early",
+    )?;
+    // Becomes available with no further pod change (the controller's own requeue).
+    env.wait_rs("web", "available=1", |rs| rs_status(rs) == (1, 1, 1, 1))
+        .await?;
+    let waited = jiff::Timestamp::now().duration_since(t);
+    ensure(
+        waited < jiff::SignedDuration::from_secs(6 + 5),
+        format!("availability came late: {waited}"),
+    )?;
+    ctrl.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn terminating_replicas_are_reported_and_not_replaced() -> Result<()> {
+    let env = Env::new("rs-terminating").await?;
+    let result = terminating(&env).await;
+    env.finish(result).await
+}
+
+async fn terminating(env: &Env) -> Result<()> {
+    let ctrl = env.start();
+    let mut body = replicaset("web", 3, &[("app", "web")], &[("app", "web")]);
+    body["spec"]["template"]["metadata"]["finalizers"] = json!([HOLD]);
+    let rs = env.create_rs(body).await?;
+    let uid = uid_of(&rs);
+    env.wait_active(&uid, 3).await?;
+    env.scale("web", 1).await?;
+    let survivors = env.wait_active(&uid, 1).await?;
+    env.wait_rs("web", "replicas=1 terminating=2", |rs| {
+        rs_status(rs).0 == 1 && rs.status.as_ref().and_then(|s| s.terminating_replicas) == Some(2)
+    })
+    .await?;
+    env.active_names_hold(&uid, &names_of(&survivors), Duration::from_secs(3))
+        .await?;
+    ensure(
+        env.owned(&uid).await?.len() == 3,
+        "terminating pods still exist",
+    )?;
+    for p in env.owned(&uid).await? {
+        if p.metadata.deletion_timestamp.is_some() {
+            let name = p.metadata.name.unwrap_or_default();
+            env.pods()
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+                )
+                .await?;
+        }
+    }
+    env.wait_rs("web", "terminating=0", |rs| {
+        rs.status.as_ref().and_then(|s| s.terminating_replicas) == Some(0)
+    })
+    .await?;
+    ctrl.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn terminating_replicas_gate_off_leaves_field_absent() -> Result<()> {
+    let env = Env::new("rs-gateoff").await?;
+    let result = gate_off(&env).await;
+    env.finish(result).await
+}
+
+async fn gate_off(env: &Env) -> Result<()> {
+    let cfg = rkcm_replicaset::Config {
+        terminating_replicas: false,
+        ..env.config()
+    };
+    let ctrl = Controllers::start(&env.cluster, cfg);
+    let rs = env
+        .create_rs(replicaset("web", 2, &[("app", "web")], &[("app", "web")]))
+        .await?;
+    env.wait_active(&uid_of(&rs), 2).await?;
+    let rs = env
+        .wait_rs("web", "replicas=2", |rs| {
+            rs_status(rs).0 == 2 && observed(rs)
+        })
+        .await?;
+    ensure(
+        rs.status
+            .as_ref()
+            .and_then(|s| s.terminating_replicas)
+            .is_none(),
+        "terminatingReplicas absent with the gate off",
+    )?;
+    ctrl.stop().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn lagging_pod_watch_never_causes_extra_pods() -> Result<()> {
+    let env = Env::new("rs-lag").await?;
+    let result = lagging_watch(&env).await;
+    env.finish(result).await
+}
+
+/// Expectations under a pod watch that lags 3 s: status writes and owner updates trigger
+/// syncs while the cache still misses the controller's own creates and deletes; none of them
+/// may create or delete again.
+async fn lagging_watch(env: &Env) -> Result<()> {
+    let lag = Duration::from_secs(3);
+    let ctrl = Controllers::start_with_watch_lag(&env.cluster, env.config(), lag);
+    let rs = env
+        .create_rs(replicaset("web", 5, &[("app", "web")], &[("app", "web")]))
+        .await?;
+    let uid = uid_of(&rs);
+    let uid = uid.as_str();
+    // Keep poking the owner (each update is a sync) while the pod watch lags.
+    let poke = |i: usize| {
+        let api = env.replicasets();
+        async move {
+            api.patch(
+                "web",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {"poke": i.to_string()}}})),
+            )
+            .await
+            .map(drop)
+        }
+    };
+    let mut i = 0;
+    rkcm_testkit::holds_for(
+        "never more than 5 pods while the watch lags",
+        Duration::from_secs(8),
+        || {
+            i += 1;
+            let poke = poke(i);
+            async move {
+                poke.await?;
+                Ok(env.owned(uid).await?.len() <= 5)
+            }
+        },
+    )
+    .await?;
+    let pods = env.wait_active(uid, 5).await?;
+
+    // A deleted pod is replaced once, even though the replacement shows up late.
+    env.pods()
+        .delete(&names_of(&pods)[0], &DeleteParams::default())
+        .await?;
+    rkcm_testkit::holds_for(
+        "exactly one replacement while the watch lags",
+        Duration::from_secs(8),
+        || {
+            i += 1;
+            let poke = poke(i);
+            async move {
+                poke.await?;
+                Ok(env.owned(uid).await?.len() <= 5)
+            }
+        },
+    )
+    .await?;
+    let after = env.wait_active(uid, 5).await?;
+    let new: Vec<_> = names_of(&after)
+        .into_iter()
+        .filter(|n| !names_of(&pods).contains(n))
+        .collect();
+    ensure(new.len() == 1, format!("one replacement, got {new:?}"))?;
+
+    // Scale down under lag: exactly the surplus goes, never more.
+    env.scale("web", 2).await?;
+    rkcm_testkit::holds_for(
+        "never fewer than 2 pods while the watch lags",
+        Duration::from_secs(8),
+        || {
+            i += 1;
+            let poke = poke(i);
+            async move {
+                poke.await?;
+                Ok(env.active(uid).await?.len() >= 2)
+            }
+        },
+    )
+    .await?;
+    env.wait_active(uid, 2).await?;
+    env.wait_rs("web", "replicas=2", |rs| rs_status(rs).0 == 2)
+        .await?;
+    ctrl.stop().await
+}
