@@ -1,0 +1,443 @@
+//! The measurement loop every scenario shares. For each manager, in a fixed order
+//! (upstream, then rkcm): the scenario sets up its objects in a namespace of that run, the
+//! manager is started as a child process, the scenario drives and waits for convergence
+//! (bounded by the timeout, cut short if the manager exits or says it lacks the
+//! controller), the end state is verified while the manager still runs, CPU and memory are
+//! read from /proc, the manager is stopped, its requests are counted from the audit log,
+//! and the scenario cleans up so the next manager starts from the same cluster state.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use kube::Client;
+
+use crate::manager::{self, Manager, Running};
+use crate::procfs::{self, RssSampler};
+use crate::results::{Correctness, Milestone, RunResult, ScenarioResult, Status};
+use crate::{audit, say};
+
+/// Everything a scenario run needs to know about the plane and the managers.
+pub struct Env {
+    /// Admin client of the plane (the bench's own requests; not counted for any manager).
+    pub client: Client,
+    pub cluster_dir: PathBuf,
+    pub audit_log: PathBuf,
+    pub bins: BTreeMap<Manager, PathBuf>,
+    /// Managers to run, sorted: upstream first, then rkcm.
+    pub managers: Vec<Manager>,
+    /// Managers reported as not built (with the reason) instead of being run.
+    pub not_built: BTreeMap<Manager, String>,
+    pub qps: f32,
+    pub burst: u32,
+    /// Requests the bench keeps in flight while setting up and cleaning up.
+    pub concurrency: usize,
+    pub timeout: Duration,
+    pub settle: Duration,
+    pub logs_dir: PathBuf,
+}
+
+/// Handed to [`Scenario::converge`]: records milestones and what is left to do (for the
+/// timeout message), relative to the manager's start.
+#[derive(Clone)]
+pub struct Probe {
+    started: Instant,
+    milestones: Arc<Mutex<Vec<Milestone>>>,
+    progress: Arc<Mutex<String>>,
+}
+
+impl Probe {
+    fn new(started: Instant) -> Self {
+        Self {
+            started,
+            milestones: Arc::default(),
+            progress: Arc::default(),
+        }
+    }
+
+    /// Records a milestone at `at` (e.g. when a watch saw the first deletion).
+    pub fn mark_at(&self, name: &str, at: Instant) {
+        let seconds = at.saturating_duration_since(self.started).as_secs_f64();
+        say!("  {name} at {seconds:.1} s");
+        self.milestones.lock().expect("probe lock").push(Milestone {
+            name: name.to_string(),
+            seconds,
+        });
+    }
+
+    /// Records a milestone now (driven scenarios: "scaled up to 1000").
+    #[allow(dead_code)]
+    pub fn mark(&self, name: &str) {
+        self.mark_at(name, Instant::now());
+    }
+
+    /// What the scenario is waiting for now ("9 500 pods left").
+    pub fn progress(&self, what: impl Into<String>) {
+        *self.progress.lock().expect("probe lock") = what.into();
+    }
+
+    fn milestones(&self) -> Vec<Milestone> {
+        self.milestones.lock().expect("probe lock").clone()
+    }
+
+    fn last_progress(&self) -> String {
+        self.progress.lock().expect("probe lock").clone()
+    }
+
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+}
+
+/// One benchmark scenario. The harness calls, per manager: `setup` → (manager starts) →
+/// `converge` → (settle) → `verify` → (manager stops) → `cleanup`.
+pub trait Scenario {
+    /// Per-run data from setup to verify (expected end state, open watches ...).
+    type State;
+
+    /// Short id, also used in namespace and file names (`podgc-terminated`).
+    fn id(&self) -> &'static str;
+    fn title(&self) -> String;
+    /// What is set up and what "converged" means, for the report.
+    fn description(&self) -> String;
+    fn params(&self) -> BTreeMap<String, String>;
+    /// Canonical controller names for `--controllers` of both managers.
+    fn controllers(&self) -> Vec<&'static str>;
+    /// Scenario flags for both managers (`--terminated-pod-gc-threshold=5000`).
+    fn manager_flags(&self) -> Vec<String>;
+
+    /// Creates the objects in `ns` (a namespace of this run) and arms observers, so that the
+    /// manager can be started the moment this returns.
+    async fn setup(&self, env: &Env, ns: &str) -> anyhow::Result<Self::State>;
+    /// Runs once the manager has started: drives the scenario (if it has steps) and returns
+    /// when it has converged.
+    async fn converge(
+        &self,
+        env: &Env,
+        state: &mut Self::State,
+        probe: &Probe,
+    ) -> anyhow::Result<()>;
+    /// Checks the end state (the manager still runs).
+    async fn verify(&self, env: &Env, state: &mut Self::State) -> anyhow::Result<Correctness>;
+    /// Removes what the run left in `ns` (also after a failed setup), so the next manager
+    /// starts from the same cluster state. The run's `State` has been dropped already.
+    async fn cleanup(&self, env: &Env, ns: &str) -> anyhow::Result<()>;
+}
+
+/// Runs `scenario` for every manager of `env` in order.
+pub async fn run<S: Scenario>(scenario: &S, env: &Env) -> ScenarioResult {
+    let started_at = now();
+    let mut runs = Vec::new();
+    for &m in &env.managers {
+        say!("== {} / {}", scenario.id(), m.name());
+        let r = run_one(scenario, env, m).await;
+        say!(
+            "== {} / {}: {}{}",
+            scenario.id(),
+            m.name(),
+            r.status.label(),
+            if r.message.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", r.message.lines().next().unwrap_or(""))
+            }
+        );
+        runs.push(r);
+    }
+    ScenarioResult {
+        scenario: scenario.id().to_string(),
+        title: scenario.title(),
+        description: scenario.description(),
+        controllers: scenario
+            .controllers()
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        manager_flags: scenario.manager_flags(),
+        params: scenario.params(),
+        kube_api_qps: env.qps,
+        kube_api_burst: env.burst,
+        timeout_seconds: env.timeout.as_secs(),
+        settle_seconds: env.settle.as_secs(),
+        started_at,
+        finished_at: now(),
+        runs,
+    }
+}
+
+enum Outcome {
+    Converged,
+    Failed(anyhow::Error),
+    Timeout,
+    Exited(std::process::ExitStatus),
+    Unsupported(&'static str),
+}
+
+async fn run_one<S: Scenario>(scenario: &S, env: &Env, m: Manager) -> RunResult {
+    let bin = env.bins[&m].clone();
+    let ns = format!("bench-{}-{}", scenario.id(), m.name());
+    let mut r = RunResult::new(m, bin.display().to_string(), ns.clone());
+    if let Some(why) = env.not_built.get(&m) {
+        r.status = Status::NotBuilt;
+        r.message = why.clone();
+        return r;
+    }
+    if !bin.is_file() {
+        r.status = Status::NotBuilt;
+        r.message = format!("binary {} not found", bin.display());
+        return r;
+    }
+    r.version = manager::version(&bin);
+
+    say!("setup in namespace {ns}");
+    let t = Instant::now();
+    match scenario.setup(env, &ns).await {
+        Ok(mut state) => {
+            r.setup_seconds = Some(t.elapsed().as_secs_f64());
+            measure(scenario, env, m, &bin, &mut state, &mut r).await;
+        }
+        Err(e) => r.message = format!("setup failed: {e:#}"),
+    }
+
+    say!("cleanup of {ns}");
+    if let Err(e) = scenario.cleanup(env, &ns).await {
+        // The next manager would start from a different state: say so, loudly.
+        say!("WARNING: cleanup of {ns} failed: {e:#}");
+        r.message = format!("{}\ncleanup failed: {e:#}", r.message)
+            .trim()
+            .to_string();
+    }
+    r
+}
+
+async fn measure<S: Scenario>(
+    scenario: &S,
+    env: &Env,
+    m: Manager,
+    bin: &Path,
+    state: &mut S::State,
+    r: &mut RunResult,
+) {
+    r.args = m.args(
+        &m.kubeconfig(&env.cluster_dir),
+        &scenario.controllers(),
+        env.qps,
+        env.burst,
+        &scenario.manager_flags(),
+    );
+    let log = env
+        .logs_dir
+        .join(format!("{}-{}.log", scenario.id(), m.name()));
+    r.log = log.display().to_string();
+    let audit_from = match audit::offset(&env.audit_log) {
+        Ok(o) => o,
+        Err(e) => {
+            r.message = format!("{e:#}");
+            return;
+        }
+    };
+
+    let plane = plane_pids(&env.cluster_dir);
+    let plane_cpu_before = plane_cpu(&plane);
+    r.load_average_at_start = procfs::load_average();
+    say!("starting {} (log {})", m.name(), log.display());
+    let started = Instant::now();
+    let mut proc = match Running::spawn(bin, &r.args, &log) {
+        Ok(p) => p,
+        Err(e) => {
+            r.message = format!("{e:#}");
+            return;
+        }
+    };
+    let pid = proc.pid;
+    let sampler = RssSampler::start(pid, Duration::from_millis(100));
+    let probe = Probe::new(started);
+
+    let outcome = {
+        let converge = scenario.converge(env, state, &probe);
+        tokio::pin!(converge);
+        let deadline = tokio::time::sleep(env.timeout);
+        tokio::pin!(deadline);
+        let mut check = tokio::time::interval(Duration::from_secs(1));
+        let mut report = tokio::time::interval(Duration::from_secs(10));
+        report.tick().await;
+        let markers = m.unsupported_markers();
+        let log_path = proc.log.clone();
+        loop {
+            tokio::select! {
+                res = &mut converge => break match res {
+                    Ok(()) => Outcome::Converged,
+                    Err(e) => Outcome::Failed(e),
+                },
+                _ = &mut deadline => break Outcome::Timeout,
+                st = proc.wait() => break Outcome::Exited(st),
+                _ = check.tick() => {
+                    if let Some(marker) = log_has(&log_path, markers) {
+                        break Outcome::Unsupported(marker);
+                    }
+                }
+                _ = report.tick() => {
+                    say!("  {:.0} s: {}", probe.elapsed().as_secs_f64(), probe.last_progress());
+                }
+            }
+        }
+    };
+    let converged_at = started.elapsed();
+    let mut audit_converge = None;
+    match &outcome {
+        Outcome::Converged => {
+            r.converge_seconds = Some(converged_at.as_secs_f64());
+            r.cpu_seconds_converge = procfs::cpu_seconds(pid);
+            audit_converge = audit::offset(&env.audit_log).ok();
+            say!(
+                "converged in {:.1} s (cpu {:.1} s)",
+                converged_at.as_secs_f64(),
+                r.cpu_seconds_converge.unwrap_or(f64::NAN)
+            );
+        }
+        Outcome::Failed(e) => {
+            r.status = Status::Error;
+            r.message = format!("{e:#}");
+        }
+        Outcome::Timeout => {
+            r.status = Status::Timeout;
+            r.message = format!(
+                "not converged after {} s: {}",
+                env.timeout.as_secs(),
+                probe.last_progress()
+            );
+        }
+        Outcome::Exited(st) => {
+            r.status = Status::Exited;
+            r.message = format!(
+                "{} exited ({st}) after {:.1} s; log tail:\n{}",
+                m.name(),
+                converged_at.as_secs_f64(),
+                proc.log_tail(8)
+            );
+        }
+        Outcome::Unsupported(marker) => {
+            r.status = Status::Unsupported;
+            r.message = format!(
+                "{} does not run {} (log: \"{marker}\")",
+                m.name(),
+                scenario.controllers().join(",")
+            );
+        }
+    }
+    r.milestones = probe.milestones();
+
+    if matches!(outcome, Outcome::Converged) {
+        // Let the manager keep running a little: a manager that over-deletes or keeps
+        // working after the condition first holds is caught by verify and the counters.
+        tokio::time::sleep(env.settle).await;
+        match scenario.verify(env, state).await {
+            Ok(c) => {
+                say!(
+                    "correctness: {} ({})",
+                    if c.ok { "ok" } else { "WRONG" },
+                    c.detail
+                );
+                r.status = if c.ok { Status::Ok } else { Status::Incorrect };
+                r.correctness = Some(c);
+            }
+            Err(e) => {
+                r.status = Status::Error;
+                r.message = format!("verification failed: {e:#}");
+            }
+        }
+    }
+
+    r.max_sampled_rss_bytes = Some(sampler.stop().await).filter(|&b| b > 0);
+    if proc.exited().is_none() {
+        r.cpu_seconds_total = procfs::cpu_seconds(pid);
+        r.peak_rss_bytes = procfs::status_bytes(pid, "VmHWM");
+    }
+    r.run_seconds = Some(started.elapsed().as_secs_f64());
+    let plane_cpu_after = plane_cpu(&plane);
+    r.plane_cpu_seconds = Some(
+        plane_cpu_after
+            .iter()
+            .filter_map(|(k, after)| Some((k.clone(), after - plane_cpu_before.get(k)?)))
+            .collect(),
+    )
+    .filter(|m: &BTreeMap<String, f64>| !m.is_empty());
+    proc.stop(Duration::from_secs(10)).await;
+    // Open watches reach ResponseComplete once the apiserver sees the connection close.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    match count_requests(&env.audit_log, m.user(), audit_from, audit_converge) {
+        Ok((total, conv)) => {
+            say!(
+                "{} requests: {} ({})",
+                m.name(),
+                total.total,
+                total
+                    .by_request
+                    .iter()
+                    .map(|(k, v)| format!("{k}: {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            r.requests = Some(total);
+            r.requests_converge = conv;
+        }
+        Err(e) => say!("WARNING: counting requests failed: {e:#}"),
+    }
+    if let (Some(cpu), Some(hwm)) = (r.cpu_seconds_total, r.peak_rss_bytes) {
+        say!(
+            "{}: cpu {cpu:.2} s, peak rss {:.1} MiB",
+            m.name(),
+            hwm as f64 / 1048576.0
+        );
+    }
+}
+
+/// The plane's own processes (pid files of e2e/cluster.sh) whose CPU a run reports.
+fn plane_pids(cluster_dir: &Path) -> Vec<(String, u32)> {
+    ["kube-apiserver", "etcd"]
+        .iter()
+        .filter_map(|name| {
+            let text =
+                std::fs::read_to_string(cluster_dir.join(format!("pids/{name}.pid"))).ok()?;
+            Some((name.to_string(), text.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+fn plane_cpu(pids: &[(String, u32)]) -> BTreeMap<String, f64> {
+    pids.iter()
+        .filter_map(|(name, pid)| Some((name.clone(), procfs::cpu_seconds(*pid)?)))
+        .collect()
+}
+
+fn log_has(path: &Path, markers: &[&'static str]) -> Option<&'static str> {
+    if markers.is_empty() {
+        return None;
+    }
+    let text = std::fs::read_to_string(path).ok()?;
+    markers.iter().copied().find(|m| text.contains(m))
+}
+
+type Requests = (audit::Counts, Option<audit::Counts>);
+
+fn count_requests(
+    log: &Path,
+    user: &str,
+    from: u64,
+    converge: Option<u64>,
+) -> anyhow::Result<Requests> {
+    let (total, _) = audit::count(log, user, from, None).context("reading the audit log")?;
+    let conv = match converge {
+        Some(to) => Some(audit::count(log, user, from, Some(to))?.0),
+        None => None,
+    };
+    Ok((total, conv))
+}
+
+fn now() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%d %H:%M:%S UTC")
+        .to_string()
+}

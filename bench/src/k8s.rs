@@ -1,0 +1,311 @@
+//! Kubernetes-side helpers shared by scenarios: client, retries of transient errors, bounded
+//! concurrent request batches with progress, namespaces, a bench node, pod counting.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use futures::{StreamExt, TryStreamExt, stream};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::core::PartialObjectMeta;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use tokio::sync::watch;
+
+use crate::say;
+
+/// A client from a kubeconfig file (its current context).
+pub async fn client(kubeconfig: &Path) -> anyhow::Result<Client> {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig)
+        .with_context(|| format!("reading {}", kubeconfig.display()))?;
+    let mut config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .context("loading the kubeconfig")?;
+    // Deleting or listing 20 000 pods in one request takes a while on a busy plane.
+    config.read_timeout = Some(Duration::from_secs(300));
+    Client::try_from(config).context("building the client")
+}
+
+/// Errors worth retrying: throttling, server hiccups, broken connections.
+pub fn is_transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => matches!(s.code, 429 | 500 | 502 | 503 | 504),
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
+}
+
+/// Runs `f` until it succeeds or fails with a non-transient error (at most 8 tries).
+pub async fn retry<T, F, Fut>(mut f: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    let mut delay = Duration::from_millis(100);
+    let mut attempt = 1;
+    loop {
+        match f().await {
+            Err(e) if attempt < 8 && is_transient(&e) => {
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(3));
+                attempt += 1;
+            }
+            r => return r,
+        }
+    }
+}
+
+pub fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+/// Runs `tasks` with at most `concurrency` in flight, printing progress every `every`
+/// completions. Stops at the first error.
+pub async fn bounded<Fut>(
+    label: &str,
+    total: usize,
+    concurrency: usize,
+    every: usize,
+    tasks: impl Iterator<Item = Fut>,
+) -> anyhow::Result<Duration>
+where
+    Fut: Future<Output = anyhow::Result<()>>,
+{
+    let start = Instant::now();
+    let mut done = 0usize;
+    let mut s = stream::iter(tasks).buffer_unordered(concurrency.max(1));
+    while let Some(r) = s.next().await {
+        r?;
+        done += 1;
+        if done.is_multiple_of(every.max(1)) || done == total {
+            let secs = start.elapsed().as_secs_f64();
+            say!(
+                "{label}: {done}/{total} ({:.0}/s, {secs:.0} s)",
+                done as f64 / secs.max(0.001)
+            );
+        }
+    }
+    Ok(start.elapsed())
+}
+
+/// Creates the namespace and its `default` ServiceAccount (the plane runs no upstream
+/// manager, so nothing else creates it, and ServiceAccount admission rejects pods without
+/// it). Existing objects are fine.
+pub async fn ensure_namespace(client: &Client, ns: &str) -> anyhow::Result<()> {
+    let nss: Api<Namespace> = Api::all(client.clone());
+    let obj: Namespace = serde_json::from_value(json!({
+        "metadata": {"name": ns, "labels": {"rkcm-bench": "true"}}
+    }))?;
+    let pp = PostParams::default();
+    match retry(|| nss.create(&pp, &obj)).await {
+        Ok(_) => {}
+        Err(e) if is_status(&e, 409) => {}
+        Err(e) => return Err(e).with_context(|| format!("creating namespace {ns}")),
+    }
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let sa: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "default"}}))?;
+    match retry(|| sas.create(&pp, &sa)).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_status(&e, 409) => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("creating ServiceAccount {ns}/default")),
+    }
+}
+
+/// A Node no simulator manages (no kwok annotation), `Ready=True` through the status
+/// subresource and tainted `NoSchedule` so the scheduler places nothing there. Pods bound to
+/// it by `spec.nodeName` keep whatever status the bench gives them.
+pub async fn ensure_static_node(client: &Client, name: &str) -> anyhow::Result<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {
+            "name": name,
+            "labels": {"rkcm-bench": "true", "kubernetes.io/hostname": name,
+                       "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+        },
+        "spec": {"taints": [{"key": "rkcm-bench/static", "value": "true", "effect": "NoSchedule"}]}
+    }))?;
+    let pp = PostParams::default();
+    match retry(|| nodes.create(&pp, &node)).await {
+        Ok(_) => {}
+        Err(e) if is_status(&e, 409) => {}
+        Err(e) => return Err(e).with_context(|| format!("creating node {name}")),
+    }
+    let now = jiff::Timestamp::now().to_string();
+    let status = json!({"status": {
+        "conditions": [{
+            "type": "Ready", "status": "True", "reason": "RkcmBench",
+            "message": "static node of rkcm-bench (no kubelet)",
+            "lastHeartbeatTime": now, "lastTransitionTime": now
+        }],
+        "capacity": {"cpu": "64", "memory": "256Gi", "pods": "100000"},
+        "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "100000"}
+    }});
+    let (params, patch) = (PatchParams::default(), Patch::Merge(&status));
+    retry(|| nodes.patch_status(name, &params, &patch))
+        .await
+        .with_context(|| format!("setting node {name} Ready"))?;
+    Ok(())
+}
+
+/// Every pod of `ns` (metadata only), paginated.
+pub async fn list_pod_meta(
+    client: &Client,
+    ns: Option<&str>,
+) -> anyhow::Result<Vec<kube::core::PartialObjectMeta<Pod>>> {
+    let pods: Api<Pod> = match ns {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let mut out = Vec::new();
+    let mut lp = ListParams::default().limit(2000);
+    loop {
+        let page = retry(|| pods.list_metadata(&lp))
+            .await
+            .context("listing pods")?;
+        out.extend(page.items);
+        match page.metadata.continue_ {
+            Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
+            _ => break,
+        }
+    }
+    Ok(out)
+}
+
+/// Force-deletes every pod of `ns` and waits until none is left.
+pub async fn delete_all_pods(client: &Client, ns: &str, timeout: Duration) -> anyhow::Result<()> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let dp = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    };
+    let deadline = Instant::now() + timeout;
+    loop {
+        let one = ListParams::default().limit(1);
+        let left = retry(|| pods.list_metadata(&one))
+            .await
+            .context("listing pods")?;
+        if left.items.is_empty() {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "pods of {ns} still present after {timeout:?}"
+        );
+        // One deletecollection request; its response (the deleted objects) is dropped.
+        match pods.delete_collection(&dp, &ListParams::default()).await {
+            Ok(_) => {}
+            Err(e) if is_transient(&e) => tokio::time::sleep(Duration::from_secs(1)).await,
+            Err(e) => return Err(e).with_context(|| format!("deleting the pods of {ns}")),
+        }
+    }
+}
+
+/// What a [`PodWatch`] has seen.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PodCount {
+    /// Pods present; `None` until the initial list is complete.
+    pub count: Option<usize>,
+    /// When the first pod deletion was observed after the initial list.
+    pub first_delete: Option<Instant>,
+    /// When the most recent pod deletion was observed.
+    pub last_delete: Option<Instant>,
+}
+
+/// Counts the pods of a namespace with a metadata-only watch (cheap for the apiserver,
+/// unlike polling a 20 000-pod list), following deletions as they happen.
+pub struct PodWatch {
+    rx: watch::Receiver<PodCount>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl PodWatch {
+    pub fn start(client: &Client, ns: &str) -> Self {
+        let api: Api<PartialObjectMeta<Pod>> = Api::namespaced(client.clone(), ns);
+        let (tx, rx) = watch::channel(PodCount::default());
+        let task = tokio::spawn(async move {
+            let stream = watcher(api, watcher::Config::default()).default_backoff();
+            futures::pin_mut!(stream);
+            let mut live: HashSet<String> = HashSet::new();
+            let mut pending: HashSet<String> = HashSet::new();
+            let mut synced = false;
+            loop {
+                let ev = match stream.try_next().await {
+                    Ok(Some(ev)) => ev,
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "pod watch error (retrying)");
+                        continue;
+                    }
+                };
+                match ev {
+                    watcher::Event::Init => pending.clear(),
+                    watcher::Event::InitApply(o) => {
+                        pending.insert(o.name_any());
+                    }
+                    watcher::Event::InitDone => {
+                        live = std::mem::take(&mut pending);
+                        synced = true;
+                    }
+                    watcher::Event::Apply(o) => {
+                        live.insert(o.name_any());
+                    }
+                    watcher::Event::Delete(o) => {
+                        live.remove(&o.name_any());
+                        let now = Instant::now();
+                        tx.send_modify(|c| {
+                            c.first_delete.get_or_insert(now);
+                            c.last_delete = Some(now);
+                        });
+                    }
+                }
+                if synced {
+                    let n = live.len();
+                    tx.send_if_modified(|c| {
+                        let changed = c.count != Some(n);
+                        c.count = Some(n);
+                        changed
+                    });
+                }
+            }
+        });
+        Self { rx, task }
+    }
+
+    pub fn current(&self) -> PodCount {
+        *self.rx.borrow()
+    }
+
+    /// The current count, marking it seen for [`PodWatch::changed`].
+    pub fn latest(&mut self) -> PodCount {
+        *self.rx.borrow_and_update()
+    }
+
+    /// Waits for the next change after the last [`PodWatch::latest`].
+    pub async fn changed(&mut self) -> anyhow::Result<()> {
+        self.rx.changed().await.context("pod watch ended")
+    }
+
+    /// Waits until `pred` holds for the current count.
+    pub async fn wait_for(
+        &mut self,
+        mut pred: impl FnMut(&PodCount) -> bool,
+    ) -> anyhow::Result<PodCount> {
+        let c = self
+            .rx
+            .wait_for(|c| pred(c))
+            .await
+            .context("pod watch ended")?;
+        Ok(*c)
+    }
+}
+
+impl Drop for PodWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

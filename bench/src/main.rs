@@ -1,0 +1,223 @@
+//! rkcm-bench: the Kubernetes-side work of `make bench` (e2e/bench.sh).
+//!
+//! Each scenario subcommand runs one scenario against an already running local control
+//! plane (`e2e/cluster.sh`, `AUDIT=1`, `KCM=0`) for each manager in a fixed order (upstream
+//! kube-controller-manager first, then rkcm): it creates the scenario's objects quickly with
+//! bounded concurrency, starts the manager as a child process with the scenario's
+//! controllers and flags, measures convergence time, CPU, peak RSS and API requests (from the
+//! audit log), checks the end state, stops the manager and cleans up. The results go to a
+//! JSON file; `report` merges such files into the Markdown report.
+
+mod audit;
+mod harness;
+mod k8s;
+mod manager;
+mod procfs;
+mod report;
+mod results;
+mod scenarios;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use crate::harness::{Env, Scenario};
+use crate::manager::Manager;
+
+/// Progress on stderr, timestamped like the plane's scripts.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {
+        eprintln!("[bench {}] {}", jiff::Zoned::now().strftime("%H:%M:%S"), format_args!($($arg)*))
+    };
+}
+
+#[derive(Parser)]
+#[command(
+    name = "rkcm-bench",
+    version,
+    about = "Benchmarks rkcm against upstream kube-controller-manager"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// PodGC: N terminated pods over the terminated-pod threshold; time to trim to T.
+    Podgc {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        args: scenarios::podgc::Args,
+    },
+    /// Merge scenario result files into the Markdown report and one JSON file.
+    Report(report::Args),
+}
+
+/// What every scenario subcommand takes.
+#[derive(clap::Args, Debug)]
+struct Common {
+    /// State directory of the running plane (kubeconfig, kubeconfig-kcm, kubeconfig-rkcm,
+    /// logs/audit.log).
+    #[arg(long, env = "RKCM_CLUSTER_DIR")]
+    cluster_dir: PathBuf,
+    /// Upstream kube-controller-manager [default: $RKCM_E2E_BIN/kube-controller-manager].
+    #[arg(long)]
+    upstream_bin: Option<PathBuf>,
+    /// rkcm binary [default: $CARGO_TARGET_DIR/release/rkcm].
+    #[arg(long)]
+    rkcm_bin: Option<PathBuf>,
+    /// Managers to run; they always run upstream first, then rkcm.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "upstream,rkcm"
+    )]
+    managers: Vec<Manager>,
+    /// --kube-api-qps of both managers.
+    #[arg(long, default_value_t = 100.0)]
+    qps: f32,
+    /// --kube-api-burst of both managers.
+    #[arg(long, default_value_t = 200)]
+    burst: u32,
+    /// Requests the bench keeps in flight while creating and deleting objects.
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// Seconds a manager may take to converge before the run fails.
+    #[arg(long, default_value_t = 900)]
+    timeout: u64,
+    /// Seconds the manager keeps running after convergence before the end state is checked.
+    #[arg(long, default_value_t = 5)]
+    settle: u64,
+    /// Report rkcm as not built, with this reason, instead of running it (the release
+    /// build failed; an older binary may still be on disk and must not be measured).
+    #[arg(long, value_name = "REASON")]
+    rkcm_not_built: Option<String>,
+    /// Where manager logs go [default: $TMPDIR/rkcm-bench-logs-$UID].
+    #[arg(long)]
+    logs_dir: Option<PathBuf>,
+    /// Result file (JSON) to write.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+impl Common {
+    async fn env(&self) -> anyhow::Result<Env> {
+        let dir = self.cluster_dir.clone();
+        let client = k8s::client(&dir.join("kubeconfig")).await?;
+        let upstream = match &self.upstream_bin {
+            Some(p) => p.clone(),
+            None => PathBuf::from(
+                std::env::var_os("RKCM_E2E_BIN")
+                    .context("set RKCM_E2E_BIN (source the plane's env.sh) or --upstream-bin")?,
+            )
+            .join("kube-controller-manager"),
+        };
+        let rkcm = match &self.rkcm_bin {
+            Some(p) => p.clone(),
+            None => {
+                let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+                    || {
+                        PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                            .join(".cache/rkcm/target")
+                    },
+                    PathBuf::from,
+                );
+                target.join("release/rkcm")
+            }
+        };
+        let mut managers = self.managers.clone();
+        managers.sort();
+        managers.dedup();
+        let logs_dir = self.logs_dir.clone().unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("rkcm-bench-logs-{}", unsafe_uid()))
+        });
+        Ok(Env {
+            client,
+            audit_log: dir.join("logs/audit.log"),
+            cluster_dir: dir,
+            bins: BTreeMap::from([(Manager::Upstream, upstream), (Manager::Rkcm, rkcm)]),
+            managers,
+            not_built: self
+                .rkcm_not_built
+                .iter()
+                .map(|why| (Manager::Rkcm, why.clone()))
+                .collect(),
+            qps: self.qps,
+            burst: self.burst,
+            concurrency: self.concurrency,
+            timeout: Duration::from_secs(self.timeout),
+            settle: Duration::from_secs(self.settle),
+            logs_dir,
+        })
+    }
+}
+
+fn unsafe_uid() -> u32 {
+    // SAFETY: getuid cannot fail and has no preconditions.
+    unsafe { libc::getuid() }
+}
+
+async fn run_scenario<S: Scenario>(scenario: S, common: &Common) -> anyhow::Result<bool> {
+    let env = common.env().await?;
+    audit::offset(&env.audit_log)?;
+    let result = harness::run(&scenario, &env).await;
+    let ok = result.runs.iter().all(|r| !r.status.is_failure());
+    if let Some(d) = common.out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(d)?;
+    }
+    std::fs::write(&common.out, serde_json::to_string_pretty(&result)? + "\n")
+        .with_context(|| format!("writing {}", common.out.display()))?;
+    say!("results: {}", common.out.display());
+    Ok(ok)
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("RKCM_BENCH_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let work = async {
+        match cli.command {
+            Command::Podgc { common, args } => {
+                run_scenario(scenarios::podgc::PodGc { args }, &common).await
+            }
+            Command::Report(args) => {
+                let ok = report::write(&args)?;
+                say!(
+                    "report: {} (raw: {})",
+                    args.md.display(),
+                    args.json.display()
+                );
+                Ok(ok)
+            }
+        }
+    };
+    // Ctrl-C drops the work, and with it the manager child (kill_on_drop).
+    let res = tokio::select! {
+        r = work => r,
+        _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+    };
+    match res {
+        Ok(true) => std::process::ExitCode::SUCCESS,
+        Ok(false) => {
+            say!("some runs failed (see the report)");
+            std::process::ExitCode::from(3)
+        }
+        Err(e) => {
+            say!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

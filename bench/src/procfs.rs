@@ -1,0 +1,103 @@
+//! What the kernel says about the manager under test: CPU time from `/proc/<pid>/stat`,
+//! resident memory from `/proc/<pid>/status`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Clock ticks per second of `utime`/`stime` (`getconf CLK_TCK`); 100 if unknown.
+pub fn clock_ticks() -> u64 {
+    // SAFETY: sysconf only reads a configuration value.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 { t as u64 } else { 100 }
+}
+
+/// User plus system CPU seconds the process has used so far (threads included).
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may contain spaces: split after it.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // `rest` starts at field 3 (state), so utime (14) and stime (15) are at 11 and 12.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) as f64 / clock_ticks() as f64)
+}
+
+/// A `kB` field of `/proc/<pid>/status` (`VmRSS`, `VmHWM`), in bytes.
+pub fn status_bytes(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|line| {
+        let value = line.strip_prefix(field)?.strip_prefix(':')?;
+        let kb: u64 = value.trim().trim_end_matches("kB").trim().parse().ok()?;
+        Some(kb * 1024)
+    })
+}
+
+/// The 1-minute load average of the host.
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Samples `VmRSS` in the background and keeps the maximum seen.
+pub struct RssSampler {
+    max: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RssSampler {
+    pub fn start(pid: u32, every: Duration) -> Self {
+        let max = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn({
+            let (max, stop) = (max.clone(), stop.clone());
+            async move {
+                let mut tick = tokio::time::interval(every);
+                while !stop.load(Ordering::Relaxed) {
+                    tick.tick().await;
+                    match status_bytes(pid, "VmRSS") {
+                        Some(rss) => {
+                            max.fetch_max(rss, Ordering::Relaxed);
+                        }
+                        None => break, // the process is gone
+                    }
+                }
+            }
+        });
+        Self { max, stop, task }
+    }
+
+    /// Largest `VmRSS` sampled so far, in bytes.
+    pub fn max(&self) -> u64 {
+        self.max.load(Ordering::Relaxed)
+    }
+
+    pub async fn stop(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.abort();
+        let max = self.max();
+        let _ = self.task.await;
+        max.max(self.max.load(Ordering::Relaxed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_own_process() {
+        let pid = std::process::id();
+        assert!(cpu_seconds(pid).is_some());
+        assert!(status_bytes(pid, "VmRSS").unwrap() > 0);
+        assert!(status_bytes(pid, "VmHWM").unwrap() > 0);
+        assert!(status_bytes(pid, "NoSuchField").is_none());
+        assert!(load_average().is_some());
+    }
+}

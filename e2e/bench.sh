@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# `make bench`: upstream kube-controller-manager vs rkcm on the same local control plane.
+#
+# Builds rkcm and rkcm-bench (release), brings up a dedicated benchmark plane (audit log on,
+# no upstream manager of its own), runs every scenario for both managers — upstream first,
+# then rkcm, same --kube-api-qps/--kube-api-burst — and writes the Markdown report plus the
+# raw numbers (JSON) beside it. Stops by itself; tears down the plane if it started it.
+#
+#   bash e2e/bench.sh            full size (the numbers in bench/reports/latest.md)
+#   bash e2e/bench.sh --quick    small sizes, report in bench/reports/quick.md
+#
+# Settings (environment):
+#   BENCH_QPS=100 BENCH_BURST=200  client limits of both managers
+#   BENCH_MANAGERS=upstream,rkcm   which managers run (the order is always upstream, rkcm)
+#   BENCH_SCENARIOS=podgc          scenarios to run (comma separated)
+#   PODGC_PODS=20000 PODGC_THRESHOLD=5000   podgc size
+#   BENCH_TIMEOUT=900              seconds one manager may take to converge
+#   BENCH_CONCURRENCY=32           requests in flight while the bench creates/deletes objects
+#   BENCH_NODES=3                  simulated (kwok) nodes of the plane
+#   BENCH_REPORT=bench/reports/latest.md    report path (JSON: same name, .json)
+#   RKCM_BENCH_CLUSTER_DIR=...     plane state (default $TMPDIR/rkcm-bench-$UID), apart from
+#                                  the default plane so tests running there are not disturbed
+#   BENCH_KEEP_PLANE=1             leave the plane running afterwards
+# Manager logs and per-scenario results: $BENCH_WORK (default $TMPDIR/rkcm-bench-work-$UID).
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/.." && pwd)
+cd "$root"
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/rkcm/target}
+# shellcheck source=versions.env
+. "$here/versions.env"
+
+quick=0
+for a in "$@"; do
+  case "$a" in
+    --quick) quick=1 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench: unknown argument $a (try --help)" >&2; exit 2 ;;
+  esac
+done
+if [ "$quick" = 1 ]; then
+  : "${PODGC_PODS:=2000}" "${PODGC_THRESHOLD:=500}" "${BENCH_TIMEOUT:=300}"
+  : "${BENCH_REPORT:=bench/reports/quick.md}"
+fi
+QPS=${BENCH_QPS:-100}
+BURST=${BENCH_BURST:-200}
+MANAGERS=${BENCH_MANAGERS:-upstream,rkcm}
+SCENARIOS=${BENCH_SCENARIOS:-podgc}
+PODGC_PODS=${PODGC_PODS:-20000}
+PODGC_THRESHOLD=${PODGC_THRESHOLD:-5000}
+TIMEOUT=${BENCH_TIMEOUT:-900}
+CONCURRENCY=${BENCH_CONCURRENCY:-32}
+NODES=${BENCH_NODES:-3}
+REPORT=${BENCH_REPORT:-bench/reports/latest.md}
+REPORT_JSON=${REPORT%.md}.json
+DIR=${RKCM_BENCH_CLUSTER_DIR:-${TMPDIR:-/tmp}/rkcm-bench-$(id -u)}
+WORK=${BENCH_WORK:-${TMPDIR:-/tmp}/rkcm-bench-work-$(id -u)}
+
+step() { printf '\n==> [bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+warn() { printf 'bench: warning: %s\n' "$*" >&2; }
+die() { printf 'bench: error: %s\n' "$*" >&2; exit 1; }
+t0=$(date +%s)
+
+step "build rkcm-bench (release)"
+cargo build --release -p rkcm-bench || die "rkcm-bench does not build"
+BENCH=$CARGO_TARGET_DIR/release/rkcm-bench
+
+step "build rkcm (release)"
+rkcm_flags=()
+if ! cargo build --release -p rkcm; then
+  # Benchmark upstream anyway; the report says rkcm was not built (an older binary on disk
+  # is not measured).
+  warn "rkcm does not build; its rows are reported as not built"
+  rkcm_flags=(--rkcm-not-built "cargo build --release -p rkcm failed at this commit")
+fi
+
+step "benchmark plane in $DIR (AUDIT=1, KCM=0, NODES=$NODES)"
+plane() { RKCM_CLUSTER_DIR=$DIR AUDIT=1 KCM=0 NODES=$NODES bash "$here/cluster.sh" "$@"; }
+started=0
+if plane env >/dev/null 2>&1 && (. "$DIR/env.sh"; kubectl get --raw /readyz >/dev/null 2>&1); then
+  [ -f "$DIR/logs/audit.log" ] || die "a plane without audit log runs in $DIR; stop it: RKCM_CLUSTER_DIR=$DIR bash e2e/cluster.sh down"
+  warn "reusing the benchmark plane already running in $DIR (left running afterwards)"
+else
+  started=1
+fi
+cleanup() {
+  local rc=$?
+  if [ "$started" = 1 ] && [ "${BENCH_KEEP_PLANE:-0}" != 1 ]; then
+    step "tear down the benchmark plane"
+    plane down || true
+  elif [ "$started" = 1 ]; then
+    step "benchmark plane left running (BENCH_KEEP_PLANE=1): RKCM_CLUSTER_DIR=$DIR bash e2e/cluster.sh down"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+[ "$started" = 0 ] || plane up
+# shellcheck disable=SC1091
+. "$DIR/env.sh"
+
+mkdir -p "$WORK"
+rm -f "$WORK"/*.json
+common=(--cluster-dir "$DIR" --managers "$MANAGERS" --qps "$QPS" --burst "$BURST"
+  --concurrency "$CONCURRENCY" --timeout "$TIMEOUT" --logs-dir "$WORK/logs" "${rkcm_flags[@]}")
+failed=0
+for s in ${SCENARIOS//,/ }; do
+  case "$s" in
+    podgc)
+      step "scenario podgc: $PODGC_PODS terminated pods, threshold $PODGC_THRESHOLD (managers: $MANAGERS; qps $QPS, burst $BURST)"
+      args=(podgc --pods "$PODGC_PODS" --threshold "$PODGC_THRESHOLD" --out "$WORK/podgc.json") ;;
+    *) die "unknown scenario $s (known: podgc)" ;;
+  esac
+  rc=0
+  "$BENCH" "${args[@]}" "${common[@]}" || rc=$?
+  case "$rc" in
+    0) ;;
+    3) failed=1; warn "scenario $s: some runs failed (see the report)" ;;
+    *) failed=1; warn "scenario $s: the bench failed (exit $rc)" ;;
+  esac
+done
+
+step "report"
+shopt -s nullglob
+results=("$WORK"/*.json)
+[ "${#results[@]}" -gt 0 ] || die "no scenario produced results"
+what="make bench"
+[ "$quick" = 0 ] || what="bash e2e/bench.sh --quick"
+rc=0
+"$BENCH" report "${results[@]}" --md "$REPORT" --json "$REPORT_JSON" --command "$what" \
+  --plane "local plane from e2e/cluster.sh: etcd $ETCD_VERSION, kube-apiserver $K8S_VERSION with audit log (Metadata level, blocking), kube-scheduler, kwok $KWOK_VERSION with $NODES simulated nodes; no upstream manager besides the one under test" ||
+  rc=$?
+[ "$rc" = 0 ] || [ "$rc" = 3 ] || die "writing the report failed"
+[ "$rc" = 0 ] || failed=1
+
+step "done in $(( $(date +%s) - t0 )) s: $REPORT (raw: $REPORT_JSON; manager logs: $WORK/logs)"
+[ "$failed" = 0 ] || { warn "some runs failed; see $REPORT"; exit 1; }
