@@ -32,7 +32,7 @@ use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;
 use prometheus::{IntGaugeVec, Opts};
 use rkcm_runtime::client::{ClientOptions, build_config, make_client};
-use rkcm_runtime::informer::InformerFactory;
+use rkcm_runtime::informer::{InformerFactory, ListMode};
 use rkcm_runtime::{CancellationToken, ControllerContext};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
@@ -172,7 +172,14 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         }
     }
 
-    let factory = InformerFactory::new(informer_client);
+    // WatchListClient (on by default, as upstream): one streaming WATCH per type instead of
+    // paginated LISTs for the initial state.
+    let list_mode = if cli.feature_gates.enabled("WatchListClient") {
+        ListMode::Streaming
+    } else {
+        ListMode::Paged
+    };
+    let factory = InformerFactory::with_list_mode(informer_client, list_mode);
     let started = start_controllers(
         &cli,
         &config,

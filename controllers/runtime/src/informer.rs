@@ -424,7 +424,20 @@ pub struct InformerFactory {
 
 struct FactoryInner {
     client: kube::Client,
+    list_mode: ListMode,
     state: Mutex<FactoryState>,
+}
+
+/// How an informer gets its initial state (and its state after a 410).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ListMode {
+    /// Paginated LISTs (500 per page) from the apiserver watch cache, then a WATCH.
+    #[default]
+    Paged,
+    /// One WATCH with `sendInitialEvents=true` that streams the initial state and goes on as
+    /// the watch: no LIST requests and no page buffering. Upstream's `WatchListClient`
+    /// feature gate (on by default since v1.34) does the same.
+    Streaming,
 }
 
 #[derive(Default)]
@@ -436,13 +449,25 @@ struct FactoryState {
 
 /// An informer of any type, as the factory keeps it.
 trait ErasedInformer: Send + Sync {
-    fn start(&self, client: &kube::Client, shutdown: &CancellationToken, runtime: &Handle);
+    fn start(
+        &self,
+        client: &kube::Client,
+        list_mode: ListMode,
+        shutdown: &CancellationToken,
+        runtime: &Handle,
+    );
     fn as_any(&self) -> &dyn Any;
 }
 
 impl<K: Informable> ErasedInformer for Informer<K> {
-    fn start(&self, client: &kube::Client, shutdown: &CancellationToken, runtime: &Handle) {
-        self.start_on(client.clone(), shutdown.clone(), runtime);
+    fn start(
+        &self,
+        client: &kube::Client,
+        list_mode: ListMode,
+        shutdown: &CancellationToken,
+        runtime: &Handle,
+    ) {
+        self.start_on(client.clone(), list_mode, shutdown.clone(), runtime);
     }
     fn as_any(&self) -> &dyn Any {
         self
@@ -451,9 +476,15 @@ impl<K: Informable> ErasedInformer for Informer<K> {
 
 impl InformerFactory {
     pub fn new(client: kube::Client) -> Self {
+        Self::with_list_mode(client, ListMode::default())
+    }
+
+    /// A factory whose informers list the given way.
+    pub fn with_list_mode(client: kube::Client, list_mode: ListMode) -> Self {
         Self {
             inner: Arc::new(FactoryInner {
                 client,
+                list_mode,
                 state: Mutex::new(FactoryState::default()),
             }),
         }
@@ -472,7 +503,12 @@ impl InformerFactory {
         }
         let informer = Informer::<K>::detached();
         if let Some((shutdown, runtime)) = &state.started {
-            informer.start_on(self.inner.client.clone(), shutdown.clone(), runtime);
+            informer.start_on(
+                self.inner.client.clone(),
+                self.inner.list_mode,
+                shutdown.clone(),
+                runtime,
+            );
         }
         state.informers.insert(type_id, Box::new(informer.clone()));
         informer
@@ -492,7 +528,12 @@ impl InformerFactory {
             .get_or_insert_with(|| (shutdown, Handle::current()))
             .clone();
         for informer in state.informers.values() {
-            informer.start(&self.inner.client, &shutdown, &runtime);
+            informer.start(
+                &self.inner.client,
+                self.inner.list_mode,
+                &shutdown,
+                &runtime,
+            );
         }
     }
 }
@@ -653,7 +694,13 @@ impl<K: Informable> Informer<K> {
         }
     }
 
-    fn start_on(&self, client: kube::Client, shutdown: CancellationToken, runtime: &Handle) {
+    fn start_on(
+        &self,
+        client: kube::Client,
+        list_mode: ListMode,
+        shutdown: CancellationToken,
+        runtime: &Handle,
+    ) {
         if self.shared.started.swap(true, Ordering::SeqCst) {
             return;
         }
@@ -661,15 +708,18 @@ impl<K: Informable> Informer<K> {
             runtime.spawn(task);
         }
         let informer = self.clone();
-        runtime.spawn(async move { informer.run(client, shutdown).await });
+        runtime.spawn(async move { informer.run(client, list_mode, shutdown).await });
     }
 
-    async fn run(self, client: kube::Client, shutdown: CancellationToken) {
+    async fn run(self, client: kube::Client, list_mode: ListMode, shutdown: CancellationToken) {
         let resource = self.shared.resource.clone();
-        let config = watcher::Config::default()
+        let mut config = watcher::Config::default()
             .page_size(PAGE_SIZE)
             .list_semantic(ListSemantic::Any)
             .timeout(rand::random_range(WATCH_TIMEOUT_SECS));
+        if list_mode == ListMode::Streaming {
+            config = config.streaming_lists();
+        }
         debug!(resource = %resource, "Starting informer");
         let mut errors = ErrorLog::default();
         while !shutdown.is_cancelled() {

@@ -20,7 +20,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 use parking_lot::Mutex;
 use probe::{Probe, Verb};
-use rkcm_runtime::informer::{Change, Informable, Informer, InformerFactory};
+use rkcm_runtime::informer::{Change, Informable, Informer, InformerFactory, ListMode};
 use rkcm_testkit::{TestCluster, wait_for};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -257,6 +257,9 @@ struct Gap<'a, K: Informable> {
     namespace: &'a str,
     /// Answer the held re-watch with HTTP 410 instead of letting it through.
     gone: bool,
+    /// Paged informers relist with one LIST, which the scenario counts; streaming informers
+    /// relist with a WATCH, indistinguishable by count from their periodic re-watches.
+    list_mode: ListMode,
 }
 
 async fn gap_scenario<K>(
@@ -274,6 +277,7 @@ where
         collection,
         namespace,
         gone,
+        list_mode,
     } = gap;
     let api = &api;
     for name in ["keep", "doomed", "changed"] {
@@ -321,10 +325,14 @@ where
         Seen::Updated("changed".into(), Some("2".into()), Some("3".into())),
     ];
     wait_seen("the gap's changes from the relist", &seen, &want).await?;
+    let lists_expected = match list_mode {
+        ListMode::Paged => lists_before + 1,
+        ListMode::Streaming => 0,
+    };
     assert_eq!(
         probe.count(Verb::List, collection),
-        lists_before + 1,
-        "one relist"
+        lists_expected,
+        "one relist (paged) or no LIST at all (streaming)"
     );
     let seen = seen.lock().clone();
     for name in ["keep", "doomed", "changed", "born"] {
@@ -378,6 +386,7 @@ async fn watch_answered_with_410_relists_without_losing_or_repeating_events() ->
         collection: "/api/v1/configmaps",
         namespace: ns.name(),
         gone: true,
+        list_mode: ListMode::Paged,
     };
     gap_scenario(gap, async || Ok(())).await
 }
@@ -411,6 +420,86 @@ async fn etcd_compaction_during_a_watch_gap_relists() -> anyhow::Result<()> {
         collection: "/api/v1/podtemplates",
         namespace: ns.name(),
         gone: false,
+        list_mode: ListMode::Paged,
+    };
+    gap_scenario(gap, compact).await
+}
+
+/// Streaming lists (`WatchListClient`, rkcm's default as upstream's): the initial state
+/// comes from one WATCH, no LIST is ever sent, and every subscriber sees the changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn streaming_informer_opens_one_watch_and_no_list() -> anyhow::Result<()> {
+    let cluster = TestCluster::connect().await?;
+    let ns = cluster.namespace("informer-stream").await?;
+    let api: Api<ConfigMap> = ns.api();
+    api.create(&PostParams::default(), &config_map("before", "1")?)
+        .await?;
+    let probe = Probe::new();
+    let factory =
+        InformerFactory::with_list_mode(probe.client(&cluster).await?, ListMode::Streaming);
+    let seen: Vec<_> = (0..2)
+        .map(|_| record(&factory.informer::<ConfigMap>(), ns.name()))
+        .collect();
+    let shutdown = CancellationToken::new();
+    let _stop = Stop(shutdown.clone());
+    factory.start(shutdown.clone());
+    assert!(factory.informer::<ConfigMap>().wait_synced(&shutdown).await);
+    api.create(&PostParams::default(), &config_map("after", "1")?)
+        .await?;
+    set_step(&api, "after", "2").await?;
+    api.delete("before", &DeleteParams::default()).await?;
+    let want = [
+        added("before"),
+        added("after"),
+        Seen::Updated("after".into(), Some("1".into()), Some("2".into())),
+        Seen::Deleted("before".into(), false),
+    ];
+    for (i, seen) in seen.iter().enumerate() {
+        wait_seen(&format!("subscriber {i}"), seen, &want).await?;
+    }
+    assert_eq!(
+        probe.count(Verb::List, "/api/v1/configmaps"),
+        0,
+        "configmap lists"
+    );
+    assert_eq!(
+        probe.count(Verb::Watch, "/api/v1/configmaps"),
+        1,
+        "configmap watches"
+    );
+    Ok(())
+}
+
+/// A real 410 from etcd during a watch gap, for a streaming informer: its relist is a new
+/// streaming WATCH, and the gap's changes arrive exactly once, with a tombstone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn streaming_informer_relists_after_etcd_compaction() -> anyhow::Result<()> {
+    let cluster = TestCluster::connect().await?;
+    let ns = cluster.namespace("informer-stream-compact").await?;
+    let probe = Probe::new();
+    probe.short_watches(2);
+    let factory =
+        InformerFactory::with_list_mode(probe.client(&cluster).await?, ListMode::Streaming);
+    let informer = factory.informer::<PodTemplate>();
+    let shutdown = CancellationToken::new();
+    let _stop = Stop(shutdown.clone());
+    factory.start(shutdown.clone());
+    assert!(informer.wait_synced(&shutdown).await);
+    let compact = async || {
+        cluster.compact_etcd().await?;
+        Ok(())
+    };
+    let gap = Gap {
+        api: ns.api::<PodTemplate>(),
+        make: pod_template,
+        informer: &informer,
+        probe: &probe,
+        collection: "/api/v1/podtemplates",
+        namespace: ns.name(),
+        gone: false,
+        list_mode: ListMode::Streaming,
     };
     gap_scenario(gap, compact).await
 }
