@@ -154,28 +154,30 @@ fn log_bucket(t: jiff::Timestamp, now: jiff::Timestamp) -> i64 {
     bucket
 }
 
-/// Upstream's time comparison of steps 6 and 8: zero (unknown) first; otherwise the more
-/// recent log₂ bucket first, equal buckets ordered by UID. `None` when the times are equal.
+/// The time comparison of steps 6 and 8: zero (unknown) first; otherwise the more recent
+/// log₂ bucket first. `None` when both are unknown or share a bucket: the later steps decide,
+/// and the UID settles what is still tied at the very end.
+///
+/// Deliberate difference from upstream: upstream lets *exactly* equal times fall through to
+/// the later steps but settles unequal times within one bucket by UID at once. That pairwise
+/// rule is not transitive (A = B exactly and B, C one bucket: the UID orders B, C while the
+/// restart counts order A, C the other way), which Go's sort tolerates and Rust's sort
+/// rejects with a panic: a 1000 → 500 scale-down never made progress. Treating a bucket as
+/// "equal age" keeps upstream's exact-tie behaviour and its UID tie-break, and is a total
+/// order; it differs from upstream only when same-bucket pods differ in a later step.
 fn compare_times(
     ti: Option<jiff::Timestamp>,
     tj: Option<jiff::Timestamp>,
-    uid_i: &str,
-    uid_j: &str,
     now: jiff::Timestamp,
 ) -> Option<Ordering> {
-    if ti == tj {
-        return None;
-    }
     match (ti, tj) {
+        (None, None) => None,
         (None, _) => Some(Ordering::Less),
         (_, None) => Some(Ordering::Greater),
-        (Some(ti), Some(tj)) => {
-            let diff = log_bucket(ti, now) - log_bucket(tj, now);
-            Some(match diff.cmp(&0) {
-                Ordering::Equal => uid_i.cmp(uid_j),
-                other => other,
-            })
-        }
+        (Some(ti), Some(tj)) => match (log_bucket(ti, now) - log_bucket(tj, now)).cmp(&0) {
+            Ordering::Equal => None,
+            other => Some(other),
+        },
     }
 }
 
@@ -220,7 +222,7 @@ pub fn compare_for_deletion(
     // 6. More recently ready first.
     if ri
         && rj
-        && let Some(ord) = compare_times(ready_since(pi), ready_since(pj), uid(pi), uid(pj), now)
+        && let Some(ord) = compare_times(ready_since(pi), ready_since(pj), now)
     {
         return ord;
     }
@@ -233,7 +235,7 @@ pub fn compare_for_deletion(
         return sidej.cmp(&sidei);
     }
     // 8. Newer first.
-    compare_times(created(pi), created(pj), uid(pi), uid(pj), now).unwrap_or(Ordering::Equal)
+    compare_times(created(pi), created(pj), now).unwrap_or_else(|| uid(pi).cmp(uid(pj)))
 }
 
 /// `getPodsRankedByRelatedPodsOnSameNode`: for each pod, how many active related pods share

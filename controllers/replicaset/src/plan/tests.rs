@@ -360,6 +360,58 @@ fn same_bucket_ready_times_break_ties_by_uid() {
     assert_eq!(cmp(&(recent, 1), &(old, 1), true), Ordering::Less);
 }
 
+/// A burst-created ReplicaSet: ready and creation times repeat at the API's 1 s resolution
+/// and share a few log buckets, restart counts differ. The ranking must be a total order
+/// (Rust's sort panics otherwise, which stalled a 1000 → 500 scale-down in the benchmark).
+#[test]
+fn ranking_is_a_total_order_for_a_burst_created_replicaset() {
+    let base = P {
+        name: "x",
+        uid: "x",
+        node: "n",
+        phase: "Running",
+        ready: true,
+        ..P::default()
+    };
+    let claimed: Vec<Arc<Pod>> = (0..1000u64)
+        .map(|i| {
+            let mut pod = P {
+                ready_since: Some(ago(Duration::from_secs(30 + i % 40))),
+                created: Some(ago(Duration::from_secs(60 + i % 25))),
+                restarts: i32::try_from(i % 3).unwrap_or(0),
+                ..base.clone()
+            }
+            .build();
+            let p = Arc::make_mut(&mut pod);
+            p.metadata.name = Some(format!("p-{i}"));
+            p.metadata.uid = Some(format!("{:08x}", (i as u32).wrapping_mul(2_654_435_761)));
+            pod
+        })
+        .collect();
+    let (victims, sorted) = pods_to_delete(&claimed, &claimed, 500, now(), true);
+    assert!(sorted);
+    assert_eq!(victims.len(), 500);
+
+    let sample: Vec<(Arc<Pod>, usize)> = claimed.iter().take(60).map(|p| (p.clone(), 1)).collect();
+    for a in &sample {
+        for b in &sample {
+            assert_eq!(cmp(a, b, true), cmp(b, a, true).reverse(), "antisymmetric");
+            for c in &sample {
+                if cmp(a, b, true) != Ordering::Greater && cmp(b, c, true) != Ordering::Greater {
+                    assert_ne!(
+                        cmp(a, c, true),
+                        Ordering::Greater,
+                        "transitive: {:?} {:?} {:?}",
+                        a.0.metadata.name,
+                        b.0.metadata.name,
+                        c.0.metadata.name
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn deletion_cost_parsing() {
     let with = |c| {
