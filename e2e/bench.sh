@@ -8,16 +8,25 @@
 #
 #   bash e2e/bench.sh            full size (the numbers in bench/reports/latest.md)
 #   bash e2e/bench.sh --quick    small sizes, report in bench/reports/quick.md
+#   BENCH_SCENARIOS=replicaset make bench    re-run one scenario only
+#
+# Each scenario's newest result is kept on its own (bench/reports/<scenario>.json; for
+# --quick in bench/reports/quick/), stamped with its time, command, commit and plane, and
+# the report is rendered from all of them: re-running one scenario replaces only its section.
 #
 # Settings (environment):
 #   BENCH_QPS=100 BENCH_BURST=200  client limits of both managers
 #   BENCH_MANAGERS=upstream,rkcm   which managers run (the order is always upstream, rkcm)
-#   BENCH_SCENARIOS=podgc          scenarios to run (comma separated)
+#   BENCH_SCENARIOS=podgc,replicaset   scenarios to run (comma separated)
 #   PODGC_PODS=20000 PODGC_THRESHOLD=5000   podgc size
+#   RS_REPLICAS=1000               replicaset: scale 0 -> RS_REPLICAS -> 0 on the kwok nodes
 #   BENCH_TIMEOUT=900              seconds one manager may take to converge
 #   BENCH_CONCURRENCY=32           requests in flight while the bench creates/deletes objects
-#   BENCH_NODES=3                  simulated (kwok) nodes of the plane
+#   BENCH_NODES=12                 simulated (kwok) nodes of the plane, 110 pods each
+#                                  (replicaset needs RS_REPLICAS/110 of them)
 #   BENCH_REPORT=bench/reports/latest.md    report path (JSON: same name, .json)
+#   BENCH_RESULTS=bench/reports    newest result of each scenario, <scenario>.json
+#                                  (default for other reports: the report path without .md)
 #   RKCM_BENCH_CLUSTER_DIR=...     plane state (default $TMPDIR/rkcm-bench-$UID), apart from
 #                                  the default plane so tests running there are not disturbed
 #   BENCH_KEEP_PLANE=1             leave the plane running afterwards
@@ -29,6 +38,9 @@ cd "$root"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/rkcm/target}
 # shellcheck source=versions.env
 . "$here/versions.env"
+step() { printf '\n==> [bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+warn() { printf 'bench: warning: %s\n' "$*" >&2; }
+die() { printf 'bench: error: %s\n' "$*" >&2; exit 1; }
 
 quick=0
 for a in "$@"; do
@@ -39,26 +51,37 @@ for a in "$@"; do
   esac
 done
 if [ "$quick" = 1 ]; then
-  : "${PODGC_PODS:=2000}" "${PODGC_THRESHOLD:=500}" "${BENCH_TIMEOUT:=300}"
+  : "${PODGC_PODS:=2000}" "${PODGC_THRESHOLD:=500}" "${RS_REPLICAS:=100}" "${BENCH_TIMEOUT:=300}"
   : "${BENCH_REPORT:=bench/reports/quick.md}"
 fi
+# Every scenario, in report order.
+ALL_SCENARIOS=podgc,replicaset
 QPS=${BENCH_QPS:-100}
 BURST=${BENCH_BURST:-200}
 MANAGERS=${BENCH_MANAGERS:-upstream,rkcm}
-SCENARIOS=${BENCH_SCENARIOS:-podgc}
+SCENARIOS=${BENCH_SCENARIOS:-$ALL_SCENARIOS}
 PODGC_PODS=${PODGC_PODS:-20000}
 PODGC_THRESHOLD=${PODGC_THRESHOLD:-5000}
+RS_REPLICAS=${RS_REPLICAS:-1000}
 TIMEOUT=${BENCH_TIMEOUT:-900}
 CONCURRENCY=${BENCH_CONCURRENCY:-32}
-NODES=${BENCH_NODES:-3}
+NODES=${BENCH_NODES:-12}
 REPORT=${BENCH_REPORT:-bench/reports/latest.md}
 REPORT_JSON=${REPORT%.md}.json
+if [ "$REPORT" = bench/reports/latest.md ]; then RESULTS=${BENCH_RESULTS:-bench/reports}
+else RESULTS=${BENCH_RESULTS:-${REPORT%.md}}; fi
+for s in ${SCENARIOS//,/ }; do
+  case ",$ALL_SCENARIOS," in
+    *",$s,"*) ;;
+    *) die "unknown scenario $s (known: $ALL_SCENARIOS)" ;;
+  esac
+done
+if [[ ",$SCENARIOS," == *,replicaset,* ]] && [ $(( NODES * 110 )) -lt "$RS_REPLICAS" ]; then
+  die "replicaset: $RS_REPLICAS pods need $(( (RS_REPLICAS + 109) / 110 )) kwok nodes (110 pods each); BENCH_NODES=$NODES"
+fi
 DIR=${RKCM_BENCH_CLUSTER_DIR:-${TMPDIR:-/tmp}/rkcm-bench-$(id -u)}
 WORK=${BENCH_WORK:-${TMPDIR:-/tmp}/rkcm-bench-work-$(id -u)}
 
-step() { printf '\n==> [bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-warn() { printf 'bench: warning: %s\n' "$*" >&2; }
-die() { printf 'bench: error: %s\n' "$*" >&2; exit 1; }
 t0=$(date +%s)
 
 step "build rkcm-bench (release)"
@@ -99,36 +122,50 @@ trap 'exit 130' INT TERM
 # shellcheck disable=SC1091
 . "$DIR/env.sh"
 
-mkdir -p "$WORK"
+mkdir -p "$WORK" "$RESULTS"
 rm -f "$WORK"/*.json
+what="make bench"
+[ "$quick" = 0 ] || what="bash e2e/bench.sh --quick"
+[ -z "${BENCH_SCENARIOS:-}" ] || what="BENCH_SCENARIOS=$SCENARIOS $what"
+plane_line="local plane from e2e/cluster.sh: etcd $ETCD_VERSION, kube-apiserver $K8S_VERSION with audit log (Metadata level, blocking), kube-scheduler, kwok $KWOK_VERSION with $NODES simulated nodes; no upstream manager besides the one under test"
 common=(--cluster-dir "$DIR" --managers "$MANAGERS" --qps "$QPS" --burst "$BURST"
-  --concurrency "$CONCURRENCY" --timeout "$TIMEOUT" --logs-dir "$WORK/logs" "${rkcm_flags[@]}")
+  --concurrency "$CONCURRENCY" --timeout "$TIMEOUT" --logs-dir "$WORK/logs" "${rkcm_flags[@]}"
+  --command "$what" --plane "$plane_line")
 failed=0
 for s in ${SCENARIOS//,/ }; do
   case "$s" in
     podgc)
       step "scenario podgc: $PODGC_PODS terminated pods, threshold $PODGC_THRESHOLD (managers: $MANAGERS; qps $QPS, burst $BURST)"
-      args=(podgc --pods "$PODGC_PODS" --threshold "$PODGC_THRESHOLD" --out "$WORK/podgc.json") ;;
-    *) die "unknown scenario $s (known: podgc)" ;;
+      args=(podgc --pods "$PODGC_PODS" --threshold "$PODGC_THRESHOLD") ;;
+    replicaset)
+      step "scenario replicaset: scale 0 -> $RS_REPLICAS -> 0 on $NODES kwok nodes (managers: $MANAGERS; qps $QPS, burst $BURST)"
+      args=(replicaset --replicas "$RS_REPLICAS") ;;
   esac
   rc=0
-  "$BENCH" "${args[@]}" "${common[@]}" || rc=$?
+  "$BENCH" "${args[@]}" --out "$WORK/$s.json" "${common[@]}" || rc=$?
   case "$rc" in
     0) ;;
     3) failed=1; warn "scenario $s: some runs failed (see the report)" ;;
     *) failed=1; warn "scenario $s: the bench failed (exit $rc)" ;;
   esac
+  # The newest result replaces the scenario's previous one, failed runs included; a bench
+  # that wrote nothing leaves the previous result in place.
+  if [ -s "$WORK/$s.json" ]; then
+    cp "$WORK/$s.json" "$RESULTS/$s.json"
+  else
+    warn "scenario $s wrote no result; the report keeps its previous one (if any)"
+  fi
 done
 
 step "report"
-shopt -s nullglob
-results=("$WORK"/*.json)
-[ "${#results[@]}" -gt 0 ] || die "no scenario produced results"
-what="make bench"
-[ "$quick" = 0 ] || what="bash e2e/bench.sh --quick"
+results=()
+for s in ${ALL_SCENARIOS//,/ }; do
+  [ ! -f "$RESULTS/$s.json" ] || results+=("$RESULTS/$s.json")
+done
+[ "${#results[@]}" -gt 0 ] || die "no scenario results in $RESULTS"
 rc=0
 "$BENCH" report "${results[@]}" --md "$REPORT" --json "$REPORT_JSON" --command "$what" \
-  --plane "local plane from e2e/cluster.sh: etcd $ETCD_VERSION, kube-apiserver $K8S_VERSION with audit log (Metadata level, blocking), kube-scheduler, kwok $KWOK_VERSION with $NODES simulated nodes; no upstream manager besides the one under test" ||
+  --plane "$plane_line" ||
   rc=$?
 [ "$rc" = 0 ] || [ "$rc" = 3 ] || die "writing the report failed"
 [ "$rc" = 0 ] || failed=1

@@ -16,7 +16,7 @@ use kube::Client;
 
 use crate::manager::{self, Manager, Running};
 use crate::procfs::{self, RssSampler};
-use crate::results::{Correctness, Milestone, RunResult, ScenarioResult, Status};
+use crate::results::{Correctness, Milestone, Phase, RunResult, ScenarioResult, Status};
 use crate::{audit, say};
 
 /// Everything a scenario run needs to know about the plane and the managers.
@@ -39,20 +39,40 @@ pub struct Env {
     pub logs_dir: PathBuf,
 }
 
-/// Handed to [`Scenario::converge`]: records milestones and what is left to do (for the
-/// timeout message), relative to the manager's start.
+/// Handed to [`Scenario::converge`]: records milestones, timed phases and what is left to
+/// do (for the timeout message), relative to the manager's start.
 #[derive(Clone)]
 pub struct Probe {
     started: Instant,
+    pid: u32,
+    audit_log: PathBuf,
     milestones: Arc<Mutex<Vec<Milestone>>>,
+    phases: Arc<Mutex<Vec<PhaseRecord>>>,
     progress: Arc<Mutex<String>>,
 }
 
+/// A phase begun with [`Probe::begin`]; hand it back to [`Probe::end`].
+pub struct PhaseStart {
+    name: String,
+    at: Instant,
+    cpu: Option<f64>,
+    audit: Option<u64>,
+}
+
+/// A finished phase; its requests are counted from the audit log once the manager stopped.
+struct PhaseRecord {
+    phase: Phase,
+    audit: Option<(u64, u64)>,
+}
+
 impl Probe {
-    fn new(started: Instant) -> Self {
+    fn new(started: Instant, pid: u32, audit_log: PathBuf) -> Self {
         Self {
             started,
+            pid,
+            audit_log,
             milestones: Arc::default(),
+            phases: Arc::default(),
             progress: Arc::default(),
         }
     }
@@ -67,10 +87,59 @@ impl Probe {
         });
     }
 
-    /// Records a milestone now (driven scenarios: "scaled up to 1000").
-    #[allow(dead_code)]
+    /// Records a milestone now (driven scenarios: "synced").
     pub fn mark(&self, name: &str) {
         self.mark_at(name, Instant::now());
+    }
+
+    /// Starts a timed phase now: call it just before the request that starts the step
+    /// (e.g. the scale patch). The manager's CPU and the audit log position are noted.
+    pub fn begin(&self, name: &str) -> PhaseStart {
+        say!("  {name}: begins");
+        PhaseStart {
+            name: name.to_string(),
+            at: Instant::now(),
+            cpu: procfs::cpu_seconds(self.pid),
+            audit: audit::offset(&self.audit_log).ok(),
+        }
+    }
+
+    /// Ends a phase now, when its condition has been observed; `note` says what the
+    /// scenario saw (kept in the results).
+    pub fn end(&self, start: PhaseStart, note: impl Into<String>) {
+        let now = Instant::now();
+        let cpu = procfs::cpu_seconds(self.pid);
+        let audit_to = audit::offset(&self.audit_log).ok();
+        let phase = Phase {
+            name: start.name,
+            start_seconds: start
+                .at
+                .saturating_duration_since(self.started)
+                .as_secs_f64(),
+            seconds: now.saturating_duration_since(start.at).as_secs_f64(),
+            cpu_seconds: match (start.cpu, cpu) {
+                (Some(a), Some(b)) => Some(b - a),
+                _ => None,
+            },
+            peak_rss_bytes: procfs::status_bytes(self.pid, "VmHWM"),
+            requests: None,
+            note: note.into(),
+        };
+        say!(
+            "  {}: {:.1} s, cpu {:.2} s{}",
+            phase.name,
+            phase.seconds,
+            phase.cpu_seconds.unwrap_or(f64::NAN),
+            if phase.note.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", phase.note)
+            }
+        );
+        self.phases.lock().expect("probe lock").push(PhaseRecord {
+            phase,
+            audit: start.audit.zip(audit_to),
+        });
     }
 
     /// What the scenario is waiting for now ("9 500 pods left").
@@ -80,6 +149,10 @@ impl Probe {
 
     fn milestones(&self) -> Vec<Milestone> {
         self.milestones.lock().expect("probe lock").clone()
+    }
+
+    fn take_phases(&self) -> Vec<PhaseRecord> {
+        std::mem::take(&mut *self.phases.lock().expect("probe lock"))
     }
 
     fn last_progress(&self) -> String {
@@ -163,6 +236,7 @@ pub async fn run<S: Scenario>(scenario: &S, env: &Env) -> ScenarioResult {
         settle_seconds: env.settle.as_secs(),
         started_at,
         finished_at: now(),
+        origin: None,
         runs,
     }
 }
@@ -253,7 +327,7 @@ async fn measure<S: Scenario>(
     };
     let pid = proc.pid;
     let sampler = RssSampler::start(pid, Duration::from_millis(100));
-    let probe = Probe::new(started);
+    let probe = Probe::new(started, pid, env.audit_log.clone());
 
     let outcome = {
         let converge = scenario.converge(env, state, &probe);
@@ -328,6 +402,7 @@ async fn measure<S: Scenario>(
         }
     }
     r.milestones = probe.milestones();
+    let phases = probe.take_phases();
 
     if matches!(outcome, Outcome::Converged) {
         // Let the manager keep running a little: a manager that over-deletes or keeps
@@ -384,6 +459,27 @@ async fn measure<S: Scenario>(
             r.requests_converge = conv;
         }
         Err(e) => say!("WARNING: counting requests failed: {e:#}"),
+    }
+    for PhaseRecord { mut phase, audit } in phases {
+        if let Some((from, to)) = audit {
+            match audit::count(&env.audit_log, m.user(), from, Some(to)) {
+                Ok((c, _)) => {
+                    say!(
+                        "  {}: {} requests ({})",
+                        phase.name,
+                        c.total,
+                        c.by_request
+                            .iter()
+                            .map(|(k, v)| format!("{k}: {v}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
+                    phase.requests = Some(c);
+                }
+                Err(e) => say!("WARNING: counting the requests of {}: {e:#}", phase.name),
+            }
+        }
+        r.phases.push(phase);
     }
     if let (Some(cpu), Some(hwm)) = (r.cpu_seconds_total, r.peak_rss_bytes) {
         say!(

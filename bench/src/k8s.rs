@@ -1,7 +1,7 @@
 //! Kubernetes-side helpers shared by scenarios: client, retries of transient errors, bounded
 //! concurrent request batches with progress, namespaces, a bench node, pod counting.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::future::Future;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -214,6 +214,11 @@ pub struct PodCount {
     pub first_delete: Option<Instant>,
     /// When the most recent pod deletion was observed.
     pub last_delete: Option<Instant>,
+    /// Pods whose controller is the owner given to [`PodWatch::start_owned`] (all pods when
+    /// none was given), terminating ones included; `None` until the initial list is complete.
+    pub owned: Option<usize>,
+    /// The largest `owned` seen since the initial list.
+    pub max_owned: usize,
 }
 
 /// Counts the pods of a namespace with a metadata-only watch (cheap for the apiserver,
@@ -225,13 +230,28 @@ pub struct PodWatch {
 
 impl PodWatch {
     pub fn start(client: &Client, ns: &str) -> Self {
+        Self::start_owned(client, ns, None)
+    }
+
+    /// Like [`PodWatch::start`], and also counts the pods whose controller owner reference
+    /// has `owner_uid` (`PodCount::owned`, `PodCount::max_owned`).
+    pub fn start_owned(client: &Client, ns: &str, owner_uid: Option<String>) -> Self {
         let api: Api<PartialObjectMeta<Pod>> = Api::namespaced(client.clone(), ns);
         let (tx, rx) = watch::channel(PodCount::default());
+        let owned_by = move |o: &PartialObjectMeta<Pod>| match &owner_uid {
+            None => true,
+            Some(uid) => o
+                .owner_references()
+                .iter()
+                .any(|r| r.controller == Some(true) && &r.uid == uid),
+        };
         let task = tokio::spawn(async move {
             let stream = watcher(api, watcher::Config::default()).default_backoff();
             futures::pin_mut!(stream);
-            let mut live: HashSet<String> = HashSet::new();
-            let mut pending: HashSet<String> = HashSet::new();
+            // name → owned by the owner; `owned` counts the `true`s of `live`.
+            let mut live: HashMap<String, bool> = HashMap::new();
+            let mut pending: HashMap<String, bool> = HashMap::new();
+            let mut owned = 0usize;
             let mut synced = false;
             loop {
                 let ev = match stream.try_next().await {
@@ -245,17 +265,26 @@ impl PodWatch {
                 match ev {
                     watcher::Event::Init => pending.clear(),
                     watcher::Event::InitApply(o) => {
-                        pending.insert(o.name_any());
+                        pending.insert(o.name_any(), owned_by(&o));
                     }
                     watcher::Event::InitDone => {
                         live = std::mem::take(&mut pending);
+                        owned = live.values().filter(|&&o| o).count();
                         synced = true;
                     }
                     watcher::Event::Apply(o) => {
-                        live.insert(o.name_any());
+                        let now_owned = owned_by(&o);
+                        if live.insert(o.name_any(), now_owned) == Some(true) {
+                            owned -= 1;
+                        }
+                        if now_owned {
+                            owned += 1;
+                        }
                     }
                     watcher::Event::Delete(o) => {
-                        live.remove(&o.name_any());
+                        if live.remove(&o.name_any()) == Some(true) {
+                            owned -= 1;
+                        }
                         let now = Instant::now();
                         tx.send_modify(|c| {
                             c.first_delete.get_or_insert(now);
@@ -266,8 +295,10 @@ impl PodWatch {
                 if synced {
                     let n = live.len();
                     tx.send_if_modified(|c| {
-                        let changed = c.count != Some(n);
+                        let changed = c.count != Some(n) || c.owned != Some(owned);
                         c.count = Some(n);
+                        c.owned = Some(owned);
+                        c.max_owned = c.max_owned.max(owned);
                         changed
                     });
                 }

@@ -6,7 +6,8 @@
 //! bounded concurrency, starts the manager as a child process with the scenario's
 //! controllers and flags, measures convergence time, CPU, peak RSS and API requests (from the
 //! audit log), checks the end state, stops the manager and cleans up. The results go to a
-//! JSON file; `report` merges such files into the Markdown report.
+//! JSON file (stamped with the command, commit, host and plane); `report` merges such files,
+//! each possibly from a different run, into the Markdown report.
 
 mod audit;
 mod harness;
@@ -54,6 +55,13 @@ enum Command {
         common: Common,
         #[command(flatten)]
         args: scenarios::podgc::Args,
+    },
+    /// ReplicaSet: scale 0 → N → 0 with pods on kwok nodes; each step timed.
+    Replicaset {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        args: scenarios::replicaset::Args,
     },
     /// Merge scenario result files into the Markdown report and one JSON file.
     Report(report::Args),
@@ -105,6 +113,12 @@ struct Common {
     /// Result file (JSON) to write.
     #[arg(long)]
     out: PathBuf,
+    /// The command that runs the scenario, recorded with the result (the report quotes it).
+    #[arg(long, default_value = "rkcm-bench")]
+    command: String,
+    /// One line describing the control plane (versions, nodes), recorded with the result.
+    #[arg(long, default_value = "")]
+    plane: String,
 }
 
 impl Common {
@@ -167,13 +181,17 @@ fn unsafe_uid() -> u32 {
 async fn run_scenario<S: Scenario>(scenario: S, common: &Common) -> anyhow::Result<bool> {
     let env = common.env().await?;
     audit::offset(&env.audit_log)?;
-    let result = harness::run(&scenario, &env).await;
+    let mut result = harness::run(&scenario, &env).await;
+    result.origin = Some(report::origin(&common.command, &common.plane));
     let ok = result.runs.iter().all(|r| !r.status.is_failure());
     if let Some(d) = common.out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(d)?;
     }
-    std::fs::write(&common.out, serde_json::to_string_pretty(&result)? + "\n")
-        .with_context(|| format!("writing {}", common.out.display()))?;
+    std::fs::write(
+        &common.out,
+        results::without_home(&serde_json::to_string_pretty(&result)?) + "\n",
+    )
+    .with_context(|| format!("writing {}", common.out.display()))?;
     say!("results: {}", common.out.display());
     Ok(ok)
 }
@@ -192,6 +210,9 @@ async fn main() -> std::process::ExitCode {
         match cli.command {
             Command::Podgc { common, args } => {
                 run_scenario(scenarios::podgc::PodGc { args }, &common).await
+            }
+            Command::Replicaset { common, args } => {
+                run_scenario(scenarios::replicaset::ReplicaSetScale { args }, &common).await
             }
             Command::Report(args) => {
                 let ok = report::write(&args)?;

@@ -7,7 +7,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::manager::Manager;
-use crate::results::{RunResult, ScenarioResult, Status};
+use crate::results::{Origin, RunResult, ScenarioResult, Status};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
@@ -39,7 +39,7 @@ pub struct Report {
     pub scenarios: Vec<ScenarioResult>,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Host {
     pub cpu: String,
     pub cpus: usize,
@@ -48,7 +48,7 @@ pub struct Host {
 }
 
 impl Host {
-    fn probe() -> Self {
+    pub fn probe() -> Self {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let cpu = cpuinfo
             .lines()
@@ -105,6 +105,30 @@ fn git_commit() -> String {
     }
 }
 
+/// The circumstances of a scenario run happening now in this working tree.
+pub fn origin(command: &str, plane: &str) -> Origin {
+    Origin {
+        command: command.to_string(),
+        commit: git_commit(),
+        host: Host::probe(),
+        plane: plane.to_string(),
+    }
+}
+
+/// Keeps one result per scenario id, the one that finished last (timestamps compare as
+/// text: `YYYY-MM-DD HH:MM:SS UTC`), in the order the ids first appear.
+fn newest_per_scenario(all: Vec<ScenarioResult>) -> Vec<ScenarioResult> {
+    let mut out: Vec<ScenarioResult> = Vec::new();
+    for s in all {
+        match out.iter_mut().find(|o| o.scenario == s.scenario) {
+            Some(o) if s.finished_at >= o.finished_at => *o = s,
+            Some(_) => {}
+            None => out.push(s),
+        }
+    }
+    out
+}
+
 /// Writes both files; returns whether every run succeeded (or was merely unsupported).
 pub fn write(args: &Args) -> anyhow::Result<bool> {
     let mut scenarios = Vec::new();
@@ -115,6 +139,7 @@ pub fn write(args: &Args) -> anyhow::Result<bool> {
             serde_json::from_str(&text).with_context(|| format!("parsing {}", p.display()))?;
         scenarios.push(s);
     }
+    let scenarios = newest_per_scenario(scenarios);
     let report = Report {
         generated_at: jiff::Timestamp::now()
             .strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -131,10 +156,16 @@ pub fn write(args: &Args) -> anyhow::Result<bool> {
             std::fs::create_dir_all(d)?;
         }
     }
-    std::fs::write(&args.json, serde_json::to_string_pretty(&report)? + "\n")
-        .with_context(|| format!("writing {}", args.json.display()))?;
-    std::fs::write(&args.md, markdown(&report, &args.json))
-        .with_context(|| format!("writing {}", args.md.display()))?;
+    std::fs::write(
+        &args.json,
+        crate::results::without_home(&serde_json::to_string_pretty(&report)?) + "\n",
+    )
+    .with_context(|| format!("writing {}", args.json.display()))?;
+    std::fs::write(
+        &args.md,
+        crate::results::without_home(&markdown(&report, &args.json)),
+    )
+    .with_context(|| format!("writing {}", args.md.display()))?;
     Ok(report
         .scenarios
         .iter()
@@ -178,26 +209,28 @@ pub fn markdown(r: &Report, json_path: &Path) -> String {
     let _ = writeln!(o, "# rkcm benchmark report\n");
     let _ = writeln!(
         o,
-        "Generated {} by `{}` at commit `{}`. Raw numbers: [`{json_name}`]({json_name}).\n",
+        "Generated {} by `{}` at commit `{}` from the newest result of each scenario: a \
+         scenario can be re-run on its own (`BENCH_SCENARIOS=replicaset make bench`), so each \
+         section says when, by which command and at which commit it ran. Raw numbers: \
+         [`{json_name}`]({json_name}).\n",
         r.generated_at, r.command, r.commit
     );
     let _ = writeln!(o, "## How it was measured\n");
     let _ = writeln!(
         o,
-        "- **Run it:** `make bench` (runs `e2e/bench.sh`). Sizes and limits are environment \
-         settings, e.g. `PODGC_PODS=20000 PODGC_THRESHOLD=5000 BENCH_QPS=100 BENCH_BURST=200 \
-         make bench`; `bash e2e/bench.sh --quick` runs small sizes into `bench/reports/quick.md`. \
-         See the header of `e2e/bench.sh`."
+        "- **Run it:** `make bench` (runs `e2e/bench.sh`; every scenario) or \
+         `BENCH_SCENARIOS=replicaset make bench` (only that one; the other sections are kept). \
+         Sizes and limits are environment settings, e.g. `PODGC_PODS=20000 \
+         PODGC_THRESHOLD=5000 RS_REPLICAS=1000 BENCH_QPS=100 BENCH_BURST=200 make bench`; \
+         `bash e2e/bench.sh --quick` runs small sizes into `bench/reports/quick.md`. See the \
+         header of `e2e/bench.sh`."
     );
     let _ = writeln!(
         o,
-        "- **Host:** {} ({} CPUs, {} GiB, Linux {}). The plane, the bench client and the \
-         manager under test share these CPUs.",
-        r.host.cpu, r.host.cpus, r.host.memory_gib, r.host.kernel
+        "- **Host:** {}. The plane, the bench client and the manager under test share these \
+         CPUs.",
+        host_line(&r.host)
     );
-    if !r.plane.is_empty() {
-        let _ = writeln!(o, "- **Plane:** {}", r.plane);
-    }
     let _ = writeln!(
         o,
         "- **Order:** for each scenario, upstream kube-controller-manager runs first, then \
@@ -223,26 +256,54 @@ pub fn markdown(r: &Report, json_path: &Path) -> String {
     );
 
     for s in &r.scenarios {
-        write_scenario(&mut o, s);
+        write_scenario(&mut o, s, r);
     }
     o
 }
 
-fn write_scenario(o: &mut String, s: &ScenarioResult) {
+fn host_line(h: &Host) -> String {
+    format!(
+        "{} ({} CPUs, {} GiB, Linux {})",
+        h.cpu, h.cpus, h.memory_gib, h.kernel
+    )
+}
+
+fn write_scenario(o: &mut String, s: &ScenarioResult, r: &Report) {
     let _ = writeln!(o, "## {}\n", s.title);
     let _ = writeln!(o, "{}\n", s.description);
+    match &s.origin {
+        Some(origin) => {
+            let _ = write!(
+                o,
+                "Ran {} – {} by `{}` at commit `{}`",
+                s.started_at, s.finished_at, origin.command, origin.commit
+            );
+            if origin.host != r.host {
+                let _ = write!(o, " on {}", host_line(&origin.host));
+            }
+            let _ = writeln!(o, ".");
+            if !origin.plane.is_empty() {
+                let _ = writeln!(o, "Plane: {}.", origin.plane.trim_end_matches('.'));
+            }
+        }
+        None => {
+            let _ = writeln!(o, "Ran {} – {}.", s.started_at, s.finished_at);
+        }
+    }
     let _ = writeln!(
         o,
         "Controllers: `{}`; scenario flags: `{}`; `--kube-api-qps={} --kube-api-burst={}`; \
-         timeout {} s; settle {} s before the check. Ran {} – {}.\n",
+         timeout {} s; settle {} s before the check.\n",
         s.controllers.join(","),
-        s.manager_flags.join(" "),
+        if s.manager_flags.is_empty() {
+            "none".to_string()
+        } else {
+            s.manager_flags.join(" ")
+        },
         s.kube_api_qps,
         s.kube_api_burst,
         s.timeout_seconds,
         s.settle_seconds,
-        s.started_at,
-        s.finished_at
     );
     let _ = writeln!(
         o,
@@ -300,9 +361,90 @@ fn write_scenario(o: &mut String, s: &ScenarioResult) {
         );
     }
     let _ = writeln!(o);
+    write_phases(o, s);
     for run in &s.runs {
         write_run(o, run);
     }
+}
+
+/// The timed steps of driven scenarios, one row per manager and step, with ratios.
+fn write_phases(o: &mut String, s: &ScenarioResult) {
+    if s.runs.iter().all(|r| r.phases.is_empty()) {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "Each step, from the bench's request to its condition (CPU and requests: the \
+         manager's during the step; peak RSS: `VmHWM` at its end):\n"
+    );
+    let _ = writeln!(
+        o,
+        "| Manager | Step | Wall (s) | CPU (s) | API requests | Peak RSS (MiB) | Observed |"
+    );
+    let _ = writeln!(o, "|---|---|---:|---:|---:|---:|---|");
+    for run in &s.runs {
+        for p in &run.phases {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                manager_label(run.manager),
+                p.name,
+                secs(Some(p.seconds)),
+                cpu(p.cpu_seconds),
+                p.requests
+                    .as_ref()
+                    .map_or("–".into(), |c| c.total.to_string()),
+                mib(p.peak_rss_bytes),
+                p.note
+            );
+        }
+    }
+    // A step that ended has met its condition, so steps compare even when a later one of
+    // the same run failed (its note says what was observed).
+    let find = |m| s.runs.iter().find(|r| r.manager == m);
+    if let (Some(u), Some(k)) = (find(Manager::Upstream), find(Manager::Rkcm)) {
+        for kp in &k.phases {
+            let Some(up) = u.phases.iter().find(|p| p.name == kp.name) else {
+                continue;
+            };
+            let _ = writeln!(
+                o,
+                "| *rkcm / upstream* | {} | {} | {} | {} | {} | |",
+                kp.name,
+                ratio(Some(kp.seconds), Some(up.seconds)),
+                ratio(kp.cpu_seconds, up.cpu_seconds),
+                ratio(
+                    kp.requests.as_ref().map(|c| c.total as f64),
+                    up.requests.as_ref().map(|c| c.total as f64)
+                ),
+                ratio(
+                    kp.peak_rss_bytes.map(|b| b as f64),
+                    up.peak_rss_bytes.map(|b| b as f64)
+                ),
+            );
+        }
+    }
+    let _ = writeln!(o);
+}
+
+/// `15003 requests (0 errors, 0 throttled with 429): delete pods 15000, ...`
+fn requests_line(c: &crate::audit::Counts) -> String {
+    let by: Vec<String> = c
+        .by_request
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    format!(
+        "{} requests ({} errors, {} throttled with 429){}",
+        c.total,
+        c.errors,
+        c.throttled,
+        if by.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", by.join(", "))
+        }
+    )
 }
 
 fn write_run(o: &mut String, run: &RunResult) {
@@ -341,6 +483,25 @@ fn write_run(o: &mut String, run: &RunResult) {
             .collect();
         let _ = writeln!(o, "- Milestones after start: {}", ms.join(", "));
     }
+    for p in &run.phases {
+        let _ = writeln!(
+            o,
+            "- {} (began {:.1} s after start): {:.1} s, CPU {} s{}{}",
+            p.name,
+            p.start_seconds,
+            p.seconds,
+            cpu(p.cpu_seconds),
+            match &p.requests {
+                Some(c) => format!(", {}", requests_line(c)),
+                None => String::new(),
+            },
+            if p.note.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", p.note)
+            }
+        );
+    }
     if let Some(t) = run.cpu_seconds_total {
         let _ = writeln!(o, "- CPU over the run: {t:.2} s");
     }
@@ -358,23 +519,7 @@ fn write_run(o: &mut String, run: &RunResult) {
         let _ = writeln!(o, "- Manager ran {t:.1} s in total");
     }
     if let Some(c) = &run.requests {
-        let by: Vec<String> = c
-            .by_request
-            .iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect();
-        let _ = writeln!(
-            o,
-            "- Requests: {} ({} errors, {} throttled with 429){}",
-            c.total,
-            c.errors,
-            c.throttled,
-            if by.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", by.join(", "))
-            }
-        );
+        let _ = writeln!(o, "- Requests over the run: {}", requests_line(c));
     }
     if let Some(p) = &run.plane_cpu_seconds {
         let parts: Vec<String> = p.iter().map(|(k, v)| format!("{k} {v:.1} s")).collect();
@@ -397,4 +542,103 @@ fn write_run(o: &mut String, run: &RunResult) {
         let _ = writeln!(o, "- Manager log: `{}`", run.log);
     }
     let _ = writeln!(o);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::Phase;
+
+    fn scenario(id: &str, finished_at: &str) -> ScenarioResult {
+        ScenarioResult {
+            scenario: id.into(),
+            title: format!("title of {id}"),
+            description: String::new(),
+            controllers: vec!["replicaset-controller".into()],
+            manager_flags: Vec::new(),
+            params: Default::default(),
+            kube_api_qps: 100.0,
+            kube_api_burst: 200,
+            timeout_seconds: 900,
+            settle_seconds: 5,
+            started_at: "2026-01-01 00:00:00 UTC".into(),
+            finished_at: finished_at.into(),
+            origin: None,
+            runs: Vec::new(),
+        }
+    }
+
+    fn phased_run(m: Manager, seconds: f64, requests: u64) -> RunResult {
+        let mut r = RunResult::new(m, "bin".into(), "ns".into());
+        r.status = Status::Ok;
+        r.phases.push(Phase {
+            name: "scale up 0 → 1 000".into(),
+            start_seconds: 1.0,
+            seconds,
+            cpu_seconds: Some(seconds / 10.0),
+            peak_rss_bytes: Some(64 << 20),
+            requests: Some(crate::audit::Counts {
+                total: requests,
+                ..Default::default()
+            }),
+            note: "1000 pods owned".into(),
+        });
+        r
+    }
+
+    #[test]
+    fn keeps_the_newest_result_of_each_scenario() {
+        let all = vec![
+            scenario("podgc", "2026-01-01 00:10:00 UTC"),
+            scenario("rs", "2026-01-01 00:05:00 UTC"),
+            scenario("podgc", "2026-01-02 00:00:00 UTC"),
+            scenario("rs", "2026-01-01 00:01:00 UTC"),
+        ];
+        let kept = newest_per_scenario(all);
+        let got: Vec<(&str, &str)> = kept
+            .iter()
+            .map(|s| (s.scenario.as_str(), s.finished_at.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("podgc", "2026-01-02 00:00:00 UTC"),
+                ("rs", "2026-01-01 00:05:00 UTC")
+            ]
+        );
+    }
+
+    #[test]
+    fn renders_phases_with_ratios_and_origin() {
+        let mut s = scenario("rs", "2026-01-01 00:05:00 UTC");
+        s.runs = vec![
+            phased_run(Manager::Upstream, 40.0, 1000),
+            phased_run(Manager::Rkcm, 20.0, 1100),
+        ];
+        let host = Host::probe();
+        s.origin = Some(Origin {
+            command: "BENCH_SCENARIOS=replicaset make bench".into(),
+            commit: "abc".into(),
+            host: host.clone(),
+            plane: "a plane".into(),
+        });
+        let r = Report {
+            generated_at: "now".into(),
+            command: "make bench".into(),
+            commit: "def".into(),
+            host,
+            plane: String::new(),
+            order: vec![Manager::Upstream, Manager::Rkcm],
+            scenarios: vec![s],
+        };
+        let md = markdown(&r, Path::new("latest.json"));
+        assert!(md.contains("by `BENCH_SCENARIOS=replicaset make bench` at commit `abc`."));
+        assert!(md.contains("Plane: a plane."));
+        assert!(md.contains(
+            "| rkcm | scale up 0 → 1 000 | 20.0 | 2.00 | 1100 | 64.0 | 1000 pods owned |"
+        ));
+        assert!(md.contains(
+            "| *rkcm / upstream* | scale up 0 → 1 000 | 0.50× | 0.50× | 1.10× | 1.00× | |"
+        ));
+    }
 }

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::audit::Counts;
 use crate::manager::Manager;
+use crate::report::Host;
 
 /// How one manager's run ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,6 +62,26 @@ pub struct Milestone {
     pub seconds: f64,
 }
 
+/// One timed step of a driven scenario (e.g. "scale up 0 → 1000"): from the bench's
+/// request that starts it to its condition, with the manager's CPU and requests in between.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Phase {
+    pub name: String,
+    /// When the step began, in seconds after the manager was started.
+    pub start_seconds: f64,
+    /// Wall time from the bench's request to the step's condition.
+    pub seconds: f64,
+    /// utime+stime of the manager during the step.
+    pub cpu_seconds: Option<f64>,
+    /// VmHWM of the manager at the end of the step (the peak so far).
+    pub peak_rss_bytes: Option<u64>,
+    /// The manager's requests completed during the step (from the audit log).
+    pub requests: Option<Counts>,
+    /// What the scenario observed (e.g. the most pods the ReplicaSet ever owned).
+    #[serde(default)]
+    pub note: String,
+}
+
 /// One manager, one scenario.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunResult {
@@ -77,6 +98,9 @@ pub struct RunResult {
     /// Manager start to the scenario's convergence condition.
     pub converge_seconds: Option<f64>,
     pub milestones: Vec<Milestone>,
+    /// Timed steps of a driven scenario (scale up, scale down), each measured on its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<Phase>,
     /// Manager start to stop (convergence + settle + verification).
     pub run_seconds: Option<f64>,
     /// utime+stime of the manager from start to convergence.
@@ -115,6 +139,7 @@ impl RunResult {
             setup_seconds: None,
             converge_seconds: None,
             milestones: Vec::new(),
+            phases: Vec::new(),
             run_seconds: None,
             cpu_seconds_converge: None,
             cpu_seconds_total: None,
@@ -150,5 +175,49 @@ pub struct ScenarioResult {
     pub settle_seconds: u64,
     pub started_at: String,
     pub finished_at: String,
+    /// Where the result comes from (command, commit, host, plane); set by the scenario
+    /// subcommand, so a report merging results of different runs can say so per scenario.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
     pub runs: Vec<RunResult>,
+}
+
+/// The circumstances of one scenario run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Origin {
+    /// The command that ran it (`make bench`, `BENCH_SCENARIOS=replicaset make bench`).
+    pub command: String,
+    /// `git rev-parse --short=12 HEAD`, marked when the tree had uncommitted changes.
+    pub commit: String,
+    pub host: Host,
+    /// One line describing the control plane (versions, nodes).
+    pub plane: String,
+}
+
+/// Reports are committed: the home directory of the machine that ran them is written `~`.
+pub fn without_home(text: &str) -> String {
+    match std::env::var("HOME") {
+        Ok(home) if home.len() > 1 => {
+            text.replace(&format!("{}/", home.trim_end_matches('/')), "~/")
+        }
+        _ => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod home_tests {
+    #[test]
+    fn home_is_written_as_tilde() {
+        let Ok(home) = std::env::var("HOME") else {
+            return;
+        };
+        if home.len() <= 1 {
+            return;
+        }
+        let text = format!("\"binary\": \"{home}/.cache/rkcm/target/release/rkcm\"");
+        assert_eq!(
+            super::without_home(&text),
+            "\"binary\": \"~/.cache/rkcm/target/release/rkcm\""
+        );
+    }
 }
