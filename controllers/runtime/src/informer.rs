@@ -54,6 +54,19 @@ use crate::keys;
 pub const INDEX_NAMESPACE: &str = "namespace";
 /// Name of the built-in index by the UID of the controller owner reference.
 pub const INDEX_CONTROLLER_UID: &str = "controller-uid";
+/// Name of the pod index by `spec.nodeName`; register it with
+/// `informer.add_index(INDEX_NODE_NAME, pods_by_node)`.
+pub const INDEX_NODE_NAME: &str = "node-name";
+
+/// Index function for pods by the node they are bound to; unscheduled pods are not indexed.
+pub fn pods_by_node(pod: &k8s_openapi::api::core::v1::Pod) -> Vec<String> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .filter(|n| !n.is_empty())
+        .into_iter()
+        .collect()
+}
 
 /// LIST page size, as client-go's pager.
 const PAGE_SIZE: u32 = 500;
@@ -1139,6 +1152,38 @@ mod tests {
         assert!(state.by_index(INDEX_NAMESPACE, "b").is_empty());
         assert!(state.indices.values().all(HashMap::is_empty));
         assert!(state.by_index("no-such-index", "x").is_empty());
+    }
+
+    #[test]
+    fn pods_are_indexed_by_node() {
+        use k8s_openapi::api::core::v1::Pod;
+        let pod = |name: &str, node: Option<&str>| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": "ns", "resourceVersion": "1"},
+                "spec": {"containers": [], "nodeName": node},
+            }))
+            .expect("valid pod")
+        };
+        let names = |objs: Vec<Arc<Pod>>| -> Vec<String> {
+            objs.iter()
+                .filter_map(|p| p.metadata.name.clone())
+                .collect()
+        };
+        let mut state = State::<Pod>::new();
+        state.add_index(INDEX_NODE_NAME, pods_by_node);
+        state.apply(watcher::Event::Init);
+        for p in [pod("a", Some("n1")), pod("b", Some("n2")), pod("c", None)] {
+            state.apply(watcher::Event::InitApply(p));
+        }
+        state.apply(watcher::Event::InitDone);
+        assert_eq!(names(state.by_index(INDEX_NODE_NAME, "n1")), ["a"]);
+        assert!(
+            state.by_index(INDEX_NODE_NAME, "").is_empty(),
+            "unscheduled pods are not indexed"
+        );
+        state.apply(watcher::Event::Delete(pod("a", Some("n1"))));
+        assert!(state.by_index(INDEX_NODE_NAME, "n1").is_empty());
+        assert_eq!(names(state.by_index(INDEX_NODE_NAME, "n2")), ["b"]);
     }
 
     #[test]
