@@ -588,20 +588,8 @@ impl Core {
                 }
                 let mut lease = base;
                 lease.spec = Some(spec);
-                match self.request(self.backend.replace(lease)).await {
-                    Ok(updated) => {
-                        let obs = Observation {
-                            lease: updated,
-                            at: Instant::now(),
-                        };
-                        self.set_observed(t, obs);
-                        Attempt::Leading
-                    }
-                    Err(error) => {
-                        tracing::error!(lease = %self.lease, verb = "update", %error, "failed to update lock");
-                        Attempt::Failed
-                    }
-                }
+                let result = self.request(self.backend.replace(lease)).await;
+                self.written(t, result, "update")
             }
         }
     }
@@ -623,17 +611,28 @@ impl Core {
                 ..LeaseSpec::default()
             }),
         };
-        match self.request(self.backend.create(lease)).await {
-            Ok(created) => {
+        let result = self.request(self.backend.create(lease)).await;
+        self.written(t, result, "create")
+    }
+
+    /// After a create or update of the Lease: on success we lead and observe what we wrote.
+    fn written(
+        &self,
+        t: &mut Tracker,
+        result: Result<Lease, RequestError>,
+        verb: &'static str,
+    ) -> Attempt {
+        match result {
+            Ok(lease) => {
                 let obs = Observation {
-                    lease: created,
+                    lease,
                     at: Instant::now(),
                 };
                 self.set_observed(t, obs);
                 Attempt::Leading
             }
             Err(error) => {
-                tracing::error!(lease = %self.lease, verb = "create", %error, "error initially creating leader election record");
+                tracing::error!(lease = %self.lease, verb, %error, "failed to write the leader election record");
                 Attempt::Failed
             }
         }

@@ -391,17 +391,16 @@ async fn watch_answered_with_410_relists_without_losing_or_repeating_events() ->
     gap_scenario(gap, async || Ok(())).await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn etcd_compaction_during_a_watch_gap_relists() -> anyhow::Result<()> {
+/// A watch gap closed by a real etcd compaction. PodTemplates bypass the apiserver's watch
+/// cache on the local control plane (--watch-cache-sizes=podtemplates#0), so a watch from a
+/// compacted revision reaches etcd and gets a real "too old resource version" 410 inside the
+/// watch stream.
+async fn compaction_gap(namespace_prefix: &str, list_mode: ListMode) -> anyhow::Result<()> {
     let cluster = TestCluster::connect().await?;
-    let ns = cluster.namespace("informer-compact").await?;
+    let ns = cluster.namespace(namespace_prefix).await?;
     let probe = Probe::new();
     probe.short_watches(2);
-    let factory = InformerFactory::new(probe.client(&cluster).await?);
-    // PodTemplates bypass the apiserver's watch cache on the local control plane
-    // (--watch-cache-sizes=podtemplates#0), so a watch from a compacted revision reaches etcd
-    // and gets a real "too old resource version" 410 inside the watch stream.
+    let factory = InformerFactory::with_list_mode(probe.client(&cluster).await?, list_mode);
     let informer = factory.informer::<PodTemplate>();
     let shutdown = CancellationToken::new();
     let _stop = Stop(shutdown.clone());
@@ -420,9 +419,15 @@ async fn etcd_compaction_during_a_watch_gap_relists() -> anyhow::Result<()> {
         collection: "/api/v1/podtemplates",
         namespace: ns.name(),
         gone: false,
-        list_mode: ListMode::Paged,
+        list_mode,
     };
     gap_scenario(gap, compact).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn etcd_compaction_during_a_watch_gap_relists() -> anyhow::Result<()> {
+    compaction_gap("informer-compact", ListMode::Paged).await
 }
 
 /// Streaming lists (`WatchListClient`, rkcm's default as upstream's): the initial state
@@ -476,30 +481,5 @@ async fn streaming_informer_opens_one_watch_and_no_list() -> anyhow::Result<()> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs apiserver: make test"]
 async fn streaming_informer_relists_after_etcd_compaction() -> anyhow::Result<()> {
-    let cluster = TestCluster::connect().await?;
-    let ns = cluster.namespace("informer-stream-compact").await?;
-    let probe = Probe::new();
-    probe.short_watches(2);
-    let factory =
-        InformerFactory::with_list_mode(probe.client(&cluster).await?, ListMode::Streaming);
-    let informer = factory.informer::<PodTemplate>();
-    let shutdown = CancellationToken::new();
-    let _stop = Stop(shutdown.clone());
-    factory.start(shutdown.clone());
-    assert!(informer.wait_synced(&shutdown).await);
-    let compact = async || {
-        cluster.compact_etcd().await?;
-        Ok(())
-    };
-    let gap = Gap {
-        api: ns.api::<PodTemplate>(),
-        make: pod_template,
-        informer: &informer,
-        probe: &probe,
-        collection: "/api/v1/podtemplates",
-        namespace: ns.name(),
-        gone: false,
-        list_mode: ListMode::Streaming,
-    };
-    gap_scenario(gap, compact).await
+    compaction_gap("informer-stream-compact", ListMode::Streaming).await
 }
