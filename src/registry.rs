@@ -10,7 +10,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController};
 use rkcm_runtime::ControllerContext;
 use rkcm_runtime::informer::{Informable, Informer, InformerFactory};
@@ -100,7 +100,15 @@ pub static CONTROLLERS: &[ControllerDef] = &[
     ),
     known("cronjob-controller", &["cronjob"]),
     known("daemonset-controller", &["daemonset"]),
-    known("deployment-controller", &["deployment"]),
+    ControllerDef {
+        name: rkcm_deployment::NAME,
+        aliases: &["deployment"],
+        disabled_by_default: false,
+        implementation: Some(Implementation {
+            informers: deployment_informers,
+            start: start_deployment,
+        }),
+    },
     known("device-taint-eviction-controller", &[]),
     known("disruption-controller", &["disruption"]),
     known("endpoints-controller", &["endpoint"]),
@@ -211,6 +219,29 @@ fn start_podgc(ctx: ControllerContext, cli: &Cli) -> ControllerFuture {
     let cfg = rkcm_podgc::Config::from(&cli.podgc);
     Box::pin(async move {
         rkcm_podgc::start(ctx, cfg)
+            .await
+            .map_err(ControllerError::from)
+    })
+}
+
+fn deployment_informers(factory: &InformerFactory) -> Vec<SyncProbe> {
+    vec![
+        SyncProbe::of(factory.informer::<Deployment>()),
+        SyncProbe::of(factory.informer::<ReplicaSet>()),
+        SyncProbe::of(factory.informer::<Pod>()),
+    ]
+}
+
+fn start_deployment(ctx: ControllerContext, cli: &Cli) -> ControllerFuture {
+    let cfg = rkcm_deployment::Config {
+        workers: usize::try_from(cli.deployment.concurrent_deployment_syncs).unwrap_or(0),
+        terminating_replicas: cli
+            .feature_gates
+            .enabled("DeploymentReplicaSetTerminatingReplicas"),
+        ..rkcm_deployment::Config::default()
+    };
+    Box::pin(async move {
+        rkcm_deployment::start(ctx, cfg)
             .await
             .map_err(ControllerError::from)
     })
