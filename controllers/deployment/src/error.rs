@@ -1,0 +1,172 @@
+//! The controller's error type: one variant per sync step, each naming the Deployment's key
+//! (and the ReplicaSet concerned, if any). A sync that returns an error is requeued with
+//! backoff (at most 15 times in a row); nothing here ever stops the controller.
+
+use rkcm_runtime::podcontrol::is_namespace_terminating;
+
+/// Errors of one sync of one Deployment.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `spec.selector` cannot be parsed; retried, as upstream, until the key is dropped.
+    #[error("deployment {key} has invalid label selector: {message}")]
+    InvalidSelector { key: String, message: String },
+    /// Adopting or releasing ReplicaSets failed (owner re-check, or a patch).
+    #[error("claiming replica sets for {key}: {source}")]
+    Claim {
+        key: String,
+        #[source]
+        source: rkcm_runtime::Error,
+    },
+    /// Updating a ReplicaSet (scaling, or syncing annotations and minReadySeconds) failed.
+    #[error("updating replica set {replica_set} of {key}: {source}")]
+    UpdateReplicaSet {
+        key: String,
+        replica_set: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// Creating the new ReplicaSet failed (the condition and Warning event are recorded
+    /// before this is returned).
+    #[error("creating replica set {replica_set} for {key}: {source}")]
+    CreateReplicaSet {
+        key: String,
+        replica_set: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// The new ReplicaSet's name is taken but the object is not in the cache yet.
+    #[error("replica set {replica_set} for {key} already exists but is not cached yet")]
+    NotCached { key: String, replica_set: String },
+    /// The new ReplicaSet's name is taken by another template: `collisionCount` was raised
+    /// (best effort) so that the next sync hashes differently.
+    #[error("hash collision creating replica set {replica_set} for {key}: {source}")]
+    HashCollision {
+        key: String,
+        replica_set: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// Deleting an old ReplicaSet beyond the revision history limit failed.
+    #[error("deleting old replica set {replica_set} of {key}: {source}")]
+    DeleteReplicaSet {
+        key: String,
+        replica_set: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// `PUT deployments/status` failed.
+    #[error("updating status of deployment {key}: {source}")]
+    UpdateStatus {
+        key: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// `PUT deployments` (rollback) failed.
+    #[error("updating deployment {key}: {source}")]
+    UpdateDeployment {
+        key: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// The strategy cannot be executed: unknown type or unusable `maxSurge`.
+    #[error("deployment {key}: {message}")]
+    Strategy { key: String, message: String },
+}
+
+impl Error {
+    /// A short label for logs.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::InvalidSelector { .. } => "invalid_selector",
+            Error::Claim { .. } => "claim",
+            Error::UpdateReplicaSet { .. } => "update_replica_set",
+            Error::CreateReplicaSet { .. } => "create_replica_set",
+            Error::NotCached { .. } => "not_cached",
+            Error::HashCollision { .. } => "hash_collision",
+            Error::DeleteReplicaSet { .. } => "delete_replica_set",
+            Error::UpdateStatus { .. } => "update_status",
+            Error::UpdateDeployment { .. } => "update_deployment",
+            Error::Strategy { .. } => "strategy",
+        }
+    }
+
+    /// The Deployment key the error concerns.
+    pub fn key(&self) -> &str {
+        match self {
+            Error::InvalidSelector { key, .. }
+            | Error::Claim { key, .. }
+            | Error::UpdateReplicaSet { key, .. }
+            | Error::CreateReplicaSet { key, .. }
+            | Error::NotCached { key, .. }
+            | Error::HashCollision { key, .. }
+            | Error::DeleteReplicaSet { key, .. }
+            | Error::UpdateStatus { key, .. }
+            | Error::UpdateDeployment { key, .. }
+            | Error::Strategy { key, .. } => key,
+        }
+    }
+
+    /// The API refused a write because the namespace is being deleted: every later write
+    /// would fail too, so the key is forgotten instead of retried.
+    pub fn is_namespace_terminating(&self) -> bool {
+        match self {
+            Error::UpdateReplicaSet { source, .. }
+            | Error::CreateReplicaSet { source, .. }
+            | Error::HashCollision { source, .. }
+            | Error::DeleteReplicaSet { source, .. }
+            | Error::UpdateStatus { source, .. }
+            | Error::UpdateDeployment { source, .. } => is_namespace_terminating(source),
+            Error::Claim {
+                source:
+                    rkcm_runtime::Error::Api { source, .. }
+                    | rkcm_runtime::Error::ForOwner { source, .. },
+                ..
+            } => is_namespace_terminating(source),
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16, reason: &str, cause: Option<&str>) -> kube::Error {
+        let mut status = kube::core::Status::failure("refused", reason).with_code(code);
+        if let Some(cause) = cause {
+            status.details = Some(kube::core::response::StatusDetails {
+                name: String::new(),
+                group: String::new(),
+                kind: String::new(),
+                uid: String::new(),
+                causes: vec![kube::core::response::StatusCause {
+                    reason: cause.into(),
+                    message: String::new(),
+                    field: String::new(),
+                }],
+                retry_after_seconds: 0,
+            });
+        }
+        kube::Error::Api(status.boxed())
+    }
+
+    #[test]
+    fn namespace_terminating_is_recognised() {
+        let e = Error::CreateReplicaSet {
+            key: "ns/web".into(),
+            replica_set: "web-abc".into(),
+            source: api_error(403, "Forbidden", Some("NamespaceTerminating")),
+        };
+        assert!(e.is_namespace_terminating());
+        assert_eq!((e.key(), e.category()), ("ns/web", "create_replica_set"));
+        let e = Error::UpdateStatus {
+            key: "ns/web".into(),
+            source: api_error(409, "Conflict", None),
+        };
+        assert!(!e.is_namespace_terminating());
+        assert!(
+            e.to_string()
+                .starts_with("updating status of deployment ns/web: ")
+        );
+    }
+}

@@ -1,0 +1,194 @@
+//! Informer handlers: map changes to Deployment keys (spec/deployment.md §2).
+//!
+//! Mirrors `addDeployment`/`updateDeployment`/`deleteDeployment`, `addReplicaSet`/
+//! `updateReplicaSet`/`deleteReplicaSet`, `deletePod`, `getDeploymentForPod`,
+//! `getDeploymentsForReplicaSet` and `resolveControllerRef` of upstream
+//! `deployment_controller.go`. Handlers only read caches and enqueue; the one API call
+//! upstream makes in a handler (the Recreate pod-delete check lists ReplicaSets live) runs in
+//! a task of its own.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::Resource;
+use kube::api::{Api, ListParams};
+use rkcm_runtime::controller_ref::controller_of;
+use rkcm_runtime::informer::Change;
+use rkcm_runtime::keys::{controller_uid, key, key_of};
+
+use crate::consts::strategy;
+use crate::model;
+use crate::reconcile::Controller;
+use crate::selector::Selector;
+
+impl Controller {
+    fn enqueue(&self, d: &Deployment) {
+        self.queue.add(key_of(d));
+    }
+
+    pub(crate) fn on_deployment(&self, change: Change<Deployment>) {
+        let d = change.object();
+        if !self.in_scope(d.metadata.namespace.as_deref()) {
+            return;
+        }
+        tracing::debug!(controller = crate::NAME, key = %key_of(&**d), "deployment changed");
+        // A deleted Deployment is synced too: the sync finds it gone and stops.
+        self.enqueue(d);
+    }
+
+    /// `resolveControllerRef`: the cached Deployment a controller ref names, if the kind and
+    /// the UID agree.
+    fn resolve(&self, namespace: &str, r: &OwnerReference) -> Option<Arc<Deployment>> {
+        if r.kind != Deployment::kind(&()) {
+            return None;
+        }
+        let d = self.deployments.get(&key(Some(namespace), &r.name))?;
+        (d.metadata.uid.as_deref() == Some(r.uid.as_str())).then_some(d)
+    }
+
+    /// `getDeploymentsForReplicaSet`: Deployments of the namespace whose non-empty selector
+    /// matches the orphan's labels (none for an unlabelled ReplicaSet).
+    fn deployments_matching(&self, rs: &ReplicaSet) -> Vec<Arc<Deployment>> {
+        let labels = rs.metadata.labels.as_ref();
+        if labels.is_none_or(|l| l.is_empty()) {
+            return Vec::new();
+        }
+        let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
+        self.deployments
+            .list_namespace(namespace)
+            .into_iter()
+            .filter(|d| {
+                Selector::parse(&d.spec.selector).is_ok_and(|s| !s.is_empty() && s.matches(labels))
+            })
+            .collect()
+    }
+
+    pub(crate) fn on_replica_set(&self, change: Change<ReplicaSet>) {
+        let namespace = change.object().metadata.namespace.clone();
+        if !self.in_scope(namespace.as_deref()) {
+            return;
+        }
+        let namespace = namespace.unwrap_or_default();
+        match change {
+            Change::Added(rs) => {
+                if rs.metadata.deletion_timestamp.is_some() {
+                    // Seen for the first time already being deleted (e.g. after a restart).
+                    self.on_replica_set_deleted(&namespace, &rs);
+                    return;
+                }
+                if let Some(r) = controller_of(&rs.metadata) {
+                    if let Some(d) = self.resolve(&namespace, r) {
+                        self.enqueue(&d);
+                    }
+                    return;
+                }
+                // An orphan: every matching Deployment may want to adopt it.
+                for d in self.deployments_matching(&rs) {
+                    self.enqueue(&d);
+                }
+            }
+            Change::Updated { old, new } => self.on_replica_set_updated(&namespace, &old, &new),
+            Change::Deleted { obj, .. } => self.on_replica_set_deleted(&namespace, &obj),
+        }
+    }
+
+    fn on_replica_set_updated(&self, namespace: &str, old: &ReplicaSet, new: &ReplicaSet) {
+        // Resyncs deliver the same version: nothing changed.
+        if old.metadata.resource_version == new.metadata.resource_version {
+            return;
+        }
+        let (old_ref, new_ref) = (controller_of(&old.metadata), controller_of(&new.metadata));
+        let ref_changed = old_ref != new_ref;
+        if ref_changed
+            && let Some(r) = old_ref
+            && let Some(d) = self.resolve(namespace, r)
+        {
+            self.enqueue(&d);
+        }
+        if let Some(r) = new_ref {
+            if let Some(d) = self.resolve(namespace, r) {
+                self.enqueue(&d);
+            }
+            return;
+        }
+        if ref_changed || old.metadata.labels != new.metadata.labels {
+            for d in self.deployments_matching(new) {
+                self.enqueue(&d);
+            }
+        }
+    }
+
+    fn on_replica_set_deleted(&self, namespace: &str, rs: &ReplicaSet) {
+        if let Some(r) = controller_of(&rs.metadata)
+            && let Some(d) = self.resolve(namespace, r)
+        {
+            self.enqueue(&d);
+        }
+    }
+
+    /// `getDeploymentForPod`: pod -> its ReplicaSet (cache, UID checked) -> that ReplicaSet's
+    /// Deployment.
+    fn deployment_for_pod(&self, pod: &Pod) -> Option<Arc<Deployment>> {
+        let r = controller_of(&pod.metadata)?;
+        if r.kind != ReplicaSet::kind(&()) {
+            return None;
+        }
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let rs = self.replica_sets.get(&key(Some(namespace), &r.name))?;
+        if rs.metadata.uid.as_deref() != Some(r.uid.as_str()) {
+            return None;
+        }
+        self.resolve(namespace, controller_of(&rs.metadata)?)
+    }
+
+    /// Pods matter only when they are gone: a Recreate rollout waits for the last old pod.
+    pub(crate) fn on_pod(self: &Arc<Self>, change: Change<Pod>) {
+        let Change::Deleted { obj: pod, .. } = change else {
+            return;
+        };
+        if !self.in_scope(pod.metadata.namespace.as_deref()) {
+            return;
+        }
+        let Some(d) = self.deployment_for_pod(&pod) else {
+            return;
+        };
+        if model::strategy_type(&d) != strategy::RECREATE {
+            return;
+        }
+        let this = self.clone();
+        tokio::spawn(async move { this.enqueue_if_no_pods(&d).await });
+    }
+
+    /// Enqueues a Recreate Deployment once none of its ReplicaSets (listed live) controls a
+    /// cached pod.
+    async fn enqueue_if_no_pods(&self, d: &Deployment) {
+        let Ok(selector) = Selector::parse(&d.spec.selector) else {
+            return;
+        };
+        let namespace = d.metadata.namespace.as_deref().unwrap_or_default();
+        let api: Api<ReplicaSet> = Api::namespaced(self.client.clone(), namespace);
+        let list = match api
+            .list(&ListParams::default().labels(&selector.to_query()))
+            .await
+        {
+            Ok(list) => list,
+            Err(error) => {
+                tracing::debug!(controller = crate::NAME, key = %key_of(d), %error, "listing replica sets after a pod deletion failed");
+                return;
+            }
+        };
+        let uid = d.metadata.uid.as_deref().unwrap_or_default();
+        let owned: Vec<model::Rs> = list
+            .items
+            .into_iter()
+            .filter(|rs| controller_uid(rs) == Some(uid))
+            .map(Arc::new)
+            .collect();
+        let pods: usize = self.pods_by_rs(&owned).values().map(Vec::len).sum();
+        if pods == 0 {
+            self.enqueue(d);
+        }
+    }
+}
