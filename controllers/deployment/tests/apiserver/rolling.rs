@@ -1,0 +1,345 @@
+//! RollingUpdate arithmetic: scenarios 3, 4, 5, 6, 7 and 8.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use serde_json::json;
+
+use crate::harness::*;
+
+/// Scenarios 3 (rolling update arithmetic, new pods never ready) and 4 (it completes once
+/// they are).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs apiserver: make test"]
+async fn s03_s04_rolling_update_arithmetic_then_completion() -> Result<()> {
+    let env = Env::new("dep-rolling").await?;
+    let result = rolling_update(&env).await;
+    env.finish(result).await
+}
+
+async fn rolling_update(env: &Env) -> Result<()> {
+    let ctrl = env.start();
+    let (d, old) = settled_v1(env, deployment("web", 10)).await?;
+    let (d_uid, old_name) = (uid_of(&d), name_of(&old));
+    let history = History::<ReplicaSet>::start(env.replicasets()).await?;
+
+    env.set_image("web", V2).await?;
+    // Scenario 3: converges to new 5 / old 8 (Σ 13 = 10 + ceil(2.5)) and stays there.
+    let rss = env
+        .wait_rss(&d_uid, "old 8 / new 5 with their pods", |rss| {
+            rss.len() == 2 && settled(rss, V1, 8) && settled(rss, V2, 5)
+        })
+        .await?;
+    let new = with_image(&rss, V2).context("no V2 RS")?.clone();
+    let new_name = name_of(&new);
+    ensure_eq(
+        (ann(&new, REVISION), ann(&new, DESIRED), ann(&new, MAX)),
+        (Some("2"), Some("10"), Some("13")),
+        "new RS revision, desired-replicas, max-replicas",
+    )?;
+    let d = env
+        .wait_deployment("web", "status of old 8 / new 5 at revision 2", |d| {
+            observed(d) && counts(d) == [13, 5, 8, 8, 5] && ann(d, REVISION) == Some("2")
+        })
+        .await?;
+    ensure_eq(
+        cond_triple(&d, "Available"),
+        triple(
+            "True",
+            "MinimumReplicasAvailable",
+            "Deployment has minimum availability.",
+        ),
+        "Available",
+    )?;
+    env.rss_hold(&d_uid, "stays at old 8 / new 5", HOLDS, |rss| {
+        rss.len() == 2 && size_of(rss, V1) == Some(8) && size_of(rss, V2) == Some(5)
+    })
+    .await?;
+    env.wait_scaling_events(
+        "web",
+        &[
+            format!("Scaled up replica set {old_name} from 0 to 10"),
+            format!("Scaled up replica set {new_name} from 0 to 3"),
+            format!("Scaled down replica set {old_name} from 10 to 8"),
+            format!("Scaled up replica set {new_name} from 3 to 5"),
+        ],
+    )
+    .await?;
+
+    // Scenario 4: new pods become ready as they appear.
+    let _ready = Readier::image(env, V2).await?;
+    let rss = env
+        .wait_rss(&d_uid, "old 0 / new 10", |rss| {
+            rss.len() == 2 && settled(rss, V1, 0) && settled(rss, V2, 10)
+        })
+        .await?;
+    ensure_eq(
+        names_of(&rss),
+        vec![old_name.clone(), new_name.clone()],
+        "ReplicaSets",
+    )?;
+    let d = env.wait_complete("web").await?;
+    ensure_eq(counts(&d), [10, 10, 10, 10, 0], "status counts")?;
+    ensure_eq(
+        cond_triple(&d, "Progressing"),
+        triple(
+            "True",
+            "NewReplicaSetAvailable",
+            &format!("ReplicaSet \"{new_name}\" has successfully progressed."),
+        ),
+        "Progressing",
+    )?;
+    env.rss_hold(
+        &d_uid,
+        "the old RS is kept as history",
+        Duration::from_secs(3),
+        |rss| rss.len() == 2 && size_of(rss, V1) == Some(0),
+    )
+    .await?;
+    ensure(
+        history.max_total(&d_uid)? <= 13,
+        format!(
+            "Σ spec.replicas exceeded 10 + maxSurge 3: {}",
+            history.max_total(&d_uid)?
+        ),
+    )?;
+    ctrl.stop().await
+}
+
+/// Scenario 5: unhealthy old pods are scaled away first, even with nothing available.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs apiserver: make test"]
+async fn s05_unhealthy_old_pods_are_removed_first() -> Result<()> {
+    let env = Env::new("dep-unhealthy").await?;
+    let result = unhealthy_first(&env).await;
+    env.finish(result).await
+}
+
+async fn unhealthy_first(env: &Env) -> Result<()> {
+    let ctrl = env.start();
+    let d = env.create_deployment(deployment("web", 10)).await?;
+    let d_uid = uid_of(&d);
+    let rss = env
+        .wait_rss(&d_uid, "one RS of 10 pods", |rss| {
+            rss.len() == 1 && settled(rss, V1, 10)
+        })
+        .await?;
+    let old_name = name_of(&rss[0]);
+    env.set_image("web", V2).await?;
+    let rss = env
+        .wait_rss(&d_uid, "old 8 / new 5 with their pods", |rss| {
+            rss.len() == 2 && settled(rss, V1, 8) && settled(rss, V2, 5)
+        })
+        .await?;
+    let new_name = name_of(with_image(&rss, V2).context("no V2 RS")?);
+    let old = with_image(&rss, V1).context("no V1 RS")?;
+    ensure_eq(rs_counts(old).2, 0, "old RS available replicas")?;
+    env.wait_scaling_events(
+        "web",
+        &[
+            format!("Scaled up replica set {old_name} from 0 to 10"),
+            format!("Scaled up replica set {new_name} from 0 to 3"),
+            // The unhealthy-cleanup step: 10 → 8 in one write with 0 available.
+            format!("Scaled down replica set {old_name} from 10 to 8"),
+            format!("Scaled up replica set {new_name} from 3 to 5"),
+        ],
+    )
+    .await?;
+    let d = env
+        .wait_deployment("web", "status of old 8 / new 5, none available", |d| {
+            observed(d) && counts(d) == [13, 5, 0, 0, 13]
+        })
+        .await?;
+    ensure_eq(
+        cond_triple(&d, "Available"),
+        triple(
+            "False",
+            "MinimumReplicasUnavailable",
+            "Deployment does not have minimum availability.",
+        ),
+        "Available",
+    )?;
+    env.rss_hold(&d_uid, "steady at old 8 / new 5", HOLDS, |rss| {
+        rss.len() == 2 && size_of(rss, V1) == Some(8) && size_of(rss, V2) == Some(5)
+    })
+    .await?;
+    ctrl.stop().await
+}
+
+/// Scenario 6: maxSurge 0, maxUnavailable 1.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs apiserver: make test"]
+async fn s06_max_surge_zero_replaces_one_at_a_time() -> Result<()> {
+    let env = Env::new("dep-nosurge").await?;
+    let result = no_surge(&env).await;
+    env.finish(result).await
+}
+
+async fn no_surge(env: &Env) -> Result<()> {
+    let ctrl = env.start();
+    let mut body = deployment("web", 3);
+    rolling(&mut body, json!(0), json!(1));
+    let (d, old) = settled_v1(env, body).await?;
+    let (d_uid, old_name) = (uid_of(&d), name_of(&old));
+    let history = History::<ReplicaSet>::start(env.replicasets()).await?;
+
+    env.set_image("web", V2).await?;
+    let rss = env
+        .wait_rss(&d_uid, "old 2 / new 1", |rss| {
+            rss.len() == 2 && settled(rss, V1, 2) && settled(rss, V2, 1)
+        })
+        .await?;
+    let new_name = name_of(with_image(&rss, V2).context("no V2 RS")?);
+    let first = history
+        .versions(&new_name)?
+        .first()
+        .map(|s| spec_replicas(s.object()));
+    ensure_eq(first, Some(0), "new RS created with replicas")?;
+    env.rss_hold(
+        &d_uid,
+        "old 2 / new 1 until the new pod is ready",
+        HOLDS,
+        |rss| size_of(rss, V1) == Some(2) && size_of(rss, V2) == Some(1),
+    )
+    .await?;
+
+    let _ready = Readier::image(env, V2).await?;
+    env.wait_rss(&d_uid, "old 0 / new 3", |rss| {
+        settled(rss, V1, 0) && settled(rss, V2, 3)
+    })
+    .await?;
+    env.wait_complete("web").await?;
+    ensure_eq(history.sizes(&old_name)?, vec![3, 2, 1, 0], "old RS sizes")?;
+    ensure_eq(history.sizes(&new_name)?, vec![0, 1, 2, 3], "new RS sizes")?;
+    ensure(
+        history.max_total(&d_uid)? <= 3,
+        format!("Σ spec.replicas exceeded 3: {}", history.max_total(&d_uid)?),
+    )?;
+    // No event for the creation at 0.
+    env.wait_scaling_events(
+        "web",
+        &[
+            format!("Scaled up replica set {old_name} from 0 to 3"),
+            format!("Scaled down replica set {old_name} from 3 to 2"),
+            format!("Scaled up replica set {new_name} from 0 to 1"),
+            format!("Scaled down replica set {old_name} from 2 to 1"),
+            format!("Scaled up replica set {new_name} from 1 to 2"),
+            format!("Scaled down replica set {old_name} from 1 to 0"),
+            format!("Scaled up replica set {new_name} from 2 to 3"),
+        ],
+    )
+    .await?;
+    ctrl.stop().await
+}
+
+/// Scenario 7: percentages round (surge up, unavailable down).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs apiserver: make test"]
+async fn s07_percentages_round_surge_up_unavailable_down() -> Result<()> {
+    let env = Env::new("dep-percent").await?;
+    let result = percent_rounding(&env).await;
+    env.finish(result).await
+}
+
+async fn percent_rounding(env: &Env) -> Result<()> {
+    let ctrl = env.start();
+    let history = History::<Deployment>::start(env.deployments()).await?;
+    let mut body = deployment("web", 5);
+    rolling(&mut body, json!("30%"), json!("30%"));
+    let d = env.create_deployment(body).await?;
+    let rss = env
+        .wait_rss(&uid_of(&d), "one RS of 5", |rss| {
+            rss.len() == 1 && settled(rss, V1, 5)
+        })
+        .await?;
+    ensure_eq(
+        (ann(&rss[0], DESIRED), ann(&rss[0], MAX)),
+        (Some("5"), Some("7")),
+        "desired-replicas, max-replicas (5 + ceil(1.5))",
+    )?;
+    let pods = env.wait_active(&uid_of(&rss[0]), 5).await?;
+    let now = jiff::Timestamp::now();
+    for (i, p) in pods.iter().enumerate() {
+        env.set_ready(&name_of(p), now).await?;
+        let n = i32::try_from(i)? + 1;
+        // 5 − floor(1.5) = 4 must be available.
+        let (status, reason) = if n >= 4 {
+            ("True", "MinimumReplicasAvailable")
+        } else {
+            ("False", "MinimumReplicasUnavailable")
+        };
+        env.wait_deployment("web", &format!("{n} available, Available={status}"), |d| {
+            observed(d) && counts(d)[3] == n && has_condition(d, "Available", status, reason)
+        })
+        .await?;
+    }
+    // Every status ever written agrees: Available is True exactly from 4 available on.
+    for s in history.seen()? {
+        let d = s.object();
+        let Some(c) = condition(d, "Available") else {
+            continue;
+        };
+        let available = counts(d)[3];
+        ensure(
+            (c.status.as_deref() == Some("True")) == (available >= 4),
+            format!(
+                "Available={} with {available} available: {}",
+                c.status.as_deref().unwrap_or_default(),
+                describe_deployment(d)
+            ),
+        )?;
+    }
+    ctrl.stop().await
+}
+
+/// Scenario 8: maxSurge 0 and 25% of 1 (= 0) make maxUnavailable 1.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs apiserver: make test"]
+async fn s08_both_rounding_to_zero_allows_one_unavailable() -> Result<()> {
+    let env = Env::new("dep-roundzero").await?;
+    let result = round_to_zero(&env).await;
+    env.finish(result).await
+}
+
+async fn round_to_zero(env: &Env) -> Result<()> {
+    let ctrl = env.start();
+    let mut body = deployment("web", 1);
+    rolling(&mut body, json!(0), json!("25%"));
+    let (d, old) = settled_v1(env, body).await?;
+    let (d_uid, old_name) = (uid_of(&d), name_of(&old));
+    let rs_history = History::<ReplicaSet>::start(env.replicasets()).await?;
+    let d_history = History::<Deployment>::start(env.deployments()).await?;
+
+    env.set_image("web", V2).await?;
+    let rss = env
+        .wait_rss(&d_uid, "old 0 / new 1", |rss| {
+            rss.len() == 2 && settled(rss, V1, 0) && settled(rss, V2, 1)
+        })
+        .await?;
+    let new_name = name_of(with_image(&rss, V2).context("no V2 RS")?);
+    let old_at_0 = rs_history.position(
+        |s| matches!(s, Seen::Applied(rs) if name_of(rs) == old_name && spec_replicas(rs) == 0),
+    )?;
+    let new_at_1 = rs_history.position(
+        |s| matches!(s, Seen::Applied(rs) if name_of(rs) == new_name && spec_replicas(rs) == 1),
+    )?;
+    ensure(
+        matches!((old_at_0, new_at_1), (Some(o), Some(n)) if o < n),
+        format!(
+            "the old RS must reach 0 before the new RS gets 1 (change #{old_at_0:?} vs #{new_at_1:?})"
+        ),
+    )?;
+    ensure_eq(rs_history.sizes(&new_name)?, vec![0, 1], "new RS sizes")?;
+
+    let _ready = Readier::image(env, V2).await?;
+    env.wait_complete("web").await?;
+    for s in d_history.seen()? {
+        let d = s.object();
+        ensure(
+            condition(d, "Available").is_none_or(|c| c.status.as_deref() == Some("True")),
+            format!("Available must stay True: {}", describe_deployment(d)),
+        )?;
+    }
+    ctrl.stop().await
+}
