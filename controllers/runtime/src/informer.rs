@@ -24,14 +24,21 @@
 //! - Stored objects never carry `metadata.managedFields`.
 //! - `has_synced` turns true once the first complete list is in the cache and its changes are
 //!   queued to every subscriber registered by then.
+//! - [`Store::last_synced_resource_version`] is the newest resourceVersion the cache reflects
+//!   (client-go `LastStoreSyncResourceVersion`), advanced in the same critical section that
+//!   applies the change; [`Informer::wait_for_resource_version`] waits for it. kube's watcher
+//!   keeps list resourceVersions and bookmarks to itself, so it is the newest resourceVersion of
+//!   an object the cache applied (watch events in order; a relist contributes its newest
+//!   object): never ahead of client-go's value, at most behind it by writes that left no object.
 
 use std::any::{Any, TypeId};
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Debug;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{self, AtomicBool};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
@@ -156,6 +163,8 @@ pub(crate) struct State<K> {
     /// relisting. Kept apart so readers see the old cache until the new list is complete.
     relist: Option<HashMap<String, Arc<K>>>,
     synced: bool,
+    /// The newest resourceVersion the contents reflect; `None` before any versioned object.
+    last_synced_rv: Option<String>,
 }
 
 impl<K: Resource + Clone> State<K> {
@@ -166,6 +175,7 @@ impl<K: Resource + Clone> State<K> {
             indices: HashMap::new(),
             relist: None,
             synced: false,
+            last_synced_rv: None,
         };
         state.add_index(INDEX_NAMESPACE, index_by_namespace::<K>);
         state.add_index(INDEX_CONTROLLER_UID, index_by_controller_uid::<K>);
@@ -204,17 +214,56 @@ impl<K: Resource + Clone> State<K> {
                     }
                     // kube-rs never sends this outside a list; treat it as a watch event
                     // rather than lose it.
-                    None => self.upsert(obj).into_iter().collect(),
+                    None => {
+                        self.observe_version(obj.meta().resource_version.as_deref());
+                        self.upsert(obj).into_iter().collect()
+                    }
                 }
             }
             watcher::Event::InitDone => {
                 let listed = self.relist.take().unwrap_or_default();
+                let newest = newest_version(
+                    listed
+                        .values()
+                        .filter_map(|o| o.meta().resource_version.as_deref()),
+                );
+                self.observe_version(newest.as_deref());
                 let changes = self.replace(listed);
                 self.synced = true;
                 changes
             }
-            watcher::Event::Apply(obj) => self.upsert(strip(obj)).into_iter().collect(),
-            watcher::Event::Delete(obj) => self.delete(strip(obj)).into_iter().collect(),
+            watcher::Event::Apply(obj) => {
+                self.observe_version(obj.meta().resource_version.as_deref());
+                self.upsert(strip(obj)).into_iter().collect()
+            }
+            watcher::Event::Delete(obj) => {
+                // A delete advances the version even when the object was never cached.
+                self.observe_version(obj.meta().resource_version.as_deref());
+                self.delete(strip(obj)).into_iter().collect()
+            }
+        }
+    }
+
+    /// The newest resourceVersion the contents reflect.
+    pub(crate) fn last_synced_resource_version(&self) -> Option<&str> {
+        self.last_synced_rv.as_deref()
+    }
+
+    /// Advances the synced resourceVersion to `rv`. Comparable versions only move forward
+    /// (a relist served from an older cache does not move it back); an incomparable one
+    /// replaces it, as the newest seen, as client-go records whatever it saw last.
+    fn observe_version(&mut self, rv: Option<&str>) {
+        let Some(rv) = rv.filter(|rv| !rv.is_empty()) else {
+            return;
+        };
+        let newer = match self.last_synced_rv.as_deref() {
+            None => true,
+            Some(current) => {
+                compare_resource_versions(current, rv) != Some(Ordering::Greater) && current != rv
+            }
+        };
+        if newer {
+            self.last_synced_rv = Some(rv.to_owned());
         }
     }
 
@@ -356,6 +405,26 @@ fn remove_from_index(index: &mut HashMap<String, HashSet<String>>, value: &str, 
             index.remove(value);
         }
     }
+}
+
+/// Compares two resourceVersions as the integers the API server issues (upstream
+/// `resourceversion.CompareResourceVersion`): digits only, no leading zero, longer is
+/// larger. `None` when either is not of that form; resourceVersions are otherwise opaque.
+pub fn compare_resource_versions(a: &str, b: &str) -> Option<Ordering> {
+    fn valid(rv: &str) -> bool {
+        !rv.is_empty()
+            && rv.bytes().all(|c| c.is_ascii_digit())
+            && (rv == "0" || !rv.starts_with('0'))
+    }
+    (valid(a) && valid(b)).then(|| a.len().cmp(&b.len()).then_with(|| a.cmp(b)))
+}
+
+/// The newest of comparable resourceVersions; `None` if none is comparable.
+fn newest_version<'a>(versions: impl Iterator<Item = &'a str>) -> Option<String> {
+    versions
+        .filter(|rv| compare_resource_versions(rv, rv).is_some())
+        .max_by(|a, b| compare_resource_versions(a, b).unwrap_or(Ordering::Equal))
+        .map(str::to_owned)
 }
 
 fn same_version<K: Resource>(a: &K, b: &K) -> bool {
@@ -584,6 +653,8 @@ struct Shared<K> {
 struct Inner<K> {
     state: State<K>,
     subscribers: Vec<mpsc::UnboundedSender<Change<K>>>,
+    /// `state.last_synced_resource_version()`, for waiters.
+    synced_version: tokio::sync::watch::Sender<Option<String>>,
 }
 
 impl<K: Informable> Informer<K> {
@@ -596,6 +667,7 @@ impl<K: Informable> Informer<K> {
                 inner: Arc::new(RwLock::new(Inner {
                     state: State::new(),
                     subscribers: Vec::new(),
+                    synced_version: tokio::sync::watch::Sender::new(None),
                 })),
                 synced: tokio::sync::watch::Sender::new(false),
                 started: AtomicBool::new(false),
@@ -701,9 +773,36 @@ impl<K: Informable> Informer<K> {
             .objects
             .with_label_values(&[resource])
             .set(i64::try_from(inner.state.len()).unwrap_or(i64::MAX));
+        // Still under the lock: a waiter woken by a version finds the cache at least there.
+        let version = inner.state.last_synced_resource_version();
+        if inner.synced_version.borrow().as_deref() != version {
+            let version = version.map(str::to_owned);
+            inner.synced_version.send_replace(version);
+        }
         // Still under the lock: once synced is visible, the initial adds are queued.
         if inner.state.has_synced() && !*self.shared.synced.borrow() {
             self.shared.synced.send_replace(true);
+        }
+    }
+
+    /// The newest resourceVersion the cache reflects (see [`Store::last_synced_resource_version`]).
+    pub fn last_synced_resource_version(&self) -> Option<String> {
+        self.store().last_synced_resource_version()
+    }
+
+    /// Waits until the cache reflects resourceVersion `rv` or newer: true then, and at once
+    /// when `rv` cannot be compared with the cache's version (nothing to wait for); false if
+    /// `shutdown` fired first.
+    pub async fn wait_for_resource_version(&self, rv: &str, shutdown: &CancellationToken) -> bool {
+        let mut versions = self.shared.inner.read().synced_version.subscribe();
+        let caught_up = |seen: &Option<String>| {
+            seen.as_deref()
+                .is_some_and(|seen| compare_resource_versions(seen, rv) != Some(Ordering::Less))
+        };
+        tokio::select! {
+            biased;
+            result = versions.wait_for(caught_up) => result.is_ok(),
+            () = shutdown.cancelled() => false,
         }
     }
 
@@ -714,7 +813,7 @@ impl<K: Informable> Informer<K> {
         shutdown: CancellationToken,
         runtime: &Handle,
     ) {
-        if self.shared.started.swap(true, Ordering::SeqCst) {
+        if self.shared.started.swap(true, atomic::Ordering::SeqCst) {
             return;
         }
         for task in self.shared.pending_tasks.lock().drain(..) {
@@ -876,6 +975,17 @@ impl<K: Informable> Store<K> {
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+    /// The newest resourceVersion the cache reflects (client-go's
+    /// `LastStoreSyncResourceVersion`): a reader that sees it also sees every change up to
+    /// it. `None` until an object with a resourceVersion was applied. Compare with
+    /// [`compare_resource_versions`].
+    pub fn last_synced_resource_version(&self) -> Option<String> {
+        self.inner
+            .read()
+            .state
+            .last_synced_resource_version()
+            .map(str::to_owned)
     }
 }
 
@@ -1310,6 +1420,105 @@ mod tests {
         a.feed(watcher::Event::Apply(cm("a", "x", "1")));
         assert_eq!(b.store().len(), 1);
         assert!(pods.store().is_empty());
+    }
+
+    #[test]
+    fn resource_versions_compare_as_integers() {
+        use std::cmp::Ordering::{Equal, Greater, Less};
+        assert_eq!(compare_resource_versions("9", "10"), Some(Less));
+        assert_eq!(compare_resource_versions("100", "99"), Some(Greater));
+        assert_eq!(compare_resource_versions("42", "42"), Some(Equal));
+        assert_eq!(
+            compare_resource_versions("18446744073709551616", "18446744073709551615"),
+            Some(Greater),
+            "no 64-bit limit"
+        );
+        for bad in ["", "01", "1a", "-1", " 1"] {
+            assert_eq!(compare_resource_versions(bad, "1"), None, "{bad:?}");
+            assert_eq!(compare_resource_versions("1", bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn synced_version_follows_lists_and_events() {
+        let mut state: State<ConfigMap> = State::new();
+        assert_eq!(state.last_synced_resource_version(), None);
+        state.apply(watcher::Event::Init);
+        state.apply(watcher::Event::InitApply(cm("a", "x", "12")));
+        state.apply(watcher::Event::InitApply(cm("a", "y", "9")));
+        // Not before the list is complete: readers still see the old contents.
+        assert_eq!(state.last_synced_resource_version(), None);
+        state.apply(watcher::Event::InitDone);
+        assert_eq!(state.last_synced_resource_version(), Some("12"));
+
+        state.apply(watcher::Event::Apply(cm("a", "y", "13")));
+        assert_eq!(state.last_synced_resource_version(), Some("13"));
+        // A replayed event changes nothing, and neither does an older one.
+        state.apply(watcher::Event::Apply(cm("a", "y", "13")));
+        state.apply(watcher::Event::Apply(cm("a", "z", "11")));
+        assert_eq!(state.last_synced_resource_version(), Some("13"));
+        // The delete of an object never cached still carries the stream's version.
+        state.apply(watcher::Event::Delete(cm("a", "never", "20")));
+        assert_eq!(state.last_synced_resource_version(), Some("20"));
+
+        // A relist contributes its newest object and never moves the version back.
+        list(&mut state, vec![cm("a", "x", "15")]);
+        assert_eq!(state.last_synced_resource_version(), Some("20"));
+        list(&mut state, vec![cm("a", "x", "25"), cm("a", "w", "7")]);
+        assert_eq!(state.last_synced_resource_version(), Some("25"));
+        list(&mut state, vec![]);
+        assert_eq!(state.last_synced_resource_version(), Some("25"));
+
+        // Opaque versions from a non-standard server: the newest seen wins.
+        state.apply(watcher::Event::Apply(cm("a", "x", "opaque")));
+        assert_eq!(state.last_synced_resource_version(), Some("opaque"));
+        state.apply(watcher::Event::Apply(cm("a", "x", "26")));
+        assert_eq!(state.last_synced_resource_version(), Some("26"));
+    }
+
+    #[tokio::test]
+    async fn waiting_for_a_resource_version() {
+        let informer = Informer::<ConfigMap>::detached();
+        let shutdown = CancellationToken::new();
+        assert_eq!(informer.last_synced_resource_version(), None);
+        informer.feed(watcher::Event::Init);
+        informer.feed(watcher::Event::InitApply(cm("a", "x", "5")));
+        informer.feed(watcher::Event::InitDone);
+        assert_eq!(
+            informer.last_synced_resource_version().as_deref(),
+            Some("5")
+        );
+        assert_eq!(
+            informer.store().last_synced_resource_version().as_deref(),
+            Some("5")
+        );
+
+        // Caught up already (equal, older, or incomparable): no wait.
+        for rv in ["5", "4", "opaque"] {
+            let done = tokio::time::timeout(
+                Duration::from_secs(5),
+                informer.wait_for_resource_version(rv, &shutdown),
+            )
+            .await;
+            assert_eq!(done.ok(), Some(true), "{rv}");
+        }
+
+        let waiter = {
+            let informer = informer.clone();
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move { informer.wait_for_resource_version("7", &shutdown).await })
+        };
+        informer.feed(watcher::Event::Apply(cm("a", "x", "6")));
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "6 is older than 7");
+        informer.feed(watcher::Event::Apply(cm("a", "y", "8")));
+        let woke = tokio::time::timeout(Duration::from_secs(5), waiter).await;
+        assert!(matches!(woke, Ok(Ok(true))), "{woke:?}");
+        // Whoever is woken finds the cache at that version.
+        assert!(informer.store().get("a/y").is_some());
+
+        shutdown.cancel();
+        assert!(!informer.wait_for_resource_version("100", &shutdown).await);
     }
 
     #[test]
