@@ -269,6 +269,12 @@ fn replica_config(workers: i32, cli: &Cli) -> rkcm_replicaset::Config {
             .feature_gates
             .enabled("DeploymentReplicaSetTerminatingReplicas"),
         pod_deletion_cost: cli.feature_gates.enabled("PodDeletionCost"),
+        // Upstream's gate depends on AtomicFIFO: without it the informers report no
+        // last-synced resourceVersion and the guard never holds a sync back.
+        stale_cache_guard: cli
+            .feature_gates
+            .enabled("StaleControllerConsistencyReplicaSet")
+            && cli.feature_gates.enabled("AtomicFIFO"),
         ..rkcm_replicaset::Config::default()
     }
 }

@@ -28,6 +28,14 @@ pub enum Error {
         #[source]
         source: rkcm_runtime::Error,
     },
+    /// The stale-cache guard held the sync back: a cache has not yet seen the controller's
+    /// own last write for this owner. Nothing was read or written; retried with backoff.
+    #[error("syncing {key}: {source}")]
+    StaleCache {
+        key: String,
+        #[source]
+        source: crate::consistency::Stale,
+    },
     /// Writing the status subresource failed twice (or the re-read between failed).
     #[error("updating status of {key}: {source}")]
     UpdateStatus {
@@ -45,6 +53,7 @@ impl Error {
             Error::CreatePods { .. } => "create_pods",
             Error::DeletePods { .. } => "delete_pods",
             Error::UpdateStatus { .. } => "update_status",
+            Error::StaleCache { .. } => "stale_cache",
         }
     }
 
@@ -54,7 +63,8 @@ impl Error {
             Error::Claim { key, .. }
             | Error::CreatePods { key, .. }
             | Error::DeletePods { key, .. }
-            | Error::UpdateStatus { key, .. } => key,
+            | Error::UpdateStatus { key, .. }
+            | Error::StaleCache { key, .. } => key,
         }
     }
 
@@ -66,6 +76,7 @@ impl Error {
             | Error::DeletePods { source, .. }
             | Error::Claim { source, .. } => runtime_error_text(source),
             Error::UpdateStatus { source, .. } => rkcm_runtime::podcontrol::error_message(source),
+            Error::StaleCache { source, .. } => source.to_string(),
         }
     }
 }

@@ -21,7 +21,12 @@
 //! - Status (`replicas`, `fullyLabeledReplicas`, `readyReplicas`, `availableReplicas`,
 //!   `terminatingReplicas` for ReplicaSets when the gate is on, `observedGeneration`, the
 //!   `ReplicaFailure` condition) is written through the status subresource only when it
-//!   changed, carrying the cached resourceVersion.
+//!   changed, carrying the resourceVersion of the newest version known: the cached one, or
+//!   the one the controller's own previous status write returned while the cache lags.
+//! - Stale-cache guard (ReplicaSets, gate `StaleControllerConsistencyReplicaSet`, beta and on
+//!   since v1.36): a sync is skipped, counted in `replicaset_controller_stale_sync_skips_total`
+//!   and retried with backoff until the pod and ReplicaSet caches reflect the pods the
+//!   controller created or adopted and the status it wrote for that ReplicaSet.
 //! - Events with upstream reasons (`SuccessfulCreate`, `FailedCreate`, `SuccessfulDelete`,
 //!   `FailedDelete`) from `replicaset-controller` / `replication-controller`.
 //!
@@ -31,11 +36,15 @@
 //! (`replicationcontrollers/status`), `get` the owner before adopting, `create` events.
 //!
 //! # Not implemented
-//! The v1.36 stale-cache guard (`StaleControllerConsistencyReplicaSet` and
-//! `replicaset_controller_stale_sync_skips_total`) needs the informers' last-synced
-//! resourceVersion, which rkcm-runtime does not expose yet; expectations alone already
-//! prevent duplicate creates and deletes (spec §9 scenario 29, second half).
+//! - The stale-cache guard does not record release patches (the runtime's
+//!   `ControllerRefManager` does not return the released pod); a release repeated on a lagging
+//!   cache is a harmless no-op patch. Upstream records them.
+//! - The informers' last-synced resourceVersion is the newest object version the cache
+//!   applied; kube's watcher keeps list resourceVersions and bookmarks to itself. It is never
+//!   ahead of client-go's, so the guard never lets a stale sync through; it can hold a sync
+//!   a little longer (until the next pod or ReplicaSet event anywhere) after a relist.
 
+pub mod consistency;
 pub mod consts;
 mod error;
 mod metrics;
@@ -78,6 +87,10 @@ pub struct Config {
     pub terminating_replicas: bool,
     /// Gate `PodDeletionCost` (beta, on): honour the pod-deletion-cost annotation.
     pub pod_deletion_cost: bool,
+    /// Gate `StaleControllerConsistencyReplicaSet` (beta, on since v1.36; needs `AtomicFIFO`):
+    /// skip a ReplicaSet's sync until the caches show the controller's own writes for it.
+    /// Ignored by the RC controller.
+    pub stale_cache_guard: bool,
     /// Most creates or deletes per sync (upstream `BurstReplicas`, not a flag).
     pub burst_replicas: usize,
     /// Restricts the controller to owners and pods of these namespaces; `None` (default,
@@ -92,6 +105,7 @@ impl Default for Config {
             workers: DEFAULT_WORKERS,
             terminating_replicas: true,
             pod_deletion_cost: true,
+            stale_cache_guard: true,
             burst_replicas: consts::BURST_REPLICAS,
             namespaces: None,
         }
@@ -117,6 +131,7 @@ pub async fn start_replication_controller(
 /// retried with backoff and never end it.
 pub async fn start<O: ReplicaOwner>(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
     metrics::sorting_deletion_age_ratio();
+    metrics::stale_sync_skips();
     let owners = ctx.informers.informer::<O>();
     let pods = ctx.informers.informer::<Pod>();
     let queue = WorkQueue::new(O::QUEUE_NAME, RateLimiter::Default);
@@ -130,6 +145,9 @@ pub async fn start<O: ReplicaOwner>(ctx: ControllerContext, cfg: Config) -> Resu
         pod_control: PodControl::new(ctx.client.clone(), recorder),
         queue: queue.clone(),
         clock: ctx.clock.clone(),
+        consistency: (O::HAS_STALE_CACHE_GUARD && cfg.stale_cache_guard)
+            .then(consistency::ConsistencyStore::new),
+        written: std::sync::Mutex::new(std::collections::HashMap::new()),
         cfg,
     });
     tracing::info!(controller = O::CONTROLLER_NAME, "starting controller");
@@ -176,7 +194,7 @@ mod tests {
     fn defaults_are_upstream() {
         let cfg = Config::default();
         assert_eq!(cfg.workers, 5);
-        assert!(cfg.terminating_replicas && cfg.pod_deletion_cost);
+        assert!(cfg.terminating_replicas && cfg.pod_deletion_cost && cfg.stale_cache_guard);
         assert_eq!(cfg.burst_replicas, 500);
         assert_eq!(cfg.namespaces, None);
         assert_eq!(NAME, "replicaset-controller");

@@ -1,9 +1,10 @@
-//! `replicaset_controller_sorting_deletion_age_ratio`, registered once in the process
-//! registry and shared by the ReplicaSet and ReplicationController controllers (as upstream).
+//! `replicaset_controller_sorting_deletion_age_ratio` and
+//! `replicaset_controller_stale_sync_skips_total`, registered once in the process registry and
+//! shared by the ReplicaSet and ReplicationController controllers (as upstream).
 
 use std::sync::OnceLock;
 
-use prometheus::{Histogram, HistogramOpts};
+use prometheus::{Histogram, HistogramOpts, IntCounterVec, Opts};
 
 use crate::consts::metrics as m;
 
@@ -33,6 +34,34 @@ pub(crate) fn sorting_deletion_age_ratio() -> Option<&'static Histogram> {
         .as_ref()
 }
 
+/// The stale-sync counter, or `None` if it could not be built (see above).
+pub(crate) fn stale_sync_skips() -> Option<&'static IntCounterVec> {
+    static METRIC: OnceLock<Option<IntCounterVec>> = OnceLock::new();
+    METRIC
+        .get_or_init(|| {
+            let opts = Opts::new(m::STALE_SYNC_SKIPS, m::STALE_SYNC_SKIPS_HELP).subsystem(m::SUBSYSTEM);
+            let counter = match IntCounterVec::new(opts, m::STALE_SYNC_SKIPS_LABELS) {
+                Ok(c) => c,
+                Err(error) => {
+                    tracing::error!(metric = m::STALE_SYNC_SKIPS, %error, "building ReplicaSet metric failed");
+                    return None;
+                }
+            };
+            if let Err(error) = rkcm_runtime::metrics::registry().register(Box::new(counter.clone())) {
+                tracing::error!(metric = m::STALE_SYNC_SKIPS, %error, "registering ReplicaSet metric failed");
+            }
+            Some(counter)
+        })
+        .as_ref()
+}
+
+/// Counts one sync skipped because the cache of `group`/`resource` lagged.
+pub(crate) fn count_stale_sync_skip(group: &str, resource: &str) {
+    if let Some(c) = stale_sync_skips() {
+        c.with_label_values(&[group, resource]).inc();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -48,5 +77,17 @@ mod tests {
         );
         assert!(text.contains("replicaset_controller_sorting_deletion_age_ratio_bucket{le=\"8\"}"));
         assert!(std::ptr::eq(h, sorting_deletion_age_ratio().expect("same")));
+    }
+
+    #[test]
+    fn stale_sync_skips_render_with_upstream_name_and_labels() {
+        count_stale_sync_skip("", "pods");
+        let text = rkcm_runtime::metrics::render();
+        assert!(
+            text.contains(
+                "replicaset_controller_stale_sync_skips_total{group=\"\",resource=\"pods\"}"
+            ),
+            "{text}"
+        );
     }
 }

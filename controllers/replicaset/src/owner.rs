@@ -56,6 +56,9 @@ pub trait ReplicaOwner:
     const EVENT_COMPONENT: &'static str;
     /// Whether the kind has `status.terminatingReplicas` (ReplicaSet only).
     const HAS_TERMINATING_REPLICAS: bool;
+    /// Whether the stale-cache guard applies (gate `StaleControllerConsistencyReplicaSet`
+    /// names the ReplicaSet controller only; the RC controller never has it).
+    const HAS_STALE_CACHE_GUARD: bool;
 
     /// The pod selector; an error makes the owner unusable until its spec changes.
     fn selector(&self) -> Result<Selector, SelectorError>;
@@ -84,6 +87,7 @@ impl ReplicaOwner for ReplicaSet {
     const QUEUE_NAME: &'static str = consts::RS_QUEUE_NAME;
     const EVENT_COMPONENT: &'static str = consts::RS_EVENT_COMPONENT;
     const HAS_TERMINATING_REPLICAS: bool = true;
+    const HAS_STALE_CACHE_GUARD: bool = true;
 
     fn selector(&self) -> Result<Selector, SelectorError> {
         Selector::from_label_selector(&self.spec.selector)
@@ -153,6 +157,7 @@ impl ReplicaOwner for ReplicationController {
     const QUEUE_NAME: &'static str = consts::RC_QUEUE_NAME;
     const EVENT_COMPONENT: &'static str = consts::RC_EVENT_COMPONENT;
     const HAS_TERMINATING_REPLICAS: bool = false;
+    const HAS_STALE_CACHE_GUARD: bool = false;
 
     fn selector(&self) -> Result<Selector, SelectorError> {
         Ok(Selector::from_map(

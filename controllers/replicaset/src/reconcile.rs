@@ -13,10 +13,17 @@
 //!   causes a second replacement or an over-deletion.
 //! - Deletes are graceful with a UID precondition; adoption re-reads the owner first and
 //!   patches with the pod's UID as precondition (runtime `ControllerRefManager`).
-//! - Status is written through the status subresource with the cached resourceVersion; a
-//!   conflict re-reads once and retries.
+//! - With the stale-cache guard on (ReplicaSets, gate `StaleControllerConsistencyReplicaSet`)
+//!   a sync waits until the pod and owner caches reflect the pods this controller created or
+//!   adopted and the status it wrote for that owner ([`crate::consistency`]).
+//! - Status is written through the status subresource with a resourceVersion; a conflict
+//!   re-reads once and retries. The object the controller's own last status write returned is
+//!   remembered per owner and used instead of the cached one while the cache is older, so the
+//!   sync right after a status write neither conflicts on a stale resourceVersion nor rewrites
+//!   a status it already wrote.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -24,7 +31,7 @@ use kube::api::{Api, PostParams};
 use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::controller_ref::{ControllerRefManager, controller_of};
 use rkcm_runtime::expectations::UidTrackingExpectations;
-use rkcm_runtime::informer::{Change, INDEX_CONTROLLER_UID, Store};
+use rkcm_runtime::informer::{Change, INDEX_CONTROLLER_UID, Store, compare_resource_versions};
 use rkcm_runtime::keys::{controller_uid, key_of, split_key};
 use rkcm_runtime::podcontrol::{
     PodControl, PodOptions, SLOW_START_INITIAL_BATCH_SIZE, is_namespace_terminating,
@@ -33,6 +40,7 @@ use rkcm_runtime::podcontrol::{
 use rkcm_runtime::workqueue::WorkQueue;
 
 use crate::Config;
+use crate::consistency::{ConsistencyStore, GroupResource};
 use crate::error::Error;
 use crate::metrics;
 use crate::owner::{ReplicaOwner, ReplicaStatus};
@@ -54,6 +62,35 @@ pub(crate) struct Controller<O: ReplicaOwner> {
     pub(crate) queue: WorkQueue<String>,
     pub(crate) clock: SharedClock,
     pub(crate) cfg: Config,
+    /// The stale-cache guard's record of writes; `None` when the guard is off.
+    pub(crate) consistency: Option<ConsistencyStore>,
+    /// Per owner key, the object the controller's last successful status write returned.
+    pub(crate) written: Mutex<HashMap<String, Arc<O>>>,
+}
+
+/// The owner a sync works on: the cached one, or the object the controller's own last status
+/// write returned when that is a newer version of the same object (the cache has not caught
+/// up yet). The flag says whether the remembered object is still worth keeping.
+pub(crate) fn freshest<O: kube::Resource>(
+    cached: Arc<O>,
+    written: Option<&Arc<O>>,
+) -> (Arc<O>, bool) {
+    let Some(written) = written else {
+        return (cached, false);
+    };
+    let (c, w) = (cached.meta(), written.meta());
+    if c.uid != w.uid {
+        return (cached, false);
+    }
+    let newer = match (c.resource_version.as_deref(), w.resource_version.as_deref()) {
+        (Some(c), Some(w)) => compare_resource_versions(c, w) == Some(std::cmp::Ordering::Less),
+        _ => false,
+    };
+    if newer {
+        (written.clone(), true)
+    } else {
+        (cached, false)
+    }
 }
 
 fn labels_of(pod: &Pod) -> Option<&std::collections::BTreeMap<String, String>> {
@@ -95,6 +132,10 @@ impl<O: ReplicaOwner> Controller<O> {
     fn on_owner_deleted(&self, owner: &O) {
         let key = key_of(owner);
         tracing::debug!(controller = O::CONTROLLER_NAME, key = %key, "deleting owner");
+        if let Some(store) = &self.consistency {
+            store.clear(&key, owner.meta().uid.as_deref());
+        }
+        self.forget_written(&key, owner.meta().uid.as_deref());
         self.expectations.delete_expectations(&key);
         self.queue.add(key);
     }
@@ -212,6 +253,78 @@ impl<O: ReplicaOwner> Controller<O> {
         self.queue.add(key);
     }
 
+    // ---- remembered writes ---------------------------------------------------------------
+
+    fn written_map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<O>>> {
+        // Single inserts and removes: a panic elsewhere cannot leave the map torn.
+        self.written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Drops the remembered status write of `key` (only `uid`'s, when given).
+    fn forget_written(&self, key: &str, uid: Option<&str>) {
+        let mut written = self.written_map();
+        if written
+            .get(key)
+            .is_some_and(|w| uid.is_none_or(|uid| w.meta().uid.as_deref() == Some(uid)))
+        {
+            written.remove(key);
+        }
+    }
+
+    /// The cached owner, or the newer object of the controller's own last status write.
+    fn owner_for_sync(&self, key: &str, cached: Arc<O>) -> Arc<O> {
+        let mut written = self.written_map();
+        let (owner, keep) = freshest(cached, written.get(key));
+        if !keep {
+            written.remove(key);
+        }
+        owner
+    }
+
+    /// Records a write for the stale-cache guard.
+    fn wrote(&self, key: &str, owner: &O, resource: GroupResource, rv: Option<&str>) {
+        if let (Some(store), Some(rv)) = (&self.consistency, rv) {
+            store.wrote_at(
+                key,
+                owner.meta().uid.as_deref().unwrap_or_default(),
+                resource,
+                rv,
+            );
+        }
+    }
+
+    /// The guard's check (`EnsureReady`): an error while a cache lags behind this owner's
+    /// recorded writes. Counted in `replicaset_controller_stale_sync_skips_total`.
+    fn ensure_caches_caught_up(&self, key: &str) -> Result<(), crate::consistency::Stale> {
+        let Some(store) = &self.consistency else {
+            return Ok(());
+        };
+        let pods = GroupResource::of::<Pod>();
+        let owners = GroupResource::of::<O>();
+        let observed = |gr: &GroupResource| {
+            if *gr == pods {
+                self.pods.last_synced_resource_version()
+            } else if *gr == owners {
+                self.owners.last_synced_resource_version()
+            } else {
+                None
+            }
+        };
+        store.ensure_ready(key, observed).inspect_err(|stale| {
+            metrics::count_stale_sync_skip(&stale.resource.group, &stale.resource.resource);
+            tracing::debug!(
+                controller = O::CONTROLLER_NAME,
+                key,
+                resource = %stale.resource,
+                written = %stale.written,
+                observed = %stale.observed,
+                "cache older than the controller's own writes; skipping sync"
+            );
+        })
+    }
+
     // ---- sync ---------------------------------------------------------------------------
 
     /// One sync of the owner `key` (`syncReplicaSet`).
@@ -230,15 +343,25 @@ impl<O: ReplicaOwner> Controller<O> {
     async fn sync_inner(&self, key: &str) -> Result<(), Error> {
         let (namespace, _) = split_key(key);
         let namespace = namespace.unwrap_or_default().to_owned();
-        let Some(owner) = self.owners.get(key) else {
+        self.ensure_caches_caught_up(key)
+            .map_err(|source| Error::StaleCache {
+                key: key.to_owned(),
+                source,
+            })?;
+        let Some(cached) = self.owners.get(key) else {
             tracing::debug!(
                 controller = O::CONTROLLER_NAME,
                 key,
                 "owner has been deleted"
             );
+            if let Some(store) = &self.consistency {
+                store.clear(key, None);
+            }
+            self.forget_written(key, None);
             self.expectations.delete_expectations(key);
             return Ok(());
         };
+        let owner = self.owner_for_sync(key, cached);
         // Read before anything else: an observation arriving during this sync must not be
         // mistaken for one this sync already accounted for.
         let satisfied = self.expectations.satisfied_expectations(key);
@@ -309,7 +432,14 @@ impl<O: ReplicaOwner> Controller<O> {
         let generation = owner.meta().generation.unwrap_or(0);
         let written = if needs_write(&current, &status, generation) {
             status.observed_generation = generation;
-            self.write_status(&owner, key, &namespace, &status).await?;
+            let updated = self.write_status(&owner, key, &namespace, &status).await?;
+            self.wrote(
+                key,
+                &updated,
+                GroupResource::of::<O>(),
+                updated.meta().resource_version.as_deref(),
+            );
+            self.written_map().insert(key.to_owned(), Arc::new(updated));
             status
         } else {
             current
@@ -346,11 +476,28 @@ impl<O: ReplicaOwner> Controller<O> {
             Api::namespaced(self.client.clone(), namespace),
         )
         .map_err(claim_err)?;
-        manager
+        let outcome = manager
             .claim(active, |p| selector.matches(labels_of(p)))
-            .await
-            .into_result()
-            .map_err(claim_err)
+            .await;
+        if self.consistency.is_some() {
+            // Adopted pods come back as the patch returned them: a version the cache has not
+            // seen yet. (Releases return nothing to record; repeating one is harmless.)
+            let cached: HashMap<&str, Option<&str>> = active
+                .iter()
+                .filter_map(|p| {
+                    let uid = p.metadata.uid.as_deref()?;
+                    Some((uid, p.metadata.resource_version.as_deref()))
+                })
+                .collect();
+            for pod in &outcome.claimed {
+                let rv = pod.metadata.resource_version.as_deref();
+                let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+                if cached.get(uid).copied().flatten() != rv {
+                    self.wrote(key, &**owner, GroupResource::of::<Pod>(), rv);
+                }
+            }
+        }
+        outcome.into_result().map_err(claim_err)
     }
 
     /// Pods matched by every owner that shares this owner's controller (none without one).
@@ -439,7 +586,15 @@ impl<O: ReplicaOwner> Controller<O> {
                     .create_pod(namespace, template, &*owner, &PodOptions::default())
                     .await
                 {
-                    Ok(_) => Ok(()),
+                    Ok(pod) => {
+                        self.wrote(
+                            key,
+                            &*owner,
+                            GroupResource::of::<Pod>(),
+                            pod.metadata.resource_version.as_deref(),
+                        );
+                        Ok(())
+                    }
                     // Every create fails in a terminating namespace; upstream counts it as
                     // done (and so waits for the expectations to expire).
                     Err(rkcm_runtime::Error::ForOwner { ref source, .. })
@@ -509,15 +664,16 @@ impl<O: ReplicaOwner> Controller<O> {
         }
     }
 
-    /// `PUT …/status` with the cached object (its resourceVersion guards against stale
-    /// writes); on failure re-read once and overwrite the fresh object's status.
+    /// `PUT …/status` with the sync's object (its resourceVersion guards against stale
+    /// writes); on failure re-read once and overwrite the fresh object's status. Returns the
+    /// object as written.
     async fn write_status(
         &self,
         owner: &O,
         key: &str,
         namespace: &str,
         status: &ReplicaStatus,
-    ) -> Result<(), Error> {
+    ) -> Result<O, Error> {
         let api: Api<O> = Api::namespaced(self.client.clone(), namespace);
         let name = owner.meta().name.clone().unwrap_or_default();
         let err = |source| Error::UpdateStatus {
@@ -540,13 +696,12 @@ impl<O: ReplicaOwner> Controller<O> {
             .replace_status(&name, &pp, &owner.with_status(status))
             .await
         {
-            Ok(_) => Ok(()),
+            Ok(updated) => Ok(updated),
             Err(first) => {
                 tracing::debug!(controller = O::CONTROLLER_NAME, key, error = %first, "status update failed; retrying on a fresh copy");
                 let fresh = api.get(&name).await.map_err(err)?;
                 api.replace_status(&name, &pp, &fresh.with_status(status))
                     .await
-                    .map(drop)
                     .map_err(err)
             }
         }

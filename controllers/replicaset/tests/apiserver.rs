@@ -14,15 +14,25 @@
 mod adoption;
 #[path = "apiserver/basics.rs"]
 mod basics;
+#[path = "apiserver/burst.rs"]
+mod burst;
 #[path = "apiserver/failure.rs"]
 mod failure;
 #[path = "apiserver/harness.rs"]
 mod harness;
 #[path = "apiserver/lag.rs"]
 mod lag;
+#[path = "apiserver/namespace_terminating.rs"]
+mod namespace_terminating;
 #[path = "apiserver/rc.rs"]
 mod rc;
+#[path = "apiserver/recorder.rs"]
+mod recorder;
 #[path = "apiserver/scale_down.rs"]
 mod scale_down;
+#[path = "apiserver/stale_cache.rs"]
+mod stale_cache;
+#[path = "apiserver/status_conflicts.rs"]
+mod status_conflicts;
 #[path = "apiserver/takeover.rs"]
 mod takeover;

@@ -153,6 +153,10 @@ struct Harness<O: ReplicaOwner> {
 
 impl<O: ReplicaOwner> Harness<O> {
     fn new(handler: Arc<Handler>) -> Self {
+        Self::with_config(handler, Config::default())
+    }
+
+    fn with_config(handler: Arc<Handler>, cfg: Config) -> Self {
         let (client, log) = mock_client(handler);
         let owners = Informer::<O>::detached();
         let pods = Informer::<Pod>::detached();
@@ -166,7 +170,10 @@ impl<O: ReplicaOwner> Harness<O> {
             pod_control: PodControl::new(client, recorder),
             queue: WorkQueue::new("", RateLimiter::Default),
             clock,
-            cfg: Config::default(),
+            consistency: (O::HAS_STALE_CACHE_GUARD && cfg.stale_cache_guard)
+                .then(ConsistencyStore::new),
+            written: Mutex::new(HashMap::new()),
+            cfg,
         };
         Self {
             ctrl,
@@ -772,4 +779,283 @@ async fn related_pods_come_from_owners_sharing_a_controller() {
     assert_eq!(related, ["mine", "sibling"]);
     // Without a controller owner there are no related pods (all node ranks 0).
     assert!(h.ctrl.related_pods(&rs(1)).is_empty());
+}
+
+/// An API server that gives every write the next resourceVersion, from 100 up: creates get a
+/// generated name and UID, status writes and patches echo the body with the new version,
+/// GETs return `owner`.
+fn versioned(owner: Value) -> Arc<Handler> {
+    let rv = Arc::new(AtomicUsize::new(100));
+    Arc::new(move |req: &Request| {
+        if req.method == "GET" {
+            return (200, owner.clone());
+        }
+        let next = rv.fetch_add(1, Ordering::SeqCst).to_string();
+        let mut body = req.body.clone();
+        body["metadata"]["resourceVersion"] = json!(next);
+        if req.method == "POST" {
+            body["metadata"]["name"] = json!(format!("web-{next}"));
+            body["metadata"]["uid"] = json!(format!("new-{next}"));
+            return (201, body);
+        }
+        (200, body)
+    })
+}
+
+fn with_rv(p: &P, rv: &str) -> Pod {
+    let mut pod = (*p.build()).clone();
+    pod.metadata.resource_version = Some(rv.into());
+    pod
+}
+
+fn rs_at(replicas: i32, rv: &str) -> ReplicaSet {
+    let mut o = rs(replicas);
+    o.metadata.resource_version = Some(rv.into());
+    o
+}
+
+fn stale_skips(resource: &str) -> u64 {
+    crate::metrics::stale_sync_skips()
+        .map(|c| {
+            c.with_label_values(&[if resource == "pods" { "" } else { "apps" }, resource])
+                .get()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn freshest_owner_prefers_a_newer_own_write_of_the_same_object() {
+    let cached = Arc::new(rs_at(1, "10"));
+    let newer = Arc::new(rs_at(1, "12"));
+    let (o, keep) = freshest(cached.clone(), Some(&newer));
+    assert!(Arc::ptr_eq(&o, &newer) && keep, "cache behind the write");
+    for written in [rs_at(1, "10"), rs_at(1, "9"), rs_at(1, "opaque")] {
+        let written = Arc::new(written);
+        let (o, keep) = freshest(cached.clone(), Some(&written));
+        assert!(
+            Arc::ptr_eq(&o, &cached) && !keep,
+            "{:?}",
+            written.metadata.resource_version
+        );
+    }
+    let mut recreated = rs_at(1, "50");
+    recreated.metadata.uid = Some("other".into());
+    let (o, keep) = freshest(cached.clone(), Some(&Arc::new(recreated)));
+    assert!(
+        Arc::ptr_eq(&o, &cached) && !keep,
+        "another object of that name"
+    );
+    let (o, keep) = freshest(cached.clone(), None);
+    assert!(Arc::ptr_eq(&o, &cached) && !keep);
+}
+
+/// The 409s of a 0→1000→0 scale: the sync after the controller's own status write saw the
+/// cached (older) ReplicaSet, wrote the same status again, with the old resourceVersion.
+#[tokio::test]
+async fn status_write_builds_on_the_controllers_own_last_write() {
+    let cfg = Config {
+        stale_cache_guard: false,
+        ..Config::default()
+    };
+    let h = Harness::<ReplicaSet>::with_config(versioned(json!({})), cfg);
+    h.owner(rs_at(1, "1"));
+    h.pods
+        .feed(watcher::Event::Apply(with_rv(&owned("a"), "2")));
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    let puts = h.requests("PUT");
+    assert_eq!(puts.len(), 1);
+    assert_eq!(puts[0].body["metadata"]["resourceVersion"], "1");
+    assert_eq!(puts[0].body["status"]["replicas"], 1);
+
+    // The cache still holds version 1 without status: nothing new to write.
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    assert_eq!(
+        h.requests("PUT").len(),
+        1,
+        "the same status is not written again"
+    );
+
+    // A real change is written on top of the controller's own version 100.
+    let ready = P {
+        ready: true,
+        ready_since: Some(now()),
+        ..owned("a")
+    };
+    h.pods.feed(watcher::Event::Apply(with_rv(&ready, "3")));
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    let puts = h.requests("PUT");
+    assert_eq!(puts.len(), 2);
+    assert_eq!(puts[1].body["metadata"]["resourceVersion"], "100");
+    assert_eq!(puts[1].body["status"]["readyReplicas"], 1);
+
+    // Once the cache is newer, it is the base again and the remembered write is dropped.
+    let mut caught_up = rs_at(1, "150");
+    caught_up.status = Some(k8s_openapi::api::apps::v1::ReplicaSetStatus {
+        replicas: 1,
+        ..Default::default()
+    });
+    h.owner(caught_up);
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    let puts = h.requests("PUT");
+    assert_eq!(puts.len(), 3, "cached status lacks readyReplicas");
+    assert_eq!(puts[2].body["metadata"]["resourceVersion"], "150");
+    h.owner(rs_at(1, "200"));
+    h.ctrl.on_owner_change(Change::Deleted {
+        obj: Arc::new(rs_at(1, "200")),
+        final_state_unknown: false,
+    });
+    assert!(h.ctrl.written_map().is_empty(), "forgotten with the owner");
+}
+
+#[tokio::test]
+async fn stale_cache_guard_waits_for_own_creates_and_status() {
+    let h = Harness::<ReplicaSet>::new(versioned(json!({})));
+    h.owner(rs_at(2, "1"));
+    // Some unrelated pod gives the pod cache a version.
+    h.pods.feed(watcher::Event::Apply(with_rv(
+        &P {
+            name: "unrelated",
+            uid: "unrelated",
+            labels: &[("app", "db")],
+            ..P::default()
+        },
+        "50",
+    )));
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    let posts = h.requests("POST");
+    assert_eq!(posts.len(), 2, "slow start: two batches of one");
+    assert_eq!(h.requests("PUT").len(), 1, "status written at version 102");
+    let before = h.log.lock().expect("log").len();
+
+    let skips = stale_skips("pods");
+    let err = h
+        .ctrl
+        .sync("ns/web".into())
+        .await
+        .expect_err("pod cache is behind");
+    assert_eq!(err.category(), "stale_cache");
+    assert_eq!(
+        err.to_string(),
+        "syncing ns/web: read version: 50 is not as new as written version: 101 for group resource pods"
+    );
+    assert!(stale_skips("pods") > skips, "counted");
+    assert_eq!(
+        h.log.lock().expect("log").len(),
+        before,
+        "a skipped sync sends nothing"
+    );
+
+    // The pods arrive; the ReplicaSet cache still lacks the status write.
+    for (name, rv) in [("web-100", "100"), ("web-101", "101")] {
+        let mut pod = (*owned("x").build()).clone();
+        pod.metadata.name = Some(name.into());
+        pod.metadata.uid = Some(name.into());
+        pod.metadata.resource_version = Some(rv.into());
+        h.pods.feed(watcher::Event::Apply(pod));
+    }
+    let err = h
+        .ctrl
+        .sync("ns/web".into())
+        .await
+        .expect_err("owner cache is behind");
+    assert!(
+        err.to_string()
+            .ends_with("written version: 102 for group resource replicasets.apps"),
+        "{err}"
+    );
+
+    let mut written = rs_at(2, "102");
+    written.status = Some(k8s_openapi::api::apps::v1::ReplicaSetStatus {
+        observed_generation: Some(1),
+        terminating_replicas: Some(0),
+        ..Default::default()
+    });
+    h.owner(written);
+    h.ctrl.expectations.delete_expectations("ns/web");
+    h.ctrl.sync("ns/web".into()).await.expect("caught up");
+    assert_eq!(h.requests("POST").len(), 2, "both pods are seen: no create");
+    assert_eq!(
+        h.requests("PUT").len(),
+        2,
+        "replicas=2 written at version 103"
+    );
+    // The old record is gone; only the new status write holds the next sync back.
+    let err = h
+        .ctrl
+        .sync("ns/web".into())
+        .await
+        .expect_err("own write unseen");
+    assert!(
+        err.to_string().contains("written version: 103 for"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn stale_cache_guard_off_proceeds_and_rcs_have_none() {
+    let cfg = Config {
+        stale_cache_guard: false,
+        ..Config::default()
+    };
+    let h = Harness::<ReplicaSet>::with_config(versioned(json!({})), cfg);
+    assert!(h.ctrl.consistency.is_none());
+    h.owner(rs_at(2, "1"));
+    h.pods.feed(watcher::Event::Apply(with_rv(
+        &P {
+            name: "u",
+            uid: "u",
+            ..P::default()
+        },
+        "50",
+    )));
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    h.ctrl
+        .sync("ns/web".into())
+        .await
+        .expect("no guard: proceeds on the stale cache");
+    assert_eq!(
+        h.requests("POST").len(),
+        2,
+        "expectations still hold back a second create"
+    );
+
+    let rc = Harness::<ReplicationController>::new(accepting(json!({})));
+    assert!(
+        rc.ctrl.consistency.is_none(),
+        "the gate names ReplicaSets only"
+    );
+}
+
+#[tokio::test]
+async fn stale_cache_guard_waits_for_adoptions() {
+    let h = Harness::<ReplicaSet>::new(versioned(
+        serde_json::to_value(rs_at(1, "1")).expect("json"),
+    ));
+    h.owner(rs_at(1, "1"));
+    let orphan = P {
+        name: "orphan",
+        uid: "orphan-uid",
+        labels: &[("app", "web")],
+        phase: "Running",
+        ..P::default()
+    };
+    h.pods.feed(watcher::Event::Apply(with_rv(&orphan, "60")));
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    assert_eq!(h.requests("PATCH").len(), 1, "adopted at version 100");
+    assert!(h.requests("POST").is_empty(), "the adopted pod counts");
+    let err = h
+        .ctrl
+        .sync("ns/web".into())
+        .await
+        .expect_err("cache still shows the orphan");
+    assert!(
+        err.to_string()
+            .contains("written version: 100 for group resource pods"),
+        "{err}"
+    );
+    assert_eq!(
+        h.requests("PATCH").len(),
+        1,
+        "no second adoption on the stale cache"
+    );
 }

@@ -1,4 +1,5 @@
-//! Create failures: scenario 20 (quota, slow start, ReplicaFailure and its removal).
+//! Create failures: scenario 20 (quota, slow start, ReplicaFailure and its removal, at most
+//! one rejected create per sync).
 
 use anyhow::Result;
 use k8s_openapi::api::core::v1::ResourceQuota;
@@ -50,7 +51,13 @@ async fn quota_rejection_sets_replica_failure_until_lifted() -> Result<()> {
 
 async fn quota_failure(env: &Env) -> Result<()> {
     quota(env, 2).await?;
-    let ctrl = env.start();
+    let recorder = crate::recorder::Recorder::new();
+    let ctrl = Controllers::start_recorded(
+        &env.cluster,
+        env.config(),
+        std::time::Duration::ZERO,
+        Some(&recorder),
+    );
     let rs = env
         .create_rs(replicaset("web", 5, &[("app", "web")], &[("app", "web")]))
         .await?;
@@ -91,6 +98,22 @@ async fn quota_failure(env: &Env) -> Result<()> {
         Ok(env.owned(&uid).await?.len() <= 2)
     })
     .await?;
+    // What the audit log would show: once creates fail, a sync makes one attempt (the slow
+    // start stops at the batch with the failure), so rejected creates never overlap.
+    let rejected = recorder.matching(|c| c.is_pod_create(env.name()) && c.code == 403);
+    ensure(
+        rejected.len() >= 2,
+        format!(
+            "rejected creates retried with backoff, got {}",
+            rejected.len()
+        ),
+    )?;
+    for pair in rejected.windows(2) {
+        ensure(
+            pair[1].sent >= pair[0].answered,
+            "a rejected create was sent while another was still in flight",
+        )?;
+    }
 
     raise_quota(env, 5).await?;
     env.wait_active(&uid, 5).await?;

@@ -43,6 +43,17 @@ impl Controllers {
         cfg: rkcm_replicaset::Config,
         lag: Duration,
     ) -> Self {
+        Self::start_recorded(cluster, cfg, lag, None)
+    }
+
+    /// Like [`Controllers::start_with_watch_lag`]; every request the controllers send
+    /// themselves (not their informers' lists and watches) goes to `recorder` too.
+    pub fn start_recorded(
+        cluster: &TestCluster,
+        cfg: rkcm_replicaset::Config,
+        lag: Duration,
+        recorder: Option<&crate::recorder::Recorder>,
+    ) -> Self {
         let shutdown = CancellationToken::new();
         let client = cluster.client();
         let informer_client = if lag.is_zero() {
@@ -51,6 +62,10 @@ impl Controllers {
             crate::lag::lagging(client.clone(), lag)
         };
         let informers = InformerFactory::new(informer_client);
+        let client = match recorder {
+            Some(r) => r.wrap(client),
+            None => client,
+        };
         let ctx = ControllerContext {
             client,
             informers: informers.clone(),

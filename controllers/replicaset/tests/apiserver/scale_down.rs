@@ -1,4 +1,5 @@
-//! Victim choice on scale-down: scenarios 6–12 and 30.
+//! Victim choice on scale-down: scenarios 6–12 (10 with and without a shared controller owner)
+//! and 30.
 
 use std::time::Duration;
 
@@ -270,18 +271,42 @@ async fn scale_down_prefers_doubled_up_pods_of_related_replicasets() -> Result<(
         .cluster
         .create_node(NodeBuilder::new(&unique_name("rs-node")).ready(true))
         .await?;
-    let result = doubled_up(&env, &n1, &n2).await;
+    let result = doubled_up(&env, &n1, &n2, true).await;
     env.finish(result).await
 }
 
-async fn doubled_up(env: &Env, n1: &TestNode, n2: &TestNode) -> Result<()> {
-    let cm = env.config_map("owner").await?;
-    let owner_ref = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": cm, "controller": true}]);
+/// Scenario 10, second half: ReplicaSets without a controller owner have no related pods, so
+/// every rank is 0 and the choice falls to the later criteria (here the UID tie-break).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn scale_down_without_controller_owner_ignores_node_ranks() -> Result<()> {
+    let env = Env::new("rs-unranked").await?;
+    let n1 = env
+        .cluster
+        .create_node(NodeBuilder::new(&unique_name("rs-node")).ready(true))
+        .await?;
+    let n2 = env
+        .cluster
+        .create_node(NodeBuilder::new(&unique_name("rs-node")).ready(true))
+        .await?;
+    let result = doubled_up(&env, &n1, &n2, false).await;
+    env.finish(result).await
+}
+
+/// Two ReplicaSets `a` and `b` (sharing a controller owner when `shared_owner`), `a` with a pod
+/// on n1 and one on n2, `b` with both pods on n1; `a` scaled to 1. With the shared owner the
+/// `a` pod on the crowded n1 goes (rank 3 vs 1); without one, ranks are all 0 and the `a` pod
+/// with the smaller UID goes, which the test puts on n2.
+async fn doubled_up(env: &Env, n1: &TestNode, n2: &TestNode, shared_owner: bool) -> Result<()> {
     let ctrl = env.start();
     let mut a = replicaset("a", 2, &[("app", "a")], &[("app", "a")]);
-    a["metadata"]["ownerReferences"] = owner_ref.clone();
     let mut b = replicaset("b", 2, &[("app", "b")], &[("app", "b")]);
-    b["metadata"]["ownerReferences"] = owner_ref;
+    if shared_owner {
+        let cm = env.config_map("owner").await?;
+        let owner_ref = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": cm, "controller": true}]);
+        a["metadata"]["ownerReferences"] = owner_ref.clone();
+        b["metadata"]["ownerReferences"] = owner_ref;
+    }
     let a = env.create_rs(a).await?;
     let b = env.create_rs(b).await?;
     let mut a_pods = env.wait_active(&uid_of(&a), 2).await?;
@@ -305,11 +330,17 @@ async fn doubled_up(env: &Env, n1: &TestNode, n2: &TestNode) -> Result<()> {
     env.wait_rs("b", "ready=2", |rs| rs_status(rs).2 == 2)
         .await?;
     env.scale("a", 1).await?;
-    // The a pod on n1 shares its node with 2 pods of b (rank 3 vs 1): it goes.
-    env.wait_deleted(&a_pods[0]).await?;
+    let (victim, survivor) = if shared_owner {
+        // The a pod on n1 shares its node with 2 pods of b (rank 3 vs 1): it goes.
+        (&a_pods[0], &a_pods[1])
+    } else {
+        // No ranks: the smaller UID (on n2) goes.
+        (&a_pods[1], &a_pods[0])
+    };
+    env.wait_deleted(victim).await?;
     env.active_names_hold(
         &uid_of(&a),
-        std::slice::from_ref(&a_pods[1]),
+        std::slice::from_ref(survivor),
         Duration::from_secs(2),
     )
     .await?;
