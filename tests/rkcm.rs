@@ -10,5 +10,9 @@ mod flags;
 mod leader;
 #[path = "rkcm/packaging.rs"]
 mod packaging;
+#[path = "rkcm/rollout.rs"]
+mod rollout;
 #[path = "rkcm/serve.rs"]
 mod serve;
+#[path = "rkcm/takeover.rs"]
+mod takeover;

@@ -8,6 +8,8 @@
 //!   waited for and what it last saw when it gives up. Tests never sleep to let things
 //!   settle.
 //! - [`builders`] makes the small objects tests create.
+//! - [`proxy::ScopedProxy`] confines a controller-manager process (upstream's or rkcm's) to
+//!   one namespace of the shared plane.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -20,8 +22,10 @@ use kube::{Api, Client, Config};
 use serde_json::json;
 
 pub mod builders;
+pub mod proxy;
 
 pub use builders::NodeBuilder;
+pub use proxy::ScopedProxy;
 
 /// Environment variable naming the kubeconfig of the cluster tests run against.
 pub const KUBECONFIG_ENV: &str = "RKCM_TEST_KUBECONFIG";

@@ -1,0 +1,422 @@
+//! [`ScopedProxy`]: an HTTP proxy to the cluster under test that confines a controller
+//! manager to one namespace.
+//!
+//! Upstream kube-controller-manager cannot be limited to a namespace, and neither can the rkcm
+//! binary; the test plane is shared with other tests. A manager that talks to the API server
+//! through this proxy:
+//!
+//! - **sees only the namespace**: its cluster-wide LIST/WATCH of a namespaced resource
+//!   (`/api/v1/pods`, `/apis/apps/v1/replicasets`, ...) is rewritten to the namespace's
+//!   collection (`/api/v1/namespaces/<ns>/pods`, ...), so its informers hold that namespace's
+//!   objects only and its controllers never act on another test's objects;
+//! - **writes only into the namespace**: a mutating request (POST, PUT, PATCH, DELETE) outside
+//!   `.../namespaces/<ns>/...` is refused with 403 and remembered ([`ScopedProxy::refused`]),
+//!   except access and token reviews (`authorization.k8s.io`, `authentication.k8s.io`), which
+//!   change nothing;
+//! - passes every other request (discovery, GETs of single objects) unchanged, with the
+//!   credentials of the client the proxy was started with.
+//!
+//! Every write that went through is recorded ([`ScopedProxy::writes`]), so a test can say
+//! which manager wrote what. The proxy serves plain HTTP/1.1 on a loopback port and writes a
+//! kubeconfig pointing at it ([`ScopedProxy::kubeconfig`]); [`ScopedProxy::stop`] (or drop)
+//! closes the listener and every open connection, ending the manager's watches.
+
+use std::convert::Infallible;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio_util::sync::CancellationToken;
+
+use crate::TestCluster;
+
+type ProxyBody =
+    http_body_util::combinators::UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
+
+/// Namespaced resources whose cluster-wide collection the proxy narrows to the namespace, in
+/// any API group and version: what the workload controllers, the garbage collector and the
+/// event machinery list and watch.
+pub const NAMESPACED_RESOURCES: &[&str] = &[
+    "pods",
+    "podtemplates",
+    "replicationcontrollers",
+    "events",
+    "endpoints",
+    "endpointslices",
+    "configmaps",
+    "secrets",
+    "serviceaccounts",
+    "services",
+    "persistentvolumeclaims",
+    "resourcequotas",
+    "limitranges",
+    "deployments",
+    "replicasets",
+    "statefulsets",
+    "daemonsets",
+    "controllerrevisions",
+    "jobs",
+    "cronjobs",
+    "poddisruptionbudgets",
+    "leases",
+    "resourceclaims",
+    "resourceclaimtemplates",
+    "horizontalpodautoscalers",
+];
+
+/// One request that went through the proxy (or was refused).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxiedRequest {
+    pub method: http::Method,
+    /// Path as sent to the API server (after scoping), without the query.
+    pub path: String,
+    /// HTTP status of the answer (403 for refused requests, 502 if the API server was
+    /// unreachable).
+    pub status: u16,
+}
+
+#[derive(Default)]
+struct Journal {
+    writes: Vec<ProxiedRequest>,
+    refused: Vec<ProxiedRequest>,
+}
+
+/// A namespace-scoping proxy in front of the cluster under test. Stopped when dropped.
+pub struct ScopedProxy {
+    url: String,
+    namespace: String,
+    dir: PathBuf,
+    kubeconfig: PathBuf,
+    stop: CancellationToken,
+    journal: Arc<Mutex<Journal>>,
+}
+
+impl ScopedProxy {
+    /// Starts a proxy confining its clients to `namespace`, forwarding with the cluster's
+    /// (admin) credentials.
+    pub async fn start(cluster: &TestCluster, namespace: &str) -> anyhow::Result<Self> {
+        Self::start_with(cluster.client(), namespace).await
+    }
+
+    /// Starts a proxy that forwards with `client` (e.g. one built from a per-manager user's
+    /// kubeconfig, so the API server tells managers apart).
+    pub async fn start_with(client: kube::Client, namespace: &str) -> anyhow::Result<Self> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .context("binding the proxy's loopback port")?;
+        let addr = listener.local_addr()?;
+        let url = format!("http://{addr}");
+        let dir = std::env::temp_dir().join(crate::unique_name(&format!("rkcm-proxy-{namespace}")));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(&kubeconfig, kubeconfig_text(&url, namespace))
+            .with_context(|| format!("writing {}", kubeconfig.display()))?;
+
+        let stop = CancellationToken::new();
+        let journal = Arc::new(Mutex::new(Journal::default()));
+        let scope = Arc::new(Scope {
+            client,
+            namespace: namespace.to_owned(),
+            journal: journal.clone(),
+        });
+        tokio::spawn(serve(listener, scope, stop.clone()));
+        Ok(Self {
+            url,
+            namespace: namespace.to_owned(),
+            dir,
+            kubeconfig,
+            stop,
+            journal,
+        })
+    }
+
+    /// The proxy's base URL (`http://127.0.0.1:<port>`).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// A kubeconfig whose only context points at the proxy (no credentials: the proxy adds
+    /// its own). Hand it to the process under test.
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// Writes (non-GET requests) that were forwarded, in arrival order.
+    pub fn writes(&self) -> Vec<ProxiedRequest> {
+        self.journal
+            .lock()
+            .map(|j| j.writes.clone())
+            .unwrap_or_default()
+    }
+
+    /// Writes that were refused because they targeted something outside the namespace.
+    pub fn refused(&self) -> Vec<ProxiedRequest> {
+        self.journal
+            .lock()
+            .map(|j| j.refused.clone())
+            .unwrap_or_default()
+    }
+
+    /// Closes the listener and every open connection (watches end).
+    pub fn stop(&self) {
+        self.stop.cancel();
+    }
+}
+
+impl Drop for ScopedProxy {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn kubeconfig_text(url: &str, namespace: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: scoped-proxy\n  cluster: {{server: \"{url}\"}}\n\
+         users:\n- name: scoped-proxy\n  user: {{}}\ncontexts:\n- name: scoped-proxy\n  \
+         context: {{cluster: scoped-proxy, user: scoped-proxy, namespace: \"{namespace}\"}}\n\
+         current-context: scoped-proxy\n"
+    )
+}
+
+struct Scope {
+    client: kube::Client,
+    namespace: String,
+    journal: Arc<Mutex<Journal>>,
+}
+
+async fn serve(listener: tokio::net::TcpListener, scope: Arc<Scope>, stop: CancellationToken) {
+    loop {
+        let stream = tokio::select! {
+            () = stop.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(_) => continue,
+            },
+        };
+        let (scope, stop) = (scope.clone(), stop.clone());
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req| forward(scope.clone(), req));
+            let conn = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc);
+            tokio::select! {
+                () = stop.cancelled() => {}
+                _ = conn => {}
+            }
+        });
+    }
+}
+
+/// The path the API server gets: a cluster-wide collection of a namespaced resource becomes
+/// the namespace's collection; anything else is unchanged.
+pub fn scoped_path(path: &str, namespace: &str) -> String {
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let narrowed = match segments.as_slice() {
+        ["api", version, resource] if NAMESPACED_RESOURCES.contains(resource) => {
+            Some(format!("/api/{version}/namespaces/{namespace}/{resource}"))
+        }
+        ["apis", group, version, resource] if NAMESPACED_RESOURCES.contains(resource) => Some(
+            format!("/apis/{group}/{version}/namespaces/{namespace}/{resource}"),
+        ),
+        _ => None,
+    };
+    narrowed.unwrap_or_else(|| path.to_owned())
+}
+
+/// Whether a mutating request to `path` stays inside `namespace` (or is a review, which
+/// mutates nothing).
+pub fn write_allowed(path: &str, namespace: &str) -> bool {
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match segments.as_slice() {
+        ["api", _, "namespaces", ns, _, ..] => *ns == namespace,
+        ["apis", "authorization.k8s.io" | "authentication.k8s.io", ..] => true,
+        ["apis", _, _, "namespaces", ns, _, ..] => *ns == namespace,
+        _ => false,
+    }
+}
+
+fn is_read(method: &http::Method) -> bool {
+    matches!(
+        *method,
+        http::Method::GET | http::Method::HEAD | http::Method::OPTIONS
+    )
+}
+
+fn text(code: http::StatusCode, msg: String) -> http::Response<ProxyBody> {
+    let mut resp = http::Response::new(
+        Full::new(Bytes::from(msg))
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+    );
+    *resp.status_mut() = code;
+    resp
+}
+
+/// A Kubernetes `Status` answer, so clients report the refusal like an API error.
+fn forbidden(method: &http::Method, path: &str, namespace: &str) -> http::Response<ProxyBody> {
+    let body = serde_json::json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "reason": "Forbidden", "code": 403,
+        "message": format!(
+            "scoped test proxy: {method} {path} is outside namespace {namespace}"
+        ),
+    });
+    let mut resp = text(http::StatusCode::FORBIDDEN, body.to_string());
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+/// Hop-by-hop headers (RFC 9110 §7.6.1) and those the proxy recomputes.
+fn skip_header(name: &http::HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "host"
+            | "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "transfer-encoding"
+            | "te"
+            | "trailer"
+            | "upgrade"
+            | "content-length"
+            | "authorization"
+    )
+}
+
+async fn forward(
+    scope: Arc<Scope>,
+    req: http::Request<Incoming>,
+) -> Result<http::Response<ProxyBody>, Infallible> {
+    let (parts, body) = req.into_parts();
+    let path = scoped_path(parts.uri.path(), &scope.namespace);
+    let write = !is_read(&parts.method);
+    if write && !write_allowed(&path, &scope.namespace) {
+        if let Ok(mut j) = scope.journal.lock() {
+            j.refused.push(ProxiedRequest {
+                method: parts.method.clone(),
+                path: path.clone(),
+                status: 403,
+            });
+        }
+        return Ok(forbidden(&parts.method, &path, &scope.namespace));
+    }
+    let body = match body.collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => return Ok(text(http::StatusCode::BAD_REQUEST, e.to_string())),
+    };
+    let uri = match parts.uri.query() {
+        Some(q) => format!("{path}?{q}"),
+        None => path.clone(),
+    };
+    let mut builder = http::Request::builder()
+        .method(parts.method.clone())
+        .uri(uri);
+    for (name, value) in &parts.headers {
+        if !skip_header(name) {
+            builder = builder.header(name, value);
+        }
+    }
+    let request = match builder.body(kube::client::Body::from(body.to_vec())) {
+        Ok(r) => r,
+        Err(e) => return Ok(text(http::StatusCode::BAD_REQUEST, e.to_string())),
+    };
+    let resp = match scope.client.send(request).await {
+        Ok(resp) => resp.map(|b| {
+            b.map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
+                .boxed_unsync()
+        }),
+        Err(e) => text(http::StatusCode::BAD_GATEWAY, e.to_string()),
+    };
+    if write && let Ok(mut j) = scope.journal.lock() {
+        j.writes.push(ProxiedRequest {
+            method: parts.method,
+            path,
+            status: resp.status().as_u16(),
+        });
+    }
+    Ok(resp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_wide_collections_of_namespaced_resources_are_narrowed() {
+        assert_eq!(
+            scoped_path("/api/v1/pods", "t"),
+            "/api/v1/namespaces/t/pods"
+        );
+        assert_eq!(
+            scoped_path("/apis/apps/v1/replicasets", "t"),
+            "/apis/apps/v1/namespaces/t/replicasets"
+        );
+        assert_eq!(
+            scoped_path("/apis/events.k8s.io/v1/events", "t"),
+            "/apis/events.k8s.io/v1/namespaces/t/events"
+        );
+        // Cluster-scoped collections, single objects, namespaced paths and discovery pass.
+        for p in [
+            "/api/v1/nodes",
+            "/api/v1/namespaces",
+            "/api/v1/namespaces/t/pods",
+            "/api/v1/namespaces/other/pods/x",
+            "/apis/apps/v1",
+            "/apis",
+            "/api",
+        ] {
+            assert_eq!(scoped_path(p, "t"), p);
+        }
+    }
+
+    #[test]
+    fn writes_stay_inside_the_namespace() {
+        assert!(write_allowed("/api/v1/namespaces/t/pods", "t"));
+        assert!(write_allowed("/api/v1/namespaces/t/events", "t"));
+        assert!(write_allowed(
+            "/apis/apps/v1/namespaces/t/replicasets/web/status",
+            "t"
+        ));
+        assert!(write_allowed(
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            "t"
+        ));
+        assert!(!write_allowed("/api/v1/namespaces/other/pods", "t"));
+        assert!(!write_allowed(
+            "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/x",
+            "t"
+        ));
+        assert!(!write_allowed("/api/v1/namespaces/t", "t"));
+        assert!(!write_allowed("/api/v1/nodes/n1", "t"));
+        assert!(!write_allowed("/apis/apps/v1/replicasets", "t"));
+    }
+
+    #[test]
+    fn kubeconfig_points_at_the_proxy() {
+        let text = kubeconfig_text("http://127.0.0.1:1234", "t");
+        let kc: kube::config::Kubeconfig = serde_yaml_like(&text);
+        assert_eq!(
+            kc.clusters[0]
+                .cluster
+                .as_ref()
+                .and_then(|c| c.server.as_deref()),
+            Some("http://127.0.0.1:1234")
+        );
+        assert_eq!(kc.current_context.as_deref(), Some("scoped-proxy"));
+    }
+
+    fn serde_yaml_like(text: &str) -> kube::config::Kubeconfig {
+        kube::config::Kubeconfig::from_yaml(text).expect("valid kubeconfig")
+    }
+}

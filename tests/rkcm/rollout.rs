@@ -1,0 +1,1122 @@
+//! kubectl rollout parity (spec/deployment.md; DESIGN.md testing tier 3): one scripted
+//! `kubectl` session — `rollout status`, `history` (and `--revision`), `undo` (and
+//! `--to-revision`), `pause`/`resume`, `restart`, `scale` — runs twice at the same time, once
+//! in a namespace managed by upstream kube-controller-manager and once in a namespace managed
+//! by the rkcm binary (both with `--controllers=deployment-controller,replicaset-controller`),
+//! and the two normalised transcripts must be equal.
+//!
+//! Pods really run: kube-scheduler binds them to the kwok nodes (`type=kwok`) and kwok marks
+//! them Running and Ready. Each manager reaches the API server through its own
+//! [`ScopedProxy`], so it sees and writes only its own namespace.
+//!
+//! Normalised, because they legitimately differ: pod-template-hash values (rkcm's hash
+//! differs from upstream's by design; each hash becomes `<H1>`, `<H2>`, ... in order of
+//! first appearance, which the script makes deterministic), timestamps (`rollout restart`),
+//! and the progress lines `rollout status` prints while it waits (how many depends on
+//! timing; each must still be one of kubectl's messages, and the final line is compared).
+//!
+//! `RKCM_PARITY_SUBJECT=upstream` runs upstream on both sides: a dry run of the comparison
+//! that validates the normalisation.
+//!
+//! This module also holds what the takeover tests share: [`Manager`] (a controller-manager
+//! process behind a scoping proxy), [`Kubectl`], the Deployment manifest and the settle and
+//! snapshot helpers.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::api::ListParams;
+use rkcm_testkit::{ScopedProxy, TestCluster, TestNamespace, wait_for};
+use tokio::io::AsyncWriteExt as _;
+
+/// Bound for one rollout (or scale) to complete on the kwok nodes.
+pub(crate) const ROLLOUT: Duration = Duration::from_secs(60);
+
+pub(crate) const REVISION: &str = "deployment.kubernetes.io/revision";
+pub(crate) const REVISION_HISTORY: &str = "deployment.kubernetes.io/revision-history";
+pub(crate) const DESIRED: &str = "deployment.kubernetes.io/desired-replicas";
+pub(crate) const MAX: &str = "deployment.kubernetes.io/max-replicas";
+pub(crate) const CHANGE_CAUSE: &str = "kubernetes.io/change-cause";
+pub(crate) const HASH_LABEL: &str = "pod-template-hash";
+
+/// The controllers both managers run.
+const CONTROLLERS: &str = "--controllers=deployment-controller,replicaset-controller";
+
+pub(crate) fn e2e_bin(name: &str) -> anyhow::Result<PathBuf> {
+    let dir = std::env::var_os("RKCM_E2E_BIN")
+        .context("RKCM_E2E_BIN is not set: run `eval \"$(bash e2e/cluster.sh env)\"`")?;
+    Ok(PathBuf::from(dir).join(name))
+}
+
+/// Which controller-manager manages a namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Upstream,
+    Rkcm,
+}
+
+impl Kind {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::Upstream => "kube-controller-manager",
+            Kind::Rkcm => "rkcm",
+        }
+    }
+}
+
+/// A controller-manager process (upstream's or rkcm's) running the Deployment and ReplicaSet
+/// controllers, confined to one namespace by its own [`ScopedProxy`]. Killed when dropped;
+/// its log is removed unless [`Manager::keep_log`] was called.
+pub(crate) struct Manager {
+    pub kind: Kind,
+    child: tokio::process::Child,
+    proxy: ScopedProxy,
+    log: PathBuf,
+    keep: bool,
+}
+
+impl Manager {
+    pub(crate) async fn start(
+        kind: Kind,
+        cluster: &TestCluster,
+        namespace: &str,
+    ) -> anyhow::Result<Self> {
+        let proxy = ScopedProxy::start(cluster, namespace).await?;
+        let log = std::env::temp_dir().join(rkcm_testkit::unique_name(&format!(
+            "{}-{namespace}",
+            kind.name()
+        )));
+        let log = log.with_extension("log");
+        let out =
+            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let bin = match kind {
+            Kind::Upstream => e2e_bin("kube-controller-manager")?,
+            Kind::Rkcm => std::env::var_os("RKCM_TEST_BIN")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_rkcm"))),
+        };
+        let child = tokio::process::Command::new(&bin)
+            .arg(format!("--kubeconfig={}", proxy.kubeconfig().display()))
+            .args([
+                CONTROLLERS,
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--v=2",
+            ])
+            .env_remove("KUBECONFIG")
+            .env_remove("RUST_LOG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("KUBERNETES_SERVICE_PORT")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        Ok(Self {
+            kind,
+            child,
+            proxy,
+            log,
+            keep: false,
+        })
+    }
+
+    pub(crate) fn proxy(&self) -> &ScopedProxy {
+        &self.proxy
+    }
+
+    /// Kills the process (SIGKILL: the harshest handover) and closes its proxy.
+    pub(crate) async fn stop(mut self) -> anyhow::Result<()> {
+        self.child
+            .kill()
+            .await
+            .with_context(|| format!("stopping {}", self.kind.name()))?;
+        self.proxy.stop();
+        Ok(())
+    }
+
+    /// Fails if the process has exited (a crash or a refused flag).
+    pub(crate) fn check_running(&mut self) -> anyhow::Result<()> {
+        if let Some(status) = self.child.try_wait()? {
+            bail!(
+                "{} exited: {status}\n{}",
+                self.kind.name(),
+                self.log_tail(30)
+            );
+        }
+        Ok(())
+    }
+
+    pub(crate) fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Keeps the log file (for a failing test) and says where it is.
+    pub(crate) fn keep_log(&mut self) -> String {
+        self.keep = true;
+        format!(
+            "{} log: {} (last lines:)\n{}",
+            self.kind.name(),
+            self.log.display(),
+            self.log_tail(15)
+        )
+    }
+}
+
+impl Drop for Manager {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+        if !self.keep {
+            let _ = std::fs::remove_file(&self.log);
+        }
+    }
+}
+
+/// Adds each manager's log location and tail to a failing result.
+pub(crate) fn with_logs<T>(
+    result: anyhow::Result<T>,
+    managers: &mut [&mut Manager],
+) -> anyhow::Result<T> {
+    match result {
+        Ok(v) => Ok(v),
+        Err(mut e) => {
+            for m in managers.iter_mut() {
+                e = e.context(m.keep_log());
+            }
+            Err(e)
+        }
+    }
+}
+
+/// What one kubectl invocation did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Out {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// The pinned kubectl, as the admin, in one namespace.
+#[derive(Clone)]
+pub(crate) struct Kubectl {
+    bin: PathBuf,
+    kubeconfig: PathBuf,
+    namespace: String,
+}
+
+impl Kubectl {
+    pub(crate) fn new(cluster: &TestCluster, namespace: &str) -> anyhow::Result<Self> {
+        Ok(Self {
+            bin: e2e_bin("kubectl")?,
+            kubeconfig: cluster.kubeconfig_path().to_path_buf(),
+            namespace: namespace.to_owned(),
+        })
+    }
+
+    pub(crate) async fn run(&self, args: &[&str], stdin: Option<&str>) -> anyhow::Result<Out> {
+        let mut cmd = tokio::process::Command::new(&self.bin);
+        cmd.arg(format!("--kubeconfig={}", self.kubeconfig.display()))
+            .arg(format!("--namespace={}", self.namespace))
+            .args(args)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("running {}", self.bin.display()))?;
+        if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            pipe.write_all(text.as_bytes()).await?;
+        }
+        // Every kubectl call in these tests is bounded (rollout status has --timeout).
+        let out = tokio::time::timeout(Duration::from_secs(180), child.wait_with_output())
+            .await
+            .with_context(|| format!("kubectl {args:?} did not finish"))??;
+        Ok(Out {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        })
+    }
+
+    /// Runs and requires exit code 0.
+    pub(crate) async fn ok(&self, args: &[&str]) -> anyhow::Result<Out> {
+        let out = self.run(args, None).await?;
+        if out.code != 0 {
+            bail!("kubectl {args:?} failed ({}): {}", out.code, out.stderr);
+        }
+        Ok(out)
+    }
+}
+
+/// A Deployment whose pods land on the kwok nodes.
+pub(crate) fn deployment_manifest(
+    name: &str,
+    replicas: i32,
+    image: &str,
+    extra_spec: serde_json::Value,
+) -> serde_json::Value {
+    let mut d = serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "nodeSelector": {"type": "kwok"},
+                    "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists",
+                                     "effect": "NoSchedule"}],
+                    "containers": [{"name": "app", "image": image}],
+                },
+            },
+        },
+    });
+    if let (Some(spec), Some(extra)) = (d["spec"].as_object_mut(), extra_spec.as_object()) {
+        for (k, v) in extra {
+            spec.insert(k.clone(), v.clone());
+        }
+    }
+    d
+}
+
+/// Pods need the namespace's default ServiceAccount (the plane's kube-controller-manager
+/// creates it); without it the first pod creates fail and are retried with backoff, which
+/// would make the two sides' timelines differ for no reason of theirs.
+pub(crate) async fn wait_default_service_account(ns: &TestNamespace) -> anyhow::Result<()> {
+    let sa = ns.api::<ServiceAccount>();
+    wait_for(
+        "the namespace's default ServiceAccount",
+        Duration::from_secs(30),
+        || async { Ok(sa.get_opt("default").await?.map(|_| ())) },
+    )
+    .await
+}
+
+pub(crate) fn annotation<'a>(meta: &'a kube::core::ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.annotations.as_ref()?.get(key).map(String::as_str)
+}
+
+fn revision_of(rs: &ReplicaSet) -> i64 {
+    annotation(&rs.metadata, REVISION)
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(-1)
+}
+
+fn hash_of(rs: &ReplicaSet) -> Option<&str> {
+    rs.metadata
+        .labels
+        .as_ref()?
+        .get(HASH_LABEL)
+        .map(String::as_str)
+}
+
+fn image_of_template(t: Option<&k8s_openapi::api::core::v1::PodTemplateSpec>) -> String {
+    t.and_then(|t| t.spec.as_ref())
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.image.clone())
+        .unwrap_or_default()
+}
+
+fn controlled_by(rs: &ReplicaSet, d: &Deployment) -> bool {
+    rs.metadata.owner_references.iter().flatten().any(|o| {
+        o.controller == Some(true)
+            && o.kind == "Deployment"
+            && Some(&o.uid) == d.metadata.uid.as_ref()
+    })
+}
+
+/// The Deployment and the ReplicaSets it controls (sorted by revision).
+pub(crate) async fn read_state(
+    ns: &TestNamespace,
+    name: &str,
+) -> anyhow::Result<(Deployment, Vec<ReplicaSet>)> {
+    let d = ns.api::<Deployment>().get(name).await?;
+    let mut rss: Vec<ReplicaSet> = ns
+        .api::<ReplicaSet>()
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|rs| controlled_by(rs, &d))
+        .collect();
+    rss.sort_by_key(revision_of);
+    Ok((d, rss))
+}
+
+fn template_without_hash(
+    t: Option<&k8s_openapi::api::core::v1::PodTemplateSpec>,
+) -> serde_json::Value {
+    let mut v = serde_json::to_value(t).unwrap_or_default();
+    if let Some(labels) = v
+        .pointer_mut("/metadata/labels")
+        .and_then(|l| l.as_object_mut())
+    {
+        labels.remove(HASH_LABEL);
+    }
+    v
+}
+
+/// Why the Deployment is not settled yet, or `None` when it is: the manager observed the
+/// latest generation; every ReplicaSet has as many pods as it wants, all available, and
+/// reports its latest generation; the Deployment's status adds up; and unless it is paused,
+/// the rollout is complete (one RS carries the template and all replicas, the revision
+/// bookkeeping is done, `Progressing` says `NewReplicaSetAvailable`).
+pub(crate) fn unsettled(d: &Deployment, rss: &[ReplicaSet]) -> Option<String> {
+    let st = d.status.clone().unwrap_or_default();
+    let spec = d.spec.clone();
+    let want = spec.replicas.unwrap_or(1);
+    if st.observed_generation < d.metadata.generation {
+        return Some(format!(
+            "observedGeneration {:?} < generation {:?}",
+            st.observed_generation, d.metadata.generation
+        ));
+    }
+    let (mut replicas, mut available, mut ready) = (0, 0, 0);
+    for rs in rss {
+        let rst = rs.status.clone().unwrap_or_default();
+        let rspec = rs.spec.replicas.unwrap_or(1);
+        if rst.observed_generation < rs.metadata.generation
+            || rst.replicas != rspec
+            || rst.available_replicas.unwrap_or(0) != rspec
+            || rst.ready_replicas.unwrap_or(0) != rspec
+            || rst.terminating_replicas.unwrap_or(0) != 0
+        {
+            return Some(format!(
+                "rs {:?} spec.replicas={rspec} status={rst:?}",
+                rs.metadata.name
+            ));
+        }
+        replicas += rst.replicas;
+        available += rst.available_replicas.unwrap_or(0);
+        ready += rst.ready_replicas.unwrap_or(0);
+    }
+    if st.replicas.unwrap_or(0) != replicas
+        || st.available_replicas.unwrap_or(0) != available
+        || st.ready_replicas.unwrap_or(0) != ready
+        || st.terminating_replicas.unwrap_or(0) != 0
+    {
+        return Some(format!(
+            "deployment status {st:?} does not add up to rs replicas={replicas} available={available} ready={ready}"
+        ));
+    }
+    if spec.paused == Some(true) {
+        return None;
+    }
+    let template = template_without_hash(Some(&spec.template));
+    let new: Vec<&ReplicaSet> = rss
+        .iter()
+        .filter(|rs| template_without_hash(rs.spec.template.as_ref()) == template)
+        .collect();
+    let [new] = new.as_slice() else {
+        return Some(format!("{} ReplicaSets carry the template", new.len()));
+    };
+    let new_replicas = new.spec.replicas.unwrap_or(1);
+    let old_replicas: i32 = rss
+        .iter()
+        .filter(|rs| rs.metadata.uid != new.metadata.uid)
+        .map(|rs| rs.spec.replicas.unwrap_or(1))
+        .sum();
+    if new_replicas != want || old_replicas != 0 {
+        return Some(format!(
+            "new RS has {new_replicas}, old ones {old_replicas}"
+        ));
+    }
+    if st.updated_replicas.unwrap_or(0) != want
+        || st.available_replicas.unwrap_or(0) != want
+        || st.replicas.unwrap_or(0) != want
+    {
+        return Some(format!("rollout incomplete: {st:?}"));
+    }
+    if annotation(&d.metadata, REVISION) != annotation(&new.metadata, REVISION) {
+        return Some("deployment revision annotation not yet copied from its new RS".into());
+    }
+    for key in [CHANGE_CAUSE] {
+        if annotation(&d.metadata, key) != annotation(&new.metadata, key) {
+            return Some(format!("annotation {key} not yet copied to the new RS"));
+        }
+    }
+    let progressing = st
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_.as_deref() == Some("Progressing"))
+        .and_then(|c| c.reason.clone());
+    if want > 0 && progressing.as_deref() != Some("NewReplicaSetAvailable") {
+        return Some(format!("Progressing reason {progressing:?}"));
+    }
+    None
+}
+
+/// Waits until [`unsettled`] says nothing, and returns that state.
+pub(crate) async fn wait_settled(
+    ns: &TestNamespace,
+    name: &str,
+) -> anyhow::Result<(Deployment, Vec<ReplicaSet>)> {
+    wait_for(&format!("deployment {name} to settle"), ROLLOUT, || async {
+        let (d, rss) = read_state(ns, name).await?;
+        match unsettled(&d, &rss) {
+            None => Ok(Some((d, rss))),
+            Some(why) => Err(anyhow::anyhow!(why)),
+        }
+    })
+    .await
+}
+
+/// Waits until the manager has observed the Deployment's latest generation.
+pub(crate) async fn wait_observed(ns: &TestNamespace, name: &str) -> anyhow::Result<Deployment> {
+    let api = ns.api::<Deployment>();
+    wait_for(
+        &format!("deployment {name}: observedGeneration to catch up"),
+        ROLLOUT,
+        || async {
+            let d = api.get(name).await?;
+            let observed = d.status.as_ref().and_then(|s| s.observed_generation);
+            Ok((observed >= d.metadata.generation).then_some(d))
+        },
+    )
+    .await
+}
+
+/// pod-template-hash values, named `<H1>`, `<H2>`, ... in order of first appearance.
+#[derive(Default, Debug)]
+pub(crate) struct Hashes {
+    names: BTreeMap<String, String>,
+}
+
+impl Hashes {
+    /// Names the hashes of RSs not seen before (oldest first).
+    pub(crate) fn learn(&mut self, rss: &[ReplicaSet]) {
+        let mut fresh: Vec<&ReplicaSet> = rss
+            .iter()
+            .filter(|rs| hash_of(rs).is_some_and(|h| !self.names.contains_key(h)))
+            .collect();
+        fresh.sort_by_key(|rs| {
+            (
+                rs.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                revision_of(rs),
+            )
+        });
+        for rs in fresh {
+            if let Some(h) = hash_of(rs) {
+                let n = self.names.len() + 1;
+                self.names.insert(h.to_owned(), format!("<H{n}>"));
+            }
+        }
+    }
+
+    pub(crate) fn apply(&self, text: &str) -> String {
+        // Longest first, so a hash that contains another is replaced whole.
+        let mut hashes: Vec<(&String, &String)> = self.names.iter().collect();
+        hashes.sort_by_key(|(h, _)| std::cmp::Reverse(h.len()));
+        let mut out = text.to_owned();
+        for (h, name) in hashes {
+            out = out.replace(h.as_str(), name);
+        }
+        out
+    }
+}
+
+/// Replaces RFC 3339 timestamps (`2025-01-02T03:04:05Z`, with optional fraction and offset)
+/// by `<time>`.
+pub(crate) fn normalise_times(text: &str) -> String {
+    let b = text.as_bytes();
+    let shape = b"dddd-dd-ddTdd:dd:dd";
+    let matches_at = |i: usize| {
+        i + shape.len() <= b.len()
+            && shape.iter().enumerate().all(|(k, s)| match s {
+                b'd' => b[i + k].is_ascii_digit(),
+                c => b[i + k] == *c,
+            })
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < b.len() {
+        if matches_at(i) {
+            let mut j = i + shape.len();
+            if j < b.len() && b[j] == b'.' {
+                j += 1;
+                while j < b.len() && b[j].is_ascii_digit() {
+                    j += 1;
+                }
+            }
+            if j < b.len() && b[j] == b'Z' {
+                j += 1;
+            } else if j + 6 <= b.len()
+                && (b[j] == b'+' || b[j] == b'-')
+                && b[j + 3] == b':'
+                && [1, 2, 4, 5].iter().all(|k| b[j + k].is_ascii_digit())
+            {
+                j += 6;
+            }
+            out.push_str("<time>");
+            i = j;
+        } else {
+            let ch = text[i..].chars().next().unwrap_or(' ');
+            out.push(ch);
+            i += ch.len_utf8();
+        }
+    }
+    out
+}
+
+/// The progress messages `kubectl rollout status` prints for a Deployment while it waits
+/// (kubectl `polymorphichelpers/rollout_status.go`).
+fn is_progress_line(line: &str, name: &str) -> bool {
+    let waiting = format!("Waiting for deployment \"{name}\" rollout to finish: ");
+    if line == "Waiting for deployment spec update to be observed..." {
+        return true;
+    }
+    let Some(rest) = line.strip_prefix(&waiting) else {
+        return false;
+    };
+    let words: Vec<&str> = rest.split(' ').collect();
+    let num = |w: &str| !w.is_empty() && w.bytes().all(|c| c.is_ascii_digit());
+    match words.as_slice() {
+        [
+            a,
+            "out",
+            "of",
+            b,
+            "new",
+            "replicas",
+            "have",
+            "been",
+            "updated...",
+        ] => num(a) && num(b),
+        [a, "old", "replicas", "are", "pending", "termination..."] => num(a),
+        [a, "of", b, "updated", "replicas", "are", "available..."] => num(a) && num(b),
+        _ => false,
+    }
+}
+
+/// One normalised entry of a transcript.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    step: String,
+    text: String,
+}
+
+/// A kubectl session's record: each command with its exit code and output, and the
+/// Deployment/ReplicaSet state after each settled step.
+struct Transcript {
+    kind: Kind,
+    raw: Vec<Entry>,
+    hashes: Hashes,
+}
+
+impl Transcript {
+    fn new(kind: Kind) -> Self {
+        Self {
+            kind,
+            raw: Vec::new(),
+            hashes: Hashes::default(),
+        }
+    }
+
+    fn push(&mut self, step: &str, text: String) {
+        self.raw.push(Entry {
+            step: step.to_owned(),
+            text,
+        });
+    }
+
+    fn record(&mut self, step: &str, out: &Out) {
+        self.push(
+            step,
+            format!(
+                "exit {}\nstdout:\n{}stderr:\n{}",
+                out.code, out.stdout, out.stderr
+            ),
+        );
+    }
+
+    /// `rollout status` while things move: progress lines are checked, then dropped.
+    fn record_status(&mut self, step: &str, name: &str, out: &Out) {
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        let (last, progress) = lines.split_last().map_or(("", &[][..]), |(l, p)| (*l, p));
+        let mut text = format!("exit {}\nstdout (last line): {last}\n", out.code);
+        for l in progress {
+            if !is_progress_line(l, name) {
+                let _ = writeln!(text, "UNEXPECTED progress line: {l}");
+            }
+        }
+        let _ = write!(text, "stderr:\n{}", out.stderr);
+        self.push(step, text);
+    }
+
+    fn entries(&self) -> Vec<Entry> {
+        self.raw
+            .iter()
+            .map(|e| Entry {
+                step: e.step.clone(),
+                text: normalise_times(&self.hashes.apply(&e.text)),
+            })
+            .collect()
+    }
+}
+
+/// The state that must be equal on both sides, as text (hashes are normalised later).
+pub(crate) fn describe_state(d: &Deployment, rss: &[ReplicaSet]) -> String {
+    let st = d.status.clone().unwrap_or_default();
+    let spec = d.spec.clone();
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "deployment {}: generation={:?} observed={:?} paused={} spec.replicas={:?} revision={:?} change-cause={:?} image={}",
+        d.metadata.name.as_deref().unwrap_or(""),
+        d.metadata.generation,
+        st.observed_generation,
+        spec.paused.unwrap_or(false),
+        spec.replicas,
+        annotation(&d.metadata, REVISION),
+        annotation(&d.metadata, CHANGE_CAUSE),
+        image_of_template(Some(&spec.template)),
+    );
+    let _ = writeln!(
+        s,
+        "  status: replicas={:?} updated={:?} ready={:?} available={:?} unavailable={:?} terminating={:?} collisionCount={:?}",
+        st.replicas,
+        st.updated_replicas,
+        st.ready_replicas,
+        st.available_replicas,
+        st.unavailable_replicas,
+        st.terminating_replicas,
+        st.collision_count,
+    );
+    for c in st.conditions.iter().flatten() {
+        let _ = writeln!(
+            s,
+            "  condition {} {} {} {:?}",
+            c.type_.as_deref().unwrap_or(""),
+            c.status.as_deref().unwrap_or(""),
+            c.reason.as_deref().unwrap_or(""),
+            c.message.as_deref().unwrap_or("")
+        );
+    }
+    for rs in rss {
+        let rst = rs.status.clone().unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "  rs {} revision={:?} history={:?} image={} spec.replicas={:?} replicas={} ready={:?} available={:?} desired={:?} max={:?} change-cause={:?}",
+            rs.metadata.name.as_deref().unwrap_or(""),
+            annotation(&rs.metadata, REVISION),
+            annotation(&rs.metadata, REVISION_HISTORY),
+            image_of_template(rs.spec.template.as_ref()),
+            rs.spec.replicas,
+            rst.replicas,
+            rst.ready_replicas,
+            rst.available_replicas,
+            annotation(&rs.metadata, DESIRED),
+            annotation(&rs.metadata, MAX),
+            annotation(&rs.metadata, CHANGE_CAUSE),
+        );
+    }
+    s
+}
+
+/// The scripted session, against whatever manages `ns`.
+async fn session(
+    cluster: &TestCluster,
+    ns: &TestNamespace,
+    kind: Kind,
+) -> anyhow::Result<Transcript> {
+    let mut t = Transcript::new(kind);
+    let k = Kubectl::new(cluster, ns.name())?;
+    let status = ["rollout", "status", "deployment/web", "--timeout=90s"];
+
+    // Settles, learns new hashes, records the state.
+    async fn settle(t: &mut Transcript, ns: &TestNamespace, step: &str) -> anyhow::Result<()> {
+        let (d, rss) = wait_settled(ns, "web")
+            .await
+            .with_context(|| format!("after step {step:?}"))?;
+        t.hashes.learn(&rss);
+        t.push(&format!("{step}: state"), describe_state(&d, &rss));
+        Ok(())
+    }
+
+    // Revision 1.
+    let mut manifest =
+        deployment_manifest("web", 3, "registry.example/web:v1", serde_json::json!({}));
+    manifest["metadata"]["annotations"] = serde_json::json!({ CHANGE_CAUSE: "create v1" });
+    let out = k
+        .run(&["create", "-f", "-"], Some(&manifest.to_string()))
+        .await?;
+    t.record("create", &out);
+    let out = k.run(&status, None).await?;
+    t.record_status("rollout status (v1)", "web", &out);
+    settle(&mut t, ns, "v1").await?;
+    t.record(
+        "history",
+        &k.run(&["rollout", "history", "deployment/web"], None)
+            .await?,
+    );
+
+    // Revisions 2 and 3: image changes, each with its change cause.
+    for v in ["v2", "v3"] {
+        let image = format!("app=registry.example/web:{v}");
+        t.record(
+            &format!("set image {v}"),
+            &k.run(&["set", "image", "deployment/web", &image], None)
+                .await?,
+        );
+        let cause = format!("{CHANGE_CAUSE}=set image {v}");
+        t.record(
+            &format!("annotate {v}"),
+            &k.run(&["annotate", "deployment/web", &cause, "--overwrite"], None)
+                .await?,
+        );
+        let out = k.run(&status, None).await?;
+        t.record_status(&format!("rollout status ({v})"), "web", &out);
+        settle(&mut t, ns, v).await?;
+    }
+    t.record(
+        "history 1..3",
+        &k.run(&["rollout", "history", "deployment/web"], None)
+            .await?,
+    );
+    t.record(
+        "history --revision=1",
+        &k.run(
+            &["rollout", "history", "deployment/web", "--revision=1"],
+            None,
+        )
+        .await?,
+    );
+    t.record(
+        "history --revision=99",
+        &k.run(
+            &["rollout", "history", "deployment/web", "--revision=99"],
+            None,
+        )
+        .await?,
+    );
+
+    // undo: back to v2 (revision 4), then --to-revision=1 (v1 again, revision 5).
+    t.record(
+        "undo",
+        &k.run(&["rollout", "undo", "deployment/web"], None).await?,
+    );
+    let out = k.run(&status, None).await?;
+    t.record_status("rollout status (undo)", "web", &out);
+    settle(&mut t, ns, "undo").await?;
+    t.record(
+        "undo --to-revision=1",
+        &k.run(
+            &["rollout", "undo", "deployment/web", "--to-revision=1"],
+            None,
+        )
+        .await?,
+    );
+    let out = k.run(&status, None).await?;
+    t.record_status("rollout status (undo to 1)", "web", &out);
+    settle(&mut t, ns, "undo to 1").await?;
+    t.record(
+        "history after undo",
+        &k.run(&["rollout", "history", "deployment/web"], None)
+            .await?,
+    );
+    t.record(
+        "undo --to-revision=5 (current)",
+        &k.run(
+            &["rollout", "undo", "deployment/web", "--to-revision=5"],
+            None,
+        )
+        .await?,
+    );
+    t.record(
+        "undo --to-revision=99",
+        &k.run(
+            &["rollout", "undo", "deployment/web", "--to-revision=99"],
+            None,
+        )
+        .await?,
+    );
+    t.record(
+        "status --revision=4",
+        &k.run(
+            &[
+                "rollout",
+                "status",
+                "deployment/web",
+                "--revision=4",
+                "--watch=false",
+            ],
+            None,
+        )
+        .await?,
+    );
+
+    // pause: a template change waits, a scale does not, undo and restart are refused.
+    t.record(
+        "pause",
+        &k.run(&["rollout", "pause", "deployment/web"], None).await?,
+    );
+    t.record(
+        "pause again",
+        &k.run(&["rollout", "pause", "deployment/web"], None).await?,
+    );
+    wait_observed(ns, "web").await?;
+    settle(&mut t, ns, "paused").await?;
+    t.record(
+        "set image v4 (paused)",
+        &k.run(
+            &[
+                "set",
+                "image",
+                "deployment/web",
+                "app=registry.example/web:v4",
+            ],
+            None,
+        )
+        .await?,
+    );
+    wait_observed(ns, "web").await?;
+    t.record(
+        "status (paused, template changed)",
+        &k.run(
+            &["rollout", "status", "deployment/web", "--watch=false"],
+            None,
+        )
+        .await?,
+    );
+    t.record(
+        "undo (paused)",
+        &k.run(&["rollout", "undo", "deployment/web"], None).await?,
+    );
+    t.record(
+        "restart (paused)",
+        &k.run(&["rollout", "restart", "deployment/web"], None)
+            .await?,
+    );
+    t.record(
+        "scale 5 (paused)",
+        &k.run(&["scale", "deployment/web", "--replicas=5"], None)
+            .await?,
+    );
+    wait_observed(ns, "web").await?;
+    settle(&mut t, ns, "scaled while paused").await?;
+    t.record(
+        "history (paused)",
+        &k.run(&["rollout", "history", "deployment/web"], None)
+            .await?,
+    );
+
+    // resume: the v4 rollout proceeds (revision 6).
+    t.record(
+        "resume",
+        &k.run(&["rollout", "resume", "deployment/web"], None)
+            .await?,
+    );
+    t.record(
+        "resume again",
+        &k.run(&["rollout", "resume", "deployment/web"], None)
+            .await?,
+    );
+    let out = k.run(&status, None).await?;
+    t.record_status("rollout status (resumed)", "web", &out);
+    settle(&mut t, ns, "resumed").await?;
+
+    // restart: a new template annotation, so a new RS (revision 7).
+    t.record(
+        "restart",
+        &k.run(&["rollout", "restart", "deployment/web"], None)
+            .await?,
+    );
+    let out = k.run(&status, None).await?;
+    t.record_status("rollout status (restart)", "web", &out);
+    settle(&mut t, ns, "restarted").await?;
+    t.record(
+        "history final",
+        &k.run(&["rollout", "history", "deployment/web"], None)
+            .await?,
+    );
+    t.record(
+        "history --revision=7",
+        &k.run(
+            &["rollout", "history", "deployment/web", "--revision=7"],
+            None,
+        )
+        .await?,
+    );
+
+    // scale: precondition failure, down, to zero, back up.
+    t.record(
+        "scale --current-replicas=3 (wrong)",
+        &k.run(
+            &[
+                "scale",
+                "deployment/web",
+                "--current-replicas=3",
+                "--replicas=2",
+            ],
+            None,
+        )
+        .await?,
+    );
+    for n in ["2", "0", "3"] {
+        t.record(
+            &format!("scale {n}"),
+            &k.run(
+                &["scale", "deployment/web", &format!("--replicas={n}")],
+                None,
+            )
+            .await?,
+        );
+        let out = k.run(&status, None).await?;
+        t.record_status(&format!("rollout status (scale {n})"), "web", &out);
+        settle(&mut t, ns, &format!("scale {n}")).await?;
+    }
+    t.record(
+        "status settled",
+        &k.run(
+            &["rollout", "status", "deployment/web", "--watch=false"],
+            None,
+        )
+        .await?,
+    );
+    let rs_columns = "custom-columns=NAME:.metadata.name,REVISION:.metadata.annotations.deployment\\.kubernetes\\.io/revision,DESIRED:.spec.replicas,CURRENT:.status.replicas,READY:.status.readyReplicas,IMAGE:.spec.template.spec.containers[0].image";
+    let mut out = k.run(&["get", "rs", "-o", rs_columns], None).await?;
+    // Rows are sorted by name, and names carry the hash: sort after normalising.
+    out.stdout = {
+        let normalised = t.hashes.apply(&out.stdout);
+        // Column widths follow the name lengths: compare cells, not padding.
+        let mut lines: Vec<String> = normalised
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect();
+        if lines.len() > 1 {
+            lines[1..].sort_unstable();
+        }
+        lines.join("\n") + "\n"
+    };
+    t.record("get rs", &out);
+    Ok(t)
+}
+
+/// Runs the session against a freshly started manager of `kind` in a namespace of its own.
+async fn run_side(cluster: &TestCluster, kind: Kind, prefix: &str) -> anyhow::Result<Transcript> {
+    let ns = cluster.namespace(prefix).await?;
+    wait_default_service_account(&ns).await?;
+    let mut manager = Manager::start(kind, cluster, ns.name()).await?;
+    let result = session(cluster, &ns, kind).await;
+    let result = match (result, manager.check_running()) {
+        (Ok(t), Ok(())) => Ok(t),
+        (Err(e), _) | (Ok(_), Err(e)) => Err(e),
+    };
+    let refused = manager.proxy().refused();
+    let result = result.and_then(|t| {
+        if refused.is_empty() {
+            Ok(t)
+        } else {
+            Err(anyhow::anyhow!(
+                "{} tried to write outside its namespace: {refused:?}",
+                kind.name()
+            ))
+        }
+    });
+    with_logs(result, &mut [&mut manager])
+        .with_context(|| format!("{} side (namespace {})", kind.name(), ns.name()))
+}
+
+/// Which manager plays rkcm's part (`RKCM_PARITY_SUBJECT=upstream` for a dry run of the
+/// comparisons with upstream on both sides).
+pub(crate) fn subject() -> Kind {
+    match std::env::var("RKCM_PARITY_SUBJECT").as_deref() {
+        Ok("upstream") => Kind::Upstream,
+        _ => Kind::Rkcm,
+    }
+}
+
+fn compare(reference: &Transcript, subject: &Transcript) -> anyhow::Result<()> {
+    let (a, b) = (reference.entries(), subject.entries());
+    let mut report = String::new();
+    for i in 0..a.len().max(b.len()) {
+        match (a.get(i), b.get(i)) {
+            (Some(x), Some(y)) if x == y => {}
+            (x, y) => {
+                let _ = writeln!(
+                    report,
+                    "=== step {i}: {}\n--- {} (reference)\n{}\n+++ {} (subject)\n{}",
+                    x.or(y).map_or("", |e| e.step.as_str()),
+                    reference.kind.name(),
+                    x.map_or("<missing>", |e| e.text.as_str()),
+                    subject.kind.name(),
+                    y.map_or("<missing>", |e| e.text.as_str()),
+                );
+            }
+        }
+    }
+    // The reference itself must be sane: kubectl's messages only, nothing unexpected.
+    for e in &a {
+        if e.text.contains("UNEXPECTED") {
+            let _ = writeln!(report, "reference step {:?}: {}", e.step, e.text);
+        }
+    }
+    if report.is_empty() {
+        Ok(())
+    } else {
+        bail!("kubectl sessions differ:\n{report}")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs apiserver: make test"]
+async fn kubectl_rollout_session_matches_upstream() -> anyhow::Result<()> {
+    let cluster = TestCluster::connect().await?;
+    let subject = subject();
+    let (reference, tested) = tokio::join!(
+        run_side(&cluster, Kind::Upstream, "rollout-upstream"),
+        run_side(&cluster, subject, "rollout-subject"),
+    );
+    let reference = reference?;
+    let tested = tested?;
+    if std::env::var_os("RKCM_PARITY_PRINT").is_some() {
+        for e in reference.entries() {
+            eprintln!("=== {}\n{}", e.step, e.text);
+        }
+    }
+    compare(&reference, &tested)
+}
+
+#[test]
+fn normalisation_helpers() {
+    assert_eq!(
+        normalise_times("at 2025-01-02T03:04:05Z and 2025-01-02T03:04:05.123456+01:00."),
+        "at <time> and <time>."
+    );
+    assert_eq!(
+        normalise_times("no time 2025-01-02 here"),
+        "no time 2025-01-02 here"
+    );
+    assert!(is_progress_line(
+        "Waiting for deployment \"web\" rollout to finish: 1 out of 3 new replicas have been updated...",
+        "web"
+    ));
+    assert!(is_progress_line(
+        "Waiting for deployment \"web\" rollout to finish: 2 old replicas are pending termination...",
+        "web"
+    ));
+    assert!(is_progress_line(
+        "Waiting for deployment \"web\" rollout to finish: 2 of 3 updated replicas are available...",
+        "web"
+    ));
+    assert!(!is_progress_line(
+        "deployment \"web\" successfully rolled out",
+        "web"
+    ));
+}
