@@ -274,10 +274,8 @@ pub fn split(d: &Deployment, rss: &[Rs]) -> (Option<Rs>, Vec<Rs>) {
 /// `labelsutil.CloneAndRemoveLabel` on template labels, for rollback.
 pub fn template_without_hash(template: &PodTemplateSpec) -> PodTemplateSpec {
     let mut t = template.clone();
-    if let Some(meta) = t.metadata.as_mut() {
-        if let Some(labels) = meta.labels.as_mut() {
-            labels.remove(POD_TEMPLATE_HASH_LABEL);
-        }
+    if let Some(labels) = t.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
+        labels.remove(POD_TEMPLATE_HASH_LABEL);
     }
     t
 }

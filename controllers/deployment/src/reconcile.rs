@@ -78,7 +78,7 @@ impl Controller {
             return Ok(());
         };
         let (namespace, _) = split_key(key);
-        let mut sync = Sync {
+        let mut sync = SyncPass {
             c: self,
             key,
             namespace: namespace.unwrap_or_default().to_owned(),
@@ -106,7 +106,7 @@ impl Controller {
 }
 
 /// The state of one sync of one Deployment.
-struct Sync<'a> {
+struct SyncPass<'a> {
     c: &'a Controller,
     key: &'a str,
     namespace: String,
@@ -116,7 +116,7 @@ struct Sync<'a> {
     rss: Vec<Rs>,
 }
 
-impl Sync<'_> {
+impl SyncPass<'_> {
     fn now(&self) -> jiff::Timestamp {
         self.c.clock.wall()
     }

@@ -1,1 +1,835 @@
+//! Syncs and handlers against detached informers and a scripted API server (a minimal
+//! HTTP/1.1 responder on loopback). Mirrors upstream `TestSyncDeploymentCreatesReplicaSet`,
+//! `TestSyncDeploymentDontDoAnythingDuringDeletion`, `TestGetReplicaSetsForDeployment`,
+//! the hash-collision and rollback cases of `sync_test.go` / `deployment_controller_test.go`,
+//! and `TestRequeueStuckDeployment`'s requeue.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{DeploymentStatus, DeploymentStrategy};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use kube::runtime::watcher;
+use rkcm_runtime::clock::FakeClock;
+use rkcm_runtime::events::FakeEvents;
+use rkcm_runtime::informer::{Change, Informer};
+use rkcm_runtime::workqueue::RateLimiter;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
 use super::*;
+use crate::model::tests::{R, ago, dep25, now, template};
+
+#[derive(Debug, Clone)]
+struct Request {
+    method: String,
+    path: String,
+    body: Value,
+}
+
+type Handler = dyn Fn(&Request) -> (u16, Value) + Send + Sync;
+
+/// Serves one HTTP/1.1 connection: requests with a Content-Length body, JSON answers.
+async fn serve_connection(
+    socket: tokio::net::TcpStream,
+    handler: Arc<Handler>,
+    log: Arc<Mutex<Vec<Request>>>,
+) -> std::io::Result<()> {
+    let mut reader = BufReader::new(socket);
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).await? == 0 {
+            return Ok(());
+        }
+        let mut parts = line.split_whitespace();
+        let method = parts.next().unwrap_or_default().to_owned();
+        let target = parts.next().unwrap_or_default().to_owned();
+        let mut length = 0;
+        loop {
+            let mut header = String::new();
+            reader.read_line(&mut header).await?;
+            let header = header.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = value.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).await?;
+        let request = Request {
+            method,
+            path: target.split('?').next().unwrap_or_default().to_owned(),
+            body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+        };
+        let (code, answer) = handler(&request);
+        log.lock().expect("log").push(request);
+        let answer = serde_json::to_vec(&answer).expect("json");
+        let head = format!(
+            "HTTP/1.1 {code} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            answer.len()
+        );
+        let socket = reader.get_mut();
+        socket.write_all(head.as_bytes()).await?;
+        socket.write_all(&answer).await?;
+    }
+}
+
+async fn mock_client(handler: Arc<Handler>) -> (kube::Client, Arc<Mutex<Vec<Request>>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let seen = log.clone();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            tokio::spawn(serve_connection(socket, handler.clone(), seen.clone()));
+        }
+    });
+    let config = kube::Config::new(format!("http://{addr}").parse().expect("uri"));
+    (kube::Client::try_from(config).expect("client"), log)
+}
+
+fn status(code: u16, reason: &str, message: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason, "message": message})
+}
+
+/// Accepts every write and echoes it (creates get a UID, writes a new resourceVersion).
+fn accepting() -> Arc<Handler> {
+    Arc::new(|req: &Request| match req.method.as_str() {
+        "POST" => {
+            let mut obj = req.body.clone();
+            obj["metadata"]["uid"] = json!("created-uid");
+            obj["metadata"]["resourceVersion"] = json!("100");
+            (201, obj)
+        }
+        "DELETE" => (
+            200,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+        ),
+        _ => {
+            let mut obj = req.body.clone();
+            obj["metadata"]["resourceVersion"] = json!("101");
+            (200, obj)
+        }
+    })
+}
+
+struct Harness {
+    ctrl: Arc<Controller>,
+    deployments: Informer<Deployment>,
+    replica_sets: Informer<ReplicaSet>,
+    log: Arc<Mutex<Vec<Request>>>,
+    events: FakeEvents,
+}
+
+impl Harness {
+    async fn new(handler: Arc<Handler>) -> Self {
+        Self::with_config(handler, Config::default()).await
+    }
+
+    async fn with_config(handler: Arc<Handler>, cfg: Config) -> Self {
+        let (client, log) = mock_client(handler).await;
+        let deployments = Informer::<Deployment>::detached();
+        let replica_sets = Informer::<ReplicaSet>::detached();
+        let pods = Informer::<Pod>::detached();
+        let (recorder, events) = EventRecorder::fake(crate::consts::EVENT_COMPONENT);
+        let ctrl = Arc::new(Controller {
+            client,
+            deployments: deployments.store(),
+            replica_sets: replica_sets.store(),
+            pods: pods.store(),
+            recorder,
+            queue: WorkQueue::new("", RateLimiter::Default),
+            clock: Arc::new(FakeClock::new(now())),
+            cfg,
+        });
+        Self {
+            ctrl,
+            deployments,
+            replica_sets,
+            log,
+            events,
+        }
+    }
+
+    fn deployment(&self, d: Deployment) {
+        self.deployments.feed(watcher::Event::Apply(d));
+    }
+
+    fn rs(&self, rs: ReplicaSet) {
+        self.replica_sets.feed(watcher::Event::Apply(rs));
+    }
+
+    fn requests(&self, method: &str, path_suffix: &str) -> Vec<Request> {
+        self.log
+            .lock()
+            .expect("log")
+            .iter()
+            .filter(|r| r.method == method && r.path.ends_with(path_suffix))
+            .cloned()
+            .collect()
+    }
+
+    fn writes(&self) -> Vec<(String, String)> {
+        self.log
+            .lock()
+            .expect("log")
+            .iter()
+            .filter(|r| r.method != "GET")
+            .map(|r| (r.method.clone(), r.path.clone()))
+            .collect()
+    }
+
+    fn events(&self) -> Vec<(EventType, String, String)> {
+        self.events
+            .all()
+            .into_iter()
+            .map(|e| (e.type_, e.reason, e.message))
+            .collect()
+    }
+}
+
+/// The web Deployment as the API server would store it.
+fn stored(replicas: i32) -> Deployment {
+    let mut d = dep25(replicas);
+    d.metadata.resource_version = Some("7".into());
+    d
+}
+
+/// An RS owned by `stored()`.
+fn owned(r: R) -> ReplicaSet {
+    let mut rs = r.rs();
+    rs.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "Deployment".into(),
+        name: "web".into(),
+        uid: "d-uid".into(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }]);
+    rs.metadata.labels = Some(BTreeMap::from([("app".to_owned(), "web".to_owned())]));
+    rs
+}
+
+fn annotation<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v["metadata"]["annotations"][key].as_str()
+}
+
+fn condition<'a>(v: &'a Value, type_: &str) -> Option<&'a Value> {
+    v["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
+#[tokio::test]
+async fn creates_the_new_replica_set() {
+    // spec §9 scenario 1.
+    let h = Harness::new(accepting()).await;
+    h.deployment(stored(3));
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+
+    let hash = compute_hash(&template("v2"), None);
+    let posts = h.requests("POST", "/namespaces/ns/replicasets");
+    assert_eq!(posts.len(), 1);
+    let rs = &posts[0].body;
+    assert_eq!(rs["metadata"]["name"], json!(format!("web-{hash}")));
+    assert_eq!(rs["spec"]["replicas"], json!(3));
+    assert_eq!(rs["metadata"]["labels"]["pod-template-hash"], json!(hash));
+    assert_eq!(
+        rs["spec"]["selector"]["matchLabels"]["pod-template-hash"],
+        json!(hash)
+    );
+    assert_eq!(rs["metadata"]["ownerReferences"][0]["uid"], json!("d-uid"));
+    assert_eq!(
+        annotation(rs, "deployment.kubernetes.io/revision"),
+        Some("1")
+    );
+    assert_eq!(
+        annotation(rs, "deployment.kubernetes.io/desired-replicas"),
+        Some("3")
+    );
+    assert_eq!(
+        annotation(rs, "deployment.kubernetes.io/max-replicas"),
+        Some("4")
+    );
+    assert!(hash.chars().all(|c| "456789bcdf".contains(c)), "{hash}");
+
+    assert_eq!(
+        h.events(),
+        [(
+            EventType::Normal,
+            "ScalingReplicaSet".to_owned(),
+            format!("Scaled up replica set web-{hash} from 0 to 3")
+        )]
+    );
+    let statuses = h.requests("PUT", "/namespaces/ns/deployments/web/status");
+    assert!(!statuses.is_empty());
+    // The first status write carries the revision and the creation condition, with the
+    // cached resourceVersion; later ones the resourceVersion it returned.
+    let first = &statuses[0].body;
+    assert_eq!(
+        annotation(first, "deployment.kubernetes.io/revision"),
+        Some("1")
+    );
+    assert_eq!(first["metadata"]["resourceVersion"], json!("7"));
+    let p = condition(first, "Progressing").expect("Progressing");
+    assert_eq!(
+        (&p["status"], &p["reason"], &p["message"]),
+        (
+            &json!("True"),
+            &json!("NewReplicaSetCreated"),
+            &json!(format!("Created new replica set \"web-{hash}\""))
+        )
+    );
+    let last = &statuses[statuses.len() - 1].body;
+    assert_eq!(
+        annotation(last, "deployment.kubernetes.io/revision"),
+        Some("1")
+    );
+    let a = condition(last, "Available").expect("Available");
+    assert_eq!(a["reason"], json!("MinimumReplicasUnavailable"));
+    assert_eq!(last["status"]["unavailableReplicas"], json!(3));
+    assert_eq!(last["status"]["observedGeneration"], json!(1));
+    if statuses.len() > 1 {
+        assert_eq!(last["metadata"]["resourceVersion"], json!("101"));
+    }
+}
+
+#[tokio::test]
+async fn hash_collision_bumps_collision_count() {
+    let hash = compute_hash(&template("v2"), None);
+    let h = Harness::new(Arc::new(|req: &Request| match req.method.as_str() {
+        "POST" => (
+            409,
+            status(
+                409,
+                "AlreadyExists",
+                "replicasets.apps \"web-x\" already exists",
+            ),
+        ),
+        _ => (200, req.body.clone()),
+    }))
+    .await;
+    h.deployment(stored(3));
+    // Someone else's RS holds the name.
+    let mut squatter = R {
+        name: "x",
+        replicas: 1,
+        image: "other",
+        ..R::default()
+    }
+    .rs();
+    squatter.metadata.name = Some(format!("web-{hash}"));
+    squatter.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "Deployment".into(),
+        name: "other".into(),
+        uid: "other-uid".into(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    }]);
+    h.rs(squatter);
+    let err = h.ctrl.sync("ns/web".into()).await.expect_err("collision");
+    assert!(matches!(err, Error::HashCollision { .. }), "{err}");
+    let statuses = h.requests("PUT", "/deployments/web/status");
+    assert_eq!(statuses.len(), 1);
+    assert_eq!(statuses[0].body["status"]["collisionCount"], json!(1));
+    // The next sync hashes with the new count.
+    assert_ne!(compute_hash(&template("v2"), Some(1)), hash);
+}
+
+#[tokio::test]
+async fn already_existing_own_replica_set_is_used() {
+    let hash = compute_hash(&template("v2"), None);
+    let h = Harness::new(Arc::new(|req: &Request| match req.method.as_str() {
+        "POST" => (409, status(409, "AlreadyExists", "exists")),
+        _ => (200, req.body.clone()),
+    }))
+    .await;
+    h.deployment(stored(3));
+    // Ours, same template, but not matching the selector any more (so not claimed).
+    let mut mine = owned(R {
+        name: "x",
+        replicas: 3,
+        image: "v2",
+        ..R::default()
+    });
+    mine.metadata.name = Some(format!("web-{hash}"));
+    mine.metadata.labels = Some(BTreeMap::from([("app".to_owned(), "elsewhere".to_owned())]));
+    h.rs(mine);
+    // Release patch is answered by echo; the sync then finds the name taken by itself.
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    assert!(h.events().is_empty(), "no creation event: {:?}", h.events());
+    let statuses = h.requests("PUT", "/deployments/web/status");
+    assert!(
+        statuses
+            .iter()
+            .all(|s| s.body["status"]["collisionCount"].is_null())
+    );
+    assert!(statuses.iter().all(|s| {
+        condition(&s.body, "Progressing").is_none_or(|c| c["reason"] != "NewReplicaSetCreated")
+    }));
+}
+
+#[tokio::test]
+async fn create_failure_is_reported() {
+    let h = Harness::new(Arc::new(|req: &Request| match req.method.as_str() {
+        "POST" => (
+            403,
+            status(403, "Forbidden", "replicasets.apps is forbidden: nope"),
+        ),
+        _ => (200, req.body.clone()),
+    }))
+    .await;
+    h.deployment(stored(3));
+    let err = h
+        .ctrl
+        .sync("ns/web".into())
+        .await
+        .expect_err("create fails");
+    assert!(matches!(err, Error::CreateReplicaSet { .. }), "{err}");
+    let hash = compute_hash(&template("v2"), None);
+    let message = format!(
+        "Failed to create new replica set \"web-{hash}\": replicasets.apps is forbidden: nope"
+    );
+    assert_eq!(
+        h.events(),
+        [(
+            EventType::Warning,
+            "ReplicaSetCreateError".to_owned(),
+            message.clone()
+        )]
+    );
+    let statuses = h.requests("PUT", "/deployments/web/status");
+    assert_eq!(statuses.len(), 1);
+    let p = condition(&statuses[0].body, "Progressing").expect("Progressing");
+    assert_eq!(
+        (&p["status"], &p["reason"], &p["message"]),
+        (
+            &json!("False"),
+            &json!("ReplicaSetCreateError"),
+            &json!(message)
+        )
+    );
+}
+
+#[tokio::test]
+async fn rolling_step_scales_the_new_replica_set_up() {
+    // spec §9 scenario 3, second sync: new RS at 3 next to old at 8 → new to 5.
+    let h = Harness::new(accepting()).await;
+    let mut d = stored(10);
+    d.metadata.annotations = Some(BTreeMap::from([(
+        "deployment.kubernetes.io/revision".to_owned(),
+        "2".to_owned(),
+    )]));
+    h.deployment(d);
+    h.rs(owned(R {
+        name: "old",
+        replicas: 8,
+        status_replicas: 10,
+        available: 10,
+        ready: 10,
+        age: 300,
+        annotations: &[
+            ("deployment.kubernetes.io/revision", "1"),
+            ("deployment.kubernetes.io/desired-replicas", "10"),
+            ("deployment.kubernetes.io/max-replicas", "13"),
+        ],
+        ..R::default()
+    }));
+    let mut new = owned(R {
+        name: "new",
+        replicas: 3,
+        status_replicas: 3,
+        age: 10,
+        image: "v2",
+        annotations: &[
+            ("deployment.kubernetes.io/revision", "2"),
+            ("deployment.kubernetes.io/desired-replicas", "10"),
+            ("deployment.kubernetes.io/max-replicas", "13"),
+        ],
+        ..R::default()
+    });
+    new.spec.min_ready_seconds = Some(0);
+    h.rs(new);
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    let puts = h.requests("PUT", "/replicasets/new");
+    assert_eq!(puts.len(), 1);
+    assert_eq!(puts[0].body["spec"]["replicas"], json!(5));
+    assert!(
+        h.requests("PUT", "/replicasets/old").is_empty(),
+        "one step per sync"
+    );
+    assert_eq!(
+        h.events(),
+        [(
+            EventType::Normal,
+            "ScalingReplicaSet".to_owned(),
+            "Scaled up replica set new from 3 to 5".to_owned()
+        )]
+    );
+}
+
+#[tokio::test]
+async fn recreate_scales_old_down_before_creating() {
+    // spec §9 scenario 12.
+    let h = Harness::new(accepting()).await;
+    let mut d = stored(2);
+    d.spec.strategy = Some(DeploymentStrategy {
+        type_: Some("Recreate".into()),
+        rolling_update: None,
+    });
+    h.deployment(d);
+    h.rs(owned(R {
+        name: "old",
+        replicas: 2,
+        status_replicas: 2,
+        available: 2,
+        ready: 2,
+        annotations: &[
+            ("deployment.kubernetes.io/revision", "1"),
+            ("deployment.kubernetes.io/desired-replicas", "2"),
+        ],
+        ..R::default()
+    }));
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    assert!(
+        h.requests("POST", "/replicasets").is_empty(),
+        "no new RS yet"
+    );
+    let puts = h.requests("PUT", "/replicasets/old");
+    assert_eq!(puts[0].body["spec"]["replicas"], json!(0));
+    assert_eq!(
+        h.events(),
+        [(
+            EventType::Normal,
+            "ScalingReplicaSet".to_owned(),
+            "Scaled down replica set old from 2 to 0".to_owned()
+        )]
+    );
+}
+
+#[tokio::test]
+async fn rollback_restores_the_revision_template() {
+    // spec §9 scenario 22.
+    let h = Harness::new(accepting()).await;
+    let mut d = stored(1);
+    d.metadata.annotations = Some(BTreeMap::from([
+        (
+            "deprecated.deployment.rollback.to".to_owned(),
+            "1".to_owned(),
+        ),
+        (
+            "deployment.kubernetes.io/revision".to_owned(),
+            "2".to_owned(),
+        ),
+        ("kubernetes.io/change-cause".to_owned(), "v2".to_owned()),
+    ]));
+    h.deployment(d);
+    h.rs(owned(R {
+        name: "v1",
+        replicas: 0,
+        age: 300,
+        annotations: &[
+            ("deployment.kubernetes.io/revision", "1"),
+            ("kubernetes.io/change-cause", "v1"),
+        ],
+        ..R::default()
+    }));
+    h.rs(owned(R {
+        name: "v2",
+        replicas: 1,
+        status_replicas: 1,
+        available: 1,
+        age: 10,
+        image: "v2",
+        annotations: &[
+            ("deployment.kubernetes.io/revision", "2"),
+            ("kubernetes.io/change-cause", "v2"),
+            ("deployment.kubernetes.io/desired-replicas", "1"),
+        ],
+        ..R::default()
+    }));
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    let puts = h.requests("PUT", "/namespaces/ns/deployments/web");
+    assert_eq!(puts.len(), 1);
+    let body = &puts[0].body;
+    assert_eq!(
+        body["spec"]["template"]["spec"]["containers"][0]["image"],
+        json!("v1")
+    );
+    assert!(body["spec"]["template"]["metadata"]["labels"]["pod-template-hash"].is_null());
+    assert_eq!(annotation(body, "deprecated.deployment.rollback.to"), None);
+    assert_eq!(annotation(body, "kubernetes.io/change-cause"), Some("v1"));
+    assert_eq!(
+        annotation(body, "deployment.kubernetes.io/revision"),
+        Some("2")
+    );
+    assert_eq!(
+        h.events(),
+        [(
+            EventType::Normal,
+            "DeploymentRollback".to_owned(),
+            "Rolled back deployment \"web\" to revision 1".to_owned()
+        )]
+    );
+}
+
+#[tokio::test]
+async fn rollback_edge_cases_clear_the_request() {
+    // spec §9 scenario 23.
+    for (to, reason, message) in [
+        (
+            "0",
+            "DeploymentRollbackRevisionNotFound",
+            "Unable to find last revision.",
+        ),
+        (
+            "9",
+            "DeploymentRollbackRevisionNotFound",
+            "Unable to find the revision to rollback to.",
+        ),
+        (
+            "1",
+            "DeploymentRollbackTemplateUnchanged",
+            "The rollback revision contains the same template as current deployment \"web\"",
+        ),
+    ] {
+        let h = Harness::new(accepting()).await;
+        let mut d = stored(1);
+        d.metadata.annotations = Some(BTreeMap::from([(
+            "deprecated.deployment.rollback.to".to_owned(),
+            to.to_owned(),
+        )]));
+        h.deployment(d);
+        h.rs(owned(R {
+            name: "v1",
+            replicas: 1,
+            status_replicas: 1,
+            image: "v2",
+            annotations: &[("deployment.kubernetes.io/revision", "1")],
+            ..R::default()
+        }));
+        h.ctrl.sync("ns/web".into()).await.expect("sync");
+        let puts = h.requests("PUT", "/namespaces/ns/deployments/web");
+        assert_eq!(puts.len(), 1, "{to}");
+        assert_eq!(
+            annotation(&puts[0].body, "deprecated.deployment.rollback.to"),
+            None
+        );
+        assert_eq!(
+            puts[0].body["spec"]["template"]["spec"]["containers"][0]["image"],
+            json!("v2")
+        );
+        assert_eq!(
+            h.events(),
+            [(EventType::Warning, reason.to_owned(), message.to_owned())],
+            "{to}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn deleting_deployment_only_updates_status() {
+    // spec §9 scenario 30.
+    let h = Harness::new(accepting()).await;
+    let mut d = stored(5);
+    d.metadata.deletion_timestamp = Some(Time(ago(5)));
+    d.metadata.generation = Some(3);
+    h.deployment(d);
+    h.rs(owned(R {
+        name: "only",
+        replicas: 3,
+        status_replicas: 3,
+        available: 3,
+        image: "v2",
+        annotations: &[("deployment.kubernetes.io/revision", "1")],
+        ..R::default()
+    }));
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    let writes = h.writes();
+    assert!(
+        writes
+            .iter()
+            .all(|(m, p)| m == "PUT" && p.ends_with("/deployments/web/status")),
+        "{writes:?}"
+    );
+    let statuses = h.requests("PUT", "/status");
+    assert_eq!(
+        statuses
+            .last()
+            .map(|s| s.body["status"]["observedGeneration"].clone()),
+        Some(json!(3))
+    );
+}
+
+#[tokio::test]
+async fn paused_deployment_scales_but_does_not_roll_out() {
+    // spec §9 scenario 17: template changed and 3 → 5 while paused.
+    let h = Harness::new(accepting()).await;
+    let mut d = stored(5);
+    d.spec.paused = Some(true);
+    h.deployment(d);
+    h.rs(owned(R {
+        name: "v1",
+        replicas: 3,
+        status_replicas: 3,
+        available: 3,
+        annotations: &[
+            ("deployment.kubernetes.io/revision", "1"),
+            ("deployment.kubernetes.io/desired-replicas", "3"),
+            ("deployment.kubernetes.io/max-replicas", "4"),
+        ],
+        ..R::default()
+    }));
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    assert!(h.requests("POST", "/replicasets").is_empty());
+    let puts = h.requests("PUT", "/replicasets/v1");
+    assert_eq!(puts.len(), 1);
+    assert_eq!(puts[0].body["spec"]["replicas"], json!(5));
+    assert_eq!(
+        annotation(&puts[0].body, "deployment.kubernetes.io/desired-replicas"),
+        Some("5")
+    );
+    let statuses = h.requests("PUT", "/deployments/web/status");
+    let p = condition(&statuses[0].body, "Progressing").expect("Progressing");
+    assert_eq!(
+        (&p["status"], &p["reason"]),
+        (&json!("Unknown"), &json!("DeploymentPaused"))
+    );
+}
+
+#[tokio::test]
+async fn stalled_rollout_is_rechecked_without_events() {
+    // spec §9 scenario 15: nothing changes, the deadline is under a second away.
+    let h = Harness::new(accepting()).await;
+    let mut d = stored(1);
+    d.spec.progress_deadline_seconds = Some(10);
+    d.metadata.annotations = Some(BTreeMap::from([(
+        "deployment.kubernetes.io/revision".to_owned(),
+        "1".to_owned(),
+    )]));
+    let rs = owned(R {
+        name: "web-abc",
+        replicas: 1,
+        status_replicas: 1,
+        image: "v2",
+        annotations: &[
+            ("deployment.kubernetes.io/revision", "1"),
+            ("deployment.kubernetes.io/desired-replicas", "1"),
+            ("deployment.kubernetes.io/max-replicas", "2"),
+        ],
+        ..R::default()
+    });
+    let mut with_rs = d.clone();
+    with_rs.spec.min_ready_seconds = None;
+    // The status this sync would compute, with the Progressing condition 9.5 s old.
+    let rss = vec![Arc::new(rs.clone())];
+    let mut st = status::calculate_status(&with_rs, &rss, rss.first(), true, now());
+    let t = now()
+        .checked_sub(jiff::SignedDuration::from_millis(9500))
+        .expect("time");
+    st.set_condition(status::Condition {
+        type_: "Progressing".into(),
+        status: "True".into(),
+        reason: "NewReplicaSetCreated".into(),
+        message: "Created new replica set \"web-abc\"".into(),
+        last_update_time: Some(t),
+        last_transition_time: Some(t),
+    });
+    with_rs.status = Some(st.to_api());
+    h.deployment(with_rs);
+    h.rs(rs);
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    assert!(h.writes().is_empty(), "nothing to write: {:?}", h.writes());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(h.ctrl.queue.len(), 1, "requeued for the deadline check");
+}
+
+#[tokio::test]
+async fn missing_deployment_is_a_no_op() {
+    let h = Harness::new(accepting()).await;
+    h.ctrl.sync("ns/gone".into()).await.expect("sync");
+    assert!(h.log.lock().expect("log").is_empty());
+}
+
+#[tokio::test]
+async fn handlers_map_replica_sets_to_deployments() {
+    let h = Harness::with_config(
+        accepting(),
+        Config {
+            namespaces: Some(vec!["ns".into()]),
+            ..Config::default()
+        },
+    )
+    .await;
+    h.deployment(stored(1));
+    let queued = || {
+        let n = h.ctrl.queue.len();
+        let mut keys = Vec::new();
+        for _ in 0..n {
+            if let Some(k) = futures::FutureExt::now_or_never(h.ctrl.queue.get()).flatten() {
+                h.ctrl.queue.done(&k);
+                keys.push(k);
+            }
+        }
+        keys
+    };
+    // Owned RS → its Deployment.
+    let mine = Arc::new(owned(R {
+        name: "mine",
+        ..R::default()
+    }));
+    h.ctrl.on_replica_set(Change::Added(mine.clone()));
+    assert_eq!(queued(), ["ns/web"]);
+    // Controller ref with another UID: nobody.
+    let mut stranger = (*mine).clone();
+    if let Some(r) = stranger.metadata.owner_references.as_mut() {
+        r[0].uid = "someone-else".into();
+    }
+    h.ctrl.on_replica_set(Change::Added(Arc::new(stranger)));
+    assert!(queued().is_empty());
+    // Orphan with matching labels → every matching Deployment.
+    let orphan = Arc::new(
+        R {
+            name: "orphan",
+            ..R::default()
+        }
+        .rs(),
+    );
+    let mut labelled = (*orphan).clone();
+    labelled.metadata.labels = Some(BTreeMap::from([("app".to_owned(), "web".to_owned())]));
+    h.ctrl
+        .on_replica_set(Change::Added(Arc::new(labelled.clone())));
+    assert_eq!(queued(), ["ns/web"]);
+    // Unchanged resourceVersion: ignored.
+    let same = Arc::new(labelled);
+    h.ctrl.on_replica_set(Change::Updated {
+        old: same.clone(),
+        new: same.clone(),
+    });
+    assert!(queued().is_empty());
+    // Out of scope: ignored.
+    let mut elsewhere = (*mine).clone();
+    elsewhere.metadata.namespace = Some("other".into());
+    h.ctrl.on_replica_set(Change::Added(Arc::new(elsewhere)));
+    assert!(queued().is_empty());
+    // Deleted owned RS → its Deployment.
+    h.ctrl.on_replica_set(Change::Deleted {
+        obj: mine,
+        final_state_unknown: true,
+    });
+    assert_eq!(queued(), ["ns/web"]);
+    // Deployment changes enqueue themselves.
+    h.ctrl.on_deployment(Change::Added(Arc::new(stored(1))));
+    assert_eq!(queued(), ["ns/web"]);
+    let _ = (&h.replica_sets, &h.deployments);
+    let _ = DeploymentStatus::default();
+}

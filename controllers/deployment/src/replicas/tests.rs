@@ -5,6 +5,9 @@
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::*;
+
+/// `(maxSurge, maxUnavailable, desired, expected (surge, unavailable))`.
+type FencepostCase = (IntOrString, IntOrString, i32, Result<(i32, i32), ()>);
 use crate::model::tests::{R, dep, dep25, int, pct, recreate, with_status_replicas};
 
 #[test]
@@ -31,7 +34,7 @@ fn scaled_values_round_like_upstream() {
 
 #[test]
 fn fenceposts() {
-    let cases: &[(IntOrString, IntOrString, i32, Result<(i32, i32), ()>)] = &[
+    let cases: &[FencepostCase] = &[
         // Upstream TestResolveFenceposts.
         (pct("0%"), pct("0%"), 0, Ok((0, 1))),
         (pct("39%"), pct("39%"), 10, Ok((4, 3))),
