@@ -7,7 +7,7 @@
 //! upstream makes in a handler (the Recreate pod-delete check lists ReplicaSets live) runs in
 //! a task of its own.
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
@@ -157,8 +157,24 @@ impl Controller {
         if model::strategy_type(&d) != strategy::RECREATE {
             return;
         }
+        let key = key_of(&*d);
+        let newly_pending = self
+            .pending_pod_checks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.clone());
+        if !newly_pending {
+            return;
+        }
         let this = self.clone();
-        tokio::spawn(async move { this.enqueue_if_no_pods(&d).await });
+        tokio::spawn(async move {
+            // Cleared before the list: a deletion from here on schedules another check.
+            this.pending_pod_checks
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&key);
+            this.enqueue_if_no_pods(&d).await;
+        });
     }
 
     /// Enqueues a Recreate Deployment once none of its ReplicaSets (listed live) controls a

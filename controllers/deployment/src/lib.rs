@@ -129,6 +129,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         pods: pods.store(),
         recorder: EventRecorder::new(ctx.client.clone(), consts::EVENT_COMPONENT),
         queue: queue.clone(),
+        pending_pod_checks: std::sync::Mutex::default(),
         clock: ctx.clock.clone(),
         cfg,
     });

@@ -258,17 +258,15 @@ pub fn find_new(d: &Deployment, rss: &[Rs]) -> Option<Rs> {
     sorted.into_iter().find(|rs| matches_template(d, rs))
 }
 
-/// The new ReplicaSet (if any) and every other one (`FindOldReplicaSets`, all of them, in the
-/// input order).
+/// The new ReplicaSet (if any) and every other one, oldest first (`FindOldReplicaSets`, all
+/// of them; upstream's list is left sorted by `FindNewReplicaSet`).
 pub fn split(d: &Deployment, rss: &[Rs]) -> (Option<Rs>, Vec<Rs>) {
-    let new = find_new(d, rss);
+    let mut sorted = rss.to_vec();
+    sort_by_creation(&mut sorted);
+    let new = sorted.iter().find(|rs| matches_template(d, rs)).cloned();
     let new_uid = new.as_ref().map(|rs| uid(rs).to_owned());
-    let old = rss
-        .iter()
-        .filter(|rs| new_uid.as_deref() != Some(uid(rs)))
-        .cloned()
-        .collect();
-    (new, old)
+    sorted.retain(|rs| new_uid.as_deref() != Some(uid(rs)));
+    (new, sorted)
 }
 
 /// `labelsutil.CloneAndRemoveLabel` on template labels, for rollback.

@@ -12,8 +12,8 @@
 //! the objects the API returns (the Deployment's new resourceVersion after a status write,
 //! ReplicaSets after an update), so its own writes do not make its later writes conflict.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
@@ -47,6 +47,9 @@ pub(crate) struct Controller {
     pub(crate) pods: Store<Pod>,
     pub(crate) recorder: EventRecorder,
     pub(crate) queue: WorkQueue<String>,
+    /// Recreate Deployments with a pod-deletion check scheduled but not yet started: more
+    /// deletions meanwhile need no check of their own.
+    pub(crate) pending_pod_checks: Mutex<HashSet<String>>,
     pub(crate) clock: SharedClock,
     pub(crate) cfg: Config,
 }

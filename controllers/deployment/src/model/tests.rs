@@ -336,7 +336,7 @@ fn new_is_the_oldest_matching_and_old_is_everything_else() {
     let rss = vec![newer_match, other, older_match];
     let (new, old) = split(&d, &rss);
     assert_eq!(new.as_deref().map(rs_name), Some("m1"));
-    assert_eq!(names(&old), ["m2", "o"]);
+    assert_eq!(names(&old), ["o", "m2"], "oldest first");
     let (new, old) = split(&d, &rss[1..2]);
     assert!(new.is_none());
     assert_eq!(names(&old), ["o"]);

@@ -146,6 +146,7 @@ impl Harness {
             pods: pods.store(),
             recorder,
             queue: WorkQueue::new("", RateLimiter::Default),
+            pending_pod_checks: Mutex::default(),
             clock: Arc::new(FakeClock::new(now())),
             cfg,
         });
