@@ -1149,6 +1149,12 @@ impl Readier {
         Self::start(env, move |p| pod_image(p) == image).await
     }
 
+    /// Makes every pod controlled by ReplicaSet `rs_uid` ready as it appears.
+    pub async fn replicaset(env: &Env, rs_uid: &str) -> Result<Self> {
+        let uid = rs_uid.to_owned();
+        Self::start(env, move |p| controller_uid(p) == Some(uid.as_str())).await
+    }
+
     pub async fn start(env: &Env, which: impl Fn(&Pod) -> bool + Send + 'static) -> Result<Self> {
         let api = env.pods();
         let (tx, rx) = tokio::sync::oneshot::channel();
