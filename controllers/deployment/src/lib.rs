@@ -54,8 +54,9 @@
 //! - One sync keeps the objects its own writes return (new resourceVersions), so a step no
 //!   longer conflicts with an earlier step of the same sync; upstream fails such syncs and
 //!   retries them.
-//! - Revision-history cleanup deletes with a UID precondition and judges the sizes just
-//!   written on the paused path.
+//! - Revision-history cleanup deletes with UID and resourceVersion preconditions (a
+//!   ReplicaSet changed since the cache saw it is left for the next sync) and, on the paused
+//!   path, judges the sizes just written rather than the pre-scaling copies.
 
 mod consts;
 mod error;

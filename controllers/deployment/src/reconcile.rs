@@ -796,9 +796,10 @@ impl SyncPass<'_> {
         self.write_deployment().await
     }
 
-    /// `cleanupDeployment`: delete old ReplicaSets beyond `revisionHistoryLimit`. A UID
-    /// precondition makes sure a ReplicaSet re-created under the same name is never deleted
-    /// by mistake (upstream sends none).
+    /// `cleanupDeployment`: delete old ReplicaSets beyond `revisionHistoryLimit`. UID and
+    /// resourceVersion preconditions (upstream sends none) make sure only the version judged
+    /// empty is deleted: never one re-created under the same name, nor one scaled up since
+    /// the cache saw it.
     async fn cleanup(&mut self, old: &[Rs]) -> Result<(), Error> {
         for rs in plan::cleanup(&self.d, old) {
             let name = model::rs_name(&rs).to_owned();
@@ -806,7 +807,7 @@ impl SyncPass<'_> {
             let params = DeleteParams {
                 preconditions: Some(Preconditions {
                     uid: rs.metadata.uid.clone(),
-                    resource_version: None,
+                    resource_version: rs.metadata.resource_version.clone(),
                 }),
                 ..DeleteParams::default()
             };
@@ -815,7 +816,7 @@ impl SyncPass<'_> {
                     let uid = model::uid(&rs).to_owned();
                     self.rss.retain(|r| model::uid(r) != uid);
                 }
-                // Gone already, or another object under the name now.
+                // Gone already, or changed since it was judged: the next sync looks again.
                 Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => {}
                 Err(source) => {
                     return Err(Error::DeleteReplicaSet {

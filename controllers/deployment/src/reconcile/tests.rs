@@ -834,3 +834,46 @@ async fn handlers_map_replica_sets_to_deployments() {
     let _ = (&h.replica_sets, &h.deployments);
     let _ = DeploymentStatus::default();
 }
+
+#[tokio::test]
+async fn paused_cleanup_deletes_empty_old_replica_sets_with_preconditions() {
+    // spec §9 scenario 20 (paused path) with an empty v1.
+    let h = Harness::new(accepting()).await;
+    let mut d = stored(2);
+    d.spec.paused = Some(true);
+    d.spec.revision_history_limit = Some(0);
+    h.deployment(d);
+    let mut empty = owned(R {
+        name: "v1",
+        replicas: 0,
+        age: 300,
+        annotations: &[("deployment.kubernetes.io/revision", "1")],
+        ..R::default()
+    });
+    empty.metadata.resource_version = Some("42".into());
+    h.rs(empty);
+    h.rs(owned(R {
+        name: "v2",
+        replicas: 2,
+        status_replicas: 2,
+        available: 2,
+        image: "v2",
+        annotations: &[
+            ("deployment.kubernetes.io/revision", "2"),
+            ("deployment.kubernetes.io/desired-replicas", "2"),
+            ("deployment.kubernetes.io/max-replicas", "3"),
+        ],
+        ..R::default()
+    }));
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    let deletes = h.requests("DELETE", "/replicasets/v1");
+    assert_eq!(deletes.len(), 1);
+    assert_eq!(
+        deletes[0].body["preconditions"],
+        json!({"uid": "v1-uid", "resourceVersion": "42"})
+    );
+    assert!(
+        h.requests("DELETE", "/replicasets/v2").is_empty(),
+        "the current RS stays"
+    );
+}
