@@ -1139,8 +1139,16 @@ async fn lean_session(t: &mut Transcript, ns: &TestNamespace, k: &Kubectl) -> an
     Ok(())
 }
 
+/// One side of the comparison: its transcript, and its manager and namespace, kept alive
+/// until the comparison is done so a failing comparison can point at the manager's log.
+struct Side {
+    transcript: Transcript,
+    manager: Manager,
+    _ns: TestNamespace,
+}
+
 /// Runs the session against a freshly started manager of `kind` in a namespace of its own.
-async fn run_side(cluster: &TestCluster, kind: Kind, prefix: &str) -> anyhow::Result<Transcript> {
+async fn run_side(cluster: &TestCluster, kind: Kind, prefix: &str) -> anyhow::Result<Side> {
     let ns = cluster.namespace(prefix).await?;
     wait_default_service_account(&ns).await?;
     let mut manager = Manager::start(kind, cluster, ns.name()).await?;
@@ -1160,8 +1168,13 @@ async fn run_side(cluster: &TestCluster, kind: Kind, prefix: &str) -> anyhow::Re
             ))
         }
     });
-    with_logs(result, &mut [&mut manager])
-        .with_context(|| format!("{} side (namespace {})", kind.name(), ns.name()))
+    let transcript = with_logs(result, &mut [&mut manager])
+        .with_context(|| format!("{} side (namespace {})", kind.name(), ns.name()))?;
+    Ok(Side {
+        transcript,
+        manager,
+        _ns: ns,
+    })
 }
 
 /// Which manager plays rkcm's part (`RKCM_PARITY_SUBJECT=upstream` for a dry run of the
@@ -1214,14 +1227,15 @@ async fn kubectl_rollout_session_matches_upstream() -> anyhow::Result<()> {
         run_side(&cluster, Kind::Upstream, "rollout-upstream"),
         run_side(&cluster, subject, "rollout-subject"),
     );
-    let reference = reference?;
-    let tested = tested?;
+    let mut reference = reference?;
+    let mut tested = tested?;
     if std::env::var_os("RKCM_PARITY_PRINT").is_some() {
-        for e in reference.entries() {
+        for e in reference.transcript.entries() {
             eprintln!("=== {}\n{}", e.step, e.text);
         }
     }
-    compare(&reference, &tested)
+    let result = compare(&reference.transcript, &tested.transcript);
+    with_logs(result, &mut [&mut reference.manager, &mut tested.manager])
 }
 
 #[test]
