@@ -690,6 +690,14 @@ pub fn annotations<K: kube::Resource>(obj: &K) -> BTreeMap<String, String> {
     obj.meta().annotations.clone().unwrap_or_default()
 }
 
+/// The resourceVersion as a number. On the local plane it is the etcd revision, which
+/// orders changes across kinds (the API only promises that within one watch).
+pub fn rv<K: kube::Resource>(obj: &K) -> Result<u64> {
+    let rv = obj.meta().resource_version.clone().unwrap_or_default();
+    rv.parse()
+        .with_context(|| format!("resourceVersion {rv:?} is not an integer"))
+}
+
 pub fn has_finalizers<K: kube::Resource>(obj: &K) -> bool {
     obj.meta()
         .finalizers

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use serde_json::json;
 
 use crate::harness::*;
@@ -92,6 +92,7 @@ async fn cleanup_skips(env: &Env) -> Result<()> {
     let d_uid = uid_of(&d);
     env.wait_complete("web").await?;
     let sets = History::<ReplicaSet>::start(env.replicasets()).await?;
+    let deployments = History::<Deployment>::start(env.deployments()).await?;
     let v1 = name_of(&env.rss_of(&d_uid).await?[0]);
 
     env.set_image("web", V2).await?;
@@ -138,6 +139,22 @@ async fn cleanup_skips(env: &Env) -> Result<()> {
             .find(|s| matches!(s, Seen::Applied(_)))
             .is_some_and(|s| spec_replicas(s.object()) == 0),
         "the v1 RS was scaled to 0 before it was deleted",
+    )?;
+    // Cleanup runs on a sync that reads a stored status reporting completion: such a status
+    // was written before the deletion.
+    let deleted_at = rv(v1_versions[deleted].object())?;
+    let mut reported = None;
+    for s in deployments.seen()? {
+        let d = s.object();
+        if rv(d)? < deleted_at && counts(d)[..4] == [10, 10, 10, 10] && desired(d) == 10 {
+            reported = Some(rv(d)?);
+        }
+    }
+    ensure(
+        reported.is_some(),
+        format!(
+            "no status reporting completion was written before the v1 RS's deletion (rv {deleted_at})"
+        ),
     )?;
     ctrl.stop().await
 }

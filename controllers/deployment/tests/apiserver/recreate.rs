@@ -16,12 +16,6 @@ fn recreate_deployment(name: &str, replicas: i32) -> serde_json::Value {
     d
 }
 
-fn rv(obj: &impl kube::Resource) -> Result<u64> {
-    let rv = obj.meta().resource_version.clone().unwrap_or_default();
-    rv.parse()
-        .with_context(|| format!("resourceVersion {rv:?} is not an integer"))
-}
-
 /// Scenario 12: Recreate with unbound pods.
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs apiserver: make test"]
