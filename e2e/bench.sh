@@ -17,13 +17,16 @@
 # Settings (environment):
 #   BENCH_QPS=100 BENCH_BURST=200  client limits of both managers
 #   BENCH_MANAGERS=upstream,rkcm   which managers run (the order is always upstream, rkcm)
-#   BENCH_SCENARIOS=podgc,replicaset   scenarios to run (comma separated)
+#   BENCH_SCENARIOS=podgc,replicaset,deployment   scenarios to run (comma separated)
 #   PODGC_PODS=20000 PODGC_THRESHOLD=5000   podgc size
 #   RS_REPLICAS=1000               replicaset: scale 0 -> RS_REPLICAS -> 0 on the kwok nodes
+#   DEPLOY_COUNT=100 DEPLOY_REPLICAS=20   deployment: DEPLOY_COUNT Deployments of
+#                                  DEPLOY_REPLICAS created, then a rolling update of all
 #   BENCH_TIMEOUT=900              seconds one manager may take to converge
 #   BENCH_CONCURRENCY=32           requests in flight while the bench creates/deletes objects
-#   BENCH_NODES=12                 simulated (kwok) nodes of the plane, 110 pods each
-#                                  (replicaset needs RS_REPLICAS/110 of them)
+#   BENCH_NODES=30                 simulated (kwok) nodes of the plane, 110 pods each
+#                                  (replicaset needs RS_REPLICAS/110 of them, deployment
+#                                  DEPLOY_COUNT * (DEPLOY_REPLICAS + maxSurge 25%) / 110)
 #   BENCH_REPORT=bench/reports/latest.md    report path (JSON: same name, .json)
 #   BENCH_RESULTS=bench/reports    newest result of each scenario, <scenario>.json
 #                                  (default for other reports: the report path without .md)
@@ -52,10 +55,11 @@ for a in "$@"; do
 done
 if [ "$quick" = 1 ]; then
   : "${PODGC_PODS:=2000}" "${PODGC_THRESHOLD:=500}" "${RS_REPLICAS:=100}" "${BENCH_TIMEOUT:=300}"
+  : "${DEPLOY_COUNT:=10}" "${DEPLOY_REPLICAS:=5}"
   : "${BENCH_REPORT:=bench/reports/quick.md}"
 fi
 # Every scenario, in report order.
-ALL_SCENARIOS=podgc,replicaset
+ALL_SCENARIOS=podgc,replicaset,deployment
 QPS=${BENCH_QPS:-100}
 BURST=${BENCH_BURST:-200}
 MANAGERS=${BENCH_MANAGERS:-upstream,rkcm}
@@ -63,9 +67,11 @@ SCENARIOS=${BENCH_SCENARIOS:-$ALL_SCENARIOS}
 PODGC_PODS=${PODGC_PODS:-20000}
 PODGC_THRESHOLD=${PODGC_THRESHOLD:-5000}
 RS_REPLICAS=${RS_REPLICAS:-1000}
+DEPLOY_COUNT=${DEPLOY_COUNT:-100}
+DEPLOY_REPLICAS=${DEPLOY_REPLICAS:-20}
 TIMEOUT=${BENCH_TIMEOUT:-900}
 CONCURRENCY=${BENCH_CONCURRENCY:-32}
-NODES=${BENCH_NODES:-12}
+NODES=${BENCH_NODES:-30}
 REPORT=${BENCH_REPORT:-bench/reports/latest.md}
 REPORT_JSON=${REPORT%.md}.json
 if [ "$REPORT" = bench/reports/latest.md ]; then RESULTS=${BENCH_RESULTS:-bench/reports}
@@ -78,6 +84,11 @@ for s in ${SCENARIOS//,/ }; do
 done
 if [[ ",$SCENARIOS," == *,replicaset,* ]] && [ $(( NODES * 110 )) -lt "$RS_REPLICAS" ]; then
   die "replicaset: $RS_REPLICAS pods need $(( (RS_REPLICAS + 109) / 110 )) kwok nodes (110 pods each); BENCH_NODES=$NODES"
+fi
+# Every Deployment may have replicas + maxSurge (25%, rounded up) pods at once.
+DEPLOY_PEAK=$(( DEPLOY_COUNT * (DEPLOY_REPLICAS + (DEPLOY_REPLICAS * 25 + 99) / 100) ))
+if [[ ",$SCENARIOS," == *,deployment,* ]] && [ $(( NODES * 110 )) -lt "$DEPLOY_PEAK" ]; then
+  die "deployment: up to $DEPLOY_PEAK pods at once need $(( (DEPLOY_PEAK + 109) / 110 )) kwok nodes (110 pods each); BENCH_NODES=$NODES"
 fi
 DIR=${RKCM_BENCH_CLUSTER_DIR:-${TMPDIR:-/tmp}/rkcm-bench-$(id -u)}
 WORK=${BENCH_WORK:-${TMPDIR:-/tmp}/rkcm-bench-work-$(id -u)}
@@ -140,6 +151,9 @@ for s in ${SCENARIOS//,/ }; do
     replicaset)
       step "scenario replicaset: scale 0 -> $RS_REPLICAS -> 0 on $NODES kwok nodes (managers: $MANAGERS; qps $QPS, burst $BURST)"
       args=(replicaset --replicas "$RS_REPLICAS") ;;
+    deployment)
+      step "scenario deployment: $DEPLOY_COUNT Deployments x $DEPLOY_REPLICAS replicas created, then a rolling update of all, on $NODES kwok nodes (managers: $MANAGERS; qps $QPS, burst $BURST)"
+      args=(deployment --deployments "$DEPLOY_COUNT" --replicas "$DEPLOY_REPLICAS") ;;
   esac
   rc=0
   "$BENCH" "${args[@]}" --out "$WORK/$s.json" "${common[@]}" || rc=$?

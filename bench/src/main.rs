@@ -63,6 +63,14 @@ enum Command {
         #[command(flatten)]
         args: scenarios::replicaset::Args,
     },
+    /// Deployment: N Deployments × R replicas created, then a rolling update of all; each
+    /// phase timed.
+    Deployment {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        args: scenarios::deployment::Args,
+    },
     /// Merge scenario result files into the Markdown report and one JSON file.
     Report(report::Args),
 }
@@ -213,6 +221,9 @@ async fn main() -> std::process::ExitCode {
             }
             Command::Replicaset { common, args } => {
                 run_scenario(scenarios::replicaset::ReplicaSetScale { args }, &common).await
+            }
+            Command::Deployment { common, args } => {
+                run_scenario(scenarios::deployment::DeploymentRollout { args }, &common).await
             }
             Command::Report(args) => {
                 let ok = report::write(&args)?;

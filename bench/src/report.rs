@@ -221,7 +221,8 @@ pub fn markdown(r: &Report, json_path: &Path) -> String {
         "- **Run it:** `make bench` (runs `e2e/bench.sh`; every scenario) or \
          `BENCH_SCENARIOS=replicaset make bench` (only that one; the other sections are kept). \
          Sizes and limits are environment settings, e.g. `PODGC_PODS=20000 \
-         PODGC_THRESHOLD=5000 RS_REPLICAS=1000 BENCH_QPS=100 BENCH_BURST=200 make bench`; \
+         PODGC_THRESHOLD=5000 RS_REPLICAS=1000 DEPLOY_COUNT=100 DEPLOY_REPLICAS=20 \
+         BENCH_QPS=100 BENCH_BURST=200 make bench`; \
          `bash e2e/bench.sh --quick` runs small sizes into `bench/reports/quick.md`. See the \
          header of `e2e/bench.sh`."
     );

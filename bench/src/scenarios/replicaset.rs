@@ -371,7 +371,7 @@ async fn remove(env: &Env, ns: &str) -> anyhow::Result<()> {
 }
 
 /// Pods the kwok nodes (`type=kwok`) can hold, by their allocatable `pods`.
-async fn kwok_pod_capacity(client: &Client) -> anyhow::Result<usize> {
+pub async fn kwok_pod_capacity(client: &Client) -> anyhow::Result<usize> {
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
     let lp = kube::api::ListParams::default().labels("type=kwok");
     let list = k8s::retry(|| nodes.list(&lp))
