@@ -334,7 +334,8 @@ impl Env {
             .with_context(|| format!("patching ReplicaSet {name}"))
     }
 
-    /// ReplicaSets of the namespace whose controller is `owner_uid`, oldest first.
+    /// ReplicaSets of the namespace whose controller is `owner_uid`, oldest first (same
+    /// second: by name).
     pub async fn rss_of(&self, owner_uid: &str) -> Result<Vec<ReplicaSet>> {
         let mut rss: Vec<ReplicaSet> = self
             .replicasets()
@@ -348,7 +349,7 @@ impl Env {
         Ok(rss)
     }
 
-    /// Every ReplicaSet of the namespace, oldest first.
+    /// Every ReplicaSet of the namespace, oldest first (same second: by name).
     pub async fn all_rss(&self) -> Result<Vec<ReplicaSet>> {
         let mut rss = self.replicasets().list(&ListParams::default()).await?.items;
         sort_by_age(&mut rss);
@@ -672,6 +673,21 @@ pub fn uid_of<K: kube::Resource>(obj: &K) -> String {
 
 pub fn names_of<K: kube::Resource>(objs: &[K]) -> Vec<String> {
     objs.iter().map(name_of).collect()
+}
+
+/// Names, sorted: for comparing sets of objects whose order does not matter (creation
+/// timestamps have one-second resolution, so "oldest first" is no total order).
+pub fn sorted_names<K: kube::Resource>(objs: &[K]) -> Vec<String> {
+    let mut names = names_of(objs);
+    names.sort();
+    names
+}
+
+/// `names`, sorted.
+pub fn sorted(names: &[&str]) -> Vec<String> {
+    let mut names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+    names.sort();
+    names
 }
 
 pub fn ann<'a, K: kube::Resource>(obj: &'a K, key: &str) -> Option<&'a str> {

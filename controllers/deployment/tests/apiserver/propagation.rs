@@ -81,9 +81,9 @@ async fn annotation_propagation(env: &Env) -> Result<()> {
         "no rollout; the old RS keeps team: a",
         HOLDS,
         |rss: &[ReplicaSet]| {
-            names_of(rss) == [v1_name.clone(), v2_name.clone()]
-                && ann(&rss[0], "team") == Some("a")
-                && ann(&rss[1], "team") == Some("b")
+            sorted_names(rss) == sorted(&[&v1_name, &v2_name])
+                && with_image(rss, V1).is_some_and(|rs| ann(rs, "team") == Some("a"))
+                && with_image(rss, V2).is_some_and(|rs| ann(rs, "team") == Some("b"))
                 && !rss.iter().any(|rs| ann(rs, LAST_APPLIED).is_some())
                 && size_of(rss, V2) == Some(2)
         },

@@ -75,8 +75,8 @@ async fn rolling_update(env: &Env) -> Result<()> {
         })
         .await?;
     ensure_eq(
-        names_of(&rss),
-        vec![old_name.clone(), new_name.clone()],
+        sorted_names(&rss),
+        sorted(&[&old_name, &new_name]),
         "ReplicaSets",
     )?;
     let d = env.wait_complete("web").await?;
