@@ -69,16 +69,13 @@ pub mod revision;
 pub mod selector;
 pub mod status;
 
-use std::any::Any;
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use futures::FutureExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use rkcm_runtime::ControllerContext;
 use rkcm_runtime::events::EventRecorder;
-use rkcm_runtime::workqueue::{RateLimiter, WorkQueue};
+use rkcm_runtime::workqueue::{RateLimiter, RetryPolicy, WorkQueue, run_workers_with};
 
 pub use error::Error;
 
@@ -158,65 +155,19 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         shutdown.cancelled().await;
         stop.shut_down();
     });
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..workers {
-        tasks.spawn(worker(controller.clone()));
-    }
-    while let Some(result) = tasks.join_next().await {
-        if let Err(error) = result {
-            tracing::error!(controller = NAME, %error, "worker ended abnormally");
-        }
-    }
+    // Upstream's `handleErr`: forget on a terminating namespace; otherwise back off, up to
+    // MAX_RETRIES times in a row, then drop the key until its next event.
+    let policy = RetryPolicy {
+        max_retries: Some(consts::MAX_RETRIES),
+        give_up: Error::is_namespace_terminating,
+    };
+    run_workers_with(queue, workers, policy, move |key: String| {
+        let c = controller.clone();
+        async move { c.sync(key).await }
+    })
+    .await;
     tracing::info!(controller = NAME, "shutting down controller");
     Ok(())
-}
-
-/// Upstream's `processNextWorkItem` + `handleErr`: forget on success and on a terminating
-/// namespace; otherwise back off, up to [`consts::MAX_RETRIES`] times in a row. A panicking
-/// sync is logged and retried like an error (upstream would crash the process).
-async fn worker(controller: Arc<reconcile::Controller>) {
-    let queue = controller.queue.clone();
-    while let Some(key) = queue.get().await {
-        let outcome = AssertUnwindSafe(controller.sync(key.clone()))
-            .catch_unwind()
-            .await;
-        match outcome {
-            Ok(Ok(())) => queue.forget(&key),
-            Ok(Err(error)) if error.is_namespace_terminating() => {
-                tracing::debug!(controller = NAME, key = %key, %error, "namespace is terminating; not retrying");
-                queue.forget(&key);
-            }
-            Ok(Err(error)) => {
-                if queue.num_requeues(&key) < consts::MAX_RETRIES {
-                    tracing::info!(controller = NAME, key = %key, category = error.category(), %error, "error syncing deployment; retrying");
-                    queue.add_rate_limited(key.clone());
-                } else {
-                    tracing::warn!(controller = NAME, key = %key, %error, "dropping deployment out of the queue");
-                    queue.forget(&key);
-                }
-            }
-            Err(panic) => {
-                tracing::error!(
-                    controller = NAME,
-                    key = %key,
-                    panic = panic_message(panic.as_ref()),
-                    "deployment sync panicked; retrying"
-                );
-                queue.add_rate_limited(key.clone());
-            }
-        }
-        queue.done(&key);
-    }
-}
-
-fn panic_message(payload: &(dyn Any + Send)) -> &str {
-    if let Some(message) = payload.downcast_ref::<&str>() {
-        message
-    } else if let Some(message) = payload.downcast_ref::<String>() {
-        message
-    } else {
-        "non-string panic payload"
-    }
 }
 
 #[cfg(test)]

@@ -792,9 +792,51 @@ where
     Fut: Future<Output = Result<(), E>> + Send + 'static,
     E: fmt::Display + Send + 'static,
 {
+    run_workers_with(queue, workers, RetryPolicy::default(), sync).await;
+}
+
+/// How a worker treats a failed sync (upstream's per-controller `handleErr`).
+pub struct RetryPolicy<E> {
+    /// Consecutive requeues of one key before it is dropped (forgotten until its next event);
+    /// `None`: retried for ever with backoff.
+    pub max_retries: Option<u32>,
+    /// Errors that are not retried at all (e.g. a terminating namespace).
+    pub give_up: fn(&E) -> bool,
+}
+
+impl<E> Default for RetryPolicy<E> {
+    fn default() -> Self {
+        Self {
+            max_retries: None,
+            give_up: |_| false,
+        }
+    }
+}
+
+impl<E> Clone for RetryPolicy<E> {
+    fn clone(&self) -> Self {
+        Self {
+            max_retries: self.max_retries,
+            give_up: self.give_up,
+        }
+    }
+}
+
+/// [`run_workers`] with a [`RetryPolicy`].
+pub async fn run_workers_with<K, F, Fut, E>(
+    queue: WorkQueue<K>,
+    workers: usize,
+    policy: RetryPolicy<E>,
+    sync: F,
+) where
+    K: QueueKey,
+    F: Fn(K) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), E>> + Send + 'static,
+    E: fmt::Display + Send + 'static,
+{
     let mut tasks = JoinSet::new();
     for _ in 0..workers {
-        tasks.spawn(worker(queue.clone(), sync.clone()));
+        tasks.spawn(worker(queue.clone(), policy.clone(), sync.clone()));
     }
     while let Some(result) = tasks.join_next().await {
         if let Err(error) = result {
@@ -803,7 +845,7 @@ where
     }
 }
 
-async fn worker<K, F, Fut, E>(queue: WorkQueue<K>, sync: F)
+async fn worker<K, F, Fut, E>(queue: WorkQueue<K>, policy: RetryPolicy<E>, sync: F)
 where
     K: QueueKey,
     F: Fn(K) -> Fut,
@@ -817,9 +859,21 @@ where
             .await;
         match outcome {
             Ok(Ok(())) => queue.forget(&key),
+            Ok(Err(error)) if (policy.give_up)(&error) => {
+                tracing::debug!(queue = queue.name(), ?key, %error, "sync failed, not retrying");
+                queue.forget(&key);
+            }
             Ok(Err(error)) => {
-                tracing::warn!(queue = queue.name(), ?key, %error, "sync failed, requeuing with backoff");
-                queue.add_rate_limited(key.clone());
+                if policy
+                    .max_retries
+                    .is_none_or(|max| queue.num_requeues(&key) < max)
+                {
+                    tracing::warn!(queue = queue.name(), ?key, %error, "sync failed, requeuing with backoff");
+                    queue.add_rate_limited(key.clone());
+                } else {
+                    tracing::warn!(queue = queue.name(), ?key, %error, "sync failed too often, dropping the key until its next change");
+                    queue.forget(&key);
+                }
             }
             Err(panic) => {
                 tracing::error!(
@@ -1364,6 +1418,53 @@ mod tests {
             .expect("workers did not exit")
             .expect("run_workers panicked");
         assert_eq!(queue.num_requeues(&k("a")), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_policy_drops_a_key_after_max_retries_and_gives_up_at_once() {
+        let queue = WorkQueue::new(
+            "",
+            RateLimiter::ItemExponential {
+                base: Duration::from_millis(5),
+                max: Duration::from_secs(1),
+            },
+        );
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let sync = move |key: String| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(key.clone());
+                Err(key)
+            }
+        };
+        let policy = RetryPolicy {
+            max_retries: Some(3),
+            give_up: |e: &String| e == "final",
+        };
+        let workers = tokio::spawn(run_workers_with(queue.clone(), 1, policy, sync));
+        queue.add(k("a"));
+        // The first attempt and three retries, then nothing more.
+        for _ in 0..4 {
+            let got = timeout(Duration::from_secs(10), rx.recv()).await;
+            assert_eq!(got.expect("sync not called").as_deref(), Some("a"));
+        }
+        assert!(
+            timeout(Duration::from_secs(60), rx.recv()).await.is_err(),
+            "a key past max_retries must be dropped"
+        );
+        assert_eq!(queue.num_requeues(&k("a")), 0, "forgotten when dropped");
+        queue.add(k("final"));
+        let got = timeout(Duration::from_secs(10), rx.recv()).await;
+        assert_eq!(got.expect("sync not called").as_deref(), Some("final"));
+        assert!(
+            timeout(Duration::from_secs(60), rx.recv()).await.is_err(),
+            "a give-up error is not retried"
+        );
+        queue.shut_down();
+        timeout(Duration::from_secs(10), workers)
+            .await
+            .expect("workers did not exit")
+            .expect("run_workers panicked");
     }
 
     #[test]
