@@ -2,118 +2,18 @@
 //! ReplicaSet, stops, and rkcm's controller takes over without creating or deleting a pod.
 //!
 //! Upstream's controller-manager cannot be limited to a namespace, and the plane is shared
-//! with other tests. So it talks to the API server through a proxy (in this test) that turns
-//! its cluster-wide LIST/WATCH of pods and ReplicaSets into the test namespace's: it never
-//! sees, and so never touches, another test's objects. Every other request passes unchanged.
+//! with other tests. So it talks to the API server through the testkit's scoping proxy, which
+//! turns its cluster-wide LIST/WATCH into the test namespace's and refuses writes elsewhere:
+//! it never sees, and so never touches, another test's objects.
 
-use std::convert::Infallible;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use http_body_util::BodyExt;
-use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
-use rkcm_runtime::CancellationToken;
+use rkcm_testkit::ScopedProxy;
 use rkcm_testkit::holds_for;
 
 use crate::harness::*;
-
-type ProxyBody = http_body_util::combinators::UnsyncBoxBody<
-    bytes::Bytes,
-    Box<dyn std::error::Error + Send + Sync>,
->;
-
-/// The cluster-wide collections upstream's ReplicaSet controller lists and watches.
-const SCOPED: &[(&str, &str)] = &[
-    ("/api/v1/pods", "/api/v1/namespaces/{ns}/pods"),
-    (
-        "/apis/apps/v1/replicasets",
-        "/apis/apps/v1/namespaces/{ns}/replicasets",
-    ),
-];
-
-fn scoped_path(path: &str, namespace: &str) -> String {
-    SCOPED
-        .iter()
-        .find(|(all, _)| *all == path)
-        .map_or_else(|| path.to_owned(), |(_, ns)| ns.replace("{ns}", namespace))
-}
-
-fn text(code: http::StatusCode, msg: String) -> http::Response<ProxyBody> {
-    let mut resp = http::Response::new(
-        http_body_util::Full::new(bytes::Bytes::from(msg))
-            .map_err(|never| match never {})
-            .boxed_unsync(),
-    );
-    *resp.status_mut() = code;
-    resp
-}
-
-async fn forward(
-    client: kube::Client,
-    namespace: String,
-    req: http::Request<Incoming>,
-) -> Result<http::Response<ProxyBody>, Infallible> {
-    let (parts, body) = req.into_parts();
-    let body = match body.collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) => return Ok(text(http::StatusCode::BAD_REQUEST, e.to_string())),
-    };
-    let path = scoped_path(parts.uri.path(), &namespace);
-    let uri = match parts.uri.query() {
-        Some(q) => format!("{path}?{q}"),
-        None => path,
-    };
-    let mut builder = http::Request::builder().method(parts.method).uri(uri);
-    for (name, value) in &parts.headers {
-        if name != http::header::HOST && name != http::header::CONNECTION {
-            builder = builder.header(name, value);
-        }
-    }
-    let request = match builder.body(kube::client::Body::from(body.to_vec())) {
-        Ok(r) => r,
-        Err(e) => return Ok(text(http::StatusCode::BAD_REQUEST, e.to_string())),
-    };
-    Ok(match client.send(request).await {
-        Ok(resp) => resp.map(|b| {
-            b.map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
-                .boxed_unsync()
-        }),
-        Err(e) => text(http::StatusCode::BAD_GATEWAY, e.to_string()),
-    })
-}
-
-/// Serves the namespace-scoping proxy on a loopback port until `stop`; returns its URL.
-async fn proxy(client: kube::Client, namespace: &str, stop: CancellationToken) -> Result<String> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let namespace = namespace.to_owned();
-    tokio::spawn(async move {
-        loop {
-            let stream = tokio::select! {
-                () = stop.cancelled() => return,
-                accepted = listener.accept() => match accepted {
-                    Ok((stream, _)) => stream,
-                    Err(_) => continue,
-                },
-            };
-            let (client, namespace, stop) = (client.clone(), namespace.clone(), stop.clone());
-            tokio::spawn(async move {
-                let svc = hyper::service::service_fn(move |req| {
-                    forward(client.clone(), namespace.clone(), req)
-                });
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), svc);
-                tokio::select! {
-                    () = stop.cancelled() => {}
-                    _ = conn => {}
-                }
-            });
-        }
-    });
-    Ok(format!("http://{addr}"))
-}
 
 fn kcm_binary() -> Result<PathBuf> {
     let dir = std::env::var_os("RKCM_E2E_BIN")
@@ -125,29 +25,17 @@ fn kcm_binary() -> Result<PathBuf> {
 /// `namespace` by the proxy. Killed when dropped.
 struct UpstreamKcm {
     child: tokio::process::Child,
-    stop_proxy: CancellationToken,
+    proxy: ScopedProxy,
     log: PathBuf,
 }
 
 impl UpstreamKcm {
     async fn start(env: &Env) -> Result<Self> {
-        let stop_proxy = CancellationToken::new();
-        let url = proxy(env.cluster.client(), env.name(), stop_proxy.clone()).await?;
-        let dir = std::env::temp_dir().join(format!("rkcm-takeover-{}", env.name()));
-        std::fs::create_dir_all(&dir)?;
-        let kubeconfig = dir.join("kubeconfig");
-        std::fs::write(
-            &kubeconfig,
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: proxy\n  cluster: {{server: \"{url}\"}}\n\
-                 users:\n- name: proxy\n  user: {{}}\ncontexts:\n- name: proxy\n  context: {{cluster: proxy, user: proxy}}\n\
-                 current-context: proxy\n"
-            ),
-        )?;
-        let log = dir.join("kube-controller-manager.log");
+        let proxy = ScopedProxy::start(&env.cluster, env.name()).await?;
+        let log = std::env::temp_dir().join(format!("rkcm-takeover-{}.log", env.name()));
         let out = std::fs::File::create(&log)?;
         let child = tokio::process::Command::new(kcm_binary()?)
-            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg(format!("--kubeconfig={}", proxy.kubeconfig().display()))
             .args([
                 "--controllers=replicaset-controller",
                 "--leader-elect=false",
@@ -159,11 +47,7 @@ impl UpstreamKcm {
             .kill_on_drop(true)
             .spawn()
             .context("starting upstream kube-controller-manager")?;
-        Ok(Self {
-            child,
-            stop_proxy,
-            log,
-        })
+        Ok(Self { child, proxy, log })
     }
 
     async fn stop(mut self) -> Result<()> {
@@ -171,11 +55,14 @@ impl UpstreamKcm {
             .kill()
             .await
             .context("stopping kube-controller-manager")?;
-        self.stop_proxy.cancel();
-        if let Some(dir) = self.log.parent() {
-            // Only the kubeconfig and the log live there; keep them only on failure.
-            let _ = std::fs::remove_dir_all(dir);
-        }
+        self.proxy.stop();
+        let refused = self.proxy.refused();
+        anyhow::ensure!(
+            refused.is_empty(),
+            "upstream tried to write outside the test namespace: {refused:?}"
+        );
+        // Kept only on failure.
+        let _ = std::fs::remove_file(&self.log);
         Ok(())
     }
 
@@ -183,12 +70,6 @@ impl UpstreamKcm {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(20)..].join("\n")
-    }
-}
-
-impl Drop for UpstreamKcm {
-    fn drop(&mut self) {
-        self.stop_proxy.cancel();
     }
 }
 
