@@ -43,8 +43,8 @@
 //! once. It briefly exceeds R + maxSurge with upstream too: the Deployment controller scales
 //! the old ReplicaSet down and, in its next sync, the new one up, both by `spec.replicas`,
 //! and the ReplicaSet controller may create the new pods before it has deleted the old
-//! surplus (upstream at 10 × 5: 8 pods against replicas + maxSurge = 7 for 3 of the 10).
-//! Failing on it would fail the reference implementation.
+//! surplus. In the first full run (100 × 20) upstream reached 35 against 25, in 97 of the
+//! 100 Deployments (rkcm: 35, in 89). Failing on it would fail the reference implementation.
 //!
 //! Cleanup deletes the Deployments, ReplicaSets and pods (no garbage collector runs on the
 //! plane) and fails unless none is left.
