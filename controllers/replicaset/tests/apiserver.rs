@@ -24,6 +24,8 @@ mod harness;
 mod lag;
 #[path = "apiserver/namespace_terminating.rs"]
 mod namespace_terminating;
+#[path = "apiserver/podgc.rs"]
+mod podgc;
 #[path = "apiserver/rc.rs"]
 mod rc;
 #[path = "apiserver/recorder.rs"]

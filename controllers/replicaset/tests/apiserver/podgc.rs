@@ -1,0 +1,292 @@
+//! Scenario 18, second half: with PodGC enabled, the terminating Pods a scale-down leaves
+//! behind (held by a template finalizer) are forced to `Failed` within ~20 s, and
+//! `terminatingReplicas` drops to 0 while the objects still exist.
+//!
+//! The pods stay unbound (the template names a scheduler that does not exist), so PodGC's
+//! *unscheduled-terminating* sweep applies (spec/podgc.md §5.5): it runs right after its caches
+//! sync and every 20 s after each sweep, moves a terminating pod without `nodeName` to `Failed`
+//! and force-deletes it; the finalizer keeps the object. (A pod bound to a deleted Node would
+//! go through the orphan sweep instead: 40 s quarantine, ≈40–60 s, not the spec's ~20 s.)
+//!
+//! The ReplicaSet controller runs in-process as everywhere in this suite. PodGC runs as the
+//! rkcm binary (`--controllers=podgc`) behind the testkit's namespace-scoping proxy, so it
+//! only ever sees and writes this test's pods. The binary is the `rkcm` next to this test's
+//! executable (`<target>/<profile>/rkcm`; `RKCM_TEST_BIN` overrides): `cargo test --workspace`
+//! (what `make test` runs) builds it; with `cargo test -p rkcm-replicaset` run
+//! `cargo build -p rkcm` first.
+//!
+//! Timing is deterministic: a sentinel pod, already terminating when PodGC starts, turns
+//! `Failed` at PodGC's first sweep; the scale-down follows at once, so `terminatingReplicas=2`
+//! is observed well before the next sweep (20 s later), which must fail the two pods.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::DeleteParams;
+use rkcm_testkit::{ScopedProxy, holds_for, wait_for};
+use serde_json::json;
+
+use crate::harness::*;
+
+/// "Within ~20 s": one PodGC period plus slack for the apiserver and the poll.
+const PODGC_WITHIN: Duration = Duration::from_secs(30);
+/// PodGC's first sweep: process start, informer sync, sweep.
+const PODGC_STARTUP: Duration = Duration::from_secs(30);
+
+/// The rkcm binary: `RKCM_TEST_BIN`, or the one cargo built next to this test executable
+/// (`<target>/<profile>/deps/apiserver-<hash>` → `<target>/<profile>/rkcm`).
+fn rkcm_binary() -> Result<PathBuf> {
+    if let Some(bin) = std::env::var_os("RKCM_TEST_BIN") {
+        return Ok(PathBuf::from(bin));
+    }
+    let exe = std::env::current_exe().context("locating the test executable")?;
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .with_context(|| format!("no target profile directory above {}", exe.display()))?;
+    let bin = profile_dir.join(format!("rkcm{}", std::env::consts::EXE_SUFFIX));
+    anyhow::ensure!(
+        bin.is_file(),
+        "rkcm binary not found at {}: run `cargo build -p rkcm` with the same CARGO_TARGET_DIR \
+         and profile as this test (`cargo test --workspace` builds it), or set RKCM_TEST_BIN",
+        bin.display()
+    );
+    Ok(bin)
+}
+
+/// The rkcm binary running only PodGC, scoped to the test namespace. Killed when dropped.
+struct PodGc {
+    child: tokio::process::Child,
+    proxy: ScopedProxy,
+    log: PathBuf,
+}
+
+impl PodGc {
+    async fn start(env: &Env) -> Result<Self> {
+        let bin = rkcm_binary()?;
+        let proxy = ScopedProxy::start(&env.cluster, env.name()).await?;
+        let log = std::env::temp_dir().join(format!("rkcm-podgc-{}.log", env.name()));
+        let out =
+            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let child = tokio::process::Command::new(&bin)
+            .arg(format!("--kubeconfig={}", proxy.kubeconfig().display()))
+            .args([
+                "--controllers=podgc",
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--v=2",
+            ])
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        Ok(Self { child, proxy, log })
+    }
+
+    /// Fails if the process already exited (bad flags, no API server, ...).
+    fn ensure_running(&mut self) -> Result<()> {
+        if let Some(status) = self.child.try_wait()? {
+            anyhow::bail!("rkcm (podgc) exited early: {status}");
+        }
+        Ok(())
+    }
+
+    /// Writes of PodGC that went through the proxy, as "METHOD path".
+    fn writes(&self) -> Vec<String> {
+        self.proxy
+            .writes()
+            .iter()
+            .map(|w| format!("{} {}", w.method, w.path))
+            .collect()
+    }
+
+    /// Stops the process and checks it never tried to write outside the namespace. The log
+    /// is kept when `keep_log` (the test failed).
+    async fn stop(mut self, keep_log: bool) -> Result<()> {
+        self.child.kill().await.context("stopping rkcm (podgc)")?;
+        self.proxy.stop();
+        let refused = self.proxy.refused();
+        anyhow::ensure!(
+            refused.is_empty(),
+            "PodGC tried to write outside the test namespace: {refused:?}"
+        );
+        if !keep_log {
+            let _ = std::fs::remove_file(&self.log);
+        }
+        Ok(())
+    }
+
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        format!(
+            "{} (last 20 lines):\n{}",
+            self.log.display(),
+            lines[lines.len().saturating_sub(20)..].join("\n")
+        )
+    }
+}
+
+fn phase(p: &Pod) -> Option<&str> {
+    p.status.as_ref().and_then(|s| s.phase.as_deref())
+}
+
+fn terminating_replicas(rs: &k8s_openapi::api::apps::v1::ReplicaSet) -> Option<i32> {
+    rs.status.as_ref().and_then(|s| s.terminating_replicas)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver and the rkcm binary: make test"]
+async fn podgc_fails_terminating_replicas_while_finalizers_hold_them() -> Result<()> {
+    let env = Env::new("rs-podgc").await?;
+    let result = with_podgc(&env).await;
+    env.finish(result).await
+}
+
+async fn with_podgc(env: &Env) -> Result<()> {
+    let ctrl = env.start();
+    let mut body = replicaset("web", 3, &[("app", "web")], &[("app", "web")]);
+    body["spec"]["template"]["metadata"]["finalizers"] = json!([HOLD]);
+    let rs = env.create_rs(body).await?;
+    let uid = uid_of(&rs);
+    env.wait_active(&uid, 3).await?;
+
+    // Terminating and unbound before PodGC starts: its first sweep fails it.
+    let mut sentinel = bare_pod("sentinel", &[("app", "sentinel")]);
+    sentinel["metadata"]["finalizers"] = json!([HOLD]);
+    env.create_pod(sentinel).await?;
+    env.pods()
+        .delete("sentinel", &DeleteParams::default())
+        .await
+        .context("deleting the sentinel pod")?;
+
+    let mut podgc = PodGc::start(env).await?;
+    let result = scale_down_under_podgc(env, &uid, &mut podgc).await;
+    let result = result.map_err(|e| e.context(podgc.log_tail()));
+    let stopped = podgc.stop(result.is_err()).await;
+    result?;
+    stopped?;
+    ctrl.stop().await
+}
+
+async fn scale_down_under_podgc(env: &Env, uid: &str, podgc: &mut PodGc) -> Result<()> {
+    wait_for(
+        "PodGC's first sweep fails the sentinel",
+        PODGC_STARTUP,
+        || {
+            let running = podgc.ensure_running();
+            async move {
+                running?;
+                let p = env.pods().get("sentinel").await?;
+                Ok((phase(&p) == Some("Failed")).then_some(()))
+            }
+        },
+    )
+    .await?;
+
+    // The next sweep is ~20 s away.
+    env.scale("web", 1).await?;
+    let survivors = names_of(&env.wait_active(uid, 1).await?);
+    let deleted_at = Instant::now();
+    env.wait_rs("web", "replicas=1 terminating=2", |rs| {
+        rs_status(rs).0 == 1 && terminating_replicas(rs) == Some(2)
+    })
+    .await?;
+    let mut doomed: Vec<String> = names_of(
+        &env.owned(uid)
+            .await?
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_some())
+            .collect::<Vec<_>>(),
+    );
+    doomed.sort();
+    ensure(
+        doomed.len() == 2,
+        format!("2 terminating pods after the scale-down, got {doomed:?}"),
+    )?;
+
+    // PodGC: phase Failed, the objects kept by the finalizer.
+    wait_for(
+        &format!("PodGC fails {doomed:?} while their finalizer holds them"),
+        PODGC_WITHIN.saturating_sub(deleted_at.elapsed()),
+        || async {
+            let mut failed = 0;
+            for name in &doomed {
+                let Some(p) = env.pods().get_opt(name).await? else {
+                    anyhow::bail!("pod {name} is gone although its finalizer should hold it");
+                };
+                if phase(&p) == Some("Failed") {
+                    failed += 1;
+                }
+            }
+            Ok((failed == doomed.len()).then_some(()))
+        },
+    )
+    .await?;
+    let took = deleted_at.elapsed();
+
+    env.wait_rs("web", "replicas=1 terminating=0", |rs| {
+        rs_status(rs).0 == 1 && terminating_replicas(rs) == Some(0)
+    })
+    .await?;
+    for name in &doomed {
+        let p = env
+            .pods()
+            .get_opt(name)
+            .await?
+            .with_context(|| format!("pod {name} still exists at terminating=0"))?;
+        ensure(
+            p.metadata.deletion_timestamp.is_some()
+                && phase(&p) == Some("Failed")
+                && p.metadata.finalizers.iter().flatten().any(|f| f == HOLD),
+            format!(
+                "pod {name}: terminating, Failed, finalizer kept; got {:?} {:?} {:?}",
+                p.metadata.deletion_timestamp,
+                phase(&p),
+                p.metadata.finalizers
+            ),
+        )?;
+    }
+
+    // It was PodGC: it wrote each pod's status, then force-deleted it (the delete may still
+    // be in flight when the phase shows).
+    let want: Vec<String> = doomed
+        .iter()
+        .flat_map(|name| {
+            let pod = format!("/api/v1/namespaces/{}/pods/{name}", env.name());
+            [format!("PATCH {pod}/status"), format!("DELETE {pod}")]
+        })
+        .collect();
+    let check = wait_for(
+        "PodGC's status patch and delete of each",
+        WITHIN,
+        || async {
+            let writes = podgc.writes();
+            Ok(want.iter().all(|w| writes.contains(w)).then_some(()))
+        },
+    )
+    .await;
+    check.with_context(|| format!("PodGC's writes: {:?}", podgc.writes()))?;
+
+    // Failed pods are not replaced; replicas stays 1, terminating stays 0, nothing vanishes.
+    holds_for(
+        "no replacement, replicas=1 terminating=0, the failed pods kept",
+        HOLDS,
+        || async {
+            let mut active = names_of(&env.active(uid).await?);
+            active.sort();
+            let owned = env.owned(uid).await?.len();
+            let rs = env.replicasets().get("web").await?;
+            Ok(active == survivors
+                && owned == 3
+                && rs_status(&rs).0 == 1
+                && terminating_replicas(&rs) == Some(0))
+        },
+    )
+    .await?;
+    eprintln!("PodGC failed the terminating pods {took:?} after the scale-down");
+    Ok(())
+}
