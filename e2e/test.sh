@@ -15,8 +15,9 @@ step "lint: cargo fmt --check, cargo clippy -D warnings"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 
-step "build tests"
+step "build tests and the rkcm binary (black-box tests run it)"
 cargo test --workspace --no-run
+cargo build -p rkcm
 
 started=0
 if [ -z "${RKCM_TEST_KUBECONFIG:-}" ]; then
@@ -34,4 +35,4 @@ else
 fi
 
 step "tests (unit and apiserver)"
-cargo test --workspace -- --include-ignored
+cargo test --workspace --no-fail-fast -- --include-ignored

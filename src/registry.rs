@@ -524,6 +524,7 @@ mod tests {
         assert_eq!(
             implemented,
             vec![
+                "deployment-controller",
                 "pod-garbage-collector-controller",
                 "replicaset-controller",
                 "replicationcontroller-controller"
