@@ -40,6 +40,11 @@ use tokio::task::JoinHandle;
 use crate::cli::{Cli, Invocation};
 use crate::registry::SyncProbe;
 
+// The process allocates and frees many short-lived buffers per API object (JSON decoding,
+// request bodies); mimalloc spends markedly less CPU on that than glibc malloc.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// How long controllers may take to finish in-flight syncs after a shutdown signal; below the
 /// usual 30 s pod termination grace period.
 const DRAIN_BUDGET: Duration = Duration::from_secs(20);

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, ReplicaSet};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::consts::{self, POD_TEMPLATE_HASH_LABEL, strategy};
 
@@ -235,7 +236,58 @@ fn normalize(v: serde_json::Value) -> Option<serde_json::Value> {
 /// would call different. Quantities are compared as the canonical strings the API server
 /// serialises for both templates.
 pub fn equal_ignore_hash(a: &PodTemplateSpec, b: &PodTemplateSpec) -> bool {
-    comparable(a) == comparable(b)
+    identical_ignore_hash(a, b) || comparable(a) == comparable(b)
+}
+
+/// Field-by-field equality once `pod-template-hash` is removed: identical templates serialise
+/// identically, so this implies [`equal_ignore_hash`] and spares the JSON round trip in the
+/// common case (a ReplicaSet's template is the Deployment's plus the hash label).
+fn identical_ignore_hash(a: &PodTemplateSpec, b: &PodTemplateSpec) -> bool {
+    if a.spec != b.spec {
+        return false;
+    }
+    match (&a.metadata, &b.metadata) {
+        (None, None) => true,
+        (Some(ma), Some(mb)) => {
+            fn without_hash(m: &ObjectMeta) -> Option<Vec<(&String, &String)>> {
+                m.labels.as_ref().map(|labels| {
+                    labels
+                        .iter()
+                        .filter(|(k, _)| k.as_str() != POD_TEMPLATE_HASH_LABEL)
+                        .collect()
+                })
+            }
+            let rest = |m: &ObjectMeta| ObjectMeta {
+                labels: None,
+                ..m.clone()
+            };
+            without_hash(ma) == without_hash(mb) && rest(ma) == rest(mb)
+        }
+        _ => false,
+    }
+}
+
+/// [`matches_template`] for many ReplicaSets of one Deployment: the Deployment's comparable
+/// form is computed at most once.
+struct TemplateMatcher<'a> {
+    template: &'a PodTemplateSpec,
+    comparable: std::cell::OnceCell<serde_json::Value>,
+}
+
+impl<'a> TemplateMatcher<'a> {
+    fn new(d: &'a Deployment, empty: &'a PodTemplateSpec) -> Self {
+        Self {
+            template: template(d).unwrap_or(empty),
+            comparable: std::cell::OnceCell::new(),
+        }
+    }
+
+    fn matches(&self, rs: &ReplicaSet) -> bool {
+        let empty = PodTemplateSpec::default();
+        let other = rs_template(rs).unwrap_or(&empty);
+        identical_ignore_hash(self.template, other)
+            || *self.comparable.get_or_init(|| comparable(self.template)) == comparable(other)
+    }
 }
 
 fn rs_template(rs: &ReplicaSet) -> Option<&PodTemplateSpec> {
@@ -255,7 +307,9 @@ pub fn matches_template(d: &Deployment, rs: &ReplicaSet) -> bool {
 pub fn find_new(d: &Deployment, rss: &[Rs]) -> Option<Rs> {
     let mut sorted = rss.to_vec();
     sort_by_creation(&mut sorted);
-    sorted.into_iter().find(|rs| matches_template(d, rs))
+    let empty = PodTemplateSpec::default();
+    let matcher = TemplateMatcher::new(d, &empty);
+    sorted.into_iter().find(|rs| matcher.matches(rs))
 }
 
 /// The new ReplicaSet (if any) and every other one, oldest first (`FindOldReplicaSets`, all
@@ -263,7 +317,9 @@ pub fn find_new(d: &Deployment, rss: &[Rs]) -> Option<Rs> {
 pub fn split(d: &Deployment, rss: &[Rs]) -> (Option<Rs>, Vec<Rs>) {
     let mut sorted = rss.to_vec();
     sort_by_creation(&mut sorted);
-    let new = sorted.iter().find(|rs| matches_template(d, rs)).cloned();
+    let empty = PodTemplateSpec::default();
+    let matcher = TemplateMatcher::new(d, &empty);
+    let new = sorted.iter().find(|rs| matcher.matches(rs)).cloned();
     let new_uid = new.as_ref().map(|rs| uid(rs).to_owned());
     sorted.retain(|rs| new_uid.as_deref() != Some(uid(rs)));
     (new, sorted)

@@ -31,7 +31,9 @@ use kube::api::{Api, PostParams};
 use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::controller_ref::{ControllerRefManager, controller_of};
 use rkcm_runtime::expectations::UidTrackingExpectations;
-use rkcm_runtime::informer::{Change, INDEX_CONTROLLER_UID, Store, compare_resource_versions};
+use rkcm_runtime::informer::{
+    Change, INDEX_CONTROLLER_UID, INDEX_ORPHANS_BY_NAMESPACE, Store, compare_resource_versions,
+};
 use rkcm_runtime::keys::{controller_uid, key_of, split_key};
 use rkcm_runtime::podcontrol::{
     PodControl, PodOptions, SLOW_START_INITIAL_BATCH_SIZE, is_namespace_terminating,
@@ -374,12 +376,18 @@ impl<O: ReplicaOwner> Controller<O> {
             }
         };
         let owner_uid = owner.meta().uid.clone().unwrap_or_default();
-        let candidates: Vec<Arc<Pod>> = self
-            .pods
-            .list_namespace(&namespace)
-            .into_iter()
-            .filter(|p| controller_uid(&**p).is_none_or(|u| u == owner_uid))
-            .collect();
+        // The namespace's pods that are orphans or controlled by this owner, from the indexes
+        // (upstream `FilterPodsByOwner`) instead of a scan of every pod in the namespace.
+        let mut candidates: Vec<Arc<Pod>> =
+            self.pods.by_index(INDEX_ORPHANS_BY_NAMESPACE, &namespace);
+        candidates.extend(
+            self.pods
+                .by_index(INDEX_CONTROLLER_UID, &owner_uid)
+                .into_iter()
+                .filter(|p| {
+                    !namespace.is_empty() && p.metadata.namespace.as_deref() == Some(&*namespace)
+                }),
+        );
         let active: Vec<Arc<Pod>> = candidates
             .iter()
             .filter(|p| is_pod_active(p))
@@ -532,10 +540,17 @@ impl<O: ReplicaOwner> Controller<O> {
         namespace: &str,
         claimed: &[Arc<Pod>],
     ) -> Result<(), Error> {
-        let related = self.related_pods(owner);
+        let desired = owner.desired_replicas();
+        // Only a delete ranks victims by related pods (upstream lists them in its delete
+        // branch only); with nothing to delete the namespace scans are skipped.
+        let related = if claimed.len() > usize::try_from(desired.max(0)).unwrap_or(0) {
+            self.related_pods(owner)
+        } else {
+            Vec::new()
+        };
         let now = self.clock.wall();
         let snapshot = Snapshot {
-            desired: owner.desired_replicas(),
+            desired,
             claimed,
             related: &related,
             expectations_satisfied: true,

@@ -33,7 +33,7 @@
 
 use std::any::{Any, TypeId};
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Debug;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -61,6 +61,10 @@ use crate::keys;
 pub const INDEX_NAMESPACE: &str = "namespace";
 /// Name of the built-in index by the UID of the controller owner reference.
 pub const INDEX_CONTROLLER_UID: &str = "controller-uid";
+/// Name of the built-in index of objects without a controller owner reference, by namespace
+/// (upstream's orphan key of `PodControllerUIDIndex`): with [`INDEX_CONTROLLER_UID`] it gives
+/// the objects one owner may claim without scanning its whole namespace.
+pub const INDEX_ORPHANS_BY_NAMESPACE: &str = "orphans-by-namespace";
 /// Name of the pod index by `spec.nodeName`; register it with
 /// `informer.add_index(INDEX_NODE_NAME, pods_by_node)`.
 pub const INDEX_NODE_NAME: &str = "node-name";
@@ -146,19 +150,29 @@ fn index_by_controller_uid<K: Resource>(obj: &K) -> Vec<String> {
         .collect()
 }
 
+fn index_orphans_by_namespace<K: Resource>(obj: &K) -> Vec<String> {
+    if keys::controller_uid(obj).is_some() {
+        return Vec::new();
+    }
+    index_by_namespace(obj)
+}
+
 // ---------------------------------------------------------------------------------------------
 // The pure core: cache contents, indexes and the watcher-event state machine.
 // ---------------------------------------------------------------------------------------------
 
-/// Index name -> index value -> keys.
-type Indices = HashMap<&'static str, HashMap<String, HashSet<String>>>;
+/// Index value -> key -> object. The objects themselves are kept (as in `objects`), so a
+/// lookup clones `Arc`s without hashing every key a second time.
+type Index<K> = HashMap<String, HashMap<String, Arc<K>>>;
+/// Index name -> index.
+type Indices<K> = HashMap<&'static str, Index<K>>;
 
 /// The cache of one informer and the state machine that turns watcher events into changes.
 /// No I/O and no locking: the informer wraps it in a lock and delivers what it returns.
 pub(crate) struct State<K> {
     objects: HashMap<String, Arc<K>>,
     indexers: BTreeMap<&'static str, IndexFn<K>>,
-    indices: Indices,
+    indices: Indices<K>,
     /// Objects of a relist in progress (between `Init` and `InitDone`); `None` when not
     /// relisting. Kept apart so readers see the old cache until the new list is complete.
     relist: Option<HashMap<String, Arc<K>>>,
@@ -179,6 +193,7 @@ impl<K: Resource + Clone> State<K> {
         };
         state.add_index(INDEX_NAMESPACE, index_by_namespace::<K>);
         state.add_index(INDEX_CONTROLLER_UID, index_by_controller_uid::<K>);
+        state.add_index(INDEX_ORPHANS_BY_NAMESPACE, index_orphans_by_namespace::<K>);
         state
     }
 
@@ -188,10 +203,13 @@ impl<K: Resource + Clone> State<K> {
             return;
         }
         self.indexers.insert(name, f);
-        let mut index: HashMap<String, HashSet<String>> = HashMap::new();
+        let mut index: Index<K> = HashMap::new();
         for (key, obj) in &self.objects {
             for value in f(obj) {
-                index.entry(value).or_default().insert(key.clone());
+                index
+                    .entry(value)
+                    .or_default()
+                    .insert(key.clone(), obj.clone());
             }
         }
         self.indices.insert(name, index);
@@ -344,7 +362,7 @@ impl<K: Resource + Clone> State<K> {
         changes
     }
 
-    fn index_insert(&mut self, key: &str, old: Option<&K>, new: &K) {
+    fn index_insert(&mut self, key: &str, old: Option<&K>, new: &Arc<K>) {
         for (name, f) in &self.indexers {
             let index = self.indices.entry(name).or_default();
             let new_values = f(new);
@@ -356,7 +374,14 @@ impl<K: Resource + Clone> State<K> {
                 }
             }
             for value in new_values {
-                index.entry(value).or_default().insert(key.to_string());
+                let objects = index.entry(value).or_default();
+                // Replace in place: an update keeps the key's entry.
+                match objects.get_mut(key) {
+                    Some(slot) => *slot = new.clone(),
+                    None => {
+                        objects.insert(key.to_string(), new.clone());
+                    }
+                }
             }
         }
     }
@@ -383,11 +408,7 @@ impl<K: Resource + Clone> State<K> {
         self.indices
             .get(index)
             .and_then(|values| values.get(value))
-            .map(|keys| {
-                keys.iter()
-                    .filter_map(|k| self.objects.get(k).cloned())
-                    .collect()
-            })
+            .map(|objects| objects.values().cloned().collect())
             .unwrap_or_default()
     }
 
@@ -396,7 +417,7 @@ impl<K: Resource + Clone> State<K> {
     }
 }
 
-fn remove_from_index(index: &mut HashMap<String, HashSet<String>>, value: &str, key: &str) {
+fn remove_from_index<K>(index: &mut Index<K>, value: &str, key: &str) {
     if let Some(keys) = index.get_mut(value) {
         keys.remove(key);
         // Drop empty sets so an index over short-lived values (owner UIDs) does not grow
@@ -1262,6 +1283,50 @@ mod tests {
         assert!(state.by_index(INDEX_NAMESPACE, "b").is_empty());
         assert!(state.indices.values().all(HashMap::is_empty));
         assert!(state.by_index("no-such-index", "x").is_empty());
+    }
+
+    #[test]
+    fn orphans_are_indexed_by_namespace() {
+        let mut state: State<Pod> = State::new();
+        state.apply(watcher::Event::Init);
+        state.apply(watcher::Event::InitApply(owned_pod("a", "o1", "1", None)));
+        state.apply(watcher::Event::InitApply(owned_pod(
+            "a",
+            "p1",
+            "2",
+            Some("u1"),
+        )));
+        state.apply(watcher::Event::InitApply(owned_pod("b", "o2", "3", None)));
+        state.apply(watcher::Event::InitDone);
+        let names = |objs: Vec<Arc<Pod>>| {
+            let mut v: Vec<String> = objs.iter().map(|o| keys::key_of(&**o)).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(
+            names(state.by_index(INDEX_ORPHANS_BY_NAMESPACE, "a")),
+            ["a/o1"]
+        );
+        // Adopted: leaves the orphans; released: joins them again.
+        state.apply(watcher::Event::Apply(owned_pod("a", "o1", "4", Some("u1"))));
+        assert!(state.by_index(INDEX_ORPHANS_BY_NAMESPACE, "a").is_empty());
+        assert_eq!(
+            names(state.by_index(INDEX_CONTROLLER_UID, "u1")),
+            ["a/o1", "a/p1"]
+        );
+        state.apply(watcher::Event::Apply(owned_pod("a", "p1", "5", None)));
+        assert_eq!(
+            names(state.by_index(INDEX_ORPHANS_BY_NAMESPACE, "a")),
+            ["a/p1"]
+        );
+        // The index hands out the current object, not the one first indexed.
+        let current = state.by_index(INDEX_ORPHANS_BY_NAMESPACE, "a");
+        assert_eq!(current[0].metadata.resource_version.as_deref(), Some("5"));
+        state.apply(watcher::Event::Apply(owned_pod("b", "o2", "6", None)));
+        let current = state.by_index(INDEX_ORPHANS_BY_NAMESPACE, "b");
+        assert_eq!(current[0].metadata.resource_version.as_deref(), Some("6"));
+        state.apply(watcher::Event::Delete(owned_pod("b", "o2", "7", None)));
+        assert!(state.by_index(INDEX_ORPHANS_BY_NAMESPACE, "b").is_empty());
     }
 
     #[test]
