@@ -13,7 +13,7 @@ use std::pin::Pin;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController};
 use rkcm_runtime::ControllerContext;
-use rkcm_runtime::informer::{Informable, Informer, InformerFactory};
+use rkcm_runtime::informer::InformerFactory;
 
 use crate::cli::Cli;
 
@@ -22,21 +22,7 @@ pub type ControllerError = Box<dyn std::error::Error + Send + Sync>;
 /// A running controller: resolves when it has stopped (after `ctx.shutdown`, or on error).
 pub type ControllerFuture = Pin<Box<dyn Future<Output = Result<(), ControllerError>> + Send>>;
 
-/// Whether one informer has completed its initial list.
-pub struct SyncProbe {
-    /// The resource's plural name, for progress logs.
-    pub resource: String,
-    pub synced: Box<dyn Fn() -> bool + Send + Sync>,
-}
-
-impl SyncProbe {
-    pub fn of<K: Informable>(informer: Informer<K>) -> Self {
-        Self {
-            resource: informer.resource_name().to_string(),
-            synced: Box::new(move || informer.has_synced()),
-        }
-    }
-}
+pub use rkcm_runtime::controller::SyncProbe;
 
 /// How rkcm runs a controller it implements.
 pub struct Implementation {

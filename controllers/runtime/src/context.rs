@@ -11,9 +11,26 @@ pub struct ControllerContext {
     /// An API client of this controller's own, with its own QPS/burst token bucket and a
     /// user agent naming the controller.
     pub client: kube::Client,
-    /// The process-wide informers: ask for a type here, never open a watch yourself.
+    /// The process-wide informers: ask for a type here, never open a watch yourself. Tests
+    /// pass a factory scoped to their namespace ([`InformerFactory::namespaced`]).
     pub informers: InformerFactory,
     /// Cancelled when the process shuts down: stop taking keys and return.
     pub shutdown: CancellationToken,
     pub clock: SharedClock,
+}
+
+impl ControllerContext {
+    /// A context on the system clock.
+    pub fn new(
+        client: kube::Client,
+        informers: InformerFactory,
+        shutdown: CancellationToken,
+    ) -> Self {
+        Self {
+            client,
+            informers,
+            shutdown,
+            clock: crate::clock::system(),
+        }
+    }
 }

@@ -1,5 +1,7 @@
 //! ControllerRef manager: adopt matching orphans, release owned children that stopped
-//! matching (mirrors upstream `pkg/controller/controller_ref_manager.go`; spec/manager.md §6.1).
+//! matching (mirrors upstream `pkg/controller/controller_ref_manager.go`), and
+//! [`resolve_controller_ref`], the `resolveControllerRef` every workload controller of
+//! upstream (`pkg/controller/<name>/*_controller.go`) keeps a copy of.
 //!
 //! Guarantees:
 //! - The decision is pure: [`plan_claims`] classifies candidates into owned / adopt / release
@@ -27,6 +29,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde::de::DeserializeOwned;
 
 use crate::error::Error;
+use crate::informer::{Informable, Store};
 
 /// The controllerRef upstream's `metav1.NewControllerRef` builds for `owner`:
 /// `{apiVersion, kind, name, uid, controller: true, blockOwnerDeletion: true}`. `None` when the
@@ -43,6 +46,31 @@ pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
         .as_deref()?
         .iter()
         .find(|r| r.controller == Some(true))
+}
+
+/// `resolveControllerRef`: the cached owner that the controller reference `r` of a child in
+/// `namespace` names, only if the reference's kind is `O`'s and the cached object has the
+/// reference's UID (a re-created owner of the same name is a different owner). The API group
+/// is not compared, as upstream: the UID already identifies the object.
+pub fn resolve_controller_ref<O: Informable>(
+    owners: &Store<O>,
+    namespace: &str,
+    r: &OwnerReference,
+) -> Option<Arc<O>> {
+    resolve_controller_ref_with(|key| owners.get(key), namespace, r)
+}
+
+/// [`resolve_controller_ref`] over any lookup by cache key (`namespace/name`).
+pub fn resolve_controller_ref_with<O: Resource<DynamicType = ()>>(
+    lookup: impl FnOnce(&str) -> Option<Arc<O>>,
+    namespace: &str,
+    r: &OwnerReference,
+) -> Option<Arc<O>> {
+    if r.kind != O::kind(&()) {
+        return None;
+    }
+    let owner = lookup(&crate::keys::key(Some(namespace), &r.name))?;
+    (owner.meta().uid.as_deref() == Some(r.uid.as_str())).then_some(owner)
 }
 
 /// What the manager needs to know about the owner.
@@ -728,5 +756,57 @@ mod tests {
         let out = m.claim(&cands, is_web).await;
         assert_eq!(out.errors.len(), 1);
         assert!(out.into_result().is_err());
+    }
+
+    #[test]
+    fn resolve_controller_ref_checks_kind_and_uid() {
+        use crate::informer::Informer;
+        use kube::runtime::watcher;
+        let rs = |name: &str, uid: &str| -> ReplicaSet {
+            let mut rs = ReplicaSet::default();
+            rs.metadata.name = Some(name.into());
+            rs.metadata.namespace = Some("ns".into());
+            rs.metadata.uid = Some(uid.into());
+            rs.metadata.resource_version = Some("1".into());
+            rs
+        };
+        let informer = Informer::<ReplicaSet>::detached();
+        informer.feed(watcher::Event::Apply(rs("web", "u1")));
+        let store = informer.store();
+        let reference = |kind: &str, name: &str, uid: &str| OwnerReference {
+            api_version: "apps/v1".into(),
+            kind: kind.into(),
+            name: name.into(),
+            uid: uid.into(),
+            controller: Some(true),
+            ..OwnerReference::default()
+        };
+        let found = resolve_controller_ref(&store, "ns", &reference("ReplicaSet", "web", "u1"));
+        assert_eq!(
+            found.and_then(|o| o.metadata.uid.clone()).as_deref(),
+            Some("u1")
+        );
+        for (kind, name, uid, ns, why) in [
+            ("ReplicaSet", "web", "u2", "ns", "re-created owner"),
+            ("Deployment", "web", "u1", "ns", "other kind"),
+            ("ReplicaSet", "db", "u1", "ns", "not cached"),
+            ("ReplicaSet", "web", "u1", "other", "other namespace"),
+        ] {
+            assert!(
+                resolve_controller_ref(&store, ns, &reference(kind, name, uid)).is_none(),
+                "{why}"
+            );
+        }
+        let mut seen = String::new();
+        let none = resolve_controller_ref_with::<ReplicaSet>(
+            |key| {
+                seen = key.to_owned();
+                None
+            },
+            "ns",
+            &reference("ReplicaSet", "web", "u1"),
+        );
+        assert!(none.is_none());
+        assert_eq!(seen, "ns/web");
     }
 }

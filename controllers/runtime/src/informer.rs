@@ -33,7 +33,7 @@
 
 use std::any::{Any, TypeId};
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Debug;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -527,8 +527,75 @@ pub struct InformerFactory {
 
 struct FactoryInner {
     client: kube::Client,
-    list_mode: ListMode,
+    source: Source,
     state: Mutex<FactoryState>,
+}
+
+/// How every informer of a factory lists and watches.
+#[derive(Debug, Clone, Default)]
+struct Source {
+    list_mode: ListMode,
+    scope: Scope,
+}
+
+/// Which objects the informers of a factory hold.
+///
+/// Upstream's `informers.WithNamespace`: a manager runs cluster-wide ([`Scope::Cluster`]);
+/// tests that share one cluster run their in-process controllers on a factory scoped to
+/// their own namespaces, so the controllers never see, let alone touch, other tests'
+/// objects. Cluster-scoped types (Nodes) are always informed cluster-wide.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Scope {
+    /// Every namespace (what the process uses).
+    #[default]
+    Cluster,
+    /// Only objects of these namespaces. With one namespace, namespaced types are listed and
+    /// watched with the field selector `metadata.namespace=<ns>`; with several, cluster-wide
+    /// and filtered before the cache.
+    Namespaces(BTreeSet<String>),
+}
+
+impl Scope {
+    /// Only the namespace `ns`.
+    pub fn namespace(ns: &str) -> Self {
+        Self::Namespaces(BTreeSet::from([ns.to_owned()]))
+    }
+
+    /// Only the namespaces `namespaces`.
+    pub fn namespaces<S: AsRef<str>>(namespaces: impl IntoIterator<Item = S>) -> Self {
+        Self::Namespaces(
+            namespaces
+                .into_iter()
+                .map(|n| n.as_ref().to_owned())
+                .collect(),
+        )
+    }
+
+    /// Whether an object of `namespace` (`None` or empty: cluster-scoped) is in scope.
+    pub fn contains(&self, namespace: Option<&str>) -> bool {
+        match self {
+            Scope::Cluster => true,
+            Scope::Namespaces(set) => namespace.is_none_or(|ns| ns.is_empty() || set.contains(ns)),
+        }
+    }
+
+    /// The server-side field selector for type `K`, when the scope can be expressed as one.
+    fn field_selector<K: Resource>(&self) -> Option<String> {
+        match self {
+            Scope::Namespaces(set) if set.len() == 1 && is_namespaced::<K>() => {
+                set.first().map(|ns| format!("metadata.namespace={ns}"))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Whether `K` is a namespaced kind. kube's typed `Api` only names a namespace for types it
+/// knows to be namespaced at compile time; the informer is generic over both, so it compares
+/// the scope marker type instead.
+fn is_namespaced<K: Resource>() -> bool {
+    std::any::type_name::<K::Scope>()
+        == std::any::type_name::<k8s_openapi::NamespaceResourceScope>()
 }
 
 /// How an informer gets its initial state (and its state after a 410).
@@ -555,7 +622,7 @@ trait ErasedInformer: Send + Sync {
     fn start(
         &self,
         client: &kube::Client,
-        list_mode: ListMode,
+        source: &Source,
         shutdown: &CancellationToken,
         runtime: &Handle,
     );
@@ -566,11 +633,11 @@ impl<K: Informable> ErasedInformer for Informer<K> {
     fn start(
         &self,
         client: &kube::Client,
-        list_mode: ListMode,
+        source: &Source,
         shutdown: &CancellationToken,
         runtime: &Handle,
     ) {
-        self.start_on(client.clone(), list_mode, shutdown.clone(), runtime);
+        self.start_on(client.clone(), source.clone(), shutdown.clone(), runtime);
     }
     fn as_any(&self) -> &dyn Any {
         self
@@ -584,13 +651,45 @@ impl InformerFactory {
 
     /// A factory whose informers list the given way.
     pub fn with_list_mode(client: kube::Client, list_mode: ListMode) -> Self {
+        Self::build(
+            client,
+            Source {
+                list_mode,
+                scope: Scope::Cluster,
+            },
+        )
+    }
+
+    /// A factory whose informers hold only objects of namespace `ns` (and every object of a
+    /// cluster-scoped type). For tests sharing a cluster.
+    pub fn namespaced(client: kube::Client, ns: &str) -> Self {
+        Self::scoped(client, Scope::namespace(ns))
+    }
+
+    /// A factory whose informers hold only the objects `scope` admits.
+    pub fn scoped(client: kube::Client, scope: Scope) -> Self {
+        Self::build(
+            client,
+            Source {
+                list_mode: ListMode::default(),
+                scope,
+            },
+        )
+    }
+
+    fn build(client: kube::Client, source: Source) -> Self {
         Self {
             inner: Arc::new(FactoryInner {
                 client,
-                list_mode,
+                source,
                 state: Mutex::new(FactoryState::default()),
             }),
         }
+    }
+
+    /// Which objects this factory's informers hold.
+    pub fn scope(&self) -> &Scope {
+        &self.inner.source.scope
     }
 
     /// The informer for `K` (cluster-wide, unfiltered), created on first request.
@@ -608,7 +707,7 @@ impl InformerFactory {
         if let Some((shutdown, runtime)) = &state.started {
             informer.start_on(
                 self.inner.client.clone(),
-                self.inner.list_mode,
+                self.inner.source.clone(),
                 shutdown.clone(),
                 runtime,
             );
@@ -631,12 +730,7 @@ impl InformerFactory {
             .get_or_insert_with(|| (shutdown, Handle::current()))
             .clone();
         for informer in state.informers.values() {
-            informer.start(
-                &self.inner.client,
-                self.inner.list_mode,
-                &shutdown,
-                &runtime,
-            );
+            informer.start(&self.inner.client, &self.inner.source, &shutdown, &runtime);
         }
     }
 }
@@ -830,7 +924,7 @@ impl<K: Informable> Informer<K> {
     fn start_on(
         &self,
         client: kube::Client,
-        list_mode: ListMode,
+        source: Source,
         shutdown: CancellationToken,
         runtime: &Handle,
     ) {
@@ -841,17 +935,20 @@ impl<K: Informable> Informer<K> {
             runtime.spawn(task);
         }
         let informer = self.clone();
-        runtime.spawn(async move { informer.run(client, list_mode, shutdown).await });
+        runtime.spawn(async move { informer.run(client, source, shutdown).await });
     }
 
-    async fn run(self, client: kube::Client, list_mode: ListMode, shutdown: CancellationToken) {
+    async fn run(self, client: kube::Client, source: Source, shutdown: CancellationToken) {
         let resource = self.shared.resource.clone();
         let mut config = watcher::Config::default()
             .page_size(PAGE_SIZE)
             .list_semantic(ListSemantic::Any)
             .timeout(rand::random_range(WATCH_TIMEOUT_SECS));
-        if list_mode == ListMode::Streaming {
+        if source.list_mode == ListMode::Streaming {
             config = config.streaming_lists();
+        }
+        if let Some(fields) = source.scope.field_selector::<K>() {
+            config = config.fields(&fields);
         }
         debug!(resource = %resource, "Starting informer");
         let mut errors = ErrorLog::default();
@@ -868,7 +965,9 @@ impl<K: Informable> Informer<K> {
                 match item {
                     Some(Ok(event)) => {
                         errors.clear();
-                        self.feed(event);
+                        if let Some(event) = in_scope(&source.scope, event) {
+                            self.feed(event);
+                        }
                     }
                     Some(Err(err)) => errors.report(&resource, &err),
                     None => {
@@ -887,6 +986,21 @@ impl<K: Informable> Informer<K> {
         // Closing the channels lets every subscriber task drain its buffer and end.
         self.shared.inner.write().subscribers.clear();
         debug!(resource = %resource, "Informer stopped");
+    }
+}
+
+/// The event without the objects `scope` excludes: `None` for an object event out of scope.
+fn in_scope<K: Resource>(scope: &Scope, event: watcher::Event<K>) -> Option<watcher::Event<K>> {
+    let admits = |obj: &K| scope.contains(obj.meta().namespace.as_deref());
+    match &event {
+        watcher::Event::Apply(obj)
+        | watcher::Event::Delete(obj)
+        | watcher::Event::InitApply(obj)
+            if !admits(obj) =>
+        {
+            None
+        }
+        _ => Some(event),
     }
 }
 
@@ -1594,5 +1708,56 @@ mod tests {
         let text = crate::metrics::render();
         assert!(text.contains("rkcm_informer_lists_total{resource=\"configmaps\"}"));
         assert!(text.contains("rkcm_informer_objects{resource=\"configmaps\"}"));
+    }
+
+    #[test]
+    fn scope_admits_its_namespaces_and_cluster_scoped_objects() {
+        use k8s_openapi::api::core::v1::Node;
+        let one = Scope::namespace("a");
+        assert!(one.contains(Some("a")));
+        assert!(!one.contains(Some("b")));
+        assert!(
+            one.contains(None) && one.contains(Some("")),
+            "cluster-scoped"
+        );
+        assert!(Scope::Cluster.contains(Some("b")));
+        let two = Scope::namespaces(["a", "b"]);
+        assert!(two.contains(Some("b")) && !two.contains(Some("c")));
+
+        assert!(is_namespaced::<Pod>() && is_namespaced::<ConfigMap>());
+        assert!(!is_namespaced::<Node>());
+        assert_eq!(
+            one.field_selector::<Pod>().as_deref(),
+            Some("metadata.namespace=a")
+        );
+        assert_eq!(
+            one.field_selector::<Node>(),
+            None,
+            "nodes stay cluster-wide"
+        );
+        assert_eq!(two.field_selector::<Pod>(), None, "filtered client-side");
+        assert_eq!(Scope::Cluster.field_selector::<Pod>(), None);
+
+        let kept = |event| in_scope(&two, event).is_some();
+        assert!(kept(watcher::Event::Apply(cm("a", "x", "1"))));
+        assert!(!kept(watcher::Event::Apply(cm("c", "x", "1"))));
+        assert!(!kept(watcher::Event::InitApply(cm("c", "x", "1"))));
+        assert!(!kept(watcher::Event::Delete(cm("c", "x", "1"))));
+        assert!(kept(watcher::Event::Init) && kept(watcher::Event::InitDone));
+    }
+
+    #[tokio::test]
+    async fn scoped_factory_reports_its_scope() {
+        let client = kube::Client::new(
+            tower::service_fn(|_req: http::Request<kube::client::Body>| async {
+                Err::<http::Response<kube::client::Body>, _>(std::io::Error::other("no server"))
+            }),
+            "default",
+        );
+        assert_eq!(
+            InformerFactory::namespaced(client.clone(), "t1").scope(),
+            &Scope::namespace("t1")
+        );
+        assert_eq!(InformerFactory::new(client).scope(), &Scope::Cluster);
     }
 }

@@ -9,10 +9,17 @@
 //! - [`client`]: API client per controller with a QPS/burst token bucket (client-go `rest`).
 //! - [`events`], [`podcontrol`], [`controller_ref`], [`history`]: shared controls.
 //! - [`metrics`]: the process-wide Prometheus registry with upstream metric names.
+//! - Workload helpers (upstream `pkg/controller/controller_utils.go` and `util/`):
+//!   [`selector`] (label selectors), [`pod`] (phases, active/ready/available),
+//!   [`controller_ref::resolve_controller_ref`], [`consistency`] (the stale-cache guard) and
+//!   [`controller`] (the one start loop, and the [`controller::SyncProbe`] declaration of the
+//!   informers a controller reads). Namespace scoping for tests: [`informer::Scope`].
 
 pub mod client;
 pub mod clock;
+pub mod consistency;
 pub mod context;
+pub mod controller;
 pub mod controller_ref;
 pub mod error;
 pub mod events;
@@ -21,7 +28,9 @@ pub mod history;
 pub mod informer;
 pub mod keys;
 pub mod metrics;
+pub mod pod;
 pub mod podcontrol;
+pub mod selector;
 pub mod workqueue;
 
 pub use context::ControllerContext;
