@@ -10,8 +10,8 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController};
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::ReplicationController;
 use rkcm_runtime::ControllerContext;
 use rkcm_runtime::informer::InformerFactory;
 
@@ -91,8 +91,16 @@ pub static CONTROLLERS: &[ControllerDef] = &[
         aliases: &["deployment"],
         disabled_by_default: false,
         implementation: Some(Implementation {
-            informers: deployment_informers,
-            start: start_deployment,
+            informers: rkcm_deployment::informers,
+            start: |ctx, cli| {
+                let cfg = rkcm_deployment::Config {
+                    workers: workers(cli.deployment.concurrent_deployment_syncs),
+                    terminating_replicas: cli
+                        .feature_gates
+                        .enabled("DeploymentReplicaSetTerminatingReplicas"),
+                };
+                boxed(rkcm_deployment::start(ctx, cfg))
+            },
         }),
     },
     known("device-taint-eviction-controller", &[]),
@@ -144,8 +152,8 @@ pub static CONTROLLERS: &[ControllerDef] = &[
         aliases: &["podgc"],
         disabled_by_default: false,
         implementation: Some(Implementation {
-            informers: podgc_informers,
-            start: start_podgc,
+            informers: rkcm_podgc::informers,
+            start: |ctx, cli| boxed(rkcm_podgc::start(ctx, rkcm_podgc::Config::from(&cli.podgc))),
         }),
     },
     known("podcertificaterequest-cleaner-controller", &[]),
@@ -154,8 +162,11 @@ pub static CONTROLLERS: &[ControllerDef] = &[
         aliases: &["replicaset"],
         disabled_by_default: false,
         implementation: Some(Implementation {
-            informers: replicaset_informers,
-            start: start_replicaset,
+            informers: rkcm_replicaset::informers::<ReplicaSet>,
+            start: |ctx, cli| {
+                let cfg = replica_config(cli.replicaset.concurrent_replicaset_syncs, cli);
+                boxed(rkcm_replicaset::start_replicaset(ctx, cfg))
+            },
         }),
     },
     ControllerDef {
@@ -163,8 +174,11 @@ pub static CONTROLLERS: &[ControllerDef] = &[
         aliases: &["replicationcontroller"],
         disabled_by_default: false,
         implementation: Some(Implementation {
-            informers: replicationcontroller_informers,
-            start: start_replicationcontroller,
+            informers: rkcm_replicaset::informers::<ReplicationController>,
+            start: |ctx, cli| {
+                let cfg = replica_config(cli.replicationcontroller.concurrent_rc_syncs, cli);
+                boxed(rkcm_replicaset::start_replication_controller(ctx, cfg))
+            },
         }),
     },
     known("resourceclaim-controller", &["resource-claim-controller"]),
@@ -192,65 +206,26 @@ pub static CONTROLLERS: &[ControllerDef] = &[
     known("volumeattributesclass-protection-controller", &[]),
 ];
 // To wire another controller crate, replace its `known(...)` line with a `ControllerDef`
-// carrying an `Implementation`, like PodGC's above.
+// carrying an `Implementation` (the crate's `informers` and a `start` closure building its
+// `Config` from the flags), like PodGC's above. Nothing else in this file changes.
 
-fn podgc_informers(factory: &InformerFactory) -> Vec<SyncProbe> {
-    vec![
-        SyncProbe::of(factory.informer::<Pod>()),
-        SyncProbe::of(factory.informer::<Node>()),
-    ]
+/// A controller's `start` future as the process runs it.
+fn boxed<E>(run: impl Future<Output = Result<(), E>> + Send + 'static) -> ControllerFuture
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    Box::pin(async move { run.await.map_err(ControllerError::from) })
 }
 
-fn start_podgc(ctx: ControllerContext, cli: &Cli) -> ControllerFuture {
-    let cfg = rkcm_podgc::Config::from(&cli.podgc);
-    Box::pin(async move {
-        rkcm_podgc::start(ctx, cfg)
-            .await
-            .map_err(ControllerError::from)
-    })
-}
-
-fn deployment_informers(factory: &InformerFactory) -> Vec<SyncProbe> {
-    vec![
-        SyncProbe::of(factory.informer::<Deployment>()),
-        SyncProbe::of(factory.informer::<ReplicaSet>()),
-        SyncProbe::of(factory.informer::<Pod>()),
-    ]
-}
-
-fn start_deployment(ctx: ControllerContext, cli: &Cli) -> ControllerFuture {
-    let cfg = rkcm_deployment::Config {
-        workers: usize::try_from(cli.deployment.concurrent_deployment_syncs).unwrap_or(0),
-        terminating_replicas: cli
-            .feature_gates
-            .enabled("DeploymentReplicaSetTerminatingReplicas"),
-        ..rkcm_deployment::Config::default()
-    };
-    Box::pin(async move {
-        rkcm_deployment::start(ctx, cfg)
-            .await
-            .map_err(ControllerError::from)
-    })
-}
-
-fn replicaset_informers(factory: &InformerFactory) -> Vec<SyncProbe> {
-    vec![
-        SyncProbe::of(factory.informer::<ReplicaSet>()),
-        SyncProbe::of(factory.informer::<Pod>()),
-    ]
-}
-
-fn replicationcontroller_informers(factory: &InformerFactory) -> Vec<SyncProbe> {
-    vec![
-        SyncProbe::of(factory.informer::<ReplicationController>()),
-        SyncProbe::of(factory.informer::<Pod>()),
-    ]
+/// A `--concurrent-*-syncs` value as a worker count (negative: none).
+fn workers(flag: i32) -> usize {
+    usize::try_from(flag).unwrap_or(0)
 }
 
 /// The RS/RC configuration from `--concurrent-*-syncs` and `--feature-gates`.
-fn replica_config(workers: i32, cli: &Cli) -> rkcm_replicaset::Config {
+fn replica_config(concurrency: i32, cli: &Cli) -> rkcm_replicaset::Config {
     rkcm_replicaset::Config {
-        workers: usize::try_from(workers).unwrap_or(0),
+        workers: workers(concurrency),
         terminating_replicas: cli
             .feature_gates
             .enabled("DeploymentReplicaSetTerminatingReplicas"),
@@ -263,24 +238,6 @@ fn replica_config(workers: i32, cli: &Cli) -> rkcm_replicaset::Config {
             && cli.feature_gates.enabled("AtomicFIFO"),
         ..rkcm_replicaset::Config::default()
     }
-}
-
-fn start_replicaset(ctx: ControllerContext, cli: &Cli) -> ControllerFuture {
-    let cfg = replica_config(cli.replicaset.concurrent_replicaset_syncs, cli);
-    Box::pin(async move {
-        rkcm_replicaset::start_replicaset(ctx, cfg)
-            .await
-            .map_err(ControllerError::from)
-    })
-}
-
-fn start_replicationcontroller(ctx: ControllerContext, cli: &Cli) -> ControllerFuture {
-    let cfg = replica_config(cli.replicationcontroller.concurrent_rc_syncs, cli);
-    Box::pin(async move {
-        rkcm_replicaset::start_replication_controller(ctx, cfg)
-            .await
-            .map_err(ControllerError::from)
-    })
 }
 
 /// A `--controllers` entry that names no known controller.

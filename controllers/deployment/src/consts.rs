@@ -84,12 +84,6 @@ pub mod events {
     pub const FAILED_RS_CREATE: &str = super::reasons::FAILED_RS_CREATE;
 }
 
-/// Pod phases that no longer run anything.
-pub mod pod {
-    pub const PHASE_SUCCEEDED: &str = "Succeeded";
-    pub const PHASE_FAILED: &str = "Failed";
-}
-
 /// Message texts. Names are quoted the way Go's `%q` does.
 pub mod messages {
     use super::quote;

@@ -11,17 +11,15 @@ use std::sync::{Arc, PoisonError};
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::Resource;
 use kube::api::{Api, ListParams};
-use rkcm_runtime::controller_ref::controller_of;
+use rkcm_runtime::controller_ref::{controller_of, resolve_controller_ref};
 use rkcm_runtime::informer::Change;
-use rkcm_runtime::keys::{controller_uid, key, key_of};
+use rkcm_runtime::keys::{controller_uid, key_of};
+use rkcm_runtime::selector::Selector;
 
 use crate::consts::strategy;
 use crate::model;
 use crate::reconcile::Controller;
-use crate::selector::Selector;
 
 impl Controller {
     fn enqueue(&self, d: &Deployment) {
@@ -30,22 +28,9 @@ impl Controller {
 
     pub(crate) fn on_deployment(&self, change: Change<Deployment>) {
         let d = change.object();
-        if !self.in_scope(d.metadata.namespace.as_deref()) {
-            return;
-        }
         tracing::debug!(controller = crate::NAME, key = %key_of(&**d), "deployment changed");
         // A deleted Deployment is synced too: the sync finds it gone and stops.
         self.enqueue(d);
-    }
-
-    /// `resolveControllerRef`: the cached Deployment a controller ref names, if the kind and
-    /// the UID agree.
-    fn resolve(&self, namespace: &str, r: &OwnerReference) -> Option<Arc<Deployment>> {
-        if r.kind != Deployment::kind(&()) {
-            return None;
-        }
-        let d = self.deployments.get(&key(Some(namespace), &r.name))?;
-        (d.metadata.uid.as_deref() == Some(r.uid.as_str())).then_some(d)
     }
 
     /// `getDeploymentsForReplicaSet`: Deployments of the namespace whose non-empty selector
@@ -60,17 +45,19 @@ impl Controller {
             .list_namespace(namespace)
             .into_iter()
             .filter(|d| {
-                Selector::parse(&d.spec.selector).is_ok_and(|s| !s.is_empty() && s.matches(labels))
+                Selector::from_label_selector(&d.spec.selector)
+                    .is_ok_and(|s| !s.is_empty() && s.matches(labels))
             })
             .collect()
     }
 
     pub(crate) fn on_replica_set(&self, change: Change<ReplicaSet>) {
-        let namespace = change.object().metadata.namespace.clone();
-        if !self.in_scope(namespace.as_deref()) {
-            return;
-        }
-        let namespace = namespace.unwrap_or_default();
+        let namespace = change
+            .object()
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_default();
         match change {
             Change::Added(rs) => {
                 if rs.metadata.deletion_timestamp.is_some() {
@@ -79,7 +66,7 @@ impl Controller {
                     return;
                 }
                 if let Some(r) = controller_of(&rs.metadata) {
-                    if let Some(d) = self.resolve(&namespace, r) {
+                    if let Some(d) = resolve_controller_ref(&self.deployments, &namespace, r) {
                         self.enqueue(&d);
                     }
                     return;
@@ -103,12 +90,12 @@ impl Controller {
         let ref_changed = old_ref != new_ref;
         if ref_changed
             && let Some(r) = old_ref
-            && let Some(d) = self.resolve(namespace, r)
+            && let Some(d) = resolve_controller_ref(&self.deployments, namespace, r)
         {
             self.enqueue(&d);
         }
         if let Some(r) = new_ref {
-            if let Some(d) = self.resolve(namespace, r) {
+            if let Some(d) = resolve_controller_ref(&self.deployments, namespace, r) {
                 self.enqueue(&d);
             }
             return;
@@ -122,7 +109,7 @@ impl Controller {
 
     fn on_replica_set_deleted(&self, namespace: &str, rs: &ReplicaSet) {
         if let Some(r) = controller_of(&rs.metadata)
-            && let Some(d) = self.resolve(namespace, r)
+            && let Some(d) = resolve_controller_ref(&self.deployments, namespace, r)
         {
             self.enqueue(&d);
         }
@@ -132,15 +119,9 @@ impl Controller {
     /// Deployment.
     fn deployment_for_pod(&self, pod: &Pod) -> Option<Arc<Deployment>> {
         let r = controller_of(&pod.metadata)?;
-        if r.kind != ReplicaSet::kind(&()) {
-            return None;
-        }
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-        let rs = self.replica_sets.get(&key(Some(namespace), &r.name))?;
-        if rs.metadata.uid.as_deref() != Some(r.uid.as_str()) {
-            return None;
-        }
-        self.resolve(namespace, controller_of(&rs.metadata)?)
+        let rs = resolve_controller_ref(&self.replica_sets, namespace, r)?;
+        resolve_controller_ref(&self.deployments, namespace, controller_of(&rs.metadata)?)
     }
 
     /// Pods matter only when they are gone: a Recreate rollout waits for the last old pod.
@@ -148,9 +129,6 @@ impl Controller {
         let Change::Deleted { obj: pod, .. } = change else {
             return;
         };
-        if !self.in_scope(pod.metadata.namespace.as_deref()) {
-            return;
-        }
         let Some(d) = self.deployment_for_pod(&pod) else {
             return;
         };
@@ -180,7 +158,7 @@ impl Controller {
     /// Enqueues a Recreate Deployment once none of its ReplicaSets (listed live) controls a
     /// cached pod.
     async fn enqueue_if_no_pods(&self, d: &Deployment) {
-        let Ok(selector) = Selector::parse(&d.spec.selector) else {
+        let Ok(selector) = Selector::from_label_selector(&d.spec.selector) else {
             return;
         };
         let namespace = d.metadata.namespace.as_deref().unwrap_or_default();

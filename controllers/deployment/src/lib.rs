@@ -66,7 +66,6 @@ pub mod plan;
 mod reconcile;
 pub mod replicas;
 pub mod revision;
-pub mod selector;
 pub mod status;
 
 use std::sync::Arc;
@@ -74,8 +73,10 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use rkcm_runtime::ControllerContext;
+use rkcm_runtime::controller::{RunSpec, SyncProbe, run_controller};
 use rkcm_runtime::events::EventRecorder;
-use rkcm_runtime::workqueue::{RateLimiter, RetryPolicy, WorkQueue, run_workers_with};
+use rkcm_runtime::informer::InformerFactory;
+use rkcm_runtime::workqueue::{RateLimiter, RetryPolicy, WorkQueue};
 
 pub use error::Error;
 
@@ -94,10 +95,6 @@ pub struct Config {
     /// Gate `DeploymentReplicaSetTerminatingReplicas` (beta, on): report
     /// `status.terminatingReplicas`.
     pub terminating_replicas: bool,
-    /// Restricts the controller to Deployments, ReplicaSets and pods of these namespaces;
-    /// `None` (default, upstream's behaviour) means all. Not a flag: tests sharing a cluster
-    /// set it so their controller never touches other tests' objects.
-    pub namespaces: Option<Vec<String>>,
 }
 
 impl Default for Config {
@@ -105,9 +102,19 @@ impl Default for Config {
         Self {
             workers: DEFAULT_WORKERS,
             terminating_replicas: true,
-            namespaces: None,
         }
     }
+}
+
+/// The informers the Deployment controller reads (Deployments, ReplicaSets, pods), requested
+/// from `factory`. The process requests them before starting its informers; [`start`] waits
+/// for the same list.
+pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
+    vec![
+        SyncProbe::of(factory.informer::<Deployment>()),
+        SyncProbe::of(factory.informer::<ReplicaSet>()),
+        SyncProbe::of(factory.informer::<Pod>()),
+    ]
 }
 
 /// Runs the Deployment controller until `ctx.shutdown` is cancelled: subscribes to the
@@ -115,6 +122,7 @@ impl Default for Config {
 /// `cfg.workers` workers. Returns `Ok(())` on shutdown (also before the caches synced); sync
 /// errors are retried and never end it.
 pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
+    let wait_for = informers(&ctx.informers);
     let deployments = ctx.informers.informer::<Deployment>();
     let replica_sets = ctx.informers.informer::<ReplicaSet>();
     let pods = ctx.informers.informer::<Pod>();
@@ -131,42 +139,30 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         clock: ctx.clock.clone(),
         cfg,
     });
-    tracing::info!(controller = NAME, "starting controller");
     let c = controller.clone();
     deployments.subscribe(move |change| c.on_deployment(change));
     let c = controller.clone();
     replica_sets.subscribe(move |change| c.on_replica_set(change));
     let c = controller.clone();
     pods.subscribe(move |change| c.on_pod(change));
-    let synced = deployments.wait_synced(&ctx.shutdown).await
-        && replica_sets.wait_synced(&ctx.shutdown).await
-        && pods.wait_synced(&ctx.shutdown).await;
-    if !synced {
-        tracing::info!(
-            controller = NAME,
-            "shutting down controller before caches synced"
-        );
-        queue.shut_down();
-        return Ok(());
-    }
-    let stop = queue.clone();
-    let shutdown = ctx.shutdown.clone();
-    tokio::spawn(async move {
-        shutdown.cancelled().await;
-        stop.shut_down();
-    });
     // Upstream's `handleErr`: forget on a terminating namespace; otherwise back off, up to
     // MAX_RETRIES times in a row, then drop the key until its next event.
     let policy = RetryPolicy {
         max_retries: Some(consts::MAX_RETRIES),
         give_up: Error::is_namespace_terminating,
     };
-    run_workers_with(queue, workers, policy, move |key: String| {
+    let spec = RunSpec {
+        name: NAME,
+        queue,
+        workers,
+        policy,
+        wait_for,
+    };
+    run_controller(&ctx, spec, move |key: String| {
         let c = controller.clone();
         async move { c.sync(key).await }
     })
     .await;
-    tracing::info!(controller = NAME, "shutting down controller");
     Ok(())
 }
 
@@ -186,7 +182,6 @@ mod tests {
         let cfg = Config::default();
         assert_eq!(cfg.workers, 5);
         assert!(cfg.terminating_replicas);
-        assert_eq!(cfg.namespaces, None);
         assert_eq!(NAME, "deployment-controller");
         assert_eq!(consts::QUEUE_NAME, "deployment");
         assert_eq!(consts::EVENT_COMPONENT, "deployment-controller");

@@ -14,7 +14,9 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use rkcm_runtime::controller_ref::controller_owner_ref;
 
-use crate::consts::{MAX_REV_HISTORY_LENGTH_IN_CHARS, POD_TEMPLATE_HASH_LABEL, pod};
+use rkcm_runtime::pod::is_terminal;
+
+use crate::consts::{MAX_REV_HISTORY_LENGTH_IN_CHARS, POD_TEMPLATE_HASH_LABEL};
 use crate::model::{self, Rs};
 use crate::{replicas, revision};
 
@@ -154,14 +156,7 @@ pub fn old_pods_running(
         .iter()
         .filter(|(uid, _)| Some(uid.as_str()) != new_uid)
         .flat_map(|(_, pods)| pods)
-        .any(|p| {
-            let phase = p
-                .status
-                .as_ref()
-                .and_then(|s| s.phase.as_deref())
-                .unwrap_or_default();
-            !matches!(phase, pod::PHASE_SUCCEEDED | pod::PHASE_FAILED)
-        })
+        .any(|p| !is_terminal(p))
 }
 
 /// `isScalingEvent`: an active ReplicaSet was sized for another `spec.replicas`.

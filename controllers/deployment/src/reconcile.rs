@@ -25,6 +25,7 @@ use rkcm_runtime::history::compute_hash;
 use rkcm_runtime::informer::{INDEX_CONTROLLER_UID, Store};
 use rkcm_runtime::keys::split_key;
 use rkcm_runtime::podcontrol::{error_message, is_namespace_terminating};
+use rkcm_runtime::selector::Selector;
 use rkcm_runtime::workqueue::WorkQueue;
 
 use crate::Config;
@@ -35,7 +36,6 @@ use crate::consts::{
 use crate::error::Error;
 use crate::model::{self, Rs};
 use crate::plan::{self, OldScaleDown, ScaleOp, ScalePlan};
-use crate::selector::Selector;
 use crate::status::{self, ProgressCheck, Status, new_condition};
 use crate::{replicas, revision};
 
@@ -55,13 +55,6 @@ pub(crate) struct Controller {
 }
 
 impl Controller {
-    pub(crate) fn in_scope(&self, namespace: Option<&str>) -> bool {
-        match &self.cfg.namespaces {
-            None => true,
-            Some(list) => namespace.is_some_and(|ns| list.iter().any(|n| n == ns)),
-        }
-    }
-
     /// One sync of the Deployment `key` (`syncDeployment`).
     pub(crate) async fn sync(&self, key: String) -> Result<(), Error> {
         let started = tokio::time::Instant::now();
@@ -283,9 +276,9 @@ impl SyncPass<'_> {
     async fn run(&mut self) -> Result<(), Error> {
         let raw_selector = self.d.spec.selector.clone();
         let selector =
-            Selector::parse(&raw_selector).map_err(|message| Error::InvalidSelector {
+            Selector::from_label_selector(&raw_selector).map_err(|e| Error::InvalidSelector {
                 key: self.key.to_owned(),
-                message,
+                message: e.to_string(),
             })?;
         if selector.is_empty() {
             return self.selecting_all().await;

@@ -1,22 +1,12 @@
 //! Exact strings PodGC shares with upstream and with the rest of the cluster. Changing any of
 //! them breaks compatibility with dashboards, Job pod-failure policies or admin runbooks.
 
-/// Pod phases (`core/v1` `PodPhase`).
-pub mod phase {
-    pub const PENDING: &str = "Pending";
-    pub const RUNNING: &str = "Running";
-    pub const SUCCEEDED: &str = "Succeeded";
-    pub const FAILED: &str = "Failed";
-    pub const UNKNOWN: &str = "Unknown";
-}
-
 /// The taint an admin puts on a node known to be shut down (non-graceful node shutdown,
 /// KEP-2268). Matched by key only: any value, any effect.
 pub const TAINT_OUT_OF_SERVICE: &str = "node.kubernetes.io/out-of-service";
 
 /// The node condition that decides readiness; anything but status `True` is "not ready".
 pub const NODE_CONDITION_READY: &str = "Ready";
-pub const CONDITION_TRUE: &str = "True";
 
 /// `status.reason` the kubelet writes on evicted pods; with phase `Failed` it marks a pod as
 /// evicted (upstream `eviction.PodIsEvicted`).

@@ -47,6 +47,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use rkcm_runtime::ControllerContext;
+use rkcm_runtime::controller::{SyncProbe, run_when_synced};
+use rkcm_runtime::informer::InformerFactory;
 
 pub use error::Error;
 pub use plan::Reason;
@@ -102,11 +104,6 @@ pub struct Config {
     /// Most force deletes in flight at once in the terminated and out-of-service sweeps
     /// (0 counts as 1).
     pub delete_concurrency: usize,
-    /// Restricts every sweep to the pods of these namespaces; `None` (the default, upstream's
-    /// behaviour) means all pods. Not a flag: PodGC's sweeps are cluster-wide by design, and
-    /// tests that share a cluster set this so that their controller never touches the pods
-    /// of other tests. The terminated threshold then counts only these namespaces.
-    pub namespaces: Option<Vec<String>>,
 }
 
 impl Default for Config {
@@ -116,7 +113,6 @@ impl Default for Config {
             gc_check_period: DEFAULT_GC_CHECK_PERIOD,
             quarantine: DEFAULT_QUARANTINE,
             delete_concurrency: DEFAULT_DELETE_CONCURRENCY,
-            namespaces: None,
         }
     }
 }
@@ -130,42 +126,38 @@ impl From<&Options> for Config {
     }
 }
 
+/// The informers PodGC reads (pods and nodes), requested from `factory`. The process
+/// requests them before starting its informers; [`start`] waits for the same list.
+pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
+    vec![
+        SyncProbe::of(factory.informer::<Pod>()),
+        SyncProbe::of(factory.informer::<Node>()),
+    ]
+}
+
 /// Runs PodGC until `ctx.shutdown` is cancelled: waits for the pod and node caches, then
 /// sweeps at once and every `cfg.gc_check_period` after each sweep ends. Returns `Ok(())` on
 /// shutdown (also when shut down before the caches synced); per-pod errors never end it.
+///
+/// Sweeps see every pod of `ctx.informers`: a factory scoped to some namespaces (tests sharing
+/// a cluster) limits PodGC, and its terminated threshold, to those namespaces.
 pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
     // Register the counters before the first sweep so a scrape sees them early.
     metrics::get();
-    let pods = ctx.informers.informer::<Pod>();
-    let nodes = ctx.informers.informer::<Node>();
-    tracing::info!(controller = NAME, "starting controller");
-    if !(pods.wait_synced(&ctx.shutdown).await && nodes.wait_synced(&ctx.shutdown).await) {
-        tracing::info!(
-            controller = NAME,
-            "shutting down controller before caches synced"
+    let wait_for = informers(&ctx.informers);
+    let pod_store = ctx.informers.informer::<Pod>().store();
+    let node_store = ctx.informers.informer::<Node>().store();
+    run_when_synced(&ctx, NAME, wait_for, || async {
+        let period = cfg.gc_check_period;
+        let snapshot = || (pod_store.list(), node_store.list());
+        let sweeper = reconcile::Sweeper::new(
+            reconcile::KubeApi::new(ctx.client.clone()),
+            cfg,
+            ctx.clock.clone(),
         );
-        return Ok(());
-    }
-    let (pod_store, node_store) = (pods.store(), nodes.store());
-    let period = cfg.gc_check_period;
-    let namespaces = cfg.namespaces.clone();
-    let snapshot = || {
-        let pods = match &namespaces {
-            None => pod_store.list(),
-            Some(namespaces) => namespaces
-                .iter()
-                .flat_map(|ns| pod_store.list_namespace(ns))
-                .collect(),
-        };
-        (pods, node_store.list())
-    };
-    let sweeper = reconcile::Sweeper::new(
-        reconcile::KubeApi::new(ctx.client.clone()),
-        cfg,
-        ctx.clock.clone(),
-    );
-    reconcile::run_sweeps(sweeper, snapshot, period, ctx.shutdown.cancelled()).await;
-    tracing::info!(controller = NAME, "shutting down controller");
+        reconcile::run_sweeps(sweeper, snapshot, period, ctx.shutdown.cancelled()).await;
+    })
+    .await;
     Ok(())
 }
 

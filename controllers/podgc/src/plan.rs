@@ -19,7 +19,10 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 
-use crate::consts::{self, phase};
+use crate::consts;
+use rkcm_runtime::pod::{
+    CONDITION_TRUE, PHASE_FAILED, PHASE_PENDING, PHASE_RUNNING, PHASE_UNKNOWN, phase as phase_of,
+};
 
 /// Why a pod is force-deleted; one per sweep. The label is the metrics `reason` value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -52,13 +55,6 @@ impl Reason {
     }
 }
 
-fn phase_of(pod: &Pod) -> &str {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or_default()
-}
-
 fn node_name_of(pod: &Pod) -> &str {
     pod.spec
         .as_ref()
@@ -69,15 +65,7 @@ fn node_name_of(pod: &Pod) -> &str {
 /// Terminated for the threshold: any phase but `Pending`, `Running` and `Unknown`. An empty
 /// phase counts as terminated, as upstream does.
 pub fn is_terminated(pod: &Pod) -> bool {
-    !matches!(
-        phase_of(pod),
-        phase::PENDING | phase::RUNNING | phase::UNKNOWN
-    )
-}
-
-/// Already terminal, so the status must not be rewritten (and gets no condition).
-pub fn is_terminal_phase(pod: &Pod) -> bool {
-    matches!(phase_of(pod), phase::SUCCEEDED | phase::FAILED)
+    !matches!(phase_of(pod), PHASE_PENDING | PHASE_RUNNING | PHASE_UNKNOWN)
 }
 
 /// Someone has already asked for the pod's deletion.
@@ -90,7 +78,7 @@ pub fn is_evicted(pod: &Pod) -> bool {
     let Some(status) = pod.status.as_ref() else {
         return false;
     };
-    status.phase.as_deref() == Some(phase::FAILED)
+    status.phase.as_deref() == Some(PHASE_FAILED)
         && status.reason.as_deref() == Some(consts::POD_REASON_EVICTED)
 }
 
@@ -102,7 +90,7 @@ pub fn is_node_ready(node: &Node) -> bool {
         .and_then(|s| s.conditions.as_ref())
         .into_iter()
         .flatten()
-        .any(|c| c.type_ == consts::NODE_CONDITION_READY && c.status == consts::CONDITION_TRUE)
+        .any(|c| c.type_ == consts::NODE_CONDITION_READY && c.status == CONDITION_TRUE)
 }
 
 /// The admin's "this node is really down" signal; key match only, value and effect ignored.
@@ -269,7 +257,7 @@ pub(crate) mod tests {
 
     fn evicted(mut p: Pod) -> Pod {
         let s = p.status.get_or_insert_with(Default::default);
-        s.phase = Some(phase::FAILED.into());
+        s.phase = Some(PHASE_FAILED.into());
         s.reason = Some(consts::POD_REASON_EVICTED.into());
         p
     }
@@ -360,7 +348,7 @@ pub(crate) mod tests {
         let mut no_status = pod("ns", "p", 0, "");
         no_status.status = None;
         assert!(is_terminated(&no_status));
-        assert!(!is_terminal_phase(&no_status));
+        assert!(!rkcm_runtime::pod::is_terminal(&no_status));
     }
 
     #[test]

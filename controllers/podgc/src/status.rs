@@ -17,8 +17,9 @@
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
-use crate::consts::{self, phase};
-use crate::plan::{Reason, is_terminal_phase};
+use crate::consts;
+use crate::plan::Reason;
+use rkcm_runtime::pod::{CONDITION_TRUE, PHASE_FAILED, is_terminal};
 
 /// The `DisruptionTarget` condition for a pod on a deleted node, as of `now`, keeping the
 /// transition time of an existing `DisruptionTarget=True` condition (its status does not
@@ -32,14 +33,14 @@ pub fn disruption_condition(pod: &Pod, now: jiff::Timestamp) -> PodCondition {
         .flatten()
         .find(|c| c.type_ == consts::CONDITION_DISRUPTION_TARGET);
     let last_transition_time = match existing {
-        Some(c) if c.status == consts::CONDITION_TRUE => {
+        Some(c) if c.status == CONDITION_TRUE => {
             c.last_transition_time.clone().unwrap_or(Time(now))
         }
         _ => Time(now),
     };
     PodCondition {
         type_: consts::CONDITION_DISRUPTION_TARGET.to_owned(),
-        status: consts::CONDITION_TRUE.to_owned(),
+        status: CONDITION_TRUE.to_owned(),
         reason: Some(consts::REASON_DELETION_BY_POD_GC.to_owned()),
         message: Some(consts::MESSAGE_NODE_NO_LONGER_EXISTS.to_owned()),
         last_transition_time: Some(last_transition_time),
@@ -52,7 +53,7 @@ pub fn disruption_condition(pod: &Pod, now: jiff::Timestamp) -> PodCondition {
 /// the pod is already `Succeeded` or `Failed`: a terminal status is never rewritten and
 /// terminal pods never get the condition.
 pub fn failed_status_apply(pod: &Pod, reason: Reason, now: jiff::Timestamp) -> Option<Pod> {
-    if is_terminal_phase(pod) {
+    if is_terminal(pod) {
         return None;
     }
     let conditions = reason
@@ -67,7 +68,7 @@ pub fn failed_status_apply(pod: &Pod, reason: Reason, now: jiff::Timestamp) -> O
         },
         spec: None,
         status: Some(PodStatus {
-            phase: Some(phase::FAILED.to_owned()),
+            phase: Some(PHASE_FAILED.to_owned()),
             // PodObservedGenerationTracking is GA: every status writer stamps the generation
             // it acted on.
             observed_generation: pod.metadata.generation,

@@ -24,27 +24,13 @@ pub const REASON_FAILED_CREATE: &str = "FailedCreate";
 pub const REASON_FAILED_DELETE: &str = "FailedDelete";
 pub const CONDITION_TRUE: &str = "True";
 
-/// Pod phases and the Ready condition (`core/v1`).
+/// Pod fields the deletion ranking reads (`core/v1`); phases are [`rkcm_runtime::pod`]'s.
 pub mod pod {
-    pub const PHASE_PENDING: &str = "Pending";
-    pub const PHASE_RUNNING: &str = "Running";
-    pub const PHASE_UNKNOWN: &str = "Unknown";
-    pub const PHASE_SUCCEEDED: &str = "Succeeded";
-    pub const PHASE_FAILED: &str = "Failed";
-    pub const CONDITION_READY: &str = "Ready";
     pub const RESTART_POLICY_ALWAYS: &str = "Always";
 }
 
 /// Upstream `BurstReplicas`: most creates or deletes one sync issues.
 pub const BURST_REPLICAS: usize = 500;
-
-/// Label selector operators (`metav1.LabelSelectorOperator`).
-pub mod selector {
-    pub const IN: &str = "In";
-    pub const NOT_IN: &str = "NotIn";
-    pub const EXISTS: &str = "Exists";
-    pub const DOES_NOT_EXIST: &str = "DoesNotExist";
-}
 
 /// Metric names (upstream `pkg/controller/replicaset/metrics`).
 pub mod metrics {

@@ -34,7 +34,7 @@ pub enum Error {
     StaleCache {
         key: String,
         #[source]
-        source: crate::consistency::Stale,
+        source: rkcm_runtime::consistency::Stale,
     },
     /// Writing the status subresource failed twice (or the re-read between failed).
     #[error("updating status of {key}: {source}")]

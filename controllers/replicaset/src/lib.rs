@@ -4,7 +4,6 @@
 //! Mirrors upstream (Kubernetes v1.37) `pkg/controller/replicaset/replica_set.go`,
 //! `replica_set_utils.go`, `pkg/controller/replication/` and the shared parts of
 //! `pkg/controller/controller_utils.go` (`ActivePodsWithRanks`, expectations, slow start).
-//! spec/replicaset.md is the contract.
 //!
 //! # Guarantees
 //! - Scale-up creates at most 500 pods per sync in slow-start batches (1, 2, 4, …), stopping
@@ -44,14 +43,12 @@
 //!   ahead of client-go's, so the guard never lets a stale sync through; it can hold a sync
 //!   a little longer (until the next pod or ReplicaSet event anywhere) after a relist.
 
-pub mod consistency;
 pub mod consts;
 mod error;
 mod metrics;
 pub mod owner;
 pub mod plan;
 mod reconcile;
-pub mod selector;
 pub mod status;
 
 use std::sync::Arc;
@@ -59,10 +56,13 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, ReplicationController};
 use rkcm_runtime::ControllerContext;
+use rkcm_runtime::consistency::ConsistencyStore;
+use rkcm_runtime::controller::{RunSpec, SyncProbe, run_controller};
 use rkcm_runtime::events::EventRecorder;
 use rkcm_runtime::expectations::UidTrackingExpectations;
+use rkcm_runtime::informer::InformerFactory;
 use rkcm_runtime::podcontrol::PodControl;
-use rkcm_runtime::workqueue::{RateLimiter, WorkQueue, run_workers};
+use rkcm_runtime::workqueue::{RateLimiter, RetryPolicy, WorkQueue};
 
 pub use error::Error;
 pub use owner::{ReplicaOwner, ReplicaStatus};
@@ -93,10 +93,6 @@ pub struct Config {
     pub stale_cache_guard: bool,
     /// Most creates or deletes per sync (upstream `BurstReplicas`, not a flag).
     pub burst_replicas: usize,
-    /// Restricts the controller to owners and pods of these namespaces; `None` (default,
-    /// upstream's behaviour) means all. Not a flag: tests sharing a cluster set it so their
-    /// controller never touches other tests' objects.
-    pub namespaces: Option<Vec<String>>,
 }
 
 impl Default for Config {
@@ -107,7 +103,6 @@ impl Default for Config {
             pod_deletion_cost: true,
             stale_cache_guard: true,
             burst_replicas: consts::BURST_REPLICAS,
-            namespaces: None,
         }
     }
 }
@@ -125,6 +120,16 @@ pub async fn start_replication_controller(
     start::<ReplicationController>(ctx, cfg).await
 }
 
+/// The informers the controller for owner kind `O` reads (its owners and pods), requested
+/// from `factory`. The process requests them before starting its informers; [`start`] waits
+/// for the same list.
+pub fn informers<O: ReplicaOwner>(factory: &InformerFactory) -> Vec<SyncProbe> {
+    vec![
+        SyncProbe::of(factory.informer::<O>()),
+        SyncProbe::of(factory.informer::<Pod>()),
+    ]
+}
+
 /// Runs the controller for owner kind `O`: subscribes to the owner and pod informers, waits
 /// for both caches, then runs `cfg.workers` workers on the queue until shutdown. Returns
 /// `Ok(())` on shutdown (also when shut down before the caches synced); sync errors are
@@ -132,6 +137,7 @@ pub async fn start_replication_controller(
 pub async fn start<O: ReplicaOwner>(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
     metrics::sorting_deletion_age_ratio();
     metrics::stale_sync_skips();
+    let wait_for = informers::<O>(&ctx.informers);
     let owners = ctx.informers.informer::<O>();
     let pods = ctx.informers.informer::<Pod>();
     let queue = WorkQueue::new(O::QUEUE_NAME, RateLimiter::Default);
@@ -146,35 +152,26 @@ pub async fn start<O: ReplicaOwner>(ctx: ControllerContext, cfg: Config) -> Resu
         queue: queue.clone(),
         clock: ctx.clock.clone(),
         consistency: (O::HAS_STALE_CACHE_GUARD && cfg.stale_cache_guard)
-            .then(consistency::ConsistencyStore::new),
+            .then(ConsistencyStore::new),
         written: std::sync::Mutex::new(std::collections::HashMap::new()),
         cfg,
     });
-    tracing::info!(controller = O::CONTROLLER_NAME, "starting controller");
     let c = controller.clone();
     owners.subscribe(move |change| c.on_owner_change(change));
     let c = controller.clone();
     pods.subscribe(move |change| c.on_pod_change(change));
-    if !(owners.wait_synced(&ctx.shutdown).await && pods.wait_synced(&ctx.shutdown).await) {
-        tracing::info!(
-            controller = O::CONTROLLER_NAME,
-            "shutting down controller before caches synced"
-        );
-        queue.shut_down();
-        return Ok(());
-    }
-    let stop = queue.clone();
-    let shutdown = ctx.shutdown.clone();
-    tokio::spawn(async move {
-        shutdown.cancelled().await;
-        stop.shut_down();
-    });
-    run_workers(queue, workers, move |key: String| {
+    let spec = RunSpec {
+        name: O::CONTROLLER_NAME,
+        queue,
+        workers,
+        policy: RetryPolicy::default(),
+        wait_for,
+    };
+    run_controller(&ctx, spec, move |key: String| {
         let c = controller.clone();
         async move { c.sync(key).await }
     })
     .await;
-    tracing::info!(controller = O::CONTROLLER_NAME, "shutting down controller");
     Ok(())
 }
 
@@ -196,7 +193,6 @@ mod tests {
         assert_eq!(cfg.workers, 5);
         assert!(cfg.terminating_replicas && cfg.pod_deletion_cost && cfg.stale_cache_guard);
         assert_eq!(cfg.burst_replicas, 500);
-        assert_eq!(cfg.namespaces, None);
         assert_eq!(NAME, "replicaset-controller");
         assert_eq!(RC_NAME, "replicationcontroller-controller");
         assert_eq!(<ReplicaSet as ReplicaOwner>::QUEUE_NAME, "replicaset");

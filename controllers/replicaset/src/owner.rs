@@ -19,7 +19,7 @@ use rkcm_runtime::informer::Informable;
 use serde::Serialize;
 
 use crate::consts;
-use crate::selector::{Selector, SelectorError};
+use rkcm_runtime::selector::{Selector, SelectorError};
 
 /// A status condition in kind-neutral form (RS and RC conditions have the same fields).
 #[derive(Debug, Clone, PartialEq, Eq)]

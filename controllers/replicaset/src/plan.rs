@@ -1,8 +1,8 @@
 //! PURE: what one sync should do to the pods, from a snapshot and a clock.
 //!
 //! Mirrors `manageReplicas` / `getPodsToDelete` / `getPodsRankedByRelatedPodsOnSameNode` of
-//! upstream `pkg/controller/replicaset/replica_set.go` and `IsPodActive`, `ActivePodsWithRanks`
-//! of `pkg/controller/controller_utils.go` (spec/replicaset.md §5.3, §5.5).
+//! upstream `pkg/controller/replicaset/replica_set.go` and `ActivePodsWithRanks` of
+//! `pkg/controller/controller_utils.go`; the pod predicates are [`rkcm_runtime::pod`]'s.
 //!
 //! - Scale up by `min(missing, 500)`; scale down by `min(surplus, 500)`.
 //! - Victims are the first `n` claimed pods under the upstream ranking ("least valuable
@@ -18,63 +18,11 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 
+use rkcm_runtime::pod::{
+    PHASE_RUNNING, PHASE_UNKNOWN, is_pod_active, is_pod_available, is_pod_ready, phase, ready_since,
+};
+
 use crate::consts::{self, pod as podc};
-
-/// `IsPodActive`: not terminal and not being deleted.
-pub fn is_pod_active(pod: &Pod) -> bool {
-    !is_terminal(pod) && pod.metadata.deletion_timestamp.is_none()
-}
-
-/// Phase `Succeeded` or `Failed`.
-pub fn is_terminal(pod: &Pod) -> bool {
-    matches!(phase(pod), podc::PHASE_SUCCEEDED | podc::PHASE_FAILED)
-}
-
-pub fn phase(pod: &Pod) -> &str {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or_default()
-}
-
-fn ready_condition(pod: &Pod) -> Option<&k8s_openapi::api::core::v1::PodCondition> {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .find(|c| c.type_ == podc::CONDITION_READY)
-}
-
-/// `podutil.IsPodReady`: the Ready condition is `True`.
-pub fn is_pod_ready(pod: &Pod) -> bool {
-    ready_condition(pod).is_some_and(|c| c.status == consts::CONDITION_TRUE)
-}
-
-/// The Ready condition's `lastTransitionTime` when the pod is ready (`None` = Go's zero time).
-pub fn ready_since(pod: &Pod) -> Option<jiff::Timestamp> {
-    ready_condition(pod)
-        .filter(|c| c.status == consts::CONDITION_TRUE)
-        .and_then(|c| c.last_transition_time.as_ref())
-        .map(|t| t.0)
-}
-
-/// `podutil.IsPodAvailable`: ready, and ready for strictly longer than `min_ready_seconds`
-/// (a zero transition time never becomes available when `min_ready_seconds > 0`).
-pub fn is_pod_available(pod: &Pod, min_ready_seconds: i32, now: jiff::Timestamp) -> bool {
-    if !is_pod_ready(pod) {
-        return false;
-    }
-    if min_ready_seconds <= 0 {
-        return true;
-    }
-    ready_since(pod).is_some_and(|t| {
-        t.saturating_add(jiff::SignedDuration::from_secs(i64::from(
-            min_ready_seconds,
-        )))
-        .is_ok_and(|due| due < now)
-    })
-}
 
 /// `controller.kubernetes.io/pod-deletion-cost`; missing or unparsable (not an int32) = 0.
 pub fn deletion_cost(pod: &Pod) -> i32 {
@@ -95,8 +43,8 @@ fn node_name(pod: &Pod) -> &str {
 
 fn phase_ordinal(pod: &Pod) -> u8 {
     match phase(pod) {
-        podc::PHASE_UNKNOWN => 1,
-        podc::PHASE_RUNNING => 2,
+        PHASE_UNKNOWN => 1,
+        PHASE_RUNNING => 2,
         // Pending, and anything else (Go's map default).
         _ => 0,
     }

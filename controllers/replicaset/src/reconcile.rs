@@ -4,7 +4,7 @@
 //! Mirrors `syncReplicaSet`, `manageReplicas`, the informer handlers (`addPod`, `updatePod`,
 //! `deletePod`, `addRS`, `updateRS`, `deleteRS`) of upstream
 //! `pkg/controller/replicaset/replica_set.go`, and `updateReplicaSetStatus` of
-//! `replica_set_utils.go` (spec/replicaset.md §2, §5, §6).
+//! `replica_set_utils.go`.
 //!
 //! Safety against stale caches:
 //! - Every create is counted in the expectations *before* it is issued, and un-counted when
@@ -15,7 +15,7 @@
 //!   patches with the pod's UID as precondition (runtime `ControllerRefManager`).
 //! - With the stale-cache guard on (ReplicaSets, gate `StaleControllerConsistencyReplicaSet`)
 //!   a sync waits until the pod and owner caches reflect the pods this controller created or
-//!   adopted and the status it wrote for that owner ([`crate::consistency`]).
+//!   adopted and the status it wrote for that owner ([`rkcm_runtime::consistency`]).
 //! - Status is written through the status subresource with a resourceVersion; a conflict
 //!   re-reads once and retries. The object the controller's own last status write returned is
 //!   remembered per owner and used instead of the cached one while the cache is older, so the
@@ -29,25 +29,26 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use rkcm_runtime::clock::SharedClock;
-use rkcm_runtime::controller_ref::{ControllerRefManager, controller_of};
+use rkcm_runtime::consistency::{ConsistencyStore, GroupResource, Stale};
+use rkcm_runtime::controller_ref::{ControllerRefManager, controller_of, resolve_controller_ref};
 use rkcm_runtime::expectations::UidTrackingExpectations;
 use rkcm_runtime::informer::{
     Change, INDEX_CONTROLLER_UID, INDEX_ORPHANS_BY_NAMESPACE, Store, compare_resource_versions,
 };
 use rkcm_runtime::keys::{controller_uid, key_of, split_key};
+use rkcm_runtime::pod::{is_pod_active, is_pod_ready, is_terminal};
 use rkcm_runtime::podcontrol::{
     PodControl, PodOptions, SLOW_START_INITIAL_BATCH_SIZE, is_namespace_terminating,
     slow_start_batch,
 };
+use rkcm_runtime::selector::Selector;
 use rkcm_runtime::workqueue::WorkQueue;
 
 use crate::Config;
-use crate::consistency::{ConsistencyStore, GroupResource};
 use crate::error::Error;
 use crate::metrics;
 use crate::owner::{ReplicaOwner, ReplicaStatus};
-use crate::plan::{self, Plan, PlanConfig, Snapshot, is_pod_active, is_pod_ready, is_terminal};
-use crate::selector::Selector;
+use crate::plan::{self, Plan, PlanConfig, Snapshot};
 use crate::status::{StatusInputs, calculate_status, needs_write};
 
 /// Upstream pads the minReadySeconds re-check after a pod turns ready by one second against
@@ -100,13 +101,6 @@ fn labels_of(pod: &Pod) -> Option<&std::collections::BTreeMap<String, String>> {
 }
 
 impl<O: ReplicaOwner> Controller<O> {
-    fn in_scope(&self, namespace: Option<&str>) -> bool {
-        match &self.cfg.namespaces {
-            None => true,
-            Some(list) => namespace.is_some_and(|ns| list.iter().any(|n| n == ns)),
-        }
-    }
-
     fn enqueue(&self, owner: &O) {
         self.queue.add(key_of(owner));
     }
@@ -114,9 +108,6 @@ impl<O: ReplicaOwner> Controller<O> {
     // ---- owner handlers -----------------------------------------------------------------
 
     pub(crate) fn on_owner_change(&self, change: Change<O>) {
-        if !self.in_scope(change.object().meta().namespace.as_deref()) {
-            return;
-        }
         match change {
             Change::Added(owner) => self.enqueue(&owner),
             Change::Updated { old, new } => {
@@ -144,16 +135,10 @@ impl<O: ReplicaOwner> Controller<O> {
 
     // ---- pod handlers -------------------------------------------------------------------
 
-    /// `resolveControllerRef`: the cached owner the ref names, if kind and UID agree.
-    fn resolve(&self, namespace: &str, pod: &Pod) -> Option<Arc<O>> {
-        let r = controller_of(&pod.metadata)?;
-        if r.kind != O::kind(&()) {
-            return None;
-        }
-        let owner = self
-            .owners
-            .get(&rkcm_runtime::keys::key(Some(namespace), &r.name))?;
-        (owner.meta().uid.as_deref() == Some(r.uid.as_str())).then_some(owner)
+    /// `resolveControllerRef`: the cached owner the pod's controller ref names, if kind and
+    /// UID agree.
+    fn owner_of(&self, namespace: &str, pod: &Pod) -> Option<Arc<O>> {
+        resolve_controller_ref(&self.owners, namespace, controller_of(&pod.metadata)?)
     }
 
     /// `getPodReplicaSets`: owners in the pod's namespace whose (non-empty, valid) selector
@@ -171,11 +156,12 @@ impl<O: ReplicaOwner> Controller<O> {
     }
 
     pub(crate) fn on_pod_change(&self, change: Change<Pod>) {
-        let namespace = change.object().metadata.namespace.clone();
-        if !self.in_scope(namespace.as_deref()) {
-            return;
-        }
-        let namespace = namespace.unwrap_or_default();
+        let namespace = change
+            .object()
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_default();
         match change {
             Change::Added(pod) => {
                 if pod.metadata.deletion_timestamp.is_some() {
@@ -185,7 +171,7 @@ impl<O: ReplicaOwner> Controller<O> {
                     return;
                 }
                 if controller_of(&pod.metadata).is_some() {
-                    if let Some(owner) = self.resolve(&namespace, &pod) {
+                    if let Some(owner) = self.owner_of(&namespace, &pod) {
                         let key = key_of(&*owner);
                         self.expectations.creation_observed(&key);
                         self.queue.add(key);
@@ -221,12 +207,12 @@ impl<O: ReplicaOwner> Controller<O> {
         let ref_changed = old_ref != new_ref;
         if ref_changed
             && old_ref.is_some()
-            && let Some(owner) = self.resolve(namespace, old)
+            && let Some(owner) = self.owner_of(namespace, old)
         {
             self.enqueue(&owner);
         }
         if new_ref.is_some() {
-            let Some(owner) = self.resolve(namespace, new) else {
+            let Some(owner) = self.owner_of(namespace, new) else {
                 return;
             };
             self.enqueue(&owner);
@@ -247,7 +233,7 @@ impl<O: ReplicaOwner> Controller<O> {
 
     fn on_pod_deleted(&self, namespace: &str, pod: &Pod) {
         // Orphans have no expectations to lower; their deletion concerns no one.
-        let Some(owner) = self.resolve(namespace, pod) else {
+        let Some(owner) = self.owner_of(namespace, pod) else {
             return;
         };
         let key = key_of(&*owner);
@@ -299,7 +285,7 @@ impl<O: ReplicaOwner> Controller<O> {
 
     /// The guard's check (`EnsureReady`): an error while a cache lags behind this owner's
     /// recorded writes. Counted in `replicaset_controller_stale_sync_skips_total`.
-    fn ensure_caches_caught_up(&self, key: &str) -> Result<(), crate::consistency::Stale> {
+    fn ensure_caches_caught_up(&self, key: &str) -> Result<(), Stale> {
         let Some(store) = &self.consistency else {
             return Ok(());
         };

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use crate::consts;
 use crate::owner::{Condition, ReplicaStatus};
-use crate::plan::{is_pod_available, is_pod_ready};
+use rkcm_runtime::pod::{is_pod_available, is_pod_ready};
 
 /// What `calculateStatus` reads from the owner besides its current status.
 #[derive(Debug, Clone, Copy)]

@@ -766,14 +766,7 @@ async fn missing_deployment_is_a_no_op() {
 
 #[tokio::test]
 async fn handlers_map_replica_sets_to_deployments() {
-    let h = Harness::with_config(
-        accepting(),
-        Config {
-            namespaces: Some(vec!["ns".into()]),
-            ..Config::default()
-        },
-    )
-    .await;
+    let h = Harness::new(accepting()).await;
     h.deployment(stored(1));
     let queued = || {
         let n = h.ctrl.queue.len();
@@ -820,7 +813,7 @@ async fn handlers_map_replica_sets_to_deployments() {
         new: same.clone(),
     });
     assert!(queued().is_empty());
-    // Out of scope: ignored.
+    // Owned by a Deployment of another namespace (same name and UID): nobody.
     let mut elsewhere = (*mine).clone();
     elsewhere.metadata.namespace = Some("other".into());
     h.ctrl.on_replica_set(Change::Added(Arc::new(elsewhere)));

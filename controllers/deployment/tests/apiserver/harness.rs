@@ -56,20 +56,17 @@ pub struct Controllers {
 }
 
 impl Controllers {
+    /// Starts both controllers on informers scoped to `namespace`.
     pub fn start(
         cluster: &TestCluster,
+        namespace: &str,
         deployment: rkcm_deployment::Config,
         replicaset: rkcm_replicaset::Config,
     ) -> Self {
         let shutdown = CancellationToken::new();
         let client = cluster.client();
-        let informers = InformerFactory::new(client.clone());
-        let ctx = ControllerContext {
-            client,
-            informers: informers.clone(),
-            shutdown: shutdown.clone(),
-            clock: rkcm_runtime::clock::system(),
-        };
+        let informers = InformerFactory::namespaced(client.clone(), namespace);
+        let ctx = ControllerContext::new(client, informers.clone(), shutdown.clone());
         let d_ctx = ctx.clone();
         let handles = vec![
             (
@@ -138,18 +135,15 @@ impl Env {
     /// Like [`Env::start`] with the `DeploymentReplicaSetTerminatingReplicas` gate set to
     /// `terminating_replicas` in both controllers.
     pub fn start_gated(&self, terminating_replicas: bool) -> Controllers {
-        let namespaces = Some(vec![self.name().to_owned()]);
         let deployment = rkcm_deployment::Config {
             terminating_replicas,
-            namespaces: namespaces.clone(),
             ..rkcm_deployment::Config::default()
         };
         let replicaset = rkcm_replicaset::Config {
             terminating_replicas,
-            namespaces,
             ..rkcm_replicaset::Config::default()
         };
-        Controllers::start(&self.cluster, deployment, replicaset)
+        Controllers::start(&self.cluster, self.name(), deployment, replicaset)
     }
 
     pub fn deployments(&self) -> Api<Deployment> {

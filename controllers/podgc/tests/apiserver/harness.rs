@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use rkcm_podgc::Config;
-use rkcm_runtime::informer::InformerFactory;
+use rkcm_runtime::informer::{InformerFactory, Scope};
 use rkcm_runtime::{CancellationToken, ControllerContext};
 use rkcm_testkit::{TestCluster, TestNamespace, holds_for, wait_for};
 use serde_json::json;
@@ -24,13 +24,12 @@ pub const WITHIN: Duration = Duration::from_secs(20);
 /// How long "never happens" is watched: many periods and quarantines.
 pub const HOLDS: Duration = Duration::from_secs(8);
 
-/// A scaled-down configuration limited to `namespaces`.
-pub fn fast(threshold: i32, namespaces: &[&str]) -> Config {
+/// A scaled-down configuration.
+pub fn fast(threshold: i32) -> Config {
     Config {
         terminated_pod_gc_threshold: threshold,
         gc_check_period: PERIOD,
         quarantine: QUARANTINE,
-        namespaces: Some(namespaces.iter().map(|n| (*n).to_owned()).collect()),
         ..Config::default()
     }
 }
@@ -42,16 +41,12 @@ pub struct Controller {
 }
 
 impl Controller {
-    pub fn start(cluster: &TestCluster, cfg: Config) -> Self {
+    /// Starts PodGC on informers scoped to `namespaces` (nodes stay cluster-wide).
+    pub fn start(cluster: &TestCluster, namespaces: &[&str], cfg: Config) -> Self {
         let shutdown = CancellationToken::new();
         let client = cluster.client();
-        let informers = InformerFactory::new(client.clone());
-        let ctx = ControllerContext {
-            client,
-            informers: informers.clone(),
-            shutdown: shutdown.clone(),
-            clock: rkcm_runtime::clock::system(),
-        };
+        let informers = InformerFactory::scoped(client.clone(), Scope::namespaces(namespaces));
+        let ctx = ControllerContext::new(client, informers.clone(), shutdown.clone());
         let handle = tokio::spawn(rkcm_podgc::start(ctx, cfg));
         informers.start(shutdown.clone());
         Self {

@@ -37,7 +37,7 @@ async fn healthy(env: &Env) -> Result<()> {
             .await?;
         env.set_phase(&format!("p{i}"), "Running").await?;
     }
-    let gc = Controller::start(&env.cluster, fast(1, &[env.name()]));
+    let gc = Controller::start(&env.cluster, &[env.name()], fast(1));
     let pods = env.pods();
     rkcm_testkit::holds_for("10 running pods untouched", HOLDS + HOLDS, || {
         let pods = pods.clone();
@@ -209,7 +209,7 @@ async fn metrics(env: &Env) -> Result<()> {
     .await?;
     env.delete_gracefully("unscheduled").await?;
 
-    let gc = Controller::start(&env.cluster, fast(1, &[ns]));
+    let gc = Controller::start(&env.cluster, &[ns], fast(1));
     for (name, _) in [
         ("old-done", "terminated"),
         ("orphan", "orphaned"),
@@ -356,7 +356,7 @@ async fn rejected(env: &Env, policy: &Policy) -> Result<()> {
     env.create(pod(ns, "orphan").node(&unique_name("pgc-ghost")).build())
         .await?;
     env.set_phase("orphan", "Running").await?;
-    let gc = Controller::start(&env.cluster, fast(0, &[ns]));
+    let gc = Controller::start(&env.cluster, &[ns], fast(0));
     let what = format!("{ERRORS_TOTAL}{{namespace={ns},reason=orphaned}} >= 1");
     wait_for(&what, WITHIN, || async move {
         Ok((counter(ERRORS_TOTAL, ns, "orphaned") >= 1.0).then_some(()))

@@ -39,7 +39,7 @@ async fn trims_oldest(env: &Env) -> Result<()> {
         }
         finished_pod(env, name, node.name(), 0).await?;
     }
-    let gc = Controller::start(&env.cluster, fast(3, &[env.name()]));
+    let gc = Controller::start(&env.cluster, &[env.name()], fast(3));
     env.wait_gone("p0", WITHIN).await?;
     env.wait_gone("p1", WITHIN).await?;
     for name in &names[2..] {
@@ -72,7 +72,7 @@ async fn evicted_first(env: &Env) -> Result<()> {
             json!({"phase": "Failed", "reason": "Evicted", "message": "The node was low on resource: memory."}),
         )
         .await?;
-    let gc = Controller::start(&env.cluster, fast(2, &[env.name()]));
+    let gc = Controller::start(&env.cluster, &[env.name()], fast(2));
     env.wait_gone("c", WITHIN).await?;
     env.pod_holds(
         "a",
@@ -123,7 +123,7 @@ async fn tie_break(env: &Env) -> Result<()> {
     };
     env.cluster.terminate_pod(env.name(), &b, 0).await?;
     env.cluster.terminate_pod(env.name(), &a, 0).await?;
-    let gc = Controller::start(&env.cluster, fast(1, &[env.name()]));
+    let gc = Controller::start(&env.cluster, &[env.name()], fast(1));
     env.wait_gone(&a, WITHIN).await?;
     env.pod_holds(
         &b,
@@ -151,7 +151,7 @@ async fn non_terminal(env: &Env) -> Result<()> {
         env.set_phase(name, "Running").await?;
     }
     finished_pod(env, "s", node.name(), 0).await?;
-    let gc = Controller::start(&env.cluster, fast(1, &[env.name()]));
+    let gc = Controller::start(&env.cluster, &[env.name()], fast(1));
     for name in ["r0", "r1", "r2", "s"] {
         env.pod_holds(
             name,
@@ -185,7 +185,7 @@ async fn threshold_zero(env: &Env) -> Result<()> {
     env.create(pod(env.name(), "orphan").node(&ghost).build())
         .await?;
     env.set_phase("orphan", "Running").await?;
-    let gc = Controller::start(&env.cluster, fast(0, &[env.name()]));
+    let gc = Controller::start(&env.cluster, &[env.name()], fast(0));
     env.wait_gone("orphan", WITHIN).await?;
     let pods = env.pods();
     rkcm_testkit::holds_for("all 50 terminated pods survive", HOLDS, || {
@@ -219,7 +219,7 @@ async fn no_patch(env: &Env) -> Result<()> {
     let before = env.cluster.terminate_pod(env.name(), "older", 1).await?;
     next_second().await;
     finished_pod(env, "newer", node.name(), 1).await?;
-    let gc = Controller::start(&env.cluster, fast(1, &[env.name()]));
+    let gc = Controller::start(&env.cluster, &[env.name()], fast(1));
     let seen = env
         .wait_pod("older", "force-deleted", WITHIN, |p| {
             p.is_some_and(force_deleted)
@@ -266,7 +266,7 @@ async fn global_threshold(a: &Env, b: &Env) -> Result<()> {
     next_second().await;
     finished_pod(b, "b0", node.name(), 0).await?;
     finished_pod(b, "b1", node.name(), 1).await?;
-    let gc = Controller::start(&a.cluster, fast(2, &[a.name(), b.name()]));
+    let gc = Controller::start(&a.cluster, &[a.name(), b.name()], fast(2));
     a.wait_gone("a0", WITHIN).await?;
     a.wait_gone("a1", WITHIN).await?;
     b.pod_holds(

@@ -658,15 +658,6 @@ async fn handlers_route_pod_events_to_owners() {
     assert_eq!(drain(&h), ["ns/web"]);
 }
 
-#[tokio::test]
-async fn namespace_filter_ignores_other_namespaces() {
-    let mut h = Harness::<ReplicaSet>::new(accepting(json!({})));
-    h.ctrl.cfg.namespaces = Some(vec!["elsewhere".into()]);
-    h.ctrl.on_owner_change(Change::Added(Arc::new(rs(1))));
-    h.ctrl.on_pod_change(Change::Added(owned("a").build()));
-    assert!(h.ctrl.queue.is_empty());
-}
-
 fn rc(replicas: i32) -> ReplicationController {
     ReplicationController {
         metadata: ObjectMeta {

@@ -54,6 +54,7 @@ async fn quota_failure(env: &Env) -> Result<()> {
     let recorder = crate::recorder::Recorder::new();
     let ctrl = Controllers::start_recorded(
         &env.cluster,
+        env.name(),
         env.config(),
         std::time::Duration::ZERO,
         Some(&recorder),

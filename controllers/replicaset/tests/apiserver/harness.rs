@@ -32,24 +32,27 @@ pub struct Controllers {
 }
 
 impl Controllers {
-    pub fn start(cluster: &TestCluster, cfg: rkcm_replicaset::Config) -> Self {
-        Self::start_with_watch_lag(cluster, cfg, Duration::ZERO)
+    /// Starts both controllers on informers scoped to `namespace`.
+    pub fn start(cluster: &TestCluster, namespace: &str, cfg: rkcm_replicaset::Config) -> Self {
+        Self::start_with_watch_lag(cluster, namespace, cfg, Duration::ZERO)
     }
 
     /// Like [`Controllers::start`], but the controllers' pod informer sees every change
     /// `lag` late (writes are not delayed).
     pub fn start_with_watch_lag(
         cluster: &TestCluster,
+        namespace: &str,
         cfg: rkcm_replicaset::Config,
         lag: Duration,
     ) -> Self {
-        Self::start_recorded(cluster, cfg, lag, None)
+        Self::start_recorded(cluster, namespace, cfg, lag, None)
     }
 
     /// Like [`Controllers::start_with_watch_lag`]; every request the controllers send
     /// themselves (not their informers' lists and watches) goes to `recorder` too.
     pub fn start_recorded(
         cluster: &TestCluster,
+        namespace: &str,
         cfg: rkcm_replicaset::Config,
         lag: Duration,
         recorder: Option<&crate::recorder::Recorder>,
@@ -61,17 +64,12 @@ impl Controllers {
         } else {
             crate::lag::lagging(client.clone(), lag)
         };
-        let informers = InformerFactory::new(informer_client);
+        let informers = InformerFactory::namespaced(informer_client, namespace);
         let client = match recorder {
             Some(r) => r.wrap(client),
             None => client,
         };
-        let ctx = ControllerContext {
-            client,
-            informers: informers.clone(),
-            shutdown: shutdown.clone(),
-            clock: rkcm_runtime::clock::system(),
-        };
+        let ctx = ControllerContext::new(client, informers.clone(), shutdown.clone());
         let handles = vec![
             tokio::spawn(rkcm_replicaset::start_replicaset(ctx.clone(), cfg.clone())),
             tokio::spawn(rkcm_replicaset::start_replication_controller(ctx, cfg)),
@@ -117,16 +115,14 @@ impl Env {
         self.ns.name()
     }
 
-    /// Upstream defaults, limited to this test's namespace.
+    /// Upstream defaults.
     pub fn config(&self) -> rkcm_replicaset::Config {
-        rkcm_replicaset::Config {
-            namespaces: Some(vec![self.name().to_owned()]),
-            ..rkcm_replicaset::Config::default()
-        }
+        rkcm_replicaset::Config::default()
     }
 
+    /// Both controllers with upstream defaults, scoped to this test's namespace.
     pub fn start(&self) -> Controllers {
-        Controllers::start(&self.cluster, self.config())
+        Controllers::start(&self.cluster, self.name(), self.config())
     }
 
     pub fn pods(&self) -> Api<Pod> {
