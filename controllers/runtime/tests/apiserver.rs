@@ -15,7 +15,7 @@ mod controls;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodTemplate};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, PodTemplate};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 use parking_lot::Mutex;
@@ -172,6 +172,67 @@ async fn one_list_and_watch_per_type_for_all_subscribers() -> anyhow::Result<()>
     }
     assert_eq!(probe.count(Verb::Watch, "/api/v1/pods"), 1, "pod watches");
     assert_eq!(probe.count(Verb::List, "/api/v1/pods"), 1, "pod lists");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn namespaced_factory_holds_one_namespace_and_every_node() -> anyhow::Result<()> {
+    let cluster = TestCluster::connect().await?;
+    let mine = cluster.namespace("informer-scoped").await?;
+    let other = cluster.namespace("informer-unscoped").await?;
+    let (my_api, other_api): (Api<ConfigMap>, Api<ConfigMap>) = (mine.api(), other.api());
+    my_api
+        .create(&PostParams::default(), &config_map("before", "1")?)
+        .await?;
+    other_api
+        .create(&PostParams::default(), &config_map("before", "1")?)
+        .await?;
+
+    let factory = InformerFactory::namespaced(cluster.client(), mine.name());
+    let config_maps = factory.informer::<ConfigMap>();
+    let nodes = factory.informer::<Node>();
+    let shutdown = CancellationToken::new();
+    let _stop = Stop(shutdown.clone());
+    factory.start(shutdown.clone());
+    assert!(config_maps.wait_synced(&shutdown).await && nodes.wait_synced(&shutdown).await);
+    let store = config_maps.store();
+    let namespaces = || {
+        let mut seen: Vec<String> = store.list().iter().filter_map(|c| c.namespace()).collect();
+        seen.sort();
+        seen.dedup();
+        seen
+    };
+    assert_eq!(
+        namespaces(),
+        [mine.name().to_owned()],
+        "listed in scope only"
+    );
+    let node_count = Api::<Node>::all(cluster.client())
+        .list(&Default::default())
+        .await?
+        .items
+        .len();
+    assert_eq!(nodes.store().len(), node_count, "nodes stay cluster-wide");
+
+    // Written in this order, a cluster-wide watch would deliver "other" first.
+    other_api
+        .create(&PostParams::default(), &config_map("after", "2")?)
+        .await?;
+    my_api
+        .create(&PostParams::default(), &config_map("after", "2")?)
+        .await?;
+    let key = format!("{}/after", mine.name());
+    wait_for("the in-scope config map", TIMEOUT, || {
+        let found = config_maps.store().get(&key);
+        async move { Ok(found.map(|_| ())) }
+    })
+    .await?;
+    assert_eq!(
+        namespaces(),
+        [mine.name().to_owned()],
+        "watched in scope only"
+    );
     Ok(())
 }
 
