@@ -692,7 +692,8 @@ impl InformerFactory {
         &self.inner.source.scope
     }
 
-    /// The informer for `K` (cluster-wide, unfiltered), created on first request.
+    /// The informer for `K` (every object the factory's [`Scope`] admits), created on first
+    /// request.
     pub fn informer<K: Informable>(&self) -> Informer<K> {
         let mut state = self.inner.state.lock();
         let type_id = TypeId::of::<K>();
