@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Runs every test binary of the workspace, several at once.
+
+`cargo test` runs its test binaries one after another; most of `make test`'s time is the
+real-plane suites waiting on the API server, so running them side by side shortens the whole.
+Reads the binaries from `cargo test --no-run --message-format=json` (built beforehand), runs
+each with `--include-ignored` in its package directory (as cargo does), at most JOBS at a time
+(env RKCM_TEST_JOBS, default 3), the real-plane suites first (they are the long ones), prints
+each binary's output whole as it finishes and ends with one summary line:
+`tests: N passed, N failed, N skipped`. Exits 1 if any binary failed.
+Extra arguments are passed to every test binary (e.g. a name filter).
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+
+RESULT = re.compile(
+    r"^test result: (?:ok|FAILED)\. (\d+) passed; (\d+) failed; (\d+) ignored;", re.M
+)
+
+
+def binaries():
+    out = subprocess.run(
+        ["cargo", "test", "--workspace", "--no-run", "--message-format=json"],
+        check=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ).stdout
+    found = []
+    for line in out.splitlines():
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        if msg.get("reason") != "compiler-artifact" or not msg.get("executable"):
+            continue
+        if not msg.get("profile", {}).get("test"):
+            continue
+        target = msg["target"]
+        pkg_dir = os.path.dirname(msg["manifest_path"])
+        pkg = msg["package_id"]
+        name = "{} ({} {})".format(
+            os.path.relpath(pkg_dir) if pkg_dir != os.getcwd() else "rkcm",
+            "/".join(target["kind"]),
+            target["name"],
+        )
+        found.append((name, msg["executable"], pkg_dir, pkg))
+    return found
+
+
+def run(name, exe, cwd, extra):
+    env = dict(os.environ, CARGO_MANIFEST_DIR=cwd)
+    start = time.time()
+    with tempfile.TemporaryFile(mode="w+") as log:
+        code = subprocess.call(
+            [exe, "--include-ignored", *extra], cwd=cwd, env=env, stdout=log, stderr=log
+        )
+        log.seek(0)
+        output = log.read()
+    return name, code, output, time.time() - start
+
+
+def main():
+    jobs = int(os.environ.get("RKCM_TEST_JOBS", "3"))
+    extra = sys.argv[1:]
+    bins = binaries()
+    # Real-plane suites (integration test targets) first: they take longest.
+    bins.sort(key=lambda b: (0 if "(test " in b[0] else 1, b[0]))
+    passed = failed = skipped = 0
+    bad = []
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(run, n, e, c, extra) for n, e, c, _ in bins]
+        for fut in as_completed(futures):
+            name, code, output, secs = fut.result()
+            print(f"\n==> {name}: exit {code} in {secs:.0f}s", flush=True)
+            print(output, end="" if output.endswith("\n") else "\n", flush=True)
+            counts = RESULT.findall(output)
+            for p, f, i in counts:
+                passed += int(p)
+                failed += int(f)
+                skipped += int(i)
+            if code != 0:
+                bad.append(name)
+                if not counts:
+                    failed += 1
+    for name in bad:
+        print(f"FAILED: {name}")
+    print(f"tests: {passed} passed, {failed} failed, {skipped} skipped", flush=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
