@@ -1,0 +1,2 @@
+//! CronJob controller (work in progress).
+pub mod schedule;
