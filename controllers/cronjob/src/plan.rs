@@ -587,4 +587,4 @@ pub fn record_start(cj: &mut CronJob, job: &Job, scheduled: Timestamp) {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
