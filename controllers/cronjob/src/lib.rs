@@ -42,10 +42,12 @@ use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use rkcm_runtime::ControllerContext;
 use rkcm_runtime::clock::SharedClock;
+use rkcm_runtime::controller::{RunSpec, SyncProbe, run_controller};
+use rkcm_runtime::controller_ref::{controller_of, resolve_controller_ref};
 use rkcm_runtime::events::{EventRecorder, EventType};
-use rkcm_runtime::informer::{Change, INDEX_CONTROLLER_UID, Store};
-use rkcm_runtime::keys::{key, key_of};
-use rkcm_runtime::workqueue::{RateLimiter, RetryPolicy, WorkQueue, run_workers_with};
+use rkcm_runtime::informer::{Change, INDEX_CONTROLLER_UID, InformerFactory, Store};
+use rkcm_runtime::keys::key_of;
+use rkcm_runtime::workqueue::{RateLimiter, RetryPolicy, WorkQueue};
 
 pub use error::Error;
 
@@ -85,20 +87,12 @@ pub(crate) struct Controller {
 }
 
 impl Controller {
-    fn resolve(&self, namespace: &str, r: &OwnerReference) -> Option<Arc<CronJob>> {
-        if r.kind != consts::CRONJOB_KIND {
-            return None;
-        }
-        let cj = self.cronjobs.get(&key(Some(namespace), &r.name))?;
-        (cj.metadata.uid.as_deref() == Some(r.uid.as_str())).then_some(cj)
-    }
-
     fn enqueue_owner(&self, job: &Job) {
-        let Some(r) = plan::controller_ref(&job.metadata) else {
+        let Some(r) = controller_of(&job.metadata) else {
             return;
         };
         let ns = job.metadata.namespace.as_deref().unwrap_or_default();
-        if let Some(cj) = self.resolve(ns, r) {
+        if let Some(cj) = resolve_controller_ref(&self.cronjobs, ns, r) {
             self.queue.add(key_of(cj.as_ref()));
         }
     }
@@ -112,8 +106,8 @@ impl Controller {
                 if old.metadata.resource_version == new.metadata.resource_version {
                     return;
                 }
-                let old_ref = plan::controller_ref(&old.metadata);
-                let new_ref = plan::controller_ref(&new.metadata);
+                let old_ref: Option<&OwnerReference> = controller_of(&old.metadata);
+                let new_ref = controller_of(&new.metadata);
                 if old_ref != new_ref && old_ref.is_some() {
                     self.enqueue_owner(&old);
                 }
@@ -184,6 +178,15 @@ impl Controller {
     }
 }
 
+/// The informers the controller reads (the process requests them before starting the
+/// factory, and waits for them before running workers).
+pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
+    vec![
+        SyncProbe::of(factory.informer::<CronJob>()),
+        SyncProbe::of(factory.informer::<Job>()),
+    ]
+}
+
 /// Runs the CronJob controller until `ctx.shutdown` is cancelled: subscribes to the CronJob
 /// and Job informers, waits for both caches, then runs `cfg.workers` workers. Returns `Ok(())`
 /// on shutdown (also before the caches synced); sync errors are retried with backoff and never
@@ -204,34 +207,23 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         },
         clock: ctx.clock.clone(),
     });
-    tracing::info!(controller = NAME, "starting controller");
     let c = controller.clone();
     jobs.subscribe(move |change| c.on_job(change));
     let c = controller.clone();
     cronjobs.subscribe(move |change| c.on_cronjob(change));
-    let synced = jobs.wait_synced(&ctx.shutdown).await && cronjobs.wait_synced(&ctx.shutdown).await;
-    if !synced {
-        tracing::info!(
-            controller = NAME,
-            "shutting down controller before caches synced"
-        );
-        queue.shut_down();
-        return Ok(());
-    }
-    let stop = queue.clone();
-    let shutdown = ctx.shutdown.clone();
-    tokio::spawn(async move {
-        shutdown.cancelled().await;
-        stop.shut_down();
-    });
-    // Upstream retries every failed sync with backoff, for ever.
-    let policy = RetryPolicy::default();
-    run_workers_with(queue, cfg.workers, policy, move |key: String| {
+    let spec = RunSpec {
+        name: NAME,
+        queue,
+        workers: cfg.workers,
+        // Upstream retries every failed sync with backoff, for ever.
+        policy: RetryPolicy::default(),
+        wait_for: informers(&ctx.informers),
+    };
+    run_controller(&ctx, spec, move |key: String| {
         let c = controller.clone();
         async move { c.sync(key).await }
     })
     .await;
-    tracing::info!(controller = NAME, "shutting down controller");
     Ok(())
 }
 

@@ -11,6 +11,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use rkcm_runtime::controller_ref::controller_of;
 use rkcm_runtime::events::EventType;
 
 use crate::consts::{self, reasons};
@@ -48,21 +49,13 @@ impl PlannedEvent {
 /// (v1.37: a Job controlled by another kind, or by an older CronJob of the same name, is not a
 /// child).
 pub fn is_child(job: &Job, cj: &CronJob) -> bool {
-    let Some(r) = controller_ref(&job.metadata) else {
+    let Some(r) = controller_of(&job.metadata) else {
         return false;
     };
     r.kind == consts::CRONJOB_KIND
         && Some(r.name.as_str()) == cj.metadata.name.as_deref()
         && Some(r.uid.as_str()) == cj.metadata.uid.as_deref()
         && job.metadata.namespace == cj.metadata.namespace
-}
-
-/// The owner reference with `controller: true`, if any.
-pub fn controller_ref(meta: &ObjectMeta) -> Option<&OwnerReference> {
-    meta.owner_references
-        .as_deref()?
-        .iter()
-        .find(|r| r.controller == Some(true))
 }
 
 /// `Complete` or `Failed` when a condition of that type is `True` (the first such condition

@@ -391,7 +391,7 @@ impl<A: CronJobApi> Syncer<A> {
                     }
                 };
                 // Not ours (someone else's Job has the name): leave it alone.
-                let ours = plan::controller_ref(&existing.metadata)
+                let ours = rkcm_runtime::controller_ref::controller_of(&existing.metadata)
                     .is_some_and(|r| Some(r.uid.as_str()) == cj.metadata.uid.as_deref());
                 if !ours {
                     return (None, dirty, None);
