@@ -245,7 +245,7 @@ pub fn most_recent_schedule_time(
     if between < 1 {
         return Err("time difference between two schedules is less than 1 second".to_string());
     }
-    let elapsed = i64::try_from(now.duration_since(t1).as_secs()).unwrap_or(i64::MAX);
+    let elapsed = now.duration_since(t1).as_secs();
     let missed = elapsed / between + 1;
     let start = add_secs(t1, (missed - 2).saturating_mul(between));
     let mut most_recent = None;

@@ -141,11 +141,11 @@ impl<A: CronJobApi> Syncer<A> {
         if let Some(e) = &sync_err {
             tracing::debug!(cronjob = %key, error = %e, "error reconciling cronjob");
         }
-        if cleaned || dirty {
-            if let Err(source) = self.api.update_status(&copy).await {
-                tracing::debug!(cronjob = %key, error = %source, "unable to update status for cronjob");
-                return Err(Error::UpdateStatus { key, source });
-            }
+        if (cleaned || dirty)
+            && let Err(source) = self.api.update_status(&copy).await
+        {
+            tracing::debug!(cronjob = %key, error = %source, "unable to update status for cronjob");
+            return Err(Error::UpdateStatus { key, source });
         }
         if requeue.is_some() {
             return Ok(requeue);

@@ -60,6 +60,7 @@ fn with(created: Timestamp, last: Option<Timestamp>, sds: Option<i64>, schedule:
 }
 
 #[test]
+#[allow(clippy::type_complexity)]
 fn most_recent_schedule_time_table() {
     let half = after_top(30 * MIN);
     let minute_after = after_top(MIN);

@@ -489,7 +489,7 @@ async fn unexpected_child_is_reported_not_adopted() {
     let (cj, _) = setup("Allow", false, false);
     *fake.cronjob.lock().expect("l") = Some(cj.clone());
     let stray = Arc::new(job("stray", None, None));
-    s.sync(&cj, &[stray.clone()], just_before_the_hour())
+    s.sync(&cj, std::slice::from_ref(&stray), just_before_the_hour())
         .await
         .expect("sync");
     assert_eq!(reasons(&events), ["UnexpectedJob"]);

@@ -747,7 +747,7 @@ fn go_durations() {
     assert_eq!(parse_go_duration("-1m"), Ok(-60_000_000_000));
     assert_eq!(parse_go_duration("0"), Ok(0));
     assert_eq!(parse_go_duration("300ms"), Ok(300_000_000));
-    assert_eq!(parse_go_duration("2562047h").is_ok(), true);
+    assert!(parse_go_duration("2562047h").is_ok());
     assert_eq!(
         parse_go_duration("2562048h"),
         Err("time: invalid duration \"2562048h\"".to_string())
