@@ -251,6 +251,133 @@ mod tests {
         );
     }
 
+    mod handlers {
+        use std::time::Duration;
+
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        use kube::runtime::watcher;
+        use rkcm_runtime::clock::FakeClock;
+        use rkcm_runtime::events::FakeEvents;
+        use rkcm_runtime::informer::Informer;
+
+        use super::*;
+
+        fn cronjob(schedule: &str) -> CronJob {
+            let mut cj = CronJob::default();
+            cj.metadata.name = Some("cj".into());
+            cj.metadata.namespace = Some("ns".into());
+            cj.metadata.uid = Some("cj-uid".into());
+            cj.metadata.resource_version = Some("1".into());
+            cj.metadata.creation_timestamp =
+                Some(Time("2016-05-19T09:00:00Z".parse().expect("ts")));
+            cj.spec.schedule = schedule.into();
+            cj
+        }
+
+        fn controller(cj: &CronJob) -> (Controller, FakeEvents) {
+            let cronjobs = Informer::<CronJob>::detached();
+            cronjobs.feed(watcher::Event::Init);
+            cronjobs.feed(watcher::Event::InitApply(cj.clone()));
+            cronjobs.feed(watcher::Event::InitDone);
+            let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
+            let client = kube::Client::try_from(config).expect("client");
+            let (recorder, events) = EventRecorder::fake(consts::EVENT_COMPONENT);
+            let clock = FakeClock::new("2016-05-19T09:59:00Z".parse().expect("ts"));
+            let c = Controller {
+                cronjobs: cronjobs.store(),
+                jobs: Informer::<Job>::detached().store(),
+                queue: WorkQueue::new("cronjob-test", RateLimiter::Default),
+                syncer: reconcile::Syncer {
+                    api: reconcile::KubeApi::new(client),
+                    recorder,
+                    local: TimeZone::UTC,
+                },
+                clock: Arc::new(clock),
+            };
+            (c, events)
+        }
+
+        fn job(kind: &str, uid: &str, rv: &str) -> Arc<Job> {
+            let mut j = Job::default();
+            j.metadata.name = Some("cj-1".into());
+            j.metadata.namespace = Some("ns".into());
+            j.metadata.resource_version = Some(rv.into());
+            j.metadata.owner_references = Some(vec![OwnerReference {
+                api_version: "batch/v1".into(),
+                kind: kind.into(),
+                name: "cj".into(),
+                uid: uid.into(),
+                controller: Some(true),
+                block_owner_deletion: None,
+            }]);
+            Arc::new(j)
+        }
+
+        #[tokio::test]
+        async fn job_changes_wake_the_resolved_owner_only() {
+            let (c, _) = controller(&cronjob("* * * * *"));
+            c.on_job(Change::Added(job("CronJob", "other-uid", "1")));
+            c.on_job(Change::Added(job("ConfigMap", "cj-uid", "1")));
+            assert_eq!(c.queue.len(), 0, "not ours");
+            c.on_job(Change::Updated {
+                old: job("CronJob", "cj-uid", "1"),
+                new: job("CronJob", "cj-uid", "1"),
+            });
+            assert_eq!(c.queue.len(), 0, "same resourceVersion: a resync");
+            c.on_job(Change::Deleted {
+                obj: job("CronJob", "cj-uid", "2"),
+                final_state_unknown: true,
+            });
+            assert_eq!(c.queue.len(), 1);
+            assert_eq!(c.queue.get().await.as_deref(), Some("ns/cj"));
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn schedule_change_requeues_for_the_new_next_instant() {
+            let old = Arc::new(cronjob("@yearly"));
+            let (c, events) = controller(&old);
+            // Another field: now.
+            let mut other = (*old).clone();
+            other.metadata.resource_version = Some("2".into());
+            other.spec.suspend = Some(true);
+            c.on_cronjob(Change::Updated {
+                old: old.clone(),
+                new: Arc::new(other),
+            });
+            assert_eq!(c.queue.len(), 1);
+            let k = c.queue.get().await.expect("key");
+            c.queue.done(&k);
+            // The schedule: at the next minute (60 s + 100 ms after 09:59:00), not now.
+            let mut every_minute = (*old).clone();
+            every_minute.spec.schedule = "* * * * *".into();
+            c.on_cronjob(Change::Updated {
+                old: old.clone(),
+                new: Arc::new(every_minute),
+            });
+            assert_eq!(c.queue.len(), 0);
+            tokio::time::advance(Duration::from_millis(59_000)).await;
+            tokio::task::yield_now().await;
+            assert_eq!(c.queue.len(), 0);
+            tokio::time::advance(Duration::from_millis(1_200)).await;
+            tokio::task::yield_now().await;
+            assert_eq!(c.queue.len(), 1);
+            // Unparseable: a warning, no enqueue.
+            let mut bad = (*old).clone();
+            bad.spec.schedule = "bad schedule".into();
+            c.on_cronjob(Change::Updated {
+                old,
+                new: Arc::new(bad),
+            });
+            let ev = events.all();
+            assert_eq!(ev.len(), 1);
+            assert_eq!(ev[0].reason, "UnParseableCronJobSchedule");
+            assert_eq!(
+                ev[0].message,
+                "unparseable schedule for cronjob: bad schedule"
+            );
+        }
+    }
+
     fn assert_error_bounds<E: std::error::Error + Send + Sync + 'static>() {}
 
     #[test]
