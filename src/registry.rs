@@ -84,7 +84,21 @@ pub static CONTROLLERS: &[ControllerDef] = &[
         "clusterrole-aggregation-controller",
         &["clusterrole-aggregation"],
     ),
-    known("cronjob-controller", &["cronjob"]),
+    ControllerDef {
+        name: rkcm_cronjob::NAME,
+        aliases: &["cronjob"],
+        disabled_by_default: false,
+        implementation: Some(Implementation {
+            informers: rkcm_cronjob::informers,
+            start: |ctx, cli| {
+                let cfg = rkcm_cronjob::Config {
+                    workers: workers(cli.cronjob.concurrent_cron_job_syncs),
+                    ..rkcm_cronjob::Config::default()
+                };
+                boxed(rkcm_cronjob::start(ctx, cfg))
+            },
+        }),
+    },
     known("daemonset-controller", &["daemonset"]),
     ControllerDef {
         name: rkcm_deployment::NAME,
@@ -467,6 +481,7 @@ mod tests {
         assert_eq!(
             implemented,
             vec![
+                "cronjob-controller",
                 "deployment-controller",
                 "pod-garbage-collector-controller",
                 "replicaset-controller",

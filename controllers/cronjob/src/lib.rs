@@ -1,0 +1,387 @@
+//! CronJob controller: creates a Job for each scheduled instant of a `batch/v1` CronJob, keeps
+//! `status.active`, `lastScheduleTime` and `lastSuccessfulTime` current, and deletes finished
+//! Jobs beyond the history limits.
+//!
+//! Mirrors upstream `pkg/controller/cronjob/cronjob_controllerv2.go` and `utils.go`
+//! (Kubernetes v1.37, with the v1.37 fixes: children matched by kind, name and UID; the
+//! `AlreadyExists` path reads the Job from the CronJob's namespace). Schedules are parsed and
+//! evaluated exactly as `github.com/robfig/cron/v3` v3.0.1 does ([`schedule`]).
+//!
+//! # Guarantees
+//! - At most one Job per scheduled instant: Job names are `<cronjob>-<Unix minutes>`, so a
+//!   second create for the same instant answers `AlreadyExists`; after a crash between create
+//!   and status write, the existing Job (if this CronJob controls it) is put back into
+//!   `status.active` instead of being created again.
+//! - Only the most recent unmet instant runs: after downtime, or while `Forbid` holds a run
+//!   back, one Job is created for the latest missed instant (within
+//!   `startingDeadlineSeconds`), never one per missed instant. The missed count is estimated,
+//!   never walked, so a CronJob off by years costs a few schedule evaluations.
+//! - A bad `timeZone` or schedule gets a Warning event and no requeue (no retry storm); a
+//!   schedule that never fires gets `InvalidSchedule`.
+//! - Jobs are deleted only for history cleanup and the `Replace` policy, always with
+//!   Background propagation and a UID precondition; Jobs controlled by anything else (another
+//!   kind, or an older CronJob of the same name) are never touched.
+//!
+//! # Watches and writes
+//! Reads the shared CronJob and Job informers. Writes Jobs (create, delete), `cronjobs/status`
+//! (full `PUT` with the cached resourceVersion, at most once per sync) and Events (source
+//! `cronjob-controller`); live `GET`s of a CronJob or Job only where upstream does them.
+//! Metric: `cronjob_controller_job_creation_skew_duration_seconds`; queue `cronjob`.
+
+pub mod consts;
+mod error;
+mod metrics;
+pub mod plan;
+pub mod reconcile;
+pub mod schedule;
+
+use std::sync::Arc;
+
+use jiff::tz::TimeZone;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use rkcm_runtime::ControllerContext;
+use rkcm_runtime::clock::SharedClock;
+use rkcm_runtime::controller::{RunSpec, SyncProbe, run_controller};
+use rkcm_runtime::controller_ref::{controller_of, resolve_controller_ref};
+use rkcm_runtime::events::{EventRecorder, EventType};
+use rkcm_runtime::informer::{Change, INDEX_CONTROLLER_UID, InformerFactory, Store};
+use rkcm_runtime::keys::key_of;
+use rkcm_runtime::workqueue::{RateLimiter, RetryPolicy, WorkQueue};
+
+pub use error::Error;
+
+/// Canonical name of the CronJob controller (`--controllers`; alias `cronjob`).
+pub const NAME: &str = "cronjob-controller";
+
+/// Upstream default of `--concurrent-cron-job-syncs`.
+pub const DEFAULT_WORKERS: usize = 5;
+
+/// Configuration. `Default` equals upstream. The flag (`--concurrent-cron-job-syncs`) is
+/// defined once in the binary's command line, which builds this.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Worker tasks (`--concurrent-cron-job-syncs`).
+    pub workers: usize,
+    /// The zone schedules without `spec.timeZone` are evaluated in. Upstream uses the
+    /// process's local zone (`TZ`, `/etc/localtime`); so does the default. Not a flag.
+    pub local_time_zone: TimeZone,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            workers: DEFAULT_WORKERS,
+            local_time_zone: TimeZone::system(),
+        }
+    }
+}
+
+/// The running controller: caches, queue and the sync.
+pub(crate) struct Controller {
+    cronjobs: Store<CronJob>,
+    jobs: Store<Job>,
+    queue: WorkQueue<String>,
+    syncer: reconcile::Syncer<reconcile::KubeApi>,
+    clock: SharedClock,
+}
+
+impl Controller {
+    fn enqueue_owner(&self, job: &Job) {
+        let Some(r) = controller_of(&job.metadata) else {
+            return;
+        };
+        let ns = job.metadata.namespace.as_deref().unwrap_or_default();
+        if let Some(cj) = resolve_controller_ref(&self.cronjobs, ns, r) {
+            self.queue.add(key_of(cj.as_ref()));
+        }
+    }
+
+    /// Upstream `addJob`/`updateJob`/`deleteJob`.
+    fn on_job(&self, change: Change<Job>) {
+        match change {
+            Change::Added(job) => self.enqueue_owner(&job),
+            Change::Deleted { obj, .. } => self.enqueue_owner(&obj),
+            Change::Updated { old, new } => {
+                if old.metadata.resource_version == new.metadata.resource_version {
+                    return;
+                }
+                let old_ref: Option<&OwnerReference> = controller_of(&old.metadata);
+                let new_ref = controller_of(&new.metadata);
+                if old_ref != new_ref && old_ref.is_some() {
+                    self.enqueue_owner(&old);
+                }
+                self.enqueue_owner(&new);
+            }
+        }
+    }
+
+    /// Upstream's CronJob handlers: add and delete enqueue now; an update that changes the
+    /// schedule or time zone enqueues for the new next instant, any other update now.
+    fn on_cronjob(&self, change: Change<CronJob>) {
+        match change {
+            Change::Added(cj) | Change::Deleted { obj: cj, .. } => {
+                self.queue.add(key_of(cj.as_ref()))
+            }
+            Change::Updated { old, new } => {
+                if old.spec.schedule == new.spec.schedule
+                    && old.spec.time_zone == new.spec.time_zone
+                {
+                    self.queue.add(key_of(new.as_ref()));
+                    return;
+                }
+                let (formatted, _) = plan::format_schedule(&new, false);
+                match schedule::parse_standard(&formatted) {
+                    Ok(sched) => {
+                        let now = self.clock.wall();
+                        let d = plan::next_schedule_time_duration(
+                            &new,
+                            now,
+                            &sched,
+                            &self.syncer.local,
+                        );
+                        self.queue
+                            .add_after(key_of(new.as_ref()), plan::as_queue_delay(d));
+                    }
+                    Err(error) => {
+                        tracing::debug!(cronjob = %key_of(new.as_ref()), %error, "unparseable schedule for cronjob");
+                        self.syncer.recorder.event_for(
+                            new.as_ref(),
+                            EventType::Warning,
+                            consts::reasons::UNPARSEABLE_CRONJOB_SCHEDULE,
+                            &format!("unparseable schedule for cronjob: {}", new.spec.schedule),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    async fn sync(&self, key: String) -> Result<(), Error> {
+        let Some(cj) = self.cronjobs.get(&key) else {
+            tracing::debug!(cronjob = %key, "cronjob not found, may be it is deleted");
+            return Ok(());
+        };
+        let uid = cj.metadata.uid.clone().unwrap_or_default();
+        let children: Vec<Arc<Job>> = self
+            .jobs
+            .by_index(INDEX_CONTROLLER_UID, &uid)
+            .into_iter()
+            .filter(|j| plan::is_child(j, &cj))
+            .collect();
+        let now = self.clock.wall();
+        if let Some(d) = self.syncer.sync(&cj, &children, now).await? {
+            tracing::debug!(cronjob = %key, requeue_after = ?d, "re-queuing cronjob");
+            self.queue.add_after(key, plan::as_queue_delay(d));
+        }
+        Ok(())
+    }
+}
+
+/// The informers the controller reads (the process requests them before starting the
+/// factory, and waits for them before running workers).
+pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
+    vec![
+        SyncProbe::of(factory.informer::<CronJob>()),
+        SyncProbe::of(factory.informer::<Job>()),
+    ]
+}
+
+/// Runs the CronJob controller until `ctx.shutdown` is cancelled: subscribes to the CronJob
+/// and Job informers, waits for both caches, then runs `cfg.workers` workers. Returns `Ok(())`
+/// on shutdown (also before the caches synced); sync errors are retried with backoff and never
+/// end it.
+pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
+    metrics::job_creation_skew();
+    let cronjobs = ctx.informers.informer::<CronJob>();
+    let jobs = ctx.informers.informer::<Job>();
+    let queue = WorkQueue::new(consts::QUEUE_NAME, RateLimiter::Default);
+    let controller = Arc::new(Controller {
+        cronjobs: cronjobs.store(),
+        jobs: jobs.store(),
+        queue: queue.clone(),
+        syncer: reconcile::Syncer {
+            api: reconcile::KubeApi::new(ctx.client.clone()),
+            recorder: EventRecorder::new(ctx.client.clone(), consts::EVENT_COMPONENT),
+            local: cfg.local_time_zone.clone(),
+        },
+        clock: ctx.clock.clone(),
+    });
+    let c = controller.clone();
+    jobs.subscribe(move |change| c.on_job(change));
+    let c = controller.clone();
+    cronjobs.subscribe(move |change| c.on_cronjob(change));
+    let spec = RunSpec {
+        name: NAME,
+        queue,
+        workers: cfg.workers,
+        // Upstream retries every failed sync with backoff, for ever.
+        policy: RetryPolicy::default(),
+        wait_for: informers(&ctx.informers),
+    };
+    run_controller(&ctx, spec, move |key: String| {
+        let c = controller.clone();
+        async move { c.sync(key).await }
+    })
+    .await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Compile-time check: the process spawns `start` on a multi-threaded runtime.
+    #[allow(dead_code)]
+    fn start_future_is_send(ctx: ControllerContext) {
+        fn assert_send<T: Send>(_: &T) {}
+        assert_send(&start(ctx, Config::default()));
+    }
+
+    #[test]
+    fn defaults_are_upstream() {
+        let cfg = Config::default();
+        assert_eq!(cfg.workers, 5);
+        assert_eq!(NAME, "cronjob-controller");
+        assert_eq!(consts::QUEUE_NAME, "cronjob");
+        assert_eq!(consts::EVENT_COMPONENT, "cronjob-controller");
+        assert_eq!(
+            consts::NEXT_SCHEDULE_DELTA,
+            jiff::SignedDuration::from_millis(100)
+        );
+    }
+
+    mod handlers {
+        use std::time::Duration;
+
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        use kube::runtime::watcher;
+        use rkcm_runtime::clock::FakeClock;
+        use rkcm_runtime::events::FakeEvents;
+        use rkcm_runtime::informer::Informer;
+
+        use super::*;
+
+        fn cronjob(schedule: &str) -> CronJob {
+            let mut cj = CronJob::default();
+            cj.metadata.name = Some("cj".into());
+            cj.metadata.namespace = Some("ns".into());
+            cj.metadata.uid = Some("cj-uid".into());
+            cj.metadata.resource_version = Some("1".into());
+            cj.metadata.creation_timestamp =
+                Some(Time("2016-05-19T09:00:00Z".parse().expect("ts")));
+            cj.spec.schedule = schedule.into();
+            cj
+        }
+
+        fn controller(cj: &CronJob) -> (Controller, FakeEvents) {
+            let cronjobs = Informer::<CronJob>::detached();
+            cronjobs.feed(watcher::Event::Init);
+            cronjobs.feed(watcher::Event::InitApply(cj.clone()));
+            cronjobs.feed(watcher::Event::InitDone);
+            let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
+            let client = kube::Client::try_from(config).expect("client");
+            let (recorder, events) = EventRecorder::fake(consts::EVENT_COMPONENT);
+            let clock = FakeClock::new("2016-05-19T09:59:00Z".parse().expect("ts"));
+            let c = Controller {
+                cronjobs: cronjobs.store(),
+                jobs: Informer::<Job>::detached().store(),
+                queue: WorkQueue::new("cronjob-test", RateLimiter::Default),
+                syncer: reconcile::Syncer {
+                    api: reconcile::KubeApi::new(client),
+                    recorder,
+                    local: TimeZone::UTC,
+                },
+                clock: Arc::new(clock),
+            };
+            (c, events)
+        }
+
+        fn job(kind: &str, uid: &str, rv: &str) -> Arc<Job> {
+            let mut j = Job::default();
+            j.metadata.name = Some("cj-1".into());
+            j.metadata.namespace = Some("ns".into());
+            j.metadata.resource_version = Some(rv.into());
+            j.metadata.owner_references = Some(vec![OwnerReference {
+                api_version: "batch/v1".into(),
+                kind: kind.into(),
+                name: "cj".into(),
+                uid: uid.into(),
+                controller: Some(true),
+                block_owner_deletion: None,
+            }]);
+            Arc::new(j)
+        }
+
+        #[tokio::test]
+        async fn job_changes_wake_the_resolved_owner_only() {
+            let (c, _) = controller(&cronjob("* * * * *"));
+            c.on_job(Change::Added(job("CronJob", "other-uid", "1")));
+            c.on_job(Change::Added(job("ConfigMap", "cj-uid", "1")));
+            assert_eq!(c.queue.len(), 0, "not ours");
+            c.on_job(Change::Updated {
+                old: job("CronJob", "cj-uid", "1"),
+                new: job("CronJob", "cj-uid", "1"),
+            });
+            assert_eq!(c.queue.len(), 0, "same resourceVersion: a resync");
+            c.on_job(Change::Deleted {
+                obj: job("CronJob", "cj-uid", "2"),
+                final_state_unknown: true,
+            });
+            assert_eq!(c.queue.len(), 1);
+            assert_eq!(c.queue.get().await.as_deref(), Some("ns/cj"));
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn schedule_change_requeues_for_the_new_next_instant() {
+            let old = Arc::new(cronjob("@yearly"));
+            let (c, events) = controller(&old);
+            // Another field: now.
+            let mut other = (*old).clone();
+            other.metadata.resource_version = Some("2".into());
+            other.spec.suspend = Some(true);
+            c.on_cronjob(Change::Updated {
+                old: old.clone(),
+                new: Arc::new(other),
+            });
+            assert_eq!(c.queue.len(), 1);
+            let k = c.queue.get().await.expect("key");
+            c.queue.done(&k);
+            // The schedule: at the next minute (60 s + 100 ms after 09:59:00), not now.
+            let mut every_minute = (*old).clone();
+            every_minute.spec.schedule = "* * * * *".into();
+            c.on_cronjob(Change::Updated {
+                old: old.clone(),
+                new: Arc::new(every_minute),
+            });
+            assert_eq!(c.queue.len(), 0);
+            tokio::time::advance(Duration::from_millis(59_000)).await;
+            tokio::task::yield_now().await;
+            assert_eq!(c.queue.len(), 0);
+            tokio::time::advance(Duration::from_millis(1_200)).await;
+            tokio::task::yield_now().await;
+            assert_eq!(c.queue.len(), 1);
+            // Unparseable: a warning, no enqueue.
+            let mut bad = (*old).clone();
+            bad.spec.schedule = "bad schedule".into();
+            c.on_cronjob(Change::Updated {
+                old,
+                new: Arc::new(bad),
+            });
+            let ev = events.all();
+            assert_eq!(ev.len(), 1);
+            assert_eq!(ev[0].reason, "UnParseableCronJobSchedule");
+            assert_eq!(
+                ev[0].message,
+                "unparseable schedule for cronjob: bad schedule"
+            );
+        }
+    }
+
+    fn assert_error_bounds<E: std::error::Error + Send + Sync + 'static>() {}
+
+    #[test]
+    fn error_is_send_sync_static() {
+        assert_error_bounds::<Error>();
+    }
+}
