@@ -206,7 +206,24 @@ pub static CONTROLLERS: &[ControllerDef] = &[
     known("service-lb-controller", &["service"]),
     known("serviceaccount-controller", &["serviceaccount"]),
     known("serviceaccount-token-controller", &["serviceaccount-token"]),
-    known("statefulset-controller", &["statefulset"]),
+    ControllerDef {
+        name: rkcm_statefulset::NAME,
+        aliases: &["statefulset"],
+        disabled_by_default: false,
+        implementation: Some(Implementation {
+            informers: rkcm_statefulset::informers,
+            start: |ctx, cli| {
+                let cfg = rkcm_statefulset::Config {
+                    workers: workers(cli.statefulset.concurrent_statefulset_syncs),
+                    max_unavailable: cli.feature_gates.enabled("MaxUnavailableStatefulSet"),
+                    stale_cache_guard: cli
+                        .feature_gates
+                        .enabled("StaleControllerConsistencyStatefulSet"),
+                };
+                boxed(rkcm_statefulset::start(ctx, cfg))
+            },
+        }),
+    },
     known("storage-version-migrator-controller", &[]),
     known(
         "storageversion-garbage-collector-controller",

@@ -1,0 +1,100 @@
+//! The controller's error type: one variant per sync step, each naming the StatefulSet key.
+//! A failed sync is requeued with the default controller backoff.
+
+use rkcm_runtime::podcontrol::is_namespace_terminating;
+
+/// Errors of one sync of one StatefulSet.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The stale-cache guard held the sync back (a cache lags the controller's own writes).
+    #[error("statefulset {key}: {source}")]
+    StaleCache {
+        key: String,
+        #[source]
+        source: crate::shim::Stale,
+    },
+    /// Adopting or releasing pods or ControllerRevisions failed.
+    #[error("claiming {what} for statefulset {key}: {source}")]
+    Claim {
+        key: String,
+        what: &'static str,
+        #[source]
+        source: rkcm_runtime::Error,
+    },
+    /// Creating, bumping or deleting a ControllerRevision failed.
+    #[error("{step} controller revision for statefulset {key}: {source}")]
+    Revision {
+        key: String,
+        step: &'static str,
+        #[source]
+        source: rkcm_runtime::Error,
+    },
+    /// A revision could not be built or read back.
+    #[error("statefulset {key}: {message}")]
+    RevisionData { key: String, message: String },
+    /// A pod write (create, update, delete) failed.
+    #[error("{step} pod {pod} of statefulset {key}: {source}")]
+    Pod {
+        key: String,
+        step: &'static str,
+        pod: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// A claim write failed, or a claim blocks its pod.
+    #[error("{step} claims of pod {pod} of statefulset {key}: {message}")]
+    Claims {
+        key: String,
+        step: &'static str,
+        pod: String,
+        message: String,
+        namespace_terminating: bool,
+    },
+    /// `PUT statefulsets/status` failed.
+    #[error("updating status of statefulset {key}: {source}")]
+    UpdateStatus {
+        key: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl Error {
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::StaleCache { .. } => "stale_cache",
+            Error::Claim { .. } => "claim",
+            Error::Revision { .. } => "revision",
+            Error::RevisionData { .. } => "revision_data",
+            Error::Pod { .. } => "pod",
+            Error::Claims { .. } => "claims",
+            Error::UpdateStatus { .. } => "update_status",
+        }
+    }
+
+    pub fn key(&self) -> &str {
+        match self {
+            Error::StaleCache { key, .. }
+            | Error::Claim { key, .. }
+            | Error::Revision { key, .. }
+            | Error::RevisionData { key, .. }
+            | Error::Pod { key, .. }
+            | Error::Claims { key, .. }
+            | Error::UpdateStatus { key, .. } => key,
+        }
+    }
+
+    /// The namespace is being deleted: every later write would fail as well.
+    pub fn is_namespace_terminating(&self) -> bool {
+        match self {
+            Error::Pod { source, .. } | Error::UpdateStatus { source, .. } => {
+                is_namespace_terminating(source)
+            }
+            Error::Claims {
+                namespace_terminating,
+                ..
+            } => *namespace_terminating,
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! Informer handlers: map changes to StatefulSet keys, and observe the controller's own
+//! creates and deletes for the expectations.
+//!
+//! Mirrors `addPod`/`updatePod`/`deletePod`, `getStatefulSetsForPod`, `resolveControllerRef`
+//! and the set handlers of upstream `pkg/controller/statefulset/stateful_set.go`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::Resource;
+use rkcm_runtime::controller_ref::controller_of;
+use rkcm_runtime::informer::Change;
+use rkcm_runtime::keys::{key, key_of};
+
+use crate::identity::min_ready_seconds;
+use crate::reconcile::Controller;
+use crate::shim::{Selector, is_pod_ready};
+
+impl Controller {
+    pub(crate) fn on_set(&self, change: Change<StatefulSet>) {
+        let set = change.object();
+        if !self.in_scope(set.metadata.namespace.as_deref()) {
+            return;
+        }
+        if let Change::Deleted { obj, .. } = &change {
+            let k = key_of(&**obj);
+            self.expectations.delete_expectations(&k);
+            self.consistency.clear(&k, obj.metadata.uid.as_deref());
+        }
+        self.queue.add(key_of(&**set));
+    }
+
+    /// `resolveControllerRef`.
+    fn resolve(&self, namespace: &str, r: &OwnerReference) -> Option<Arc<StatefulSet>> {
+        if r.kind != StatefulSet::kind(&()) {
+            return None;
+        }
+        let set = self.sets.store().get(&key(Some(namespace), &r.name))?;
+        (set.metadata.uid.as_deref() == Some(r.uid.as_str())).then_some(set)
+    }
+
+    /// `getStatefulSetsForPod`: sets of the namespace whose selector matches the orphan.
+    fn sets_matching(&self, pod: &Pod) -> Vec<Arc<StatefulSet>> {
+        let labels = pod.metadata.labels.as_ref();
+        if labels.is_none_or(|l| l.is_empty()) {
+            return Vec::new();
+        }
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let sets: Vec<_> = self
+            .sets
+            .store()
+            .list_namespace(namespace)
+            .into_iter()
+            .filter(|s| {
+                Some(&s.spec).is_some_and(|spec| {
+                    Selector::from_label_selector(&spec.selector)
+                        .is_ok_and(|sel| !sel.is_empty() && sel.matches(labels))
+                })
+            })
+            .collect();
+        if sets.len() > 1 {
+            tracing::warn!(controller = crate::NAME, pod = %key_of(pod), sets = sets.len(), "user error: more than one StatefulSet selects this pod");
+        }
+        sets
+    }
+
+    pub(crate) fn on_pod(&self, change: Change<Pod>) {
+        let namespace = change.object().metadata.namespace.clone();
+        if !self.in_scope(namespace.as_deref()) {
+            return;
+        }
+        let namespace = namespace.unwrap_or_default();
+        match change {
+            Change::Added(pod) => {
+                if pod.metadata.deletion_timestamp.is_some() {
+                    self.on_pod_deleted(&namespace, &pod);
+                    return;
+                }
+                if let Some(r) = controller_of(&pod.metadata) {
+                    if let Some(set) = self.resolve(&namespace, r) {
+                        let k = key_of(&*set);
+                        self.expectations.creation_observed(&k);
+                        self.queue.add(k);
+                    }
+                    return;
+                }
+                for set in self.sets_matching(&pod) {
+                    self.queue.add(key_of(&*set));
+                }
+            }
+            Change::Updated { old, new } => self.on_pod_updated(&namespace, &old, &new),
+            Change::Deleted { obj, .. } => self.on_pod_deleted(&namespace, &obj),
+        }
+    }
+
+    fn on_pod_updated(&self, namespace: &str, old: &Pod, new: &Pod) {
+        if old.metadata.resource_version == new.metadata.resource_version {
+            return;
+        }
+        if new.metadata.deletion_timestamp.is_some() && old.metadata.deletion_timestamp.is_none() {
+            // The deletion is observed when the pod starts terminating.
+            if let Some(r) = controller_of(&new.metadata)
+                && let Some(set) = self.resolve(namespace, r)
+            {
+                self.expectations
+                    .deletion_observed(&key_of(&*set), &key_of(new));
+            }
+        }
+        let (old_ref, new_ref) = (controller_of(&old.metadata), controller_of(&new.metadata));
+        let ref_changed = old_ref != new_ref;
+        if ref_changed
+            && let Some(r) = old_ref
+            && let Some(set) = self.resolve(namespace, r)
+        {
+            self.queue.add(key_of(&*set));
+        }
+        if let Some(r) = new_ref {
+            if let Some(set) = self.resolve(namespace, r) {
+                let k = key_of(&*set);
+                self.queue.add(k.clone());
+                let mrs = min_ready_seconds(&set);
+                if mrs > 0 && !is_pod_ready(old) && is_pod_ready(new) {
+                    let delay = Duration::from_secs(u64::try_from(mrs).unwrap_or(0) + 1);
+                    self.queue.add_after(k, delay);
+                }
+            }
+            return;
+        }
+        if ref_changed || old.metadata.labels != new.metadata.labels {
+            for set in self.sets_matching(new) {
+                self.queue.add(key_of(&*set));
+            }
+        }
+    }
+
+    fn on_pod_deleted(&self, namespace: &str, pod: &Pod) {
+        let Some(r) = controller_of(&pod.metadata) else {
+            return;
+        };
+        let Some(set) = self.resolve(namespace, r) else {
+            return;
+        };
+        let k = key_of(&*set);
+        self.expectations.deletion_observed(&k, &key_of(pod));
+        self.queue.add(k);
+    }
+}

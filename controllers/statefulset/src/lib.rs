@@ -1,0 +1,191 @@
+//! The StatefulSet controller: pods with stable identities (`<set>-<ordinal>`, hostname,
+//! subdomain, one claim per template per ordinal), created and deleted in order or in
+//! parallel, rolled to new template revisions, with revision history and claim retention.
+//!
+//! Mirrors upstream (Kubernetes v1.37) `pkg/controller/statefulset/`: `stateful_set.go`
+//! (handlers, worker, `sync`, adoption), `stateful_set_control.go` (revisions, the ordering
+//! rules, status, history), `stateful_set_utils.go` (identity, storage, claim retention,
+//! revisions), `stateful_pod_control.go` (pod and claim writes and their events) and
+//! `stateful_set_status_updater.go`, plus `pkg/controller/history/controller_history.go`
+//! through the runtime's [`rkcm_runtime::history`].
+//!
+//! # Guarantees
+//! - At most one pod per identity: a pod for ordinal *k* is created only when the claimed
+//!   pods hold no object named `<set>-k` (a terminating pod keeps its slot), and only when
+//!   the set's expectations are satisfied (the cache has seen this controller's own creates
+//!   and deletes). Failed and Succeeded pods are deleted and replaced in a later sync, after
+//!   the object is gone. Deletes are graceful with a UID precondition: never a grace period
+//!   of 0, never a finalizer removed.
+//! - Claims are created before their pod and never deleted or recreated while they exist; a
+//!   claim being deleted blocks its pod (`FailedCreate`). Owner references on claims follow
+//!   `persistentVolumeClaimRetentionPolicy` exactly as upstream, condemned pods' claims are
+//!   fixed before the pod is deleted, and claims still referring to an earlier pod
+//!   (`whenScaled: Delete`) block the ordinal until the collector removes them.
+//! - `OrderedReady`: one create or delete per sync, each waiting for its predecessors to be
+//!   Running, Ready and available (`minReadySeconds`); scale-down from the highest ordinal,
+//!   blocked while a lower pod is unhealthy. `Parallel`: slow-start batches, no waiting.
+//! - RollingUpdate from the highest ordinal down to `partition`, one pod at a time, or up to
+//!   `maxUnavailable` (gate `MaxUnavailableStatefulSet`); OnDelete only replaces pods
+//!   someone deleted. The current revision is promoted once every replica is updated and
+//!   ready.
+//! - Revisions: `data.raw` and names byte-identical to upstream's (so a takeover creates no
+//!   revision), rollback reuses the equal revision with a new `.revision`, history beyond
+//!   `revisionHistoryLimit` is deleted oldest first, never a live revision.
+//! - Status (`replicas`, `readyReplicas`, `availableReplicas`, `currentReplicas`,
+//!   `updatedReplicas`, revisions, `collisionCount`, `observedGeneration`) is written with
+//!   the cached resourceVersion, retrying conflicts on a fresh cache copy, only when it
+//!   changed, and also after failed pod operations. A set being deleted only gets status.
+//! - Stale-cache guard (gate `StaleControllerConsistencyStatefulSet`): a sync waits until the
+//!   pod, claim and set caches show the controller's own writes for that set.
+//!
+//! # Watches and writes
+//! Informers: StatefulSets, Pods, PersistentVolumeClaims, ControllerRevisions (the last two
+//! without handlers, as upstream). Writes: pods create/update/patch (adopt, release)/delete,
+//! persistentvolumeclaims create/update, controllerrevisions create/update/patch/delete,
+//! statefulsets/status update, statefulsets get (before adopting), events.
+//!
+//! # Differences from upstream
+//! - Creates and deletes also go through expectations (upstream relies on pod names and the
+//!   stale-cache guard alone); this only ever delays a step until the cache catches up.
+//! - After creating a pod, the claim owner references are fixed on the claims just created
+//!   as well, not only on those already cached.
+//! - An update deletion never targets an ordinal whose pod does not exist (upstream could,
+//!   only without `rollingUpdate`, which the apiserver always defaults).
+//! - Semantic revision comparison (`StatefulSetSemanticRevisionComparison`) compares the
+//!   decoded revision data instead of re-applying and re-defaulting the set.
+
+mod consts;
+mod error;
+mod handlers;
+pub mod identity;
+mod metrics;
+pub mod plan;
+mod reconcile;
+pub mod retention;
+pub mod revision;
+mod shim;
+pub mod status;
+
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use rkcm_runtime::ControllerContext;
+use rkcm_runtime::events::EventRecorder;
+use rkcm_runtime::expectations::UidTrackingExpectations;
+use rkcm_runtime::history::History;
+use rkcm_runtime::workqueue::{RateLimiter, RetryPolicy, WorkQueue, run_workers_with};
+
+pub use error::Error;
+
+/// Canonical name (`--controllers`; alias `statefulset`).
+pub const NAME: &str = "statefulset-controller";
+
+/// Upstream default of `--concurrent-statefulset-syncs`.
+pub const DEFAULT_WORKERS: usize = 5;
+
+/// Configuration; `Default` equals upstream v1.37.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// `--concurrent-statefulset-syncs`.
+    pub workers: usize,
+    /// Gate `MaxUnavailableStatefulSet` (beta, on in v1.37).
+    pub max_unavailable: bool,
+    /// Gate `StaleControllerConsistencyStatefulSet` (beta, on).
+    pub stale_cache_guard: bool,
+    /// Limits the controller to these namespaces; `None` (upstream) means all. Not a flag:
+    /// tests sharing a cluster set it.
+    pub namespaces: Option<Vec<String>>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            workers: DEFAULT_WORKERS,
+            max_unavailable: true,
+            stale_cache_guard: true,
+            namespaces: None,
+        }
+    }
+}
+
+/// Runs the controller until `ctx.shutdown`: subscribes to StatefulSets and Pods, waits for
+/// the four caches, then runs `cfg.workers` workers.
+pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
+    let sets = ctx.informers.informer::<StatefulSet>();
+    let pods = ctx.informers.informer::<Pod>();
+    let claims = ctx.informers.informer::<PersistentVolumeClaim>();
+    let revisions = ctx.informers.informer::<ControllerRevision>();
+    metrics::init();
+    let queue = WorkQueue::new(consts::QUEUE_NAME, RateLimiter::Default);
+    let workers = cfg.workers;
+    let recorder = EventRecorder::new(ctx.client.clone(), consts::EVENT_COMPONENT);
+    let controller = Arc::new(reconcile::Controller {
+        client: ctx.client.clone(),
+        sets: sets.clone(),
+        pods: pods.clone(),
+        claims: claims.clone(),
+        revisions: revisions.clone(),
+        history: History::new(ctx.client.clone()),
+        recorder,
+        queue: queue.clone(),
+        expectations: UidTrackingExpectations::new(ctx.clock.clone()),
+        consistency: shim::ConsistencyStore::default(),
+        clock: ctx.clock.clone(),
+        cfg,
+    });
+    tracing::info!(controller = NAME, "starting controller");
+    let c = controller.clone();
+    sets.subscribe(move |change| c.on_set(change));
+    let c = controller.clone();
+    pods.subscribe(move |change| c.on_pod(change));
+    let synced = sets.wait_synced(&ctx.shutdown).await
+        && pods.wait_synced(&ctx.shutdown).await
+        && claims.wait_synced(&ctx.shutdown).await
+        && revisions.wait_synced(&ctx.shutdown).await;
+    if !synced {
+        queue.shut_down();
+        return Ok(());
+    }
+    let stop = queue.clone();
+    let shutdown = ctx.shutdown.clone();
+    tokio::spawn(async move {
+        shutdown.cancelled().await;
+        stop.shut_down();
+    });
+    let policy = RetryPolicy {
+        max_retries: None,
+        give_up: Error::is_namespace_terminating,
+    };
+    run_workers_with(queue, workers, policy, move |key: String| {
+        let c = controller.clone();
+        async move { c.sync(key).await }
+    })
+    .await;
+    tracing::info!(controller = NAME, "shutting down controller");
+    Ok(())
+}
+
+#[cfg(test)]
+mod testutil;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[allow(dead_code)]
+    fn start_future_is_send(ctx: ControllerContext) {
+        fn assert_send<T: Send>(_: &T) {}
+        assert_send(&start(ctx, Config::default()));
+    }
+
+    #[test]
+    fn defaults_are_upstream() {
+        let cfg = Config::default();
+        assert_eq!(cfg.workers, 5);
+        assert!(cfg.max_unavailable && cfg.stale_cache_guard);
+        assert_eq!(NAME, "statefulset-controller");
+        assert_eq!(consts::QUEUE_NAME, "statefulset");
+        assert_eq!(consts::EVENT_COMPONENT, "statefulset-controller");
+    }
+}
