@@ -107,7 +107,7 @@ pub enum Action {
     DeletePod { pod: Arc<Pod>, reason: DeleteReason },
     /// `CreateStatefulPod`: create the missing claims (fails if one is being deleted), then
     /// the pod, then bring the claims' owner references in line with the policy.
-    CreatePod { pod: Pod, claims: ClaimWork },
+    CreatePod { pod: Box<Pod>, claims: ClaimWork },
     /// A `Pending` pod: recreate missing claims and fix their owner references.
     EnsureClaims {
         pod: Arc<Pod>,
@@ -547,7 +547,7 @@ fn process_replica(s: &Snapshot<'_>, pod: &Arc<Pod>, monotonic: bool) -> (Vec<Ac
         let claims = claim_work(set, pod, s.claims);
         return (
             vec![Action::CreatePod {
-                pod: (**pod).clone(),
+                pod: Box::new((**pod).clone()),
                 claims,
             }],
             monotonic,

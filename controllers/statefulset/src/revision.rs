@@ -98,7 +98,7 @@ pub enum UpdateChoice {
     /// An older revision equals it: rollback, bump its `.revision` to the number given.
     Rollback(Arc<ControllerRevision>, i64),
     /// Nothing equals it: create this revision.
-    Create(ControllerRevision),
+    Create(Box<ControllerRevision>),
 }
 
 /// The first half of `getStatefulSetRevisions` over revisions sorted by
@@ -118,7 +118,7 @@ pub fn choose_update(
             eq.clone(),
             proposed.revision.unwrap_or(1),
         )),
-        (None, _) => Ok(UpdateChoice::Create(proposed)),
+        (None, _) => Ok(UpdateChoice::Create(Box::new(proposed))),
     }
 }
 
