@@ -11,7 +11,7 @@ pub enum Error {
     StaleCache {
         key: String,
         #[source]
-        source: crate::shim::Stale,
+        source: rkcm_runtime::consistency::Stale,
     },
     /// Adopting or releasing pods or ControllerRevisions failed.
     #[error("claiming {what} for statefulset {key}: {source}")]

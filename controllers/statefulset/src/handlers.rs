@@ -10,21 +10,18 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::Resource;
-use rkcm_runtime::controller_ref::controller_of;
+use rkcm_runtime::controller_ref::{controller_of, resolve_controller_ref};
 use rkcm_runtime::informer::Change;
-use rkcm_runtime::keys::{key, key_of};
+use rkcm_runtime::keys::key_of;
 
 use crate::identity::min_ready_seconds;
 use crate::reconcile::Controller;
-use crate::shim::{Selector, is_pod_ready};
+use rkcm_runtime::pod::is_pod_ready;
+use rkcm_runtime::selector::Selector;
 
 impl Controller {
     pub(crate) fn on_set(&self, change: Change<StatefulSet>) {
         let set = change.object();
-        if !self.in_scope(set.metadata.namespace.as_deref()) {
-            return;
-        }
         if let Change::Deleted { obj, .. } = &change {
             let k = key_of(&**obj);
             self.expectations.delete_expectations(&k);
@@ -35,11 +32,7 @@ impl Controller {
 
     /// `resolveControllerRef`.
     fn resolve(&self, namespace: &str, r: &OwnerReference) -> Option<Arc<StatefulSet>> {
-        if r.kind != StatefulSet::kind(&()) {
-            return None;
-        }
-        let set = self.sets.store().get(&key(Some(namespace), &r.name))?;
-        (set.metadata.uid.as_deref() == Some(r.uid.as_str())).then_some(set)
+        resolve_controller_ref(&self.sets.store(), namespace, r)
     }
 
     /// `getStatefulSetsForPod`: sets of the namespace whose selector matches the orphan.
@@ -68,11 +61,12 @@ impl Controller {
     }
 
     pub(crate) fn on_pod(&self, change: Change<Pod>) {
-        let namespace = change.object().metadata.namespace.clone();
-        if !self.in_scope(namespace.as_deref()) {
-            return;
-        }
-        let namespace = namespace.unwrap_or_default();
+        let namespace = change
+            .object()
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_default();
         match change {
             Change::Added(pod) => {
                 if pod.metadata.deletion_timestamp.is_some() {

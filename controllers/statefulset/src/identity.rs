@@ -17,7 +17,7 @@ use rkcm_runtime::controller_ref::controller_owner_ref;
 use rkcm_runtime::podcontrol::{PodOptions, pod_from_template};
 
 use crate::consts::{labels, phase, policy, retention, strategy};
-use crate::shim::{is_pod_available, is_pod_ready};
+use rkcm_runtime::pod::{is_pod_available, is_pod_ready};
 
 /// The parent name and ordinal encoded in a pod name `<parent>-<digits>` (upstream's regex
 /// `(.*)-([0-9]+)$`). The ordinal is `None` when the digits do not fit an int32; the parent is

@@ -63,7 +63,6 @@ pub mod plan;
 mod reconcile;
 pub mod retention;
 pub mod revision;
-mod shim;
 pub mod status;
 
 use std::sync::Arc;
@@ -71,10 +70,13 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use rkcm_runtime::ControllerContext;
+use rkcm_runtime::consistency::ConsistencyStore;
+use rkcm_runtime::controller::{RunSpec, SyncProbe, run_controller};
 use rkcm_runtime::events::EventRecorder;
 use rkcm_runtime::expectations::UidTrackingExpectations;
 use rkcm_runtime::history::History;
-use rkcm_runtime::workqueue::{RateLimiter, RetryPolicy, WorkQueue, run_workers_with};
+use rkcm_runtime::informer::InformerFactory;
+use rkcm_runtime::workqueue::{RateLimiter, RetryPolicy, WorkQueue};
 
 pub use error::Error;
 
@@ -93,9 +95,6 @@ pub struct Config {
     pub max_unavailable: bool,
     /// Gate `StaleControllerConsistencyStatefulSet` (beta, on).
     pub stale_cache_guard: bool,
-    /// Limits the controller to these namespaces; `None` (upstream) means all. Not a flag:
-    /// tests sharing a cluster set it.
-    pub namespaces: Option<Vec<String>>,
 }
 
 impl Default for Config {
@@ -104,14 +103,27 @@ impl Default for Config {
             workers: DEFAULT_WORKERS,
             max_unavailable: true,
             stale_cache_guard: true,
-            namespaces: None,
         }
     }
 }
 
-/// Runs the controller until `ctx.shutdown`: subscribes to StatefulSets and Pods, waits for
-/// the four caches, then runs `cfg.workers` workers.
+/// The informers the controller reads (StatefulSets, pods, claims, revisions), requested
+/// from `factory`; [`start`] waits for the same list.
+pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
+    vec![
+        SyncProbe::of(factory.informer::<StatefulSet>()),
+        SyncProbe::of(factory.informer::<Pod>()),
+        SyncProbe::of(factory.informer::<PersistentVolumeClaim>()),
+        SyncProbe::of(factory.informer::<ControllerRevision>()),
+    ]
+}
+
+/// Runs the controller until `ctx.shutdown`: subscribes to StatefulSets and pods (claims and
+/// revisions are read from their caches only, as upstream), waits for the four caches, then
+/// runs `cfg.workers` workers. Returns `Ok(())` on shutdown; sync errors are retried with
+/// backoff and never end it.
 pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
+    let wait_for = informers(&ctx.informers);
     let sets = ctx.informers.informer::<StatefulSet>();
     let pods = ctx.informers.informer::<Pod>();
     let claims = ctx.informers.informer::<PersistentVolumeClaim>();
@@ -119,50 +131,41 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
     metrics::init();
     let queue = WorkQueue::new(consts::QUEUE_NAME, RateLimiter::Default);
     let workers = cfg.workers;
-    let recorder = EventRecorder::new(ctx.client.clone(), consts::EVENT_COMPONENT);
     let controller = Arc::new(reconcile::Controller {
         client: ctx.client.clone(),
         sets: sets.clone(),
         pods: pods.clone(),
-        claims: claims.clone(),
-        revisions: revisions.clone(),
+        claims,
+        revisions,
         history: History::new(ctx.client.clone()),
-        recorder,
+        recorder: EventRecorder::new(ctx.client.clone(), consts::EVENT_COMPONENT),
         queue: queue.clone(),
         expectations: UidTrackingExpectations::new(ctx.clock.clone()),
-        consistency: shim::ConsistencyStore::default(),
+        consistency: ConsistencyStore::new(),
         clock: ctx.clock.clone(),
         cfg,
     });
-    tracing::info!(controller = NAME, "starting controller");
     let c = controller.clone();
     sets.subscribe(move |change| c.on_set(change));
     let c = controller.clone();
     pods.subscribe(move |change| c.on_pod(change));
-    let synced = sets.wait_synced(&ctx.shutdown).await
-        && pods.wait_synced(&ctx.shutdown).await
-        && claims.wait_synced(&ctx.shutdown).await
-        && revisions.wait_synced(&ctx.shutdown).await;
-    if !synced {
-        queue.shut_down();
-        return Ok(());
-    }
-    let stop = queue.clone();
-    let shutdown = ctx.shutdown.clone();
-    tokio::spawn(async move {
-        shutdown.cancelled().await;
-        stop.shut_down();
-    });
+    // Upstream requeues failures for ever with backoff; a terminating namespace is dropped.
     let policy = RetryPolicy {
         max_retries: None,
         give_up: Error::is_namespace_terminating,
     };
-    run_workers_with(queue, workers, policy, move |key: String| {
+    let spec = RunSpec {
+        name: NAME,
+        queue,
+        workers,
+        policy,
+        wait_for,
+    };
+    run_controller(&ctx, spec, move |key: String| {
         let c = controller.clone();
         async move { c.sync(key).await }
     })
     .await;
-    tracing::info!(controller = NAME, "shutting down controller");
     Ok(())
 }
 

@@ -29,8 +29,9 @@ use crate::error::Error;
 use crate::identity::{is_member_of, set_name};
 use crate::plan::{self, Action, ClaimWork, Claims, DeleteReason, OwnerWork, Plan, Snapshot};
 use crate::revision::{self, UpdateChoice};
-use crate::shim::{ConsistencyStore, GroupResource, Selector};
 use crate::status;
+use rkcm_runtime::consistency::{ConsistencyStore, GroupResource};
+use rkcm_runtime::selector::Selector;
 
 /// Conflict retries of pod and status updates (client-go `retry.DefaultRetry`: 5 steps).
 const CONFLICT_STEPS: u32 = 5;
@@ -78,13 +79,6 @@ fn title(verb: &str) -> String {
 }
 
 impl Controller {
-    pub(crate) fn in_scope(&self, namespace: Option<&str>) -> bool {
-        match &self.cfg.namespaces {
-            None => true,
-            Some(list) => namespace.is_some_and(|ns| list.iter().any(|n| n == ns)),
-        }
-    }
-
     fn observed_version(&self, gr: &GroupResource) -> Option<String> {
         if *gr == GroupResource::of::<Pod>() {
             self.pods.last_synced_resource_version()

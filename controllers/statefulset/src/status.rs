@@ -138,7 +138,7 @@ pub fn requeue_after<'a>(
     let earliest = pods
         .into_iter()
         .filter(|p| is_running_and_ready(p) && !is_running_and_available(p, mrs, now))
-        .filter_map(crate::shim::ready_since)
+        .filter_map(rkcm_runtime::pod::ready_since)
         .filter_map(|since| {
             since
                 .checked_add(jiff::SignedDuration::from_secs(i64::from(mrs)))

@@ -1,8 +1,8 @@
 //! StatefulSet scenarios against the real local control plane (spec §9 numbering in each
 //! test's doc).
 //!
-//! Each test runs the StatefulSet controller in-process on an informer factory of its own,
-//! limited to the test's namespace (its handlers ignore every other namespace). The plane's
+//! Each test runs the StatefulSet controller in-process on a namespace-scoped informer
+//! factory of its own, so it never sees other tests' objects. The plane's
 //! scheduler places pods on kwok's simulated nodes, which make them Running and Ready and
 //! finish graceful deletions; the plane's upstream kube-controller-manager runs the garbage
 //! collector and the PersistentVolume binder. Claims bind to PersistentVolumes the tests

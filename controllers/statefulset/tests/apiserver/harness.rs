@@ -44,17 +44,10 @@ impl Controller {
     pub fn start(cluster: &TestCluster, namespace: &str) -> Self {
         let shutdown = CancellationToken::new();
         let client = cluster.client();
-        let informers = InformerFactory::new(client.clone());
-        let ctx = ControllerContext {
-            client,
-            informers: informers.clone(),
-            shutdown: shutdown.clone(),
-            clock: rkcm_runtime::clock::system(),
-        };
-        let cfg = rkcm_statefulset::Config {
-            namespaces: Some(vec![namespace.to_string()]),
-            ..rkcm_statefulset::Config::default()
-        };
+        // Every informer of this controller sees the test's namespace only.
+        let informers = InformerFactory::namespaced(client.clone(), namespace);
+        let ctx = ControllerContext::new(client, informers.clone(), shutdown.clone());
+        let cfg = rkcm_statefulset::Config::default();
         let handle = tokio::spawn(async move {
             rkcm_statefulset::start(ctx, cfg)
                 .await

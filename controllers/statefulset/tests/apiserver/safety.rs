@@ -140,16 +140,21 @@ async fn orphans_with_the_sets_name_are_adopted() -> Result<()> {
             env.pods().create(&PostParams::default(), &pod).await?;
         }
         let orphan = env.pod("web-0").await?.context("web-0")?;
+        let hist = env.pod_history().await?;
         let set = env.create_set(sts("web", 1)).await?;
-        let adopted = wait_for("web-0 adopted", WITHIN, || async {
-            Ok(env.pod("web-0").await?.filter(|p| {
-                p.metadata.owner_references.iter().flatten().any(|r| Some(&r.uid) == set.metadata.uid.as_ref() && r.controller == Some(true))
-            }))
+        // Adopted by a patch: the same UID gains the controller reference. Without a
+        // revision label it is then rolled to the set's revision, as upstream does.
+        wait_for("web-0 adopted", WITHIN, || async {
+            Ok(hist
+                .first(|s| {
+                    s.obj.metadata.uid == orphan.metadata.uid
+                        && s.obj.metadata.owner_references.iter().flatten().any(|r| {
+                            Some(&r.uid) == set.metadata.uid.as_ref() && r.controller == Some(true)
+                        })
+                })
+                .map(|_| ()))
         })
         .await?;
-        // Adopted by a patch (same UID). Without a revision label it is then rolled to the
-        // set's revision, as upstream does.
-        ensure!(adopted.metadata.uid == orphan.metadata.uid, "web-0 was replaced, not adopted");
         env.wait_status("web", "one replica", |_, st| st.replicas == 1).await?;
         let db = env.pod("db-0").await?.context("db-0")?;
         ensure!(db.metadata.owner_references.is_none(), "db-0 adopted: {:?}", db.metadata.owner_references);
