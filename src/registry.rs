@@ -502,7 +502,8 @@ mod tests {
                 "deployment-controller",
                 "pod-garbage-collector-controller",
                 "replicaset-controller",
-                "replicationcontroller-controller"
+                "replicationcontroller-controller",
+                "statefulset-controller"
             ]
         );
     }
