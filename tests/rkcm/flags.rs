@@ -382,7 +382,7 @@ fn only_named_controllers_run() {
     let (mut child, rx) = spawn_against_cluster(&[
         "--leader-elect=false",
         "--secure-port=0",
-        "--controllers=podgc,statefulset",
+        "--controllers=podgc,endpoint",
     ]);
     let mut lines = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -407,7 +407,10 @@ fn only_named_controllers_run() {
         .collect();
     assert_eq!(started.len(), 1, "{started:?}");
     assert!(started[0].contains("pod-garbage-collector-controller"));
-    assert!(lines.iter().any(
-        |l| l.contains("not implemented by this build") && l.contains("statefulset-controller")
-    ));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("not implemented by this build")
+                && l.contains("endpoints-controller"))
+    );
 }
