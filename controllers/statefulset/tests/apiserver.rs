@@ -19,6 +19,8 @@ mod harness;
 mod ordering;
 #[path = "apiserver/safety.rs"]
 mod safety;
+#[path = "apiserver/takeover.rs"]
+mod takeover;
 #[path = "apiserver/updates.rs"]
 mod updates;
 #[path = "apiserver/volumes.rs"]
