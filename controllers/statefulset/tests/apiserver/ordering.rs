@@ -259,3 +259,37 @@ async fn start_ordinal_moves_the_pods() -> Result<()> {
     .await;
     env.finish(r).await
 }
+
+/// §9 6: with minReadySeconds 10, ready pods count as available only later, with no further
+/// API change by the test (the controller requeues itself).
+#[tokio::test]
+#[ignore = "needs apiserver: make test"]
+async fn min_ready_seconds_delays_availability() -> Result<()> {
+    let env = Env::new("sts-mrs").await?;
+    let r = async {
+        env.create_set(merge(
+            sts("web", 3),
+            json!({"spec": {"podManagementPolicy": "Parallel", "minReadySeconds": 10}}),
+        ))
+        .await?;
+        let st = env
+            .wait_status("web", "three ready, none available", |_, st| {
+                st.ready_replicas == Some(3) && st.available_replicas.unwrap_or(0) == 0
+            })
+            .await?;
+        ensure!(st.replicas == 3, "{st:?}");
+        let started = tokio::time::Instant::now();
+        env.wait_status("web", "three available", |_, st| {
+            st.available_replicas == Some(3)
+        })
+        .await?;
+        let took = started.elapsed();
+        ensure!(
+            took <= std::time::Duration::from_secs(14),
+            "available only after {took:?}"
+        );
+        Ok(())
+    }
+    .await;
+    env.finish(r).await
+}

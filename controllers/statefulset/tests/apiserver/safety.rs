@@ -209,3 +209,44 @@ async fn identity_label_is_restored() -> Result<()> {
     .await;
     env.finish(r).await
 }
+
+/// §9 25: a set being deleted (foreground, held by a finalizer) gets no new pods while the
+/// collector removes its pods, and its status still follows them.
+#[tokio::test]
+#[ignore = "needs apiserver: make test"]
+async fn deleting_set_is_frozen() -> Result<()> {
+    let env = Env::new("sts-frozen").await?;
+    let r = async {
+        env.create_set(merge(
+            sts("web", 2),
+            json!({"metadata": {"finalizers": [HOLD]}}),
+        ))
+        .await?;
+        env.wait_settled("web", 2).await?;
+        env.sets()
+            .delete("web", &DeleteParams::foreground())
+            .await?;
+        wait_for("pods collected", WITHIN, || async {
+            Ok(env.pod_names().await?.is_empty().then_some(()))
+        })
+        .await?;
+        env.wait_status("web", "status follows the pods", |_, st| st.replicas == 0)
+            .await?;
+        holds_for(
+            "no pod recreated for a set being deleted",
+            HOLDS,
+            || async { Ok(env.pod_names().await?.is_empty()) },
+        )
+        .await?;
+        env.sets()
+            .patch(
+                "web",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+            )
+            .await?;
+        Ok(())
+    }
+    .await;
+    env.finish(r).await
+}
