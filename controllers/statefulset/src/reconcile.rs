@@ -78,6 +78,52 @@ fn title(verb: &str) -> String {
         .unwrap_or_default()
 }
 
+/// Type, reason and message of upstream's `recordPodEvent`: `Successful<Verb>` /
+/// `Failed<Verb>`, the message with the verb in lower case.
+pub(crate) fn pod_event_text(
+    verb: &str,
+    pod: &str,
+    set: &str,
+    err: Option<&str>,
+) -> (EventType, String, String) {
+    let (t, v) = (title(verb), verb.to_lowercase());
+    match err {
+        None => (
+            EventType::Normal,
+            format!("Successful{t}"),
+            format!("{v} Pod {pod} in StatefulSet {set} successful"),
+        ),
+        Some(e) => (
+            EventType::Warning,
+            format!("Failed{t}"),
+            format!("{v} Pod {pod} in StatefulSet {set} failed error: {e}"),
+        ),
+    }
+}
+
+/// Type, reason and message of upstream's `recordClaimEvent`.
+pub(crate) fn claim_event_text(
+    verb: &str,
+    pod: &str,
+    claim: &str,
+    set: &str,
+    err: Option<&str>,
+) -> (EventType, String, String) {
+    let (t, v) = (title(verb), verb.to_lowercase());
+    match err {
+        None => (
+            EventType::Normal,
+            format!("Successful{t}"),
+            format!("{v} Claim {claim} Pod {pod} in StatefulSet {set} success"),
+        ),
+        Some(e) => (
+            EventType::Warning,
+            format!("Failed{t}"),
+            format!("{v} Claim {claim} for Pod {pod} in StatefulSet {set} failed error: {e}"),
+        ),
+    }
+}
+
 impl Controller {
     fn observed_version(&self, gr: &GroupResource) -> Option<String> {
         if *gr == GroupResource::of::<Pod>() {
@@ -107,44 +153,16 @@ impl Controller {
 
     /// `recordPodEvent`.
     fn pod_event(&self, ctx: &Ctx<'_>, verb: &str, pod: &str, err: Option<&str>) {
-        let set = set_name(ctx.set);
-        let v = title(verb);
-        let r = object_reference(ctx.set);
-        match err {
-            None => self.recorder.event(
-                &r,
-                EventType::Normal,
-                &format!("Successful{v}"),
-                &format!("{v} Pod {pod} in StatefulSet {set} successful"),
-            ),
-            Some(e) => self.recorder.event(
-                &r,
-                EventType::Warning,
-                &format!("Failed{v}"),
-                &format!("{v} Pod {pod} in StatefulSet {set} failed error: {e}"),
-            ),
-        }
+        let (type_, reason, message) = pod_event_text(verb, pod, set_name(ctx.set), err);
+        self.recorder
+            .event(&object_reference(ctx.set), type_, &reason, &message);
     }
 
     /// `recordClaimEvent`.
     fn claim_event(&self, ctx: &Ctx<'_>, verb: &str, pod: &str, claim: &str, err: Option<&str>) {
-        let set = set_name(ctx.set);
-        let v = title(verb);
-        let r = object_reference(ctx.set);
-        match err {
-            None => self.recorder.event(
-                &r,
-                EventType::Normal,
-                &format!("Successful{v}"),
-                &format!("{v} Claim {claim} Pod {pod} in StatefulSet {set} success"),
-            ),
-            Some(e) => self.recorder.event(
-                &r,
-                EventType::Warning,
-                &format!("Failed{v}"),
-                &format!("{v} Claim {claim} for Pod {pod} in StatefulSet {set} failed error: {e}"),
-            ),
-        }
+        let (type_, reason, message) = claim_event_text(verb, pod, claim, set_name(ctx.set), err);
+        self.recorder
+            .event(&object_reference(ctx.set), type_, &reason, &message);
     }
 
     /// One sync of the StatefulSet `key`.
@@ -785,5 +803,45 @@ impl Controller {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_texts_are_upstreams() {
+        assert_eq!(
+            pod_event_text("create", "web-0", "web", None),
+            (
+                EventType::Normal,
+                "SuccessfulCreate".to_string(),
+                "create Pod web-0 in StatefulSet web successful".to_string()
+            )
+        );
+        assert_eq!(
+            pod_event_text("delete", "web-1", "web", Some("boom")),
+            (
+                EventType::Warning,
+                "FailedDelete".to_string(),
+                "delete Pod web-1 in StatefulSet web failed error: boom".to_string()
+            )
+        );
+        assert_eq!(
+            claim_event_text("create", "web-0", "data-web-0", "web", None).2,
+            "create Claim data-web-0 Pod web-0 in StatefulSet web success"
+        );
+        assert_eq!(
+            claim_event_text("create", "web-0", "data-web-0", "web", Some("x")),
+            (
+                EventType::Warning,
+                "FailedCreate".to_string(),
+                "create Claim data-web-0 for Pod web-0 in StatefulSet web failed error: x"
+                    .to_string()
+            )
+        );
+        assert_eq!(aggregate(&["a".into()]), "a");
+        assert_eq!(aggregate(&["a".into(), "b".into()]), "[a, b]");
     }
 }

@@ -117,7 +117,7 @@ async fn ordered_creation_identity_status_and_revision() -> Result<()> {
         env.wait_event(
             "web",
             "SuccessfulCreate",
-            "Create Pod web-0 in StatefulSet web successful",
+            "create Pod web-0 in StatefulSet web successful",
         )
         .await?;
         Ok(())

@@ -34,7 +34,7 @@ async fn failed_pod_is_replaced_after_it_is_gone() -> Result<()> {
         env.wait_event(
             "web",
             "SuccessfulDelete",
-            "Delete Pod web-1 in StatefulSet web successful",
+            "delete Pod web-1 in StatefulSet web successful",
         )
         .await?;
         hist.assert_one_per_name()
@@ -196,7 +196,7 @@ async fn identity_label_is_restored() -> Result<()> {
         env.wait_event(
             "web",
             "SuccessfulUpdate",
-            "Update Pod web-1 in StatefulSet web successful",
+            "update Pod web-1 in StatefulSet web successful",
         )
         .await?;
         let after = env.pod("web-1").await?.context("web-1")?;
