@@ -15,6 +15,8 @@
 
 #[path = "apiserver/harness.rs"]
 mod harness;
+#[path = "apiserver/manual.rs"]
+mod manual;
 #[path = "apiserver/ordering.rs"]
 mod ordering;
 #[path = "apiserver/safety.rs"]
