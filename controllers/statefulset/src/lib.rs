@@ -53,6 +53,14 @@
 //!   only without `rollingUpdate`, which the apiserver always defaults).
 //! - Semantic revision comparison (`StatefulSetSemanticRevisionComparison`) compares the
 //!   decoded revision data instead of re-applying and re-defaulting the set.
+//! - Revisions rkcm creates are sent as JSON re-encoded by serde, so `data.raw` holds the
+//!   same bytes as upstream's except where Go escapes characters (`<`, `>`, `&`, U+2028,
+//!   U+2029) or prints numbers beyond 2^53 differently. The name (hash) is always computed
+//!   from Go's bytes. A template with such characters, rolled out by rkcm and then handed to
+//!   upstream, makes upstream create one new revision (it compares bytes).
+//!
+//! No `RecreatingFailedPod`/`RecreatingTerminatedPod` events: upstream removed them in
+//! v1.31; a failed pod is reported by its `SuccessfulDelete` event only.
 
 mod consts;
 mod error;

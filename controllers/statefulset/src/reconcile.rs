@@ -206,6 +206,11 @@ impl Controller {
                 key,
                 "waiting for the cache to observe earlier creates and deletes"
             );
+            // The awaited events normally requeue the set; this covers one that never comes.
+            self.queue.add_after(
+                key.to_string(),
+                rkcm_runtime::expectations::EXPECTATIONS_TIMEOUT,
+            );
             return Ok(());
         }
         let spec_selector = Some(&set.spec)
