@@ -22,6 +22,7 @@ use kube::{Api, Client, Config};
 use serde_json::json;
 
 pub mod builders;
+pub mod fake_api;
 pub mod proxy;
 
 pub use builders::NodeBuilder;
