@@ -448,7 +448,7 @@ mod tests {
     use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-    use crate::podcontrol::mock;
+    use rkcm_testkit::fake_api::{FakeApi, Reply};
 
     fn owner() -> OwnerInfo {
         OwnerInfo {
@@ -635,29 +635,24 @@ mod tests {
         }
     }
 
-    /// Answers GET of the owner with `owner` and echoes patched pods.
-    fn server(owner: serde_json::Value) -> Arc<mock::Handler> {
-        Arc::new(move |req: &mock::Request| {
-            if req.method == "GET" {
-                return (200, owner.clone());
-            }
-            let name = req.path.rsplit('/').next().unwrap_or_default().to_string();
-            if name == "gone" {
-                return (
-                    404,
-                    mock::status(404, "NotFound", "pods \"gone\" not found"),
-                );
-            }
-            (
-                200,
-                serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns", "ownerReferences": req.body["metadata"]["ownerReferences"]}}),
-            )
-        })
+    /// Answers GET of the owner with `owner`, 404 for pod `gone`, and echoes patched pods.
+    fn server(owner: serde_json::Value) -> FakeApi {
+        let api = FakeApi::new();
+        api.on("GET", "**", Reply::ok(owner))
+            .on("*", "**/pods/gone", Reply::not_found("pods", "gone"))
+            .on_fn("PATCH", "**", |req| {
+                let name = req.path.rsplit('/').next().unwrap_or_default();
+                Reply::ok(
+                    serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "ns", "ownerReferences": req.body["metadata"]["ownerReferences"]}}),
+                )
+            });
+        api
     }
 
     #[tokio::test]
     async fn claim_adopts_after_one_fresh_get_and_releases() {
-        let (client, log) = mock::client(server(rs_owner("owner-uid", false)));
+        let api = server(rs_owner("owner-uid", false));
+        let client = api.client();
         let m = ControllerRefManager::new(
             &owner_rs(),
             Api::<ReplicaSet>::namespaced(client.clone(), "ns"),
@@ -674,7 +669,7 @@ mod tests {
         let out = m.claim(&cands, is_web).await;
         assert!(out.errors.is_empty(), "{:?}", out.errors);
         assert_eq!(names(&out.claimed), vec!["owned", "orphan1", "orphan2"]);
-        let reqs = log.lock().clone();
+        let reqs = api.requests();
         let gets = reqs.iter().filter(|r| r.method == "GET").count();
         assert_eq!(gets, 1, "the owner is re-read once per pass");
         assert_eq!(reqs[1].method, "GET");
@@ -706,7 +701,8 @@ mod tests {
             ),
             ("owner-uid", true, "has just been deleted at"),
         ] {
-            let (client, log) = mock::client(server(rs_owner(uid, dying)));
+            let api = server(rs_owner(uid, dying));
+            let client = api.client();
             let m = ControllerRefManager::new(
                 &owner_rs(),
                 Api::<ReplicaSet>::namespaced(client.clone(), "ns"),
@@ -724,24 +720,24 @@ mod tests {
             );
             assert!(msg.contains(want), "{msg}");
             assert!(
-                log.lock().iter().all(|r| r.method == "GET"),
+                api.requests().iter().all(|r| r.method == "GET"),
                 "no patch may be sent"
             );
-            assert_eq!(log.lock().len(), 1);
+            assert_eq!(api.count(), 1);
         }
     }
 
     #[tokio::test]
     async fn release_ignores_not_found_and_invalid() {
-        let (client, _) = mock::client(Arc::new(|req: &mock::Request| {
-            if req.path.ends_with("/a") {
-                (404, mock::status(404, "NotFound", "not found"))
-            } else if req.path.ends_with("/b") {
-                (422, mock::status(422, "Invalid", "invalid"))
-            } else {
-                (500, mock::status(500, "InternalError", "boom"))
-            }
-        }));
+        let api = FakeApi::new();
+        api.on("*", "**/pods/a", Reply::not_found("pods", "a"))
+            .on(
+                "*",
+                "**/pods/b",
+                Reply::invalid("Pod", "b", &[("metadata.ownerReferences", "invalid")]),
+            )
+            .on("*", "**", Reply::internal("boom"));
+        let client = api.client();
         let m = ControllerRefManager::new(
             &owner_rs(),
             Api::<ReplicaSet>::namespaced(client.clone(), "ns"),

@@ -724,6 +724,7 @@ mod tests {
     use super::*;
     use crate::clock::{Clock, FakeClock};
     use k8s_openapi::api::core::v1::Pod;
+    use rkcm_testkit::fake_api::{FakeApi, Reply, Request};
 
     fn t0() -> jiff::Timestamp {
         jiff::Timestamp::from_second(1_700_000_000).unwrap_or(jiff::Timestamp::UNIX_EPOCH)
@@ -977,42 +978,38 @@ mod tests {
         assert!(l.get_mut("c").is_some());
     }
 
-    fn writer(
-        handler: Arc<crate::podcontrol::mock::Handler>,
-    ) -> (
-        Writer,
-        Arc<Mutex<Vec<crate::podcontrol::mock::Request>>>,
-        FakeClock,
-    ) {
-        let (client, log) = crate::podcontrol::mock::client(handler);
+    /// A writer whose requests go to `api`.
+    fn writer(api: &FakeApi) -> (Writer, FakeClock) {
         let clock = FakeClock::new(t0());
         let w = Writer {
-            client,
+            client: api.client(),
             correlator: EventCorrelator::new(Arc::new(clock.clone())),
             sleep: Duration::from_millis(1),
         };
-        (w, log, clock)
+        (w, clock)
     }
 
     /// Echoes creates and patches like the apiserver, with a resourceVersion.
-    fn echo(req: &crate::podcontrol::mock::Request) -> (u16, serde_json::Value) {
+    fn echo(req: &Request) -> Reply {
         let mut body = req.body.clone();
         if req.method == "PATCH" {
             body = serde_json::json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "x", "namespace": "ns"}, "involvedObject": {}});
         }
         body["metadata"]["resourceVersion"] = serde_json::json!("5");
-        (if req.method == "POST" { 201 } else { 200 }, body)
+        Reply::json(if req.method == "POST" { 201 } else { 200 }, body)
     }
 
     #[tokio::test]
     async fn writer_creates_then_patches_the_count() {
-        let (mut w, log, clock) = writer(Arc::new(echo));
+        let api = FakeApi::new();
+        api.on_fn("*", "**", echo);
+        let (mut w, clock) = writer(&api);
         for _ in 0..3 {
             w.record(ev(&clock, "FailedCreate", "Error creating: x"))
                 .await;
             clock.advance(Duration::from_secs(1));
         }
-        let reqs = log.lock().clone();
+        let reqs = api.requests();
         let methods: Vec<_> = reqs.iter().map(|r| r.method.as_str()).collect();
         assert_eq!(methods, vec!["POST", "PATCH", "PATCH"]);
         assert_eq!(reqs[0].path, "/api/v1/namespaces/ns/events");
@@ -1033,19 +1030,13 @@ mod tests {
 
     #[tokio::test]
     async fn writer_recreates_when_the_patched_event_is_gone() {
-        let (mut w, log, clock) = writer(Arc::new(|req: &crate::podcontrol::mock::Request| {
-            if req.method == "PATCH" {
-                (
-                    404,
-                    crate::podcontrol::mock::status(404, "NotFound", "events not found"),
-                )
-            } else {
-                echo(req)
-            }
-        }));
+        let api = FakeApi::new();
+        api.on("PATCH", "**", Reply::not_found("events", "x"))
+            .on_fn("*", "**", echo);
+        let (mut w, clock) = writer(&api);
         w.record(ev(&clock, "R", "m")).await;
         w.record(ev(&clock, "R", "m")).await;
-        let reqs = log.lock().clone();
+        let reqs = api.requests();
         let methods: Vec<_> = reqs.iter().map(|r| r.method.as_str()).collect();
         assert_eq!(methods, vec!["POST", "PATCH", "POST"]);
         assert_eq!(reqs[2].body["count"], 2);
@@ -1054,44 +1045,27 @@ mod tests {
 
     #[tokio::test]
     async fn writer_does_not_retry_status_errors() {
-        let (mut w, log, clock) = writer(Arc::new(|_: &crate::podcontrol::mock::Request| {
-            (
-                403,
-                crate::podcontrol::mock::status(403, "Forbidden", "events is forbidden"),
-            )
-        }));
+        let api = FakeApi::new();
+        api.on("*", "**", Reply::forbidden("events is forbidden"));
+        let (mut w, clock) = writer(&api);
         w.record(ev(&clock, "R", "m")).await;
-        assert_eq!(log.lock().len(), 1);
+        assert_eq!(api.count(), 1);
     }
 
     #[tokio::test]
     async fn writer_retries_transport_failures() {
-        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let c = calls.clone();
-        let svc = tower::service_fn(move |_req: http::Request<kube::client::Body>| {
-            let n = c.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            async move {
-                if n < 2 {
-                    return Err::<http::Response<kube::client::Body>, _>(std::io::Error::other(
-                        "connection refused",
-                    ));
-                }
-                let body = serde_json::json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e", "namespace": "ns"}, "involvedObject": {}});
-                let mut resp = http::Response::new(kube::client::Body::from(
-                    serde_json::to_vec(&body).unwrap_or_default(),
-                ));
-                *resp.status_mut() = http::StatusCode::CREATED;
-                Ok(resp)
-            }
-        });
-        let clock = FakeClock::new(t0());
-        let mut w = Writer {
-            client: kube::Client::new(svc, "default"),
-            correlator: EventCorrelator::new(Arc::new(clock.clone())),
-            sleep: Duration::from_millis(1),
-        };
+        let api = FakeApi::new();
+        api.times(2, "*", "**", Reply::transport_error("connection refused"))
+            .on(
+                "*",
+                "**",
+                Reply::created(
+                    serde_json::json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e", "namespace": "ns"}, "involvedObject": {}}),
+                ),
+            );
+        let (mut w, clock) = writer(&api);
         w.record(ev(&clock, "R", "m")).await;
-        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 3);
+        assert_eq!(api.count(), 3);
     }
 
     #[test]

@@ -484,7 +484,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use parking_lot::Mutex;
 
-    use crate::podcontrol::mock;
+    use rkcm_testkit::fake_api::{FakeApi, Reply};
 
     // Reference values in this module were produced by upstream code at Kubernetes v1.37.1
     // (k8s.io/kubernetes/pkg/controller/history.HashControllerRevision and NewControllerRevision,
@@ -795,26 +795,24 @@ mod tests {
         );
         let taken = Arc::new(Mutex::new(vec![first.clone()]));
         let t = taken.clone();
-        let (client, log) = mock::client(Arc::new(move |req: &mock::Request| {
-            let name = req.body["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            match req.method.as_str() {
-                "POST" if t.lock().contains(&name) => {
-                    (409, mock::status(409, "AlreadyExists", "already exists"))
-                }
-                "POST" => {
-                    t.lock().push(name);
-                    (201, req.body.clone())
-                }
-                // The taken name holds different data.
-                _ => (
-                    200,
-                    serde_json::json!({"apiVersion": "apps/v1", "kind": "ControllerRevision", "metadata": {"name": "web-867477dd4f"}, "data": {"other": true}, "revision": 1}),
-                ),
+        let api = FakeApi::new();
+        api.on_fn("POST", "**", move |req| {
+            let name = req.body_name().to_string();
+            if t.lock().contains(&name) {
+                return Reply::already_exists("controllerrevisions.apps", &name);
             }
-        }));
+            t.lock().push(name);
+            Reply::created(req.body.clone())
+        })
+        // The taken name holds different data.
+        .on(
+            "GET",
+            "**",
+            Reply::ok(
+                serde_json::json!({"apiVersion": "apps/v1", "kind": "ControllerRevision", "metadata": {"name": "web-867477dd4f"}, "data": {"other": true}, "revision": 1}),
+            ),
+        );
+        let client = api.client();
         let history = History::new(client);
         let mut count = 0;
         let created = history
@@ -826,23 +824,24 @@ mod tests {
             created.ok().and_then(|c| c.metadata.name),
             Some(second.clone())
         );
-        let methods: Vec<_> = log.lock().iter().map(|r| r.method.clone()).collect();
+        let methods: Vec<_> = api.requests().iter().map(|r| r.method.clone()).collect();
         assert_eq!(methods, vec!["POST", "GET", "POST"]);
         assert_eq!(
-            log.lock()[0].path,
+            api.requests()[0].path,
             "/apis/apps/v1/namespaces/default/controllerrevisions"
         );
 
         // Identical data under the taken name: reuse it, no collision bump.
-        let (client, _) = mock::client(Arc::new(move |req: &mock::Request| {
-            match req.method.as_str() {
-                "POST" => (409, mock::status(409, "AlreadyExists", "already exists")),
-                _ => (
-                    200,
+        let api = FakeApi::new();
+        api.on("POST", "**", Reply::already_exists("controllerrevisions.apps", "web-867477dd4f"))
+            .on(
+                "GET",
+                "**",
+                Reply::ok(
                     serde_json::json!({"apiVersion": "apps/v1", "kind": "ControllerRevision", "metadata": {"name": "web-867477dd4f"}, "data": data.clone(), "revision": 1}),
                 ),
-            }
-        }));
+            );
+        let client = api.client();
         let mut count = 0;
         let got = History::new(client)
             .create_controller_revision(&web_set(), &proposed, &mut count)
@@ -853,35 +852,24 @@ mod tests {
 
     #[tokio::test]
     async fn update_retries_on_conflict_with_a_fresh_read() {
-        let puts = Arc::new(Mutex::new(0));
-        let p = puts.clone();
-        let (client, log) = mock::client(Arc::new(move |req: &mock::Request| {
-            match req.method.as_str() {
-                "PUT" => {
-                    let mut n = p.lock();
-                    *n += 1;
-                    if *n == 1 {
-                        (
-                            409,
-                            mock::status(409, "Conflict", "the object has been modified"),
-                        )
-                    } else {
-                        (200, req.body.clone())
-                    }
-                }
-                _ => (
-                    200,
+        let api = FakeApi::new();
+        api.once("PUT", "**", Reply::conflict("controllerrevisions.apps", "r"))
+            .on_fn("PUT", "**", |req| Reply::ok(req.body.clone()))
+            .on(
+                "GET",
+                "**",
+                Reply::ok(
                     serde_json::json!({"apiVersion": "apps/v1", "kind": "ControllerRevision", "metadata": {"name": "r", "namespace": "ns", "resourceVersion": "9"}, "data": {}, "revision": 1}),
                 ),
-            }
-        }));
+            );
+        let client = api.client();
         let r = rev("r", 1, 0, serde_json::json!({}));
         let got = History::new(client)
             .update_controller_revision(&r, 5)
             .await
             .map_err(|e| e.to_string());
         assert_eq!(got.ok().and_then(|c| c.revision), Some(5));
-        let reqs = log.lock().clone();
+        let reqs = api.requests();
         let methods: Vec<_> = reqs.iter().map(|r| r.method.clone()).collect();
         assert_eq!(methods, vec!["PUT", "GET", "PUT"]);
         assert_eq!(reqs[2].body["metadata"]["resourceVersion"], "9");

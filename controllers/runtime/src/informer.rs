@@ -1584,13 +1584,13 @@ mod tests {
 
     #[tokio::test]
     async fn factory_shares_one_informer_per_type() {
-        let client = kube::Client::new(
-            tower::service_fn(|_req: http::Request<kube::client::Body>| async {
-                Err::<http::Response<kube::client::Body>, _>(std::io::Error::other("no server"))
-            }),
-            "default",
+        let api = rkcm_testkit::fake_api::FakeApi::new();
+        api.on(
+            "*",
+            "**",
+            rkcm_testkit::fake_api::Reply::transport_error("no server"),
         );
-        let factory = InformerFactory::new(client);
+        let factory = InformerFactory::new(api.client());
         let a = factory.informer::<ConfigMap>();
         let b = factory.clone().informer::<ConfigMap>();
         let pods = factory.informer::<Pod>();

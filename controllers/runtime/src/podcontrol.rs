@@ -352,65 +352,6 @@ where
 /// A scripted API server for unit tests of the controls: records each request and answers
 /// with what the handler returns.
 #[cfg(test)]
-pub(crate) mod mock {
-    use std::convert::Infallible;
-    use std::sync::Arc;
-
-    use parking_lot::Mutex;
-
-    #[derive(Debug, Clone)]
-    pub struct Request {
-        pub method: String,
-        pub path: String,
-        pub content_type: String,
-        pub body: serde_json::Value,
-    }
-
-    pub type Handler = dyn Fn(&Request) -> (u16, serde_json::Value) + Send + Sync;
-
-    /// A client whose every request goes to `handler`, and the log of requests.
-    pub fn client(handler: Arc<Handler>) -> (kube::Client, Arc<Mutex<Vec<Request>>>) {
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let seen = log.clone();
-        let svc = tower::service_fn(move |req: http::Request<kube::client::Body>| {
-            let handler = handler.clone();
-            let seen = seen.clone();
-            async move {
-                let (parts, body) = req.into_parts();
-                let bytes = body.collect_bytes().await.unwrap_or_default();
-                let request = Request {
-                    method: parts.method.to_string(),
-                    path: parts.uri.path().to_string(),
-                    content_type: parts
-                        .headers
-                        .get(http::header::CONTENT_TYPE)
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or_default()
-                        .to_string(),
-                    body: serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),
-                };
-                let (code, resp) = handler(&request);
-                seen.lock().push(request);
-                let body = kube::client::Body::from(serde_json::to_vec(&resp).unwrap_or_default());
-                let mut response = http::Response::new(body);
-                *response.status_mut() =
-                    http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::OK);
-                Ok::<_, Infallible>(response)
-            }
-        });
-        (kube::Client::new(svc, "default"), log)
-    }
-
-    /// A Status body as the apiserver sends it.
-    pub fn status(code: u16, reason: &str, message: &str) -> serde_json::Value {
-        serde_json::json!({
-            "kind": "Status", "apiVersion": "v1", "status": "Failure",
-            "code": code, "reason": reason, "message": message,
-        })
-    }
-}
-
-#[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
@@ -420,6 +361,7 @@ mod tests {
     use k8s_openapi::api::apps::v1::ReplicaSet;
     use k8s_openapi::api::core::v1::{Container, PodSpec};
     use parking_lot::Mutex;
+    use rkcm_testkit::fake_api::{FakeApi, Reply, Request};
 
     fn rs(name: &str) -> ReplicaSet {
         ReplicaSet {
@@ -588,16 +530,31 @@ mod tests {
         assert_eq!((ok, err), (0, None));
     }
 
-    fn created_pod(req: &mock::Request) -> serde_json::Value {
+    fn created_pod(req: &Request) -> Reply {
         let mut pod = req.body.clone();
         pod["metadata"]["name"] = serde_json::json!("web-abcde");
         pod["metadata"]["uid"] = serde_json::json!("pod-uid");
-        pod
+        Reply::created(pod)
+    }
+
+    /// A fake API answering every request with `reply`.
+    fn answering(reply: Reply) -> FakeApi {
+        let api = FakeApi::new();
+        api.on("*", "**", reply);
+        api
+    }
+
+    /// A fake API that creates pods as `created_pod` does.
+    fn creating() -> FakeApi {
+        let api = FakeApi::new();
+        api.on_fn("*", "**", created_pod);
+        api
     }
 
     #[tokio::test]
     async fn create_pod_posts_template_and_records_event() {
-        let (client, log) = mock::client(Arc::new(|req| (201, created_pod(req))));
+        let api = creating();
+        let client = api.client();
         let (rec, events) = EventRecorder::fake("replicaset-controller");
         let pc = PodControl::new(client, rec);
         let pod = pc
@@ -607,7 +564,7 @@ mod tests {
             pod.ok().and_then(|p| p.metadata.name).as_deref(),
             Some("web-abcde")
         );
-        let reqs = log.lock().clone();
+        let reqs = api.requests();
         assert_eq!(reqs.len(), 1);
         assert_eq!(reqs[0].method, "POST");
         assert_eq!(reqs[0].path, "/api/v1/namespaces/ns/pods");
@@ -633,9 +590,7 @@ mod tests {
     #[tokio::test]
     async fn create_pod_failure_records_warning_and_names_owner() {
         let msg = "pods \"web-\" is forbidden: exceeded quota: q";
-        let (client, _) = mock::client(Arc::new(move |_| {
-            (403, mock::status(403, "Forbidden", msg))
-        }));
+        let client = answering(Reply::forbidden(msg)).client();
         let (rec, events) = EventRecorder::fake("replicaset-controller");
         let pc = PodControl::new(client, rec);
         let err = pc
@@ -655,15 +610,7 @@ mod tests {
 
     #[tokio::test]
     async fn create_pod_in_terminating_namespace_is_silent() {
-        let (client, _) = mock::client(Arc::new(|_| {
-            let mut st = mock::status(
-                403,
-                "Forbidden",
-                "unable to create new content in namespace ns because it is being terminated",
-            );
-            st["details"] = serde_json::json!({"causes": [{"reason": "NamespaceTerminating", "message": "namespace ns is being terminated", "field": "metadata.namespace"}]});
-            (403, st)
-        }));
+        let client = answering(Reply::namespace_terminating("ns")).client();
         let (rec, events) = EventRecorder::fake("replicaset-controller");
         let pc = PodControl::new(client, rec);
         let err = pc
@@ -680,7 +627,8 @@ mod tests {
 
     #[tokio::test]
     async fn create_pod_without_labels_is_refused_before_the_api() {
-        let (client, log) = mock::client(Arc::new(|req| (201, created_pod(req))));
+        let api = creating();
+        let client = api.client();
         let (rec, events) = EventRecorder::fake("replicaset-controller");
         let pc = PodControl::new(client, rec);
         let mut t = template();
@@ -695,24 +643,22 @@ mod tests {
             err.map(|e| e.to_string()).as_deref(),
             Some("unable to create pods, no labels")
         );
-        assert!(log.lock().is_empty());
+        assert!(api.requests().is_empty());
         assert!(events.take().is_empty());
     }
 
     #[tokio::test]
     async fn delete_pod_is_graceful_with_uid_precondition() {
-        let (client, log) = mock::client(Arc::new(|_| {
-            (
-                200,
-                serde_json::json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "web-1"}}),
-            )
-        }));
+        let api = answering(Reply::ok(
+            serde_json::json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "web-1"}}),
+        ));
+        let client = api.client();
         let (rec, events) = EventRecorder::fake("replicaset-controller");
         let pc = PodControl::new(client, rec);
         pc.delete_pod("ns", "web-1", Some("u1"), &rs("web"))
             .await
             .ok();
-        let reqs = log.lock().clone();
+        let reqs = api.requests();
         assert_eq!(reqs[0].method, "DELETE");
         assert_eq!(reqs[0].path, "/api/v1/namespaces/ns/pods/web-1");
         assert_eq!(reqs[0].body["preconditions"]["uid"], "u1");
@@ -724,12 +670,7 @@ mod tests {
 
     #[tokio::test]
     async fn delete_pod_not_found_is_returned_without_event() {
-        let (client, _) = mock::client(Arc::new(|_| {
-            (
-                404,
-                mock::status(404, "NotFound", "pods \"web-1\" not found"),
-            )
-        }));
+        let client = answering(Reply::not_found("pods", "web-1")).client();
         let (rec, events) = EventRecorder::fake("replicaset-controller");
         let pc = PodControl::new(client, rec);
         let err = pc.delete_pod("ns", "web-1", None, &rs("web")).await.err();
@@ -740,8 +681,7 @@ mod tests {
     #[tokio::test]
     async fn delete_pod_failure_records_warning() {
         let msg = "Precondition failed: UID in precondition: u1, UID in object meta: u2";
-        let (client, _) =
-            mock::client(Arc::new(move |_| (409, mock::status(409, "Conflict", msg))));
+        let client = answering(Reply::uid_precondition_failed("u1", "u2")).client();
         let (rec, events) = EventRecorder::fake("replicaset-controller");
         let pc = PodControl::new(client, rec);
         let err = pc
@@ -759,17 +699,15 @@ mod tests {
 
     #[tokio::test]
     async fn patch_pod_sends_strategic_merge_patch() {
-        let (client, log) = mock::client(Arc::new(|_| {
-            (
-                200,
-                serde_json::json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "p"}}),
-            )
-        }));
+        let api = answering(Reply::ok(
+            serde_json::json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "p"}}),
+        ));
+        let client = api.client();
         let (rec, _) = EventRecorder::fake("x");
         let pc = PodControl::new(client, rec);
         let patch = serde_json::json!({"metadata": {"labels": {"a": "b"}}});
         assert!(pc.patch_pod("ns", "p", &patch).await.is_ok());
-        let reqs = log.lock().clone();
+        let reqs = api.requests();
         assert_eq!(reqs[0].method, "PATCH");
         assert_eq!(
             reqs[0].content_type,
