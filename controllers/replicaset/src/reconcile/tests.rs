@@ -5,7 +5,6 @@
 //! `TestDeleteControllerAndExpectations`, `TestPodControllerLookup`, `TestUpdatePods`.
 
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -21,73 +20,37 @@ use rkcm_runtime::clock::FakeClock;
 use rkcm_runtime::events::{EventRecorder, FakeEvents};
 use rkcm_runtime::informer::Informer;
 use rkcm_runtime::workqueue::RateLimiter;
+use rkcm_testkit::fake_api::{FakeApi, Reply, Request};
 use serde_json::{Value, json};
-use std::sync::Mutex as StdMutex;
 
 use super::*;
 use crate::plan::tests::{P, now};
 
-#[derive(Debug, Clone)]
-struct Request {
-    method: String,
-    path: String,
-    body: Value,
-}
-
-type Handler = dyn Fn(&Request) -> (u16, Value) + Send + Sync;
-
-fn mock_client(handler: Arc<Handler>) -> (kube::Client, Arc<StdMutex<Vec<Request>>>) {
-    let log = Arc::new(StdMutex::new(Vec::new()));
-    let seen = log.clone();
-    let svc = tower::service_fn(move |req: http::Request<kube::client::Body>| {
-        let handler = handler.clone();
-        let seen = seen.clone();
-        async move {
-            let (parts, body) = req.into_parts();
-            let bytes = body.collect_bytes().await.unwrap_or_default();
-            let request = Request {
-                method: parts.method.to_string(),
-                path: parts.uri.path().to_string(),
-                body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-            };
-            let (code, resp) = handler(&request);
-            if let Ok(mut seen) = seen.lock() {
-                seen.push(request);
-            }
-            let mut response = http::Response::new(kube::client::Body::from(
-                serde_json::to_vec(&resp).unwrap_or_default(),
-            ));
-            *response.status_mut() =
-                http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::OK);
-            Ok::<_, Infallible>(response)
-        }
-    });
-    (kube::Client::new(svc, "default"), log)
-}
-
-fn status(code: u16, reason: &str, message: &str) -> Value {
-    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason, "message": message})
+/// Answers every request not yet answered by echoing its body (200).
+fn echoing(api: &FakeApi) -> FakeApi {
+    api.on_fn("*", "**", |req| Reply::ok(req.body.clone()));
+    api.clone()
 }
 
 /// An API server that accepts everything: creates get a generated name, status writes and
 /// patches echo the body, GETs of the owner return `owner`.
-fn accepting(owner: Value) -> Arc<Handler> {
+fn accepting(owner: Value) -> FakeApi {
     let n = Arc::new(AtomicUsize::new(0));
-    Arc::new(move |req: &Request| match req.method.as_str() {
-        "POST" => {
+    let api = FakeApi::new();
+    api.on("GET", "**", Reply::ok(owner))
+        .on_fn("POST", "**", move |req| {
             let i = n.fetch_add(1, Ordering::SeqCst);
             let mut pod = req.body.clone();
             pod["metadata"]["name"] = json!(format!("web-{i}"));
             pod["metadata"]["uid"] = json!(format!("new-{i}"));
-            (201, pod)
-        }
-        "GET" => (200, owner.clone()),
-        "DELETE" => (
-            200,
-            json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "x"}}),
-        ),
-        _ => (200, req.body.clone()),
-    })
+            Reply::created(pod)
+        })
+        .on(
+            "DELETE",
+            "**",
+            Reply::ok(json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "x"}})),
+        );
+    echoing(&api)
 }
 
 const UID: &str = "rs-uid";
@@ -147,17 +110,17 @@ struct Harness<O: ReplicaOwner> {
     ctrl: Controller<O>,
     owners: Informer<O>,
     pods: Informer<Pod>,
-    log: Arc<StdMutex<Vec<Request>>>,
+    api: FakeApi,
     events: FakeEvents,
 }
 
 impl<O: ReplicaOwner> Harness<O> {
-    fn new(handler: Arc<Handler>) -> Self {
-        Self::with_config(handler, Config::default())
+    fn new(api: FakeApi) -> Self {
+        Self::with_config(api, Config::default())
     }
 
-    fn with_config(handler: Arc<Handler>, cfg: Config) -> Self {
-        let (client, log) = mock_client(handler);
+    fn with_config(api: FakeApi, cfg: Config) -> Self {
+        let client = api.client();
         let owners = Informer::<O>::detached();
         let pods = Informer::<Pod>::detached();
         let (recorder, events) = EventRecorder::fake(O::EVENT_COMPONENT);
@@ -179,7 +142,7 @@ impl<O: ReplicaOwner> Harness<O> {
             ctrl,
             owners,
             pods,
-            log,
+            api,
             events,
         }
     }
@@ -193,13 +156,7 @@ impl<O: ReplicaOwner> Harness<O> {
     }
 
     fn requests(&self, method: &str) -> Vec<Request> {
-        self.log
-            .lock()
-            .expect("log")
-            .iter()
-            .filter(|r| r.method == method)
-            .cloned()
-            .collect()
+        self.api.requests_to(method, "**")
     }
 }
 
@@ -263,10 +220,11 @@ async fn creates_missing_pods_and_waits_for_them() {
 #[tokio::test]
 async fn create_failure_stops_slow_start_and_sets_condition() {
     let msg = "pods \"web-x\" is forbidden: exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2";
-    let h = Harness::<ReplicaSet>::new(Arc::new(move |req: &Request| match req.method.as_str() {
-        "POST" => (403, status(403, "Forbidden", msg)),
-        _ => (200, req.body.clone()),
-    }));
+    let h = Harness::<ReplicaSet>::new(echoing(FakeApi::new().on(
+        "POST",
+        "**",
+        Reply::forbidden(msg),
+    )));
     h.owner(rs(5));
     let err = h
         .ctrl
@@ -297,18 +255,11 @@ async fn create_failure_stops_slow_start_and_sets_condition() {
 
 #[tokio::test]
 async fn namespace_terminating_counts_as_created() {
-    let h = Harness::<ReplicaSet>::new(Arc::new(|req: &Request| match req.method.as_str() {
-        "POST" => {
-            let mut st = status(
-                403,
-                "Forbidden",
-                "unable to create new content in namespace ns because it is being terminated",
-            );
-            st["details"] = json!({"causes": [{"reason": "NamespaceTerminating", "message": "namespace ns is being terminated", "field": "metadata.namespace"}]});
-            (403, st)
-        }
-        _ => (200, req.body.clone()),
-    }));
+    let h = Harness::<ReplicaSet>::new(echoing(FakeApi::new().on(
+        "POST",
+        "**",
+        Reply::namespace_terminating("ns"),
+    )));
     h.owner(rs(2));
     h.ctrl.sync("ns/web".into()).await.expect("no error");
     assert_eq!(h.requests("POST").len(), 2);
@@ -393,10 +344,11 @@ async fn scale_down_deletes_ranked_victims_gracefully() {
 
 #[tokio::test]
 async fn delete_not_found_is_success_and_lowers_expectations() {
-    let h = Harness::<ReplicaSet>::new(Arc::new(|req: &Request| match req.method.as_str() {
-        "DELETE" => (404, status(404, "NotFound", "pods \"a\" not found")),
-        _ => (200, req.body.clone()),
-    }));
+    let h = Harness::<ReplicaSet>::new(echoing(FakeApi::new().on(
+        "DELETE",
+        "**",
+        Reply::not_found("pods", "a"),
+    )));
     h.owner(rs(0));
     h.pod(&owned("a"));
     h.ctrl
@@ -409,10 +361,11 @@ async fn delete_not_found_is_success_and_lowers_expectations() {
 
 #[tokio::test]
 async fn delete_failure_sets_failed_delete_condition() {
-    let h = Harness::<ReplicaSet>::new(Arc::new(|req: &Request| match req.method.as_str() {
-        "DELETE" => (500, status(500, "InternalError", "etcd is sad")),
-        _ => (200, req.body.clone()),
-    }));
+    let h = Harness::<ReplicaSet>::new(echoing(FakeApi::new().on(
+        "DELETE",
+        "**",
+        Reply::internal("etcd is sad"),
+    )));
     h.owner(rs(0));
     h.pod(&owned("a"));
     let err = h
@@ -465,23 +418,19 @@ async fn unchanged_status_is_not_written() {
     h.owner(owner);
     h.pod(&owned("a"));
     h.ctrl.sync("ns/web".into()).await.expect("sync");
-    let log = h.log.lock().expect("log").clone();
+    let log = h.api.requests();
     assert!(log.is_empty(), "{log:?}");
 }
 
 #[tokio::test]
 async fn status_conflict_rereads_and_retries_once() {
-    let puts = Arc::new(AtomicUsize::new(0));
-    let p = puts.clone();
     let mut fresh = serde_json::to_value(rs(1)).expect("json");
     fresh["metadata"]["resourceVersion"] = json!("7");
-    let h = Harness::<ReplicaSet>::new(Arc::new(move |req: &Request| match req.method.as_str() {
-        "PUT" if p.fetch_add(1, Ordering::SeqCst) == 0 => {
-            (409, status(409, "Conflict", "the object has been modified"))
-        }
-        "GET" => (200, fresh.clone()),
-        _ => (200, req.body.clone()),
-    }));
+    let h = Harness::<ReplicaSet>::new(echoing(
+        FakeApi::new()
+            .once("PUT", "**", Reply::conflict("replicasets.apps", "web"))
+            .on("GET", "**", Reply::ok(fresh)),
+    ));
     h.owner(rs(1));
     h.pod(&owned("a"));
     h.ctrl.sync("ns/web".into()).await.expect("retry succeeds");
@@ -586,7 +535,7 @@ async fn invalid_selector_is_skipped_without_error() {
         .sync("ns/web".into())
         .await
         .expect("no retry for a bad selector");
-    assert!(h.log.lock().expect("log").is_empty());
+    assert!(h.api.requests().is_empty());
 }
 
 #[tokio::test]
@@ -775,22 +724,22 @@ async fn related_pods_come_from_owners_sharing_a_controller() {
 /// An API server that gives every write the next resourceVersion, from 100 up: creates get a
 /// generated name and UID, status writes and patches echo the body with the new version,
 /// GETs return `owner`.
-fn versioned(owner: Value) -> Arc<Handler> {
+fn versioned(owner: Value) -> FakeApi {
     let rv = Arc::new(AtomicUsize::new(100));
-    Arc::new(move |req: &Request| {
-        if req.method == "GET" {
-            return (200, owner.clone());
-        }
-        let next = rv.fetch_add(1, Ordering::SeqCst).to_string();
-        let mut body = req.body.clone();
-        body["metadata"]["resourceVersion"] = json!(next);
-        if req.method == "POST" {
-            body["metadata"]["name"] = json!(format!("web-{next}"));
-            body["metadata"]["uid"] = json!(format!("new-{next}"));
-            return (201, body);
-        }
-        (200, body)
-    })
+    let api = FakeApi::new();
+    api.on("GET", "**", Reply::ok(owner))
+        .on_fn("*", "**", move |req| {
+            let next = rv.fetch_add(1, Ordering::SeqCst).to_string();
+            let mut body = req.body.clone();
+            body["metadata"]["resourceVersion"] = json!(next);
+            if req.method == "POST" {
+                body["metadata"]["name"] = json!(format!("web-{next}"));
+                body["metadata"]["uid"] = json!(format!("new-{next}"));
+                return Reply::created(body);
+            }
+            Reply::ok(body)
+        });
+    api
 }
 
 fn with_rv(p: &P, rv: &str) -> Pod {
@@ -916,7 +865,7 @@ async fn stale_cache_guard_waits_for_own_creates_and_status() {
     let posts = h.requests("POST");
     assert_eq!(posts.len(), 2, "slow start: two batches of one");
     assert_eq!(h.requests("PUT").len(), 1, "status written at version 102");
-    let before = h.log.lock().expect("log").len();
+    let before = h.api.count();
 
     let skips = stale_skips("pods");
     let err = h
@@ -930,11 +879,7 @@ async fn stale_cache_guard_waits_for_own_creates_and_status() {
         "syncing ns/web: read version: 50 is not as new as written version: 101 for group resource pods"
     );
     assert!(stale_skips("pods") > skips, "counted");
-    assert_eq!(
-        h.log.lock().expect("log").len(),
-        before,
-        "a skipped sync sends nothing"
-    );
+    assert_eq!(h.api.count(), before, "a skipped sync sends nothing");
 
     // The pods arrive; the ReplicaSet cache still lacks the status write.
     for (name, rv) in [("web-100", "100"), ("web-101", "101")] {
