@@ -10,6 +10,10 @@
 //! - [`builders`] makes the small objects tests create.
 //! - [`proxy::ScopedProxy`] confines a controller-manager process (upstream's or rkcm's) to
 //!   one namespace of the shared plane.
+//! - [`harness`] is the one real-plane harness of the controller suites: per-test
+//!   environment, in-process controllers, manager processes, waits, histories.
+//! - [`volumes::TestVolumes`] pre-creates volumes so that claims bind.
+//! - [`fake_api::FakeApi`] is the one fake API server of unit tests.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -23,10 +27,13 @@ use serde_json::json;
 
 pub mod builders;
 pub mod fake_api;
+pub mod harness;
 pub mod proxy;
+pub mod volumes;
 
 pub use builders::NodeBuilder;
 pub use proxy::ScopedProxy;
+pub use volumes::TestVolumes;
 
 /// Environment variable naming the kubeconfig of the cluster tests run against.
 pub const KUBECONFIG_ENV: &str = "RKCM_TEST_KUBECONFIG";

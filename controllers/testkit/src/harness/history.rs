@@ -1,0 +1,209 @@
+//! Watch-based observation: [`History`] for "never" and "before" claims, [`Readier`] to
+//! play the kubelet.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::json;
+use tokio::task::JoinHandle;
+
+use super::{Object, WITHIN, ensure, is_active, is_ready, lock, name_of, ready_status};
+
+/// One change a [`History`] saw, in watch order.
+#[derive(Clone, Debug)]
+pub enum Seen<K> {
+    Applied(K),
+    Deleted(K),
+}
+
+impl<K> Seen<K> {
+    /// The object as it was at this change.
+    pub fn object(&self) -> &K {
+        match self {
+            Seen::Applied(o) | Seen::Deleted(o) => o,
+        }
+    }
+}
+
+/// Every version of every object of one kind in the namespace, from a watch started before
+/// the test acts: "never more than N" and "X before Y" are checked on the whole sequence,
+/// not on samples. A single watch delivers changes in the order the API server made them.
+/// The watch stops when the history is dropped.
+pub struct History<K> {
+    seen: Arc<Mutex<Vec<Seen<K>>>>,
+    relisted: Arc<AtomicBool>,
+    task: JoinHandle<()>,
+}
+
+impl<K: Object> History<K> {
+    /// Starts watching and returns once the initial list has been recorded.
+    pub async fn start(api: Api<K>) -> Result<Self> {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let relisted = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let task = {
+            let (seen, relisted) = (seen.clone(), relisted.clone());
+            tokio::spawn(async move {
+                let mut tx = Some(tx);
+                let mut inits = 0;
+                let mut stream = watcher(api, watcher::Config::default())
+                    .default_backoff()
+                    .boxed();
+                while let Some(ev) = stream.next().await {
+                    match ev {
+                        Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                            lock(&seen).push(Seen::Applied(o));
+                        }
+                        Ok(watcher::Event::Delete(o)) => lock(&seen).push(Seen::Deleted(o)),
+                        Ok(watcher::Event::Init) => {
+                            inits += 1;
+                            if inits > 1 {
+                                relisted.store(true, Ordering::SeqCst);
+                            }
+                        }
+                        Ok(watcher::Event::InitDone) => {
+                            if let Some(tx) = tx.take() {
+                                let _ = tx.send(());
+                            }
+                        }
+                        Err(_) => {}
+                    }
+                }
+            })
+        };
+        tokio::time::timeout(WITHIN, rx)
+            .await
+            .with_context(|| format!("watch did not list within {WITHIN:?}"))?
+            .context("watch task ended")?;
+        Ok(Self {
+            seen,
+            relisted,
+            task,
+        })
+    }
+
+    /// Everything seen so far; fails if the watch had to relist (the sequence has a gap).
+    pub fn seen(&self) -> Result<Vec<Seen<K>>> {
+        ensure(
+            !self.relisted.load(Ordering::SeqCst),
+            "the watch relisted: the observed history has a gap",
+        )?;
+        Ok(lock(&self.seen).clone())
+    }
+
+    /// Every version of the object named `name`, in order (deleted ones last).
+    pub fn versions(&self, name: &str) -> Result<Vec<Seen<K>>> {
+        Ok(self
+            .seen()?
+            .into_iter()
+            .filter(|s| s.object().meta().name.as_deref() == Some(name))
+            .collect())
+    }
+
+    /// The index of the first change satisfying `f`.
+    pub fn position(&self, f: impl Fn(&Seen<K>) -> bool) -> Result<Option<usize>> {
+        Ok(self.seen()?.iter().position(f))
+    }
+
+    /// Names of every object that existed during the history, sorted.
+    pub fn names(&self) -> Result<Vec<String>> {
+        let mut names: Vec<String> = self.seen()?.iter().map(|s| name_of(s.object())).collect();
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    /// The most objects that existed at once (terminating ones included).
+    pub fn max_existing(&self) -> Result<usize> {
+        let mut now = BTreeSet::new();
+        let mut max = 0;
+        for s in self.seen()? {
+            match s {
+                Seen::Applied(o) => {
+                    now.insert(name_of(&o));
+                }
+                Seen::Deleted(o) => {
+                    now.remove(&name_of(&o));
+                }
+            }
+            max = max.max(now.len());
+        }
+        Ok(max)
+    }
+}
+
+impl<K> Drop for History<K> {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Plays the kubelet for pods matching a predicate: marks each one Running and Ready (with
+/// conditions and transition times) as soon as it appears, through a watch. Stops when
+/// dropped.
+pub struct Readier {
+    task: JoinHandle<()>,
+}
+
+impl Readier {
+    /// Makes every active pod of `pods` that `which` selects ready as it appears; returns
+    /// once the watch has listed.
+    pub async fn start(
+        pods: Api<Pod>,
+        which: impl Fn(&Pod) -> bool + Send + 'static,
+    ) -> Result<Self> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            let mut tx = Some(tx);
+            let mut stream = watcher(pods.clone(), watcher::Config::default())
+                .default_backoff()
+                .boxed();
+            while let Some(ev) = stream.next().await {
+                let pod = match ev {
+                    Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => p,
+                    Ok(watcher::Event::InitDone) => {
+                        if let Some(tx) = tx.take() {
+                            let _ = tx.send(());
+                        }
+                        continue;
+                    }
+                    _ => continue,
+                };
+                if !is_active(&pod) || is_ready(&pod) || !which(&pod) {
+                    continue;
+                }
+                let patch = Patch::Merge(json!({
+                    "status": ready_status(jiff::Timestamp::now())
+                }));
+                for _ in 0..3 {
+                    match pods
+                        .patch_status(&name_of(&pod), &PatchParams::default(), &patch)
+                        .await
+                    {
+                        Ok(_) => break,
+                        Err(kube::Error::Api(s)) if s.code == 404 => break,
+                        Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                    }
+                }
+            }
+        });
+        tokio::time::timeout(WITHIN, rx)
+            .await
+            .with_context(|| format!("pod watch did not list within {WITHIN:?}"))?
+            .context("readier task ended")?;
+        Ok(Self { task })
+    }
+}
+
+impl Drop for Readier {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
