@@ -20,10 +20,10 @@ async fn orphaned_running_pod_is_failed_with_condition_then_force_deleted() -> R
 async fn orphaned_running(env: &Env) -> Result<()> {
     let ghost = unique_name("pgc-ghost");
     let created = env
-        .create(pod(env.name(), "p").node(&ghost).finalizer(HOLD).build())
+        .create_pod(pod(env.name(), "p").node(&ghost).finalizer(HOLD).build())
         .await?;
     env.set_phase("p", "Running").await?;
-    let gc = Controller::start(&env.cluster, &[env.name()], fast(0));
+    let gc = start_podgc(&env.cluster, fast(0, &[env.name()]));
     let seen = env
         .wait_pod("p", "failed, conditioned and force-deleted", WITHIN, |p| {
             p.is_some_and(|p| force_deleted(p) && phase(p) == "Failed")
@@ -72,7 +72,7 @@ async fn orphaned_running(env: &Env) -> Result<()> {
             status_managers(&seen)
         ),
     )?;
-    env.release("p").await?;
+    env.release::<Pod>("p").await?;
     env.wait_gone("p", WITHIN).await?;
     gc.stop().await
 }
@@ -89,10 +89,11 @@ async fn late_node(env: &Env) -> Result<()> {
     let late = unique_name("pgc-late");
     let cfg = rkcm_podgc::Config {
         quarantine: Duration::from_secs(6),
-        ..fast(0)
+        ..fast(0, &[env.name()])
     };
-    let gc = Controller::start(&env.cluster, &[env.name()], cfg);
-    env.create(pod(env.name(), "p").node(&late).build()).await?;
+    let gc = start_podgc(&env.cluster, cfg);
+    env.create_pod(pod(env.name(), "p").node(&late).build())
+        .await?;
     env.set_phase("p", "Running").await?;
     // Upstream: the node registers 15 s into a 40 s quarantine.
     tokio::time::sleep(Duration::from_millis(2250)).await;
@@ -122,23 +123,23 @@ async fn real_quarantine(env: &Env) -> Result<()> {
         .cluster
         .create_node(NodeBuilder::new(&unique_name("pgc-doomed")).ready(true))
         .await?;
-    env.create(
+    env.create_pod(
         pod(env.name(), "held")
             .node(node.name())
             .finalizer(HOLD)
             .build(),
     )
     .await?;
-    env.create(pod(env.name(), "free").node(node.name()).build())
+    env.create_pod(pod(env.name(), "free").node(node.name()).build())
         .await?;
     env.set_phase("held", "Running").await?;
     env.set_phase("free", "Running").await?;
     let cfg = rkcm_podgc::Config {
         gc_check_period: Duration::from_secs(1),
         quarantine: rkcm_podgc::DEFAULT_QUARANTINE,
-        ..fast(0)
+        ..fast(0, &[env.name()])
     };
-    let gc = Controller::start(&env.cluster, &[env.name()], cfg);
+    let gc = start_podgc(&env.cluster, cfg);
     // Let PodGC sync and sweep the healthy pods first.
     tokio::time::sleep(Duration::from_secs(2)).await;
 
@@ -202,10 +203,10 @@ async fn terminal_orphan_gets_no_condition() -> Result<()> {
 
 async fn terminal_orphan(env: &Env) -> Result<()> {
     let ghost = unique_name("pgc-ghost");
-    env.create(pod(env.name(), "done").node(&ghost).finalizer(HOLD).build())
+    env.create_pod(pod(env.name(), "done").node(&ghost).finalizer(HOLD).build())
         .await?;
     let before = env.cluster.terminate_pod(env.name(), "done", 0).await?;
-    let gc = Controller::start(&env.cluster, &[env.name()], fast(0));
+    let gc = start_podgc(&env.cluster, fast(0, &[env.name()]));
     let seen = env
         .wait_pod("done", "force-deleted", WITHIN, |p| {
             p.is_some_and(force_deleted)
@@ -241,14 +242,14 @@ async fn restart(env: &Env) -> Result<()> {
     let quarantine = Duration::from_secs(6);
     let cfg = rkcm_podgc::Config {
         quarantine,
-        ..fast(0)
+        ..fast(0, &[env.name()])
     };
     let ghost = unique_name("pgc-ghost");
-    env.create(pod(env.name(), "p").node(&ghost).build())
+    env.create_pod(pod(env.name(), "p").node(&ghost).build())
         .await?;
     env.set_phase("p", "Running").await?;
 
-    let first = Controller::start(&env.cluster, &[env.name()], cfg.clone());
+    let first = start_podgc(&env.cluster, cfg.clone());
     let running = |p: Option<&k8s_openapi::api::core::v1::Pod>| {
         p.is_some_and(|p| !is_deleting(p) && phase(p) == "Running")
     };
@@ -263,7 +264,7 @@ async fn restart(env: &Env) -> Result<()> {
     first.stop().await?;
 
     let restarted = Instant::now();
-    let second = Controller::start(&env.cluster, &[env.name()], cfg);
+    let second = start_podgc(&env.cluster, cfg);
     env.pod_holds(
         "p",
         "kept for a full quarantine after the restart",

@@ -33,11 +33,11 @@ async fn healthy(env: &Env) -> Result<()> {
         .await?;
     for i in 0..10 {
         let node = if i % 2 == 0 { n1.name() } else { n2.name() };
-        env.create(pod(env.name(), &format!("p{i}")).node(node).build())
+        env.create_pod(pod(env.name(), &format!("p{i}")).node(node).build())
             .await?;
         env.set_phase(&format!("p{i}"), "Running").await?;
     }
-    let gc = Controller::start(&env.cluster, &[env.name()], fast(1));
+    let gc = start_podgc(&env.cluster, fast(1, &[env.name()]));
     let pods = env.pods();
     rkcm_testkit::holds_for("10 running pods untouched", HOLDS + HOLDS, || {
         let pods = pods.clone();
@@ -71,7 +71,7 @@ async fn uid_guard(env: &Env) -> Result<()> {
         .create_node(NodeBuilder::new(&unique_name("pgc-node")).ready(true))
         .await?;
     let ghost = unique_name("pgc-ghost");
-    env.create(pod(env.name(), "p").node(&ghost).build())
+    env.create_pod(pod(env.name(), "p").node(&ghost).build())
         .await?;
     // What a stale cache would hold: the orphan, Running.
     let stale = env.set_phase("p", "Running").await?;
@@ -86,7 +86,7 @@ async fn uid_guard(env: &Env) -> Result<()> {
         )
         .await?;
     env.wait_gone("p", WITHIN).await?;
-    env.create(pod(env.name(), "p").node(node.name()).build())
+    env.create_pod(pod(env.name(), "p").node(node.name()).build())
         .await?;
     let fresh = env.set_phase("p", "Running").await?;
     ensure(
@@ -129,7 +129,10 @@ async fn uid_guard(env: &Env) -> Result<()> {
         other => bail!("delete with a stale UID must fail, got {other:?}"),
     }
 
-    let now = env.get("p").await?.context("re-created pod was deleted")?;
+    let now = env
+        .get_opt::<Pod>("p")
+        .await?
+        .context("re-created pod was deleted")?;
     ensure(
         now.metadata.uid == fresh.metadata.uid,
         "same re-created pod",
@@ -171,7 +174,7 @@ async fn metrics(env: &Env) -> Result<()> {
         .await?;
     // Finalizers everywhere: repeated deletes of a held pod succeed, so the error counter
     // must stay at 0 (a 404 on an already-gone pod would count as an error, as upstream).
-    env.create(
+    env.create_pod(
         pod(ns, "old-done")
             .node(ready.name())
             .finalizer(HOLD)
@@ -180,7 +183,7 @@ async fn metrics(env: &Env) -> Result<()> {
     .await?;
     env.cluster.terminate_pod(ns, "old-done", 0).await?;
     next_second().await;
-    env.create(
+    env.create_pod(
         pod(ns, "new-done")
             .node(ready.name())
             .finalizer(HOLD)
@@ -188,7 +191,7 @@ async fn metrics(env: &Env) -> Result<()> {
     )
     .await?;
     env.cluster.terminate_pod(ns, "new-done", 0).await?;
-    env.create(
+    env.create_pod(
         pod(ns, "orphan")
             .node(&unique_name("pgc-ghost"))
             .finalizer(HOLD)
@@ -196,11 +199,11 @@ async fn metrics(env: &Env) -> Result<()> {
     )
     .await?;
     env.set_phase("orphan", "Running").await?;
-    env.create(pod(ns, "oos").node(shutdown.name()).finalizer(HOLD).build())
+    env.create_pod(pod(ns, "oos").node(shutdown.name()).finalizer(HOLD).build())
         .await?;
     env.set_phase("oos", "Running").await?;
     env.delete_gracefully("oos").await?;
-    env.create(
+    env.create_pod(
         pod(ns, "unscheduled")
             .unschedulable()
             .finalizer(HOLD)
@@ -209,7 +212,7 @@ async fn metrics(env: &Env) -> Result<()> {
     .await?;
     env.delete_gracefully("unscheduled").await?;
 
-    let gc = Controller::start(&env.cluster, &[ns], fast(1));
+    let gc = start_podgc(&env.cluster, fast(1, &[ns]));
     for (name, _) in [
         ("old-done", "terminated"),
         ("orphan", "orphaned"),
@@ -335,7 +338,8 @@ impl Policy {
 async fn rejected(env: &Env, policy: &Policy) -> Result<()> {
     let ns = env.name();
     // The policy takes effect asynchronously: probe until a Failed write is refused.
-    env.create(pod(ns, "probe").unschedulable().build()).await?;
+    env.create_pod(pod(ns, "probe").unschedulable().build())
+        .await?;
     let cluster = env.cluster.clone();
     wait_for(
         "the admission policy to reject Failed",
@@ -353,10 +357,10 @@ async fn rejected(env: &Env, policy: &Policy) -> Result<()> {
     )
     .await?;
 
-    env.create(pod(ns, "orphan").node(&unique_name("pgc-ghost")).build())
+    env.create_pod(pod(ns, "orphan").node(&unique_name("pgc-ghost")).build())
         .await?;
     env.set_phase("orphan", "Running").await?;
-    let gc = Controller::start(&env.cluster, &[ns], fast(0));
+    let gc = start_podgc(&env.cluster, fast(0, &[ns]));
     let what = format!("{ERRORS_TOTAL}{{namespace={ns},reason=orphaned}} >= 1");
     wait_for(&what, WITHIN, || async move {
         Ok((counter(ERRORS_TOTAL, ns, "orphaned") >= 1.0).then_some(()))

@@ -18,7 +18,8 @@ async fn ready_node(env: &Env) -> Result<TestNode> {
 
 /// Creates a pod bound to `node` and makes it `Succeeded` (or `Failed` with `exit_code`).
 async fn finished_pod(env: &Env, name: &str, node: &str, exit_code: i32) -> Result<Pod> {
-    env.create(pod(env.name(), name).node(node).build()).await?;
+    env.create_pod(pod(env.name(), name).node(node).build())
+        .await?;
     env.cluster.terminate_pod(env.name(), name, exit_code).await
 }
 
@@ -39,7 +40,7 @@ async fn trims_oldest(env: &Env) -> Result<()> {
         }
         finished_pod(env, name, node.name(), 0).await?;
     }
-    let gc = Controller::start(&env.cluster, &[env.name()], fast(3));
+    let gc = start_podgc(&env.cluster, fast(3, &[env.name()]));
     env.wait_gone("p0", WITHIN).await?;
     env.wait_gone("p1", WITHIN).await?;
     for name in &names[2..] {
@@ -63,7 +64,7 @@ async fn evicted_first(env: &Env) -> Result<()> {
     next_second().await;
     finished_pod(env, "b", node.name(), 0).await?;
     next_second().await;
-    env.create(pod(env.name(), "c").node(node.name()).build())
+    env.create_pod(pod(env.name(), "c").node(node.name()).build())
         .await?;
     env.cluster
         .patch_pod_status(
@@ -72,7 +73,7 @@ async fn evicted_first(env: &Env) -> Result<()> {
             json!({"phase": "Failed", "reason": "Evicted", "message": "The node was low on resource: memory."}),
         )
         .await?;
-    let gc = Controller::start(&env.cluster, &[env.name()], fast(2));
+    let gc = start_podgc(&env.cluster, fast(2, &[env.name()]));
     env.wait_gone("c", WITHIN).await?;
     env.pod_holds(
         "a",
@@ -108,10 +109,10 @@ async fn tie_break(env: &Env) -> Result<()> {
         let (a, b) = (format!("pod-a-{attempt}"), format!("pod-b-{attempt}"));
         // Created b first: the name, not creation order, must decide.
         let pb = env
-            .create(pod(env.name(), &b).node(node.name()).build())
+            .create_pod(pod(env.name(), &b).node(node.name()).build())
             .await?;
         let pa = env
-            .create(pod(env.name(), &a).node(node.name()).build())
+            .create_pod(pod(env.name(), &a).node(node.name()).build())
             .await?;
         if pa.metadata.creation_timestamp == pb.metadata.creation_timestamp {
             pair = Some((a, b));
@@ -123,7 +124,7 @@ async fn tie_break(env: &Env) -> Result<()> {
     };
     env.cluster.terminate_pod(env.name(), &b, 0).await?;
     env.cluster.terminate_pod(env.name(), &a, 0).await?;
-    let gc = Controller::start(&env.cluster, &[env.name()], fast(1));
+    let gc = start_podgc(&env.cluster, fast(1, &[env.name()]));
     env.wait_gone(&a, WITHIN).await?;
     env.pod_holds(
         &b,
@@ -146,12 +147,12 @@ async fn non_terminal_pods_never_count() -> Result<()> {
 async fn non_terminal(env: &Env) -> Result<()> {
     let node = ready_node(env).await?;
     for name in ["r0", "r1", "r2"] {
-        env.create(pod(env.name(), name).node(node.name()).build())
+        env.create_pod(pod(env.name(), name).node(node.name()).build())
             .await?;
         env.set_phase(name, "Running").await?;
     }
     finished_pod(env, "s", node.name(), 0).await?;
-    let gc = Controller::start(&env.cluster, &[env.name()], fast(1));
+    let gc = start_podgc(&env.cluster, fast(1, &[env.name()]));
     for name in ["r0", "r1", "r2", "s"] {
         env.pod_holds(
             name,
@@ -182,10 +183,10 @@ async fn threshold_zero(env: &Env) -> Result<()> {
         finished_pod(env, &format!("done-{i:02}"), node.name(), 0).await?;
     }
     let ghost = unique_name("pgc-ghost");
-    env.create(pod(env.name(), "orphan").node(&ghost).build())
+    env.create_pod(pod(env.name(), "orphan").node(&ghost).build())
         .await?;
     env.set_phase("orphan", "Running").await?;
-    let gc = Controller::start(&env.cluster, &[env.name()], fast(0));
+    let gc = start_podgc(&env.cluster, fast(0, &[env.name()]));
     env.wait_gone("orphan", WITHIN).await?;
     let pods = env.pods();
     rkcm_testkit::holds_for("all 50 terminated pods survive", HOLDS, || {
@@ -209,7 +210,7 @@ async fn terminated_sweep_deletes_without_writing_status() -> Result<()> {
 
 async fn no_patch(env: &Env) -> Result<()> {
     let node = ready_node(env).await?;
-    env.create(
+    env.create_pod(
         pod(env.name(), "older")
             .node(node.name())
             .finalizer(HOLD)
@@ -219,7 +220,7 @@ async fn no_patch(env: &Env) -> Result<()> {
     let before = env.cluster.terminate_pod(env.name(), "older", 1).await?;
     next_second().await;
     finished_pod(env, "newer", node.name(), 1).await?;
-    let gc = Controller::start(&env.cluster, &[env.name()], fast(1));
+    let gc = start_podgc(&env.cluster, fast(1, &[env.name()]));
     let seen = env
         .wait_pod("older", "force-deleted", WITHIN, |p| {
             p.is_some_and(force_deleted)
@@ -266,7 +267,7 @@ async fn global_threshold(a: &Env, b: &Env) -> Result<()> {
     next_second().await;
     finished_pod(b, "b0", node.name(), 0).await?;
     finished_pod(b, "b1", node.name(), 1).await?;
-    let gc = Controller::start(&a.cluster, &[a.name(), b.name()], fast(2));
+    let gc = start_podgc(&a.cluster, fast(2, &[a.name(), b.name()]));
     a.wait_gone("a0", WITHIN).await?;
     a.wait_gone("a1", WITHIN).await?;
     b.pod_holds(

@@ -33,18 +33,18 @@ async fn out_of_service(env: &Env) -> Result<()> {
             "NoExecute",
         ))
         .await?;
-    env.create(
+    env.create_pod(
         pod(env.name(), "held")
             .node(node.name())
             .finalizer(HOLD)
             .build(),
     )
     .await?;
-    env.create(pod(env.name(), "free").node(node.name()).build())
+    env.create_pod(pod(env.name(), "free").node(node.name()).build())
         .await?;
     env.set_phase("held", "Running").await?;
     env.set_phase("free", "Running").await?;
-    let gc = Controller::start(&env.cluster, &[env.name()], fast(0));
+    let gc = start_podgc(&env.cluster, fast(0, &[env.name()]));
     // Scenario 16: not terminating, so untouched even on an out-of-service node.
     env.pod_holds(
         "free",
@@ -107,12 +107,13 @@ async fn out_of_service_negative(env: &Env) -> Result<()> {
         ("on-untainted", untainted.name()),
         ("alive", shutdown.name()),
     ] {
-        env.create(pod(env.name(), name).node(node).build()).await?;
+        env.create_pod(pod(env.name(), name).node(node).build())
+            .await?;
         env.set_phase(name, "Running").await?;
     }
     env.delete_gracefully("on-ready").await?;
     env.delete_gracefully("on-untainted").await?;
-    let gc = Controller::start(&env.cluster, &[env.name()], fast(0));
+    let gc = start_podgc(&env.cluster, fast(0, &[env.name()]));
     env.pod_holds(
         "on-ready",
         "still terminating gracefully",
@@ -151,11 +152,11 @@ async fn any_taint(env: &Env) -> Result<()> {
                 .taint(OUT_OF_SERVICE, "", "NoSchedule"),
         )
         .await?;
-    env.create(pod(env.name(), "p").node(node.name()).build())
+    env.create_pod(pod(env.name(), "p").node(node.name()).build())
         .await?;
     env.set_phase("p", "Running").await?;
     env.delete_gracefully("p").await?;
-    let gc = Controller::start(&env.cluster, &[env.name()], fast(0));
+    let gc = start_podgc(&env.cluster, fast(0, &[env.name()]));
     env.wait_gone("p", WITHIN).await?;
     gc.stop().await
 }
@@ -169,10 +170,10 @@ async fn unscheduled_terminating_pod_is_failed_and_force_deleted() -> Result<()>
 }
 
 async fn unscheduled(env: &Env) -> Result<()> {
-    env.create(pod(env.name(), "p").unschedulable().finalizer(HOLD).build())
+    env.create_pod(pod(env.name(), "p").unschedulable().finalizer(HOLD).build())
         .await?;
     env.delete_gracefully("p").await?;
-    let gc = Controller::start(&env.cluster, &[env.name()], fast(0));
+    let gc = start_podgc(&env.cluster, fast(0, &[env.name()]));
     let seen = env
         .wait_pod("p", "failed and force-deleted", WITHIN, |p| {
             p.is_some_and(|p| force_deleted(p) && phase(p) == "Failed")
@@ -183,7 +184,7 @@ async fn unscheduled(env: &Env) -> Result<()> {
         disruption_target(&seen).is_none(),
         "no DisruptionTarget for unscheduled",
     )?;
-    env.release("p").await?;
+    env.release::<Pod>("p").await?;
     env.wait_gone("p", WITHIN).await?;
     gc.stop().await
 }

@@ -52,7 +52,7 @@ async fn quota_rejection_sets_replica_failure_until_lifted() -> Result<()> {
 async fn quota_failure(env: &Env) -> Result<()> {
     quota(env, 2).await?;
     let recorder = crate::recorder::Recorder::new();
-    let ctrl = Controllers::start_recorded(
+    let ctrl = start_recorded(
         &env.cluster,
         env.name(),
         env.config(),

@@ -19,13 +19,11 @@
 //! `Failed` at PodGC's first sweep; the scale-down follows at once, so `terminatingReplicas=2`
 //! is observed well before the next sweep (20 s later), which must fail the two pods.
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::DeleteParams;
-use rkcm_testkit::{ScopedProxy, holds_for, wait_for};
+use rkcm_testkit::{holds_for, wait_for};
 use serde_json::json;
 
 use crate::harness::*;
@@ -35,103 +33,18 @@ const PODGC_WITHIN: Duration = Duration::from_secs(30);
 /// PodGC's first sweep: process start, informer sync, sweep.
 const PODGC_STARTUP: Duration = Duration::from_secs(30);
 
-/// The rkcm binary: `RKCM_TEST_BIN`, or the one cargo built next to this test executable
-/// (`<target>/<profile>/deps/apiserver-<hash>` → `<target>/<profile>/rkcm`).
-fn rkcm_binary() -> Result<PathBuf> {
-    if let Some(bin) = std::env::var_os("RKCM_TEST_BIN") {
-        return Ok(PathBuf::from(bin));
-    }
-    let exe = std::env::current_exe().context("locating the test executable")?;
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .with_context(|| format!("no target profile directory above {}", exe.display()))?;
-    let bin = profile_dir.join(format!("rkcm{}", std::env::consts::EXE_SUFFIX));
-    anyhow::ensure!(
-        bin.is_file(),
-        "rkcm binary not found at {}: run `cargo build -p rkcm` with the same CARGO_TARGET_DIR \
-         and profile as this test (`cargo test --workspace` builds it), or set RKCM_TEST_BIN",
-        bin.display()
-    );
-    Ok(bin)
+/// The rkcm binary running only PodGC, scoped to the test namespace.
+async fn start_podgc(env: &Env) -> Result<Manager> {
+    Manager::start(ManagerKind::Rkcm, &env.cluster, env.name(), "podgc").await
 }
 
-/// The rkcm binary running only PodGC, scoped to the test namespace. Killed when dropped.
-struct PodGc {
-    child: tokio::process::Child,
-    proxy: ScopedProxy,
-    log: PathBuf,
-}
-
-impl PodGc {
-    async fn start(env: &Env) -> Result<Self> {
-        let bin = rkcm_binary()?;
-        let proxy = ScopedProxy::start(&env.cluster, env.name()).await?;
-        let log = std::env::temp_dir().join(format!("rkcm-podgc-{}.log", env.name()));
-        let out =
-            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        let child = tokio::process::Command::new(&bin)
-            .arg(format!("--kubeconfig={}", proxy.kubeconfig().display()))
-            .args([
-                "--controllers=podgc",
-                "--leader-elect=false",
-                "--secure-port=0",
-                "--v=2",
-            ])
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
-        Ok(Self { child, proxy, log })
-    }
-
-    /// Fails if the process already exited (bad flags, no API server, ...).
-    fn ensure_running(&mut self) -> Result<()> {
-        if let Some(status) = self.child.try_wait()? {
-            anyhow::bail!("rkcm (podgc) exited early: {status}");
-        }
-        Ok(())
-    }
-
-    /// Writes of PodGC that went through the proxy, as "METHOD path".
-    fn writes(&self) -> Vec<String> {
-        self.proxy
-            .writes()
-            .iter()
-            .map(|w| format!("{} {}", w.method, w.path))
-            .collect()
-    }
-
-    /// Stops the process and checks it never tried to write outside the namespace. The log
-    /// is kept when `keep_log` (the test failed).
-    async fn stop(mut self, keep_log: bool) -> Result<()> {
-        self.child.kill().await.context("stopping rkcm (podgc)")?;
-        self.proxy.stop();
-        let refused = self.proxy.refused();
-        anyhow::ensure!(
-            refused.is_empty(),
-            "PodGC tried to write outside the test namespace: {refused:?}"
-        );
-        if !keep_log {
-            let _ = std::fs::remove_file(&self.log);
-        }
-        Ok(())
-    }
-
-    fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        format!(
-            "{} (last 20 lines):\n{}",
-            self.log.display(),
-            lines[lines.len().saturating_sub(20)..].join("\n")
-        )
-    }
-}
-
-fn phase(p: &Pod) -> Option<&str> {
-    p.status.as_ref().and_then(|s| s.phase.as_deref())
+/// Writes of PodGC that went through the proxy, as "METHOD path".
+fn writes(podgc: &Manager) -> Vec<String> {
+    podgc
+        .writes()
+        .iter()
+        .map(|w| format!("{} {}", w.method, w.path))
+        .collect()
 }
 
 fn terminating_replicas(rs: &k8s_openapi::api::apps::v1::ReplicaSet) -> Option<i32> {
@@ -163,25 +76,25 @@ async fn with_podgc(env: &Env) -> Result<()> {
         .await
         .context("deleting the sentinel pod")?;
 
-    let mut podgc = PodGc::start(env).await?;
+    let mut podgc = start_podgc(env).await?;
     let result = scale_down_under_podgc(env, &uid, &mut podgc).await;
-    let result = result.map_err(|e| e.context(podgc.log_tail()));
-    let stopped = podgc.stop(result.is_err()).await;
+    let result = Manager::with_logs(result, &mut [&mut podgc]);
+    let stopped = podgc.stop_scoped().await;
     result?;
     stopped?;
     ctrl.stop().await
 }
 
-async fn scale_down_under_podgc(env: &Env, uid: &str, podgc: &mut PodGc) -> Result<()> {
+async fn scale_down_under_podgc(env: &Env, uid: &str, podgc: &mut Manager) -> Result<()> {
     wait_for(
         "PodGC's first sweep fails the sentinel",
         PODGC_STARTUP,
         || {
-            let running = podgc.ensure_running();
+            let running = podgc.check_running();
             async move {
                 running?;
                 let p = env.pods().get("sentinel").await?;
-                Ok((phase(&p) == Some("Failed")).then_some(()))
+                Ok((phase(&p) == "Failed").then_some(()))
             }
         },
     )
@@ -218,7 +131,7 @@ async fn scale_down_under_podgc(env: &Env, uid: &str, podgc: &mut PodGc) -> Resu
                 let Some(p) = env.pods().get_opt(name).await? else {
                     anyhow::bail!("pod {name} is gone although its finalizer should hold it");
                 };
-                if phase(&p) == Some("Failed") {
+                if phase(&p) == "Failed" {
                     failed += 1;
                 }
             }
@@ -240,7 +153,7 @@ async fn scale_down_under_podgc(env: &Env, uid: &str, podgc: &mut PodGc) -> Resu
             .with_context(|| format!("pod {name} still exists at terminating=0"))?;
         ensure(
             p.metadata.deletion_timestamp.is_some()
-                && phase(&p) == Some("Failed")
+                && phase(&p) == "Failed"
                 && p.metadata.finalizers.iter().flatten().any(|f| f == HOLD),
             format!(
                 "pod {name}: terminating, Failed, finalizer kept; got {:?} {:?} {:?}",
@@ -264,12 +177,12 @@ async fn scale_down_under_podgc(env: &Env, uid: &str, podgc: &mut PodGc) -> Resu
         "PodGC's status patch and delete of each",
         WITHIN,
         || async {
-            let writes = podgc.writes();
+            let writes = writes(podgc);
             Ok(want.iter().all(|w| writes.contains(w)).then_some(()))
         },
     )
     .await;
-    check.with_context(|| format!("PodGC's writes: {:?}", podgc.writes()))?;
+    check.with_context(|| format!("PodGC's writes: {:?}", writes(podgc)))?;
 
     // Failed pods are not replaced; replicas stays 1, terminating stays 0, nothing vanishes.
     holds_for(

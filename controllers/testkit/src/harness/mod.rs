@@ -225,7 +225,7 @@ impl Env {
     }
 
     /// Sets `spec.replicas` of object `name` of kind `K`.
-    pub async fn scale<K: Object>(&self, name: &str, replicas: i32) -> Result<K> {
+    pub async fn set_replicas<K: Object>(&self, name: &str, replicas: i32) -> Result<K> {
         self.merge(name, json!({"spec": {"replicas": replicas}}))
             .await
             .with_context(|| format!("scaling {name} to {replicas}"))
@@ -268,9 +268,9 @@ impl Env {
 
     // ---- Pods -------------------------------------------------------------------------------
 
-    /// Creates a pod from JSON.
-    pub async fn create_pod(&self, body: Value) -> Result<Pod> {
-        self.create(body).await
+    /// Creates a pod (a [`Pod`] or its JSON).
+    pub async fn create_pod(&self, pod: impl Serialize) -> Result<Pod> {
+        self.create(serde_json::to_value(pod)?).await
     }
 
     /// Every pod of the namespace controlled by `uid` (terminating ones included).
