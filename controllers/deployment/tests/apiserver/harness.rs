@@ -1,37 +1,22 @@
-//! What every scenario needs: the Deployment and ReplicaSet controllers running in-process
-//! and scoped to the test's namespace, object builders, status accessors, polling helpers
-//! that say what they last saw, pods made ready the way a kubelet would, watch-based
-//! histories for "never" checks, and a cleanup that always runs.
+//! What only the Deployment suite needs on top of the testkit's harness: the Deployment and
+//! ReplicaSet controllers in-process, Deployment and ReplicaSet helpers on [`Env`] (waits
+//! that show the objects as last seen), the controller's events, builders, status accessors,
+//! and the ReplicaSet arithmetic over watch histories.
 
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::fmt::Debug;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
-use futures::StreamExt;
+use anyhow::{Context, Result};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition, ReplicaSet};
-use k8s_openapi::api::core::v1::{Event, Pod};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
-use rkcm_runtime::informer::InformerFactory;
-use rkcm_runtime::{CancellationToken, ControllerContext};
-use rkcm_testkit::{TestCluster, TestNamespace, holds_for, wait_for};
-use serde::de::DeserializeOwned;
+use k8s_openapi::api::core::v1::Event;
+use kube::api::Api;
+pub use rkcm_testkit::harness::*;
 use serde_json::{Value, json};
-use tokio::task::JoinHandle;
 
-/// The finalizer tests put on pods and Deployments to keep them terminating.
-pub const HOLD: &str = "rkcm.test/hold";
-/// "Within T" for anything the controllers should do promptly.
-pub const WITHIN: Duration = Duration::from_secs(20);
 /// How long "stays so" / "never happens" is watched when the spec names no period.
 pub const HOLDS: Duration = Duration::from_secs(5);
-/// A scheduler that does not exist: the pods stay unbound unless a test binds them.
-pub const NO_SCHEDULER: &str = "rkcm-test-no-scheduler";
 /// The event source of the controller under test.
 pub const COMPONENT: &str = "deployment-controller";
 
@@ -48,217 +33,184 @@ pub const MAX: &str = "deployment.kubernetes.io/max-replicas";
 pub const ROLLBACK_TO: &str = "deprecated.deployment.rollback.to";
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-/// The Deployment and ReplicaSet controllers on one informer factory of their own; stopped
-/// when dropped.
-pub struct Controllers {
-    shutdown: CancellationToken,
-    handles: Vec<(&'static str, JoinHandle<Result<(), String>>)>,
-}
-
-impl Controllers {
-    /// Starts both controllers on informers scoped to `namespace`.
-    pub fn start(
-        cluster: &TestCluster,
-        namespace: &str,
-        deployment: rkcm_deployment::Config,
-        replicaset: rkcm_replicaset::Config,
-    ) -> Self {
-        let shutdown = CancellationToken::new();
-        let client = cluster.client();
-        let informers = InformerFactory::namespaced(client.clone(), namespace);
-        let ctx = ControllerContext::new(client, informers.clone(), shutdown.clone());
-        let d_ctx = ctx.clone();
-        let handles = vec![
-            (
-                rkcm_deployment::NAME,
-                tokio::spawn(async move {
-                    rkcm_deployment::start(d_ctx, deployment)
-                        .await
-                        .map_err(|e| e.to_string())
-                }),
-            ),
-            (
-                "replicaset-controller",
-                tokio::spawn(async move {
-                    rkcm_replicaset::start_replicaset(ctx, replicaset)
-                        .await
-                        .map_err(|e| e.to_string())
-                }),
-            ),
-        ];
-        informers.start(shutdown.clone());
-        Self { shutdown, handles }
-    }
-
-    /// Stops both controllers and checks that they ended cleanly and promptly.
-    pub async fn stop(mut self) -> Result<()> {
-        self.shutdown.cancel();
-        for (name, handle) in self.handles.drain(..) {
-            tokio::time::timeout(Duration::from_secs(10), handle)
-                .await
-                .with_context(|| format!("{name} did not stop within 10 s of shutdown"))?
-                .with_context(|| format!("{name} panicked"))?
-                .map_err(|e| anyhow::anyhow!("{name} returned an error: {e}"))?;
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Controllers {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
-}
-
-/// One test's cluster connection and namespace.
-pub struct Env {
-    pub cluster: TestCluster,
-    pub ns: TestNamespace,
-}
-
-impl Env {
-    pub async fn new(prefix: &str) -> Result<Self> {
-        let cluster = TestCluster::connect().await?;
-        let ns = cluster.namespace(prefix).await?;
-        Ok(Self { cluster, ns })
-    }
-
-    pub fn name(&self) -> &str {
-        self.ns.name()
-    }
-
+/// Deployment and ReplicaSet helpers on the test environment.
+#[allow(async_fn_in_trait)]
+pub trait DeployEnv {
     /// Both controllers with upstream defaults, limited to this test's namespace.
-    pub fn start(&self) -> Controllers {
+    fn start(&self) -> Controllers;
+    /// Like [`DeployEnv::start`] with the `DeploymentReplicaSetTerminatingReplicas` gate set
+    /// to `terminating_replicas` in both controllers.
+    fn start_gated(&self, terminating_replicas: bool) -> Controllers;
+    fn deployments(&self) -> Api<Deployment>;
+    fn replicasets(&self) -> Api<ReplicaSet>;
+    async fn create_deployment(&self, body: Value) -> Result<Deployment>;
+    async fn deployment(&self, name: &str) -> Result<Deployment>;
+    /// JSON merge patch on the Deployment's main endpoint.
+    async fn patch_deployment(&self, name: &str, patch: Value) -> Result<Deployment>;
+    /// Strategic merge patch on the Deployment's main endpoint.
+    async fn patch_strategic(&self, name: &str, patch: Value) -> Result<Deployment>;
+    /// Changes the template's image (a new template, so a rollout).
+    async fn set_image(&self, name: &str, image: &str) -> Result<Deployment>;
+    async fn scale(&self, name: &str, replicas: i32) -> Result<Deployment>;
+    async fn set_paused(&self, name: &str, paused: bool) -> Result<Deployment>;
+    async fn annotate(&self, name: &str, key: &str, value: Option<&str>) -> Result<Deployment>;
+    /// Waits up to [`WITHIN`] for Deployment `name` to satisfy `check`.
+    async fn wait_deployment(
+        &self,
+        name: &str,
+        what: &str,
+        check: impl Fn(&Deployment) -> bool,
+    ) -> Result<Deployment>;
+    /// Waits up to `timeout`; on timeout the error shows the Deployment as last seen.
+    async fn wait_deployment_for(
+        &self,
+        name: &str,
+        what: &str,
+        timeout: Duration,
+        check: impl Fn(&Deployment) -> bool,
+    ) -> Result<Deployment>;
+    /// Waits until `name` has rolled out completely: observed, every replica updated and
+    /// available, `Progressing` reason `NewReplicaSetAvailable`.
+    async fn wait_complete(&self, name: &str) -> Result<Deployment>;
+    /// Waits until `name` has rolled out completely at `revision`.
+    async fn wait_complete_at(&self, name: &str, revision: &str) -> Result<Deployment>;
+    /// Fails unless Deployment `name` satisfies `check` for the whole of `period`.
+    async fn deployment_holds(
+        &self,
+        name: &str,
+        what: &str,
+        period: Duration,
+        check: impl Fn(&Deployment) -> bool,
+    ) -> Result<()>;
+    async fn create_rs(&self, body: Value) -> Result<ReplicaSet>;
+    async fn patch_rs(&self, name: &str, patch: Value) -> Result<ReplicaSet>;
+    /// ReplicaSets of the namespace whose controller is `owner_uid`, oldest first (same
+    /// second: by name).
+    async fn rss_of(&self, owner_uid: &str) -> Result<Vec<ReplicaSet>>;
+    /// Every ReplicaSet of the namespace, oldest first (same second: by name).
+    async fn all_rss(&self) -> Result<Vec<ReplicaSet>>;
+    /// Waits up to [`WITHIN`] until the ReplicaSets controlled by `owner_uid` (oldest
+    /// first) satisfy `check`.
+    async fn wait_rss(
+        &self,
+        owner_uid: &str,
+        what: &str,
+        check: impl Fn(&[ReplicaSet]) -> bool,
+    ) -> Result<Vec<ReplicaSet>>;
+    async fn wait_rss_for(
+        &self,
+        owner_uid: &str,
+        what: &str,
+        timeout: Duration,
+        check: impl Fn(&[ReplicaSet]) -> bool,
+    ) -> Result<Vec<ReplicaSet>>;
+    /// Fails unless the ReplicaSets controlled by `owner_uid` satisfy `check` for the whole
+    /// of `period`; the error shows what broke it.
+    async fn rss_hold(
+        &self,
+        owner_uid: &str,
+        what: &str,
+        period: Duration,
+        check: impl Fn(&[ReplicaSet]) -> bool,
+    ) -> Result<()>;
+    /// Waits up to [`WITHIN`] for ReplicaSet `name` to satisfy `check`.
+    async fn wait_rs(
+        &self,
+        name: &str,
+        what: &str,
+        check: impl Fn(&ReplicaSet) -> bool,
+    ) -> Result<ReplicaSet>;
+    /// Core/v1 events the Deployment controller recorded about Deployment `name`.
+    async fn events_of(&self, name: &str) -> Result<Vec<Event>>;
+    /// Messages of the `ScalingReplicaSet` events about `name`, sorted.
+    async fn scaling_messages(&self, name: &str) -> Result<Vec<String>>;
+    /// Waits until the `ScalingReplicaSet` events about `name` are exactly `expected`
+    /// (any order, each once).
+    async fn wait_scaling_events(&self, name: &str, expected: &[String]) -> Result<()>;
+    /// Waits for an event about Deployment `name` with exactly this type, reason and
+    /// message.
+    async fn wait_event(
+        &self,
+        name: &str,
+        type_: &str,
+        reason: &str,
+        message: &str,
+    ) -> Result<Event>;
+}
+
+impl DeployEnv for Env {
+    fn start(&self) -> Controllers {
         self.start_gated(true)
     }
 
-    /// Like [`Env::start`] with the `DeploymentReplicaSetTerminatingReplicas` gate set to
-    /// `terminating_replicas` in both controllers.
-    pub fn start_gated(&self, terminating_replicas: bool) -> Controllers {
+    fn start_gated(&self, terminating_replicas: bool) -> Controllers {
         let deployment = rkcm_deployment::Config {
             terminating_replicas,
+            namespaces: self.namespaces(),
             ..rkcm_deployment::Config::default()
         };
         let replicaset = rkcm_replicaset::Config {
             terminating_replicas,
+            namespaces: self.namespaces(),
             ..rkcm_replicaset::Config::default()
         };
-        Controllers::start(&self.cluster, self.name(), deployment, replicaset)
+        Controllers::new(self.cluster.client())
+            .spawn(rkcm_deployment::NAME, |ctx| {
+                rkcm_deployment::start(ctx, deployment)
+            })
+            .spawn("replicaset-controller", |ctx| {
+                rkcm_replicaset::start_replicaset(ctx, replicaset)
+            })
+            .run()
     }
 
-    pub fn deployments(&self) -> Api<Deployment> {
-        self.ns.api()
-    }
-    pub fn replicasets(&self) -> Api<ReplicaSet> {
-        self.ns.api()
-    }
-    pub fn pods(&self) -> Api<Pod> {
-        self.ns.api()
+    fn deployments(&self) -> Api<Deployment> {
+        self.api()
     }
 
-    /// Returns `result` after releasing everything tests hold (finalizers on Deployments,
-    /// ReplicaSets and pods) and removing the pods, so the namespace can go (no kubelet
-    /// finishes graceful deletes of bound pods).
-    pub async fn finish(self, result: Result<()>) -> Result<()> {
-        let cleanup = self.cleanup().await;
-        result?;
-        cleanup
+    fn replicasets(&self) -> Api<ReplicaSet> {
+        self.api()
     }
 
-    async fn cleanup(&self) -> Result<()> {
-        let unhold = Patch::Merge(json!({"metadata": {"finalizers": null}}));
-        let pp = PatchParams::default();
-        for d in self.deployments().list(&ListParams::default()).await?.items {
-            if has_finalizers(&d) {
-                let name = d.metadata.name.unwrap_or_default();
-                ignore_404(self.deployments().patch(&name, &pp, &unhold).await)?;
-            }
-        }
-        for rs in self.replicasets().list(&ListParams::default()).await?.items {
-            if has_finalizers(&rs) {
-                let name = rs.metadata.name.unwrap_or_default();
-                ignore_404(self.replicasets().patch(&name, &pp, &unhold).await)?;
-            }
-        }
-        for pod in self.pods().list(&ListParams::default()).await?.items {
-            if has_finalizers(&pod) {
-                let name = pod.metadata.name.unwrap_or_default();
-                ignore_404(self.pods().patch(&name, &pp, &unhold).await)?;
-            }
-        }
-        // Test cleanup only: controllers never force-delete.
-        let now = DeleteParams {
-            grace_period_seconds: Some(0),
-            ..DeleteParams::default()
-        };
-        self.pods()
-            .delete_collection(&now, &ListParams::default())
-            .await
-            .context("removing the test's pods")?;
-        Ok(())
+    async fn create_deployment(&self, body: Value) -> Result<Deployment> {
+        self.create(body).await
     }
 
-    // ---- Deployments -------------------------------------------------------------------
-
-    pub async fn create_deployment(&self, body: Value) -> Result<Deployment> {
-        let d: Deployment = serde_json::from_value(body)?;
-        self.deployments()
-            .create(&PostParams::default(), &d)
-            .await
-            .context("creating Deployment")
+    async fn deployment(&self, name: &str) -> Result<Deployment> {
+        self.get(name).await
     }
 
-    pub async fn deployment(&self, name: &str) -> Result<Deployment> {
-        self.deployments()
-            .get(name)
-            .await
-            .with_context(|| format!("reading Deployment {name}"))
+    async fn patch_deployment(&self, name: &str, patch: Value) -> Result<Deployment> {
+        self.merge(name, patch).await
     }
 
-    /// JSON merge patch on the Deployment's main endpoint.
-    pub async fn patch_deployment(&self, name: &str, patch: Value) -> Result<Deployment> {
-        self.deployments()
-            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-            .with_context(|| format!("patching Deployment {name}"))
+    async fn patch_strategic(&self, name: &str, patch: Value) -> Result<Deployment> {
+        self.strategic(name, patch).await
     }
 
-    /// Strategic merge patch on the Deployment's main endpoint.
-    pub async fn patch_strategic(&self, name: &str, patch: Value) -> Result<Deployment> {
-        self.deployments()
-            .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
-            .await
-            .with_context(|| format!("patching Deployment {name}"))
-    }
-
-    /// Changes the template's image (a new template, so a rollout).
-    pub async fn set_image(&self, name: &str, image: &str) -> Result<Deployment> {
+    async fn set_image(&self, name: &str, image: &str) -> Result<Deployment> {
         let patch = json!({"spec": {"template": {"spec": {"containers": [
             {"name": "main", "image": image}
         ]}}}});
-        self.deployments()
-            .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+        self.strategic(name, patch)
             .await
             .with_context(|| format!("setting image of Deployment {name} to {image}"))
     }
 
-    pub async fn scale(&self, name: &str, replicas: i32) -> Result<Deployment> {
-        self.patch_deployment(name, json!({"spec": {"replicas": replicas}}))
+    async fn scale(&self, name: &str, replicas: i32) -> Result<Deployment> {
+        self.set_replicas(name, replicas).await
+    }
+
+    async fn set_paused(&self, name: &str, paused: bool) -> Result<Deployment> {
+        self.merge(name, json!({"spec": {"paused": paused}})).await
+    }
+
+    async fn annotate(&self, name: &str, key: &str, value: Option<&str>) -> Result<Deployment> {
+        self.merge(name, json!({"metadata": {"annotations": {key: value}}}))
             .await
     }
 
-    pub async fn set_paused(&self, name: &str, paused: bool) -> Result<Deployment> {
-        self.patch_deployment(name, json!({"spec": {"paused": paused}}))
-            .await
-    }
-
-    pub async fn annotate(&self, name: &str, key: &str, value: Option<&str>) -> Result<Deployment> {
-        self.patch_deployment(name, json!({"metadata": {"annotations": {key: value}}}))
-            .await
-    }
-
-    /// Waits up to [`WITHIN`] for Deployment `name` to satisfy `check`.
-    pub async fn wait_deployment(
+    async fn wait_deployment(
         &self,
         name: &str,
         what: &str,
@@ -267,42 +219,23 @@ impl Env {
         self.wait_deployment_for(name, what, WITHIN, check).await
     }
 
-    /// Waits up to `timeout` for Deployment `name` to satisfy `check`; on timeout the error
-    /// shows the Deployment as last seen.
-    pub async fn wait_deployment_for(
+    async fn wait_deployment_for(
         &self,
         name: &str,
         what: &str,
         timeout: Duration,
         check: impl Fn(&Deployment) -> bool,
     ) -> Result<Deployment> {
-        let last: Mutex<Option<Deployment>> = Mutex::new(None);
-        let what = format!("Deployment {}/{name}: {what}", self.name());
-        wait_for(&what, timeout, || {
-            let (check, last) = (&check, &last);
-            async move {
-                let d = self.deployments().get(name).await?;
-                let ok = check(&d);
-                *lock(last) = Some(d.clone());
-                Ok(ok.then_some(d))
-            }
-        })
-        .await
-        .with_context(|| match &*lock(&last) {
-            Some(d) => format!("last seen: {}", describe_deployment(d)),
-            None => "never read".to_owned(),
-        })
+        self.wait_object(name, what, timeout, check, describe_deployment)
+            .await
     }
 
-    /// Waits until `name` has rolled out completely: observed, every replica updated and
-    /// available, `Progressing` reason `NewReplicaSetAvailable`.
-    pub async fn wait_complete(&self, name: &str) -> Result<Deployment> {
+    async fn wait_complete(&self, name: &str) -> Result<Deployment> {
         self.wait_deployment(name, "rollout complete", complete)
             .await
     }
 
-    /// Waits until `name` has rolled out completely at `revision`.
-    pub async fn wait_complete_at(&self, name: &str, revision: &str) -> Result<Deployment> {
+    async fn wait_complete_at(&self, name: &str, revision: &str) -> Result<Deployment> {
         self.wait_deployment(
             name,
             &format!("rollout of revision {revision} complete"),
@@ -311,48 +244,38 @@ impl Env {
         .await
     }
 
-    // ---- ReplicaSets --------------------------------------------------------------------
-
-    pub async fn create_rs(&self, body: Value) -> Result<ReplicaSet> {
-        let rs: ReplicaSet = serde_json::from_value(body)?;
-        self.replicasets()
-            .create(&PostParams::default(), &rs)
+    async fn deployment_holds(
+        &self,
+        name: &str,
+        what: &str,
+        period: Duration,
+        check: impl Fn(&Deployment) -> bool,
+    ) -> Result<()> {
+        self.object_holds(name, what, period, check, describe_deployment)
             .await
-            .context("creating ReplicaSet")
     }
 
-    pub async fn patch_rs(&self, name: &str, patch: Value) -> Result<ReplicaSet> {
-        self.replicasets()
-            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-            .with_context(|| format!("patching ReplicaSet {name}"))
+    async fn create_rs(&self, body: Value) -> Result<ReplicaSet> {
+        self.create(body).await
     }
 
-    /// ReplicaSets of the namespace whose controller is `owner_uid`, oldest first (same
-    /// second: by name).
-    pub async fn rss_of(&self, owner_uid: &str) -> Result<Vec<ReplicaSet>> {
-        let mut rss: Vec<ReplicaSet> = self
-            .replicasets()
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .filter(|rs| controller_uid(rs) == Some(owner_uid))
-            .collect();
+    async fn patch_rs(&self, name: &str, patch: Value) -> Result<ReplicaSet> {
+        self.merge(name, patch).await
+    }
+
+    async fn rss_of(&self, owner_uid: &str) -> Result<Vec<ReplicaSet>> {
+        let mut rss = self.all_rss().await?;
+        rss.retain(|rs| controller_uid(rs) == Some(owner_uid));
+        Ok(rss)
+    }
+
+    async fn all_rss(&self) -> Result<Vec<ReplicaSet>> {
+        let mut rss = self.list::<ReplicaSet>().await?;
         sort_by_age(&mut rss);
         Ok(rss)
     }
 
-    /// Every ReplicaSet of the namespace, oldest first (same second: by name).
-    pub async fn all_rss(&self) -> Result<Vec<ReplicaSet>> {
-        let mut rss = self.replicasets().list(&ListParams::default()).await?.items;
-        sort_by_age(&mut rss);
-        Ok(rss)
-    }
-
-    /// Waits up to [`WITHIN`] until the ReplicaSets controlled by `owner_uid` (oldest
-    /// first) satisfy `check`.
-    pub async fn wait_rss(
+    async fn wait_rss(
         &self,
         owner_uid: &str,
         what: &str,
@@ -361,222 +284,92 @@ impl Env {
         self.wait_rss_for(owner_uid, what, WITHIN, check).await
     }
 
-    pub async fn wait_rss_for(
+    async fn wait_rss_for(
         &self,
         owner_uid: &str,
         what: &str,
         timeout: Duration,
         check: impl Fn(&[ReplicaSet]) -> bool,
     ) -> Result<Vec<ReplicaSet>> {
-        let last: Mutex<Option<Vec<ReplicaSet>>> = Mutex::new(None);
         let what = format!("ReplicaSets of {owner_uid} in {}: {what}", self.name());
-        wait_for(&what, timeout, || {
-            let (check, last) = (&check, &last);
-            async move {
-                let rss = self.rss_of(owner_uid).await?;
-                let ok = check(&rss);
-                *lock(last) = Some(rss.clone());
-                Ok(ok.then_some(rss))
-            }
-        })
+        wait_seen(
+            &what,
+            timeout,
+            || self.rss_of(owner_uid),
+            |rss| check(rss),
+            |rss| describe_rss(rss),
+        )
         .await
-        .with_context(|| match &*lock(&last) {
-            Some(rss) => format!("last seen: {}", describe_rss(rss)),
-            None => "never read".to_owned(),
-        })
     }
 
-    /// Waits up to [`WITHIN`] for ReplicaSet `name` to satisfy `check`.
-    pub async fn wait_rs(
+    async fn rss_hold(
+        &self,
+        owner_uid: &str,
+        what: &str,
+        period: Duration,
+        check: impl Fn(&[ReplicaSet]) -> bool,
+    ) -> Result<()> {
+        holds_seen(
+            what,
+            period,
+            || self.rss_of(owner_uid),
+            |rss| check(rss),
+            |rss| describe_rss(rss),
+        )
+        .await
+    }
+
+    async fn wait_rs(
         &self,
         name: &str,
         what: &str,
         check: impl Fn(&ReplicaSet) -> bool,
     ) -> Result<ReplicaSet> {
-        let last: Mutex<Option<ReplicaSet>> = Mutex::new(None);
-        let what = format!("ReplicaSet {}/{name}: {what}", self.name());
-        wait_for(&what, WITHIN, || {
-            let (check, last) = (&check, &last);
-            async move {
-                let rs = self.replicasets().get(name).await?;
-                let ok = check(&rs);
-                *lock(last) = Some(rs.clone());
-                Ok(ok.then_some(rs))
-            }
+        self.wait_object(name, what, WITHIN, check, |rs| {
+            describe_rss(std::slice::from_ref(rs))
         })
         .await
-        .with_context(|| match &*lock(&last) {
-            Some(rs) => format!("last seen: {}", describe_rss(std::slice::from_ref(rs))),
-            None => "never read".to_owned(),
-        })
     }
 
-    // ---- Pods ---------------------------------------------------------------------------
-
-    /// Every pod of the namespace controlled by `uid` (terminating ones included).
-    pub async fn owned(&self, uid: &str) -> Result<Vec<Pod>> {
-        Ok(self
-            .pods()
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .filter(|p| controller_uid(p) == Some(uid))
-            .collect())
+    async fn events_of(&self, name: &str) -> Result<Vec<Event>> {
+        self.events_about("Deployment", name, COMPONENT).await
     }
 
-    /// Pods controlled by `uid` that are neither terminating nor terminal.
-    pub async fn active(&self, uid: &str) -> Result<Vec<Pod>> {
-        Ok(self
-            .owned(uid)
-            .await?
-            .into_iter()
-            .filter(is_active)
-            .collect())
-    }
-
-    /// Waits until exactly `n` active pods are controlled by `uid`, and returns them
-    /// (sorted by name).
-    pub async fn wait_active(&self, uid: &str, n: usize) -> Result<Vec<Pod>> {
-        let mut pods = wait_for(&format!("{n} active pods of {uid}"), WITHIN, || async {
-            let pods = self.active(uid).await?;
-            Ok((pods.len() == n).then_some(pods))
-        })
-        .await?;
-        pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        Ok(pods)
-    }
-
-    /// Marks a pod `Running` and Ready since `since` (the Ready transition time is always
-    /// set explicitly: the API server does not fill it in).
-    pub async fn set_ready(&self, pod: &str, since: jiff::Timestamp) -> Result<Pod> {
-        self.cluster
-            .patch_pod_status(self.name(), pod, ready_status(since))
-            .await
-    }
-
-    /// Waits for `n` active pods of ReplicaSet `rs_uid` and makes every one of them ready.
-    pub async fn make_ready(&self, rs_uid: &str, n: usize) -> Result<Vec<Pod>> {
-        let pods = self.wait_active(rs_uid, n).await?;
-        let now = jiff::Timestamp::now();
-        for p in &pods {
-            if !is_ready(p) {
-                self.set_ready(&name_of(p), now).await?;
-            }
-        }
-        Ok(pods)
-    }
-
-    /// Binds an unbound pod to `node`, as the scheduler would.
-    pub async fn bind(&self, pod: &str, node: &str) -> Result<()> {
-        let binding = json!({
-            "apiVersion": "v1", "kind": "Binding",
-            "metadata": {"name": pod, "namespace": self.name()},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        });
-        self.pods()
-            .create_subresource::<Value, Value>("binding", pod, &PostParams::default(), &binding)
-            .await
-            .with_context(|| format!("binding pod {pod} to {node}"))?;
-        Ok(())
-    }
-
-    // ---- Events -------------------------------------------------------------------------
-
-    /// Core/v1 events the Deployment controller recorded about Deployment `name`.
-    pub async fn events_of(&self, name: &str) -> Result<Vec<Event>> {
-        let lp = ListParams::default().fields(&format!(
-            "involvedObject.kind=Deployment,involvedObject.name={name}"
-        ));
-        Ok(self
-            .ns
-            .api::<Event>()
-            .list(&lp)
-            .await?
-            .items
-            .into_iter()
-            .filter(|e| e.source.as_ref().and_then(|s| s.component.as_deref()) == Some(COMPONENT))
-            .collect())
-    }
-
-    /// Messages of the `ScalingReplicaSet` events about `name`, sorted.
-    pub async fn scaling_messages(&self, name: &str) -> Result<Vec<String>> {
+    async fn scaling_messages(&self, name: &str) -> Result<Vec<String>> {
         let mut msgs: Vec<String> = self
-            .events_of(name)
+            .events_by_reason("Deployment", name, COMPONENT, "ScalingReplicaSet")
             .await?
             .into_iter()
-            .filter(|e| {
-                e.reason.as_deref() == Some("ScalingReplicaSet")
-                    && e.type_.as_deref() == Some("Normal")
-            })
+            .filter(|e| e.type_.as_deref() == Some("Normal"))
             .filter_map(|e| e.message)
             .collect();
         msgs.sort();
         Ok(msgs)
     }
 
-    /// Waits until the `ScalingReplicaSet` events about `name` are exactly `expected`
-    /// (any order, each once).
-    pub async fn wait_scaling_events(&self, name: &str, expected: &[String]) -> Result<()> {
+    async fn wait_scaling_events(&self, name: &str, expected: &[String]) -> Result<()> {
         let mut want = expected.to_vec();
         want.sort();
-        let last = Mutex::new(Vec::new());
-        wait_for(
+        wait_seen(
             &format!("ScalingReplicaSet events of {name} to be exactly {want:?}"),
             WITHIN,
-            || {
-                let (want, last) = (&want, &last);
-                async move {
-                    let got = self.scaling_messages(name).await?;
-                    let ok = &got == want;
-                    *lock(last) = got;
-                    Ok(ok.then_some(()))
-                }
-            },
+            || self.scaling_messages(name),
+            |got| *got == want,
+            |got| format!("{got:?}"),
         )
         .await
-        .with_context(|| format!("last seen: {:?}", lock(&last)))
+        .map(drop)
     }
 
-    /// Waits for an event about Deployment `name` with exactly this type, reason and message.
-    pub async fn wait_event(
+    async fn wait_event(
         &self,
         name: &str,
         type_: &str,
         reason: &str,
         message: &str,
     ) -> Result<Event> {
-        let last = Mutex::new(Vec::new());
-        wait_for(
-            &format!("{type_} event {reason} {message:?} about Deployment {name}"),
-            WITHIN,
-            || {
-                let last = &last;
-                async move {
-                    let events = self.events_of(name).await?;
-                    let found = events.iter().find(|e| {
-                        e.type_.as_deref() == Some(type_)
-                            && e.reason.as_deref() == Some(reason)
-                            && e.message.as_deref() == Some(message)
-                    });
-                    let found = found.cloned();
-                    *lock(last) = events
-                        .iter()
-                        .map(|e| {
-                            format!(
-                                "{}/{}: {}",
-                                e.type_.as_deref().unwrap_or_default(),
-                                e.reason.as_deref().unwrap_or_default(),
-                                e.message.as_deref().unwrap_or_default()
-                            )
-                        })
-                        .collect();
-                    Ok(found)
-                }
-            },
-        )
-        .await
-        .with_context(|| format!("events seen: {:?}", lock(&last)))
+        self.wait_event_about(("Deployment", name, COMPONENT), type_, reason, message)
+            .await
     }
 }
 
@@ -599,24 +392,6 @@ pub async fn settled_v1(env: &Env, body: Value) -> Result<(Deployment, ReplicaSe
 }
 
 // ---- Builders ----------------------------------------------------------------------------
-
-/// Labels as a JSON object.
-pub fn labels(pairs: &[(&str, &str)]) -> Value {
-    let map: BTreeMap<&str, &str> = pairs.iter().copied().collect();
-    json!(map)
-}
-
-/// A pod template: one container running `image`, never scheduled by kube-scheduler.
-pub fn template(labels_: &[(&str, &str)], image: &str) -> Value {
-    json!({
-        "metadata": {"labels": labels(labels_)},
-        "spec": {
-            "schedulerName": NO_SCHEDULER,
-            "terminationGracePeriodSeconds": 30,
-            "containers": [{"name": "main", "image": image}],
-        },
-    })
-}
 
 /// Deployment `name` with `replicas`, selector and template labels `app=<name>`, image
 /// [`V1`], API defaults for everything else (RollingUpdate 25%/25%, history 10, deadline
@@ -646,36 +421,7 @@ pub fn recreate(d: &mut Value) {
     d["spec"]["strategy"] = json!({"type": "Recreate"});
 }
 
-/// A pod status: Running and Ready since `since`.
-pub fn ready_status(since: jiff::Timestamp) -> Value {
-    let t = since.to_string();
-    json!({"phase": "Running", "conditions": [
-        {"type": "Ready", "status": "True", "lastTransitionTime": t},
-        {"type": "ContainersReady", "status": "True", "lastTransitionTime": t},
-    ]})
-}
-
 // ---- Accessors ---------------------------------------------------------------------------
-
-pub fn name_of<K: kube::Resource>(obj: &K) -> String {
-    obj.meta().name.clone().unwrap_or_default()
-}
-
-pub fn uid_of<K: kube::Resource>(obj: &K) -> String {
-    obj.meta().uid.clone().unwrap_or_default()
-}
-
-pub fn names_of<K: kube::Resource>(objs: &[K]) -> Vec<String> {
-    objs.iter().map(name_of).collect()
-}
-
-/// Names, sorted: for comparing sets of objects whose order does not matter (creation
-/// timestamps have one-second resolution, so "oldest first" is no total order).
-pub fn sorted_names<K: kube::Resource>(objs: &[K]) -> Vec<String> {
-    let mut names = names_of(objs);
-    names.sort();
-    names
-}
 
 /// `names`, sorted.
 pub fn sorted(names: &[&str]) -> Vec<String> {
@@ -684,44 +430,8 @@ pub fn sorted(names: &[&str]) -> Vec<String> {
     names
 }
 
-pub fn ann<'a, K: kube::Resource>(obj: &'a K, key: &str) -> Option<&'a str> {
-    obj.meta()
-        .annotations
-        .as_ref()?
-        .get(key)
-        .map(String::as_str)
-}
-
-pub fn label<'a, K: kube::Resource>(obj: &'a K, key: &str) -> Option<&'a str> {
-    obj.meta().labels.as_ref()?.get(key).map(String::as_str)
-}
-
 pub fn annotations<K: kube::Resource>(obj: &K) -> BTreeMap<String, String> {
     obj.meta().annotations.clone().unwrap_or_default()
-}
-
-/// The resourceVersion as a number. On the local plane it is the etcd revision, which
-/// orders changes across kinds (the API only promises that within one watch).
-pub fn rv<K: kube::Resource>(obj: &K) -> Result<u64> {
-    let rv = obj.meta().resource_version.clone().unwrap_or_default();
-    rv.parse()
-        .with_context(|| format!("resourceVersion {rv:?} is not an integer"))
-}
-
-pub fn has_finalizers<K: kube::Resource>(obj: &K) -> bool {
-    obj.meta()
-        .finalizers
-        .as_ref()
-        .is_some_and(|f| !f.is_empty())
-}
-
-pub fn controller_uid<K: kube::Resource>(obj: &K) -> Option<&str> {
-    obj.meta()
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|r| r.controller == Some(true))
-        .map(|r| r.uid.as_str())
 }
 
 fn sort_by_age(rss: &mut [ReplicaSet]) {
@@ -862,60 +572,6 @@ pub fn template_without_hash(rs: &ReplicaSet) -> Result<Value> {
     Ok(t)
 }
 
-pub fn is_ready(p: &Pod) -> bool {
-    p.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-pub fn is_terminal(p: &Pod) -> bool {
-    matches!(
-        p.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    )
-}
-
-pub fn is_active(p: &Pod) -> bool {
-    p.metadata.deletion_timestamp.is_none() && !is_terminal(p)
-}
-
-pub fn pod_image(p: &Pod) -> &str {
-    p.spec
-        .as_ref()
-        .and_then(|s| s.containers.first())
-        .and_then(|c| c.image.as_deref())
-        .unwrap_or_default()
-}
-
-/// Fails with `what` unless `cond`.
-pub fn ensure(cond: bool, what: impl std::fmt::Display) -> Result<()> {
-    if !cond {
-        bail!("{what}");
-    }
-    Ok(())
-}
-
-/// Fails unless `got == want`, showing both.
-pub fn ensure_eq<T: PartialEq + Debug>(got: T, want: T, what: &str) -> Result<()> {
-    if got != want {
-        bail!("{what}: got {got:?}, want {want:?}");
-    }
-    Ok(())
-}
-
-pub fn ignore_404<T>(r: Result<T, kube::Error>) -> Result<()> {
-    match r {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 /// One line about a Deployment for failure messages.
 pub fn describe_deployment(d: &Deployment) -> String {
     let s = d.status.clone().unwrap_or_default();
@@ -981,115 +637,19 @@ pub fn describe_rss(rss: &[ReplicaSet]) -> String {
     format!("[{}]", lines.join("; "))
 }
 
-// ---- Watch-based observation ---------------------------------------------------------------
+// ---- ReplicaSet arithmetic over watch histories -------------------------------------------
 
-/// One change a [`History`] saw, in watch order.
-#[derive(Clone, Debug)]
-pub enum Seen<K> {
-    Applied(K),
-    Deleted(K),
-}
-
-impl<K> Seen<K> {
-    pub fn object(&self) -> &K {
-        match self {
-            Seen::Applied(o) | Seen::Deleted(o) => o,
-        }
-    }
-}
-
-/// Every version of every object of one kind in the namespace, from a watch started before
-/// the test acts: "never more than N" and "X before Y" are checked on the whole sequence,
-/// not on samples. A single watch delivers changes in the order the API server made them.
-pub struct History<K> {
-    seen: Arc<Mutex<Vec<Seen<K>>>>,
-    relisted: Arc<AtomicBool>,
-    task: JoinHandle<()>,
-}
-
-impl<K> History<K>
-where
-    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-{
-    /// Starts watching and returns once the initial list has been recorded.
-    pub async fn start(api: Api<K>) -> Result<Self> {
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let relisted = Arc::new(AtomicBool::new(false));
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let task = {
-            let (seen, relisted) = (seen.clone(), relisted.clone());
-            tokio::spawn(async move {
-                let mut tx = Some(tx);
-                let mut inits = 0;
-                let mut stream = watcher(api, watcher::Config::default())
-                    .default_backoff()
-                    .boxed();
-                while let Some(ev) = stream.next().await {
-                    match ev {
-                        Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
-                            lock(&seen).push(Seen::Applied(o));
-                        }
-                        Ok(watcher::Event::Delete(o)) => lock(&seen).push(Seen::Deleted(o)),
-                        Ok(watcher::Event::Init) => {
-                            inits += 1;
-                            if inits > 1 {
-                                relisted.store(true, Ordering::SeqCst);
-                            }
-                        }
-                        Ok(watcher::Event::InitDone) => {
-                            if let Some(tx) = tx.take() {
-                                let _ = tx.send(());
-                            }
-                        }
-                        Err(_) => {}
-                    }
-                }
-            })
-        };
-        tokio::time::timeout(WITHIN, rx)
-            .await
-            .context("watch did not list within 20 s")?
-            .context("watch task ended")?;
-        Ok(Self {
-            seen,
-            relisted,
-            task,
-        })
-    }
-
-    /// Everything seen so far; fails if the watch had to relist (the sequence has a gap).
-    pub fn seen(&self) -> Result<Vec<Seen<K>>> {
-        ensure(
-            !self.relisted.load(Ordering::SeqCst),
-            "the watch relisted: the observed history has a gap",
-        )?;
-        Ok(lock(&self.seen).clone())
-    }
-
-    /// Every version of the object named `name`, in order (deleted ones last).
-    pub fn versions(&self, name: &str) -> Result<Vec<Seen<K>>> {
-        Ok(self
-            .seen()?
-            .into_iter()
-            .filter(|s| s.object().meta().name.as_deref() == Some(name))
-            .collect())
-    }
-
-    /// The index of the first change satisfying `f`.
-    pub fn position(&self, f: impl Fn(&Seen<K>) -> bool) -> Result<Option<usize>> {
-        Ok(self.seen()?.iter().position(f))
-    }
-}
-
-impl<K> Drop for History<K> {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl History<ReplicaSet> {
+/// What the Deployment suite reads from a [`History`] of ReplicaSets.
+pub trait RsHistory {
     /// `spec.replicas` of ReplicaSet `name` over time, repeats dropped.
-    pub fn sizes(&self, name: &str) -> Result<Vec<i32>> {
+    fn sizes(&self, name: &str) -> Result<Vec<i32>>;
+    /// The largest Σ `spec.replicas` over the ReplicaSets controlled by `owner_uid` at any
+    /// point of the history.
+    fn max_total(&self, owner_uid: &str) -> Result<i32>;
+}
+
+impl RsHistory for History<ReplicaSet> {
+    fn sizes(&self, name: &str) -> Result<Vec<i32>> {
         let mut out: Vec<i32> = Vec::new();
         for s in self.versions(name)? {
             if let Seen::Applied(rs) = s {
@@ -1102,9 +662,7 @@ impl History<ReplicaSet> {
         Ok(out)
     }
 
-    /// The largest Σ `spec.replicas` over the ReplicaSets controlled by `owner_uid` at any
-    /// point of the history.
-    pub fn max_total(&self, owner_uid: &str) -> Result<i32> {
+    fn max_total(&self, owner_uid: &str) -> Result<i32> {
         let mut now: BTreeMap<String, i32> = BTreeMap::new();
         let mut max = 0;
         for s in self.seen()? {
@@ -1119,160 +677,5 @@ impl History<ReplicaSet> {
             max = max.max(now.values().sum());
         }
         Ok(max)
-    }
-
-    /// Names of every ReplicaSet that ever existed during the history.
-    pub fn names(&self) -> Result<Vec<String>> {
-        let mut names: Vec<String> = self.seen()?.iter().map(|s| name_of(s.object())).collect();
-        names.sort();
-        names.dedup();
-        Ok(names)
-    }
-}
-
-impl History<Pod> {
-    /// The most pods that existed at once (terminating ones included).
-    pub fn max_existing(&self) -> Result<usize> {
-        let mut now = std::collections::BTreeSet::new();
-        let mut max = 0;
-        for s in self.seen()? {
-            match s {
-                Seen::Applied(p) => {
-                    now.insert(name_of(&p));
-                }
-                Seen::Deleted(p) => {
-                    now.remove(&name_of(&p));
-                }
-            }
-            max = max.max(now.len());
-        }
-        Ok(max)
-    }
-}
-
-/// Plays the kubelet for pods matching a predicate: marks each one Running and Ready as
-/// soon as it appears (through a watch). Stops when dropped.
-pub struct Readier {
-    task: JoinHandle<()>,
-}
-
-impl Readier {
-    /// Makes every pod of the namespace ready as it appears.
-    pub async fn all(env: &Env) -> Result<Self> {
-        Self::start(env, |_| true).await
-    }
-
-    /// Makes every pod running `image` ready as it appears.
-    pub async fn image(env: &Env, image: &'static str) -> Result<Self> {
-        Self::start(env, move |p| pod_image(p) == image).await
-    }
-
-    /// Makes every pod controlled by ReplicaSet `rs_uid` ready as it appears.
-    pub async fn replicaset(env: &Env, rs_uid: &str) -> Result<Self> {
-        let uid = rs_uid.to_owned();
-        Self::start(env, move |p| controller_uid(p) == Some(uid.as_str())).await
-    }
-
-    pub async fn start(env: &Env, which: impl Fn(&Pod) -> bool + Send + 'static) -> Result<Self> {
-        let api = env.pods();
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn(async move {
-            let mut tx = Some(tx);
-            let mut stream = watcher(api.clone(), watcher::Config::default())
-                .default_backoff()
-                .boxed();
-            while let Some(ev) = stream.next().await {
-                let pod = match ev {
-                    Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => p,
-                    Ok(watcher::Event::InitDone) => {
-                        if let Some(tx) = tx.take() {
-                            let _ = tx.send(());
-                        }
-                        continue;
-                    }
-                    _ => continue,
-                };
-                if !is_active(&pod) || is_ready(&pod) || !which(&pod) {
-                    continue;
-                }
-                let patch = Patch::Merge(json!({
-                    "status": ready_status(jiff::Timestamp::now())
-                }));
-                for _ in 0..3 {
-                    match api
-                        .patch_status(&name_of(&pod), &PatchParams::default(), &patch)
-                        .await
-                    {
-                        Ok(_) => break,
-                        Err(kube::Error::Api(s)) if s.code == 404 => break,
-                        Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-                    }
-                }
-            }
-        });
-        tokio::time::timeout(WITHIN, rx)
-            .await
-            .context("pod watch did not list within 20 s")?
-            .context("readier task ended")?;
-        Ok(Self { task })
-    }
-}
-
-impl Drop for Readier {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl Env {
-    /// Fails unless the ReplicaSets controlled by `owner_uid` satisfy `check` for the whole
-    /// of `period`; the error shows what broke it.
-    pub async fn rss_hold(
-        &self,
-        owner_uid: &str,
-        what: &str,
-        period: Duration,
-        check: impl Fn(&[ReplicaSet]) -> bool,
-    ) -> Result<()> {
-        let last: Mutex<Option<Vec<ReplicaSet>>> = Mutex::new(None);
-        holds_for(what, period, || {
-            let (check, last) = (&check, &last);
-            async move {
-                let rss = self.rss_of(owner_uid).await?;
-                let ok = check(&rss);
-                *lock(last) = Some(rss);
-                Ok(ok)
-            }
-        })
-        .await
-        .with_context(|| match &*lock(&last) {
-            Some(rss) => format!("last seen: {}", describe_rss(rss)),
-            None => "never read".to_owned(),
-        })
-    }
-
-    /// Fails unless Deployment `name` satisfies `check` for the whole of `period`.
-    pub async fn deployment_holds(
-        &self,
-        name: &str,
-        what: &str,
-        period: Duration,
-        check: impl Fn(&Deployment) -> bool,
-    ) -> Result<()> {
-        let last: Mutex<Option<Deployment>> = Mutex::new(None);
-        holds_for(what, period, || {
-            let (check, last) = (&check, &last);
-            async move {
-                let d = self.deployments().get(name).await?;
-                let ok = check(&d);
-                *lock(last) = Some(d);
-                Ok(ok)
-            }
-        })
-        .await
-        .with_context(|| match &*lock(&last) {
-            Some(d) => format!("last seen: {}", describe_deployment(d)),
-            None => "never read".to_owned(),
-        })
     }
 }

@@ -14,7 +14,10 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 use tokio::task::JoinHandle;
 
-use super::{Object, WITHIN, ensure, is_active, is_ready, lock, name_of, ready_status};
+use super::{
+    Env, Object, WITHIN, controller_uid, ensure, is_active, is_ready, lock, name_of, pod_image,
+    ready_status,
+};
 
 /// One change a [`History`] saw, in watch order.
 #[derive(Clone, Debug)]
@@ -153,12 +156,26 @@ pub struct Readier {
 }
 
 impl Readier {
-    /// Makes every active pod of `pods` that `which` selects ready as it appears; returns
-    /// once the watch has listed.
-    pub async fn start(
-        pods: Api<Pod>,
-        which: impl Fn(&Pod) -> bool + Send + 'static,
-    ) -> Result<Self> {
+    /// Makes every pod of the namespace ready as it appears.
+    pub async fn all(env: &Env) -> Result<Self> {
+        Self::start(env, |_| true).await
+    }
+
+    /// Makes every pod running `image` ready as it appears.
+    pub async fn image(env: &Env, image: &'static str) -> Result<Self> {
+        Self::start(env, move |p| pod_image(p) == image).await
+    }
+
+    /// Makes every pod controlled by `uid` ready as it appears.
+    pub async fn controlled_by(env: &Env, uid: &str) -> Result<Self> {
+        let uid = uid.to_owned();
+        Self::start(env, move |p| controller_uid(p) == Some(uid.as_str())).await
+    }
+
+    /// Makes every active pod of the namespace that `which` selects ready as it appears;
+    /// returns once the watch has listed.
+    pub async fn start(env: &Env, which: impl Fn(&Pod) -> bool + Send + 'static) -> Result<Self> {
+        let pods = env.pods();
         let (tx, rx) = tokio::sync::oneshot::channel();
         let task = tokio::spawn(async move {
             let mut tx = Some(tx);

@@ -441,7 +441,12 @@ impl Env {
     }
 
     /// Core/v1 events about object `name` of `kind` recorded by `component`.
-    pub async fn events_of(&self, kind: &str, name: &str, component: &str) -> Result<Vec<Event>> {
+    pub async fn events_about(
+        &self,
+        kind: &str,
+        name: &str,
+        component: &str,
+    ) -> Result<Vec<Event>> {
         let lp = ListParams::default().fields(&format!(
             "involvedObject.kind={kind},involvedObject.name={name}"
         ));
@@ -465,7 +470,7 @@ impl Env {
         reason: &str,
     ) -> Result<Vec<Event>> {
         Ok(self
-            .events_of(kind, name, component)
+            .events_about(kind, name, component)
             .await?
             .into_iter()
             .filter(|e| e.reason.as_deref() == Some(reason))
@@ -474,7 +479,7 @@ impl Env {
 
     /// Waits up to [`WITHIN`] for an event about object `name` of `kind` by `component` with
     /// exactly this type, reason and message; on timeout the error lists the events seen.
-    pub async fn wait_event(
+    pub async fn wait_event_about(
         &self,
         (kind, name, component): (&str, &str, &str),
         type_: &str,
@@ -484,7 +489,7 @@ impl Env {
         let found = wait_seen(
             &format!("{type_} event {reason} {message:?} about {kind} {name}"),
             WITHIN,
-            || self.events_of(kind, name, component),
+            || self.events_about(kind, name, component),
             |events| {
                 events.iter().any(|e| {
                     e.type_.as_deref() == Some(type_)
