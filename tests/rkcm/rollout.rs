@@ -18,9 +18,9 @@
 //! `RKCM_PARITY_SUBJECT=upstream` runs upstream on both sides: a dry run of the comparison
 //! that validates the normalisation.
 //!
-//! This module also holds what the takeover tests share: [`Manager`] (a controller-manager
-//! process behind a scoping proxy), [`Kubectl`], the Deployment manifest and the settle and
-//! snapshot helpers.
+//! This module also holds what the takeover tests share: [`start_manager`] (the testkit's
+//! [`Manager`] with this suite's controllers), [`Kubectl`], the Deployment manifest and the
+//! settle and snapshot helpers.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -32,7 +32,9 @@ use anyhow::{Context as _, bail};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Event, ServiceAccount};
 use kube::api::ListParams;
-use rkcm_testkit::{ScopedProxy, TestCluster, TestNamespace, wait_for};
+use rkcm_testkit::harness::e2e_bin;
+pub(crate) use rkcm_testkit::harness::{Manager, ManagerKind as Kind};
+use rkcm_testkit::{TestCluster, TestNamespace, wait_for};
 use tokio::io::AsyncWriteExt as _;
 
 /// Bound for one rollout (or scale) to complete on the kwok nodes.
@@ -46,155 +48,16 @@ pub(crate) const CHANGE_CAUSE: &str = "kubernetes.io/change-cause";
 pub(crate) const HASH_LABEL: &str = "pod-template-hash";
 
 /// The controllers both managers run.
-const CONTROLLERS: &str = "--controllers=deployment-controller,replicaset-controller";
+const CONTROLLERS: &str = "deployment-controller,replicaset-controller";
 
-pub(crate) fn e2e_bin(name: &str) -> anyhow::Result<PathBuf> {
-    let dir = std::env::var_os("RKCM_E2E_BIN")
-        .context("RKCM_E2E_BIN is not set: run `eval \"$(bash e2e/cluster.sh env)\"`")?;
-    Ok(PathBuf::from(dir).join(name))
-}
-
-/// Which controller-manager manages a namespace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Upstream,
-    Rkcm,
-}
-
-impl Kind {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Kind::Upstream => "kube-controller-manager",
-            Kind::Rkcm => "rkcm",
-        }
-    }
-}
-
-/// A controller-manager process (upstream's or rkcm's) running the Deployment and ReplicaSet
-/// controllers, confined to one namespace by its own [`ScopedProxy`]. Killed when dropped;
-/// its log is removed unless [`Manager::keep_log`] was called.
-pub(crate) struct Manager {
-    pub kind: Kind,
-    child: tokio::process::Child,
-    proxy: ScopedProxy,
-    log: PathBuf,
-    keep: bool,
-}
-
-impl Manager {
-    pub(crate) async fn start(
-        kind: Kind,
-        cluster: &TestCluster,
-        namespace: &str,
-    ) -> anyhow::Result<Self> {
-        let proxy = ScopedProxy::start(cluster, namespace).await?;
-        let log = std::env::temp_dir().join(rkcm_testkit::unique_name(&format!(
-            "{}-{namespace}",
-            kind.name()
-        )));
-        let log = log.with_extension("log");
-        let out =
-            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        let bin = match kind {
-            Kind::Upstream => e2e_bin("kube-controller-manager")?,
-            Kind::Rkcm => std::env::var_os("RKCM_TEST_BIN")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_rkcm"))),
-        };
-        let child = tokio::process::Command::new(&bin)
-            .arg(format!("--kubeconfig={}", proxy.kubeconfig().display()))
-            .args([
-                CONTROLLERS,
-                "--leader-elect=false",
-                "--secure-port=0",
-                "--v=2",
-            ])
-            .env_remove("KUBECONFIG")
-            .env_remove("RUST_LOG")
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .env_remove("KUBERNETES_SERVICE_PORT")
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
-        Ok(Self {
-            kind,
-            child,
-            proxy,
-            log,
-            keep: false,
-        })
-    }
-
-    pub(crate) fn proxy(&self) -> &ScopedProxy {
-        &self.proxy
-    }
-
-    /// Kills the process (SIGKILL: the harshest handover) and closes its proxy.
-    pub(crate) async fn stop(mut self) -> anyhow::Result<()> {
-        self.child
-            .kill()
-            .await
-            .with_context(|| format!("stopping {}", self.kind.name()))?;
-        self.proxy.stop();
-        Ok(())
-    }
-
-    /// Fails if the process has exited (a crash or a refused flag).
-    pub(crate) fn check_running(&mut self) -> anyhow::Result<()> {
-        if let Some(status) = self.child.try_wait()? {
-            bail!(
-                "{} exited: {status}\n{}",
-                self.kind.name(),
-                self.log_tail(30)
-            );
-        }
-        Ok(())
-    }
-
-    pub(crate) fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
-    }
-
-    /// Keeps the log file (for a failing test) and says where it is.
-    pub(crate) fn keep_log(&mut self) -> String {
-        self.keep = true;
-        format!(
-            "{} log: {} (last lines:)\n{}",
-            self.kind.name(),
-            self.log.display(),
-            self.log_tail(15)
-        )
-    }
-}
-
-impl Drop for Manager {
-    fn drop(&mut self) {
-        let _ = self.child.start_kill();
-        if !self.keep {
-            let _ = std::fs::remove_file(&self.log);
-        }
-    }
-}
-
-/// Adds each manager's log location and tail to a failing result.
-pub(crate) fn with_logs<T>(
-    result: anyhow::Result<T>,
-    managers: &mut [&mut Manager],
-) -> anyhow::Result<T> {
-    match result {
-        Ok(v) => Ok(v),
-        Err(mut e) => {
-            for m in managers.iter_mut() {
-                e = e.context(m.keep_log());
-            }
-            Err(e)
-        }
-    }
+/// A controller-manager of `kind` running the Deployment and ReplicaSet controllers,
+/// confined to `namespace`.
+pub(crate) async fn start_manager(
+    kind: Kind,
+    cluster: &TestCluster,
+    namespace: &str,
+) -> anyhow::Result<Manager> {
+    Manager::start(kind, cluster, namespace, CONTROLLERS).await
 }
 
 /// What one kubectl invocation did.
@@ -1151,7 +1014,7 @@ struct Side {
 async fn run_side(cluster: &TestCluster, kind: Kind, prefix: &str) -> anyhow::Result<Side> {
     let ns = cluster.namespace(prefix).await?;
     wait_default_service_account(&ns).await?;
-    let mut manager = Manager::start(kind, cluster, ns.name()).await?;
+    let mut manager = start_manager(kind, cluster, ns.name()).await?;
     let result = session(cluster, &ns, kind).await;
     let result = match (result, manager.check_running()) {
         (Ok(t), Ok(())) => Ok(t),
@@ -1168,7 +1031,7 @@ async fn run_side(cluster: &TestCluster, kind: Kind, prefix: &str) -> anyhow::Re
             ))
         }
     });
-    let transcript = with_logs(result, &mut [&mut manager])
+    let transcript = Manager::with_logs(result, &mut [&mut manager])
         .with_context(|| format!("{} side (namespace {})", kind.name(), ns.name()))?;
     Ok(Side {
         transcript,
@@ -1235,7 +1098,7 @@ async fn kubectl_rollout_session_matches_upstream() -> anyhow::Result<()> {
         }
     }
     let result = compare(&reference.transcript, &tested.transcript);
-    with_logs(result, &mut [&mut reference.manager, &mut tested.manager])
+    Manager::with_logs(result, &mut [&mut reference.manager, &mut tested.manager])
 }
 
 #[test]

@@ -30,8 +30,8 @@ use rkcm_testkit::{TestCluster, TestNamespace, holds_for, wait_for};
 
 use crate::rollout::{
     DESIRED, HASH_LABEL, Kind, Kubectl, MAX, Manager, REVISION, REVISION_HISTORY, ROLLOUT,
-    annotation, deployment_manifest, read_state, subject, wait_default_service_account,
-    wait_observed, wait_settled, with_logs,
+    annotation, deployment_manifest, read_state, start_manager, subject,
+    wait_default_service_account, wait_observed, wait_settled,
 };
 
 /// The annotation the handover edits to prove the new manager synced.
@@ -389,7 +389,7 @@ async fn hand_over(
     let before = fleet.views(ns).await?;
     let churn = ChurnWatch::start(ns).await?;
     from.stop().await?;
-    let mut manager = Manager::start(to, cluster, ns.name()).await?;
+    let mut manager = start_manager(to, cluster, ns.name()).await?;
     let result = async {
         prove_synced(ns, k, fleet, round).await?;
         holds_for(
@@ -434,7 +434,7 @@ async fn hand_over(
     }
     .await;
     let writes = manager.proxy().writes();
-    with_logs(result, &mut [&mut manager])
+    Manager::with_logs(result, &mut [&mut manager])
         .with_context(|| format!("handover to {} (its writes: {writes:#?})", to.name()))?;
     Ok(manager)
 }
@@ -446,8 +446,8 @@ async fn deployments_change_hands_without_churn() -> anyhow::Result<()> {
     let ns = cluster.namespace("deploy-takeover").await?;
     wait_default_service_account(&ns).await?;
     let k = Kubectl::new(&cluster, ns.name())?;
-    let mut upstream = Manager::start(Kind::Upstream, &cluster, ns.name()).await?;
-    let setup = with_logs(setup(&ns, &k).await, &mut [&mut upstream])
+    let mut upstream = start_manager(Kind::Upstream, &cluster, ns.name()).await?;
+    let setup = Manager::with_logs(setup(&ns, &k).await, &mut [&mut upstream])
         .context("setting up under upstream kube-controller-manager")?;
 
     // Upstream -> rkcm.
@@ -471,7 +471,7 @@ async fn deployments_change_hands_without_churn() -> anyhow::Result<()> {
         Ok(())
     }
     .await;
-    with_logs(rolled, &mut [&mut rkcm]).context("rkcm rolling out steady v2")?;
+    Manager::with_logs(rolled, &mut [&mut rkcm]).context("rkcm rolling out steady v2")?;
     let mut fleet = fleet;
     for (n, sizes) in &mut fleet.names {
         if *n == "steady" {
@@ -516,7 +516,8 @@ async fn deployments_change_hands_without_churn() -> anyhow::Result<()> {
         Ok(())
     }
     .await;
-    with_logs(scaled, &mut [&mut upstream]).context("upstream scaling steady after handback")
+    Manager::with_logs(scaled, &mut [&mut upstream])
+        .context("upstream scaling steady after handback")
 }
 
 /// Under upstream: the four Deployments and the sentinel, each waited for.
