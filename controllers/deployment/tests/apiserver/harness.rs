@@ -42,7 +42,6 @@ pub trait DeployEnv {
     /// to `terminating_replicas` in both controllers.
     fn start_gated(&self, terminating_replicas: bool) -> Controllers;
     fn deployments(&self) -> Api<Deployment>;
-    fn replicasets(&self) -> Api<ReplicaSet>;
     async fn create_deployment(&self, body: Value) -> Result<Deployment>;
     async fn deployment(&self, name: &str) -> Result<Deployment>;
     /// JSON merge patch on the Deployment's main endpoint.
@@ -82,7 +81,6 @@ pub trait DeployEnv {
         period: Duration,
         check: impl Fn(&Deployment) -> bool,
     ) -> Result<()>;
-    async fn create_rs(&self, body: Value) -> Result<ReplicaSet>;
     async fn patch_rs(&self, name: &str, patch: Value) -> Result<ReplicaSet>;
     /// ReplicaSets of the namespace whose controller is `owner_uid`, oldest first (same
     /// second: by name).
@@ -113,13 +111,6 @@ pub trait DeployEnv {
         period: Duration,
         check: impl Fn(&[ReplicaSet]) -> bool,
     ) -> Result<()>;
-    /// Waits up to [`WITHIN`] for ReplicaSet `name` to satisfy `check`.
-    async fn wait_rs(
-        &self,
-        name: &str,
-        what: &str,
-        check: impl Fn(&ReplicaSet) -> bool,
-    ) -> Result<ReplicaSet>;
     /// Core/v1 events the Deployment controller recorded about Deployment `name`.
     async fn events_of(&self, name: &str) -> Result<Vec<Event>>;
     /// Messages of the `ScalingReplicaSet` events about `name`, sorted.
@@ -165,10 +156,6 @@ impl DeployEnv for Env {
     }
 
     fn deployments(&self) -> Api<Deployment> {
-        self.api()
-    }
-
-    fn replicasets(&self) -> Api<ReplicaSet> {
         self.api()
     }
 
@@ -255,10 +242,6 @@ impl DeployEnv for Env {
             .await
     }
 
-    async fn create_rs(&self, body: Value) -> Result<ReplicaSet> {
-        self.create(body).await
-    }
-
     async fn patch_rs(&self, name: &str, patch: Value) -> Result<ReplicaSet> {
         self.merge(name, patch).await
     }
@@ -316,18 +299,6 @@ impl DeployEnv for Env {
             |rss| check(rss),
             |rss| describe_rss(rss),
         )
-        .await
-    }
-
-    async fn wait_rs(
-        &self,
-        name: &str,
-        what: &str,
-        check: impl Fn(&ReplicaSet) -> bool,
-    ) -> Result<ReplicaSet> {
-        self.wait_object(name, what, WITHIN, check, |rs| {
-            describe_rss(std::slice::from_ref(rs))
-        })
         .await
     }
 
@@ -441,33 +412,8 @@ fn sort_by_age(rss: &mut [ReplicaSet]) {
     });
 }
 
-pub fn spec_replicas(rs: &ReplicaSet) -> i32 {
-    rs.spec.replicas.unwrap_or(1)
-}
-
-/// `(status.replicas, readyReplicas, availableReplicas)`.
-pub fn rs_counts(rs: &ReplicaSet) -> (i32, i32, i32) {
-    let s = rs.status.clone().unwrap_or_default();
-    (
-        s.replicas,
-        s.ready_replicas.unwrap_or(0),
-        s.available_replicas.unwrap_or(0),
-    )
-}
-
 pub fn rs_observed(rs: &ReplicaSet) -> bool {
     rs.status.as_ref().and_then(|s| s.observed_generation) == rs.metadata.generation
-}
-
-/// The image of the ReplicaSet's pod template.
-pub fn image_of(rs: &ReplicaSet) -> &str {
-    rs.spec
-        .template
-        .as_ref()
-        .and_then(|t| t.spec.as_ref())
-        .and_then(|s| s.containers.first())
-        .and_then(|c| c.image.as_deref())
-        .unwrap_or_default()
 }
 
 /// The one ReplicaSet of `rss` whose template runs `image`.
@@ -611,30 +557,6 @@ pub fn describe_deployment(d: &Deployment) -> String {
         ann(d, REVISION),
         d.metadata.deletion_timestamp.is_some(),
     )
-}
-
-/// One line per ReplicaSet for failure messages.
-pub fn describe_rss(rss: &[ReplicaSet]) -> String {
-    let lines: Vec<String> = rss
-        .iter()
-        .map(|rs| {
-            format!(
-                "{} image={} spec={} (replicas,ready,available)={:?} terminating={:?} \
-                 revision={:?} history={:?} desired={:?} max={:?} owner={:?}",
-                name_of(rs),
-                image_of(rs),
-                spec_replicas(rs),
-                rs_counts(rs),
-                rs.status.as_ref().and_then(|s| s.terminating_replicas),
-                ann(rs, REVISION),
-                ann(rs, REVISION_HISTORY),
-                ann(rs, DESIRED),
-                ann(rs, MAX),
-                controller_uid(rs),
-            )
-        })
-        .collect();
-    format!("[{}]", lines.join("; "))
 }
 
 // ---- ReplicaSet arithmetic over watch histories -------------------------------------------

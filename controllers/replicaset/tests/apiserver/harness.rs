@@ -68,19 +68,10 @@ pub trait RsEnv {
     fn config(&self) -> rkcm_replicaset::Config;
     /// Both controllers with [`RsEnv::config`].
     fn start(&self) -> Controllers;
-    fn replicasets(&self) -> Api<ReplicaSet>;
     fn rcs(&self) -> Api<ReplicationController>;
-    async fn create_rs(&self, rs: Value) -> Result<ReplicaSet>;
     async fn create_rc(&self, rc: Value) -> Result<ReplicationController>;
     /// Sets `spec.replicas` of ReplicaSet `name`.
     async fn scale(&self, name: &str, replicas: i32) -> Result<()>;
-    /// Waits up to [`WITHIN`] for ReplicaSet `name` to satisfy `check`.
-    async fn wait_rs(
-        &self,
-        name: &str,
-        what: &str,
-        check: impl Fn(&ReplicaSet) -> bool,
-    ) -> Result<ReplicaSet>;
     /// Waits up to [`WITHIN`] for ReplicationController `name` to satisfy `check`.
     async fn wait_rc(
         &self,
@@ -102,16 +93,8 @@ impl RsEnv for Env {
         start_controllers(&self.cluster, self.config())
     }
 
-    fn replicasets(&self) -> Api<ReplicaSet> {
-        self.api()
-    }
-
     fn rcs(&self) -> Api<ReplicationController> {
         self.api()
-    }
-
-    async fn create_rs(&self, rs: Value) -> Result<ReplicaSet> {
-        self.create(rs).await
     }
 
     async fn create_rc(&self, rc: Value) -> Result<ReplicationController> {
@@ -122,16 +105,6 @@ impl RsEnv for Env {
         self.set_replicas::<ReplicaSet>(name, replicas)
             .await
             .map(drop)
-    }
-
-    async fn wait_rs(
-        &self,
-        name: &str,
-        what: &str,
-        check: impl Fn(&ReplicaSet) -> bool,
-    ) -> Result<ReplicaSet> {
-        self.wait_object(name, what, WITHIN, check, |rs| format!("{:?}", rs.status))
-            .await
     }
 
     async fn wait_rc(

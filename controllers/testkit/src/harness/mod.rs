@@ -266,6 +266,32 @@ impl Env {
         Ok(uid_of(&cm))
     }
 
+    // ---- ReplicaSets (the ReplicaSet and Deployment suites) ----------------------------------
+
+    /// ReplicaSets of the namespace.
+    pub fn replicasets(&self) -> Api<ReplicaSet> {
+        self.ns.api()
+    }
+
+    /// Creates a ReplicaSet from JSON.
+    pub async fn create_rs(&self, body: Value) -> Result<ReplicaSet> {
+        self.create(body).await
+    }
+
+    /// Waits up to [`WITHIN`] for ReplicaSet `name` to satisfy `check`; on timeout the
+    /// error shows it as last seen ([`describe_rss`]).
+    pub async fn wait_rs(
+        &self,
+        name: &str,
+        what: &str,
+        check: impl Fn(&ReplicaSet) -> bool,
+    ) -> Result<ReplicaSet> {
+        self.wait_object(name, what, WITHIN, check, |rs| {
+            describe_rss(std::slice::from_ref(rs))
+        })
+        .await
+    }
+
     // ---- Pods -------------------------------------------------------------------------------
 
     /// Creates a pod (a [`Pod`] or its JSON).
@@ -717,6 +743,59 @@ pub fn pod_image(p: &Pod) -> &str {
         .and_then(|s| s.containers.first())
         .and_then(|c| c.image.as_deref())
         .unwrap_or_default()
+}
+
+/// `spec.replicas` (the API's default 1 when absent).
+pub fn spec_replicas(rs: &ReplicaSet) -> i32 {
+    rs.spec.replicas.unwrap_or(1)
+}
+
+/// `(status.replicas, readyReplicas, availableReplicas)`.
+pub fn rs_counts(rs: &ReplicaSet) -> (i32, i32, i32) {
+    let s = rs.status.clone().unwrap_or_default();
+    (
+        s.replicas,
+        s.ready_replicas.unwrap_or(0),
+        s.available_replicas.unwrap_or(0),
+    )
+}
+
+/// The image of the ReplicaSet's pod template.
+pub fn image_of(rs: &ReplicaSet) -> &str {
+    rs.spec
+        .template
+        .as_ref()
+        .and_then(|t| t.spec.as_ref())
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.image.as_deref())
+        .unwrap_or_default()
+}
+
+/// One line per ReplicaSet for failure messages (with the Deployment controller's
+/// annotations, absent on other ReplicaSets).
+pub fn describe_rss(rss: &[ReplicaSet]) -> String {
+    let lines: Vec<String> = rss
+        .iter()
+        .map(|rs| {
+            format!(
+                "{} image={} spec={} (replicas,ready,available)={:?} terminating={:?} \
+                 observed={:?}/{:?} revision={:?} history={:?} desired={:?} max={:?} owner={:?}",
+                name_of(rs),
+                image_of(rs),
+                spec_replicas(rs),
+                rs_counts(rs),
+                rs.status.as_ref().and_then(|s| s.terminating_replicas),
+                rs.status.as_ref().and_then(|s| s.observed_generation),
+                rs.metadata.generation,
+                ann(rs, "deployment.kubernetes.io/revision"),
+                ann(rs, "deployment.kubernetes.io/revision-history"),
+                ann(rs, "deployment.kubernetes.io/desired-replicas"),
+                ann(rs, "deployment.kubernetes.io/max-replicas"),
+                controller_uid(rs),
+            )
+        })
+        .collect();
+    format!("[{}]", lines.join("; "))
 }
 
 /// One line about a pod for failure messages.
