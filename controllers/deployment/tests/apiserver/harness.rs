@@ -137,15 +137,13 @@ impl DeployEnv for Env {
     fn start_gated(&self, terminating_replicas: bool) -> Controllers {
         let deployment = rkcm_deployment::Config {
             terminating_replicas,
-            namespaces: self.namespaces(),
             ..rkcm_deployment::Config::default()
         };
         let replicaset = rkcm_replicaset::Config {
             terminating_replicas,
-            namespaces: self.namespaces(),
             ..rkcm_replicaset::Config::default()
         };
-        Controllers::new(self.cluster.client())
+        self.controllers()
             .spawn(rkcm_deployment::NAME, |ctx| {
                 rkcm_deployment::start(ctx, deployment)
             })

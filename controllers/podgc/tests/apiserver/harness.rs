@@ -16,20 +16,20 @@ pub const QUARANTINE: Duration = Duration::from_secs(2);
 /// How long "never happens" is watched: many periods and quarantines.
 pub const HOLDS: Duration = Duration::from_secs(8);
 
-/// A scaled-down configuration limited to `namespaces`.
-pub fn fast(threshold: i32, namespaces: &[&str]) -> Config {
+/// A scaled-down configuration.
+pub fn fast(threshold: i32) -> Config {
     Config {
         terminated_pod_gc_threshold: threshold,
         gc_check_period: PERIOD,
         quarantine: QUARANTINE,
-        namespaces: Some(namespaces.iter().map(|n| (*n).to_owned()).collect()),
         ..Config::default()
     }
 }
 
-/// PodGC running in-process on informers of its own; stopped when dropped.
-pub fn start_podgc(cluster: &TestCluster, cfg: Config) -> Controllers {
-    Controllers::new(cluster.client())
+/// PodGC running in-process on informers of its own scoped to `namespaces` (nodes stay
+/// cluster-wide); stopped when dropped.
+pub fn start_podgc(cluster: &TestCluster, namespaces: &[&str], cfg: Config) -> Controllers {
+    Controllers::new(cluster.client(), namespaces)
         .spawn(rkcm_podgc::NAME, |ctx| rkcm_podgc::start(ctx, cfg))
         .run()
 }

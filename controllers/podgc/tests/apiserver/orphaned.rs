@@ -23,7 +23,7 @@ async fn orphaned_running(env: &Env) -> Result<()> {
         .create_pod(pod(env.name(), "p").node(&ghost).finalizer(HOLD).build())
         .await?;
     env.set_phase("p", "Running").await?;
-    let gc = start_podgc(&env.cluster, fast(0, &[env.name()]));
+    let gc = start_podgc(&env.cluster, &[env.name()], fast(0));
     let seen = env
         .wait_pod("p", "failed, conditioned and force-deleted", WITHIN, |p| {
             p.is_some_and(|p| force_deleted(p) && phase(p) == "Failed")
@@ -89,9 +89,9 @@ async fn late_node(env: &Env) -> Result<()> {
     let late = unique_name("pgc-late");
     let cfg = rkcm_podgc::Config {
         quarantine: Duration::from_secs(6),
-        ..fast(0, &[env.name()])
+        ..fast(0)
     };
-    let gc = start_podgc(&env.cluster, cfg);
+    let gc = start_podgc(&env.cluster, &[env.name()], cfg);
     env.create_pod(pod(env.name(), "p").node(&late).build())
         .await?;
     env.set_phase("p", "Running").await?;
@@ -137,9 +137,9 @@ async fn real_quarantine(env: &Env) -> Result<()> {
     let cfg = rkcm_podgc::Config {
         gc_check_period: Duration::from_secs(1),
         quarantine: rkcm_podgc::DEFAULT_QUARANTINE,
-        ..fast(0, &[env.name()])
+        ..fast(0)
     };
-    let gc = start_podgc(&env.cluster, cfg);
+    let gc = start_podgc(&env.cluster, &[env.name()], cfg);
     // Let PodGC sync and sweep the healthy pods first.
     tokio::time::sleep(Duration::from_secs(2)).await;
 
@@ -206,7 +206,7 @@ async fn terminal_orphan(env: &Env) -> Result<()> {
     env.create_pod(pod(env.name(), "done").node(&ghost).finalizer(HOLD).build())
         .await?;
     let before = env.cluster.terminate_pod(env.name(), "done", 0).await?;
-    let gc = start_podgc(&env.cluster, fast(0, &[env.name()]));
+    let gc = start_podgc(&env.cluster, &[env.name()], fast(0));
     let seen = env
         .wait_pod("done", "force-deleted", WITHIN, |p| {
             p.is_some_and(force_deleted)
@@ -242,14 +242,14 @@ async fn restart(env: &Env) -> Result<()> {
     let quarantine = Duration::from_secs(6);
     let cfg = rkcm_podgc::Config {
         quarantine,
-        ..fast(0, &[env.name()])
+        ..fast(0)
     };
     let ghost = unique_name("pgc-ghost");
     env.create_pod(pod(env.name(), "p").node(&ghost).build())
         .await?;
     env.set_phase("p", "Running").await?;
 
-    let first = start_podgc(&env.cluster, cfg.clone());
+    let first = start_podgc(&env.cluster, &[env.name()], cfg.clone());
     let running = |p: Option<&k8s_openapi::api::core::v1::Pod>| {
         p.is_some_and(|p| !is_deleting(p) && phase(p) == "Running")
     };
@@ -264,7 +264,7 @@ async fn restart(env: &Env) -> Result<()> {
     first.stop().await?;
 
     let restarted = Instant::now();
-    let second = start_podgc(&env.cluster, cfg);
+    let second = start_podgc(&env.cluster, &[env.name()], cfg);
     env.pod_holds(
         "p",
         "kept for a full quarantine after the restart",

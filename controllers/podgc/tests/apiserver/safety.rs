@@ -37,7 +37,7 @@ async fn healthy(env: &Env) -> Result<()> {
             .await?;
         env.set_phase(&format!("p{i}"), "Running").await?;
     }
-    let gc = start_podgc(&env.cluster, fast(1, &[env.name()]));
+    let gc = start_podgc(&env.cluster, &[env.name()], fast(1));
     let pods = env.pods();
     rkcm_testkit::holds_for("10 running pods untouched", HOLDS + HOLDS, || {
         let pods = pods.clone();
@@ -212,7 +212,7 @@ async fn metrics(env: &Env) -> Result<()> {
     .await?;
     env.delete_gracefully("unscheduled").await?;
 
-    let gc = start_podgc(&env.cluster, fast(1, &[ns]));
+    let gc = start_podgc(&env.cluster, &[ns], fast(1));
     for (name, _) in [
         ("old-done", "terminated"),
         ("orphan", "orphaned"),
@@ -360,7 +360,7 @@ async fn rejected(env: &Env, policy: &Policy) -> Result<()> {
     env.create_pod(pod(ns, "orphan").node(&unique_name("pgc-ghost")).build())
         .await?;
     env.set_phase("orphan", "Running").await?;
-    let gc = start_podgc(&env.cluster, fast(0, &[ns]));
+    let gc = start_podgc(&env.cluster, &[ns], fast(0));
     let what = format!("{ERRORS_TOTAL}{{namespace={ns},reason=orphaned}} >= 1");
     wait_for(&what, WITHIN, || async move {
         Ok((counter(ERRORS_TOTAL, ns, "orphaned") >= 1.0).then_some(()))

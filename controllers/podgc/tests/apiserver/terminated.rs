@@ -40,7 +40,7 @@ async fn trims_oldest(env: &Env) -> Result<()> {
         }
         finished_pod(env, name, node.name(), 0).await?;
     }
-    let gc = start_podgc(&env.cluster, fast(3, &[env.name()]));
+    let gc = start_podgc(&env.cluster, &[env.name()], fast(3));
     env.wait_gone("p0", WITHIN).await?;
     env.wait_gone("p1", WITHIN).await?;
     for name in &names[2..] {
@@ -73,7 +73,7 @@ async fn evicted_first(env: &Env) -> Result<()> {
             json!({"phase": "Failed", "reason": "Evicted", "message": "The node was low on resource: memory."}),
         )
         .await?;
-    let gc = start_podgc(&env.cluster, fast(2, &[env.name()]));
+    let gc = start_podgc(&env.cluster, &[env.name()], fast(2));
     env.wait_gone("c", WITHIN).await?;
     env.pod_holds(
         "a",
@@ -124,7 +124,7 @@ async fn tie_break(env: &Env) -> Result<()> {
     };
     env.cluster.terminate_pod(env.name(), &b, 0).await?;
     env.cluster.terminate_pod(env.name(), &a, 0).await?;
-    let gc = start_podgc(&env.cluster, fast(1, &[env.name()]));
+    let gc = start_podgc(&env.cluster, &[env.name()], fast(1));
     env.wait_gone(&a, WITHIN).await?;
     env.pod_holds(
         &b,
@@ -152,7 +152,7 @@ async fn non_terminal(env: &Env) -> Result<()> {
         env.set_phase(name, "Running").await?;
     }
     finished_pod(env, "s", node.name(), 0).await?;
-    let gc = start_podgc(&env.cluster, fast(1, &[env.name()]));
+    let gc = start_podgc(&env.cluster, &[env.name()], fast(1));
     for name in ["r0", "r1", "r2", "s"] {
         env.pod_holds(
             name,
@@ -186,7 +186,7 @@ async fn threshold_zero(env: &Env) -> Result<()> {
     env.create_pod(pod(env.name(), "orphan").node(&ghost).build())
         .await?;
     env.set_phase("orphan", "Running").await?;
-    let gc = start_podgc(&env.cluster, fast(0, &[env.name()]));
+    let gc = start_podgc(&env.cluster, &[env.name()], fast(0));
     env.wait_gone("orphan", WITHIN).await?;
     let pods = env.pods();
     rkcm_testkit::holds_for("all 50 terminated pods survive", HOLDS, || {
@@ -220,7 +220,7 @@ async fn no_patch(env: &Env) -> Result<()> {
     let before = env.cluster.terminate_pod(env.name(), "older", 1).await?;
     next_second().await;
     finished_pod(env, "newer", node.name(), 1).await?;
-    let gc = start_podgc(&env.cluster, fast(1, &[env.name()]));
+    let gc = start_podgc(&env.cluster, &[env.name()], fast(1));
     let seen = env
         .wait_pod("older", "force-deleted", WITHIN, |p| {
             p.is_some_and(force_deleted)
@@ -267,7 +267,7 @@ async fn global_threshold(a: &Env, b: &Env) -> Result<()> {
     next_second().await;
     finished_pod(b, "b0", node.name(), 0).await?;
     finished_pod(b, "b1", node.name(), 1).await?;
-    let gc = start_podgc(&a.cluster, fast(2, &[a.name(), b.name()]));
+    let gc = start_podgc(&a.cluster, &[a.name(), b.name()], fast(2));
     a.wait_gone("a0", WITHIN).await?;
     a.wait_gone("a1", WITHIN).await?;
     b.pod_holds(

@@ -44,7 +44,7 @@ async fn out_of_service(env: &Env) -> Result<()> {
         .await?;
     env.set_phase("held", "Running").await?;
     env.set_phase("free", "Running").await?;
-    let gc = start_podgc(&env.cluster, fast(0, &[env.name()]));
+    let gc = start_podgc(&env.cluster, &[env.name()], fast(0));
     // Scenario 16: not terminating, so untouched even on an out-of-service node.
     env.pod_holds(
         "free",
@@ -113,7 +113,7 @@ async fn out_of_service_negative(env: &Env) -> Result<()> {
     }
     env.delete_gracefully("on-ready").await?;
     env.delete_gracefully("on-untainted").await?;
-    let gc = start_podgc(&env.cluster, fast(0, &[env.name()]));
+    let gc = start_podgc(&env.cluster, &[env.name()], fast(0));
     env.pod_holds(
         "on-ready",
         "still terminating gracefully",
@@ -156,7 +156,7 @@ async fn any_taint(env: &Env) -> Result<()> {
         .await?;
     env.set_phase("p", "Running").await?;
     env.delete_gracefully("p").await?;
-    let gc = start_podgc(&env.cluster, fast(0, &[env.name()]));
+    let gc = start_podgc(&env.cluster, &[env.name()], fast(0));
     env.wait_gone("p", WITHIN).await?;
     gc.stop().await
 }
@@ -173,7 +173,7 @@ async fn unscheduled(env: &Env) -> Result<()> {
     env.create_pod(pod(env.name(), "p").unschedulable().finalizer(HOLD).build())
         .await?;
     env.delete_gracefully("p").await?;
-    let gc = start_podgc(&env.cluster, fast(0, &[env.name()]));
+    let gc = start_podgc(&env.cluster, &[env.name()], fast(0));
     let seen = env
         .wait_pod("p", "failed and force-deleted", WITHIN, |p| {
             p.is_some_and(|p| force_deleted(p) && phase(p) == "Failed")

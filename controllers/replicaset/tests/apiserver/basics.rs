@@ -305,7 +305,7 @@ async fn gate_off(env: &Env) -> Result<()> {
         terminating_replicas: false,
         ..env.config()
     };
-    let ctrl = start_controllers(&env.cluster, cfg);
+    let ctrl = start_controllers(env, cfg);
     let rs = env
         .create_rs(replicaset("web", 2, &[("app", "web")], &[("app", "web")]))
         .await?;
@@ -338,7 +338,7 @@ async fn lagging_pod_watch_never_causes_extra_pods() -> Result<()> {
 /// may create or delete again.
 async fn lagging_watch(env: &Env) -> Result<()> {
     let lag = Duration::from_secs(3);
-    let ctrl = start_with_watch_lag(&env.cluster, env.config(), lag);
+    let ctrl = start_with_watch_lag(env, env.config(), lag);
     let rs = env
         .create_rs(replicaset("web", 5, &[("app", "web")], &[("app", "web")]))
         .await?;

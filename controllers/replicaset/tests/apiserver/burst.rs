@@ -70,7 +70,7 @@ fn check_slow_start(calls: &[Call], which: &str) -> Result<()> {
 
 async fn burst(env: &Env) -> Result<()> {
     let recorder = Recorder::new();
-    let ctrl = start_recorded(&env.cluster, env.config(), LAG, Some(&recorder));
+    let ctrl = start_recorded(env, env.config(), LAG, Some(&recorder));
     let rs = env
         .create_rs(replicaset(
             "big",

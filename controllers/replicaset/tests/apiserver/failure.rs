@@ -53,8 +53,7 @@ async fn quota_failure(env: &Env) -> Result<()> {
     quota(env, 2).await?;
     let recorder = crate::recorder::Recorder::new();
     let ctrl = start_recorded(
-        &env.cluster,
-        env.name(),
+        env,
         env.config(),
         std::time::Duration::ZERO,
         Some(&recorder),

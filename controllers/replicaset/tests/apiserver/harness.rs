@@ -10,7 +10,6 @@ use anyhow::Result;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition};
 use k8s_openapi::api::core::v1::ReplicationController;
 use kube::api::Api;
-use rkcm_testkit::TestCluster;
 pub use rkcm_testkit::harness::*;
 use serde_json::{Value, json};
 
@@ -18,29 +17,25 @@ use serde_json::{Value, json};
 pub const HOLDS: Duration = Duration::from_secs(5);
 
 /// The RS and RC controllers on informers of their own; stopped when dropped.
-pub fn start_controllers(cluster: &TestCluster, cfg: rkcm_replicaset::Config) -> Controllers {
-    start_with_watch_lag(cluster, cfg, Duration::ZERO)
+pub fn start_controllers(env: &Env, cfg: rkcm_replicaset::Config) -> Controllers {
+    start_with_watch_lag(env, cfg, Duration::ZERO)
 }
 
 /// Like [`start_controllers`], but the controllers' pod informer sees every change `lag`
 /// late (writes are not delayed).
-pub fn start_with_watch_lag(
-    cluster: &TestCluster,
-    cfg: rkcm_replicaset::Config,
-    lag: Duration,
-) -> Controllers {
-    start_recorded(cluster, cfg, lag, None)
+pub fn start_with_watch_lag(env: &Env, cfg: rkcm_replicaset::Config, lag: Duration) -> Controllers {
+    start_recorded(env, cfg, lag, None)
 }
 
 /// Like [`start_with_watch_lag`]; every request the controllers send themselves (not their
 /// informers' lists and watches) goes to `recorder` too.
 pub fn start_recorded(
-    cluster: &TestCluster,
+    env: &Env,
     cfg: rkcm_replicaset::Config,
     lag: Duration,
     recorder: Option<&crate::recorder::Recorder>,
 ) -> Controllers {
-    let client = cluster.client();
+    let client = env.cluster.client();
     let informer_client = if lag.is_zero() {
         client.clone()
     } else {
@@ -51,7 +46,7 @@ pub fn start_recorded(
         None => client,
     };
     let rc_cfg = cfg.clone();
-    Controllers::with_clients(client, informer_client)
+    Controllers::with_clients(client, informer_client, &[env.name()])
         .spawn("replicaset-controller", |ctx| {
             rkcm_replicaset::start_replicaset(ctx, cfg)
         })
@@ -64,7 +59,7 @@ pub fn start_recorded(
 /// ReplicaSet and ReplicationController helpers on the test environment.
 #[allow(async_fn_in_trait)]
 pub trait RsEnv {
-    /// Upstream defaults, limited to this test's namespace.
+    /// Upstream defaults.
     fn config(&self) -> rkcm_replicaset::Config;
     /// Both controllers with [`RsEnv::config`].
     fn start(&self) -> Controllers;
@@ -83,14 +78,11 @@ pub trait RsEnv {
 
 impl RsEnv for Env {
     fn config(&self) -> rkcm_replicaset::Config {
-        rkcm_replicaset::Config {
-            namespaces: self.namespaces(),
-            ..rkcm_replicaset::Config::default()
-        }
+        rkcm_replicaset::Config::default()
     }
 
     fn start(&self) -> Controllers {
-        start_controllers(&self.cluster, self.config())
+        start_controllers(self, self.config())
     }
 
     fn rcs(&self) -> Api<ReplicationController> {

@@ -134,7 +134,7 @@ async fn remove_policy(env: &Env, policy: &str) -> Result<()> {
 
 async fn terminating(env: &Env) -> Result<()> {
     let recorder = Recorder::new();
-    let ctrl = start_recorded(&env.cluster, env.config(), Duration::ZERO, Some(&recorder));
+    let ctrl = start_recorded(env, env.config(), Duration::ZERO, Some(&recorder));
     let rs = env
         .create_rs(replicaset("web", 2, &[("app", "web")], &[("app", "web")]))
         .await?;

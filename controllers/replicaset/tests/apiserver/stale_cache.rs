@@ -52,7 +52,7 @@ async fn adopt_and_scale_under_lag(env: &Env, guard: bool, name: &str) -> Result
     let orphan = format!("{name}-orphan");
     // In the controllers' initial list, so only their own adoption is late.
     env.create_pod(bare_pod(&orphan, &[("app", &app)])).await?;
-    let ctrl = start_recorded(&env.cluster, cfg, LAG, Some(&recorder));
+    let ctrl = start_recorded(env, cfg, LAG, Some(&recorder));
     let rs = env
         .create_rs(replicaset(name, 1, &[("app", &app)], &[("app", &app)]))
         .await?;

@@ -34,7 +34,7 @@ async fn conflicts(env: &Env) -> Result<()> {
         stale_cache_guard: false,
         ..env.config()
     };
-    let ctrl = start_recorded(&env.cluster, cfg, Duration::ZERO, Some(&recorder));
+    let ctrl = start_recorded(env, cfg, Duration::ZERO, Some(&recorder));
     let rs = env
         .create_rs(replicaset("web", 0, &[("app", "web")], &[("app", "web")]))
         .await?;

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
-use rkcm_runtime::informer::InformerFactory;
+use rkcm_runtime::informer::{InformerFactory, Scope};
 use rkcm_runtime::{CancellationToken, ControllerContext};
 use tokio::task::JoinHandle;
 
@@ -18,7 +18,8 @@ pub const STOP_WITHIN: Duration = Duration::from_secs(10);
 /// [`Controllers::run`] starts the informers. Stopped when dropped; [`Controllers::stop`]
 /// also checks that each controller ended cleanly and promptly.
 ///
-/// Controllers are confined to the test namespace by their own config (`namespaces`).
+/// The informers are scoped to the test's namespaces (cluster-scoped kinds such as nodes stay
+/// cluster-wide), so the controllers never see, and never act on, other tests' objects.
 pub struct Controllers {
     ctx: ControllerContext,
     informers: InformerFactory,
@@ -26,21 +27,21 @@ pub struct Controllers {
 }
 
 impl Controllers {
-    /// Controllers writing with `client` and watching with it too.
-    pub fn new(client: kube::Client) -> Self {
-        Self::with_clients(client.clone(), client)
+    /// Controllers writing with `client` and watching with it too, on informers scoped to
+    /// `namespaces`.
+    pub fn new(client: kube::Client, namespaces: &[&str]) -> Self {
+        Self::with_clients(client.clone(), client, namespaces)
     }
 
     /// Controllers writing with `client` and whose informers list and watch with
-    /// `informer_client` (e.g. one that delays watch events, or one that records).
-    pub fn with_clients(client: kube::Client, informer_client: kube::Client) -> Self {
-        let informers = InformerFactory::new(informer_client);
-        let ctx = ControllerContext {
-            client,
-            informers: informers.clone(),
-            shutdown: CancellationToken::new(),
-            clock: rkcm_runtime::clock::system(),
-        };
+    /// `informer_client` (e.g. one that delays watch events), scoped to `namespaces`.
+    pub fn with_clients(
+        client: kube::Client,
+        informer_client: kube::Client,
+        namespaces: &[&str],
+    ) -> Self {
+        let informers = InformerFactory::scoped(informer_client, Scope::namespaces(namespaces));
+        let ctx = ControllerContext::new(client, informers.clone(), CancellationToken::new());
         Self {
             ctx,
             informers,

@@ -93,9 +93,9 @@ impl Env {
         self.ns.name()
     }
 
-    /// The namespace as a one-element list, for controller configs' `namespaces`.
-    pub fn namespaces(&self) -> Option<Vec<String>> {
-        Some(vec![self.name().to_owned()])
+    /// An empty set of in-process controllers on informers scoped to this namespace.
+    pub fn controllers(&self) -> Controllers {
+        Controllers::new(self.cluster.client(), &[self.name()])
     }
 
     /// An API of kind `K` in the namespace.
