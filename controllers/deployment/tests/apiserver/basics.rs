@@ -12,13 +12,10 @@ use crate::harness::*;
 /// Scenario 1 asks for everything "within 10 s" of the create.
 const TEN_S: Duration = Duration::from_secs(10);
 
-/// Scenarios 1 (create) and 2 (become available).
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s01_s02_create_then_become_available() -> Result<()> {
-    let env = Env::new("dep-create").await?;
-    let result = create_then_available(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenarios 1 (create) and 2 (become available).
+    s01_s02_create_then_become_available, "dep-create", create_then_available
 }
 
 async fn create_then_available(env: &Env) -> Result<()> {
@@ -177,13 +174,10 @@ async fn create_then_available(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-/// Scenario 11: a settled Deployment's only ReplicaSet is scaled directly.
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s11_single_active_replicaset_scales_directly() -> Result<()> {
-    let env = Env::new("dep-scale").await?;
-    let result = single_active(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenario 11: a settled Deployment's only ReplicaSet is scaled directly.
+    s11_single_active_replicaset_scales_directly, "dep-scale", single_active
 }
 
 async fn single_active(env: &Env) -> Result<()> {
@@ -226,13 +220,10 @@ async fn single_active(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-/// Scenario 32: zero replicas.
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s32_zero_replicas() -> Result<()> {
-    let env = Env::new("dep-zero").await?;
-    let result = zero_replicas(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenario 32: zero replicas.
+    s32_zero_replicas, "dep-zero", zero_replicas
 }
 
 async fn zero_replicas(env: &Env) -> Result<()> {
@@ -274,14 +265,11 @@ async fn zero_replicas(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-/// Scenario 33: two Deployments with the same selector each keep to their own ReplicaSet
-/// and pods.
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s33_overlapping_selectors() -> Result<()> {
-    let env = Env::new("dep-overlap").await?;
-    let result = overlapping(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenario 33: two Deployments with the same selector each keep to their own ReplicaSet
+    /// and pods.
+    s33_overlapping_selectors, "dep-overlap", overlapping
 }
 
 async fn overlapping(env: &Env) -> Result<()> {

@@ -9,13 +9,10 @@ use serde_json::json;
 
 use crate::harness::*;
 
-/// Scenario 19: `revisionHistoryLimit` 1 keeps one old RS, 0 keeps none.
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s19_revision_history_limit() -> Result<()> {
-    let env = Env::new("dep-histlimit").await?;
-    let result = history_limit(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenario 19: `revisionHistoryLimit` 1 keeps one old RS, 0 keeps none.
+    s19_revision_history_limit, "dep-histlimit", history_limit
 }
 
 async fn history_limit(env: &Env) -> Result<()> {
@@ -76,14 +73,11 @@ async fn history_limit(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-/// Scenario 20: cleanup never deletes an RS that still has replicas; it deletes it once
-/// scaled to 0 after completion.
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s20_cleanup_skips_replicasets_with_replicas() -> Result<()> {
-    let env = Env::new("dep-cleanup").await?;
-    let result = cleanup_skips(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenario 20: cleanup never deletes an RS that still has replicas; it deletes it once
+    /// scaled to 0 after completion.
+    s20_cleanup_skips_replicasets_with_replicas, "dep-cleanup", cleanup_skips
 }
 
 async fn cleanup_skips(env: &Env) -> Result<()> {
@@ -211,13 +205,10 @@ async fn rolled_back_to_v1(env: &Env, d_uid: &str, v1: &str, v2: &str) -> Result
     Ok(())
 }
 
-/// Scenario 21: reverting the template reuses the old RS with a new revision.
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s21_rollback_by_template_revert() -> Result<()> {
-    let env = Env::new("dep-revert").await?;
-    let result = template_revert(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenario 21: reverting the template reuses the old RS with a new revision.
+    s21_rollback_by_template_revert, "dep-revert", template_revert
 }
 
 async fn template_revert(env: &Env) -> Result<()> {
@@ -233,13 +224,10 @@ async fn template_revert(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-/// Scenario 22: the rollback annotation.
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s22_rollback_annotation() -> Result<()> {
-    let env = Env::new("dep-rollback").await?;
-    let result = rollback_annotation(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenario 22: the rollback annotation.
+    s22_rollback_annotation, "dep-rollback", rollback_annotation
 }
 
 async fn rollback_annotation(env: &Env) -> Result<()> {
@@ -296,13 +284,10 @@ async fn rollback_annotation(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-/// Scenario 23: rollbacks that cannot happen are reported and dropped.
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s23_rollback_edge_cases() -> Result<()> {
-    let env = Env::new("dep-rollback-edge").await?;
-    let result = rollback_edges(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenario 23: rollbacks that cannot happen are reported and dropped.
+    s23_rollback_edge_cases, "dep-rollback-edge", rollback_edges
 }
 
 async fn rollback_edges(env: &Env) -> Result<()> {

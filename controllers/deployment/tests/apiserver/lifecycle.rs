@@ -8,17 +8,14 @@ use serde_json::json;
 
 use crate::harness::*;
 
-/// Scenario 30: a Deployment being deleted only gets status updates.
-///
-/// The plane's garbage collector is on: a Foreground delete would make it delete the RS.
-/// So the Deployment is deleted in the background (the GC leaves dependents alone while
-/// their owner still exists) and kept in deletion by a finalizer of the test's.
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s30_deleting_deployment_is_frozen() -> Result<()> {
-    let env = Env::new("dep-deleting").await?;
-    let result = deleting_frozen(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenario 30: a Deployment being deleted only gets status updates.
+    ///
+    /// The plane's garbage collector is on: a Foreground delete would make it delete the RS.
+    /// So the Deployment is deleted in the background (the GC leaves dependents alone while
+    /// their owner still exists) and kept in deletion by a finalizer of the test's.
+    s30_deleting_deployment_is_frozen, "dep-deleting", deleting_frozen
 }
 
 async fn deleting_frozen(env: &Env) -> Result<()> {

@@ -5,13 +5,10 @@ use serde_json::json;
 
 use crate::harness::*;
 
-/// Scenario 24: a matching orphan RS is adopted and becomes the new RS.
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s24_adopts_matching_orphan_replicaset() -> Result<()> {
-    let env = Env::new("dep-adopt").await?;
-    let result = adopt(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenario 24: a matching orphan RS is adopted and becomes the new RS.
+    s24_adopts_matching_orphan_replicaset, "dep-adopt", adopt
 }
 
 async fn adopt(env: &Env) -> Result<()> {
@@ -80,14 +77,11 @@ async fn adopt(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-/// Scenario 25: an RS whose labels stop matching is released; the replacement's name
-/// collides with it, so `collisionCount` goes to 1 and another name is used.
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s25_released_replicaset_causes_collision() -> Result<()> {
-    let env = Env::new("dep-release").await?;
-    let result = release_collision(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenario 25: an RS whose labels stop matching is released; the replacement's name
+    /// collides with it, so `collisionCount` goes to 1 and another name is used.
+    s25_released_replicaset_causes_collision, "dep-release", release_collision
 }
 
 async fn release_collision(env: &Env) -> Result<()> {
@@ -148,14 +142,11 @@ async fn release_collision(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-/// Scenario 26: editing the new RS's template makes it an old RS; the replacement's name
-/// collides with it.
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s26_edited_replicaset_template_causes_collision() -> Result<()> {
-    let env = Env::new("dep-collide").await?;
-    let result = template_collision(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenario 26: editing the new RS's template makes it an old RS; the replacement's name
+    /// collides with it.
+    s26_edited_replicaset_template_causes_collision, "dep-collide", template_collision
 }
 
 async fn template_collision(env: &Env) -> Result<()> {

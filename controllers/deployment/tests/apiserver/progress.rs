@@ -16,14 +16,11 @@ fn transition_time(d: &Deployment) -> Option<jiff::Timestamp> {
     condition(d, "Progressing").and_then(|c| c.last_transition_time.map(|t| t.0))
 }
 
-/// Scenarios 15 (progress deadline exceeded, then recovered) and 18 (pausing or resuming a
-/// timed-out Deployment does not hide the timeout).
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s15_s18_progress_deadline_exceeded_survives_pause() -> Result<()> {
-    let env = Env::new("dep-deadline").await?;
-    let result = deadline(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenarios 15 (progress deadline exceeded, then recovered) and 18 (pausing or resuming a
+    /// timed-out Deployment does not hide the timeout).
+    s15_s18_progress_deadline_exceeded_survives_pause, "dep-deadline", deadline
 }
 
 async fn deadline(env: &Env) -> Result<()> {
@@ -136,13 +133,10 @@ async fn deadline(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-/// Scenario 16: every bit of progress resets the deadline clock.
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s16_deadline_clock_resets_on_progress() -> Result<()> {
-    let env = Env::new("dep-reset").await?;
-    let result = clock_resets(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenario 16: every bit of progress resets the deadline clock.
+    s16_deadline_clock_resets_on_progress, "dep-reset", clock_resets
 }
 
 async fn clock_resets(env: &Env) -> Result<()> {
@@ -213,13 +207,10 @@ async fn clock_resets(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-/// Scenario 17: pause and resume.
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s17_pause_and_resume() -> Result<()> {
-    let env = Env::new("dep-pause").await?;
-    let result = pause_resume(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenario 17: pause and resume.
+    s17_pause_and_resume, "dep-pause", pause_resume
 }
 
 async fn pause_resume(env: &Env) -> Result<()> {

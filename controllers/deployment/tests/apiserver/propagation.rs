@@ -18,14 +18,11 @@ fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Scenario 27: annotations are copied to the new RS only (never last-applied), and an
-/// annotation change is no rollout.
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s27_annotations_propagate_to_the_new_replicaset() -> Result<()> {
-    let env = Env::new("dep-annotate").await?;
-    let result = annotation_propagation(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenario 27: annotations are copied to the new RS only (never last-applied), and an
+    /// annotation change is no rollout.
+    s27_annotations_propagate_to_the_new_replicaset, "dep-annotate", annotation_propagation
 }
 
 async fn annotation_propagation(env: &Env) -> Result<()> {
@@ -92,13 +89,10 @@ async fn annotation_propagation(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-/// Scenario 28: `minReadySeconds` changes the RS in place.
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s28_min_ready_seconds_propagates_without_rollout() -> Result<()> {
-    let env = Env::new("dep-minready").await?;
-    let result = min_ready(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenario 28: `minReadySeconds` changes the RS in place.
+    s28_min_ready_seconds_propagates_without_rollout, "dep-minready", min_ready
 }
 
 async fn min_ready(env: &Env) -> Result<()> {
@@ -131,13 +125,10 @@ async fn min_ready(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-/// Scenario 29: the RS's ReplicaFailure is copied to the Deployment and cleared with it.
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s29_replica_failure_propagates() -> Result<()> {
-    let env = Env::new("dep-quota").await?;
-    let result = replica_failure(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenario 29: the RS's ReplicaFailure is copied to the Deployment and cleared with it.
+    s29_replica_failure_propagates, "dep-quota", replica_failure
 }
 
 async fn replica_failure(env: &Env) -> Result<()> {

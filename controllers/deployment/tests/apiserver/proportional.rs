@@ -33,13 +33,10 @@ async fn mid_rollout(env: &Env) -> Result<(String, String, String)> {
     Ok((d_uid, old_name, new_name))
 }
 
-/// Scenario 9: 10 → 20 mid-rollout adds 12 = 7 (old) + 5 (new).
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s09_proportional_scale_up_mid_rollout() -> Result<()> {
-    let env = Env::new("dep-propup").await?;
-    let result = scale_up(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenario 9: 10 → 20 mid-rollout adds 12 = 7 (old) + 5 (new).
+    s09_proportional_scale_up_mid_rollout, "dep-propup", scale_up
 }
 
 async fn scale_up(env: &Env) -> Result<()> {
@@ -77,13 +74,10 @@ async fn scale_up(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-/// Scenario 10: 10 → 5 mid-rollout: old 8 → 4, new 5 → 3.
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s10_proportional_scale_down_mid_rollout() -> Result<()> {
-    let env = Env::new("dep-propdown").await?;
-    let result = scale_down(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenario 10: 10 → 5 mid-rollout: old 8 → 4, new 5 → 3.
+    s10_proportional_scale_down_mid_rollout, "dep-propdown", scale_down
 }
 
 async fn scale_down(env: &Env) -> Result<()> {

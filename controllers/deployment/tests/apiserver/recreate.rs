@@ -16,13 +16,10 @@ fn recreate_deployment(name: &str, replicas: i32) -> serde_json::Value {
     d
 }
 
-/// Scenario 12: Recreate with unbound pods.
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s12_recreate_scales_down_before_creating() -> Result<()> {
-    let env = Env::new("dep-recreate").await?;
-    let result = recreate_unbound(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenario 12: Recreate with unbound pods.
+    s12_recreate_scales_down_before_creating, "dep-recreate", recreate_unbound
 }
 
 async fn recreate_unbound(env: &Env) -> Result<()> {
@@ -188,13 +185,10 @@ async fn waits_for_terminating(env: &Env, node: &TestNode) -> Result<()> {
     ctrl.stop().await
 }
 
-/// Scenario 14: Recreate needs every replica available.
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s14_recreate_available_needs_all_replicas() -> Result<()> {
-    let env = Env::new("dep-recreate-avail").await?;
-    let result = recreate_available(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenario 14: Recreate needs every replica available.
+    s14_recreate_available_needs_all_replicas, "dep-recreate-avail", recreate_available
 }
 
 async fn recreate_available(env: &Env) -> Result<()> {

@@ -8,14 +8,11 @@ use serde_json::json;
 
 use crate::harness::*;
 
-/// Scenarios 3 (rolling update arithmetic, new pods never ready) and 4 (it completes once
-/// they are).
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s03_s04_rolling_update_arithmetic_then_completion() -> Result<()> {
-    let env = Env::new("dep-rolling").await?;
-    let result = rolling_update(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenarios 3 (rolling update arithmetic, new pods never ready) and 4 (it completes once
+    /// they are).
+    s03_s04_rolling_update_arithmetic_then_completion, "dep-rolling", rolling_update
 }
 
 async fn rolling_update(env: &Env) -> Result<()> {
@@ -107,13 +104,10 @@ async fn rolling_update(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-/// Scenario 5: unhealthy old pods are scaled away first, even with nothing available.
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s05_unhealthy_old_pods_are_removed_first() -> Result<()> {
-    let env = Env::new("dep-unhealthy").await?;
-    let result = unhealthy_first(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenario 5: unhealthy old pods are scaled away first, even with nothing available.
+    s05_unhealthy_old_pods_are_removed_first, "dep-unhealthy", unhealthy_first
 }
 
 async fn unhealthy_first(env: &Env) -> Result<()> {
@@ -167,13 +161,10 @@ async fn unhealthy_first(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-/// Scenario 6: maxSurge 0, maxUnavailable 1.
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s06_max_surge_zero_replaces_one_at_a_time() -> Result<()> {
-    let env = Env::new("dep-nosurge").await?;
-    let result = no_surge(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenario 6: maxSurge 0, maxUnavailable 1.
+    s06_max_surge_zero_replaces_one_at_a_time, "dep-nosurge", no_surge
 }
 
 async fn no_surge(env: &Env) -> Result<()> {
@@ -233,13 +224,10 @@ async fn no_surge(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-/// Scenario 7: percentages round (surge up, unavailable down).
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s07_percentages_round_surge_up_unavailable_down() -> Result<()> {
-    let env = Env::new("dep-percent").await?;
-    let result = percent_rounding(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenario 7: percentages round (surge up, unavailable down).
+    s07_percentages_round_surge_up_unavailable_down, "dep-percent", percent_rounding
 }
 
 async fn percent_rounding(env: &Env) -> Result<()> {
@@ -293,13 +281,10 @@ async fn percent_rounding(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-/// Scenario 8: maxSurge 0 and 25% of 1 (= 0) make maxUnavailable 1.
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs apiserver: make test"]
-async fn s08_both_rounding_to_zero_allows_one_unavailable() -> Result<()> {
-    let env = Env::new("dep-roundzero").await?;
-    let result = round_to_zero(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    all_threads;
+    /// Scenario 8: maxSurge 0 and 25% of 1 (= 0) make maxUnavailable 1.
+    s08_both_rounding_to_zero_allows_one_unavailable, "dep-roundzero", round_to_zero
 }
 
 async fn round_to_zero(env: &Env) -> Result<()> {

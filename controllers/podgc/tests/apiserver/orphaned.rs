@@ -9,12 +9,8 @@ use tokio::time::Instant;
 
 use crate::harness::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn orphaned_running_pod_is_failed_with_condition_then_force_deleted() -> Result<()> {
-    let env = Env::new("pgc-orphan").await?;
-    let result = orphaned_running(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    orphaned_running_pod_is_failed_with_condition_then_force_deleted, "pgc-orphan", orphaned_running
 }
 
 async fn orphaned_running(env: &Env) -> Result<()> {
@@ -77,12 +73,8 @@ async fn orphaned_running(env: &Env) -> Result<()> {
     gc.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn quarantine_saves_pods_of_a_node_that_shows_up() -> Result<()> {
-    let env = Env::new("pgc-late-node").await?;
-    let result = late_node(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    quarantine_saves_pods_of_a_node_that_shows_up, "pgc-late-node", late_node
 }
 
 async fn late_node(env: &Env) -> Result<()> {
@@ -108,14 +100,10 @@ async fn late_node(env: &Env) -> Result<()> {
     gc.stop().await
 }
 
-/// Scenarios 9 and 10 with the real quarantine: a node deleted while its pods run; nothing
-/// happens for 40 s, then the pods are failed (with the condition) and force-deleted.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn real_quarantine_lower_bound_after_node_deletion() -> Result<()> {
-    let env = Env::new("pgc-real-quarantine").await?;
-    let result = real_quarantine(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    /// Scenarios 9 and 10 with the real quarantine: a node deleted while its pods run; nothing
+    /// happens for 40 s, then the pods are failed (with the condition) and force-deleted.
+    real_quarantine_lower_bound_after_node_deletion, "pgc-real-quarantine", real_quarantine
 }
 
 async fn real_quarantine(env: &Env) -> Result<()> {
@@ -193,12 +181,8 @@ async fn real_quarantine(env: &Env) -> Result<()> {
     gc.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn terminal_orphan_gets_no_condition() -> Result<()> {
-    let env = Env::new("pgc-terminal-orphan").await?;
-    let result = terminal_orphan(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    terminal_orphan_gets_no_condition, "pgc-terminal-orphan", terminal_orphan
 }
 
 async fn terminal_orphan(env: &Env) -> Result<()> {
@@ -228,14 +212,10 @@ async fn terminal_orphan(env: &Env) -> Result<()> {
     gc.stop().await
 }
 
-/// Scenario 22: a restart forgets the quarantine, so deletion waits a full quarantine after
-/// the restart, however long the pod was orphaned before.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn restart_resets_only_the_quarantine() -> Result<()> {
-    let env = Env::new("pgc-restart").await?;
-    let result = restart(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    /// Scenario 22: a restart forgets the quarantine, so deletion waits a full quarantine after
+    /// the restart, however long the pod was orphaned before.
+    restart_resets_only_the_quarantine, "pgc-restart", restart
 }
 
 async fn restart(env: &Env) -> Result<()> {

@@ -14,12 +14,8 @@ use serde_json::json;
 
 use crate::harness::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn healthy_bound_pods_are_never_touched() -> Result<()> {
-    let env = Env::new("pgc-healthy").await?;
-    let result = healthy(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    healthy_bound_pods_are_never_touched, "pgc-healthy", healthy
 }
 
 async fn healthy(env: &Env) -> Result<()> {
@@ -54,15 +50,11 @@ async fn healthy(env: &Env) -> Result<()> {
     gc.stop().await
 }
 
-/// Scenario 19: a pod deleted and re-created under the same name between PodGC's read and
-/// its writes is never modified or deleted: the status apply and the delete both carry the
-/// UID PodGC saw.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn writes_are_uid_guarded_against_a_recreated_pod() -> Result<()> {
-    let env = Env::new("pgc-uid").await?;
-    let result = uid_guard(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    /// Scenario 19: a pod deleted and re-created under the same name between PodGC's read and
+    /// its writes is never modified or deleted: the status apply and the delete both carry the
+    /// UID PodGC saw.
+    writes_are_uid_guarded_against_a_recreated_pod, "pgc-uid", uid_guard
 }
 
 async fn uid_guard(env: &Env) -> Result<()> {
@@ -149,13 +141,9 @@ async fn uid_guard(env: &Env) -> Result<()> {
     Ok(())
 }
 
-/// Scenario 20: every sweep counts per namespace and reason; nothing fails.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn metrics_count_every_reason_per_namespace() -> Result<()> {
-    let env = Env::new("pgc-metrics").await?;
-    let result = metrics(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    /// Scenario 20: every sweep counts per namespace and reason; nothing fails.
+    metrics_count_every_reason_per_namespace, "pgc-metrics", metrics
 }
 
 async fn metrics(env: &Env) -> Result<()> {

@@ -23,12 +23,8 @@ async fn finished_pod(env: &Env, name: &str, node: &str, exit_code: i32) -> Resu
     env.cluster.terminate_pod(env.name(), name, exit_code).await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn threshold_trims_oldest_terminated_pods() -> Result<()> {
-    let env = Env::new("pgc-trim").await?;
-    let result = trims_oldest(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    threshold_trims_oldest_terminated_pods, "pgc-trim", trims_oldest
 }
 
 async fn trims_oldest(env: &Env) -> Result<()> {
@@ -50,12 +46,8 @@ async fn trims_oldest(env: &Env) -> Result<()> {
     gc.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn evicted_pods_go_first() -> Result<()> {
-    let env = Env::new("pgc-evicted").await?;
-    let result = evicted_first(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    evicted_pods_go_first, "pgc-evicted", evicted_first
 }
 
 async fn evicted_first(env: &Env) -> Result<()> {
@@ -92,12 +84,8 @@ async fn evicted_first(env: &Env) -> Result<()> {
     gc.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn same_second_ties_break_by_name() -> Result<()> {
-    let env = Env::new("pgc-tie").await?;
-    let result = tie_break(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    same_second_ties_break_by_name, "pgc-tie", tie_break
 }
 
 async fn tie_break(env: &Env) -> Result<()> {
@@ -136,12 +124,8 @@ async fn tie_break(env: &Env) -> Result<()> {
     gc.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn non_terminal_pods_never_count() -> Result<()> {
-    let env = Env::new("pgc-nonterminal").await?;
-    let result = non_terminal(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    non_terminal_pods_never_count, "pgc-nonterminal", non_terminal
 }
 
 async fn non_terminal(env: &Env) -> Result<()> {
@@ -169,12 +153,8 @@ async fn non_terminal(env: &Env) -> Result<()> {
     gc.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn threshold_zero_disables_only_the_terminated_sweep() -> Result<()> {
-    let env = Env::new("pgc-zero").await?;
-    let result = threshold_zero(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    threshold_zero_disables_only_the_terminated_sweep, "pgc-zero", threshold_zero
 }
 
 async fn threshold_zero(env: &Env) -> Result<()> {
@@ -200,12 +180,8 @@ async fn threshold_zero(env: &Env) -> Result<()> {
     gc.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn terminated_sweep_deletes_without_writing_status() -> Result<()> {
-    let env = Env::new("pgc-nopatch").await?;
-    let result = no_patch(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    terminated_sweep_deletes_without_writing_status, "pgc-nopatch", no_patch
 }
 
 async fn no_patch(env: &Env) -> Result<()> {

@@ -15,12 +15,8 @@ fn terminating_gracefully(p: Option<&Pod>) -> bool {
     p.is_some_and(|p| is_deleting(p) && !force_deleted(p) && phase(p) == "Running")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn out_of_service_terminating_pods_are_force_deleted() -> Result<()> {
-    let env = Env::new("pgc-oos").await?;
-    let result = out_of_service(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    out_of_service_terminating_pods_are_force_deleted, "pgc-oos", out_of_service
 }
 
 async fn out_of_service(env: &Env) -> Result<()> {
@@ -70,12 +66,8 @@ async fn out_of_service(env: &Env) -> Result<()> {
     gc.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn out_of_service_needs_not_ready_taint_and_termination() -> Result<()> {
-    let env = Env::new("pgc-oos-neg").await?;
-    let result = out_of_service_negative(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    out_of_service_needs_not_ready_taint_and_termination, "pgc-oos-neg", out_of_service_negative
 }
 
 async fn out_of_service_negative(env: &Env) -> Result<()> {
@@ -135,12 +127,8 @@ async fn out_of_service_negative(env: &Env) -> Result<()> {
     gc.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn out_of_service_taint_value_and_effect_do_not_matter() -> Result<()> {
-    let env = Env::new("pgc-oos-any").await?;
-    let result = any_taint(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    out_of_service_taint_value_and_effect_do_not_matter, "pgc-oos-any", any_taint
 }
 
 async fn any_taint(env: &Env) -> Result<()> {
@@ -161,12 +149,8 @@ async fn any_taint(env: &Env) -> Result<()> {
     gc.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn unscheduled_terminating_pod_is_failed_and_force_deleted() -> Result<()> {
-    let env = Env::new("pgc-unscheduled").await?;
-    let result = unscheduled(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    unscheduled_terminating_pod_is_failed_and_force_deleted, "pgc-unscheduled", unscheduled
 }
 
 async fn unscheduled(env: &Env) -> Result<()> {

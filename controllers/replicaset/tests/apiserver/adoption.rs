@@ -8,12 +8,8 @@ use serde_json::json;
 
 use crate::harness::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn adopts_orphans_and_creates_only_the_rest() -> Result<()> {
-    let env = Env::new("rs-adopt").await?;
-    let result = adopt(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    adopts_orphans_and_creates_only_the_rest, "rs-adopt", adopt
 }
 
 async fn adopt(env: &Env) -> Result<()> {
@@ -52,12 +48,8 @@ async fn adopt(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn adopts_all_then_trims_surplus() -> Result<()> {
-    let env = Env::new("rs-trim").await?;
-    let result = adopt_all(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    adopts_all_then_trims_surplus, "rs-trim", adopt_all
 }
 
 async fn adopt_all(env: &Env) -> Result<()> {
@@ -91,12 +83,8 @@ async fn adopt_all(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn foreign_terminal_and_terminating_pods_are_ignored() -> Result<()> {
-    let env = Env::new("rs-foreign").await?;
-    let result = foreign(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    foreign_terminal_and_terminating_pods_are_ignored, "rs-foreign", foreign
 }
 
 async fn foreign(env: &Env) -> Result<()> {
@@ -139,12 +127,8 @@ async fn foreign(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn relabelled_pod_is_released_and_replaced() -> Result<()> {
-    let env = Env::new("rs-release").await?;
-    let result = release(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    relabelled_pod_is_released_and_replaced, "rs-release", release
 }
 
 async fn release(env: &Env) -> Result<()> {
@@ -199,12 +183,8 @@ async fn release(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn deleting_replicaset_creates_and_adopts_nothing() -> Result<()> {
-    let env = Env::new("rs-deleting").await?;
-    let result = deleting(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    deleting_replicaset_creates_and_adopts_nothing, "rs-deleting", deleting
 }
 
 async fn deleting(env: &Env) -> Result<()> {

@@ -8,12 +8,8 @@ use serde_json::json;
 
 use crate::harness::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn creates_pods_from_template_with_events_and_status() -> Result<()> {
-    let env = Env::new("rs-create").await?;
-    let result = create_from_zero(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    creates_pods_from_template_with_events_and_status, "rs-create", create_from_zero
 }
 
 async fn create_from_zero(env: &Env) -> Result<()> {
@@ -106,12 +102,8 @@ async fn create_from_zero(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn scales_zero_to_n_to_zero() -> Result<()> {
-    let env = Env::new("rs-scale").await?;
-    let result = zero_n_zero(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    scales_zero_to_n_to_zero, "rs-scale", zero_n_zero
 }
 
 async fn zero_n_zero(env: &Env) -> Result<()> {
@@ -139,12 +131,8 @@ async fn zero_n_zero(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn deleted_pod_is_replaced_exactly_once() -> Result<()> {
-    let env = Env::new("rs-replace").await?;
-    let result = replace_once(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    deleted_pod_is_replaced_exactly_once, "rs-replace", replace_once
 }
 
 async fn replace_once(env: &Env) -> Result<()> {
@@ -169,12 +157,8 @@ async fn replace_once(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn failed_pod_is_replaced_not_deleted() -> Result<()> {
-    let env = Env::new("rs-failed").await?;
-    let result = failed_replaced(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    failed_pod_is_replaced_not_deleted, "rs-failed", failed_replaced
 }
 
 async fn failed_replaced(env: &Env) -> Result<()> {
@@ -205,12 +189,8 @@ async fn failed_replaced(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn min_ready_seconds_delays_availability_without_events() -> Result<()> {
-    let env = Env::new("rs-minready").await?;
-    let result = min_ready(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    min_ready_seconds_delays_availability_without_events, "rs-minready", min_ready
 }
 
 async fn min_ready(env: &Env) -> Result<()> {
@@ -246,12 +226,8 @@ async fn min_ready(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn terminating_replicas_are_reported_and_not_replaced() -> Result<()> {
-    let env = Env::new("rs-terminating").await?;
-    let result = terminating(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    terminating_replicas_are_reported_and_not_replaced, "rs-terminating", terminating
 }
 
 async fn terminating(env: &Env) -> Result<()> {
@@ -292,12 +268,8 @@ async fn terminating(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn terminating_replicas_gate_off_leaves_field_absent() -> Result<()> {
-    let env = Env::new("rs-gateoff").await?;
-    let result = gate_off(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    terminating_replicas_gate_off_leaves_field_absent, "rs-gateoff", gate_off
 }
 
 async fn gate_off(env: &Env) -> Result<()> {
@@ -325,12 +297,8 @@ async fn gate_off(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn lagging_pod_watch_never_causes_extra_pods() -> Result<()> {
-    let env = Env::new("rs-lag").await?;
-    let result = lagging_watch(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    lagging_pod_watch_never_causes_extra_pods, "rs-lag", lagging_watch
 }
 
 /// Expectations under a pod watch that lags 3 s: status writes and owner updates trigger

@@ -18,12 +18,8 @@ use crate::recorder::{Call, Recorder};
 const REPLICAS: usize = 600;
 const LAG: Duration = Duration::from_secs(2);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn burst_cap_limits_creates_per_sync_to_500() -> Result<()> {
-    let env = Env::new("rs-burst").await?;
-    let result = burst(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    burst_cap_limits_creates_per_sync_to_500, "rs-burst", burst
 }
 
 /// Splits calls (ordered by sending time) where nothing was in flight for longer than `gap`.

@@ -41,12 +41,8 @@ pub async fn with_quota(env: &Env, pods: i32) -> Result<()> {
     quota(env, pods).await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn quota_rejection_sets_replica_failure_until_lifted() -> Result<()> {
-    let env = Env::new("rs-quota").await?;
-    let result = quota_failure(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    quota_rejection_sets_replica_failure_until_lifted, "rs-quota", quota_failure
 }
 
 async fn quota_failure(env: &Env) -> Result<()> {

@@ -32,12 +32,8 @@ fn rc_failure(
         .cloned()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn replication_controller_creates_owned_pods_and_reports_status() -> Result<()> {
-    let env = Env::new("rc-basic").await?;
-    let result = basics(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    replication_controller_creates_owned_pods_and_reports_status, "rc-basic", basics
 }
 
 async fn basics(env: &Env) -> Result<()> {
@@ -94,12 +90,8 @@ async fn basics(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn replication_controller_selector_change_releases_and_recreates() -> Result<()> {
-    let env = Env::new("rc-selector").await?;
-    let result = selector_change(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    replication_controller_selector_change_releases_and_recreates, "rc-selector", selector_change
 }
 
 async fn selector_change(env: &Env) -> Result<()> {
@@ -140,12 +132,8 @@ async fn selector_change(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn replication_controller_quota_failure_condition() -> Result<()> {
-    let env = Env::new("rc-quota").await?;
-    let result = rc_quota(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    replication_controller_quota_failure_condition, "rc-quota", rc_quota
 }
 
 async fn rc_quota(env: &Env) -> Result<()> {

@@ -64,12 +64,8 @@ async fn scale_and_expect(
         .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn scale_down_prefers_not_ready() -> Result<()> {
-    let env = Env::new("rs-notready").await?;
-    let result = not_ready_first(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    scale_down_prefers_not_ready, "rs-notready", not_ready_first
 }
 
 async fn not_ready_first(env: &Env) -> Result<()> {
@@ -138,12 +134,8 @@ async fn unscheduled_first(env: &Env, node: &TestNode) -> Result<()> {
     ctrl.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn scale_down_follows_pod_deletion_cost() -> Result<()> {
-    let env = Env::new("rs-cost").await?;
-    let result = cost_order(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    scale_down_follows_pod_deletion_cost, "rs-cost", cost_order
 }
 
 async fn cost_order(env: &Env) -> Result<()> {
@@ -163,12 +155,8 @@ async fn cost_order(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn deletion_cost_does_not_override_readiness() -> Result<()> {
-    let env = Env::new("rs-cost-ready").await?;
-    let result = cost_vs_ready(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    deletion_cost_does_not_override_readiness, "rs-cost-ready", cost_vs_ready
 }
 
 async fn cost_vs_ready(env: &Env) -> Result<()> {
@@ -183,12 +171,8 @@ async fn cost_vs_ready(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn scale_down_prefers_recently_ready_and_reports_age_ratio() -> Result<()> {
-    let env = Env::new("rs-recent").await?;
-    let result = recently_ready(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    scale_down_prefers_recently_ready_and_reports_age_ratio, "rs-recent", recently_ready
 }
 
 fn age_ratio_count() -> u64 {
@@ -232,12 +216,8 @@ async fn recently_ready(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn scale_down_prefers_restarting_pods() -> Result<()> {
-    let env = Env::new("rs-restarts").await?;
-    let result = restarts(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    scale_down_prefers_restarting_pods, "rs-restarts", restarts
 }
 
 async fn restarts(env: &Env) -> Result<()> {

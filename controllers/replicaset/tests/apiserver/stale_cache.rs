@@ -20,12 +20,8 @@ use crate::recorder::Recorder;
 
 const LAG: Duration = Duration::from_secs(3);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn stale_cache_guard_waits_for_own_writes() -> Result<()> {
-    let env = Env::new("rs-stale").await?;
-    let result = guarded(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    stale_cache_guard_waits_for_own_writes, "rs-stale", guarded
 }
 
 fn skips(resource: &str) -> u64 {

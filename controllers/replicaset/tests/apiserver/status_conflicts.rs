@@ -20,12 +20,8 @@ use crate::recorder::Recorder;
 
 const REPLICAS: usize = 200;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn scaling_up_and_down_writes_status_without_conflicts() -> Result<()> {
-    let env = Env::new("rs-conflicts").await?;
-    let result = conflicts(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    scaling_up_and_down_writes_status_without_conflicts, "rs-conflicts", conflicts
 }
 
 async fn conflicts(env: &Env) -> Result<()> {

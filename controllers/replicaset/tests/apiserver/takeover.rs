@@ -19,12 +19,8 @@ fn uids(pods: &[k8s_openapi::api::core::v1::Pod]) -> Vec<String> {
     v
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn takes_over_from_upstream_without_churn() -> Result<()> {
-    let env = Env::new("rs-takeover").await?;
-    let result = takeover(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    takes_over_from_upstream_without_churn, "rs-takeover", takeover
 }
 
 async fn takeover(env: &Env) -> Result<()> {
