@@ -265,6 +265,9 @@ struct Rule {
 
 struct State {
     rules: Vec<Rule>,
+    delays: Vec<(String, String, std::time::Duration)>,
+    in_flight: usize,
+    max_in_flight: usize,
     echo: bool,
     fallback: Arc<Handler>,
     log: Vec<Request>,
@@ -306,6 +309,9 @@ impl FakeApi {
         Self {
             state: Arc::new(Mutex::new(State {
                 rules: Vec::new(),
+                delays: Vec::new(),
+                in_flight: 0,
+                max_in_flight: 0,
                 echo: false,
                 fallback,
                 log: Vec::new(),
@@ -375,6 +381,23 @@ impl FakeApi {
         self
     }
 
+    /// Holds requests matching `method` and `pattern` for `delay` (tokio time: the paused
+    /// clock applies) before the server sees them: they are recorded and answered only
+    /// then, so a request whose client gave up meanwhile never shows in the log. The first
+    /// matching delay applies.
+    pub fn delay(&self, method: &str, pattern: &str, delay: std::time::Duration) -> &Self {
+        self.lock()
+            .delays
+            .push((method.to_owned(), pattern.to_owned(), delay));
+        self
+    }
+
+    /// The most requests that were in the fake at once (held by [`FakeApi::delay`] or being
+    /// answered).
+    pub fn max_in_flight(&self) -> usize {
+        self.lock().max_in_flight
+    }
+
     /// Replaces the default answer (404 `NotFound`) given when nothing else answers.
     pub fn otherwise(&self, f: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> &Self {
         self.lock().fallback = Arc::new(f);
@@ -401,6 +424,11 @@ impl FakeApi {
                         .to_owned(),
                     body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
                 };
+                let delay = api.enter(&request);
+                let _leave = InFlight(api.clone());
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
                 match api.answer(request).answer {
                     Answer::Json(code, body) => {
                         let mut resp = http::Response::new(kube::client::Body::from(
@@ -422,6 +450,19 @@ impl FakeApi {
             }
         });
         kube::Client::new(svc, "default")
+    }
+
+    /// Counts `request` in flight and returns how long to hold it.
+    fn enter(&self, request: &Request) -> std::time::Duration {
+        let mut state = self.lock();
+        state.in_flight += 1;
+        state.max_in_flight = state.max_in_flight.max(state.in_flight);
+        state
+            .delays
+            .iter()
+            .find(|(m, p, _)| request.is(m, p))
+            .map(|(_, _, d)| *d)
+            .unwrap_or_default()
     }
 
     /// Records `request` and works out the reply. The handler runs without the lock held,
@@ -518,6 +559,16 @@ impl FakeApi {
     /// Forgets the requests recorded so far (the script stays).
     pub fn clear(&self) {
         self.lock().log.clear();
+    }
+}
+
+/// Leaves the in-flight count when the request is answered or its client gives up.
+struct InFlight(FakeApi);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut state = self.0.lock();
+        state.in_flight = state.in_flight.saturating_sub(1);
     }
 }
 
@@ -823,6 +874,25 @@ mod tests {
         assert_eq!(api.count(), 6);
         api.clear();
         assert!(api.requests().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn delays_hold_requests_and_count_them_in_flight() {
+        let api = FakeApi::new();
+        api.delay("DELETE", "**", std::time::Duration::from_secs(5))
+            .echo_writes();
+        let pods: Api<Pod> = Api::namespaced(api.client(), "ns");
+        let start = tokio::time::Instant::now();
+        let dp = DeleteParams::default();
+        let (a, b) = tokio::join!(pods.delete("a", &dp), pods.delete("b", &dp));
+        assert!(a.is_ok() && b.is_ok());
+        assert_eq!(start.elapsed(), std::time::Duration::from_secs(5));
+        assert_eq!(api.max_in_flight(), 2);
+        // A client that gives up before the delay ends leaves no trace in the log.
+        let gave_up =
+            tokio::time::timeout(std::time::Duration::from_secs(1), pods.delete("c", &dp)).await;
+        assert!(gave_up.is_err());
+        assert_eq!(api.requests().len(), 2);
     }
 
     #[tokio::test(start_paused = true)]

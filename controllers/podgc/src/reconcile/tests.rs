@@ -1,12 +1,14 @@
-//! Sweep tests against a recording fake API, on tokio's paused clock.
+//! Sweep tests through the real API calls against the testkit's fake API server, on tokio's
+//! paused clock.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Pod, Taint};
 use rkcm_runtime::clock::{FakeClock, SharedClock};
+use rkcm_testkit::fake_api::{FakeApi, Reply};
 use tokio::time::Instant;
 
 use super::*;
@@ -15,10 +17,10 @@ use crate::plan::tests::{deleting, on, pod};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum NodeAnswer {
     Exists,
-    Missing,
     Error,
 }
 
+/// One PodGC call the fake API server saw, read back from its request log.
 #[derive(Debug, Clone, PartialEq)]
 enum Call {
     Apply(Box<Pod>),
@@ -26,38 +28,79 @@ enum Call {
     GetNode(String),
 }
 
-#[derive(Default)]
-struct State {
-    calls: Vec<Call>,
-    fail_apply: HashSet<String>,
-    fail_delete: HashSet<String>,
-    nodes: HashMap<String, NodeAnswer>,
-    delete_delay: Duration,
-    in_flight: usize,
-    max_in_flight: usize,
-}
+/// The testkit's fake API server behind the real [`KubeApi`]: unscripted writes succeed,
+/// unscripted node GETs find nothing (404).
+#[derive(Clone)]
+struct Api(FakeApi);
 
-#[derive(Default, Clone)]
-struct FakeApi(Arc<Mutex<State>>);
-
-fn api_error(code: u16) -> kube::Error {
-    kube::Error::Api(
-        kube::core::Status::failure("injected", "Injected")
-            .with_code(code)
-            .boxed(),
-    )
-}
-
-impl FakeApi {
-    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
-        let mut guard = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(&mut guard)
+impl Default for Api {
+    fn default() -> Self {
+        let api = FakeApi::new();
+        api.echo_writes();
+        Self(api)
     }
+}
+
+impl Api {
+    /// The status write of pod `name` fails (500).
+    fn fail_apply(&self, name: &str) {
+        self.0.on(
+            "PATCH",
+            &format!("/api/v1/namespaces/*/pods/{name}/status"),
+            Reply::internal("injected"),
+        );
+    }
+
+    /// The delete of pod `name` fails (404).
+    fn fail_delete(&self, name: &str) {
+        self.0.on(
+            "DELETE",
+            &format!("/api/v1/namespaces/*/pods/{name}"),
+            Reply::not_found("pods", name),
+        );
+    }
+
+    /// The live GET of node `name` answers `answer`.
+    fn node(&self, name: &str, answer: NodeAnswer) {
+        let reply = match answer {
+            NodeAnswer::Exists => Reply::ok(
+                serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}),
+            ),
+            NodeAnswer::Error => Reply::status(503, "ServiceUnavailable", "injected"),
+        };
+        self.0.on("GET", &format!("/api/v1/nodes/{name}"), reply);
+    }
+
+    /// Every delete is held for `delay` before the server sees it.
+    fn delete_delay(&self, delay: Duration) {
+        self.0.delay("DELETE", "**", delay);
+    }
+
     fn calls(&self) -> Vec<Call> {
-        self.with(|s| s.calls.clone())
+        self.0
+            .requests()
+            .into_iter()
+            .filter_map(|r| {
+                let segments: Vec<&str> = r.path.trim_start_matches('/').split('/').collect();
+                match (r.method.as_str(), segments.as_slice()) {
+                    ("PATCH", ["api", "v1", "namespaces", _, "pods", _, "status"]) => {
+                        serde_json::from_value(r.body.clone())
+                            .ok()
+                            .map(|p| Call::Apply(Box::new(p)))
+                    }
+                    ("DELETE", ["api", "v1", "namespaces", ns, "pods", name]) => {
+                        Some(Call::Delete {
+                            key: format!("{ns}/{name}"),
+                            uid: r.body["preconditions"]["uid"].as_str().map(str::to_owned),
+                        })
+                    }
+                    ("GET", ["api", "v1", "nodes", name]) => {
+                        Some(Call::GetNode((*name).to_owned()))
+                    }
+                    _ => None,
+                }
+            })
+            .collect()
     }
     fn deleted(&self) -> Vec<String> {
         self.calls()
@@ -88,59 +131,6 @@ impl FakeApi {
     }
 }
 
-impl PodGcApi for FakeApi {
-    async fn apply_status(&self, body: &Pod) -> Result<(), kube::Error> {
-        let name = body.metadata.name.clone().unwrap_or_default();
-        self.with(|s| {
-            s.calls.push(Call::Apply(Box::new(body.clone())));
-            if s.fail_apply.contains(&name) {
-                Err(api_error(500))
-            } else {
-                Ok(())
-            }
-        })
-    }
-
-    async fn force_delete(
-        &self,
-        namespace: &str,
-        name: &str,
-        uid: Option<&str>,
-    ) -> Result<(), kube::Error> {
-        let delay = self.with(|s| {
-            s.in_flight += 1;
-            s.max_in_flight = s.max_in_flight.max(s.in_flight);
-            s.delete_delay
-        });
-        if !delay.is_zero() {
-            tokio::time::sleep(delay).await;
-        }
-        self.with(|s| {
-            s.in_flight -= 1;
-            s.calls.push(Call::Delete {
-                key: format!("{namespace}/{name}"),
-                uid: uid.map(str::to_owned),
-            });
-            if s.fail_delete.contains(name) {
-                Err(api_error(404))
-            } else {
-                Ok(())
-            }
-        })
-    }
-
-    async fn node_exists(&self, name: &str) -> Result<bool, kube::Error> {
-        self.with(|s| {
-            s.calls.push(Call::GetNode(name.to_owned()));
-            match s.nodes.get(name).copied().unwrap_or(NodeAnswer::Missing) {
-                NodeAnswer::Exists => Ok(true),
-                NodeAnswer::Missing => Ok(false),
-                NodeAnswer::Error => Err(api_error(503)),
-            }
-        })
-    }
-}
-
 /// Advances paused time and lets the quarantine queue's background task move due names.
 async fn advance(d: Duration) {
     tokio::time::advance(d).await;
@@ -162,8 +152,8 @@ fn cfg(threshold: i32) -> Config {
     }
 }
 
-fn sweeper(api: &FakeApi, cfg: Config) -> Sweeper<FakeApi> {
-    Sweeper::new(api.clone(), cfg, clock())
+fn sweeper(api: &Api, cfg: Config) -> Sweeper<KubeApi> {
+    Sweeper::new(KubeApi::new(api.0.client()), cfg, clock())
 }
 
 fn arcs<T>(v: Vec<T>) -> Vec<Arc<T>> {
@@ -198,7 +188,7 @@ fn node(name: &str, ready: &str, out_of_service: bool) -> Node {
 #[tokio::test(start_paused = true)]
 async fn terminated_sweep_deletes_excess_oldest_first_without_status_writes() {
     let ns = "rt-terminated";
-    let api = FakeApi::default();
+    let api = Api::default();
     let mut s = sweeper(&api, cfg(2));
     let pods = arcs(
         (0..4)
@@ -231,7 +221,7 @@ async fn terminated_sweep_deletes_excess_oldest_first_without_status_writes() {
 async fn terminated_non_terminal_phase_is_marked_failed_first() {
     // An empty phase counts as terminated yet is not terminal: upstream patches it to Failed.
     let ns = "rt-empty-phase";
-    let api = FakeApi::default();
+    let api = Api::default();
     let mut s = sweeper(&api, cfg(1));
     let pods = arcs(vec![pod(ns, "a", 0, ""), pod(ns, "b", 1, "Succeeded")]);
     s.sweep(&pods, &[]).await;
@@ -249,12 +239,10 @@ async fn terminated_non_terminal_phase_is_marked_failed_first() {
 #[tokio::test(start_paused = true)]
 async fn one_failure_never_stops_the_sweep() {
     let ns = "rt-failures";
-    let api = FakeApi::default();
-    api.with(|s| {
-        s.fail_apply.insert("u-apply-fails".into());
-        s.fail_delete.insert("u-delete-fails".into());
-        s.fail_delete.insert("t-delete-fails".into());
-    });
+    let api = Api::default();
+    api.fail_apply("u-apply-fails");
+    api.fail_delete("u-delete-fails");
+    api.fail_delete("t-delete-fails");
     let mut s = sweeper(&api, cfg(1));
     let pods = arcs(vec![
         deleting(pod(ns, "u-apply-fails", 0, "Pending")),
@@ -297,7 +285,7 @@ async fn one_failure_never_stops_the_sweep() {
 #[tokio::test(start_paused = true)]
 async fn orphan_needs_full_quarantine_then_live_not_found() {
     let ns = "rt-orphan";
-    let api = FakeApi::default();
+    let api = Api::default();
     let mut s = sweeper(
         &api,
         Config {
@@ -373,7 +361,7 @@ async fn orphan_needs_full_quarantine_then_live_not_found() {
 #[tokio::test(start_paused = true)]
 async fn terminal_orphan_is_deleted_without_status_write() {
     let ns = "rt-terminal-orphan";
-    let api = FakeApi::default();
+    let api = Api::default();
     let mut s = sweeper(
         &api,
         Config {
@@ -392,8 +380,8 @@ async fn terminal_orphan_is_deleted_without_status_write() {
 #[tokio::test(start_paused = true)]
 async fn orphan_node_found_or_get_error_never_deletes() {
     for answer in [NodeAnswer::Exists, NodeAnswer::Error] {
-        let api = FakeApi::default();
-        api.with(|s| s.nodes.insert("lagging".into(), answer));
+        let api = Api::default();
+        api.node("lagging", answer);
         let mut s = sweeper(
             &api,
             Config {
@@ -424,7 +412,7 @@ async fn orphan_node_found_or_get_error_never_deletes() {
 
 #[tokio::test(start_paused = true)]
 async fn node_back_in_cache_saves_its_pods() {
-    let api = FakeApi::default();
+    let api = Api::default();
     let mut s = sweeper(
         &api,
         Config {
@@ -449,7 +437,7 @@ async fn node_back_in_cache_saves_its_pods() {
 #[tokio::test(start_paused = true)]
 async fn out_of_service_marks_failed_without_condition_and_counts() {
     let ns = "rt-oos";
-    let api = FakeApi::default();
+    let api = Api::default();
     let mut s = sweeper(&api, cfg(0));
     let nodes = arcs(vec![
         node("dead", "False", true),
@@ -476,7 +464,7 @@ async fn out_of_service_marks_failed_without_condition_and_counts() {
 #[tokio::test(start_paused = true)]
 async fn sweeps_run_in_upstream_order() {
     let ns = "rt-order";
-    let api = FakeApi::default();
+    let api = Api::default();
     let mut s = sweeper(
         &api,
         Config {
@@ -516,8 +504,8 @@ async fn sweeps_run_in_upstream_order() {
 
 #[tokio::test(start_paused = true)]
 async fn concurrent_deletes_are_bounded() {
-    let api = FakeApi::default();
-    api.with(|s| s.delete_delay = Duration::from_millis(100));
+    let api = Api::default();
+    api.delete_delay(Duration::from_millis(100));
     let mut s = sweeper(
         &api,
         Config {
@@ -533,12 +521,12 @@ async fn concurrent_deletes_are_bounded() {
     let started = Instant::now();
     let report = s.sweep(&pods, &[]).await;
     assert_eq!(report.attempted.len(), 20, "the per-sweep count is kept");
-    assert_eq!(api.with(|s| s.max_in_flight), 3);
+    assert_eq!(api.0.max_in_flight(), 3);
     // 20 deletes, 3 at a time, 100 ms each: 7 rounds.
     assert_eq!(started.elapsed(), Duration::from_millis(700));
 
-    let api = FakeApi::default();
-    api.with(|s| s.delete_delay = Duration::from_millis(100));
+    let api = Api::default();
+    api.delete_delay(Duration::from_millis(100));
     let mut s = sweeper(
         &api,
         Config {
@@ -548,7 +536,7 @@ async fn concurrent_deletes_are_bounded() {
     );
     s.sweep(&pods, &[]).await;
     assert_eq!(
-        api.with(|s| s.max_in_flight),
+        api.0.max_in_flight(),
         1,
         "0 means one at a time, never unbounded"
     );
@@ -556,9 +544,9 @@ async fn concurrent_deletes_are_bounded() {
 
 #[tokio::test(start_paused = true)]
 async fn run_sweeps_uses_a_sliding_period_and_stops_on_shutdown() {
-    let api = FakeApi::default();
+    let api = Api::default();
     // Each sweep takes 5 s (one delete), so starts are 25 s apart with a 20 s period.
-    api.with(|s| s.delete_delay = Duration::from_secs(5));
+    api.delete_delay(Duration::from_secs(5));
     let s = sweeper(&api, cfg(1));
     let pods = arcs(vec![
         pod("rt-run", "a", 0, "Succeeded"),
@@ -607,7 +595,7 @@ async fn run_sweeps_uses_a_sliding_period_and_stops_on_shutdown() {
 
 #[tokio::test(start_paused = true)]
 async fn run_sweeps_returns_immediately_when_already_shut_down() {
-    let api = FakeApi::default();
+    let api = Api::default();
     let s = sweeper(&api, cfg(1));
     let sweeps = Arc::new(AtomicUsize::new(0));
     let counted = sweeps.clone();
