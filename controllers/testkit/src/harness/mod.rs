@@ -849,6 +849,37 @@ pub fn ignore_404<T>(r: Result<T, kube::Error>) -> Result<()> {
     }
 }
 
+/// Declares a real-plane scenario test: `body(&env)` runs in a fresh [`Env`] whose namespace
+/// is named after `prefix`, and [`Env::finish`] cleans up after it whatever the outcome.
+/// The test is ignored unless run with `--include-ignored` (it needs the plane). It runs on
+/// two worker threads; with `all_threads;` first, on tokio's default (one per core).
+///
+/// ```ignore
+/// rkcm_testkit::scenario! {
+///     /// What the scenario shows.
+///     scales_up, "rs-scale-up", scale_up
+/// }
+/// ```
+#[macro_export]
+macro_rules! scenario {
+    (all_threads; $($rest:tt)*) => {
+        $crate::scenario!(@test (flavor = "multi_thread") $($rest)*);
+    };
+    (@test ($($how:tt)*) $(#[$meta:meta])* $name:ident, $prefix:literal, $body:path) => {
+        $(#[$meta])*
+        #[tokio::test($($how)*)]
+        #[ignore = "needs apiserver: make test"]
+        async fn $name() -> ::anyhow::Result<()> {
+            let env = $crate::harness::Env::new($prefix).await?;
+            let result = $body(&env).await;
+            env.finish(result).await
+        }
+    };
+    ($($rest:tt)*) => {
+        $crate::scenario!(@test (flavor = "multi_thread", worker_threads = 2) $($rest)*);
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -910,35 +941,4 @@ mod tests {
         assert!(describe_pod(&pod).contains("phase=\"Running\" ready=true"));
         assert!(ensure_eq(1, 2, "x").is_err());
     }
-}
-
-/// Declares a real-plane scenario test: `body(&env)` runs in a fresh [`Env`] whose namespace
-/// is named after `prefix`, and [`Env::finish`] cleans up after it whatever the outcome.
-/// The test is ignored unless run with `--include-ignored` (it needs the plane). It runs on
-/// two worker threads; with `all_threads;` first, on tokio's default (one per core).
-///
-/// ```ignore
-/// rkcm_testkit::scenario! {
-///     /// What the scenario shows.
-///     scales_up, "rs-scale-up", scale_up
-/// }
-/// ```
-#[macro_export]
-macro_rules! scenario {
-    (all_threads; $($rest:tt)*) => {
-        $crate::scenario!(@test (flavor = "multi_thread") $($rest)*);
-    };
-    (@test ($($how:tt)*) $(#[$meta:meta])* $name:ident, $prefix:literal, $body:path) => {
-        $(#[$meta])*
-        #[tokio::test($($how)*)]
-        #[ignore = "needs apiserver: make test"]
-        async fn $name() -> ::anyhow::Result<()> {
-            let env = $crate::harness::Env::new($prefix).await?;
-            let result = $body(&env).await;
-            env.finish(result).await
-        }
-    };
-    ($($rest:tt)*) => {
-        $crate::scenario!(@test (flavor = "multi_thread", worker_threads = 2) $($rest)*);
-    };
 }
