@@ -105,11 +105,7 @@ async fn foreign(env: &Env) -> Result<()> {
         .delete("leaving", &DeleteParams::default())
         .await?;
     let ctrl = env.start();
-    let rs = env
-        .create_rs(replicaset("web", 3, &[("app", "web")], &[("app", "web")]))
-        .await?;
-    let uid = uid_of(&rs);
-    let pods = env.wait_active(&uid, 3).await?;
+    let (uid, pods) = web_with_pods(env, 3, false).await?;
     ensure(
         names_of(&pods).iter().all(|n| n.starts_with("web-")),
         "RS created its own 3",
@@ -133,11 +129,7 @@ rkcm_testkit::scenario! {
 
 async fn release(env: &Env) -> Result<()> {
     let ctrl = env.start();
-    let rs = env
-        .create_rs(replicaset("web", 2, &[("app", "web")], &[("app", "web")]))
-        .await?;
-    let uid = uid_of(&rs);
-    let pods = env.wait_active(&uid, 2).await?;
+    let (uid, pods) = web_with_pods(env, 2, false).await?;
     let name = pods[0].metadata.name.clone().unwrap_or_default();
     // A second, non-controller ownerRef must survive the release.
     let extra = env.config_map("extra").await?;

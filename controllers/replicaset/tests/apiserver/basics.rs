@@ -163,11 +163,7 @@ rkcm_testkit::scenario! {
 
 async fn failed_replaced(env: &Env) -> Result<()> {
     let ctrl = env.start();
-    let rs = env
-        .create_rs(replicaset("web", 3, &[("app", "web")], &[("app", "web")]))
-        .await?;
-    let uid = uid_of(&rs);
-    let pods = env.wait_active(&uid, 3).await?;
+    let (uid, pods) = web_with_pods(env, 3, false).await?;
     let failed = pods[0].metadata.name.clone().unwrap_or_default();
     env.cluster
         .patch_pod_status(env.name(), &failed, json!({"phase": "Failed"}))
@@ -232,11 +228,7 @@ rkcm_testkit::scenario! {
 
 async fn terminating(env: &Env) -> Result<()> {
     let ctrl = env.start();
-    let mut body = replicaset("web", 3, &[("app", "web")], &[("app", "web")]);
-    body["spec"]["template"]["metadata"]["finalizers"] = json!([HOLD]);
-    let rs = env.create_rs(body).await?;
-    let uid = uid_of(&rs);
-    env.wait_active(&uid, 3).await?;
+    let (uid, _) = web_with_pods(env, 3, true).await?;
     env.scale("web", 1).await?;
     let survivors = env.wait_active(&uid, 1).await?;
     env.wait_rs("web", "replicas=1 terminating=2", |rs| {
@@ -313,30 +305,12 @@ async fn lagging_watch(env: &Env) -> Result<()> {
     let uid = uid_of(&rs);
     let uid = uid.as_str();
     // Keep poking the owner (each update is a sync) while the pod watch lags.
-    let poke = |i: usize| {
-        let api = env.replicasets();
-        async move {
-            api.patch(
-                "web",
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"annotations": {"poke": i.to_string()}}})),
-            )
-            .await
-            .map(drop)
-        }
-    };
-    let mut i = 0;
-    rkcm_testkit::holds_for(
+    holds_while_poking(
+        env,
+        ("web", uid),
         "never more than 5 pods while the watch lags",
         Duration::from_secs(8),
-        || {
-            i += 1;
-            let poke = poke(i);
-            async move {
-                poke.await?;
-                Ok(env.owned(uid).await?.len() <= 5)
-            }
-        },
+        |pods| pods.len() <= 5,
     )
     .await?;
     let pods = env.wait_active(uid, 5).await?;
@@ -345,17 +319,12 @@ async fn lagging_watch(env: &Env) -> Result<()> {
     env.pods()
         .delete(&names_of(&pods)[0], &DeleteParams::default())
         .await?;
-    rkcm_testkit::holds_for(
+    holds_while_poking(
+        env,
+        ("web", uid),
         "exactly one replacement while the watch lags",
         Duration::from_secs(8),
-        || {
-            i += 1;
-            let poke = poke(i);
-            async move {
-                poke.await?;
-                Ok(env.owned(uid).await?.len() <= 5)
-            }
-        },
+        |pods| pods.len() <= 5,
     )
     .await?;
     let after = env.wait_active(uid, 5).await?;
@@ -367,17 +336,12 @@ async fn lagging_watch(env: &Env) -> Result<()> {
 
     // Scale down under lag: exactly the surplus goes, never more.
     env.scale("web", 2).await?;
-    rkcm_testkit::holds_for(
+    holds_while_poking(
+        env,
+        ("web", uid),
         "never fewer than 2 pods while the watch lags",
         Duration::from_secs(8),
-        || {
-            i += 1;
-            let poke = poke(i);
-            async move {
-                poke.await?;
-                Ok(env.active(uid).await?.len() >= 2)
-            }
-        },
+        |pods| pods.iter().filter(|p| is_active(p)).count() >= 2,
     )
     .await?;
     env.wait_active(uid, 2).await?;

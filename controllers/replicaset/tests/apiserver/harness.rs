@@ -4,11 +4,12 @@
 
 #![allow(dead_code)]
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::Result;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition};
-use k8s_openapi::api::core::v1::ReplicationController;
+use k8s_openapi::api::core::v1::{Pod, ReplicationController};
 use kube::api::Api;
 pub use rkcm_testkit::harness::*;
 use serde_json::{Value, json};
@@ -108,6 +109,51 @@ impl RsEnv for Env {
         self.wait_object(name, what, WITHIN, check, |rc| format!("{:?}", rc.status))
             .await
     }
+}
+
+/// Fails unless `check` holds for the pods controlled by `uid` (terminating ones included)
+/// during the whole of `period`, while ReplicaSet `name` gets a new annotation value at every
+/// poll (each change is a sync).
+pub async fn holds_while_poking(
+    env: &Env,
+    (name, uid): (&str, &str),
+    what: &str,
+    period: Duration,
+    check: impl Fn(&[Pod]) -> bool,
+) -> Result<()> {
+    let polls = AtomicU64::new(0);
+    rkcm_testkit::holds_for(what, period, || {
+        let (env, polls, check) = (env, &polls, &check);
+        async move {
+            let poke = format!(
+                "{}-{}",
+                jiff::Timestamp::now().as_nanosecond(),
+                polls.fetch_add(1, Ordering::SeqCst)
+            );
+            env.merge::<ReplicaSet>(name, json!({"metadata": {"annotations": {"poke": poke}}}))
+                .await?;
+            Ok(check(&env.owned(uid).await?))
+        }
+    })
+    .await
+}
+
+/// Creates ReplicaSet `web` (selector and template `app=web`, the template with finalizer
+/// [`HOLD`] if `hold`) and waits for its `replicas` active pods; returns its UID and them.
+pub async fn web_with_pods(env: &Env, replicas: usize, hold: bool) -> Result<(String, Vec<Pod>)> {
+    let mut body = replicaset(
+        "web",
+        i32::try_from(replicas)?,
+        &[("app", "web")],
+        &[("app", "web")],
+    );
+    if hold {
+        body["spec"]["template"]["metadata"]["finalizers"] = json!([HOLD]);
+    }
+    let rs = env.create_rs(body).await?;
+    let uid = uid_of(&rs);
+    let pods = env.wait_active(&uid, replicas).await?;
+    Ok((uid, pods))
 }
 
 /// A pod template: one container, never scheduled by kube-scheduler.

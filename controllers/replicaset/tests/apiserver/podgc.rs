@@ -61,11 +61,7 @@ async fn podgc_fails_terminating_replicas_while_finalizers_hold_them() -> Result
 
 async fn with_podgc(env: &Env) -> Result<()> {
     let ctrl = env.start();
-    let mut body = replicaset("web", 3, &[("app", "web")], &[("app", "web")]);
-    body["spec"]["template"]["metadata"]["finalizers"] = json!([HOLD]);
-    let rs = env.create_rs(body).await?;
-    let uid = uid_of(&rs);
-    env.wait_active(&uid, 3).await?;
+    let (uid, _) = web_with_pods(env, 3, true).await?;
 
     // Terminating and unbound before PodGC starts: its first sweep fails it.
     let mut sentinel = bare_pod("sentinel", &[("app", "sentinel")]);

@@ -11,9 +11,6 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use kube::api::{Patch, PatchParams};
-use rkcm_testkit::holds_for;
-use serde_json::json;
 
 use crate::harness::*;
 use crate::recorder::Recorder;
@@ -54,43 +51,23 @@ async fn adopt_and_scale_under_lag(env: &Env, guard: bool, name: &str) -> Result
         .await?;
     let uid = uid_of(&rs);
     let uid = uid.as_str();
-    let poke = |i: usize| {
-        let api = env.replicasets();
-        let patch = Patch::Merge(json!({"metadata": {"annotations": {"poke": i.to_string()}}}));
-        async move {
-            api.patch(name, &PatchParams::default(), &patch)
-                .await
-                .map(drop)
-        }
-    };
-    let mut i = 0;
-    holds_for(
+    holds_while_poking(
+        env,
+        (name, uid),
         "at most 1 pod while the orphan's adoption is unseen",
         LAG + Duration::from_secs(2),
-        || {
-            i += 1;
-            let poke = poke(i);
-            async move {
-                poke.await?;
-                Ok(env.owned(uid).await?.len() <= 1)
-            }
-        },
+        |pods| pods.len() <= 1,
     )
     .await?;
     env.wait_active(uid, 1).await?;
 
     env.scale(name, 5).await?;
-    holds_for(
+    holds_while_poking(
+        env,
+        (name, uid),
         "never more than 5 pods while the watch lags",
         LAG + Duration::from_secs(2),
-        || {
-            i += 1;
-            let poke = poke(i);
-            async move {
-                poke.await?;
-                Ok(env.owned(uid).await?.len() <= 5)
-            }
-        },
+        |pods| pods.len() <= 5,
     )
     .await?;
     env.wait_active(uid, 5).await?;
