@@ -13,9 +13,8 @@ use crate::harness::*;
 const TEN_S: Duration = Duration::from_secs(10);
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenarios 1 (create) and 2 (become available).
-    s01_s02_create_then_become_available, "dep-create", create_then_available
+    s01_s02_create_then_become_available, "dep-create", create_then_available; all_threads
 }
 
 async fn create_then_available(env: &Env) -> Result<()> {
@@ -116,15 +115,7 @@ async fn create_then_available(env: &Env) -> Result<()> {
             },
         )
         .await?;
-    ensure_eq(
-        cond_triple(&d, "Available"),
-        triple(
-            "False",
-            "MinimumReplicasUnavailable",
-            "Deployment does not have minimum availability.",
-        ),
-        "Available",
-    )?;
+    ensure_eq(cond_triple(&d, "Available"), available_false(), "Available")?;
     let progressing = condition(&d, "Progressing").context("no Progressing")?;
     let want_message = match progressing.reason.as_deref() {
         Some("NewReplicaSetCreated") => format!("Created new replica set \"{rs_name}\""),
@@ -153,31 +144,18 @@ async fn create_then_available(env: &Env) -> Result<()> {
                 && observed(d)
         })
         .await?;
-    ensure_eq(
-        cond_triple(&d, "Available"),
-        triple(
-            "True",
-            "MinimumReplicasAvailable",
-            "Deployment has minimum availability.",
-        ),
-        "Available",
-    )?;
+    ensure_eq(cond_triple(&d, "Available"), available_true(), "Available")?;
     ensure_eq(
         cond_triple(&d, "Progressing"),
-        triple(
-            "True",
-            "NewReplicaSetAvailable",
-            &format!("ReplicaSet \"{rs_name}\" has successfully progressed."),
-        ),
+        progressed(&rs_name),
         "Progressing",
     )?;
     ctrl.stop().await
 }
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenario 11: a settled Deployment's only ReplicaSet is scaled directly.
-    s11_single_active_replicaset_scales_directly, "dep-scale", single_active
+    s11_single_active_replicaset_scales_directly, "dep-scale", single_active; all_threads
 }
 
 async fn single_active(env: &Env) -> Result<()> {
@@ -221,9 +199,8 @@ async fn single_active(env: &Env) -> Result<()> {
 }
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenario 32: zero replicas.
-    s32_zero_replicas, "dep-zero", zero_replicas
+    s32_zero_replicas, "dep-zero", zero_replicas; all_threads
 }
 
 async fn zero_replicas(env: &Env) -> Result<()> {
@@ -249,11 +226,7 @@ async fn zero_replicas(env: &Env) -> Result<()> {
     ensure_eq(counts(&d), [0; 5], "status counts")?;
     ensure_eq(
         cond_triple(&d, "Progressing"),
-        triple(
-            "True",
-            "NewReplicaSetAvailable",
-            &format!("ReplicaSet \"{rs_name}\" has successfully progressed."),
-        ),
+        progressed(&rs_name),
         "Progressing",
     )?;
     rkcm_testkit::holds_for(
@@ -266,10 +239,9 @@ async fn zero_replicas(env: &Env) -> Result<()> {
 }
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenario 33: two Deployments with the same selector each keep to their own ReplicaSet
     /// and pods.
-    s33_overlapping_selectors, "dep-overlap", overlapping
+    s33_overlapping_selectors, "dep-overlap", overlapping; all_threads
 }
 
 async fn overlapping(env: &Env) -> Result<()> {

@@ -450,6 +450,54 @@ pub fn has_condition(d: &Deployment, type_: &str, status: &str, reason: &str) ->
         .is_some_and(|c| c.status.as_deref() == Some(status) && c.reason.as_deref() == Some(reason))
 }
 
+/// `Available` False as the controller writes it while too few replicas are available.
+pub fn available_false() -> Option<(String, String, String)> {
+    triple(
+        "False",
+        "MinimumReplicasUnavailable",
+        "Deployment does not have minimum availability.",
+    )
+}
+
+/// `Available` True as the controller writes it.
+pub fn available_true() -> Option<(String, String, String)> {
+    triple(
+        "True",
+        "MinimumReplicasAvailable",
+        "Deployment has minimum availability.",
+    )
+}
+
+/// `Progressing` True once ReplicaSet `rs_name` is complete.
+pub fn progressed(rs_name: &str) -> Option<(String, String, String)> {
+    triple(
+        "True",
+        "NewReplicaSetAvailable",
+        &format!("ReplicaSet \"{rs_name}\" has successfully progressed."),
+    )
+}
+
+/// The `ScalingReplicaSet` messages of the first rolling step of a 10-replica Deployment
+/// with the API's default 25%/25% (scenario 3): old 0→10, new 0→3, old 10→8, new 3→5.
+pub fn first_steps(old_name: &str, new_name: &str) -> Vec<String> {
+    vec![
+        format!("Scaled up replica set {old_name} from 0 to 10"),
+        format!("Scaled up replica set {new_name} from 0 to 3"),
+        format!("Scaled down replica set {old_name} from 10 to 8"),
+        format!("Scaled up replica set {new_name} from 3 to 5"),
+    ]
+}
+
+/// Sets image [`V2`] on Deployment `web` (10 replicas settled at [`V1`]) and waits for the
+/// first rolling step: old 8 / new 5, each with its pods.
+pub async fn first_step(env: &Env, d_uid: &str) -> Result<Vec<ReplicaSet>> {
+    env.set_image("web", V2).await?;
+    env.wait_rss(d_uid, "old 8 / new 5 with their pods", |rss| {
+        rss.len() == 2 && settled(rss, V1, 8) && settled(rss, V2, 5)
+    })
+    .await
+}
+
 /// `(status, reason, message)` of a condition, for exact comparisons.
 pub fn cond_triple(d: &Deployment, type_: &str) -> Option<(String, String, String)> {
     condition(d, type_).map(|c| {

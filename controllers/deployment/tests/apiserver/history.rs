@@ -10,9 +10,8 @@ use serde_json::json;
 use crate::harness::*;
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenario 19: `revisionHistoryLimit` 1 keeps one old RS, 0 keeps none.
-    s19_revision_history_limit, "dep-histlimit", history_limit
+    s19_revision_history_limit, "dep-histlimit", history_limit; all_threads
 }
 
 async fn history_limit(env: &Env) -> Result<()> {
@@ -74,10 +73,9 @@ async fn history_limit(env: &Env) -> Result<()> {
 }
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenario 20: cleanup never deletes an RS that still has replicas; it deletes it once
     /// scaled to 0 after completion.
-    s20_cleanup_skips_replicasets_with_replicas, "dep-cleanup", cleanup_skips
+    s20_cleanup_skips_replicasets_with_replicas, "dep-cleanup", cleanup_skips; all_threads
 }
 
 async fn cleanup_skips(env: &Env) -> Result<()> {
@@ -206,9 +204,8 @@ async fn rolled_back_to_v1(env: &Env, d_uid: &str, v1: &str, v2: &str) -> Result
 }
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenario 21: reverting the template reuses the old RS with a new revision.
-    s21_rollback_by_template_revert, "dep-revert", template_revert
+    s21_rollback_by_template_revert, "dep-revert", template_revert; all_threads
 }
 
 async fn template_revert(env: &Env) -> Result<()> {
@@ -225,9 +222,8 @@ async fn template_revert(env: &Env) -> Result<()> {
 }
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenario 22: the rollback annotation.
-    s22_rollback_annotation, "dep-rollback", rollback_annotation
+    s22_rollback_annotation, "dep-rollback", rollback_annotation; all_threads
 }
 
 async fn rollback_annotation(env: &Env) -> Result<()> {
@@ -285,9 +281,8 @@ async fn rollback_annotation(env: &Env) -> Result<()> {
 }
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenario 23: rollbacks that cannot happen are reported and dropped.
-    s23_rollback_edge_cases, "dep-rollback-edge", rollback_edges
+    s23_rollback_edge_cases, "dep-rollback-edge", rollback_edges; all_threads
 }
 
 async fn rollback_edges(env: &Env) -> Result<()> {

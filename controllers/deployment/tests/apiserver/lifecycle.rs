@@ -9,13 +9,12 @@ use serde_json::json;
 use crate::harness::*;
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenario 30: a Deployment being deleted only gets status updates.
     ///
     /// The plane's garbage collector is on: a Foreground delete would make it delete the RS.
     /// So the Deployment is deleted in the background (the GC leaves dependents alone while
     /// their owner still exists) and kept in deletion by a finalizer of the test's.
-    s30_deleting_deployment_is_frozen, "dep-deleting", deleting_frozen
+    s30_deleting_deployment_is_frozen, "dep-deleting", deleting_frozen; all_threads
 }
 
 async fn deleting_frozen(env: &Env) -> Result<()> {

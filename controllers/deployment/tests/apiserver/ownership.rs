@@ -6,9 +6,8 @@ use serde_json::json;
 use crate::harness::*;
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenario 24: a matching orphan RS is adopted and becomes the new RS.
-    s24_adopts_matching_orphan_replicaset, "dep-adopt", adopt
+    s24_adopts_matching_orphan_replicaset, "dep-adopt", adopt; all_threads
 }
 
 async fn adopt(env: &Env) -> Result<()> {
@@ -78,10 +77,9 @@ async fn adopt(env: &Env) -> Result<()> {
 }
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenario 25: an RS whose labels stop matching is released; the replacement's name
     /// collides with it, so `collisionCount` goes to 1 and another name is used.
-    s25_released_replicaset_causes_collision, "dep-release", release_collision
+    s25_released_replicaset_causes_collision, "dep-release", release_collision; all_threads
 }
 
 async fn release_collision(env: &Env) -> Result<()> {
@@ -143,10 +141,9 @@ async fn release_collision(env: &Env) -> Result<()> {
 }
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenario 26: editing the new RS's template makes it an old RS; the replacement's name
     /// collides with it.
-    s26_edited_replicaset_template_causes_collision, "dep-collide", template_collision
+    s26_edited_replicaset_template_causes_collision, "dep-collide", template_collision; all_threads
 }
 
 async fn template_collision(env: &Env) -> Result<()> {

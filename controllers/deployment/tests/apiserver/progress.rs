@@ -17,10 +17,9 @@ fn transition_time(d: &Deployment) -> Option<jiff::Timestamp> {
 }
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenarios 15 (progress deadline exceeded, then recovered) and 18 (pausing or resuming a
     /// timed-out Deployment does not hide the timeout).
-    s15_s18_progress_deadline_exceeded_survives_pause, "dep-deadline", deadline
+    s15_s18_progress_deadline_exceeded_survives_pause, "dep-deadline", deadline; all_threads
 }
 
 async fn deadline(env: &Env) -> Result<()> {
@@ -123,20 +122,15 @@ async fn deadline(env: &Env) -> Result<()> {
     let d = env.wait_complete("web").await?;
     ensure_eq(
         cond_triple(&d, "Progressing"),
-        triple(
-            "True",
-            "NewReplicaSetAvailable",
-            &format!("ReplicaSet \"{rs_name}\" has successfully progressed."),
-        ),
+        progressed(&rs_name),
         "Progressing",
     )?;
     ctrl.stop().await
 }
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenario 16: every bit of progress resets the deadline clock.
-    s16_deadline_clock_resets_on_progress, "dep-reset", clock_resets
+    s16_deadline_clock_resets_on_progress, "dep-reset", clock_resets; all_threads
 }
 
 async fn clock_resets(env: &Env) -> Result<()> {
@@ -208,9 +202,8 @@ async fn clock_resets(env: &Env) -> Result<()> {
 }
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenario 17: pause and resume.
-    s17_pause_and_resume, "dep-pause", pause_resume
+    s17_pause_and_resume, "dep-pause", pause_resume; all_threads
 }
 
 async fn pause_resume(env: &Env) -> Result<()> {

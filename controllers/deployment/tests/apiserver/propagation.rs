@@ -19,10 +19,9 @@ fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 }
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenario 27: annotations are copied to the new RS only (never last-applied), and an
     /// annotation change is no rollout.
-    s27_annotations_propagate_to_the_new_replicaset, "dep-annotate", annotation_propagation
+    s27_annotations_propagate_to_the_new_replicaset, "dep-annotate", annotation_propagation; all_threads
 }
 
 async fn annotation_propagation(env: &Env) -> Result<()> {
@@ -90,9 +89,8 @@ async fn annotation_propagation(env: &Env) -> Result<()> {
 }
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenario 28: `minReadySeconds` changes the RS in place.
-    s28_min_ready_seconds_propagates_without_rollout, "dep-minready", min_ready
+    s28_min_ready_seconds_propagates_without_rollout, "dep-minready", min_ready; all_threads
 }
 
 async fn min_ready(env: &Env) -> Result<()> {
@@ -126,9 +124,8 @@ async fn min_ready(env: &Env) -> Result<()> {
 }
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenario 29: the RS's ReplicaFailure is copied to the Deployment and cleared with it.
-    s29_replica_failure_propagates, "dep-quota", replica_failure
+    s29_replica_failure_propagates, "dep-quota", replica_failure; all_threads
 }
 
 async fn replica_failure(env: &Env) -> Result<()> {

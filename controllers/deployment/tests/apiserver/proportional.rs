@@ -9,34 +9,20 @@ use crate::harness::*;
 async fn mid_rollout(env: &Env) -> Result<(String, String, String)> {
     let (d, old) = settled_v1(env, deployment("web", 10)).await?;
     let (d_uid, old_name) = (uid_of(&d), name_of(&old));
-    env.set_image("web", V2).await?;
-    let rss = env
-        .wait_rss(&d_uid, "old 8 / new 5 with their pods", |rss| {
-            rss.len() == 2 && settled(rss, V1, 8) && settled(rss, V2, 5)
-        })
-        .await?;
+    let rss = first_step(env, &d_uid).await?;
     let new_name = name_of(with_image(&rss, V2).context("no V2 RS")?);
     env.wait_deployment("web", "status of old 8 / new 5", |d| {
         observed(d) && counts(d) == [13, 5, 8, 8, 5]
     })
     .await?;
-    env.wait_scaling_events(
-        "web",
-        &[
-            format!("Scaled up replica set {old_name} from 0 to 10"),
-            format!("Scaled up replica set {new_name} from 0 to 3"),
-            format!("Scaled down replica set {old_name} from 10 to 8"),
-            format!("Scaled up replica set {new_name} from 3 to 5"),
-        ],
-    )
-    .await?;
+    env.wait_scaling_events("web", &first_steps(&old_name, &new_name))
+        .await?;
     Ok((d_uid, old_name, new_name))
 }
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenario 9: 10 → 20 mid-rollout adds 12 = 7 (old) + 5 (new).
-    s09_proportional_scale_up_mid_rollout, "dep-propup", scale_up
+    s09_proportional_scale_up_mid_rollout, "dep-propup", scale_up; all_threads
 }
 
 async fn scale_up(env: &Env) -> Result<()> {
@@ -57,13 +43,13 @@ async fn scale_up(env: &Env) -> Result<()> {
     env.wait_scaling_events(
         "web",
         &[
-            format!("Scaled up replica set {old_name} from 0 to 10"),
-            format!("Scaled up replica set {new_name} from 0 to 3"),
-            format!("Scaled down replica set {old_name} from 10 to 8"),
-            format!("Scaled up replica set {new_name} from 3 to 5"),
-            format!("Scaled up replica set {old_name} from 8 to 15"),
-            format!("Scaled up replica set {new_name} from 5 to 10"),
-        ],
+            first_steps(&old_name, &new_name),
+            vec![
+                format!("Scaled up replica set {old_name} from 8 to 15"),
+                format!("Scaled up replica set {new_name} from 5 to 10"),
+            ],
+        ]
+        .concat(),
     )
     .await?;
     // The rollout has no room left (Σ 25 = 20 + 5; 10 new pods unavailable): it stays.
@@ -75,9 +61,8 @@ async fn scale_up(env: &Env) -> Result<()> {
 }
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenario 10: 10 → 5 mid-rollout: old 8 → 4, new 5 → 3.
-    s10_proportional_scale_down_mid_rollout, "dep-propdown", scale_down
+    s10_proportional_scale_down_mid_rollout, "dep-propdown", scale_down; all_threads
 }
 
 async fn scale_down(env: &Env) -> Result<()> {
@@ -97,13 +82,13 @@ async fn scale_down(env: &Env) -> Result<()> {
     env.wait_scaling_events(
         "web",
         &[
-            format!("Scaled up replica set {old_name} from 0 to 10"),
-            format!("Scaled up replica set {new_name} from 0 to 3"),
-            format!("Scaled down replica set {old_name} from 10 to 8"),
-            format!("Scaled up replica set {new_name} from 3 to 5"),
-            format!("Scaled down replica set {old_name} from 8 to 4"),
-            format!("Scaled down replica set {new_name} from 5 to 3"),
-        ],
+            first_steps(&old_name, &new_name),
+            vec![
+                format!("Scaled down replica set {old_name} from 8 to 4"),
+                format!("Scaled down replica set {new_name} from 5 to 3"),
+            ],
+        ]
+        .concat(),
     )
     .await?;
     env.rss_hold(&d_uid, "stays at old 4 / new 3", HOLDS, |rss| {

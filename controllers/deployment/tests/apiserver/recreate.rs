@@ -17,9 +17,8 @@ fn recreate_deployment(name: &str, replicas: i32) -> serde_json::Value {
 }
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenario 12: Recreate with unbound pods.
-    s12_recreate_scales_down_before_creating, "dep-recreate", recreate_unbound
+    s12_recreate_scales_down_before_creating, "dep-recreate", recreate_unbound; all_threads
 }
 
 async fn recreate_unbound(env: &Env) -> Result<()> {
@@ -186,9 +185,8 @@ async fn waits_for_terminating(env: &Env, node: &TestNode) -> Result<()> {
 }
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenario 14: Recreate needs every replica available.
-    s14_recreate_available_needs_all_replicas, "dep-recreate-avail", recreate_available
+    s14_recreate_available_needs_all_replicas, "dep-recreate-avail", recreate_available; all_threads
 }
 
 async fn recreate_available(env: &Env) -> Result<()> {
@@ -214,11 +212,7 @@ async fn recreate_available(env: &Env) -> Result<()> {
             .await?;
         ensure_eq(
             cond_triple(&d, "Available"),
-            triple(
-                "False",
-                "MinimumReplicasUnavailable",
-                "Deployment does not have minimum availability.",
-            ),
+            available_false(),
             &format!("{name}: Available with {} of {n}", n - 1),
         )?;
         env.set_ready(&name_of(&pods[0]), now).await?;

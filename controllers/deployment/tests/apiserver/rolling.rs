@@ -9,10 +9,9 @@ use serde_json::json;
 use crate::harness::*;
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenarios 3 (rolling update arithmetic, new pods never ready) and 4 (it completes once
     /// they are).
-    s03_s04_rolling_update_arithmetic_then_completion, "dep-rolling", rolling_update
+    s03_s04_rolling_update_arithmetic_then_completion, "dep-rolling", rolling_update; all_threads
 }
 
 async fn rolling_update(env: &Env) -> Result<()> {
@@ -40,29 +39,13 @@ async fn rolling_update(env: &Env) -> Result<()> {
             observed(d) && counts(d) == [13, 5, 8, 8, 5] && ann(d, REVISION) == Some("2")
         })
         .await?;
-    ensure_eq(
-        cond_triple(&d, "Available"),
-        triple(
-            "True",
-            "MinimumReplicasAvailable",
-            "Deployment has minimum availability.",
-        ),
-        "Available",
-    )?;
+    ensure_eq(cond_triple(&d, "Available"), available_true(), "Available")?;
     env.rss_hold(&d_uid, "stays at old 8 / new 5", HOLDS, |rss| {
         rss.len() == 2 && size_of(rss, V1) == Some(8) && size_of(rss, V2) == Some(5)
     })
     .await?;
-    env.wait_scaling_events(
-        "web",
-        &[
-            format!("Scaled up replica set {old_name} from 0 to 10"),
-            format!("Scaled up replica set {new_name} from 0 to 3"),
-            format!("Scaled down replica set {old_name} from 10 to 8"),
-            format!("Scaled up replica set {new_name} from 3 to 5"),
-        ],
-    )
-    .await?;
+    env.wait_scaling_events("web", &first_steps(&old_name, &new_name))
+        .await?;
 
     // Scenario 4: new pods become ready as they appear.
     let _ready = Readier::image(env, V2).await?;
@@ -80,11 +63,7 @@ async fn rolling_update(env: &Env) -> Result<()> {
     ensure_eq(counts(&d), [10, 10, 10, 10, 0], "status counts")?;
     ensure_eq(
         cond_triple(&d, "Progressing"),
-        triple(
-            "True",
-            "NewReplicaSetAvailable",
-            &format!("ReplicaSet \"{new_name}\" has successfully progressed."),
-        ),
+        progressed(&new_name),
         "Progressing",
     )?;
     env.rss_hold(
@@ -105,9 +84,8 @@ async fn rolling_update(env: &Env) -> Result<()> {
 }
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenario 5: unhealthy old pods are scaled away first, even with nothing available.
-    s05_unhealthy_old_pods_are_removed_first, "dep-unhealthy", unhealthy_first
+    s05_unhealthy_old_pods_are_removed_first, "dep-unhealthy", unhealthy_first; all_threads
 }
 
 async fn unhealthy_first(env: &Env) -> Result<()> {
@@ -120,12 +98,7 @@ async fn unhealthy_first(env: &Env) -> Result<()> {
         })
         .await?;
     let old_name = name_of(&rss[0]);
-    env.set_image("web", V2).await?;
-    let rss = env
-        .wait_rss(&d_uid, "old 8 / new 5 with their pods", |rss| {
-            rss.len() == 2 && settled(rss, V1, 8) && settled(rss, V2, 5)
-        })
-        .await?;
+    let rss = first_step(env, &d_uid).await?;
     let new_name = name_of(with_image(&rss, V2).context("no V2 RS")?);
     let old = with_image(&rss, V1).context("no V1 RS")?;
     ensure_eq(rs_counts(old).2, 0, "old RS available replicas")?;
@@ -145,15 +118,7 @@ async fn unhealthy_first(env: &Env) -> Result<()> {
             observed(d) && counts(d) == [13, 5, 0, 0, 13]
         })
         .await?;
-    ensure_eq(
-        cond_triple(&d, "Available"),
-        triple(
-            "False",
-            "MinimumReplicasUnavailable",
-            "Deployment does not have minimum availability.",
-        ),
-        "Available",
-    )?;
+    ensure_eq(cond_triple(&d, "Available"), available_false(), "Available")?;
     env.rss_hold(&d_uid, "steady at old 8 / new 5", HOLDS, |rss| {
         rss.len() == 2 && size_of(rss, V1) == Some(8) && size_of(rss, V2) == Some(5)
     })
@@ -162,9 +127,8 @@ async fn unhealthy_first(env: &Env) -> Result<()> {
 }
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenario 6: maxSurge 0, maxUnavailable 1.
-    s06_max_surge_zero_replaces_one_at_a_time, "dep-nosurge", no_surge
+    s06_max_surge_zero_replaces_one_at_a_time, "dep-nosurge", no_surge; all_threads
 }
 
 async fn no_surge(env: &Env) -> Result<()> {
@@ -225,9 +189,8 @@ async fn no_surge(env: &Env) -> Result<()> {
 }
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenario 7: percentages round (surge up, unavailable down).
-    s07_percentages_round_surge_up_unavailable_down, "dep-percent", percent_rounding
+    s07_percentages_round_surge_up_unavailable_down, "dep-percent", percent_rounding; all_threads
 }
 
 async fn percent_rounding(env: &Env) -> Result<()> {
@@ -282,9 +245,8 @@ async fn percent_rounding(env: &Env) -> Result<()> {
 }
 
 rkcm_testkit::scenario! {
-    all_threads;
     /// Scenario 8: maxSurge 0 and 25% of 1 (= 0) make maxUnavailable 1.
-    s08_both_rounding_to_zero_allows_one_unavailable, "dep-roundzero", round_to_zero
+    s08_both_rounding_to_zero_allows_one_unavailable, "dep-roundzero", round_to_zero; all_threads
 }
 
 async fn round_to_zero(env: &Env) -> Result<()> {

@@ -852,7 +852,7 @@ pub fn ignore_404<T>(r: Result<T, kube::Error>) -> Result<()> {
 /// Declares a real-plane scenario test: `body(&env)` runs in a fresh [`Env`] whose namespace
 /// is named after `prefix`, and [`Env::finish`] cleans up after it whatever the outcome.
 /// The test is ignored unless run with `--include-ignored` (it needs the plane). It runs on
-/// two worker threads; with `all_threads;` first, on tokio's default (one per core).
+/// two worker threads; with `; all_threads` after `body`, on tokio's default (one per core).
 ///
 /// ```ignore
 /// rkcm_testkit::scenario! {
@@ -862,9 +862,6 @@ pub fn ignore_404<T>(r: Result<T, kube::Error>) -> Result<()> {
 /// ```
 #[macro_export]
 macro_rules! scenario {
-    (all_threads; $($rest:tt)*) => {
-        $crate::scenario!(@test (flavor = "multi_thread") $($rest)*);
-    };
     (@test ($($how:tt)*) $(#[$meta:meta])* $name:ident, $prefix:literal, $body:path) => {
         $(#[$meta])*
         #[tokio::test($($how)*)]
@@ -875,8 +872,13 @@ macro_rules! scenario {
             env.finish(result).await
         }
     };
-    ($($rest:tt)*) => {
-        $crate::scenario!(@test (flavor = "multi_thread", worker_threads = 2) $($rest)*);
+    ($(#[$meta:meta])* $name:ident, $prefix:literal, $body:path; all_threads) => {
+        $crate::scenario!(@test (flavor = "multi_thread") $(#[$meta])* $name, $prefix, $body);
+    };
+    ($(#[$meta:meta])* $name:ident, $prefix:literal, $body:path) => {
+        $crate::scenario!(
+            @test (flavor = "multi_thread", worker_threads = 2) $(#[$meta])* $name, $prefix, $body
+        );
     };
 }
 
