@@ -69,28 +69,7 @@ async fn create_then_available(env: &Env) -> Result<()> {
         "RS template (without the hash label) equals the Deployment's",
     )?;
     ensure_eq(spec.min_ready_seconds.unwrap_or(0), 0, "RS minReadySeconds")?;
-    let refs = rs.metadata.owner_references.clone().unwrap_or_default();
-    ensure_eq(refs.len(), 1, "RS owner references")?;
-    let r = &refs[0];
-    ensure_eq(
-        (
-            r.api_version.as_str(),
-            r.kind.as_str(),
-            r.name.as_str(),
-            r.uid.as_str(),
-            r.controller,
-            r.block_owner_deletion,
-        ),
-        (
-            "apps/v1",
-            "Deployment",
-            "web",
-            d_uid.as_str(),
-            Some(true),
-            Some(true),
-        ),
-        "RS controller reference",
-    )?;
+    ensure_controlled_by_web(rs, &d_uid)?;
     ensure_eq(
         annotations(rs),
         [(REVISION, "1"), (DESIRED, "3"), (MAX, "4")]
@@ -145,11 +124,7 @@ async fn create_then_available(env: &Env) -> Result<()> {
         })
         .await?;
     ensure_eq(cond_triple(&d, "Available"), available_true(), "Available")?;
-    ensure_eq(
-        cond_triple(&d, "Progressing"),
-        progressed(&rs_name),
-        "Progressing",
-    )?;
+    ensure_progressed(&d, &rs_name)?;
     ctrl.stop().await
 }
 
@@ -224,11 +199,7 @@ async fn zero_replicas(env: &Env) -> Result<()> {
         )
         .await?;
     ensure_eq(counts(&d), [0; 5], "status counts")?;
-    ensure_eq(
-        cond_triple(&d, "Progressing"),
-        progressed(&rs_name),
-        "Progressing",
-    )?;
+    ensure_progressed(&d, &rs_name)?;
     rkcm_testkit::holds_for(
         "no ScalingReplicaSet event",
         Duration::from_secs(3),

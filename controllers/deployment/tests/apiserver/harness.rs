@@ -477,6 +477,15 @@ pub fn progressed(rs_name: &str) -> Option<(String, String, String)> {
     )
 }
 
+/// Fails unless `d`'s `Progressing` condition says ReplicaSet `rs_name` is complete.
+pub fn ensure_progressed(d: &Deployment, rs_name: &str) -> Result<()> {
+    ensure_eq(
+        cond_triple(d, "Progressing"),
+        progressed(rs_name),
+        "Progressing",
+    )
+}
+
 /// The `ScalingReplicaSet` messages of the first rolling step of a 10-replica Deployment
 /// with the API's default 25%/25% (scenario 3): old 0→10, new 0→3, old 10→8, new 3→5.
 pub fn first_steps(old_name: &str, new_name: &str) -> Vec<String> {
@@ -496,6 +505,43 @@ pub async fn first_step(env: &Env, d_uid: &str) -> Result<Vec<ReplicaSet>> {
         rss.len() == 2 && settled(rss, V1, 8) && settled(rss, V2, 5)
     })
     .await
+}
+
+/// Waits for revision 2 of 2-replica Deployment `web` to be complete: old ([`V1`]) at 0,
+/// new ([`V2`]) at 2, each with its pods; returns the ReplicaSets.
+pub async fn rolled_to_v2(env: &Env, d_uid: &str) -> Result<Vec<ReplicaSet>> {
+    env.wait_complete_at("web", "2").await?;
+    env.wait_rss(d_uid, "old 0 / new 2", |rss| {
+        rss.len() == 2 && settled(rss, V1, 0) && settled(rss, V2, 2)
+    })
+    .await
+}
+
+/// Fails unless `rs` has exactly one owner reference: the controller reference to
+/// Deployment `web` with UID `d_uid`, blocking owner deletion.
+pub fn ensure_controlled_by_web(rs: &ReplicaSet, d_uid: &str) -> Result<()> {
+    let refs = rs.metadata.owner_references.clone().unwrap_or_default();
+    ensure_eq(refs.len(), 1, "owner references")?;
+    let r = &refs[0];
+    ensure_eq(
+        (
+            r.api_version.as_str(),
+            r.kind.as_str(),
+            r.name.as_str(),
+            r.uid.as_str(),
+            r.controller,
+            r.block_owner_deletion,
+        ),
+        (
+            "apps/v1",
+            "Deployment",
+            "web",
+            d_uid,
+            Some(true),
+            Some(true),
+        ),
+        "controller reference",
+    )
 }
 
 /// `(status, reason, message)` of a condition, for exact comparisons.

@@ -166,12 +166,7 @@ async fn v1_then_v2(
     env.wait_complete_at("web", "1").await?;
     let v1 = name_of(&env.rss_of(&d_uid).await?[0]);
     env.patch_strategic("web", v2_patch).await?;
-    env.wait_complete_at("web", "2").await?;
-    let rss = env
-        .wait_rss(&d_uid, "old 0 / new 2", |rss| {
-            rss.len() == 2 && settled(rss, V1, 0) && settled(rss, V2, 2)
-        })
-        .await?;
+    let rss = rolled_to_v2(env, &d_uid).await?;
     let v2 = name_of(with_image(&rss, V2).context("no V2 RS")?);
     Ok((d_uid, v1, v2))
 }

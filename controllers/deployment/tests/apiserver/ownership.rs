@@ -34,20 +34,7 @@ async fn adopt(env: &Env) -> Result<()> {
             controller_uid(rs) == Some(d_uid.as_str()) && ann(rs, REVISION) == Some("1")
         })
         .await?;
-    let refs = rs.metadata.owner_references.clone().unwrap_or_default();
-    ensure_eq(refs.len(), 1, "owner references")?;
-    let r = &refs[0];
-    ensure_eq(
-        (
-            r.api_version.as_str(),
-            r.kind.as_str(),
-            r.name.as_str(),
-            r.controller,
-            r.block_owner_deletion,
-        ),
-        ("apps/v1", "Deployment", "web", Some(true), Some(true)),
-        "controller reference",
-    )?;
+    ensure_controlled_by_web(&rs, &d_uid)?;
     ensure_eq(
         serde_json::to_value(&rs.metadata.labels)?,
         json!({"app": "web"}),

@@ -120,11 +120,7 @@ async fn deadline(env: &Env) -> Result<()> {
     // Scenario 15: progress after the timeout completes the rollout.
     env.make_ready(&uid_of(&rss[0]), 1).await?;
     let d = env.wait_complete("web").await?;
-    ensure_eq(
-        cond_triple(&d, "Progressing"),
-        progressed(&rs_name),
-        "Progressing",
-    )?;
+    ensure_progressed(&d, &rs_name)?;
     ctrl.stop().await
 }
 

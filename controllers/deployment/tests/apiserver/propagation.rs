@@ -41,12 +41,7 @@ async fn annotation_propagation(env: &Env) -> Result<()> {
     )?;
 
     env.set_image("web", V2).await?;
-    env.wait_complete_at("web", "2").await?;
-    let rss = env
-        .wait_rss(&d_uid, "old 0 / new 2", |rss| {
-            rss.len() == 2 && settled(rss, V1, 0) && settled(rss, V2, 2)
-        })
-        .await?;
+    let rss = rolled_to_v2(env, &d_uid).await?;
     let v2 = with_image(&rss, V2).context("no V2 RS")?;
     ensure_eq(
         annotations(v2),

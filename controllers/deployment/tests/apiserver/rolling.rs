@@ -61,11 +61,7 @@ async fn rolling_update(env: &Env) -> Result<()> {
     )?;
     let d = env.wait_complete("web").await?;
     ensure_eq(counts(&d), [10, 10, 10, 10, 0], "status counts")?;
-    ensure_eq(
-        cond_triple(&d, "Progressing"),
-        progressed(&new_name),
-        "Progressing",
-    )?;
+    ensure_progressed(&d, &new_name)?;
     env.rss_hold(
         &d_uid,
         "the old RS is kept as history",
@@ -102,17 +98,9 @@ async fn unhealthy_first(env: &Env) -> Result<()> {
     let new_name = name_of(with_image(&rss, V2).context("no V2 RS")?);
     let old = with_image(&rss, V1).context("no V1 RS")?;
     ensure_eq(rs_counts(old).2, 0, "old RS available replicas")?;
-    env.wait_scaling_events(
-        "web",
-        &[
-            format!("Scaled up replica set {old_name} from 0 to 10"),
-            format!("Scaled up replica set {new_name} from 0 to 3"),
-            // The unhealthy-cleanup step: 10 → 8 in one write with 0 available.
-            format!("Scaled down replica set {old_name} from 10 to 8"),
-            format!("Scaled up replica set {new_name} from 3 to 5"),
-        ],
-    )
-    .await?;
+    // The first step, with the unhealthy cleanup (old 10 → 8 in one write, 0 available).
+    env.wait_scaling_events("web", &first_steps(&old_name, &new_name))
+        .await?;
     let d = env
         .wait_deployment("web", "status of old 8 / new 5, none available", |d| {
             observed(d) && counts(d) == [13, 5, 0, 0, 13]

@@ -34,6 +34,23 @@ pub fn start_podgc(cluster: &TestCluster, namespaces: &[&str], cfg: Config) -> C
         .run()
 }
 
+/// Creates pods `held` (with finalizer [`HOLD`]) and `free` on `node`, both Running.
+pub async fn held_and_free(env: &Env, node: &str) -> anyhow::Result<()> {
+    let held = rkcm_testkit::builders::pod(env.name(), "held")
+        .node(node)
+        .finalizer(HOLD);
+    env.create_pod(held.build()).await?;
+    env.create_pod(
+        rkcm_testkit::builders::pod(env.name(), "free")
+            .node(node)
+            .build(),
+    )
+    .await?;
+    env.set_phase("held", "Running").await?;
+    env.set_phase("free", "Running").await?;
+    Ok(())
+}
+
 pub fn exists(p: Option<&Pod>) -> bool {
     p.is_some()
 }

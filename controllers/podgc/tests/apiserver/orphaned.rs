@@ -111,17 +111,7 @@ async fn real_quarantine(env: &Env) -> Result<()> {
         .cluster
         .create_node(NodeBuilder::new(&unique_name("pgc-doomed")).ready(true))
         .await?;
-    env.create_pod(
-        pod(env.name(), "held")
-            .node(node.name())
-            .finalizer(HOLD)
-            .build(),
-    )
-    .await?;
-    env.create_pod(pod(env.name(), "free").node(node.name()).build())
-        .await?;
-    env.set_phase("held", "Running").await?;
-    env.set_phase("free", "Running").await?;
+    held_and_free(env, node.name()).await?;
     let cfg = rkcm_podgc::Config {
         gc_check_period: Duration::from_secs(1),
         quarantine: rkcm_podgc::DEFAULT_QUARANTINE,

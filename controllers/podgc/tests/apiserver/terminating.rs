@@ -29,17 +29,7 @@ async fn out_of_service(env: &Env) -> Result<()> {
             "NoExecute",
         ))
         .await?;
-    env.create_pod(
-        pod(env.name(), "held")
-            .node(node.name())
-            .finalizer(HOLD)
-            .build(),
-    )
-    .await?;
-    env.create_pod(pod(env.name(), "free").node(node.name()).build())
-        .await?;
-    env.set_phase("held", "Running").await?;
-    env.set_phase("free", "Running").await?;
+    held_and_free(env, node.name()).await?;
     let gc = start_podgc(&env.cluster, &[env.name()], fast(0));
     // Scenario 16: not terminating, so untouched even on an out-of-service node.
     env.pod_holds(
