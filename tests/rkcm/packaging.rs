@@ -28,7 +28,9 @@ use rkcm_testkit::{NodeBuilder, TestCluster, unique_name, wait_for};
 use serde::Deserialize as _;
 use serde_yaml::Value;
 
-use crate::serve::{AcceptAnyCert, STARTUP, TempDir, free_port, https_get, rkcm_bin, sample};
+use crate::serve::{
+    AcceptAnyCert, STARTUP, TempDir, free_port, https_get, isolated, rkcm_bin, sample, stdin_for,
+};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -96,11 +98,7 @@ struct Output {
 fn run(cmd: &mut Command, stdin: Option<&str>) -> anyhow::Result<Output> {
     let what = format!("{cmd:?}");
     let mut child = cmd
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
+        .stdin(stdin_for(stdin))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -1361,13 +1359,7 @@ async fn chart_rbac_is_sufficient_for_podgc() -> anyhow::Result<()> {
     ]);
     let log_path = std::env::temp_dir().join(format!("{}.log", unique_name("rkcm-pkg")));
     let log = std::fs::File::create(&log_path)?;
-    let child = Command::new(rkcm_bin())
-        .args(&args)
-        .env_remove("RUST_LOG")
-        .env_remove("KUBECONFIG")
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env_remove("KUBERNETES_SERVICE_PORT")
-        .stdin(Stdio::null())
+    let child = isolated(Command::new(rkcm_bin()).args(&args))
         .stdout(log.try_clone()?)
         .stderr(log)
         .spawn()

@@ -33,6 +33,8 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Event, ServiceAccount};
 use kube::api::ListParams;
 use rkcm_testkit::harness::e2e_bin;
+
+use crate::serve::stdin_for;
 pub(crate) use rkcm_testkit::harness::{Manager, ManagerKind as Kind};
 use rkcm_testkit::{TestCluster, TestNamespace, wait_for};
 use tokio::io::AsyncWriteExt as _;
@@ -90,11 +92,7 @@ impl Kubectl {
         cmd.arg(format!("--kubeconfig={}", self.kubeconfig.display()))
             .arg(format!("--namespace={}", self.namespace))
             .args(args)
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
+            .stdin(stdin_for(stdin))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
@@ -224,7 +222,11 @@ pub(crate) async fn read_state(
 fn template_without_hash(
     t: Option<&k8s_openapi::api::core::v1::PodTemplateSpec>,
 ) -> serde_json::Value {
-    let mut v = serde_json::to_value(t).unwrap_or_default();
+    strip_hash(serde_json::to_value(t).unwrap_or_default())
+}
+
+/// A pod template (as JSON) without the `pod-template-hash` label.
+pub(crate) fn strip_hash(mut v: serde_json::Value) -> serde_json::Value {
     if let Some(labels) = v
         .pointer_mut("/metadata/labels")
         .and_then(|l| l.as_object_mut())

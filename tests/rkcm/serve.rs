@@ -73,12 +73,7 @@ impl Rkcm {
         if port != 0 {
             cmd.arg(format!("--secure-port={port}"));
         }
-        cmd.args(args)
-            .env_remove("RUST_LOG")
-            .env_remove("KUBECONFIG")
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .env_remove("KUBERNETES_SERVICE_PORT")
-            .stdin(Stdio::null())
+        isolated(cmd.args(args))
             .stdout(log.try_clone()?)
             .stderr(log);
         let child = cmd
@@ -629,4 +624,23 @@ fn parses_plain_and_chunked_responses() -> anyhow::Result<()> {
         Some(3.0)
     );
     Ok(())
+}
+
+/// `cmd` without the environment that would point rkcm elsewhere than its flags say
+/// (`KUBECONFIG`, in-cluster variables, `RUST_LOG`), and with no stdin.
+pub(crate) fn isolated(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    cmd.env_remove("RUST_LOG")
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .stdin(Stdio::null())
+}
+
+/// A pipe for a child's stdin if there is something to feed it, else nothing.
+pub(crate) fn stdin_for(stdin: Option<&str>) -> Stdio {
+    if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    }
 }

@@ -30,7 +30,7 @@ use rkcm_testkit::{TestCluster, TestNamespace, holds_for, wait_for};
 
 use crate::rollout::{
     DESIRED, HASH_LABEL, Kind, Kubectl, MAX, Manager, REVISION, REVISION_HISTORY, ROLLOUT,
-    annotation, deployment_manifest, read_state, start_manager, subject,
+    annotation, deployment_manifest, read_state, start_manager, strip_hash, subject,
     wait_default_service_account, wait_observed, wait_settled,
 };
 
@@ -363,16 +363,6 @@ async fn prove_synced(
         .await?;
     }
     wait_sentinel(ns).await
-}
-
-fn strip_hash(mut v: serde_json::Value) -> serde_json::Value {
-    if let Some(labels) = v
-        .pointer_mut("/metadata/labels")
-        .and_then(|l| l.as_object_mut())
-    {
-        labels.remove(HASH_LABEL);
-    }
-    v
 }
 
 /// Stops `from`, starts a manager of kind `to`, and checks that the handover causes no
