@@ -62,10 +62,9 @@ pub struct Request {
 impl Request {
     /// The decoded value of query parameter `key`, if present.
     pub fn param(&self, key: &str) -> Option<String> {
-        self.query.split('&').find_map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (decode(k) == key).then(|| decode(v))
-        })
+        form_urlencoded::parse(self.query.as_bytes())
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.into_owned())
     }
 
     /// Whether this request has `method` (`"*"`: any) and a path matching `pattern`.
@@ -596,33 +595,6 @@ fn segments_match(pat: &[&str], segs: &[&str]) -> bool {
             (*first == "*" || first == seg) && segments_match(rest, segs)
         }),
     }
-}
-
-/// Percent-decodes a query component (`+` is a space).
-fn decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                match std::str::from_utf8(&bytes[i + 1..i + 3])
-                    .ok()
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-                {
-                    Some(b) => {
-                        out.push(b);
-                        i += 2;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition};
-use k8s_openapi::api::core::v1::{Pod, ReplicationController};
+pub use k8s_openapi::api::core::v1::{Pod, ReplicationController};
 use kube::api::Api;
 pub use rkcm_testkit::harness::*;
 use serde_json::{Value, json};
@@ -68,13 +68,6 @@ pub trait RsEnv {
     async fn create_rc(&self, rc: Value) -> Result<ReplicationController>;
     /// Sets `spec.replicas` of ReplicaSet `name`.
     async fn scale(&self, name: &str, replicas: i32) -> Result<()>;
-    /// Waits up to [`WITHIN`] for ReplicationController `name` to satisfy `check`.
-    async fn wait_rc(
-        &self,
-        name: &str,
-        what: &str,
-        check: impl Fn(&ReplicationController) -> bool,
-    ) -> Result<ReplicationController>;
 }
 
 impl RsEnv for Env {
@@ -98,16 +91,6 @@ impl RsEnv for Env {
         self.set_replicas::<ReplicaSet>(name, replicas)
             .await
             .map(drop)
-    }
-
-    async fn wait_rc(
-        &self,
-        name: &str,
-        what: &str,
-        check: impl Fn(&ReplicationController) -> bool,
-    ) -> Result<ReplicationController> {
-        self.wait_object(name, what, WITHIN, check, |rc| format!("{:?}", rc.status))
-            .await
     }
 }
 

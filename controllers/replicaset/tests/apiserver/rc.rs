@@ -53,7 +53,7 @@ async fn basics(env: &Env) -> Result<()> {
         )?;
     }
     let rc = env
-        .wait_rc("rc1", "replicas=2 observed", |rc| {
+        .wait::<ReplicationController>("rc1", "replicas=2 observed", |rc| {
             rc_replicas(rc) == 2
                 && rc.status.as_ref().and_then(|s| s.observed_generation) == rc.metadata.generation
         })
@@ -141,7 +141,7 @@ async fn rc_quota(env: &Env) -> Result<()> {
     let ctrl = env.start();
     let rc = env.create_rc(rc("rc1", 3, "rc")).await?;
     let uid = uid_of(&rc);
-    env.wait_rc("rc1", "ReplicaFailure/True/FailedCreate", |rc| {
+    env.wait::<ReplicationController>("rc1", "ReplicaFailure/True/FailedCreate", |rc| {
         rc_failure(rc)
             .is_some_and(|c| c.status == "True" && c.reason.as_deref() == Some("FailedCreate"))
     })
@@ -149,7 +149,7 @@ async fn rc_quota(env: &Env) -> Result<()> {
     ensure(env.active(&uid).await?.len() == 1, "one pod under quota")?;
     raise_quota(env, 3).await?;
     env.wait_active(&uid, 3).await?;
-    env.wait_rc("rc1", "condition removed", |rc| {
+    env.wait::<ReplicationController>("rc1", "condition removed", |rc| {
         rc_failure(rc).is_none() && rc_replicas(rc) == 3
     })
     .await?;

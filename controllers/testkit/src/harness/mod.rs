@@ -245,6 +245,18 @@ impl Env {
         wait_seen(&what, timeout, || self.get::<K>(name), check, describe).await
     }
 
+    /// Waits up to [`WITHIN`] until object `name` of kind `K` satisfies `check`; on timeout
+    /// the error shows the object's status as last seen.
+    pub async fn wait<K: Object>(
+        &self,
+        name: &str,
+        what: &str,
+        check: impl Fn(&K) -> bool,
+    ) -> Result<K> {
+        self.wait_object(name, what, WITHIN, check, describe_status)
+            .await
+    }
+
     /// Fails unless object `name` of kind `K` satisfies `check` for the whole of `period`;
     /// the error shows what broke it, through `describe`.
     pub async fn object_holds<K: Object>(
@@ -557,18 +569,13 @@ where
     R: Fn() -> Fut,
     Fut: Future<Output = Result<T>>,
 {
-    let last: Mutex<Option<String>> = Mutex::new(None);
-    wait_for(what, timeout, || {
-        let (read, check, describe, last) = (&read, &check, &describe, &last);
-        async move {
-            let value = read().await?;
-            let ok = check(&value);
-            *lock(last) = Some(describe(&value));
-            Ok(ok.then_some(value))
-        }
+    let look = Look::new(read, check, describe);
+    wait_for(what, timeout, || async {
+        let (ok, value) = look.once().await?;
+        Ok(ok.then_some(value))
     })
     .await
-    .with_context(|| last_seen(&last))
+    .with_context(|| look.last_seen())
 }
 
 /// Fails unless `check` holds for everything `read` returns during `period`; the error
@@ -584,24 +591,48 @@ where
     R: Fn() -> Fut,
     Fut: Future<Output = Result<T>>,
 {
-    let last: Mutex<Option<String>> = Mutex::new(None);
-    holds_for(what, period, || {
-        let (read, check, describe, last) = (&read, &check, &describe, &last);
-        async move {
-            let value = read().await?;
-            let ok = check(&value);
-            *lock(last) = Some(describe(&value));
-            Ok(ok)
-        }
-    })
-    .await
-    .with_context(|| last_seen(&last))
+    let look = Look::new(read, check, describe);
+    holds_for(what, period, || async { Ok(look.once().await?.0) })
+        .await
+        .with_context(|| look.last_seen())
 }
 
-fn last_seen(last: &Mutex<Option<String>>) -> String {
-    match &*lock(last) {
-        Some(seen) => format!("last seen: {seen}"),
-        None => "never read".to_owned(),
+/// One read, checked, with a description of the value kept for the failure message.
+struct Look<R, C, D> {
+    read: R,
+    check: C,
+    describe: D,
+    last: Mutex<Option<String>>,
+}
+
+impl<T, R, Fut, C, D> Look<R, C, D>
+where
+    R: Fn() -> Fut,
+    Fut: Future<Output = Result<T>>,
+    C: Fn(&T) -> bool,
+    D: Fn(&T) -> String,
+{
+    fn new(read: R, check: C, describe: D) -> Self {
+        Self {
+            read,
+            check,
+            describe,
+            last: Mutex::new(None),
+        }
+    }
+
+    async fn once(&self) -> Result<(bool, T)> {
+        let value = (self.read)().await?;
+        let ok = (self.check)(&value);
+        *lock(&self.last) = Some((self.describe)(&value));
+        Ok((ok, value))
+    }
+
+    fn last_seen(&self) -> String {
+        match &*lock(&self.last) {
+            Some(seen) => format!("last seen: {seen}"),
+            None => "never read".to_owned(),
+        }
     }
 }
 
@@ -809,6 +840,15 @@ pub fn describe_pod(p: &Pod) -> String {
         p.metadata.deletion_grace_period_seconds,
         p.spec.as_ref().and_then(|s| s.node_name.as_deref()),
         p.metadata.finalizers,
+    )
+}
+
+/// The object's `metadata.generation` and `status`, as compact JSON, for failure messages.
+pub fn describe_status<K: Serialize>(obj: &K) -> String {
+    let v = serde_json::to_value(obj).unwrap_or_default();
+    format!(
+        "generation={} status={}",
+        v["metadata"]["generation"], v["status"]
     )
 }
 
