@@ -1,0 +1,92 @@
+//! The controller's error type: one variant per sync step, each naming the Job's key. A sync
+//! that returns an error is requeued with per-key backoff (1 s doubling to 60 s).
+
+/// Errors of one sync of one Job (or one orphan pod).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Adopting or releasing pods failed; nothing else was done.
+    #[error("claiming pods for {key}: {source}")]
+    Claim {
+        key: String,
+        #[source]
+        source: rkcm_runtime::Error,
+    },
+    /// A pod create failed; the rest of the slow start was skipped.
+    #[error("creating pods for {key}: {source}")]
+    CreatePods {
+        key: String,
+        #[source]
+        source: rkcm_runtime::Error,
+    },
+    /// A pod delete (or the finalizer patch before it) failed.
+    #[error("deleting pods of {key}: {source}")]
+    DeletePods {
+        key: String,
+        #[source]
+        source: rkcm_runtime::Error,
+    },
+    /// Removing the tracking finalizer from a finished pod failed (other than NotFound).
+    #[error("removing tracking finalizers of {key}: {source}")]
+    RemoveFinalizers {
+        key: String,
+        #[source]
+        source: rkcm_runtime::Error,
+    },
+    /// The status write failed (a conflict means the cache was stale: retried).
+    #[error("updating status of {key} ({step}): {source}")]
+    UpdateStatus {
+        key: String,
+        step: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+    /// The cache has not caught up with this controller's own writes for the Job.
+    #[error("syncing {key}: cache has not observed {resource} resourceVersion {written} yet")]
+    StaleCache {
+        key: String,
+        resource: &'static str,
+        written: String,
+    },
+}
+
+impl Error {
+    /// A short label for logs.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::Claim { .. } => "claim",
+            Error::CreatePods { .. } => "create_pods",
+            Error::DeletePods { .. } => "delete_pods",
+            Error::RemoveFinalizers { .. } => "remove_finalizers",
+            Error::UpdateStatus { .. } => "update_status",
+            Error::StaleCache { .. } => "stale_cache",
+        }
+    }
+
+    /// The Job (or pod) key the error concerns.
+    pub fn key(&self) -> &str {
+        match self {
+            Error::Claim { key, .. }
+            | Error::CreatePods { key, .. }
+            | Error::DeletePods { key, .. }
+            | Error::RemoveFinalizers { key, .. }
+            | Error::UpdateStatus { key, .. }
+            | Error::StaleCache { key, .. } => key,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_step_and_key() {
+        let e = Error::StaleCache {
+            key: "ns/job".into(),
+            resource: "jobs",
+            written: "42".into(),
+        };
+        assert_eq!((e.key(), e.category()), ("ns/job", "stale_cache"));
+        assert!(e.to_string().starts_with("syncing ns/job: "));
+    }
+}
