@@ -131,7 +131,20 @@ pub static CONTROLLERS: &[ControllerDef] = &[
         "horizontal-pod-autoscaler-controller",
         &["horizontalpodautoscaling"],
     ),
-    known("job-controller", &["job"]),
+    ControllerDef {
+        name: rkcm_job::NAME,
+        aliases: &["job"],
+        disabled_by_default: false,
+        implementation: Some(Implementation {
+            informers: rkcm_job::informers,
+            start: |ctx, cli| {
+                let cfg = rkcm_job::Config {
+                    workers: workers(cli.job.concurrent_job_syncs),
+                };
+                boxed(rkcm_job::start(ctx, cfg))
+            },
+        }),
+    },
     known(
         "kube-apiserver-serving-clustertrustbundle-publisher-controller",
         &[],
@@ -500,6 +513,7 @@ mod tests {
             vec![
                 "cronjob-controller",
                 "deployment-controller",
+                "job-controller",
                 "pod-garbage-collector-controller",
                 "replicaset-controller",
                 "replicationcontroller-controller",

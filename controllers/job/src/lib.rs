@@ -57,8 +57,10 @@ use std::sync::Arc;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use rkcm_runtime::ControllerContext;
+use rkcm_runtime::controller::{SyncProbe, wait_for_caches};
 use rkcm_runtime::events::EventRecorder;
 use rkcm_runtime::expectations::ControllerExpectations;
+use rkcm_runtime::informer::InformerFactory;
 use rkcm_runtime::podcontrol::PodControl;
 use rkcm_runtime::workqueue::{RateLimiter, WorkQueue, run_workers};
 
@@ -76,18 +78,22 @@ pub const DEFAULT_WORKERS: usize = 5;
 pub struct Config {
     /// Job sync workers (`--concurrent-job-syncs`); upstream runs one orphan-pod worker.
     pub workers: usize,
-    /// Restricts the controller to Jobs and pods of these namespaces; `None` (upstream's
-    /// behaviour) means all. Not a flag: tests on a shared cluster set it.
-    pub namespaces: Option<Vec<String>>,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Self {
             workers: DEFAULT_WORKERS,
-            namespaces: None,
         }
     }
+}
+
+/// The informers the controller reads (the process waits for them before starting it).
+pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
+    vec![
+        SyncProbe::of(factory.informer::<Job>()),
+        SyncProbe::of(factory.informer::<Pod>()),
+    ]
 }
 
 fn job_queue(name: &str) -> WorkQueue<String> {
@@ -123,18 +129,13 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         queue: queue.clone(),
         orphan_queue: orphan_queue.clone(),
         clock: ctx.clock.clone(),
-        cfg,
     });
     tracing::info!(controller = NAME, "starting controller");
     let c = controller.clone();
     jobs.subscribe(move |change| c.on_job_change(change));
     let c = controller.clone();
     pods.subscribe(move |change| c.on_pod_change(change));
-    if !(jobs.wait_synced(&ctx.shutdown).await && pods.wait_synced(&ctx.shutdown).await) {
-        tracing::info!(
-            controller = NAME,
-            "shutting down controller before caches synced"
-        );
+    if !wait_for_caches(NAME, &ctx.shutdown, &informers(&ctx.informers)).await {
         queue.shut_down();
         orphan_queue.shut_down();
         return Ok(());
@@ -178,7 +179,6 @@ mod tests {
     fn defaults_are_upstream() {
         let cfg = Config::default();
         assert_eq!(cfg.workers, 5);
-        assert_eq!(cfg.namespaces, None);
         assert_eq!(NAME, "job-controller");
         assert_eq!(consts::QUEUE_NAME, "job");
         assert_eq!(consts::ORPHAN_QUEUE_NAME, "job_orphan_pod");

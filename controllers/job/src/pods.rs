@@ -13,16 +13,10 @@ use k8s_openapi::api::core::v1::Pod;
 
 use crate::consts::{REPLACEMENT_FAILED, TRACKING_FINALIZER, pod as phase};
 
-pub fn phase_of(pod: &Pod) -> &str {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("")
-}
-
-pub fn is_terminal(pod: &Pod) -> bool {
-    matches!(phase_of(pod), phase::SUCCEEDED | phase::FAILED)
-}
+pub use rkcm_runtime::pod::{
+    is_pod_active as is_active, is_pod_ready as is_ready, is_terminal, phase as phase_of,
+    ready_condition,
+};
 
 pub fn is_succeeded(pod: &Pod) -> bool {
     phase_of(pod) == phase::SUCCEEDED
@@ -32,27 +26,9 @@ pub fn is_terminating(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_some()
 }
 
-/// Not terminal and not being deleted (`FilterActivePods`).
-pub fn is_active(pod: &Pod) -> bool {
-    !is_terminal(pod) && !is_terminating(pod)
-}
-
 /// Being deleted but not terminal yet (`FilterTerminatingPods`).
 pub fn is_terminating_not_terminal(pod: &Pod) -> bool {
     is_terminating(pod) && !is_terminal(pod)
-}
-
-pub fn ready_condition(pod: &Pod) -> Option<&k8s_openapi::api::core::v1::PodCondition> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == phase::READY)
-}
-
-pub fn is_ready(pod: &Pod) -> bool {
-    ready_condition(pod).is_some_and(|c| c.status == "True")
 }
 
 pub fn has_tracking_finalizer(pod: &Pod) -> bool {

@@ -21,7 +21,6 @@ use std::time::Duration;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
-use kube::core::{Selector, SelectorExt};
 use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::controller_ref::{ControllerRefManager, controller_of};
 use rkcm_runtime::events::{EventRecorder, EventType, object_reference};
@@ -31,9 +30,9 @@ use rkcm_runtime::keys::{key_of, split_key};
 use rkcm_runtime::podcontrol::{
     PodControl, PodOptions, is_namespace_terminating, slow_start_batch,
 };
+use rkcm_runtime::selector::Selector;
 use rkcm_runtime::workqueue::WorkQueue;
 
-use crate::Config;
 use crate::backoff::BackoffStore;
 use crate::consts::{
     MANAGED_BY_JOB_CONTROLLER, SYNC_BATCH_PERIOD, TRACKING_FINALIZER, event, metrics as m,
@@ -59,7 +58,6 @@ pub(crate) struct Controller {
     pub(crate) queue: WorkQueue<String>,
     pub(crate) orphan_queue: WorkQueue<String>,
     pub(crate) clock: SharedClock,
-    pub(crate) cfg: Config,
 }
 
 /// The external controller named in `spec.managedBy`, if it is not this controller.
@@ -70,17 +68,14 @@ pub fn managed_by_external(job: &Job) -> Option<&str> {
         .filter(|m| *m != MANAGED_BY_JOB_CONTROLLER)
 }
 
-fn labels_of(pod: &Pod) -> std::collections::BTreeMap<String, String> {
-    pod.metadata.labels.clone().unwrap_or_default()
+fn labels_of(pod: &Pod) -> Option<&std::collections::BTreeMap<String, String>> {
+    pod.metadata.labels.as_ref()
 }
 
+/// The Job's selector; a missing one selects nothing (`LabelSelectorAsSelector(nil)`).
 fn selector_of(job: &Job) -> Result<Selector, String> {
-    let sel = job
-        .spec
-        .as_ref()
-        .and_then(|s| s.selector.clone())
-        .ok_or_else(|| "job has no selector".to_owned())?;
-    Selector::try_from(sel).map_err(|e| e.to_string())
+    Selector::from_optional(job.spec.as_ref().and_then(|s| s.selector.as_ref()))
+        .map_err(|e| e.to_string())
 }
 
 /// `job_controller_terminated_pods_tracking_finalizer_total`: terminal pods gaining or losing
@@ -96,13 +91,6 @@ fn record_finished_pod_with_tracking_finalizer(old: Option<&Pod>, new: Option<&P
 }
 
 impl Controller {
-    fn in_scope(&self, namespace: Option<&str>) -> bool {
-        match &self.cfg.namespaces {
-            None => true,
-            Some(list) => namespace.is_some_and(|ns| list.iter().any(|n| n == ns)),
-        }
-    }
-
     fn enqueue_batched(&self, job: &Job) {
         self.queue.add_after(key_of(job), SYNC_BATCH_PERIOD);
     }
@@ -114,9 +102,6 @@ impl Controller {
     // ---- Job handlers -------------------------------------------------------------------
 
     pub(crate) fn on_job_change(&self, change: Change<Job>) {
-        if !self.in_scope(change.object().metadata.namespace.as_deref()) {
-            return;
-        }
         match change {
             Change::Added(job) => {
                 self.queue.add(key_of(&*job));
@@ -176,7 +161,7 @@ impl Controller {
         let job_uid = job.metadata.uid.as_deref().unwrap_or_default();
         for pod in self.pods.list_namespace(namespace) {
             let controlled = controller_of(&pod.metadata).is_some_and(|r| r.uid == job_uid);
-            if controlled && has_tracking_finalizer(&pod) && selector.matches(&labels_of(&pod)) {
+            if controlled && has_tracking_finalizer(&pod) && selector.matches(labels_of(&pod)) {
                 self.enqueue_orphan(&pod);
             }
         }
@@ -203,16 +188,17 @@ impl Controller {
         self.jobs
             .list_namespace(namespace)
             .into_iter()
-            .filter(|j| selector_of(j).is_ok_and(|s| !s.selects_all() && s.matches(&labels)))
+            .filter(|j| selector_of(j).is_ok_and(|s| !s.is_empty() && s.matches(labels)))
             .collect()
     }
 
     pub(crate) fn on_pod_change(&self, change: Change<Pod>) {
-        let namespace = change.object().metadata.namespace.clone();
-        if !self.in_scope(namespace.as_deref()) {
-            return;
-        }
-        let namespace = namespace.unwrap_or_default();
+        let namespace = change
+            .object()
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_default();
         match change {
             Change::Added(pod) => {
                 record_finished_pod_with_tracking_finalizer(None, Some(&pod));
@@ -479,7 +465,7 @@ impl Controller {
         .map_err(claim_err)?
         .with_adopt_finalizers(vec![TRACKING_FINALIZER.to_owned()]);
         let outcome = manager
-            .claim(&candidates, |p| selector.matches(&labels_of(p)))
+            .claim(&candidates, |p| selector.matches(labels_of(p)))
             .await;
         outcome.into_result().map_err(claim_err)
     }
