@@ -17,5 +17,7 @@ mod basics;
 mod failures;
 #[path = "apiserver/harness.rs"]
 mod harness;
+#[path = "apiserver/indexed.rs"]
+mod indexed;
 #[path = "apiserver/lifecycle.rs"]
 mod lifecycle;

@@ -317,3 +317,27 @@ pub fn ensure(ok: bool, what: impl std::fmt::Display) -> Result<()> {
     }
     Ok(())
 }
+
+/// The completion index of a pod.
+pub fn index_of(p: &Pod) -> Option<i32> {
+    p.metadata
+        .annotations
+        .as_ref()?
+        .get("batch.kubernetes.io/job-completion-index")?
+        .parse()
+        .ok()
+}
+
+impl Env {
+    /// Waits for the active pod of index `ix`.
+    pub async fn wait_index(&self, uid: &str, ix: i32) -> Result<Pod> {
+        wait_for(&format!("active pod of index {ix}"), WITHIN, || async {
+            Ok(self
+                .active(uid)
+                .await?
+                .into_iter()
+                .find(|p| index_of(p) == Some(ix)))
+        })
+        .await
+    }
+}
