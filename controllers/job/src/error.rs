@@ -40,12 +40,13 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    /// The cache has not caught up with this controller's own writes for the Job.
-    #[error("syncing {key}: cache has not observed {resource} resourceVersion {written} yet")]
+    /// The stale-cache guard held the sync back: a cache has not yet seen this controller's
+    /// own last write for the Job. Nothing was read or written; retried with backoff.
+    #[error("syncing {key}: {source}")]
     StaleCache {
         key: String,
-        resource: &'static str,
-        written: String,
+        #[source]
+        source: Box<rkcm_runtime::consistency::Stale>,
     },
 }
 
@@ -83,8 +84,14 @@ mod tests {
     fn errors_name_step_and_key() {
         let e = Error::StaleCache {
             key: "ns/job".into(),
-            resource: "jobs",
-            written: "42".into(),
+            source: Box::new(rkcm_runtime::consistency::Stale {
+                resource: rkcm_runtime::consistency::GroupResource {
+                    group: "batch".into(),
+                    resource: "jobs".into(),
+                },
+                written: "42".into(),
+                observed: "41".into(),
+            }),
         };
         assert_eq!((e.key(), e.category()), ("ns/job", "stale_cache"));
         assert!(e.to_string().starts_with("syncing ns/job: "));

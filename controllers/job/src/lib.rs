@@ -30,10 +30,13 @@
 //! Watches Jobs and Pods through the shared informers. Writes: `create`/`delete`/`patch`
 //! pods, `update` `jobs/status`, `get` the Job before adopting, `create` events.
 //!
+//! - Stale-cache guard (gate `StaleControllerConsistencyJob`, beta and on since v1.36): a
+//!   sync waits (counted in `job_controller_stale_sync_skips_total`, retried with backoff)
+//!   until the Job and Pod caches show the pods this controller created or patched and the
+//!   status it wrote for that Job. Status writes also carry the resourceVersion they were
+//!   computed from, so a stale Job is never written back.
+//!
 //! # Not implemented
-//! - The `StaleControllerConsistencyJob` guard: a Job status computed from a stale cache is
-//!   rejected by the resourceVersion precondition of the status write (the sync retries), and
-//!   finalizer expectations cover a lagging pod cache.
 //! - Releasing a pod that stopped matching leaves its tracking finalizer to the orphan
 //!   worker (the runtime's release patch removes only the owner reference).
 //! - Gang scheduling (`WorkloadWithJob`, alpha, off by default).
@@ -124,6 +127,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         expectations: ControllerExpectations::new(ctx.clock.clone()),
         finalizer_expectations: tracking::FinalizerExpectations::default(),
         backoff: backoff::BackoffStore::default(),
+        consistency: rkcm_runtime::consistency::ConsistencyStore::new(),
         pod_control: PodControl::new(ctx.client.clone(), recorder.clone()),
         recorder,
         queue: queue.clone(),

@@ -18,6 +18,7 @@ pub(crate) struct Metrics {
     pub tracking_finalizer: IntCounterVec,
     pub finished_indexes: IntCounterVec,
     pub pods_creation: IntCounterVec,
+    pub stale_sync_skips: IntCounterVec,
 }
 
 fn counter(name: &str, help: &str, labels: &[&str]) -> Result<IntCounterVec, prometheus::Error> {
@@ -70,9 +71,15 @@ fn build() -> Result<Metrics, prometheus::Error> {
             "The number of Pods created by the Job controller labelled with a reason for the Pod creation.",
             &["reason", "status"],
         )?,
+        stale_sync_skips: counter(
+            m::STALE_SYNC_SKIPS,
+            "Number of times the job controller skipped a sync because its informer cache had not yet observed its own writes.",
+            &["group", "resource"],
+        )?,
     };
     let registry = rkcm_runtime::metrics::registry();
-    let collectors: [Box<dyn prometheus::core::Collector>; 9] = [
+    let collectors: [Box<dyn prometheus::core::Collector>; 10] = [
+        Box::new(metrics.stale_sync_skips.clone()),
         Box::new(metrics.sync_duration.clone()),
         Box::new(metrics.syncs.clone()),
         Box::new(metrics.finished.clone()),

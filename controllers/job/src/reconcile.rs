@@ -22,6 +22,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use rkcm_runtime::clock::SharedClock;
+use rkcm_runtime::consistency::{ConsistencyStore, GroupResource};
 use rkcm_runtime::controller_ref::{ControllerRefManager, controller_of};
 use rkcm_runtime::events::{EventRecorder, EventType, object_reference};
 use rkcm_runtime::expectations::ControllerExpectations;
@@ -53,6 +54,7 @@ pub(crate) struct Controller {
     pub(crate) expectations: ControllerExpectations,
     pub(crate) finalizer_expectations: FinalizerExpectations,
     pub(crate) backoff: BackoffStore,
+    pub(crate) consistency: ConsistencyStore,
     pub(crate) pod_control: PodControl,
     pub(crate) recorder: EventRecorder,
     pub(crate) queue: WorkQueue<String>,
@@ -146,6 +148,7 @@ impl Controller {
     }
 
     fn forget(&self, key: &str) {
+        self.consistency.clear(key, None);
         self.expectations.delete_expectations(key);
         self.finalizer_expectations.delete(key);
         self.backoff.remove(key);
@@ -297,6 +300,44 @@ impl Controller {
         self.enqueue_batched(&job);
     }
 
+    // ---- stale-cache guard ----------------------------------------------------------------
+
+    /// Records a write made for the Job `key` (identified by `job_uid`).
+    fn wrote<K: kube::Resource<DynamicType = ()>>(&self, key: &str, job_uid: &str, obj: &K) {
+        if let Some(rv) = obj.meta().resource_version.as_deref() {
+            self.consistency
+                .wrote_at(key, job_uid, GroupResource::of::<K>(), rv);
+        }
+    }
+
+    /// The guard's check: an error while a cache lags behind this Job's recorded writes.
+    #[allow(clippy::result_large_err)]
+    fn ensure_caches_caught_up(&self, key: &str) -> Result<(), Error> {
+        let pods = GroupResource::of::<Pod>();
+        let jobs = GroupResource::of::<Job>();
+        let observed = |gr: &GroupResource| {
+            if *gr == pods {
+                self.pods.last_synced_resource_version()
+            } else if *gr == jobs {
+                self.jobs.last_synced_resource_version()
+            } else {
+                None
+            }
+        };
+        self.consistency.ensure_ready(key, observed).map_err(|stale| {
+            metrics::inc(
+                |x| &x.stale_sync_skips,
+                &[&stale.resource.group, &stale.resource.resource],
+                1,
+            );
+            tracing::debug!(key, resource = %stale.resource, written = %stale.written, observed = %stale.observed, "cache older than the controller's own writes; skipping sync");
+            Error::StaleCache {
+                key: key.to_owned(),
+                source: Box::new(stale),
+            }
+        })
+    }
+
     // ---- orphan pods --------------------------------------------------------------------
 
     /// `syncOrphanPod`: removes the tracking finalizer from a pod no live, unfinished Job of
@@ -339,6 +380,7 @@ impl Controller {
     /// One sync of the Job `key` (`syncJob`).
     pub(crate) async fn sync(&self, key: String) -> Result<(), Error> {
         let started = tokio::time::Instant::now();
+        self.ensure_caches_caught_up(&key)?;
         let Some(job) = self.jobs.get(&key) else {
             tracing::debug!(key = %key, "job has been deleted");
             self.forget(&key);
@@ -612,7 +654,10 @@ impl Controller {
                     .create_pod(namespace, &t, &*job, &opts)
                     .await
                 {
-                    Ok(_) => Ok(()),
+                    Ok(pod) => {
+                        self.wrote(key, job.metadata.uid.as_deref().unwrap_or_default(), &pod);
+                        Ok(())
+                    }
                     // A terminating namespace refuses every create: nothing to retry.
                     Err(rkcm_runtime::Error::ForOwner { ref source, .. })
                         if is_namespace_terminating(source) =>
@@ -693,7 +738,11 @@ impl Controller {
         let mut rm_err = None;
         if !remove_finalizer.is_empty() {
             let (removed, err) = self
-                .remove_tracking_finalizers(key, &remove_finalizer)
+                .remove_tracking_finalizers(
+                    key,
+                    job.metadata.uid.as_deref().unwrap_or_default(),
+                    &remove_finalizer,
+                )
                 .await;
             for u in removed {
                 with_finalizer.remove(&u);
@@ -759,6 +808,7 @@ impl Controller {
     async fn remove_tracking_finalizers(
         &self,
         key: &str,
+        job_uid: &str,
         pods: &[Arc<Pod>],
     ) -> (Vec<String>, Option<rkcm_runtime::Error>) {
         self.finalizer_expectations
@@ -771,7 +821,10 @@ impl Controller {
                 .patch_pod(namespace, name, &remove_finalizer_patch())
                 .await
             {
-                Ok(_) => Ok(uid(pod).to_owned()),
+                Ok(patched) => {
+                    self.wrote(key, job_uid, &patched);
+                    Ok(uid(pod).to_owned())
+                }
                 Err(e) => {
                     // No pod update will announce this removal.
                     self.finalizer_expectations.observed(key, uid(pod));
@@ -822,13 +875,20 @@ impl Controller {
             uncounted = ?s.uncounted_terminated_pods,
             "updating job status"
         );
-        api.replace_status(&name, &PostParams::default(), job)
+        let written = api
+            .replace_status(&name, &PostParams::default(), job)
             .await
             .map_err(|source| Error::UpdateStatus {
                 key: key.to_owned(),
                 step,
                 source,
-            })
+            })?;
+        self.wrote(
+            key,
+            written.metadata.uid.as_deref().unwrap_or_default(),
+            &written,
+        );
+        Ok(written)
     }
 
     /// `job_pods_finished_total` and `job_finished_indexes_total` from a counter change.
