@@ -21,3 +21,5 @@ mod harness;
 mod indexed;
 #[path = "apiserver/lifecycle.rs"]
 mod lifecycle;
+#[path = "apiserver/terminating.rs"]
+mod terminating;
