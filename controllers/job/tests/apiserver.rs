@@ -11,6 +11,8 @@
 //! Run with `make test`, or against a running cluster:
 //! `RKCM_TEST_KUBECONFIG=... cargo test -p rkcm-job --test apiserver -- --include-ignored`.
 
+#[path = "apiserver/accounting.rs"]
+mod accounting;
 #[path = "apiserver/basics.rs"]
 mod basics;
 #[path = "apiserver/failures.rs"]
