@@ -119,3 +119,49 @@ async fn adopt(env: &Env) -> Result<()> {
     ensure(status(&j).succeeded == Some(1), format!("{:?}", status(&j)))?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn releases_pods_that_stop_matching() -> Result<()> {
+    let env = Env::new("job-release").await?;
+    let ctrl = env.start();
+    let result = release(&env).await;
+    ctrl.stop().await?;
+    env.finish(result).await
+}
+
+async fn release(env: &Env) -> Result<()> {
+    let job = env
+        .create_job(job(
+            "rel",
+            json!({"manualSelector": true, "selector": {"matchLabels": {"app": "r"}},
+                   "template": {"metadata": {"labels": {"app": "r"}}}}),
+            true,
+        ))
+        .await?;
+    let uid = uid_of(&job);
+    let first = env.wait_active(&uid, 1).await?.remove(0);
+    let name = name_of(&first);
+    env.pods()
+        .patch(
+            &name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"labels": {"app": "other"}}})),
+        )
+        .await?;
+    // Scenario 26: the ownerRef goes and, the pod now an orphan, so does the finalizer.
+    rkcm_testkit::wait_for("released without the finalizer", WITHIN, || async {
+        let p = env.pods().get(&name).await?;
+        let owned = p
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|r| r.uid == uid);
+        Ok((!owned && !has_tracking(&p)).then_some(()))
+    })
+    .await?;
+    let replacement = env.wait_active(&uid, 1).await?.remove(0);
+    ensure(name_of(&replacement) != name, "a replacement pod")?;
+    Ok(())
+}
