@@ -187,3 +187,40 @@ async fn indexed(env: &Env) -> Result<()> {
     ensure(seen == ["0", "1", "2"], format!("indexes {seen:?}"))?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn work_queue_job_completes_after_all_pods_finish() -> Result<()> {
+    let env = Env::new("job-workqueue").await?;
+    let ctrl = env.start();
+    let result = work_queue(&env).await;
+    ctrl.stop().await?;
+    env.finish(result).await
+}
+
+async fn work_queue(env: &Env) -> Result<()> {
+    // Scenario 3: completions unset, parallelism 3.
+    let job = env
+        .create_job(job(
+            "wq",
+            json!({"completions": null, "parallelism": 3}),
+            false,
+        ))
+        .await?;
+    let uid = uid_of(&job);
+    let done = env
+        .wait_job("wq", "Complete", WITHIN * 2, |j| {
+            has_condition(j, "Complete")
+        })
+        .await?;
+    let pods = env.owned(&uid).await?;
+    ensure(
+        pods.len() == 3,
+        format!("{} pods, no more after a success", pods.len()),
+    )?;
+    ensure(
+        status(&done).succeeded == Some(3),
+        format!("succeeded {:?}", status(&done).succeeded),
+    )?;
+    Ok(())
+}

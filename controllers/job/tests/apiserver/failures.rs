@@ -250,3 +250,57 @@ async fn deadline(env: &Env) -> Result<()> {
     .await?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn fail_index_rule_fails_indexes_without_retries() -> Result<()> {
+    let env = Env::new("job-failindex").await?;
+    let ctrl = env.start();
+    let result = fail_index(&env).await;
+    ctrl.stop().await?;
+    env.finish(result).await
+}
+
+async fn fail_index(env: &Env) -> Result<()> {
+    // Scenario 17, every index exiting 7.
+    let job = env
+        .create_job(job(
+            "fi",
+            json!({
+                "completionMode": "Indexed", "completions": 3, "parallelism": 3,
+                "backoffLimitPerIndex": 3,
+                "podFailurePolicy": {"rules": [
+                    {"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [7]}}
+                ]},
+                "template": {"metadata": {
+                    "labels": {KWOK_FAIL: "true"},
+                    "annotations": {KWOK_EXIT_CODE: "7"}
+                }}
+            }),
+            false,
+        ))
+        .await?;
+    let uid = uid_of(&job);
+    let j = env
+        .wait_job("fi", "Failed", WITHIN, |j| has_condition(j, "Failed"))
+        .await?;
+    let s = status(&j);
+    ensure(
+        s.failed_indexes.as_deref() == Some("0-2") && s.failed == Some(3),
+        format!("{s:?}"),
+    )?;
+    ensure(
+        conditions(&j)
+            == vec![
+                "FailureTarget=FailedIndexes".to_owned(),
+                "Failed=FailedIndexes".to_owned(),
+            ],
+        format!("{:?}", conditions(&j)),
+    )?;
+    let pods = env.owned(&uid).await?;
+    ensure(
+        pods.len() == 3,
+        format!("{} pods: no retry of a failed index", pods.len()),
+    )?;
+    Ok(())
+}
