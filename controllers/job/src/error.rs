@@ -63,6 +63,18 @@ impl Error {
         }
     }
 
+    /// A retry that is part of normal operation (logged at debug, not as a failure): the
+    /// stale-cache guard, or a status write that lost an optimistic-concurrency race.
+    pub fn is_routine_retry(&self) -> bool {
+        match self {
+            Error::StaleCache { .. } => true,
+            Error::UpdateStatus { source, .. } => {
+                matches!(source, kube::Error::Api(s) if s.code == 409)
+            }
+            _ => false,
+        }
+    }
+
     /// The Job (or pod) key the error concerns.
     pub fn key(&self) -> &str {
         match self {
@@ -94,6 +106,17 @@ mod tests {
             }),
         };
         assert_eq!((e.key(), e.category()), ("ns/job", "stale_cache"));
+        assert!(e.is_routine_retry());
+        let conflict = Error::UpdateStatus {
+            key: "ns/job".into(),
+            step: "adding uncounted pods",
+            source: kube::Error::Api(
+                kube::core::Status::failure("conflict", "Conflict")
+                    .with_code(409)
+                    .boxed(),
+            ),
+        };
+        assert!(conflict.is_routine_retry());
         assert!(e.to_string().starts_with("syncing ns/job: "));
     }
 }

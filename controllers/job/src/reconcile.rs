@@ -379,6 +379,20 @@ impl Controller {
 
     /// One sync of the Job `key` (`syncJob`).
     pub(crate) async fn sync(&self, key: String) -> Result<(), Error> {
+        match self.sync_once(&key).await {
+            // Normal requeues (a cache behind the controller's own writes, a status conflict
+            // from a stale Job) are retried quietly after the base backoff.
+            Err(e) if e.is_routine_retry() => {
+                tracing::debug!(key = %key, error = %e, "requeuing job");
+                self.queue.add_rate_limited(key);
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
+    async fn sync_once(&self, key: &str) -> Result<(), Error> {
+        let key = key.to_owned();
         let started = tokio::time::Instant::now();
         self.ensure_caches_caught_up(&key)?;
         let Some(job) = self.jobs.get(&key) else {
