@@ -131,7 +131,20 @@ pub static CONTROLLERS: &[ControllerDef] = &[
         "horizontal-pod-autoscaler-controller",
         &["horizontalpodautoscaling"],
     ),
-    known("job-controller", &["job"]),
+    ControllerDef {
+        name: rkcm_job::NAME,
+        aliases: &["job"],
+        disabled_by_default: false,
+        implementation: Some(Implementation {
+            informers: rkcm_job::informers,
+            start: |ctx, cli| {
+                let cfg = rkcm_job::Config {
+                    workers: workers(cli.job.concurrent_job_syncs),
+                };
+                boxed(rkcm_job::start(ctx, cfg))
+            },
+        }),
+    },
     known(
         "kube-apiserver-serving-clustertrustbundle-publisher-controller",
         &[],
@@ -231,7 +244,20 @@ pub static CONTROLLERS: &[ControllerDef] = &[
     ),
     known("taint-eviction-controller", &[]),
     off_by_default("token-cleaner-controller", &["tokencleaner"]),
-    known("ttl-after-finished-controller", &["ttl-after-finished"]),
+    ControllerDef {
+        name: rkcm_ttlafterfinished::NAME,
+        aliases: &["ttl-after-finished"],
+        disabled_by_default: false,
+        implementation: Some(Implementation {
+            informers: rkcm_ttlafterfinished::informers,
+            start: |ctx, cli| {
+                let cfg = rkcm_ttlafterfinished::Config::from_flag(
+                    cli.ttl_after_finished.concurrent_ttl_after_finished_syncs,
+                );
+                boxed(rkcm_ttlafterfinished::start(ctx, cfg))
+            },
+        }),
+    },
     known("ttl-controller", &["ttl"]),
     known("validatingadmissionpolicy-status-controller", &[]),
     known("volumeattributesclass-protection-controller", &[]),
@@ -500,10 +526,12 @@ mod tests {
             vec![
                 "cronjob-controller",
                 "deployment-controller",
+                "job-controller",
                 "pod-garbage-collector-controller",
                 "replicaset-controller",
                 "replicationcontroller-controller",
-                "statefulset-controller"
+                "statefulset-controller",
+                "ttl-after-finished-controller"
             ]
         );
     }

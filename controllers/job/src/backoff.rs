@@ -1,0 +1,233 @@
+//! Pod recreation backoff after failures: 10 s doubling per consecutive failure, capped at
+//! 10 minutes, measured from the last failed pod's finish time. The record lives in memory
+//! per Job key (a restart resets it, as upstream).
+//!
+//! Mirrors upstream `pkg/controller/job/backoff_utils.go`.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::consts::{POD_FAILURE_BACKOFF_BASE, POD_FAILURE_BACKOFF_MAX};
+use crate::indexes::index_absolute_failure_count;
+use crate::pods::finished_time;
+
+/// Consecutive failures since the last success, and when the last one finished.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BackoffRecord {
+    pub failures_after_last_success: i32,
+    pub last_failure_time: Option<jiff::Timestamp>,
+}
+
+impl BackoffRecord {
+    /// The record after this sync's newly finished pods (upstream `newBackoffRecord`).
+    pub fn next(self, new_succeeded: &[&Pod], new_failed: &[&Pod]) -> Self {
+        let mut succeeded: Vec<jiff::Timestamp> =
+            new_succeeded.iter().map(|p| finished_time(p)).collect();
+        let mut failed: Vec<jiff::Timestamp> =
+            new_failed.iter().map(|p| finished_time(p)).collect();
+        succeeded.sort();
+        failed.sort();
+        match (succeeded.last(), failed.last()) {
+            (None, None) => self,
+            (None, Some(last)) => Self {
+                failures_after_last_success: self
+                    .failures_after_last_success
+                    .saturating_add(i32::try_from(failed.len()).unwrap_or(i32::MAX)),
+                last_failure_time: Some(*last),
+            },
+            (Some(_), None) => Self::default(),
+            (Some(last_success), Some(_)) => {
+                let after: Vec<&jiff::Timestamp> =
+                    failed.iter().filter(|t| *t > last_success).collect();
+                Self {
+                    failures_after_last_success: i32::try_from(after.len()).unwrap_or(i32::MAX),
+                    last_failure_time: after.last().map(|t| **t),
+                }
+            }
+        }
+    }
+
+    /// Time left before pods may be created again.
+    pub fn remaining(&self, now: jiff::Timestamp) -> Duration {
+        remaining_for(
+            self.failures_after_last_success,
+            self.last_failure_time,
+            now,
+        )
+    }
+}
+
+/// `10s * 2^(failures-1)`, capped, minus the time since `last`; zero when no failures.
+pub fn remaining_for(
+    failures: i32,
+    last: Option<jiff::Timestamp>,
+    now: jiff::Timestamp,
+) -> Duration {
+    if failures <= 0 {
+        return Duration::ZERO;
+    }
+    let Some(last) = last else {
+        return Duration::ZERO;
+    };
+    let mut backoff = POD_FAILURE_BACKOFF_BASE;
+    for _ in 1..failures {
+        backoff = backoff.saturating_mul(2);
+        if backoff >= POD_FAILURE_BACKOFF_MAX {
+            backoff = POD_FAILURE_BACKOFF_MAX;
+            break;
+        }
+    }
+    let elapsed = now.duration_since(last);
+    let elapsed = Duration::try_from(elapsed).unwrap_or(Duration::ZERO);
+    backoff.saturating_sub(elapsed)
+}
+
+/// Per-index backoff: from the index's last failed pod (its failure counts + 1).
+pub fn remaining_for_index(last_failed: Option<&Pod>, now: jiff::Timestamp) -> Duration {
+    let Some(pod) = last_failed else {
+        return Duration::ZERO;
+    };
+    remaining_for(
+        index_absolute_failure_count(pod).saturating_add(1),
+        Some(finished_time(pod)),
+        now,
+    )
+}
+
+/// Backoff records per Job key.
+#[derive(Debug, Default)]
+pub struct BackoffStore {
+    records: Mutex<HashMap<String, BackoffRecord>>,
+}
+
+impl BackoffStore {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, BackoffRecord>> {
+        self.records
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub fn get(&self, key: &str) -> BackoffRecord {
+        self.map().get(key).copied().unwrap_or_default()
+    }
+
+    pub fn update(&self, key: &str, record: BackoffRecord) {
+        self.map().insert(key.to_owned(), record);
+    }
+
+    pub fn remove(&self, key: &str) {
+        self.map().remove(key);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::type_complexity)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ts(s: &str) -> jiff::Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn finished_at(t: &str) -> Pod {
+        serde_json::from_value(json!({"status": {"containerStatuses": [
+            {"name": "a", "image": "", "imageID": "", "ready": false, "restartCount": 0, "state": {"terminated": {"exitCode": 1, "finishedAt": t}}}
+        ]}}))
+        .unwrap()
+    }
+
+    #[test]
+    fn next_record_table() {
+        let t1 = finished_at("2026-01-01T00:00:01Z");
+        let t2 = finished_at("2026-01-01T00:00:02Z");
+        let t3 = finished_at("2026-01-01T00:00:03Z");
+        let prior = BackoffRecord {
+            failures_after_last_success: 2,
+            last_failure_time: Some(ts("2026-01-01T00:00:00Z")),
+        };
+        // (previous, succeeded, failed, want failures, want last)
+        let cases: Vec<(BackoffRecord, Vec<&Pod>, Vec<&Pod>, i32, Option<&str>)> = vec![
+            (prior, vec![], vec![], 2, Some("2026-01-01T00:00:00Z")),
+            (
+                prior,
+                vec![],
+                vec![&t2, &t1],
+                4,
+                Some("2026-01-01T00:00:02Z"),
+            ),
+            (prior, vec![&t1], vec![], 0, None),
+            (
+                prior,
+                vec![&t2],
+                vec![&t1, &t3],
+                1,
+                Some("2026-01-01T00:00:03Z"),
+            ),
+            (prior, vec![&t3], vec![&t1, &t2], 0, None),
+            (
+                BackoffRecord::default(),
+                vec![&t1],
+                vec![&t2, &t3],
+                2,
+                Some("2026-01-01T00:00:03Z"),
+            ),
+        ];
+        for (i, (prev, s, f, n, last)) in cases.into_iter().enumerate() {
+            let got = prev.next(&s, &f);
+            assert_eq!(got.failures_after_last_success, n, "case {i}");
+            assert_eq!(got.last_failure_time, last.map(ts), "case {i}");
+        }
+    }
+
+    #[test]
+    fn remaining_table() {
+        let last = Some(ts("2026-01-01T00:00:00Z"));
+        // (failures, now, remaining seconds)
+        let cases = [
+            (0, "2026-01-01T00:00:00Z", 0),
+            (1, "2026-01-01T00:00:00Z", 10),
+            (1, "2026-01-01T00:00:04Z", 6),
+            (1, "2026-01-01T00:00:11Z", 0),
+            (2, "2026-01-01T00:00:05Z", 15),
+            (3, "2026-01-01T00:00:00Z", 40),
+            (7, "2026-01-01T00:00:00Z", 600),
+            (100, "2026-01-01T00:00:00Z", 600),
+        ];
+        for (failures, now, want) in cases {
+            assert_eq!(
+                remaining_for(failures, last, ts(now)),
+                Duration::from_secs(want),
+                "{failures} at {now}"
+            );
+        }
+    }
+
+    #[test]
+    fn per_index_remaining_uses_failure_counts() {
+        let mut pod = finished_at("2026-01-01T00:00:00Z");
+        assert_eq!(
+            remaining_for_index(None, ts("2026-01-01T00:00:00Z")),
+            Duration::ZERO
+        );
+        assert_eq!(
+            remaining_for_index(Some(&pod), ts("2026-01-01T00:00:01Z")),
+            Duration::from_secs(9)
+        );
+        pod.metadata.annotations = Some(
+            [(
+                "batch.kubernetes.io/job-index-failure-count".to_owned(),
+                "1".to_owned(),
+            )]
+            .into_iter()
+            .collect(),
+        );
+        assert_eq!(
+            remaining_for_index(Some(&pod), ts("2026-01-01T00:00:01Z")),
+            Duration::from_secs(19)
+        );
+    }
+}

@@ -1,0 +1,122 @@
+//! The controller's error type: one variant per sync step, each naming the Job's key. A sync
+//! that returns an error is requeued with per-key backoff (1 s doubling to 60 s).
+
+/// Errors of one sync of one Job (or one orphan pod).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Adopting or releasing pods failed; nothing else was done.
+    #[error("claiming pods for {key}: {source}")]
+    Claim {
+        key: String,
+        #[source]
+        source: rkcm_runtime::Error,
+    },
+    /// A pod create failed; the rest of the slow start was skipped.
+    #[error("creating pods for {key}: {source}")]
+    CreatePods {
+        key: String,
+        #[source]
+        source: rkcm_runtime::Error,
+    },
+    /// A pod delete (or the finalizer patch before it) failed.
+    #[error("deleting pods of {key}: {source}")]
+    DeletePods {
+        key: String,
+        #[source]
+        source: rkcm_runtime::Error,
+    },
+    /// Removing the tracking finalizer from a finished pod failed (other than NotFound).
+    #[error("removing tracking finalizers of {key}: {source}")]
+    RemoveFinalizers {
+        key: String,
+        #[source]
+        source: rkcm_runtime::Error,
+    },
+    /// The status write failed (a conflict means the cache was stale: retried).
+    #[error("updating status of {key} ({step}): {source}")]
+    UpdateStatus {
+        key: String,
+        step: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+    /// The stale-cache guard held the sync back: a cache has not yet seen this controller's
+    /// own last write for the Job. Nothing was read or written; retried with backoff.
+    #[error("syncing {key}: {source}")]
+    StaleCache {
+        key: String,
+        #[source]
+        source: Box<rkcm_runtime::consistency::Stale>,
+    },
+}
+
+impl Error {
+    /// A short label for logs.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::Claim { .. } => "claim",
+            Error::CreatePods { .. } => "create_pods",
+            Error::DeletePods { .. } => "delete_pods",
+            Error::RemoveFinalizers { .. } => "remove_finalizers",
+            Error::UpdateStatus { .. } => "update_status",
+            Error::StaleCache { .. } => "stale_cache",
+        }
+    }
+
+    /// A retry that is part of normal operation (logged at debug, not as a failure): the
+    /// stale-cache guard, or a status write that lost an optimistic-concurrency race.
+    pub fn is_routine_retry(&self) -> bool {
+        match self {
+            Error::StaleCache { .. } => true,
+            Error::UpdateStatus { source, .. } => {
+                matches!(source, kube::Error::Api(s) if s.code == 409)
+            }
+            _ => false,
+        }
+    }
+
+    /// The Job (or pod) key the error concerns.
+    pub fn key(&self) -> &str {
+        match self {
+            Error::Claim { key, .. }
+            | Error::CreatePods { key, .. }
+            | Error::DeletePods { key, .. }
+            | Error::RemoveFinalizers { key, .. }
+            | Error::UpdateStatus { key, .. }
+            | Error::StaleCache { key, .. } => key,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_step_and_key() {
+        let e = Error::StaleCache {
+            key: "ns/job".into(),
+            source: Box::new(rkcm_runtime::consistency::Stale {
+                resource: rkcm_runtime::consistency::GroupResource {
+                    group: "batch".into(),
+                    resource: "jobs".into(),
+                },
+                written: "42".into(),
+                observed: "41".into(),
+            }),
+        };
+        assert_eq!((e.key(), e.category()), ("ns/job", "stale_cache"));
+        assert!(e.is_routine_retry());
+        let conflict = Error::UpdateStatus {
+            key: "ns/job".into(),
+            step: "adding uncounted pods",
+            source: kube::Error::Api(
+                kube::core::Status::failure("conflict", "Conflict")
+                    .with_code(409)
+                    .boxed(),
+            ),
+        };
+        assert!(conflict.is_routine_retry());
+        assert!(e.to_string().starts_with("syncing ns/job: "));
+    }
+}

@@ -1,0 +1,190 @@
+//! The Job controller: runs pods from a Job's template until the Job succeeds or fails, and
+//! keeps `status` an exact, crash-safe account of every pod that finished.
+//!
+//! Mirrors upstream (Kubernetes v1.37) `pkg/controller/job/job_controller.go`,
+//! `indexed_job_utils.go`, `pod_failure_policy.go`, `success_policy.go`, `backoff_utils.go`,
+//! `tracking_utils.go` and `metrics/metrics.go`.
+//!
+//! # Guarantees
+//! - Every pod the controller creates carries the `batch.kubernetes.io/job-tracking`
+//!   finalizer (adopted pods get it in the adoption patch). A finished pod is first recorded
+//!   in `status.uncountedTerminatedPods` (or its index in `completedIndexes`) with a status
+//!   write, then its finalizer is removed, then it moves into `succeeded`/`failed`: each
+//!   terminated pod is counted exactly once, across restarts and stale caches.
+//! - Never more active pods than `parallelism` nor than the remaining completions; at most
+//!   500 creates or deletes and 500 new uncounted entries per sync; creates in slow-start
+//!   batches; creates and deletes counted in expectations before they are issued.
+//! - Failure: `backoffLimit` (and the `OnFailure` restart count), `activeDeadlineSeconds`
+//!   (requeued to fire on time), pod failure policy (`FailJob`, `FailIndex`, `Ignore`,
+//!   `Count`), `backoffLimitPerIndex`/`maxFailedIndexes`. Success: completions reached or a
+//!   success policy rule. The interim condition (`FailureTarget`/`SuccessCriteriaMet`) is
+//!   written first; `Failed`/`Complete` only once no pod is uncounted or terminating.
+//! - Recreation backoff after failures: 10 s doubling to 10 minutes from the last failure.
+//! - `suspend` removes active pods (finalizer first, never counted) and clears `startTime`;
+//!   resuming sets it again. `podReplacementPolicy: Failed` waits for terminating pods.
+//! - `spec.managedBy` other than `kubernetes.io/job-controller`: the Job is not touched.
+//! - Pods that keep the finalizer without a live, unfinished Job of ours lose it (orphan queue).
+//! - Events from `job-controller` and metrics under `job_controller_*` with upstream names.
+//!
+//! # Watches and writes
+//! Watches Jobs and Pods through the shared informers. Writes: `create`/`delete`/`patch`
+//! pods, `update` `jobs/status`, `get` the Job before adopting, `create` events.
+//!
+//! - Stale-cache guard (gate `StaleControllerConsistencyJob`, beta and on since v1.36): a
+//!   sync waits (counted in `job_controller_stale_sync_skips_total`, retried with backoff)
+//!   until the Job and Pod caches show the pods this controller created or patched and the
+//!   status it wrote for that Job. Status writes also carry the resourceVersion they were
+//!   computed from, so a stale Job is never written back.
+//!
+//! # Not implemented
+//! - Releasing a pod that stopped matching leaves its tracking finalizer to the orphan
+//!   worker (the runtime's release patch removes only the owner reference).
+//! - Gang scheduling (`WorkloadWithJob`, alpha, off by default).
+
+pub mod backoff;
+pub mod consts;
+mod error;
+pub mod indexes;
+mod metrics;
+pub mod plan;
+pub mod pods;
+pub mod policy;
+mod reconcile;
+pub mod status;
+#[cfg(test)]
+mod testutil;
+pub mod tracking;
+
+use std::sync::Arc;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use rkcm_runtime::ControllerContext;
+use rkcm_runtime::controller::{SyncProbe, wait_for_caches};
+use rkcm_runtime::events::EventRecorder;
+use rkcm_runtime::expectations::ControllerExpectations;
+use rkcm_runtime::informer::InformerFactory;
+use rkcm_runtime::podcontrol::PodControl;
+use rkcm_runtime::workqueue::{RateLimiter, WorkQueue, run_workers};
+
+pub use error::Error;
+pub use reconcile::{managed_by_external, remove_finalizer_patch};
+
+/// Canonical name (`--controllers`; alias `job`).
+pub const NAME: &str = consts::CONTROLLER_NAME;
+
+/// Upstream default of `--concurrent-job-syncs`.
+pub const DEFAULT_WORKERS: usize = 5;
+
+/// Configuration. `Default` equals upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Job sync workers (`--concurrent-job-syncs`); upstream runs one orphan-pod worker.
+    pub workers: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            workers: DEFAULT_WORKERS,
+        }
+    }
+}
+
+/// The informers the controller reads (the process waits for them before starting it).
+pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
+    vec![
+        SyncProbe::of(factory.informer::<Job>()),
+        SyncProbe::of(factory.informer::<Pod>()),
+    ]
+}
+
+fn job_queue(name: &str) -> WorkQueue<String> {
+    WorkQueue::new(
+        name,
+        RateLimiter::ItemExponential {
+            base: consts::API_BACKOFF_BASE,
+            max: consts::API_BACKOFF_MAX,
+        },
+    )
+}
+
+/// Runs the Job controller until `ctx.shutdown` is cancelled: subscribes to the Job and Pod
+/// informers, waits for both caches, then runs `cfg.workers` Job workers and one orphan-pod
+/// worker. Sync errors are retried with backoff and never end it.
+pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
+    let _ = metrics::get();
+    let jobs = ctx.informers.informer::<Job>();
+    let pods = ctx.informers.informer::<Pod>();
+    let queue = job_queue(consts::QUEUE_NAME);
+    let orphan_queue = job_queue(consts::ORPHAN_QUEUE_NAME);
+    let recorder = EventRecorder::new(ctx.client.clone(), consts::EVENT_COMPONENT);
+    let workers = cfg.workers;
+    let controller = Arc::new(reconcile::Controller {
+        client: ctx.client.clone(),
+        jobs: jobs.store(),
+        pods: pods.store(),
+        expectations: ControllerExpectations::new(ctx.clock.clone()),
+        finalizer_expectations: tracking::FinalizerExpectations::default(),
+        backoff: backoff::BackoffStore::default(),
+        consistency: rkcm_runtime::consistency::ConsistencyStore::new(),
+        pod_control: PodControl::new(ctx.client.clone(), recorder.clone()),
+        recorder,
+        queue: queue.clone(),
+        orphan_queue: orphan_queue.clone(),
+        clock: ctx.clock.clone(),
+    });
+    tracing::info!(controller = NAME, "starting controller");
+    let c = controller.clone();
+    jobs.subscribe(move |change| c.on_job_change(change));
+    let c = controller.clone();
+    pods.subscribe(move |change| c.on_pod_change(change));
+    if !wait_for_caches(NAME, &ctx.shutdown, &informers(&ctx.informers)).await {
+        queue.shut_down();
+        orphan_queue.shut_down();
+        return Ok(());
+    }
+    let (stop, stop_orphans) = (queue.clone(), orphan_queue.clone());
+    let shutdown = ctx.shutdown.clone();
+    tokio::spawn(async move {
+        shutdown.cancelled().await;
+        stop.shut_down();
+        stop_orphans.shut_down();
+    });
+    let c = controller.clone();
+    let orphans = tokio::spawn(run_workers(orphan_queue, 1, move |key: String| {
+        let c = c.clone();
+        async move { c.sync_orphan(key).await }
+    }));
+    run_workers(queue, workers, move |key: String| {
+        let c = controller.clone();
+        async move { c.sync(key).await }
+    })
+    .await;
+    if let Err(error) = orphans.await {
+        tracing::error!(controller = NAME, %error, "orphan pod worker ended abnormally");
+    }
+    tracing::info!(controller = NAME, "shutting down controller");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Compile-time check: the process spawns `start` on a multi-threaded runtime.
+    #[allow(dead_code)]
+    fn start_future_is_send(ctx: ControllerContext) {
+        fn assert_send<T: Send>(_: &T) {}
+        assert_send(&start(ctx, Config::default()));
+    }
+
+    #[test]
+    fn defaults_are_upstream() {
+        let cfg = Config::default();
+        assert_eq!(cfg.workers, 5);
+        assert_eq!(NAME, "job-controller");
+        assert_eq!(consts::QUEUE_NAME, "job");
+        assert_eq!(consts::ORPHAN_QUEUE_NAME, "job_orphan_pod");
+    }
+}

@@ -1,0 +1,167 @@
+//! Ready accounting (28), OnFailure restart counting (7) and adoption (25).
+
+use anyhow::Result;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::PostParams;
+use serde_json::json;
+
+use crate::harness::*;
+
+fn name_of(p: &Pod) -> String {
+    p.metadata.name.clone().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn ready_pods_and_restart_counts() -> Result<()> {
+    let env = Env::new("job-ready").await?;
+    let ctrl = env.start();
+    let result = ready_and_restarts(&env).await;
+    ctrl.stop().await?;
+    env.finish(result).await
+}
+
+async fn ready_and_restarts(env: &Env) -> Result<()> {
+    let job = env
+        .create_job(job(
+            "rdy",
+            json!({"completions": 2, "parallelism": 2, "backoffLimit": 2,
+                   "template": {"spec": {"restartPolicy": "OnFailure"}}}),
+            true,
+        ))
+        .await?;
+    let uid = uid_of(&job);
+    let pods = env.wait_active(&uid, 2).await?;
+    env.cluster
+        .set_pod_phase(env.name(), &name_of(&pods[0]), "Running", true)
+        .await?;
+    env.wait_job("rdy", "ready=1 active=2", WITHIN, |j| {
+        status(j).ready == Some(1) && status(j).active == Some(2)
+    })
+    .await?;
+    // Scenario 7: restarts of a running OnFailure pod reach backoffLimit.
+    let now = jiff::Timestamp::now().to_string();
+    env.cluster
+        .patch_pod_status(
+            env.name(),
+            &name_of(&pods[0]),
+            json!({"phase": "Running", "containerStatuses": [{
+                "name": "main", "image": "busybox", "imageID": "", "ready": true, "restartCount": 2,
+                "state": {"running": {"startedAt": now}}
+            }]}),
+        )
+        .await?;
+    let j = env
+        .wait_job("rdy", "Failed", WITHIN, |j| has_condition(j, "Failed"))
+        .await?;
+    ensure(
+        conditions(&j)
+            == vec![
+                "FailureTarget=BackoffLimitExceeded".to_owned(),
+                "Failed=BackoffLimitExceeded".to_owned(),
+            ],
+        format!("{:?}", conditions(&j)),
+    )?;
+    let s = status(&j);
+    ensure(
+        s.failed == Some(2) && s.ready.unwrap_or(0) == 0 && s.active.unwrap_or(0) == 0,
+        format!("running pods deleted and counted failed: {s:?}"),
+    )?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn adopts_matching_orphans() -> Result<()> {
+    let env = Env::new("job-adopt").await?;
+    let ctrl = env.start();
+    let result = adopt(&env).await;
+    ctrl.stop().await?;
+    env.finish(result).await
+}
+
+async fn adopt(env: &Env) -> Result<()> {
+    let orphan: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "stray", "labels": {"app": "x"}},
+        "spec": {"schedulerName": NO_SCHEDULER, "restartPolicy": "Never",
+                 "containers": [{"name": "main", "image": "busybox"}]}
+    }))?;
+    env.pods().create(&PostParams::default(), &orphan).await?;
+    let job = env
+        .create_job(job(
+            "adopt",
+            json!({"manualSelector": true, "selector": {"matchLabels": {"app": "x"}},
+                   "template": {"metadata": {"labels": {"app": "x"}}}}),
+            true,
+        ))
+        .await?;
+    let uid = uid_of(&job);
+    let p = rkcm_testkit::wait_for("orphan adopted", WITHIN, || async {
+        let p = env.pods().get("stray").await?;
+        let owned = p.metadata.owner_references.iter().flatten().any(|r| {
+            r.uid == uid && r.controller == Some(true) && r.block_owner_deletion == Some(true)
+        });
+        Ok((owned && has_tracking(&p)).then_some(p))
+    })
+    .await?;
+    env.wait_job("adopt", "active=1", WITHIN, |j| status(j).active == Some(1))
+        .await?;
+    rkcm_testkit::holds_for("no extra pod", HOLDS, || async {
+        Ok(env.owned(&uid).await?.len() == 1)
+    })
+    .await?;
+    env.terminate(&name_of(&p), 0).await?;
+    let j = env
+        .wait_job("adopt", "Complete", WITHIN, |j| {
+            has_condition(j, "Complete")
+        })
+        .await?;
+    ensure(status(&j).succeeded == Some(1), format!("{:?}", status(&j)))?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn releases_pods_that_stop_matching() -> Result<()> {
+    let env = Env::new("job-release").await?;
+    let ctrl = env.start();
+    let result = release(&env).await;
+    ctrl.stop().await?;
+    env.finish(result).await
+}
+
+async fn release(env: &Env) -> Result<()> {
+    let job = env
+        .create_job(job(
+            "rel",
+            json!({"manualSelector": true, "selector": {"matchLabels": {"app": "r"}},
+                   "template": {"metadata": {"labels": {"app": "r"}}}}),
+            true,
+        ))
+        .await?;
+    let uid = uid_of(&job);
+    let first = env.wait_active(&uid, 1).await?.remove(0);
+    let name = name_of(&first);
+    env.pods()
+        .patch(
+            &name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"labels": {"app": "other"}}})),
+        )
+        .await?;
+    // Scenario 26: the ownerRef goes and, the pod now an orphan, so does the finalizer.
+    rkcm_testkit::wait_for("released without the finalizer", WITHIN, || async {
+        let p = env.pods().get(&name).await?;
+        let owned = p
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|r| r.uid == uid);
+        Ok((!owned && !has_tracking(&p)).then_some(()))
+    })
+    .await?;
+    let replacement = env.wait_active(&uid, 1).await?.remove(0);
+    ensure(name_of(&replacement) != name, "a replacement pod")?;
+    Ok(())
+}

@@ -1,0 +1,306 @@
+//! Failure paths: scenarios 4, 8, 15 and 16.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use serde_json::json;
+
+use crate::harness::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn backoff_limit_fails_the_job() -> Result<()> {
+    let env = Env::new("job-backoff").await?;
+    let ctrl = env.start();
+    let result = backoff_limit(&env).await;
+    ctrl.stop().await?;
+    env.finish(result).await
+}
+
+async fn backoff_limit(env: &Env) -> Result<()> {
+    let job = env
+        .create_job(job(
+            "failing",
+            json!({"backoffLimit": 1, "template": {"metadata": {
+                "labels": {KWOK_FAIL: "true"},
+                "annotations": {KWOK_EXIT_CODE: "3"}
+            }}}),
+            false,
+        ))
+        .await?;
+    let uid = uid_of(&job);
+    let failed_job = env
+        .wait_job("failing", "Failed", WITHIN * 2, |j| {
+            has_condition(j, "Failed")
+        })
+        .await?;
+    let s = status(&failed_job);
+    ensure(s.failed == Some(2), format!("failed {:?}", s.failed))?;
+    ensure(
+        conditions(&failed_job)
+            == vec![
+                "FailureTarget=BackoffLimitExceeded".to_owned(),
+                "Failed=BackoffLimitExceeded".to_owned(),
+            ],
+        format!("{:?}", conditions(&failed_job)),
+    )?;
+    ensure(s.completion_time.is_none(), "no completionTime when failed")?;
+    let ev = env.wait_event("failing", "BackoffLimitExceeded").await?;
+    ensure(
+        ev.type_.as_deref() == Some("Warning")
+            && ev.message.as_deref() == Some("Job has reached the specified backoff limit"),
+        format!("{ev:?}"),
+    )?;
+    // The replacement waited for the 10 s recreation backoff.
+    let mut pods = env.owned(&uid).await?;
+    ensure(pods.len() == 2, format!("{} pods, want 2", pods.len()))?;
+    pods.sort_by_key(|p| p.metadata.creation_timestamp.clone().map(|t| t.0));
+    let first_finished = pods[0]
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| c[0].state.as_ref())
+        .and_then(|s| s.terminated.as_ref())
+        .and_then(|t| t.finished_at.clone())
+        .map(|t| t.0);
+    let second_created = pods[1].metadata.creation_timestamp.clone().map(|t| t.0);
+    if let (Some(f), Some(c)) = (first_finished, second_created) {
+        // Timestamps have second precision.
+        ensure(
+            c.duration_since(f) >= jiff::SignedDuration::from_secs(9),
+            format!(
+                "replacement created {} after the failure",
+                c.duration_since(f)
+            ),
+        )?;
+    }
+    for p in &pods {
+        ensure(!has_tracking(p), "finalizers removed")?;
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn fail_job_rule_matches_exit_code() -> Result<()> {
+    let env = Env::new("job-failjob").await?;
+    let ctrl = env.start();
+    let result = fail_job_rule(&env).await;
+    ctrl.stop().await?;
+    env.finish(result).await
+}
+
+async fn fail_job_rule(env: &Env) -> Result<()> {
+    env.create_job(job(
+        "pfp",
+        json!({
+            "completions": 3, "parallelism": 1, "backoffLimit": 6,
+            "podFailurePolicy": {"rules": [
+                {"action": "FailJob", "onExitCodes": {"containerName": "main", "operator": "In", "values": [42]}}
+            ]},
+            "template": {"metadata": {
+                "labels": {KWOK_FAIL: "true"},
+                "annotations": {KWOK_EXIT_CODE: "42"}
+            }}
+        }),
+        false,
+    ))
+    .await?;
+    let j = env
+        .wait_job("pfp", "Failed", WITHIN, |j| has_condition(j, "Failed"))
+        .await?;
+    ensure(
+        conditions(&j)
+            == vec![
+                "FailureTarget=PodFailurePolicy".to_owned(),
+                "Failed=PodFailurePolicy".to_owned(),
+            ],
+        format!("{:?}", conditions(&j)),
+    )?;
+    let msg = status(&j)
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Failed")
+        .and_then(|c| c.message)
+        .unwrap_or_default();
+    let ns = env.name();
+    ensure(
+        msg.starts_with(&format!("Container main for pod {ns}/pfp-"))
+            && msg.ends_with("failed with exit code 42 matching FailJob rule at index 0"),
+        format!("message {msg:?}"),
+    )?;
+    ensure(
+        status(&j).failed == Some(1),
+        format!("failed {:?}", status(&j).failed),
+    )?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn ignore_rule_does_not_count_and_replaces_after_backoff() -> Result<()> {
+    let env = Env::new("job-ignore").await?;
+    let ctrl = env.start();
+    let result = ignore_rule(&env).await;
+    ctrl.stop().await?;
+    env.finish(result).await
+}
+
+async fn ignore_rule(env: &Env) -> Result<()> {
+    let job = env
+        .create_job(job(
+            "ign",
+            json!({
+                "backoffLimit": 0,
+                "podFailurePolicy": {"rules": [
+                    {"action": "Ignore", "onExitCodes": {"operator": "In", "values": [5]}}
+                ]}
+            }),
+            true,
+        ))
+        .await?;
+    let uid = uid_of(&job);
+    let first = env.wait_active(&uid, 1).await?;
+    let first_name = first[0].metadata.name.clone().unwrap_or_default();
+    env.terminate(&first_name, 5).await?;
+    let failed_at = std::time::Instant::now();
+    let second = env.wait_active(&uid, 1).await?;
+    let elapsed = failed_at.elapsed();
+    ensure(
+        second[0].metadata.name.as_deref() != Some(first_name.as_str()),
+        "a replacement",
+    )?;
+    ensure(
+        elapsed >= Duration::from_secs(8),
+        format!("replacement after {elapsed:?}, want the 10 s backoff"),
+    )?;
+    let j = env.jobs().get("ign").await?;
+    ensure(
+        status(&j).failed.unwrap_or(0) == 0,
+        "ignored failure not counted",
+    )?;
+    ensure(
+        !has_condition(&j, "FailureTarget"),
+        "backoffLimit 0 not reached",
+    )?;
+    let name = second[0].metadata.name.clone().unwrap_or_default();
+    env.terminate(&name, 0).await?;
+    let j = env
+        .wait_job("ign", "Complete", WITHIN, |j| has_condition(j, "Complete"))
+        .await?;
+    ensure(
+        status(&j).failed.unwrap_or(0) == 0 && status(&j).succeeded == Some(1),
+        format!("{:?}", status(&j)),
+    )?;
+    for p in env.owned(&uid).await? {
+        ensure(
+            !has_tracking(&p),
+            "finalizer removed from the ignored pod too",
+        )?;
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn active_deadline_fails_the_job_on_time() -> Result<()> {
+    let env = Env::new("job-deadline").await?;
+    let ctrl = env.start();
+    let result = deadline(&env).await;
+    ctrl.stop().await?;
+    env.finish(result).await
+}
+
+async fn deadline(env: &Env) -> Result<()> {
+    let job = env
+        .create_job(job(
+            "late",
+            json!({"activeDeadlineSeconds": 4, "backoffLimit": 6}),
+            true,
+        ))
+        .await?;
+    let uid = uid_of(&job);
+    env.wait_active(&uid, 1).await?;
+    let started = std::time::Instant::now();
+    let j = env
+        .wait_job("late", "Failed", WITHIN, |j| has_condition(j, "Failed"))
+        .await?;
+    ensure(
+        started.elapsed() <= Duration::from_secs(12),
+        format!("deadline enforced after {:?}", started.elapsed()),
+    )?;
+    ensure(
+        conditions(&j)
+            == vec![
+                "FailureTarget=DeadlineExceeded".to_owned(),
+                "Failed=DeadlineExceeded".to_owned(),
+            ],
+        format!("{:?}", conditions(&j)),
+    )?;
+    let s = status(&j);
+    ensure(
+        s.failed == Some(1) && s.active.unwrap_or(0) == 0 && s.terminating.unwrap_or(0) == 0,
+        format!("{s:?}"),
+    )?;
+    // The unbound pod was deleted and, its finalizer gone, disappeared.
+    rkcm_testkit::wait_for("pod gone", WITHIN, || async {
+        Ok(env.owned(&uid).await?.is_empty().then_some(()))
+    })
+    .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn fail_index_rule_fails_indexes_without_retries() -> Result<()> {
+    let env = Env::new("job-failindex").await?;
+    let ctrl = env.start();
+    let result = fail_index(&env).await;
+    ctrl.stop().await?;
+    env.finish(result).await
+}
+
+async fn fail_index(env: &Env) -> Result<()> {
+    // Scenario 17, every index exiting 7.
+    let job = env
+        .create_job(job(
+            "fi",
+            json!({
+                "completionMode": "Indexed", "completions": 3, "parallelism": 3,
+                "backoffLimitPerIndex": 3,
+                "podFailurePolicy": {"rules": [
+                    {"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [7]}}
+                ]},
+                "template": {"metadata": {
+                    "labels": {KWOK_FAIL: "true"},
+                    "annotations": {KWOK_EXIT_CODE: "7"}
+                }}
+            }),
+            false,
+        ))
+        .await?;
+    let uid = uid_of(&job);
+    let j = env
+        .wait_job("fi", "Failed", WITHIN, |j| has_condition(j, "Failed"))
+        .await?;
+    let s = status(&j);
+    ensure(
+        s.failed_indexes.as_deref() == Some("0-2") && s.failed == Some(3),
+        format!("{s:?}"),
+    )?;
+    ensure(
+        conditions(&j)
+            == vec![
+                "FailureTarget=FailedIndexes".to_owned(),
+                "Failed=FailedIndexes".to_owned(),
+            ],
+        format!("{:?}", conditions(&j)),
+    )?;
+    let pods = env.owned(&uid).await?;
+    ensure(
+        pods.len() == 3,
+        format!("{} pods: no retry of a failed index", pods.len()),
+    )?;
+    Ok(())
+}

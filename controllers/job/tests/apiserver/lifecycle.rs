@@ -1,0 +1,177 @@
+//! Suspend/resume (scenarios 9 and 10) and exact counts across a controller restart.
+
+use anyhow::Result;
+use serde_json::json;
+
+use crate::harness::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn suspend_and_resume() -> Result<()> {
+    let env = Env::new("job-suspend").await?;
+    let ctrl = env.start();
+    let result = suspend(&env).await;
+    ctrl.stop().await?;
+    env.finish(result).await
+}
+
+async fn suspend(env: &Env) -> Result<()> {
+    let job = env
+        .create_job(job(
+            "sus",
+            json!({"suspend": true, "completions": 4, "parallelism": 2}),
+            true,
+        ))
+        .await?;
+    let uid = uid_of(&job);
+    let j = env
+        .wait_job("sus", "Suspended", WITHIN, |j| {
+            has_condition(j, "Suspended")
+        })
+        .await?;
+    ensure(
+        status(&j).start_time.is_none(),
+        "no startTime while suspended",
+    )?;
+    ensure(
+        conditions(&j) == vec!["Suspended=JobSuspended".to_owned()],
+        format!("{:?}", conditions(&j)),
+    )?;
+    rkcm_testkit::holds_for("no pods while suspended", HOLDS, || async {
+        Ok(env.owned(&uid).await?.is_empty())
+    })
+    .await?;
+    env.wait_event("sus", "Suspended").await?;
+
+    env.patch_job("sus", json!({"spec": {"suspend": false}}))
+        .await?;
+    let pods = env.wait_active(&uid, 2).await?;
+    let j = env
+        .wait_job("sus", "resumed", WITHIN, |j| {
+            conditions(j) == vec!["Suspended=JobResumed".to_owned()]
+                && status(j).start_time.is_some()
+        })
+        .await?;
+    let first_start = status(&j).start_time;
+    env.wait_event("sus", "Resumed").await?;
+
+    // One pod succeeds; then suspend the running Job: the other pod loses its finalizer and
+    // is deleted without counting as failed.
+    let done = pods[0].metadata.name.clone().unwrap_or_default();
+    env.terminate(&done, 0).await?;
+    env.wait_job("sus", "succeeded=1", WITHIN, |j| {
+        status(j).succeeded == Some(1)
+    })
+    .await?;
+    env.patch_job("sus", json!({"spec": {"suspend": true}}))
+        .await?;
+    let j = env
+        .wait_job("sus", "suspended again", WITHIN, |j| {
+            has_condition(j, "Suspended") && status(j).active.unwrap_or(0) == 0
+        })
+        .await?;
+    ensure(
+        status(&j).failed.unwrap_or(0) == 0,
+        "removed pods not failed",
+    )?;
+    ensure(
+        status(&j).start_time.is_none(),
+        "startTime cleared on suspend",
+    )?;
+    rkcm_testkit::wait_for("suspended pods gone", WITHIN, || async {
+        Ok(env.active(&uid).await?.is_empty().then_some(()))
+    })
+    .await?;
+    env.patch_job("sus", json!({"spec": {"suspend": false}}))
+        .await?;
+    let j = env
+        .wait_job("sus", "resumed again", WITHIN, |j| {
+            !has_condition(j, "Suspended") && status(j).start_time.is_some()
+        })
+        .await?;
+    ensure(
+        status(&j).start_time > first_start,
+        "the new startTime is later than the first",
+    )?;
+    let pods = env.wait_active(&uid, 2).await?;
+    for p in &pods {
+        env.terminate(p.metadata.name.as_deref().unwrap_or_default(), 0)
+            .await?;
+    }
+    let pods = env.wait_active(&uid, 1).await?;
+    env.terminate(pods[0].metadata.name.as_deref().unwrap_or_default(), 0)
+        .await?;
+    let j = env
+        .wait_job("sus", "Complete", WITHIN, |j| has_condition(j, "Complete"))
+        .await?;
+    ensure(
+        status(&j).succeeded == Some(4) && status(&j).failed.unwrap_or(0) == 0,
+        format!("{:?}", status(&j)),
+    )?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn restart_mid_run_keeps_exact_counts() -> Result<()> {
+    let env = Env::new("job-restart").await?;
+    let result = restart(&env).await;
+    env.finish(result).await
+}
+
+async fn restart(env: &Env) -> Result<()> {
+    let ctrl = env.start();
+    let job = env
+        .create_job(job(
+            "rst",
+            json!({"completions": 9, "parallelism": 3, "backoffLimit": 6}),
+            true,
+        ))
+        .await?;
+    let uid = uid_of(&job);
+    let mut ctrl = Some(ctrl);
+    let mut expected_failed = 0;
+    for round in 0..3 {
+        let pods = env.wait_active(&uid, 3).await?;
+        for (i, p) in pods.iter().enumerate() {
+            let name = p.metadata.name.as_deref().unwrap_or_default();
+            // One failure in the first round; everything else succeeds.
+            let code = if round == 0 && i == 0 { 1 } else { 0 };
+            if code != 0 {
+                expected_failed += 1;
+            }
+            env.terminate(name, code).await?;
+        }
+        // Restart the controller right after the pods finished, while it counts them.
+        if let Some(c) = ctrl.take() {
+            c.stop().await?;
+        }
+        ctrl = Some(env.start());
+        if round == 2 {
+            break;
+        }
+    }
+    // The failed pod left one completion open.
+    let pods = env.wait_active(&uid, 1).await?;
+    env.terminate(pods[0].metadata.name.as_deref().unwrap_or_default(), 0)
+        .await?;
+    let j = env
+        .wait_job("rst", "Complete", WITHIN * 2, |j| {
+            has_condition(j, "Complete")
+        })
+        .await?;
+    let s = status(&j);
+    ensure(
+        s.succeeded == Some(9) && s.failed == Some(expected_failed),
+        format!("succeeded {:?} failed {:?}", s.succeeded, s.failed),
+    )?;
+    let pods = env.owned(&uid).await?;
+    ensure(pods.len() == 10, format!("{} pods", pods.len()))?;
+    for p in &pods {
+        ensure(!has_tracking(p), "no pod keeps the tracking finalizer")?;
+    }
+    if let Some(c) = ctrl {
+        c.stop().await?;
+    }
+    Ok(())
+}
