@@ -23,12 +23,12 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use crate::backoff::{Backoff, backoff_key};
 use crate::consts::strategy;
 use crate::eligibility::{Placement, node_should_run_daemon_pod};
-use crate::podutil::{is_pod_available, is_pod_ready, is_terminal, phase};
 use crate::status::{Counts, calculate_status};
 use crate::template::{
     IntOrPercentError, allows_surge, is_pod_updated, min_ready_seconds, pod_hash, strategy_type,
     surge_count, target_node_name, template_generation, unavailable_count,
 };
+use rkcm_runtime::pod::{is_pod_available, is_pod_ready, is_terminal, phase};
 
 /// What a sync sees.
 #[derive(Debug, Clone, Copy)]

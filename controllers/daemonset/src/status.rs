@@ -14,8 +14,8 @@ use k8s_openapi::api::core::v1::Pod;
 
 use crate::eligibility::Placement;
 use crate::plan::{Snapshot, compare_pods};
-use crate::podutil::{is_pod_available, is_pod_ready};
 use crate::template::{is_pod_updated, min_ready_seconds, template_generation};
+use rkcm_runtime::pod::{is_pod_available, is_pod_ready};
 
 /// The seven counters upstream writes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
