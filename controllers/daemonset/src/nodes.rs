@@ -27,8 +27,8 @@ pub fn node_update_matters(old: &Node, new: &Node) -> bool {
 }
 
 /// Whether the DaemonSet must sync because of `node`: it should run there and has no pod
-/// bound there, it must not continue there but has a bound pod, or it has a bound pod and
-/// counts misscheduled pods.
+/// bound there, it should not run there (or must not continue there) but has a bound pod, or
+/// it has a bound pod and counts misscheduled pods.
 pub fn daemonset_needs_sync(node: &Node, ds: &DaemonSet, has_bound_pod: bool) -> bool {
     let p = node_should_run_daemon_pod(node, ds);
     let misscheduled = ds
@@ -36,7 +36,10 @@ pub fn daemonset_needs_sync(node: &Node, ds: &DaemonSet, has_bound_pod: bool) ->
         .as_ref()
         .is_some_and(|s| s.number_misscheduled > 0);
     if has_bound_pod {
-        !p.should_continue_running || misscheduled
+        // Upstream enqueues for `!shouldContinueRunning` or a non-zero misscheduled count;
+        // `!shouldRun` also covers a new `NoSchedule` taint, which keeps the pod but makes it
+        // misscheduled, so the status follows at once.
+        !p.should_run || misscheduled
     } else {
         p.should_run
     }
@@ -108,6 +111,17 @@ mod tests {
         assert!(!daemonset_needs_sync(&edge, &sel, true), "has its pod");
         assert!(daemonset_needs_sync(&noexec, &sel, true), "its pod must go");
         assert!(!daemonset_needs_sync(&noexec, &sel, false));
+        let nosched = node(
+            json!({"metadata": {"name": "n", "labels": {"role": "edge"}}, "spec": {"taints": [{"key": "x", "effect": "NoSchedule"}]}}),
+        );
+        assert!(
+            daemonset_needs_sync(&nosched, &sel, true),
+            "its pod becomes misscheduled"
+        );
+        assert!(
+            !daemonset_needs_sync(&nosched, &sel, false),
+            "no pod may start there"
+        );
         let other = ds(json!({"role": "core"}), 0);
         assert!(!daemonset_needs_sync(&edge, &other, false));
         assert!(daemonset_needs_sync(&edge, &other, true), "misplaced pod");

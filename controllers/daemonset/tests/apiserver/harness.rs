@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use rkcm_runtime::informer::InformerFactory;
 use rkcm_runtime::{CancellationToken, ControllerContext};
-use rkcm_testkit::{NodeBuilder, TestCluster, TestNamespace, TestNode, wait_for};
+use rkcm_testkit::{TestCluster, TestNamespace, wait_for};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
@@ -58,6 +58,8 @@ pub struct Env {
     pub ns: TestNamespace,
     /// The value of [`NODE_LABEL`] on this test's nodes (the namespace name: unique).
     pub group: String,
+    /// Nodes this test created, deleted (after its pods) when the Env drops.
+    created_nodes: std::sync::Mutex<Vec<String>>,
 }
 
 impl Env {
@@ -65,7 +67,12 @@ impl Env {
         let cluster = TestCluster::connect().await?;
         let ns = cluster.namespace(prefix).await?;
         let group = ns.name().to_owned();
-        Ok(Self { cluster, ns, group })
+        Ok(Self {
+            cluster,
+            ns,
+            group,
+            created_nodes: std::sync::Mutex::new(Vec::new()),
+        })
     }
 
     pub fn name(&self) -> &str {
@@ -104,31 +111,36 @@ impl Env {
     }
 
     /// A kwok-served node of this test named `<namespace>-<suffix>`, with the test's label,
-    /// the test taint, and `labels`/`taints` on top.
+    /// the test taint, and `labels`/`taints` on top. Deleted when the guard drops.
     pub async fn node(
         &self,
         suffix: &str,
         labels: &[(&str, &str)],
         taints: &[(&str, &str, &str)],
-    ) -> Result<TestNode> {
+    ) -> Result<NodeGuard> {
         let name = format!("{}-{suffix}", self.group);
-        let mut b = NodeBuilder::new(&name).label(NODE_LABEL, &self.group);
+        let mut l = serde_json::Map::new();
+        l.insert(NODE_LABEL.into(), json!(self.group));
         for (k, v) in labels {
-            b = b.label(k, v);
+            l.insert((*k).into(), json!(v));
         }
+        let mut t = vec![json!({"key": TEST_TAINT, "value": "true", "effect": "NoSchedule"})];
         for (k, v, e) in taints {
-            b = b.taint(k, v, e);
+            t.push(json!({"key": k, "value": v, "effect": e}));
         }
-        let node = self.cluster.create_node(b).await?;
+        let node: Node = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": l, "annotations": {"kwok.x-k8s.io/node": "fake"}},
+            "spec": {"taints": t},
+        }))?;
         self.nodes()
-            .patch(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"annotations": {"kwok.x-k8s.io/node": "fake"}}})),
-            )
+            .create(&PostParams::default(), &node)
             .await
-            .with_context(|| format!("annotating node {name} for kwok"))?;
-        Ok(node)
+            .with_context(|| format!("creating node {name}"))?;
+        if let Ok(mut nodes) = self.created_nodes.lock() {
+            nodes.push(name.clone());
+        }
+        Ok(NodeGuard { name })
     }
 
     /// Merges `patch` into a node.
@@ -361,4 +373,80 @@ pub fn pod_hash(p: &Pod) -> String {
 
 pub fn label<'a>(p: &'a Pod, key: &str) -> Option<&'a str> {
     p.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+/// A node a test created (deleted with its [`Env`]).
+pub struct NodeGuard {
+    name: String,
+}
+
+impl NodeGuard {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Drop for Env {
+    /// Pods bound to a deleted node never finish terminating (nothing serves the node any
+    /// more), which would keep the namespace from going: so first remove the test's pods as
+    /// the kubelet would (finalizers dropped, grace period 0: the harness acts as the node),
+    /// then delete its nodes. Runs on a runtime of its own: the test's may be gone.
+    fn drop(&mut self) {
+        if std::env::var(rkcm_testkit::KEEP_ENV).is_ok_and(|v| v == "1" || v == "true") {
+            return;
+        }
+        let nodes = self
+            .created_nodes
+            .lock()
+            .map(|n| n.clone())
+            .unwrap_or_default();
+        let namespace = self.ns.name().to_owned();
+        let kubeconfig = self.cluster.kubeconfig_path().to_path_buf();
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async {
+                let Ok(config) = TestCluster::config_from(&kubeconfig).await else {
+                    return;
+                };
+                let Ok(client) = kube::Client::try_from(config) else {
+                    return;
+                };
+                let cleanup = async {
+                    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+                    if let Ok(list) = pods.list(&ListParams::default()).await {
+                        for p in list.items {
+                            let name = p.metadata.name.clone().unwrap_or_default();
+                            if p.metadata
+                                .finalizers
+                                .as_ref()
+                                .is_some_and(|f| !f.is_empty())
+                            {
+                                let _ = pods
+                                    .patch(
+                                        &name,
+                                        &PatchParams::default(),
+                                        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+                                    )
+                                    .await;
+                            }
+                            let _ = pods
+                                .delete(&name, &kube::api::DeleteParams::default().grace_period(0))
+                                .await;
+                        }
+                    }
+                    let api = Api::<Node>::all(client.clone());
+                    for n in nodes {
+                        let _ = api.delete(&n, &kube::api::DeleteParams::default()).await;
+                    }
+                };
+                let _ = tokio::time::timeout(Duration::from_secs(20), cleanup).await;
+            });
+        })
+        .join();
+    }
 }

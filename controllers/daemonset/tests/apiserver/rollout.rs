@@ -244,7 +244,7 @@ async fn on_delete_replaces_only_deleted_pods() -> Result<()> {
     env.wait_status("ds", "observed the new generation, nothing updated", |d| {
         d.status.as_ref().is_some_and(|s| {
             s.observed_generation == updated.metadata.generation
-                && s.updated_number_scheduled == Some(0)
+                && s.updated_number_scheduled.unwrap_or(0) == 0
         })
     })
     .await?;
