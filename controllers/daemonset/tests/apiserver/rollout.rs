@@ -5,12 +5,13 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::DeleteParams;
+use kube::api::{DeleteParams, Patch, PatchParams};
 use rkcm_testkit::{holds_for, wait_for};
 use serde_json::json;
 
 use crate::harness::{Env, HOLDS, WITHIN, is_ready, label, pod_hash, target_node};
 
+const HOLD: &str = "rkcm.test/hold";
 const V1: &str = "registry.k8s.io/pause:3.9";
 const V2: &str = "registry.k8s.io/pause:3.10";
 const V3: &str = "registry.k8s.io/pause:3.10.1";
@@ -90,10 +91,40 @@ async fn watch_rollout(
     Ok(())
 }
 
+/// Puts the test finalizer on a pod, so that its deletion stays visible until released.
+async fn hold(env: &Env, pod: &str) -> Result<()> {
+    env.pods()
+        .patch(
+            pod,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": [HOLD]}})),
+        )
+        .await?;
+    Ok(())
+}
+
+async fn release(env: &Env, pod: &str) -> Result<()> {
+    env.pods()
+        .patch(
+            pod,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await?;
+    Ok(())
+}
+
+fn terminating(pods: &[Pod]) -> Vec<Pod> {
+    pods.iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_some())
+        .cloned()
+        .collect()
+}
+
 #[tokio::test]
 #[ignore = "needs apiserver: make test"]
 async fn rolling_update_max_unavailable_one() -> Result<()> {
-    // Scenario 14.
+    // Scenario 14. Old pods are held by a finalizer, so each deletion is visible.
     let env = Env::new("ds-roll").await?;
     let (a, b, c) = (
         env.node("a", &[], &[]).await?,
@@ -104,11 +135,51 @@ async fn rolling_update_max_unavailable_one() -> Result<()> {
     let ctrl = env.start();
     env.create(&env.daemonset("ds", V1, json!({}))).await?;
     let first = current_hash(&env, "ds").await?;
-    env.wait_one_per_node("ds", &nodes, Some(&first)).await?;
+    let old = env.wait_one_per_node("ds", &nodes, Some(&first)).await?;
+    for p in old.values() {
+        hold(&env, p.metadata.name.as_deref().unwrap_or_default()).await?;
+    }
     env.set_image("ds", V2).await?;
     let second = current_hash(&env, "ds").await?;
     assert_ne!(first, second);
-    // An unavailable pod during the rollout fails the wait (the budget is one node).
+    for step in 0..3 {
+        let victim = wait_for(
+            &format!("step {step}: exactly one old pod terminating"),
+            WITHIN,
+            || async {
+                let t = terminating(&env.all_pods("ds").await?);
+                Ok((t.len() == 1).then(|| t[0].clone()))
+            },
+        )
+        .await?;
+        let node = target_node(&victim).unwrap_or_default();
+        holds_for(
+            "no second old pod deleted, no replacement beside the terminating one",
+            HOLDS,
+            || async {
+                let pods = env.all_pods("ds").await?;
+                let on_node = pods
+                    .iter()
+                    .filter(|p| target_node(p).as_deref() == Some(node.as_str()))
+                    .count();
+                Ok(terminating(&pods).len() == 1 && on_node == 1)
+            },
+        )
+        .await?;
+        release(&env, victim.metadata.name.as_deref().unwrap_or_default()).await?;
+        wait_for("the new pod on that node is ready", WITHIN, || async {
+            let pods = env.live_pods("ds").await?;
+            Ok(pods
+                .iter()
+                .any(|p| {
+                    target_node(p).as_deref() == Some(node.as_str())
+                        && pod_hash(p) == second
+                        && is_ready(p)
+                })
+                .then_some(()))
+        })
+        .await?;
+    }
     watch_rollout(&env, "ds", &nodes, &second, 1, 1).await?;
     assert_eq!(env.owned_revisions("ds").await?.len(), 2);
     env.wait_status("ds", "updatedNumberScheduled 3", |d| {
