@@ -74,10 +74,6 @@ async fn watch_rollout(
             if let Ok(mut w) = seen.lock() {
                 *w = (w.0.max(missing), w.1.max(doubled));
             }
-            anyhow::ensure!(
-                missing <= max_missing && doubled <= max_doubled,
-                "budget exceeded: {missing} nodes without a ready pod, {doubled} with two pods"
-            );
             let done = pods.len() == nodes.len()
                 && pods.iter().all(|p| {
                     pod_hash(p) == hash && is_ready(p) && p.metadata.deletion_timestamp.is_none()
@@ -88,6 +84,14 @@ async fn watch_rollout(
     })
     .await
     .with_context(|| format!("worst seen: {worst:?}"))?;
+    // Every poll counted: one sample over the budget fails the rollout.
+    let worst = worst.lock().map(|w| *w).unwrap_or((usize::MAX, usize::MAX));
+    anyhow::ensure!(
+        worst.0 <= max_missing && worst.1 <= max_doubled,
+        "budget exceeded during the rollout: {} nodes without a ready pod, {} with two pods",
+        worst.0,
+        worst.1
+    );
     Ok(())
 }
 
@@ -260,7 +264,9 @@ async fn max_unavailable_percent_deletes_two_of_four_at_once() -> Result<()> {
 #[tokio::test]
 #[ignore = "needs apiserver: make test"]
 async fn surge_keeps_every_node_available() -> Result<()> {
-    // Scenario 16.
+    // Scenario 16. Old pods are held by a finalizer so each deletion is visible; an old pod
+    // may only be deleted once the new pod beside it has been ready for minReadySeconds.
+    const MIN_READY: i64 = 4;
     let env = Env::new("ds-surge").await?;
     let (a, b, c) = (
         env.node("a", &[], &[]).await?,
@@ -272,14 +278,74 @@ async fn surge_keeps_every_node_available() -> Result<()> {
     env.create(&env.daemonset(
         "ds",
         V1,
-        json!({"spec": {"minReadySeconds": 2, "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}}}),
+        json!({"spec": {"minReadySeconds": MIN_READY, "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}}}),
     ))
     .await?;
     let first = current_hash(&env, "ds").await?;
-    env.wait_one_per_node("ds", &nodes, Some(&first)).await?;
+    let old = env.wait_one_per_node("ds", &nodes, Some(&first)).await?;
+    // Old pods not yet available would be replaced at once, without using the surge budget.
+    env.wait_status("ds", "all old pods available", |d| {
+        d.status
+            .as_ref()
+            .is_some_and(|s| s.number_available == Some(3))
+    })
+    .await?;
+    for p in old.values() {
+        hold(&env, p.metadata.name.as_deref().unwrap_or_default()).await?;
+    }
     env.set_image("ds", V2).await?;
     let second = current_hash(&env, "ds").await?;
-    // Never a node without a ready pod, never more than one node with two pods.
+    // Each old pod, once deleted, is checked against its replacement and released. (With
+    // old pods held, surging goes on on other nodes: several may be terminating at once.)
+    let checked = std::sync::Arc::new(std::sync::Mutex::new(
+        std::collections::BTreeSet::<String>::new(),
+    ));
+    let violation = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
+    let violated = |v: &std::sync::Mutex<Option<String>>, what: String| {
+        if let Ok(mut v) = v.lock() {
+            v.get_or_insert(what);
+        }
+    };
+    wait_for("every old pod deleted after its replacement was available", WITHIN * 2, || {
+        let checked = checked.clone();
+        let violation = violation.clone();
+        let (env, nodes, second) = (&env, &nodes, &second);
+        async move {
+            let pods = env.all_pods("ds").await?;
+            let (missing, doubled) = shape(&pods, nodes);
+            if missing > 0 || doubled > 1 {
+                violated(&violation, format!("{missing} nodes without a ready pod, {doubled} with two live pods"));
+            }
+            for victim in terminating(&pods) {
+                let name = victim.metadata.name.clone().unwrap_or_default();
+                if checked.lock().map(|c| c.contains(&name)).unwrap_or(true) {
+                    continue;
+                }
+                let node = target_node(&victim).unwrap_or_default();
+                let new = pods
+                    .iter()
+                    .find(|p| target_node(p).as_deref() == Some(node.as_str()) && pod_hash(p) == *second)
+                    .context("a new pod beside the deleted old one")?;
+                let ready_since = rkcm_runtime::pod::ready_since(new).context("the new pod is ready")?;
+                // deletionTimestamp = time of the delete + the 1 s grace period; timestamps
+                // have 1 s resolution.
+                let deleted = victim.metadata.deletion_timestamp.as_ref().map(|t| t.0).context("deleting")?;
+                let waited = deleted.duration_since(ready_since).as_secs();
+                if waited < MIN_READY {
+                    violated(&violation, format!("old pod {name} deleted {waited} s after its replacement became ready (minReadySeconds {MIN_READY})"));
+                }
+                release(env, &name).await?;
+                if let Ok(mut c) = checked.lock() {
+                    c.insert(name);
+                }
+            }
+            Ok(checked.lock().map(|c| c.len() == 3).unwrap_or(false).then_some(()))
+        }
+    })
+    .await?;
+    if let Some(v) = violation.lock().ok().and_then(|v| v.clone()) {
+        anyhow::bail!("surge budget violated: {v}");
+    }
     watch_rollout(&env, "ds", &nodes, &second, 0, 1).await?;
     env.wait_status("ds", "updatedNumberScheduled 3", |d| {
         d.status
