@@ -15,6 +15,8 @@
 mod basics;
 #[path = "apiserver/harness.rs"]
 mod harness;
+#[path = "apiserver/lifecycle.rs"]
+mod lifecycle;
 #[path = "apiserver/nodes.rs"]
 mod nodes;
 #[path = "apiserver/rollout.rs"]
