@@ -265,3 +265,6 @@ impl Controller {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;
