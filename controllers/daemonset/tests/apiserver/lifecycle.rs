@@ -218,3 +218,63 @@ async fn a_deleting_daemonset_is_frozen() -> Result<()> {
     ctrl.stop().await?;
     Ok(())
 }
+
+#[tokio::test]
+#[ignore = "needs apiserver: make test"]
+async fn a_terminating_pod_is_replaced_only_once_gone() -> Result<()> {
+    // Scenario 27. A finalizer keeps the deleted pod terminating, as a slow kubelet would.
+    let env = Env::new("ds-graceful").await?;
+    let a = env.node("a", &[], &[]).await?;
+    let ctrl = env.start();
+    env.create(&env.daemonset("ds", IMAGE, json!({}))).await?;
+    let pods = env.wait_one_per_node("ds", &[a.name()], None).await?;
+    let victim = pods
+        .values()
+        .next()
+        .and_then(|p| p.metadata.name.clone())
+        .unwrap_or_default();
+    env.pods()
+        .patch(
+            &victim,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": ["rkcm.test/hold"]}})),
+        )
+        .await?;
+    env.pods().delete(&victim, &DeleteParams::default()).await?;
+    let grace = env
+        .pods()
+        .get(&victim)
+        .await?
+        .metadata
+        .deletion_grace_period_seconds;
+    holds_for(
+        "no replacement while the pod terminates, grace period untouched",
+        HOLDS,
+        || async {
+            let pods = env.all_pods("ds").await?;
+            let same = pods
+                .iter()
+                .find(|p| p.metadata.name.as_deref() == Some(victim.as_str()));
+            Ok(pods.len() == 1
+                && same.is_some_and(|p| p.metadata.deletion_grace_period_seconds == grace))
+        },
+    )
+    .await?;
+    env.pods()
+        .patch(
+            &victim,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await?;
+    let replaced = env.wait_one_per_node("ds", &[a.name()], None).await?;
+    assert_ne!(
+        replaced
+            .values()
+            .next()
+            .and_then(|p| p.metadata.name.clone()),
+        Some(victim)
+    );
+    ctrl.stop().await?;
+    Ok(())
+}
