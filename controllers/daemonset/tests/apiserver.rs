@@ -21,3 +21,5 @@ mod lifecycle;
 mod nodes;
 #[path = "apiserver/rollout.rs"]
 mod rollout;
+#[path = "apiserver/takeover.rs"]
+mod takeover;
