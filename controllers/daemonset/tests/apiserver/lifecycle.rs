@@ -278,3 +278,96 @@ async fn a_terminating_pod_is_replaced_only_once_gone() -> Result<()> {
     ctrl.stop().await?;
     Ok(())
 }
+
+#[tokio::test]
+#[ignore = "needs apiserver: make test"]
+async fn a_new_daemonset_adopts_orphaned_pods_and_revisions() -> Result<()> {
+    // Seed DS-14: after an orphaning delete, a DaemonSet with the same selector and template
+    // adopts the pods and the revision and replaces nothing.
+    let env = Env::new("ds-adopt").await?;
+    let (a, b) = (
+        env.node("a", &[], &[]).await?,
+        env.node("b", &[], &[]).await?,
+    );
+    let ctrl = env.start();
+    let spec = env.daemonset("ds", IMAGE, json!({}));
+    let first = env.create(&spec).await?;
+    let pods = env
+        .wait_one_per_node("ds", &[a.name(), b.name()], None)
+        .await?;
+    let mut before: Vec<String> = pods
+        .values()
+        .filter_map(|p| p.metadata.uid.clone())
+        .collect();
+    before.sort();
+    env.daemonsets()
+        .delete(
+            "ds",
+            &DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Orphan),
+                ..DeleteParams::default()
+            },
+        )
+        .await?;
+    wait_for(
+        "the DaemonSet is gone and its pods orphaned",
+        WITHIN,
+        || async {
+            let gone = env.daemonsets().get_opt("ds").await?.is_none();
+            let orphans = env.all_pods("ds").await?.iter().all(|p| {
+                p.metadata
+                    .owner_references
+                    .as_ref()
+                    .is_none_or(|r| r.is_empty())
+            });
+            Ok((gone && orphans).then_some(()))
+        },
+    )
+    .await?;
+    let second = env.create(&spec).await?;
+    assert_ne!(first.metadata.uid, second.metadata.uid);
+    let uid = second.metadata.uid.clone().unwrap_or_default();
+    wait_for(
+        "pods and revision adopted by the new DaemonSet",
+        WITHIN,
+        || async {
+            let pods = env.all_pods("ds").await?;
+            let adopted = pods.iter().all(|p| {
+                p.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|r| r.controller == Some(true) && r.uid == uid)
+            });
+            let revs = env.owned_revisions("ds").await?;
+            let rev_adopted = revs.len() == 1
+                && revs[0]
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|r| r.uid == uid);
+            Ok((adopted && rev_adopted).then_some(()))
+        },
+    )
+    .await?;
+    holds_for("no pod replaced", HOLDS, || async {
+        let mut now: Vec<String> = env
+            .all_pods("ds")
+            .await?
+            .into_iter()
+            .filter_map(|p| p.metadata.uid)
+            .collect();
+        now.sort();
+        Ok(now == before)
+    })
+    .await?;
+    env.wait_status("ds", "all pods count as updated", |d| {
+        d.status
+            .as_ref()
+            .is_some_and(|s| s.updated_number_scheduled == Some(2) && s.number_ready == 2)
+    })
+    .await?;
+    ctrl.stop().await?;
+    Ok(())
+}
