@@ -38,6 +38,13 @@
 //! `daemonsets/status` (update), events. Never writes a DaemonSet's spec or metadata, a Node,
 //! or a pod's `spec.nodeName`.
 //!
+//! # Differences from upstream
+//! - The node-update worker also enqueues a DaemonSet that has a pod bound to a node where it
+//!   should no longer run (upstream: only where it must not continue, or when it already
+//!   counts misscheduled pods), so a new `NoSchedule` taint updates `desiredNumberScheduled`
+//!   and `numberMisscheduled` at once instead of at the next sync.
+//! - Nodes are visited in cache order by the rolling update (upstream: map order, unspecified).
+//!
 //! # Not implemented
 //! - The revision hash in names and labels is rkcm's (see [`revision`]); upstream's value is a
 //!   Go-specific dump no other program reproduces. Matching goes by data, as upstream's does.
