@@ -371,3 +371,44 @@ async fn a_new_daemonset_adopts_orphaned_pods_and_revisions() -> Result<()> {
     ctrl.stop().await?;
     Ok(())
 }
+
+#[tokio::test]
+#[ignore = "needs apiserver: make test"]
+async fn a_revision_name_collision_raises_the_collision_count() -> Result<()> {
+    // The name the DaemonSet's first revision would get is taken by another object with
+    // other data: `status.collisionCount` goes to 1 and the revision gets the next name.
+    let env = Env::new("ds-collide").await?;
+    let a = env.node("a", &[], &[]).await?;
+    let created = env.create(&env.daemonset("ds", IMAGE, json!({}))).await?;
+    let (_, taken) = rkcm_daemonset::revision::hash_and_name(&created);
+    let squatter: k8s_openapi::api::apps::v1::ControllerRevision = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "ControllerRevision",
+        "metadata": {"name": taken, "namespace": env.name(), "labels": {"squatter": "yes"}},
+        "data": {"something": "else"}, "revision": 1
+    }))?;
+    env.revisions()
+        .create(&PostParams::default(), &squatter)
+        .await?;
+    let ctrl = env.start();
+    let ds = env
+        .wait_status("ds", "collisionCount 1", |d| {
+            d.status
+                .as_ref()
+                .is_some_and(|s| s.collision_count == Some(1))
+        })
+        .await?;
+    env.wait_one_per_node("ds", &[a.name()], None).await?;
+    let revs = env.owned_revisions("ds").await?;
+    assert_eq!(revs.len(), 1);
+    let name = revs[0].metadata.name.clone().unwrap_or_default();
+    assert_ne!(name, taken);
+    assert_eq!(name, rkcm_daemonset::revision::hash_and_name(&ds).1);
+    let squatter = env.revisions().get(&taken).await?;
+    assert_eq!(
+        squatter.data.0,
+        json!({"something": "else"}),
+        "the other object is left alone"
+    );
+    ctrl.stop().await?;
+    Ok(())
+}
