@@ -95,6 +95,23 @@ async fn watch_rollout(
     Ok(())
 }
 
+/// One line per pod: name, node, hash, ready, terminating; for failure messages.
+fn describe(pods: &[Pod]) -> String {
+    pods.iter()
+        .map(|p| {
+            format!(
+                "{} node={} hash={} ready={} terminating={}",
+                p.metadata.name.as_deref().unwrap_or_default(),
+                target_node(p).unwrap_or_default(),
+                pod_hash(p),
+                is_ready(p),
+                p.metadata.deletion_timestamp.is_some()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Puts the test finalizer on a pod, so that its deletion stays visible until released.
 async fn hold(env: &Env, pod: &str) -> Result<()> {
     env.pods()
@@ -306,12 +323,17 @@ async fn surge_keeps_every_node_available() -> Result<()> {
             v.get_or_insert(what);
         }
     };
+    let last_seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
     wait_for("every old pod deleted after its replacement was available", WITHIN * 2, || {
         let checked = checked.clone();
         let violation = violation.clone();
+        let last_seen = last_seen.clone();
         let (env, nodes, second) = (&env, &nodes, &second);
         async move {
             let pods = env.all_pods("ds").await?;
+            if let Ok(mut l) = last_seen.lock() {
+                *l = describe(&pods);
+            }
             let (missing, doubled) = shape(&pods, nodes);
             if missing > 0 || doubled > 1 {
                 violated(&violation, format!("{missing} nodes without a ready pod, {doubled} with two live pods"));
@@ -342,7 +364,8 @@ async fn surge_keeps_every_node_available() -> Result<()> {
             Ok(checked.lock().map(|c| c.len() == 3).unwrap_or(false).then_some(()))
         }
     })
-    .await?;
+    .await
+    .with_context(|| format!("pods last seen: {}", last_seen.lock().map(|l| l.clone()).unwrap_or_default()))?;
     if let Some(v) = violation.lock().ok().and_then(|v| v.clone()) {
         anyhow::bail!("surge budget violated: {v}");
     }
