@@ -179,6 +179,7 @@ pub fn plan(snap: &Snapshot<'_>, now: Timestamp) -> Plan {
         status,
         update_observed_generation: false,
     };
+    plan.requeue_after = availability_requeue(snap.pods, min_ready_seconds(snap.ds), now);
     if !snap.expectations_satisfied {
         return plan;
     }
@@ -199,6 +200,27 @@ pub fn plan(snap: &Snapshot<'_>, now: Timestamp) -> Plan {
     plan.creates.truncate(snap.burst);
     plan.deletes.truncate(snap.burst);
     plan
+}
+
+/// When the next ready pod becomes available (plus a second against clock skew), if any is
+/// still waiting for `minReadySeconds`. Upstream relies on a delayed requeue when a pod turns
+/// ready and on one after a status write; this also covers a surge pod whose old partner
+/// still counts for the node's status, so a rollout never waits for an unrelated event.
+pub fn availability_requeue(pods: &[Arc<Pod>], min_ready: i32, now: Timestamp) -> Option<Duration> {
+    if min_ready <= 0 {
+        return None;
+    }
+    pods.iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none() && !is_terminal(p))
+        .filter_map(|p| rkcm_runtime::pod::ready_since(p))
+        .filter_map(|since| {
+            let due = since
+                .checked_add(jiff::SignedDuration::from_secs(i64::from(min_ready) + 1))
+                .ok()?;
+            let wait = now.duration_until(due);
+            (wait > jiff::SignedDuration::ZERO).then(|| Duration::try_from(wait).ok())?
+        })
+        .min()
 }
 
 fn requeue_min(current: Option<Duration>, d: Duration) -> Option<Duration> {

@@ -524,3 +524,20 @@ fn invalid_max_unavailable_is_an_error_but_status_is_still_computed() {
     assert!(p.is_idle());
     assert_eq!(p.status.desired_number_scheduled, 1);
 }
+
+#[test]
+fn a_ready_pod_waiting_for_min_ready_seconds_brings_a_requeue() {
+    let d = ds_with(json!({"spec": {"minReadySeconds": 10}}));
+    let pods = vec![pod("p", "a", "new", 0).bound("a").ready(100).build()];
+    let c = case(d.clone(), nodes(&["a"]), pods.clone());
+    assert_eq!(
+        c.plan_at(104).requeue_after,
+        Some(std::time::Duration::from_secs(7))
+    );
+    assert_eq!(c.plan_at(112).requeue_after, None, "already available");
+    assert_eq!(
+        case(ds(), nodes(&["a"]), pods).plan_at(104).requeue_after,
+        None,
+        "no minReadySeconds"
+    );
+}

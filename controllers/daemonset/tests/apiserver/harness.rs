@@ -439,6 +439,26 @@ impl Drop for Env {
                                 .await;
                         }
                     }
+                    // A DaemonSet a test held with a finalizer would keep the namespace.
+                    let sets: Api<DaemonSet> = Api::namespaced(client.clone(), &namespace);
+                    if let Ok(list) = sets.list(&ListParams::default()).await {
+                        for d in list.items {
+                            if d.metadata
+                                .finalizers
+                                .as_ref()
+                                .is_some_and(|f| !f.is_empty())
+                            {
+                                let name = d.metadata.name.clone().unwrap_or_default();
+                                let _ = sets
+                                    .patch(
+                                        &name,
+                                        &PatchParams::default(),
+                                        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+                                    )
+                                    .await;
+                            }
+                        }
+                    }
                     let api = Api::<Node>::all(client.clone());
                     for n in nodes {
                         let _ = api.delete(&n, &kube::api::DeleteParams::default()).await;
