@@ -99,7 +99,26 @@ pub static CONTROLLERS: &[ControllerDef] = &[
             },
         }),
     },
-    known("daemonset-controller", &["daemonset"]),
+    ControllerDef {
+        name: rkcm_daemonset::NAME,
+        aliases: &["daemonset"],
+        disabled_by_default: false,
+        implementation: Some(Implementation {
+            informers: rkcm_daemonset::informers,
+            start: |ctx, cli| {
+                let cfg = rkcm_daemonset::Config {
+                    workers: workers(cli.daemonset.concurrent_daemonset_syncs),
+                    // Upstream's gate depends on AtomicFIFO, as the ReplicaSet controller's.
+                    stale_cache_guard: cli
+                        .feature_gates
+                        .enabled("StaleControllerConsistencyDaemonSet")
+                        && cli.feature_gates.enabled("AtomicFIFO"),
+                    ..rkcm_daemonset::Config::default()
+                };
+                boxed(rkcm_daemonset::start(ctx, cfg))
+            },
+        }),
+    },
     ControllerDef {
         name: rkcm_deployment::NAME,
         aliases: &["deployment"],
@@ -525,6 +544,7 @@ mod tests {
             implemented,
             vec![
                 "cronjob-controller",
+                "daemonset-controller",
                 "deployment-controller",
                 "job-controller",
                 "pod-garbage-collector-controller",

@@ -1,0 +1,219 @@
+//! Which nodes a DaemonSet's pod belongs on. Pure.
+//!
+//! Mirrors `NodeShouldRunDaemonPod` and `predicates` of upstream
+//! `pkg/controller/daemon/daemon_controller.go`, with the scheduler helpers it calls:
+//! `nodeaffinity.GetRequiredNodeAffinity(pod).Match(node)` and
+//! `FindMatchingUntoleratedTaint` / `ToleratesTaint` of
+//! `k8s.io/component-helpers/scheduling/corev1`.
+//!
+//! The decision is made for a hypothetical pod built from the template, with the DaemonSet's
+//! default tolerations added. Only the node name, the `nodeSelector`, required node affinity
+//! and `NoSchedule`/`NoExecute` taints count: the Ready condition, `spec.unschedulable`
+//! (only its taint), capacity, ports and pod (anti-)affinity do not.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{
+    Node, NodeSelector, NodeSelectorRequirement, PodSpec, Taint, Toleration,
+};
+
+use crate::consts::{OBJECT_NAME_FIELD, ops, taints};
+use crate::template::add_or_update_daemon_pod_tolerations;
+
+/// What a node means for a DaemonSet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    /// A pod should be created here if none exists.
+    pub should_run: bool,
+    /// An existing pod may stay here (an untolerated `NoSchedule` taint stops new pods, not
+    /// running ones).
+    pub should_continue_running: bool,
+}
+
+impl Placement {
+    pub const NONE: Placement = Placement {
+        should_run: false,
+        should_continue_running: false,
+    };
+    pub const RUN: Placement = Placement {
+        should_run: true,
+        should_continue_running: true,
+    };
+}
+
+/// Upstream `NodeShouldRunDaemonPod(node, ds)`.
+pub fn node_should_run_daemon_pod(node: &Node, ds: &DaemonSet) -> Placement {
+    let node_name = node.metadata.name.as_deref().unwrap_or_default();
+    let mut spec: PodSpec = ds.spec.template.spec.clone().unwrap_or_default();
+    // A fixed node name in the template pins the DaemonSet to that node alone.
+    if let Some(fixed) = spec.node_name.as_deref()
+        && !fixed.is_empty()
+        && fixed != node_name
+    {
+        return Placement::NONE;
+    }
+    add_or_update_daemon_pod_tolerations(&mut spec);
+    if !matches_required_node_affinity(&spec, node) {
+        return Placement::NONE;
+    }
+    let node_taints: &[Taint] = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_deref())
+        .unwrap_or_default();
+    let tolerations: &[Toleration] = spec.tolerations.as_deref().unwrap_or_default();
+    let untolerated = |effects: &[&str]| {
+        find_matching_untolerated_taint(node_taints, tolerations, |t| {
+            effects.contains(&t.effect.as_str())
+        })
+        .is_some()
+    };
+    if untolerated(&[taints::NO_SCHEDULE, taints::NO_EXECUTE]) {
+        // A running pod stays unless some untolerated taint evicts it.
+        return Placement {
+            should_run: false,
+            should_continue_running: !untolerated(&[taints::NO_EXECUTE]),
+        };
+    }
+    Placement::RUN
+}
+
+/// `nodeaffinity.GetRequiredNodeAffinity(pod).Match(node)`: the `nodeSelector` (every
+/// key=value) and the required node affinity terms. Parse errors count as "no match".
+pub fn matches_required_node_affinity(spec: &PodSpec, node: &Node) -> bool {
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    if let Some(selector) = &spec.node_selector
+        && !selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+    {
+        return false;
+    }
+    let required = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
+    match required {
+        None => true,
+        Some(selector) => node_selector_matches(selector, node),
+    }
+}
+
+/// A required node selector: an OR over its terms. An empty term selects nothing; a term
+/// that does not parse is skipped.
+pub fn node_selector_matches(selector: &NodeSelector, node: &Node) -> bool {
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let name = node.metadata.name.as_deref().unwrap_or_default();
+    selector.node_selector_terms.iter().any(|term| {
+        let exprs = term.match_expressions.as_deref().unwrap_or_default();
+        let fields = term.match_fields.as_deref().unwrap_or_default();
+        if exprs.is_empty() && fields.is_empty() {
+            return false;
+        }
+        let labels_ok = exprs
+            .iter()
+            .map(|r| label_requirement_matches(r, &labels))
+            .collect::<Option<Vec<bool>>>();
+        let fields_ok = fields
+            .iter()
+            .map(|r| field_requirement_matches(r, name))
+            .collect::<Option<Vec<bool>>>();
+        match (labels_ok, fields_ok) {
+            (Some(l), Some(f)) => {
+                // Upstream only evaluates field requirements when the node has fields (a
+                // name); every API node has one.
+                l.iter().all(|m| *m) && (name.is_empty() || f.iter().all(|m| *m))
+            }
+            // A term with a malformed requirement never matches.
+            _ => false,
+        }
+    })
+}
+
+/// One `matchExpressions` requirement against node labels; `None` when it does not parse
+/// (`In`/`NotIn` without values, `Exists`/`DoesNotExist` with values, `Gt`/`Lt` without
+/// exactly one integer, an unknown operator).
+fn label_requirement_matches(
+    r: &NodeSelectorRequirement,
+    labels: &BTreeMap<String, String>,
+) -> Option<bool> {
+    let values = r.values.as_deref().unwrap_or_default();
+    let value = labels.get(&r.key);
+    match r.operator.as_str() {
+        ops::IN | ops::NOT_IN if values.is_empty() => None,
+        ops::IN => Some(value.is_some_and(|v| values.contains(v))),
+        ops::NOT_IN => Some(value.is_none_or(|v| !values.contains(v))),
+        ops::EXISTS | ops::DOES_NOT_EXIST if !values.is_empty() => None,
+        ops::EXISTS => Some(value.is_some()),
+        ops::DOES_NOT_EXIST => Some(value.is_none()),
+        op @ (ops::GT | ops::LT) => {
+            let [bound] = values else { return None };
+            let bound: i64 = bound.parse().ok()?;
+            // A label that is absent or not an integer does not match.
+            Some(
+                value
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .is_some_and(|v| if op == ops::GT { v > bound } else { v < bound }),
+            )
+        }
+        _ => None,
+    }
+}
+
+/// One `matchFields` requirement: only `In`/`NotIn` with exactly one value, against the
+/// node's `metadata.name` (the only field nodes expose to selectors).
+fn field_requirement_matches(r: &NodeSelectorRequirement, node_name: &str) -> Option<bool> {
+    let values = r.values.as_deref().unwrap_or_default();
+    let [value] = values else { return None };
+    let field = if r.key == OBJECT_NAME_FIELD {
+        node_name
+    } else {
+        ""
+    };
+    match r.operator.as_str() {
+        ops::IN => Some(field == value),
+        ops::NOT_IN => Some(field != value),
+        _ => None,
+    }
+}
+
+/// Upstream `ToleratesTaint`: the effect (when set) and key (when set) must equal the taint's;
+/// `Exists` tolerates any value, `Equal` (or empty) only the taint's value.
+pub fn tolerates_taint(toleration: &Toleration, taint: &Taint) -> bool {
+    let effect = toleration.effect.as_deref().unwrap_or_default();
+    if !effect.is_empty() && effect != taint.effect {
+        return false;
+    }
+    let key = toleration.key.as_deref().unwrap_or_default();
+    if !key.is_empty() && key != taint.key {
+        return false;
+    }
+    match toleration.operator.as_deref().unwrap_or_default() {
+        "" | ops::EQUAL => {
+            toleration.value.as_deref().unwrap_or_default()
+                == taint.value.as_deref().unwrap_or_default()
+        }
+        ops::EXISTS => true,
+        // `Gt`/`Lt` need the alpha gate `TaintTolerationComparisonOperators` (off).
+        _ => false,
+    }
+}
+
+/// Upstream `FindMatchingUntoleratedTaint`: the first taint passing `filter` that no
+/// toleration tolerates.
+pub fn find_matching_untolerated_taint<'a>(
+    node_taints: &'a [Taint],
+    tolerations: &[Toleration],
+    filter: impl Fn(&Taint) -> bool,
+) -> Option<&'a Taint> {
+    node_taints
+        .iter()
+        .filter(|t| filter(t))
+        .find(|t| !tolerations.iter().any(|tol| tolerates_taint(tol, t)))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,270 @@
+//! Informer event handlers and the node-update worker.
+//!
+//! Mirrors `addDaemonset`/`updateDaemonset`/`deleteDaemonset`, `addHistory`/`updateHistory`/
+//! `deleteHistory`, `addPod`/`updatePod`/`deletePod` and the node handlers of upstream
+//! `pkg/controller/daemon/daemon_controller.go`: pods and revisions are mapped to their
+//! controlling DaemonSet by controllerRef (kind, name and UID), orphans to every DaemonSet
+//! whose selector matches them; nodes go through their own queue (see [`crate::nodes`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Resource;
+use rkcm_runtime::controller_ref::{controller_of, resolve_controller_ref};
+use rkcm_runtime::informer::{Change, INDEX_NODE_NAME};
+use rkcm_runtime::keys::{controller_uid, key_of};
+use rkcm_runtime::pod::is_pod_ready;
+use rkcm_runtime::selector::Selector;
+
+use crate::nodes::{daemonset_needs_sync, node_update_matters};
+use crate::reconcile::Controller;
+use crate::template::min_ready_seconds;
+
+/// Upstream pads the minReadySeconds re-check after a pod turns ready by one second against
+/// clock skew.
+const MIN_READY_PAD: Duration = Duration::from_secs(1);
+
+impl Controller {
+    fn enqueue(&self, ds: &DaemonSet) {
+        self.queue.add(key_of(ds));
+    }
+
+    // ---- DaemonSets --------------------------------------------------------------------
+
+    pub(crate) fn on_daemonset_change(&self, change: Change<DaemonSet>) {
+        match change {
+            Change::Added(ds) => {
+                tracing::debug!(daemonset = %key_of(&*ds), "adding daemon set");
+                self.enqueue(&ds);
+            }
+            Change::Updated { old, new } => {
+                // Deleted and re-created under the same name, seen as one update.
+                if old.metadata.uid != new.metadata.uid {
+                    self.on_daemonset_deleted(&old);
+                }
+                tracing::debug!(daemonset = %key_of(&*new), "updating daemon set");
+                self.enqueue(&new);
+            }
+            Change::Deleted { obj, .. } => self.on_daemonset_deleted(&obj),
+        }
+    }
+
+    fn on_daemonset_deleted(&self, ds: &DaemonSet) {
+        let key = key_of(ds);
+        tracing::debug!(daemonset = %key, "deleting daemon set");
+        self.expectations.delete_expectations(&key);
+        if let Some(store) = &self.consistency {
+            store.clear(&key, ds.metadata.uid.as_deref());
+        }
+        self.queue.add(key);
+    }
+
+    // ---- shared lookups ----------------------------------------------------------------
+
+    fn resolve(
+        &self,
+        namespace: &str,
+        meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    ) -> Option<Arc<DaemonSet>> {
+        resolve_controller_ref(&self.daemonsets, namespace, controller_of(meta)?)
+    }
+
+    /// `GetPodDaemonSets` / `GetHistoryDaemonSets`: DaemonSets of the namespace whose
+    /// (valid, non-empty) selector matches the labels.
+    fn matching(
+        &self,
+        namespace: &str,
+        labels: Option<&std::collections::BTreeMap<String, String>>,
+    ) -> Vec<Arc<DaemonSet>> {
+        let sets: Vec<Arc<DaemonSet>> = self
+            .daemonsets
+            .list_namespace(namespace)
+            .into_iter()
+            .filter(|ds| {
+                Selector::from_label_selector(&ds.spec.selector)
+                    .is_ok_and(|s| !s.is_empty() && s.matches(labels))
+            })
+            .collect();
+        if sets.len() > 1 {
+            tracing::debug!(
+                namespace,
+                count = sets.len(),
+                "more than one DaemonSet selects these labels"
+            );
+        }
+        sets
+    }
+
+    // ---- ControllerRevisions ----------------------------------------------------------
+
+    pub(crate) fn on_revision_change(&self, change: Change<ControllerRevision>) {
+        let namespace = change
+            .object()
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_default();
+        match change {
+            Change::Added(rev) => {
+                if rev.metadata.deletion_timestamp.is_some() {
+                    self.on_revision_deleted(&namespace, &rev);
+                    return;
+                }
+                if controller_of(&rev.metadata).is_some() {
+                    // Owned: nothing to do until it changes.
+                    return;
+                }
+                for ds in self.matching(&namespace, rev.metadata.labels.as_ref()) {
+                    self.enqueue(&ds);
+                }
+            }
+            Change::Updated { old, new } => {
+                if old.metadata.resource_version == new.metadata.resource_version {
+                    return;
+                }
+                let (old_ref, new_ref) =
+                    (controller_of(&old.metadata), controller_of(&new.metadata));
+                let ref_changed = old_ref != new_ref;
+                if ref_changed
+                    && old_ref.is_some()
+                    && let Some(ds) = self.resolve(&namespace, &old.metadata)
+                {
+                    self.enqueue(&ds);
+                }
+                if new_ref.is_some() {
+                    if let Some(ds) = self.resolve(&namespace, &new.metadata) {
+                        self.enqueue(&ds);
+                    }
+                    return;
+                }
+                if ref_changed || old.metadata.labels != new.metadata.labels {
+                    for ds in self.matching(&namespace, new.metadata.labels.as_ref()) {
+                        self.enqueue(&ds);
+                    }
+                }
+            }
+            Change::Deleted { obj, .. } => self.on_revision_deleted(&namespace, &obj),
+        }
+    }
+
+    fn on_revision_deleted(&self, namespace: &str, rev: &ControllerRevision) {
+        if let Some(ds) = self.resolve(namespace, &rev.metadata) {
+            self.enqueue(&ds);
+        }
+    }
+
+    // ---- Pods ----------------------------------------------------------------------------
+
+    pub(crate) fn on_pod_change(&self, change: Change<Pod>) {
+        let namespace = change
+            .object()
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_default();
+        match change {
+            Change::Added(pod) => {
+                if pod.metadata.deletion_timestamp.is_some() {
+                    // Seen first while already terminating: not a creation.
+                    self.on_pod_deleted(&namespace, &pod);
+                    return;
+                }
+                if controller_of(&pod.metadata).is_some() {
+                    if let Some(ds) = self.resolve(&namespace, &pod.metadata) {
+                        let key = key_of(&*ds);
+                        self.expectations.creation_observed(&key);
+                        self.queue.add(key);
+                    }
+                    return;
+                }
+                for ds in self.matching(&namespace, pod.metadata.labels.as_ref()) {
+                    self.enqueue(&ds);
+                }
+            }
+            Change::Updated { old, new } => self.on_pod_updated(&namespace, &old, &new),
+            Change::Deleted { obj, .. } => self.on_pod_deleted(&namespace, &obj),
+        }
+    }
+
+    fn on_pod_updated(&self, namespace: &str, old: &Pod, new: &Pod) {
+        if old.metadata.resource_version == new.metadata.resource_version {
+            return;
+        }
+        if new.metadata.deletion_timestamp.is_some() {
+            // Graceful deletion began: observe the deletion now, not when the object goes.
+            self.on_pod_deleted(namespace, new);
+            return;
+        }
+        let (old_ref, new_ref) = (controller_of(&old.metadata), controller_of(&new.metadata));
+        let ref_changed = old_ref != new_ref;
+        if ref_changed
+            && old_ref.is_some()
+            && let Some(ds) = self.resolve(namespace, &old.metadata)
+        {
+            self.enqueue(&ds);
+        }
+        if new_ref.is_some() {
+            let Some(ds) = self.resolve(namespace, &new.metadata) else {
+                return;
+            };
+            self.enqueue(&ds);
+            let min_ready = min_ready_seconds(&ds);
+            if min_ready > 0 && !is_pod_ready(old) && is_pod_ready(new) {
+                let delay =
+                    Duration::from_secs(u64::try_from(min_ready).unwrap_or(0)) + MIN_READY_PAD;
+                self.queue.add_after(key_of(&*ds), delay);
+            }
+            return;
+        }
+        if ref_changed || old.metadata.labels != new.metadata.labels {
+            for ds in self.matching(namespace, new.metadata.labels.as_ref()) {
+                self.enqueue(&ds);
+            }
+        }
+    }
+
+    fn on_pod_deleted(&self, namespace: &str, pod: &Pod) {
+        let Some(ds) = self.resolve(namespace, &pod.metadata) else {
+            return;
+        };
+        let key = key_of(&*ds);
+        self.expectations.deletion_observed(&key);
+        self.queue.add(key);
+    }
+
+    // ---- Nodes ---------------------------------------------------------------------------
+
+    pub(crate) fn on_node_change(&self, change: Change<Node>) {
+        match change {
+            Change::Added(node) => self.node_queue.add(key_of(&*node)),
+            Change::Updated { old, new } => {
+                if node_update_matters(&old, &new) {
+                    self.node_queue.add(key_of(&*new));
+                }
+            }
+            // Pods of deleted nodes: pod GC (bound ones) or the next sync (unbound ones).
+            Change::Deleted { .. } => {}
+        }
+    }
+
+    /// The node-update worker: enqueue every DaemonSet the node makes a difference for.
+    pub(crate) async fn sync_node(&self, name: String) -> Result<(), std::convert::Infallible> {
+        let Some(node) = self.nodes.get(&name) else {
+            return Ok(());
+        };
+        let bound = self.pods.by_index(INDEX_NODE_NAME, &name);
+        for ds in self.daemonsets.list() {
+            let uid = ds.meta().uid.as_deref();
+            let has_bound_pod = uid.is_some() && bound.iter().any(|p| controller_uid(&**p) == uid);
+            if daemonset_needs_sync(&node, &ds, has_bound_pod) {
+                self.enqueue(&ds);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,179 @@
+//! The handlers map events to queue keys as upstream does; nothing here talks to a server.
+
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::watcher;
+use rkcm_runtime::events::EventRecorder;
+use rkcm_runtime::expectations::ControllerExpectations;
+use rkcm_runtime::history::History;
+use rkcm_runtime::informer::{Change, INDEX_NODE_NAME, Informer, pods_by_node};
+use rkcm_runtime::podcontrol::PodControl;
+use rkcm_runtime::workqueue::{RateLimiter, WorkQueue};
+use serde_json::json;
+
+use crate::reconcile::Controller;
+use crate::testutil::{ds, node_from, pod};
+
+fn offline_client() -> kube::Client {
+    kube::Client::new(
+        tower::service_fn(|_req: http::Request<kube::client::Body>| async {
+            Err::<http::Response<kube::client::Body>, _>(std::io::Error::other("no server"))
+        }),
+        "default",
+    )
+}
+
+struct Fixture {
+    c: Arc<Controller>,
+    daemonsets: Informer<DaemonSet>,
+    pods: Informer<Pod>,
+    nodes: Informer<Node>,
+}
+
+fn fixture() -> Fixture {
+    let client = offline_client();
+    let daemonsets = Informer::<DaemonSet>::detached();
+    let pods = Informer::<Pod>::detached();
+    pods.add_index(INDEX_NODE_NAME, pods_by_node);
+    let nodes = Informer::<Node>::detached();
+    let revisions = Informer::<ControllerRevision>::detached();
+    let (recorder, _) = EventRecorder::fake("daemonset-controller");
+    let clock = rkcm_runtime::clock::system();
+    let c = Arc::new(Controller {
+        client: client.clone(),
+        daemonsets: daemonsets.store(),
+        pods: pods.store(),
+        nodes: nodes.store(),
+        revisions: revisions.store(),
+        expectations: ControllerExpectations::new(clock.clone()),
+        pod_control: PodControl::new(client.clone(), recorder.clone()),
+        recorder,
+        history: History::new(client),
+        queue: WorkQueue::new("test-daemonset", RateLimiter::Default),
+        node_queue: WorkQueue::new("test-daemonset-node-updates", RateLimiter::Default),
+        clock,
+        cfg: crate::Config::default(),
+        consistency: None,
+        backoff: Mutex::new(crate::backoff::Backoff::default()),
+    });
+    Fixture {
+        c,
+        daemonsets,
+        pods,
+        nodes,
+    }
+}
+
+fn with_rv<K: kube::Resource + Clone>(obj: &K, rv: &str) -> K {
+    let mut o = obj.clone();
+    o.meta_mut().resource_version = Some(rv.into());
+    o
+}
+
+#[tokio::test]
+async fn heartbeats_and_condition_updates_cost_nothing() {
+    let f = fixture();
+    f.daemonsets
+        .feed(watcher::Event::Apply(with_rv(&ds(), "1")));
+    let base = with_rv(
+        &node_from(
+            json!({"metadata": {"name": "n", "labels": {"a": "1"}}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+        ),
+        "1",
+    );
+    let mut beat = with_rv(&base, "2");
+    beat.status = Some(serde_json::from_value(json!({"conditions": [{"type": "Ready", "status": "False", "lastHeartbeatTime": "2026-01-01T00:00:40Z"}]})).unwrap_or_default());
+    f.c.on_node_change(Change::Updated {
+        old: Arc::new(base.clone()),
+        new: Arc::new(beat),
+    });
+    assert_eq!(
+        f.c.node_queue.len(),
+        0,
+        "a heartbeat or condition change is ignored"
+    );
+    let mut relabelled = with_rv(&base, "3");
+    relabelled.metadata.labels = Some([("a".to_string(), "2".to_string())].into());
+    f.c.on_node_change(Change::Updated {
+        old: Arc::new(base.clone()),
+        new: Arc::new(relabelled),
+    });
+    assert_eq!(f.c.node_queue.len(), 1);
+    f.c.on_node_change(Change::Deleted {
+        obj: Arc::new(base),
+        final_state_unknown: false,
+    });
+    assert_eq!(f.c.node_queue.len(), 1, "node deletion has no handler");
+}
+
+#[tokio::test]
+async fn the_node_worker_enqueues_only_daemonsets_the_node_concerns() {
+    let f = fixture();
+    f.daemonsets
+        .feed(watcher::Event::Apply(with_rv(&ds(), "1")));
+    f.nodes.feed(watcher::Event::Apply(with_rv(
+        &node_from(json!({"metadata": {"name": "a"}})),
+        "1",
+    )));
+    // A bound pod of the DaemonSet on node a: nothing to do there.
+    let p = pod("p", "a", "h", 0).bound("a").build();
+    f.pods.feed(watcher::Event::Apply(with_rv(&*p, "1")));
+    let _ = f.c.sync_node("a".into()).await;
+    assert_eq!(f.c.queue.len(), 0);
+    // Without the pod the DaemonSet needs one there.
+    f.pods.feed(watcher::Event::Delete(with_rv(&*p, "2")));
+    let _ = f.c.sync_node("a".into()).await;
+    assert_eq!(f.c.queue.len(), 1);
+    // An unknown node concerns nobody.
+    let _ = f.c.sync_node("nowhere".into()).await;
+    assert_eq!(f.c.queue.len(), 1);
+}
+
+#[tokio::test]
+async fn pod_events_observe_expectations_and_map_to_the_owner() {
+    let f = fixture();
+    f.daemonsets
+        .feed(watcher::Event::Apply(with_rv(&ds(), "1")));
+    let key = "ns/ds";
+    f.c.expectations.set_expectations(key, 1, 1);
+    let p = with_rv(&*pod("p", "a", "h", 0).build(), "1");
+    f.c.on_pod_change(Change::Added(Arc::new(p.clone())));
+    assert_eq!(f.c.expectations.get(key), Some((0, 1)), "creation observed");
+    assert_eq!(f.c.queue.len(), 1);
+    // Same resourceVersion: a resync, ignored; a deletion timestamp: observed as a delete.
+    f.c.on_pod_change(Change::Updated {
+        old: Arc::new(p.clone()),
+        new: Arc::new(p.clone()),
+    });
+    assert_eq!(f.c.expectations.get(key), Some((0, 1)));
+    let mut deleting = with_rv(&p, "2");
+    deleting.metadata.deletion_timestamp = Some(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
+    );
+    f.c.on_pod_change(Change::Updated {
+        old: Arc::new(p.clone()),
+        new: Arc::new(deleting),
+    });
+    assert_eq!(
+        f.c.expectations.get(key),
+        Some((0, 0)),
+        "deletion observed when it begins"
+    );
+    assert!(f.c.expectations.satisfied_expectations(key));
+    // A pod whose controllerRef names another UID maps to nobody.
+    let mut foreign = with_rv(&p, "3");
+    if let Some(refs) = foreign.metadata.owner_references.as_mut() {
+        refs[0].uid = "other".into();
+    }
+    f.c.expectations.set_expectations(key, 1, 0);
+    f.c.on_pod_change(Change::Added(Arc::new(foreign)));
+    assert_eq!(f.c.expectations.get(key), Some((1, 0)));
+    // An orphan whose labels match wakes the DaemonSet (to adopt it), observing nothing.
+    let mut orphan = with_rv(&p, "4");
+    orphan.metadata.owner_references = None;
+    orphan.metadata.name = Some("orphan".into());
+    f.c.on_pod_change(Change::Added(Arc::new(orphan)));
+    assert_eq!(f.c.expectations.get(key), Some((1, 0)));
+}

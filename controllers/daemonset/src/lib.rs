@@ -1,0 +1,230 @@
+//! The DaemonSet controller: one pod of each DaemonSet on every eligible node, rolled to new
+//! template revisions with RollingUpdate (`maxUnavailable` or `maxSurge`) or OnDelete.
+//!
+//! Mirrors upstream (Kubernetes v1.37) `pkg/controller/daemon/daemon_controller.go`,
+//! `update.go` and `util/daemonset_util.go`.
+//!
+//! # Guarantees
+//! - Eligibility is upstream's ([`eligibility`]): template `nodeName`, `nodeSelector`,
+//!   required node affinity (`matchExpressions` and `matchFields`), and `NoSchedule`/
+//!   `NoExecute` taints against the template's tolerations plus the default DaemonSet
+//!   tolerations. An untolerated `NoSchedule` taint keeps a running pod (counted
+//!   misscheduled); an untolerated `NoExecute` taint deletes it.
+//! - Pods are created unbound, pinned by the required node affinity term
+//!   `matchFields metadata.name In [<node>]`, labelled `controller-revision-hash` and
+//!   `pod-template-generation`, with the default tolerations; the scheduler binds them.
+//! - At most one pod per node without surge (the oldest is kept; a terminating pod is
+//!   replaced only once it is gone); with `maxSurge`, one old and one new pod per node until
+//!   the new one is available. Failed pods are deleted with a per-node exponential back-off
+//!   (1 s to 15 min) and a `FailedDaemonPod` event; succeeded pods are deleted. Unbound pods
+//!   aimed at nodes that no longer exist are deleted.
+//! - At most 250 creates and 250 deletes per sync, creates in slow-start batches; counted in
+//!   expectations before they are issued, so a stale cache never doubles a pod. Deletes are
+//!   graceful with a UID precondition, never with a grace period of 0.
+//! - ControllerRevisions: `data.raw` byte-identical to upstream's, so a DaemonSet taken over
+//!   from upstream keeps its revision and pods; rollback reuses the matching revision (new
+//!   `.revision`); old revisions beyond `revisionHistoryLimit` and not used by any pod are
+//!   deleted; name collisions raise `status.collisionCount`.
+//! - Status counters as upstream, written through the status subresource with the
+//!   resourceVersion, only when changed; `observedGeneration` only once expectations are met.
+//! - Stale-cache guard (gate `StaleControllerConsistencyDaemonSet`, beta, on): a sync waits
+//!   for the caches to show the pods the controller created, adopted or relabelled and the
+//!   status it wrote; skips are counted in `daemonset_controller_stale_sync_skips_total`.
+//!
+//! # Watches and writes
+//! Watches DaemonSets, Pods, Nodes and ControllerRevisions through the shared informers (queues
+//! `daemonset` and `daemonset-node-updates`). Writes: pods (create, delete, patch to adopt,
+//! release or relabel), ControllerRevisions (create, update, patch, delete),
+//! `daemonsets/status` (update), events. Never writes a DaemonSet's spec or metadata, a Node,
+//! or a pod's `spec.nodeName`.
+//!
+//! # Differences from upstream
+//! - The node-update worker also enqueues a DaemonSet that has a pod bound to a node where it
+//!   should no longer run (upstream: only where it must not continue, or when it already
+//!   counts misscheduled pods), so a new `NoSchedule` taint updates `desiredNumberScheduled`
+//!   and `numberMisscheduled` at once instead of at the next sync.
+//! - Nodes are visited in cache order by the rolling update (upstream: map order, unspecified).
+//!
+//! # Not implemented
+//! - The revision hash in names and labels is rkcm's (see [`revision`]); upstream's value is a
+//!   Go-specific dump no other program reproduces. Matching goes by data, as upstream's does.
+//! - Metric `daemonset_controller_expectations_waiting_total` (post-1.37 upstream).
+
+pub mod backoff;
+pub mod consts;
+pub mod eligibility;
+mod error;
+mod handlers;
+mod metrics;
+pub mod nodes;
+pub mod plan;
+mod reconcile;
+pub mod revision;
+pub mod status;
+pub mod template;
+
+#[cfg(test)]
+mod testutil;
+
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use rkcm_runtime::ControllerContext;
+use rkcm_runtime::consistency::ConsistencyStore;
+use rkcm_runtime::controller::{RunSpec, SyncProbe, run_controller};
+use rkcm_runtime::events::EventRecorder;
+use rkcm_runtime::expectations::ControllerExpectations;
+use rkcm_runtime::history::History;
+use rkcm_runtime::informer::{INDEX_NODE_NAME, InformerFactory, pods_by_node};
+use rkcm_runtime::podcontrol::PodControl;
+use rkcm_runtime::workqueue::{RateLimiter, RetryPolicy, WorkQueue};
+
+pub use error::Error;
+
+/// Canonical name (`--controllers`; alias `daemonset`).
+pub const NAME: &str = consts::CONTROLLER_NAME;
+
+/// Configuration; `Default` equals upstream. The flags (`--concurrent-daemonset-syncs`,
+/// `--feature-gates`) are defined once in the binary's command line, which builds this.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Workers per queue (`--concurrent-daemonset-syncs`).
+    pub workers: usize,
+    /// Gate `StaleControllerConsistencyDaemonSet` (beta, on since v1.36; needs `AtomicFIFO`).
+    pub stale_cache_guard: bool,
+    /// Most creates and most deletes per sync (upstream `BurstReplicas`, not a flag).
+    pub burst_replicas: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            workers: consts::DEFAULT_WORKERS,
+            stale_cache_guard: true,
+            burst_replicas: consts::BURST_REPLICAS,
+        }
+    }
+}
+
+/// The informers the controller reads (requested from `factory`).
+pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
+    vec![
+        SyncProbe::of(factory.informer::<Pod>()),
+        SyncProbe::of(factory.informer::<Node>()),
+        SyncProbe::of(factory.informer::<ControllerRevision>()),
+        SyncProbe::of(factory.informer::<DaemonSet>()),
+    ]
+}
+
+/// Runs the controller until `ctx.shutdown` is cancelled: subscribes the handlers, waits for
+/// the caches, then runs `cfg.workers` workers on each of its two queues, plus the failed-pod
+/// back-off garbage collection every minute. Sync errors are retried with backoff and never
+/// end it.
+pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
+    metrics::stale_sync_skips();
+    let daemonsets = ctx.informers.informer::<DaemonSet>();
+    let pods = ctx.informers.informer::<Pod>();
+    let nodes = ctx.informers.informer::<Node>();
+    let revisions = ctx.informers.informer::<ControllerRevision>();
+    pods.add_index(INDEX_NODE_NAME, pods_by_node);
+    let queue = WorkQueue::new(consts::QUEUE_NAME, RateLimiter::Default);
+    let node_queue = WorkQueue::new(consts::NODE_QUEUE_NAME, RateLimiter::Default);
+    let recorder = EventRecorder::new(ctx.client.clone(), consts::EVENT_COMPONENT);
+    let workers = cfg.workers;
+    let controller = Arc::new(reconcile::Controller {
+        client: ctx.client.clone(),
+        daemonsets: daemonsets.store(),
+        pods: pods.store(),
+        nodes: nodes.store(),
+        revisions: revisions.store(),
+        expectations: ControllerExpectations::new(ctx.clock.clone()),
+        pod_control: PodControl::new(ctx.client.clone(), recorder.clone()),
+        recorder,
+        history: History::new(ctx.client.clone()),
+        queue: queue.clone(),
+        node_queue: node_queue.clone(),
+        clock: ctx.clock.clone(),
+        consistency: cfg.stale_cache_guard.then(ConsistencyStore::new),
+        backoff: Mutex::new(backoff::Backoff::default()),
+        cfg,
+    });
+    let c = controller.clone();
+    daemonsets.subscribe(move |change| c.on_daemonset_change(change));
+    let c = controller.clone();
+    revisions.subscribe(move |change| c.on_revision_change(change));
+    let c = controller.clone();
+    pods.subscribe(move |change| c.on_pod_change(change));
+    let c = controller.clone();
+    nodes.subscribe(move |change| c.on_node_change(change));
+
+    let c = controller.clone();
+    let shutdown = ctx.shutdown.clone();
+    let gc = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(consts::BACKOFF_GC_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                _ = tick.tick() => c.gc_backoff(),
+            }
+        }
+    });
+
+    let c = controller.clone();
+    let node_run = run_controller(
+        &ctx,
+        RunSpec {
+            name: consts::NODE_QUEUE_NAME,
+            queue: node_queue,
+            workers,
+            policy: RetryPolicy::default(),
+            wait_for: informers(&ctx.informers),
+        },
+        move |name: String| {
+            let c = c.clone();
+            async move { c.sync_node(name).await }
+        },
+    );
+    let c = controller.clone();
+    let ds_run = run_controller(
+        &ctx,
+        RunSpec {
+            name: NAME,
+            queue,
+            workers,
+            policy: RetryPolicy::default(),
+            wait_for: informers(&ctx.informers),
+        },
+        move |key: String| {
+            let c = c.clone();
+            async move { c.sync(key).await }
+        },
+    );
+    futures::future::join(ds_run, node_run).await;
+    gc.abort();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Compile-time check: the process spawns `start` on a multi-threaded runtime.
+    #[allow(dead_code)]
+    fn start_future_is_send(ctx: ControllerContext) {
+        fn assert_send<T: Send>(_: &T) {}
+        assert_send(&start(ctx, Config::default()));
+    }
+
+    #[test]
+    fn defaults_are_upstream() {
+        let cfg = Config::default();
+        assert_eq!(cfg.workers, 2);
+        assert!(cfg.stale_cache_guard);
+        assert_eq!(cfg.burst_replicas, 250);
+        assert_eq!(NAME, "daemonset-controller");
+        assert_eq!(consts::QUEUE_NAME, "daemonset");
+        assert_eq!(consts::NODE_QUEUE_NAME, "daemonset-node-updates");
+    }
+}

@@ -1,0 +1,57 @@
+//! `daemonset_controller_stale_sync_skips_total{group,resource}`, registered once in the
+//! process registry (upstream `pkg/controller/daemon/metrics`).
+
+use std::sync::OnceLock;
+
+use prometheus::{IntCounterVec, Opts};
+
+use crate::consts::metrics as m;
+
+/// The counter, or `None` if it could not be built (its options are constants; a test proves
+/// they are valid). Losing a metric must never stop the controller.
+pub(crate) fn stale_sync_skips() -> Option<&'static IntCounterVec> {
+    static METRIC: OnceLock<Option<IntCounterVec>> = OnceLock::new();
+    METRIC
+        .get_or_init(|| {
+            let opts =
+                Opts::new(m::STALE_SYNC_SKIPS, m::STALE_SYNC_SKIPS_HELP).subsystem(m::SUBSYSTEM);
+            let counter = match IntCounterVec::new(opts, m::STALE_SYNC_SKIPS_LABELS) {
+                Ok(c) => c,
+                Err(error) => {
+                    tracing::error!(metric = m::STALE_SYNC_SKIPS, %error, "building DaemonSet metric failed");
+                    return None;
+                }
+            };
+            if let Err(error) =
+                rkcm_runtime::metrics::registry().register(Box::new(counter.clone()))
+            {
+                tracing::error!(metric = m::STALE_SYNC_SKIPS, %error, "registering DaemonSet metric failed");
+            }
+            Some(counter)
+        })
+        .as_ref()
+}
+
+/// Counts one sync skipped because the cache of `group`/`resource` lagged.
+pub(crate) fn count_stale_sync_skip(group: &str, resource: &str) {
+    if let Some(c) = stale_sync_skips() {
+        c.with_label_values(&[group, resource]).inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_sync_skips_render_with_upstream_name_and_labels() {
+        count_stale_sync_skip("apps", "daemonsets");
+        let text = rkcm_runtime::metrics::render();
+        assert!(
+            text.contains(
+                "daemonset_controller_stale_sync_skips_total{group=\"apps\",resource=\"daemonsets\"}"
+            ),
+            "{text}"
+        );
+    }
+}

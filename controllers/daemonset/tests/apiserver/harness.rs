@@ -1,0 +1,472 @@
+//! What every scenario needs: the controller in-process and scoped to the test's namespace,
+//! kwok-served nodes of the test's own, DaemonSet builders and waits.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use rkcm_runtime::informer::InformerFactory;
+use rkcm_runtime::{CancellationToken, ControllerContext};
+use rkcm_testkit::{TestCluster, TestNamespace, wait_for};
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+
+/// "Within T" for anything the controller should do promptly.
+pub const WITHIN: Duration = Duration::from_secs(45);
+/// How long "never happens" is watched.
+pub const HOLDS: Duration = Duration::from_secs(5);
+/// Label every node of a test carries, with a value unique to the test.
+pub const NODE_LABEL: &str = "rkcm.test/daemonset";
+/// The taint test nodes carry (testkit's default) and test DaemonSets tolerate.
+pub const TEST_TAINT: &str = "rkcm.test/no-schedule";
+
+/// The controller on informers of its own; stopped when dropped.
+pub struct Controller {
+    shutdown: CancellationToken,
+    handle: Option<JoinHandle<Result<(), rkcm_daemonset::Error>>>,
+}
+
+impl Controller {
+    pub async fn stop(mut self) -> Result<()> {
+        self.shutdown.cancel();
+        if let Some(handle) = self.handle.take() {
+            tokio::time::timeout(Duration::from_secs(15), handle)
+                .await
+                .context("controller did not stop within 15 s of shutdown")?
+                .context("controller task panicked")?
+                .context("controller returned an error")?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// One test's cluster connection, namespace and node label value.
+pub struct Env {
+    pub cluster: TestCluster,
+    pub ns: TestNamespace,
+    /// The value of [`NODE_LABEL`] on this test's nodes (the namespace name: unique).
+    pub group: String,
+    /// Nodes this test created, deleted (after its pods) when the Env drops.
+    created_nodes: std::sync::Mutex<Vec<String>>,
+}
+
+impl Env {
+    pub async fn new(prefix: &str) -> Result<Self> {
+        let cluster = TestCluster::connect().await?;
+        let ns = cluster.namespace(prefix).await?;
+        let group = ns.name().to_owned();
+        Ok(Self {
+            cluster,
+            ns,
+            group,
+            created_nodes: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        self.ns.name()
+    }
+
+    /// Starts the controller with upstream defaults on informers scoped to the namespace.
+    pub fn start(&self) -> Controller {
+        self.start_with(rkcm_daemonset::Config::default())
+    }
+
+    pub fn start_with(&self, cfg: rkcm_daemonset::Config) -> Controller {
+        let shutdown = CancellationToken::new();
+        let client = self.cluster.client();
+        let informers = InformerFactory::namespaced(client.clone(), self.name());
+        let ctx = ControllerContext::new(client, informers.clone(), shutdown.clone());
+        let handle = tokio::spawn(rkcm_daemonset::start(ctx, cfg));
+        informers.start(shutdown.clone());
+        Controller {
+            shutdown,
+            handle: Some(handle),
+        }
+    }
+
+    pub fn pods(&self) -> Api<Pod> {
+        self.ns.api()
+    }
+    pub fn daemonsets(&self) -> Api<DaemonSet> {
+        self.ns.api()
+    }
+    pub fn revisions(&self) -> Api<ControllerRevision> {
+        self.ns.api()
+    }
+    pub fn nodes(&self) -> Api<Node> {
+        Api::all(self.cluster.client())
+    }
+
+    /// A kwok-served node of this test named `<namespace>-<suffix>`, with the test's label,
+    /// the test taint, and `labels`/`taints` on top. Deleted when the guard drops.
+    pub async fn node(
+        &self,
+        suffix: &str,
+        labels: &[(&str, &str)],
+        taints: &[(&str, &str, &str)],
+    ) -> Result<NodeGuard> {
+        let name = format!("{}-{suffix}", self.group);
+        let mut l = serde_json::Map::new();
+        l.insert(NODE_LABEL.into(), json!(self.group));
+        for (k, v) in labels {
+            l.insert((*k).into(), json!(v));
+        }
+        let mut t = vec![json!({"key": TEST_TAINT, "value": "true", "effect": "NoSchedule"})];
+        for (k, v, e) in taints {
+            t.push(json!({"key": k, "value": v, "effect": e}));
+        }
+        let node: Node = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": l, "annotations": {"kwok.x-k8s.io/node": "fake"}},
+            "spec": {"taints": t},
+        }))?;
+        self.nodes()
+            .create(&PostParams::default(), &node)
+            .await
+            .with_context(|| format!("creating node {name}"))?;
+        if let Ok(mut nodes) = self.created_nodes.lock() {
+            nodes.push(name.clone());
+        }
+        Ok(NodeGuard { name })
+    }
+
+    /// Merges `patch` into a node.
+    pub async fn patch_node(&self, name: &str, patch: Value) -> Result<()> {
+        self.nodes()
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .with_context(|| format!("patching node {name}"))?;
+        Ok(())
+    }
+
+    /// Adds a taint to a node (keeping the test taint).
+    pub async fn taint_node(&self, name: &str, key: &str, value: &str, effect: &str) -> Result<()> {
+        let node = self.nodes().get(name).await?;
+        let mut taints: Vec<Value> = node
+            .spec
+            .and_then(|s| s.taints)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| serde_json::to_value(t).unwrap_or_default())
+            .collect();
+        taints.push(json!({"key": key, "value": value, "effect": effect}));
+        self.patch_node(name, json!({"spec": {"taints": taints}}))
+            .await
+    }
+
+    /// The DaemonSet `name` (selector and labels `app=<name>`), one container with `image`,
+    /// selecting this test's nodes and tolerating the test taint; `extra` is merged into it.
+    pub fn daemonset(&self, name: &str, image: &str, extra: Value) -> DaemonSet {
+        let mut v = json!({
+            "apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": name, "namespace": self.name()},
+            "spec": {
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {
+                        "nodeSelector": {NODE_LABEL: self.group},
+                        "tolerations": [{"key": TEST_TAINT, "operator": "Exists", "effect": "NoSchedule"}],
+                        "terminationGracePeriodSeconds": 1,
+                        "containers": [{"name": "main", "image": image}]
+                    }
+                }
+            }
+        });
+        merge(&mut v, &extra);
+        serde_json::from_value(v).unwrap_or_else(|e| panic!("bad DaemonSet: {e}"))
+    }
+
+    pub async fn create(&self, ds: &DaemonSet) -> Result<DaemonSet> {
+        self.daemonsets()
+            .create(&PostParams::default(), ds)
+            .await
+            .context("creating DaemonSet")
+    }
+
+    pub async fn patch_ds(&self, name: &str, patch: Value) -> Result<DaemonSet> {
+        self.daemonsets()
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .context("patching DaemonSet")
+    }
+
+    /// Sets the image of the DaemonSet's container.
+    pub async fn set_image(&self, name: &str, image: &str) -> Result<DaemonSet> {
+        self.patch_ds(
+            name,
+            json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": image}]}}}}),
+        )
+        .await
+    }
+
+    /// Live (not deleting) pods of DaemonSet `name`.
+    pub async fn live_pods(&self, name: &str) -> Result<Vec<Pod>> {
+        let list = self
+            .pods()
+            .list(&ListParams::default().labels(&format!("app={name}")))
+            .await?;
+        Ok(list
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect())
+    }
+
+    /// All pods of DaemonSet `name`, terminating ones included.
+    pub async fn all_pods(&self, name: &str) -> Result<Vec<Pod>> {
+        Ok(self
+            .pods()
+            .list(&ListParams::default().labels(&format!("app={name}")))
+            .await?
+            .items)
+    }
+
+    /// Waits until the DaemonSet has exactly one live pod on each of `nodes` (by target node)
+    /// and no other, all Ready with hash label `hash` when given; returns them by node.
+    pub async fn wait_one_per_node(
+        &self,
+        name: &str,
+        nodes: &[&str],
+        hash: Option<&str>,
+    ) -> Result<BTreeMap<String, Pod>> {
+        let want: Vec<String> = nodes.iter().map(|s| s.to_string()).collect();
+        wait_for(
+            &format!("one ready pod of {name} on each of {want:?} (hash {hash:?})"),
+            WITHIN,
+            || async {
+                let pods = self.all_pods(name).await?;
+                let mut by_node: BTreeMap<String, Pod> = BTreeMap::new();
+                for p in pods {
+                    let Some(node) = target_node(&p) else {
+                        return Ok(None);
+                    };
+                    if by_node.insert(node, p).is_some() {
+                        return Ok(None);
+                    }
+                }
+                let ok = by_node.keys().cloned().collect::<Vec<_>>() == sorted(want.clone())
+                    && by_node.values().all(|p| {
+                        p.metadata.deletion_timestamp.is_none()
+                            && is_ready(p)
+                            && hash.is_none_or(|h| pod_hash(p) == h)
+                    });
+                Ok(ok.then_some(by_node))
+            },
+        )
+        .await
+    }
+
+    /// Waits until the DaemonSet's status satisfies `check`.
+    pub async fn wait_status(
+        &self,
+        name: &str,
+        what: &str,
+        check: impl Fn(&DaemonSet) -> bool,
+    ) -> Result<DaemonSet> {
+        let check = Arc::new(check);
+        wait_for(what, WITHIN, || {
+            let check = check.clone();
+            async move {
+                let ds = self.daemonsets().get(name).await?;
+                Ok(check(&ds).then_some(ds))
+            }
+        })
+        .await
+    }
+
+    /// Events on the DaemonSet `name` with `reason`.
+    pub async fn events(&self, name: &str, reason: &str) -> Result<Vec<Event>> {
+        let events: Api<Event> = self.ns.api();
+        Ok(events
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.involved_object.kind.as_deref() == Some("DaemonSet")
+                    && e.involved_object.name.as_deref() == Some(name)
+                    && e.reason.as_deref() == Some(reason)
+            })
+            .collect())
+    }
+
+    pub async fn wait_event(&self, name: &str, reason: &str, contains: &str) -> Result<Event> {
+        wait_for(
+            &format!("event {reason} on {name} containing {contains:?}"),
+            WITHIN,
+            || async {
+                Ok(self
+                    .events(name, reason)
+                    .await?
+                    .into_iter()
+                    .find(|e| e.message.as_deref().is_some_and(|m| m.contains(contains))))
+            },
+        )
+        .await
+    }
+
+    /// Revisions owned by the DaemonSet `name`.
+    pub async fn owned_revisions(&self, name: &str) -> Result<Vec<ControllerRevision>> {
+        Ok(self
+            .revisions()
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|r| {
+                r.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.controller == Some(true) && o.kind == "DaemonSet" && o.name == name)
+            })
+            .collect())
+    }
+}
+
+pub fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+pub fn merge(target: &mut Value, patch: &Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        (t, p) => *t = p.clone(),
+    }
+}
+
+/// `spec.nodeName`, or the node of the `metadata.name` affinity term.
+pub fn target_node(p: &Pod) -> Option<String> {
+    rkcm_daemonset::template::target_node_name(p).map(str::to_owned)
+}
+
+pub fn is_ready(p: &Pod) -> bool {
+    rkcm_runtime::pod::is_pod_ready(p)
+}
+
+pub fn pod_hash(p: &Pod) -> String {
+    rkcm_daemonset::template::pod_hash(p).to_owned()
+}
+
+pub fn label<'a>(p: &'a Pod, key: &str) -> Option<&'a str> {
+    p.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+/// A node a test created (deleted with its [`Env`]).
+pub struct NodeGuard {
+    name: String,
+}
+
+impl NodeGuard {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Drop for Env {
+    /// Pods bound to a deleted node never finish terminating (nothing serves the node any
+    /// more), which would keep the namespace from going: so first remove the test's pods as
+    /// the kubelet would (finalizers dropped, grace period 0: the harness acts as the node),
+    /// then delete its nodes. Runs on a runtime of its own: the test's may be gone.
+    fn drop(&mut self) {
+        if std::env::var(rkcm_testkit::KEEP_ENV).is_ok_and(|v| v == "1" || v == "true") {
+            return;
+        }
+        let nodes = self
+            .created_nodes
+            .lock()
+            .map(|n| n.clone())
+            .unwrap_or_default();
+        let namespace = self.ns.name().to_owned();
+        let kubeconfig = self.cluster.kubeconfig_path().to_path_buf();
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async {
+                let Ok(config) = TestCluster::config_from(&kubeconfig).await else {
+                    return;
+                };
+                let Ok(client) = kube::Client::try_from(config) else {
+                    return;
+                };
+                let cleanup = async {
+                    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+                    if let Ok(list) = pods.list(&ListParams::default()).await {
+                        for p in list.items {
+                            let name = p.metadata.name.clone().unwrap_or_default();
+                            if p.metadata
+                                .finalizers
+                                .as_ref()
+                                .is_some_and(|f| !f.is_empty())
+                            {
+                                let _ = pods
+                                    .patch(
+                                        &name,
+                                        &PatchParams::default(),
+                                        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+                                    )
+                                    .await;
+                            }
+                            let _ = pods
+                                .delete(&name, &kube::api::DeleteParams::default().grace_period(0))
+                                .await;
+                        }
+                    }
+                    // A DaemonSet a test held with a finalizer would keep the namespace.
+                    let sets: Api<DaemonSet> = Api::namespaced(client.clone(), &namespace);
+                    if let Ok(list) = sets.list(&ListParams::default()).await {
+                        for d in list.items {
+                            if d.metadata
+                                .finalizers
+                                .as_ref()
+                                .is_some_and(|f| !f.is_empty())
+                            {
+                                let name = d.metadata.name.clone().unwrap_or_default();
+                                let _ = sets
+                                    .patch(
+                                        &name,
+                                        &PatchParams::default(),
+                                        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+                                    )
+                                    .await;
+                            }
+                        }
+                    }
+                    let api = Api::<Node>::all(client.clone());
+                    for n in nodes {
+                        let _ = api.delete(&n, &kube::api::DeleteParams::default()).await;
+                    }
+                };
+                let _ = tokio::time::timeout(Duration::from_secs(20), cleanup).await;
+            });
+        })
+        .join();
+    }
+}
