@@ -270,9 +270,11 @@ pub static CONTROLLERS: &[ControllerDef] = &[
         implementation: Some(Implementation {
             informers: rkcm_ttlafterfinished::informers,
             start: |ctx, cli| {
-                let cfg = rkcm_ttlafterfinished::Config::from_flag(
-                    cli.ttl_after_finished.concurrent_ttl_after_finished_syncs,
-                );
+                // As upstream, the flag value is taken as is (the componentconfig default of
+                // 5 applies only when the flag is absent).
+                let cfg = rkcm_ttlafterfinished::Config {
+                    workers: workers(cli.ttl_after_finished.concurrent_ttl_after_finished_syncs),
+                };
                 boxed(rkcm_ttlafterfinished::start(ctx, cfg))
             },
         }),

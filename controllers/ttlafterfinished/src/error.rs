@@ -1,25 +1,33 @@
-//! The controller's error type: one variant per step, each naming the Job's key. A failed
-//! sync is requeued with the default controller backoff.
+//! The controller's error type: one variant per step of a sync, each naming the Job's key
+//! (`namespace/name`). A sync that returns an error is retried with the default controller
+//! backoff, for ever, as upstream's `handleErr` does; nothing here stops the controller.
 
+/// Errors of one sync of one Job.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The finished Job's finish time cannot be determined.
-    #[error("checking TTL of {key}: {source}")]
-    FinishTime {
-        key: String,
-        #[source]
-        source: crate::plan::FinishTimeError,
-    },
-    /// The fresh GET before deleting failed (other than NotFound).
-    #[error("reading {key}: {source}")]
-    Get {
+    /// Checking the TTL: the Job is finished but its terminal condition has no
+    /// `lastTransitionTime` (upstream `jobFinishTime`).
+    #[error("unable to find the time when the Job {key} finished")]
+    FinishTimeUnknown { key: String },
+    /// Checking the TTL: no `Complete`/`Failed` condition is `True` (upstream `jobFinishTime`;
+    /// never returned for a Job that passed the "finished" test).
+    #[error("unable to find the status of the finished Job {key}")]
+    NotFinished { key: String },
+    /// Checking the TTL of a Job that has no TTL or is not finished (upstream
+    /// `getFinishAndExpireTime`; the sync never asks for such a Job's expiry).
+    #[error("job {key} should not be cleaned up")]
+    NotEligible { key: String },
+    /// The live GET of the Job before deleting it failed (other than 404).
+    #[error("getting job {key} before deleting it: {source}")]
+    GetJob {
         key: String,
         #[source]
         source: kube::Error,
     },
-    /// The delete failed (a retry then finds the Job gone or different).
-    #[error("deleting {key}: {source}")]
-    Delete {
+    /// The DELETE of an expired Job failed (including a failed precondition or 404: the
+    /// retry finds the Job gone or changed and stops).
+    #[error("deleting expired job {key}: {source}")]
+    DeleteJob {
         key: String,
         #[source]
         source: kube::Error,
@@ -27,11 +35,54 @@ pub enum Error {
 }
 
 impl Error {
+    /// A short label of the step that failed, for logs.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::FinishTimeUnknown { .. } => "finish_time_unknown",
+            Error::NotFinished { .. } => "not_finished",
+            Error::NotEligible { .. } => "not_eligible",
+            Error::GetJob { .. } => "get_job",
+            Error::DeleteJob { .. } => "delete_job",
+        }
+    }
+
+    /// The key (`namespace/name`) of the Job the error concerns.
     pub fn key(&self) -> &str {
         match self {
-            Error::FinishTime { key, .. } | Error::Get { key, .. } | Error::Delete { key, .. } => {
-                key
-            }
+            Error::FinishTimeUnknown { key }
+            | Error::NotFinished { key }
+            | Error::NotEligible { key }
+            | Error::GetJob { key, .. }
+            | Error::DeleteJob { key, .. } => key,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_the_job() {
+        let e = Error::FinishTimeUnknown { key: "ns/a".into() };
+        assert_eq!(
+            e.to_string(),
+            "unable to find the time when the Job ns/a finished"
+        );
+        assert_eq!((e.key(), e.category()), ("ns/a", "finish_time_unknown"));
+        let e = Error::NotFinished { key: "ns/b".into() };
+        assert_eq!(
+            e.to_string(),
+            "unable to find the status of the finished Job ns/b"
+        );
+        let e = Error::NotEligible { key: "ns/c".into() };
+        assert_eq!(e.to_string(), "job ns/c should not be cleaned up");
+        let status = kube::core::Status::failure("gone", "NotFound").with_code(404);
+        let e = Error::DeleteJob {
+            key: "ns/d".into(),
+            source: kube::Error::Api(status.boxed()),
+        };
+        assert!(e.to_string().starts_with("deleting expired job ns/d: "));
+        assert_eq!((e.key(), e.category()), ("ns/d", "delete_job"));
     }
 }

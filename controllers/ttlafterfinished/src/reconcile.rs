@@ -1,0 +1,110 @@
+//! The Job handler and the sync: cache -> [`plan::evaluate`] -> fresh GET -> re-check ->
+//! DELETE.
+//!
+//! Mirrors `addJob`/`updateJob`, `processJob` and the timer half of `processTTL` in upstream
+//! `pkg/controller/ttlafterfinished/ttlafterfinished_controller.go`.
+
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Api, DeleteParams, Preconditions, PropagationPolicy};
+use rkcm_runtime::clock::SharedClock;
+use rkcm_runtime::informer::{Change, Store};
+use rkcm_runtime::keys::{key_of, split_key};
+use rkcm_runtime::workqueue::WorkQueue;
+
+use crate::error::Error;
+use crate::metrics;
+use crate::plan::{self, Verdict};
+
+/// Everything the handler and the workers share.
+pub(crate) struct Controller {
+    pub(crate) client: kube::Client,
+    pub(crate) jobs: Store<Job>,
+    pub(crate) queue: WorkQueue<String>,
+    pub(crate) clock: SharedClock,
+}
+
+impl Controller {
+    /// Job added or updated: queue it now if it is finished, has a TTL and is not being
+    /// deleted. Deletions need nothing.
+    pub(crate) fn on_job(&self, change: Change<Job>) {
+        let job = match &change {
+            Change::Added(job) | Change::Updated { new: job, .. } => job,
+            Change::Deleted { .. } => return,
+        };
+        if plan::should_enqueue(job) {
+            let key = key_of(&**job);
+            tracing::debug!(controller = crate::NAME, key = %key, "job to check for cleanup");
+            self.queue.add(key);
+        }
+    }
+
+    /// One sync of the Job `key` (upstream `processJob`): delete it if its TTL has expired
+    /// both on the cached copy and on a fresh copy read right before the delete.
+    pub(crate) async fn sync(&self, key: String) -> Result<(), Error> {
+        let Some(cached) = self.jobs.get(&key) else {
+            return Ok(());
+        };
+        tracing::debug!(controller = crate::NAME, key = %key, "checking whether job is ready for cleanup");
+        if self.check(&key, &cached)?.is_none() {
+            return Ok(());
+        }
+
+        // The cached TTL may be stale: a user may just have raised it. Decide again on the
+        // newest copy; a Job re-created under the same name is judged on its own.
+        let (namespace, name) = split_key(&key);
+        let api: Api<Job> = Api::namespaced(self.client.clone(), namespace.unwrap_or_default());
+        let fresh = match api.get_opt(name).await {
+            Ok(Some(job)) => job,
+            Ok(None) => return Ok(()),
+            Err(source) => return Err(Error::GetJob { key, source }),
+        };
+        let Some(expire_at) = self.check(&key, &fresh)? else {
+            return Ok(());
+        };
+
+        // Foreground: the Job goes only after its pods (`blockOwnerDeletion`) are gone. The
+        // preconditions make the delete apply to exactly the copy just judged.
+        let params = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Foreground),
+            preconditions: Some(Preconditions {
+                uid: fresh.metadata.uid.clone(),
+                resource_version: fresh.metadata.resource_version.clone(),
+            }),
+            ..DeleteParams::default()
+        };
+        tracing::debug!(controller = crate::NAME, key = %key, "cleaning up job");
+        if let Err(source) = api.delete(name, &params).await {
+            return Err(Error::DeleteJob { key, source });
+        }
+        let late = self.clock.wall().duration_since(expire_at);
+        metrics::observe_job_deletion(late.as_secs_f64());
+        tracing::info!(controller = crate::NAME, key = %key, %expire_at, "deleted job whose TTL expired");
+        Ok(())
+    }
+
+    /// Judges one copy of the Job (upstream `processTTL`): the expiry time if it is due;
+    /// `None` if not, after arming the timer for a Job still waiting.
+    fn check(&self, key: &str, job: &Job) -> Result<Option<Timestamp>, Error> {
+        match plan::evaluate(job, self.clock.wall())? {
+            Verdict::Ignore => Ok(None),
+            Verdict::Expired { expire_at } => Ok(Some(expire_at)),
+            Verdict::Wait { after, expiry } => {
+                if expiry.finished_in_future {
+                    tracing::info!(
+                        controller = crate::NAME,
+                        key,
+                        finish_time = %expiry.finish_at,
+                        "Warning: Found Job finished in the future. This is likely due to time skew in the cluster. Job cleanup will be deferred."
+                    );
+                }
+                tracing::debug!(controller = crate::NAME, key, finish_time = %expiry.finish_at, expire_at = %expiry.expire_at, remaining = ?after, "job finished, TTL not expired yet");
+                self.queue.add_after(key.to_string(), after);
+                Ok(None)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
