@@ -322,9 +322,13 @@ fn test_kubeconfig() -> String {
 
 /// Spawns rkcm against the test cluster and forwards its stderr lines to a channel.
 fn spawn_against_cluster(extra: &[&str]) -> (Child, mpsc::Receiver<String>) {
+    spawn_logged(&[&[&*format!("--kubeconfig={}", test_kubeconfig())], extra].concat())
+}
+
+/// Spawns rkcm with `args` and forwards its stderr lines to a channel.
+fn spawn_logged(args: &[&str]) -> (Child, mpsc::Receiver<String>) {
     let mut child = rkcm()
-        .arg(format!("--kubeconfig={}", test_kubeconfig()))
-        .args(extra)
+        .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -359,6 +363,51 @@ fn sigterm(child: &Child) {
     // SAFETY: sending a signal to our own child process.
     let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
     assert_eq!(rc, 0, "kill");
+}
+
+#[test]
+fn tiny_kube_api_qps_waits_for_its_token_instead_of_panicking() {
+    // Nothing listens on this port: every `/healthz` poll fails at once. With burst 1 the
+    // second poll, a second later, needs a token that 1e-30 qps refills only after ~1e30 s,
+    // far beyond what a Duration holds; the wait must be capped, never a panic.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let (mut child, rx) = spawn_logged(&[
+        &format!("--master=http://127.0.0.1:{port}"),
+        "--leader-elect=false",
+        "--secure-port=0",
+        "--kube-api-qps=1e-30",
+        "--kube-api-burst=1",
+    ]);
+    let first_poll_failed = wait_for_line(&rx, "server isn't healthy yet", Duration::from_secs(10));
+    // The second poll is due 1 s after the first; the process must outlive it.
+    let deadline = Instant::now() + Duration::from_secs(4);
+    let mut lines = Vec::new();
+    let mut exited = None;
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            exited = Some(status);
+            break;
+        }
+        if let Ok(line) = rx.recv_timeout(left.min(Duration::from_millis(100))) {
+            lines.push(line);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    lines.extend(rx.try_iter());
+    assert!(
+        first_poll_failed,
+        "the first /healthz poll was never logged"
+    );
+    assert_eq!(
+        exited, None,
+        "rkcm exited while waiting for a token: {lines:#?}"
+    );
+    assert!(!lines.iter().any(|l| l.contains("panicked")), "{lines:#?}");
 }
 
 #[test]

@@ -7,10 +7,11 @@
 //!   the explicit kubeconfig path is read — never `KUBECONFIG` nor `~/.kube/config` — and
 //!   `--master` overrides its server URL.
 //! - [`make_client`] gives every logical client (one per controller, one for the shared
-//!   informers, one for leader election) its **own** token bucket of `qps`/`burst`, as
-//!   upstream's per-controller client builder does. Every request waits for a token except
-//!   the first attempt of a watch (`watch=true` in the query), which client-go does not
-//!   throttle either; watch re-establishment is paced by the informer backoff instead.
+//!   informers, one for leader election) its **own** token bucket of `qps`/`burst`
+//!   ([`crate::flowcontrol::client_limiter`]), as upstream's per-controller client builder
+//!   does. Every request waits for a token except the first attempt of a watch (`watch=true`
+//!   in the query), which client-go does not throttle either; watch re-establishment is paced
+//!   by the informer backoff instead.
 //! - Responses 429, or 5xx carrying `Retry-After`, are retried after the advertised delay, at
 //!   most [`MAX_RETRIES`] times, throttled again on every retry — client-go `rest.Request`
 //!   semantics. This applies to every verb, as in client-go: a server that answers with
@@ -41,11 +42,8 @@ use tokio::time::Instant;
 use tower::{BoxError, Layer, Service};
 
 use crate::error::Error;
+use crate::flowcontrol::{RateLimiter, client_limiter};
 
-/// client-go `rest` default when `--kube-api-qps` is 0.
-pub const DEFAULT_QPS: f32 = 5.0;
-/// client-go `rest` default when `--kube-api-burst` is 0.
-pub const DEFAULT_BURST: u32 = 10;
 /// client-go `rest.Request` retries a `Retry-After` response at most this many times.
 pub const MAX_RETRIES: u32 = 10;
 
@@ -56,9 +54,9 @@ pub struct ClientOptions {
     pub kubeconfig: Option<PathBuf>,
     /// `--master`: overrides the kubeconfig's server URL.
     pub master: Option<String>,
-    /// `--kube-api-qps`: token refill rate per client. 0 → [`DEFAULT_QPS`]; < 0 → no limit.
+    /// `--kube-api-qps`: token refill rate per client. 0 → [`crate::flowcontrol::DEFAULT_QPS`]; < 0 → no limit.
     pub qps: f32,
-    /// `--kube-api-burst`: token bucket size per client. 0 → [`DEFAULT_BURST`].
+    /// `--kube-api-burst`: token bucket size per client. 0 → [`crate::flowcontrol::DEFAULT_BURST`].
     pub burst: u32,
 }
 
@@ -154,21 +152,13 @@ pub fn make_client(
     // beneath it, unthrottled and with different rules.
     config.default_retry = false;
     let layer = RestClientLayer::new(
-        rate_limiter(opts.qps, opts.burst),
+        client_limiter(opts.qps, opts.burst),
         user_agent(client_name),
         host_label(&config.cluster_url),
     );
     let builder = ClientBuilder::try_from(config)
         .map_err(|err| Error::Config(format!("building API client {client_name}: {err}")))?;
     Ok(builder.with_layer(&layer).build())
-}
-
-/// The token bucket for `qps`/`burst` with client-go's defaulting: qps 0 → 5, burst 0 → 10,
-/// qps < 0 → unlimited.
-pub fn rate_limiter(qps: f32, burst: u32) -> Option<Arc<TokenBucket>> {
-    let qps = if qps == 0.0 { DEFAULT_QPS } else { qps };
-    let burst = if burst == 0 { DEFAULT_BURST } else { burst };
-    (qps > 0.0 && qps.is_finite()).then(|| Arc::new(TokenBucket::new(qps as f64, burst)))
 }
 
 /// `rkcm/<version> (<os>/<arch>) <client-name>`, with Go's os/arch spelling so tooling that
@@ -200,65 +190,6 @@ pub fn go_arch() -> &'static str {
 
 fn host_label(url: &http::Uri) -> String {
     url.authority().map(|a| a.to_string()).unwrap_or_default()
-}
-
-// ---------------------------------------------------------------------------------------
-// Token bucket
-
-/// A token bucket with reservation semantics (golang.org/x/time/rate, which client-go's
-/// `flowcontrol.NewTokenBucketRateLimiter` uses): capacity `burst`, refilled at `qps`
-/// tokens per second, starting full. Each request takes a token now or reserves the next
-/// one, so concurrent waiters are served in arrival order at exactly `qps`.
-#[derive(Debug)]
-pub struct TokenBucket {
-    qps: f64,
-    burst: f64,
-    state: Mutex<BucketState>,
-}
-
-#[derive(Debug)]
-struct BucketState {
-    /// May go negative: outstanding reservations.
-    tokens: f64,
-    last: Instant,
-}
-
-impl TokenBucket {
-    pub fn new(qps: f64, burst: u32) -> Self {
-        let burst = f64::from(burst.max(1));
-        Self {
-            qps,
-            burst,
-            state: Mutex::new(BucketState {
-                tokens: burst,
-                last: Instant::now(),
-            }),
-        }
-    }
-
-    /// Takes one token, returning how long the caller must wait before using it.
-    pub fn reserve(&self) -> Duration {
-        let now = Instant::now();
-        let mut st = self.state.lock();
-        let elapsed = now.saturating_duration_since(st.last).as_secs_f64();
-        st.tokens = (st.tokens + elapsed * self.qps).min(self.burst);
-        st.last = now;
-        st.tokens -= 1.0;
-        if st.tokens >= 0.0 {
-            Duration::ZERO
-        } else {
-            Duration::from_secs_f64(-st.tokens / self.qps)
-        }
-    }
-
-    /// Waits for a token; returns the time spent waiting.
-    pub async fn acquire(&self) -> Duration {
-        let wait = self.reserve();
-        if !wait.is_zero() {
-            tokio::time::sleep(wait).await;
-        }
-        wait
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -352,13 +283,13 @@ pub struct RestClientLayer {
 }
 
 struct Shared {
-    limiter: Option<Arc<TokenBucket>>,
+    limiter: Option<Arc<RateLimiter>>,
     user_agent: HeaderValue,
     host: String,
 }
 
 impl RestClientLayer {
-    pub fn new(limiter: Option<Arc<TokenBucket>>, user_agent: HeaderValue, host: String) -> Self {
+    pub fn new(limiter: Option<Arc<RateLimiter>>, user_agent: HeaderValue, host: String) -> Self {
         Self {
             shared: Arc::new(Shared {
                 limiter,
@@ -606,72 +537,6 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use tower::ServiceExt as _;
 
-    #[tokio::test(start_paused = true)]
-    async fn bucket_allows_burst_then_qps() {
-        let bucket = TokenBucket::new(2.0, 3);
-        let start = Instant::now();
-        for _ in 0..3 {
-            assert_eq!(bucket.acquire().await, Duration::ZERO);
-        }
-        assert_eq!(start.elapsed(), Duration::ZERO);
-        // Tokens 4..6 arrive every 500 ms.
-        for i in 1..=3u32 {
-            bucket.acquire().await;
-            let expect = Duration::from_millis(500) * i;
-            let got = start.elapsed();
-            assert!(
-                got >= expect && got < expect + Duration::from_millis(5),
-                "{i}: {got:?}"
-            );
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn bucket_refills_to_burst_only() {
-        let bucket = TokenBucket::new(10.0, 2);
-        bucket.acquire().await;
-        bucket.acquire().await;
-        tokio::time::advance(Duration::from_secs(60)).await;
-        // A long idle period refills to `burst`, not beyond.
-        assert_eq!(bucket.reserve(), Duration::ZERO);
-        assert_eq!(bucket.reserve(), Duration::ZERO);
-        assert_eq!(bucket.reserve(), Duration::from_millis(100));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn concurrent_waiters_are_spaced_by_qps() {
-        let bucket = Arc::new(TokenBucket::new(4.0, 1));
-        let start = Instant::now();
-        let mut handles = Vec::new();
-        for _ in 0..5 {
-            let b = bucket.clone();
-            handles.push(tokio::spawn(async move {
-                b.acquire().await;
-                Instant::now()
-            }));
-        }
-        let mut done = Vec::new();
-        for h in handles {
-            done.push(h.await.expect("task").duration_since(start));
-        }
-        done.sort();
-        let want: Vec<Duration> = (0..5).map(|i| Duration::from_millis(250) * i).collect();
-        assert_eq!(done, want);
-    }
-
-    #[test]
-    fn limiter_defaults_follow_client_go() {
-        assert!(
-            rate_limiter(-1.0, 30).is_none(),
-            "negative qps disables limiting"
-        );
-        let b = rate_limiter(0.0, 0).expect("qps 0 means default 5");
-        assert_eq!(b.qps, f64::from(DEFAULT_QPS));
-        assert_eq!(b.burst, f64::from(DEFAULT_BURST));
-        let b = rate_limiter(20.0, 30).expect("limited");
-        assert_eq!((b.qps, b.burst), (20.0, 30.0));
-    }
-
     #[test]
     fn watch_detection() {
         let w: http::Uri = "/api/v1/pods?&watch=true&timeoutSeconds=290"
@@ -751,7 +616,7 @@ mod tests {
     async fn layer_throttles_requests_but_not_watches() {
         let inner = script(vec![]);
         let layer = RestClientLayer::new(
-            rate_limiter(1.0, 1),
+            client_limiter(1.0, 1),
             user_agent("test-controller"),
             "h:1".into(),
         );
@@ -824,7 +689,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn watch_retry_is_throttled() {
         let inner = script(vec![(200, None), (429, Some("0")), (200, None)]);
-        let layer = RestClientLayer::new(rate_limiter(1.0, 1), user_agent("t"), "h:1".into());
+        let layer = RestClientLayer::new(client_limiter(1.0, 1), user_agent("t"), "h:1".into());
         let svc = layer.layer(inner.clone());
         svc.clone()
             .oneshot(get("/a"))

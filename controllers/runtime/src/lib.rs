@@ -7,6 +7,8 @@
 //! - [`workqueue`]: dedup, per-key exclusion, delays and rate limits (client-go `util/workqueue`).
 //! - [`expectations`]: in-flight creates/deletes per owner (`controller_utils.go`).
 //! - [`client`]: API client per controller with a QPS/burst token bucket (client-go `rest`).
+//! - [`flowcontrol`]: the one token bucket, used by the clients and the work queues
+//!   (client-go `util/flowcontrol`, `golang.org/x/time/rate`).
 //! - [`events`], [`podcontrol`], [`controller_ref`], [`history`]: shared controls.
 //! - [`metrics`]: the process-wide Prometheus registry with upstream metric names.
 //! - Workload helpers (upstream `pkg/controller/controller_utils.go` and `util/`):
@@ -24,6 +26,7 @@ pub mod controller_ref;
 pub mod error;
 pub mod events;
 pub mod expectations;
+pub mod flowcontrol;
 pub mod history;
 pub mod informer;
 pub mod keys;

@@ -50,6 +50,8 @@ use tokio::sync::Notify;
 use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 
+use crate::flowcontrol::TokenBucket;
+
 /// Upper bound on how long the delay task sleeps without re-checking the heap (upstream
 /// `maxWait`), a safety net against a missed wake-up.
 const MAX_DELAY_WAIT: Duration = Duration::from_secs(10);
@@ -80,9 +82,10 @@ pub enum RateLimiter {
     Default,
     /// Per-key exponential backoff only: `base × 2^failures`, capped at `max` (Job: 1 s..60 s).
     ItemExponential { base: Duration, max: Duration },
-    /// One token bucket shared by all keys, with reservation semantics: every call takes a
-    /// token and waits until it is available. `qps` must be finite and positive (otherwise the
-    /// bucket does not limit); a `burst` of 0 is treated as 1.
+    /// One token bucket shared by all keys ([`crate::flowcontrol::TokenBucket`]): every call
+    /// takes a token and waits until it is available. An infinite `qps` never delays; a
+    /// `qps <= 0` hands out the burst and then delays by the capped maximum
+    /// ([`crate::flowcontrol::MAX_WAIT`]); a `burst` of 0 is treated as 1.
     Bucket { qps: f64, burst: u32 },
     /// The longest delay of all the given limiters (each one is consulted on every call).
     MaxOf(Vec<RateLimiter>),
@@ -174,45 +177,6 @@ fn exponential_delay(base: Duration, max: Duration, failures: u32) -> Duration {
     1u32.checked_shl(failures)
         .and_then(|factor| base.checked_mul(factor))
         .map_or(max, |delay| delay.min(max))
-}
-
-/// A token bucket with golang.org/x/time/rate reservation semantics: tokens may go negative,
-/// and the wait is the time until the reserved token will have been refilled.
-struct TokenBucket {
-    qps: f64,
-    burst: f64,
-    tokens: f64,
-    last: Option<Instant>,
-}
-
-impl TokenBucket {
-    fn new(qps: f64, burst: u32) -> Self {
-        let burst = f64::from(burst.max(1));
-        Self {
-            qps,
-            burst,
-            tokens: burst,
-            last: None,
-        }
-    }
-
-    fn reserve(&mut self, now: Instant) -> Duration {
-        if !(self.qps.is_finite() && self.qps > 0.0) {
-            return Duration::ZERO;
-        }
-        // The bucket starts full; tokens accrue from the previous reservation on.
-        if let Some(last) = self.last {
-            let refill = now.saturating_duration_since(last).as_secs_f64() * self.qps;
-            self.tokens = (self.tokens + refill).min(self.burst);
-        }
-        self.last = Some(now);
-        self.tokens -= 1.0;
-        if self.tokens >= 0.0 {
-            Duration::ZERO
-        } else {
-            Duration::try_from_secs_f64(-self.tokens / self.qps).unwrap_or(Duration::MAX)
-        }
-    }
 }
 
 /// The metric families, registered once per process; queues take their labelled children.
@@ -1135,19 +1099,19 @@ mod tests {
             ms(100),
             "the 101st token is available after 1/10 s"
         );
+    }
 
-        let mut bucket = TokenBucket::new(10.0, 100);
-        let now = Instant::now();
-        for _ in 0..100 {
-            assert_eq!(bucket.reserve(now), Duration::ZERO);
-        }
-        assert_eq!(bucket.reserve(now), ms(100));
-        assert_eq!(bucket.reserve(now), ms(200));
-        assert_eq!(
-            bucket.reserve(now + ms(300)),
-            ms(0),
-            "refilled three tokens, used one"
-        );
+    #[tokio::test(start_paused = true)]
+    async fn a_tiny_bucket_qps_delays_for_ever_without_panicking() {
+        let queue = unnamed(RateLimiter::Bucket {
+            qps: 1e-300,
+            burst: 1,
+        });
+        queue.add_rate_limited(k("a"));
+        queue.add_rate_limited(k("b"));
+        assert_eq!(queue.get().await, Some(k("a")));
+        tokio::time::advance(Duration::from_secs(365 * 24 * 3600)).await;
+        assert_eq!(get_now(&queue), None, "b is due in centuries");
     }
 
     #[tokio::test]
