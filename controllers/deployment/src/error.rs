@@ -106,6 +106,27 @@ impl Error {
         }
     }
 
+    /// An expected requeue in normal operation, not a failure to warn about: the new
+    /// ReplicaSet exists but the cache has not shown it yet, or a write made from a cached
+    /// copy met a 409 conflict. Retried with backoff like any error; the worker logs it at
+    /// debug.
+    pub fn is_expected_requeue(&self) -> bool {
+        match self {
+            Error::NotCached { .. } => true,
+            Error::UpdateReplicaSet { source, .. }
+            | Error::DeleteReplicaSet { source, .. }
+            | Error::UpdateStatus { source, .. }
+            | Error::UpdateDeployment { source, .. } => is_conflict(source),
+            Error::Claim {
+                source:
+                    rkcm_runtime::Error::Api { source, .. }
+                    | rkcm_runtime::Error::ForOwner { source, .. },
+                ..
+            } => is_conflict(source),
+            _ => false,
+        }
+    }
+
     /// The API refused a write because the namespace is being deleted: every later write
     /// would fail too, so the key is forgotten instead of retried.
     pub fn is_namespace_terminating(&self) -> bool {
@@ -125,6 +146,11 @@ impl Error {
             _ => false,
         }
     }
+}
+
+/// A 409 `Conflict` (the object changed since it was read), not `AlreadyExists`.
+fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409 && s.reason == "Conflict")
 }
 
 #[cfg(test)]
@@ -168,5 +194,41 @@ mod tests {
             e.to_string()
                 .starts_with("updating status of deployment ns/web: ")
         );
+    }
+
+    #[test]
+    fn not_cached_and_conflicts_are_expected_requeues() {
+        let conflict = Error::UpdateStatus {
+            key: "ns/web".into(),
+            source: api_error(409, "Conflict", None),
+        };
+        assert!(conflict.is_expected_requeue());
+        let scale = Error::UpdateReplicaSet {
+            key: "ns/web".into(),
+            replica_set: "web-abc".into(),
+            source: api_error(409, "Conflict", None),
+        };
+        assert!(scale.is_expected_requeue());
+        let not_cached = Error::NotCached {
+            key: "ns/web".into(),
+            replica_set: "web-abc".into(),
+        };
+        assert!(not_cached.is_expected_requeue());
+        let exists = Error::CreateReplicaSet {
+            key: "ns/web".into(),
+            replica_set: "web-abc".into(),
+            source: api_error(409, "AlreadyExists", None),
+        };
+        assert!(!exists.is_expected_requeue());
+        let forbidden = Error::UpdateStatus {
+            key: "ns/web".into(),
+            source: api_error(403, "Forbidden", None),
+        };
+        assert!(!forbidden.is_expected_requeue());
+        let selector = Error::InvalidSelector {
+            key: "ns/web".into(),
+            message: "bad".into(),
+        };
+        assert!(!selector.is_expected_requeue());
     }
 }

@@ -150,6 +150,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
     let policy = RetryPolicy {
         max_retries: Some(consts::MAX_RETRIES),
         give_up: Error::is_namespace_terminating,
+        quiet: Error::is_expected_requeue,
     };
     let spec = RunSpec {
         name: NAME,

@@ -68,6 +68,24 @@ impl Error {
         }
     }
 
+    /// An expected requeue in normal operation, not a failure to warn about: the stale-cache
+    /// guard held the sync back (counted by `replicaset_controller_stale_sync_skips_total`),
+    /// or a write made from a cached copy met a 409 conflict. Retried with backoff like any
+    /// error; the worker logs it at debug.
+    pub fn is_expected_requeue(&self) -> bool {
+        match self {
+            Error::StaleCache { .. } => true,
+            Error::UpdateStatus { source, .. } => is_conflict(source),
+            Error::Claim { source, .. }
+            | Error::CreatePods { source, .. }
+            | Error::DeletePods { source, .. } => match source {
+                rkcm_runtime::Error::Api { source, .. }
+                | rkcm_runtime::Error::ForOwner { source, .. } => is_conflict(source),
+                _ => false,
+            },
+        }
+    }
+
     /// The text upstream puts in the `ReplicaFailure` condition: the create/delete error as
     /// the API server worded it.
     pub fn condition_message(&self) -> String {
@@ -79,6 +97,11 @@ impl Error {
             Error::StaleCache { source, .. } => source.to_string(),
         }
     }
+}
+
+/// A 409 `Conflict` (the object changed since it was read), not `AlreadyExists`.
+fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409 && s.reason == "Conflict")
 }
 
 /// The API's own message for API errors, the error text otherwise.
@@ -118,5 +141,53 @@ mod tests {
         );
         assert_eq!((e.key(), e.category()), ("ns/web", "create_pods"));
         assert!(e.to_string().starts_with("creating pods for ns/web: "));
+        assert!(
+            !e.is_expected_requeue(),
+            "a quota refusal is worth a warning"
+        );
+    }
+
+    fn api(code: u16, reason: &str) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure("refused", reason)
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    #[test]
+    fn stale_cache_and_conflicts_are_expected_requeues() {
+        let stale = Error::StaleCache {
+            key: "ns/web".into(),
+            source: rkcm_runtime::consistency::Stale {
+                resource: rkcm_runtime::consistency::GroupResource {
+                    group: String::new(),
+                    resource: "pods".into(),
+                },
+                written: "12".into(),
+                observed: "11".into(),
+            },
+        };
+        assert!(stale.is_expected_requeue());
+        let conflict = Error::UpdateStatus {
+            key: "ns/web".into(),
+            source: api(409, "Conflict"),
+        };
+        assert!(conflict.is_expected_requeue());
+        let adoption = Error::Claim {
+            key: "ns/web".into(),
+            source: rkcm_runtime::Error::api("patch", "Pod", "ns/web-1", api(409, "Conflict")),
+        };
+        assert!(adoption.is_expected_requeue());
+        let exists = Error::CreatePods {
+            key: "ns/web".into(),
+            source: rkcm_runtime::Error::api("create", "Pod", "ns/web", api(409, "AlreadyExists")),
+        };
+        assert!(!exists.is_expected_requeue());
+        let server = Error::UpdateStatus {
+            key: "ns/web".into(),
+            source: api(500, "InternalError"),
+        };
+        assert!(!server.is_expected_requeue());
     }
 }

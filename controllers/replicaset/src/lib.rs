@@ -164,7 +164,11 @@ pub async fn start<O: ReplicaOwner>(ctx: ControllerContext, cfg: Config) -> Resu
         name: O::CONTROLLER_NAME,
         queue,
         workers,
-        policy: RetryPolicy::default(),
+        // Upstream's `handleErr`: retry with backoff; a stale cache or a conflict is expected.
+        policy: RetryPolicy {
+            quiet: Error::is_expected_requeue,
+            ..RetryPolicy::default()
+        },
         wait_for,
     };
     run_controller(&ctx, spec, move |key: String| {

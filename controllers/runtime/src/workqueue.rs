@@ -766,6 +766,12 @@ pub struct RetryPolicy<E> {
     pub max_retries: Option<u32>,
     /// Errors that are not retried at all (e.g. a terminating namespace).
     pub give_up: fn(&E) -> bool,
+    /// Errors that are an expected requeue in normal operation, not a failure an operator
+    /// should look at: a cache that has not caught up with the controller's own write, a 409
+    /// conflict on a write made from a stale copy. They are retried exactly like the others
+    /// (backoff, `max_retries`) but logged at debug instead of WARN; the controller counts
+    /// them in its own metrics.
+    pub quiet: fn(&E) -> bool,
 }
 
 impl<E> Default for RetryPolicy<E> {
@@ -773,6 +779,7 @@ impl<E> Default for RetryPolicy<E> {
         Self {
             max_retries: None,
             give_up: |_| false,
+            quiet: |_| false,
         }
     }
 }
@@ -782,6 +789,35 @@ impl<E> Clone for RetryPolicy<E> {
         Self {
             max_retries: self.max_retries,
             give_up: self.give_up,
+            quiet: self.quiet,
+        }
+    }
+}
+
+/// What a worker does with one failed sync.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    /// Not retried (debug log).
+    GiveUp,
+    /// Retried with backoff, logged at debug: an expected requeue.
+    RequeueQuietly,
+    /// Retried with backoff, logged as a warning.
+    Requeue,
+    /// Retried too often: forgotten until the key's next event (warning).
+    Drop,
+}
+
+impl<E> RetryPolicy<E> {
+    /// Classifies a failed sync of a key that has been requeued `requeues` times in a row.
+    fn on_failure(&self, error: &E, requeues: u32) -> Failure {
+        if (self.give_up)(error) {
+            Failure::GiveUp
+        } else if self.max_retries.is_some_and(|max| requeues >= max) {
+            Failure::Drop
+        } else if (self.quiet)(error) {
+            Failure::RequeueQuietly
+        } else {
+            Failure::Requeue
         }
     }
 }
@@ -823,22 +859,24 @@ where
             .await;
         match outcome {
             Ok(Ok(())) => queue.forget(&key),
-            Ok(Err(error)) if (policy.give_up)(&error) => {
-                tracing::debug!(queue = queue.name(), ?key, %error, "sync failed, not retrying");
-                queue.forget(&key);
-            }
-            Ok(Err(error)) => {
-                if policy
-                    .max_retries
-                    .is_none_or(|max| queue.num_requeues(&key) < max)
-                {
+            Ok(Err(error)) => match policy.on_failure(&error, queue.num_requeues(&key)) {
+                Failure::GiveUp => {
+                    tracing::debug!(queue = queue.name(), ?key, %error, "sync failed, not retrying");
+                    queue.forget(&key);
+                }
+                Failure::RequeueQuietly => {
+                    tracing::debug!(queue = queue.name(), ?key, %error, "sync deferred, requeuing with backoff");
+                    queue.add_rate_limited(key.clone());
+                }
+                Failure::Requeue => {
                     tracing::warn!(queue = queue.name(), ?key, %error, "sync failed, requeuing with backoff");
                     queue.add_rate_limited(key.clone());
-                } else {
+                }
+                Failure::Drop => {
                     tracing::warn!(queue = queue.name(), ?key, %error, "sync failed too often, dropping the key until its next change");
                     queue.forget(&key);
                 }
-            }
+            },
             Err(panic) => {
                 tracing::error!(
                     queue = queue.name(),
@@ -1404,6 +1442,7 @@ mod tests {
         let policy = RetryPolicy {
             max_retries: Some(3),
             give_up: |e: &String| e == "final",
+            ..RetryPolicy::default()
         };
         let workers = tokio::spawn(run_workers_with(queue.clone(), 1, policy, sync));
         queue.add(k("a"));
@@ -1429,6 +1468,140 @@ mod tests {
             .await
             .expect("workers did not exit")
             .expect("run_workers panicked");
+    }
+
+    #[test]
+    fn retry_policy_classifies_failures() {
+        let policy = RetryPolicy {
+            max_retries: Some(2),
+            give_up: |e: &String| e == "gone",
+            quiet: |e: &String| e.starts_with("stale"),
+        };
+        assert_eq!(policy.on_failure(&k("gone"), 0), Failure::GiveUp);
+        assert_eq!(
+            policy.on_failure(&k("stale cache"), 0),
+            Failure::RequeueQuietly
+        );
+        assert_eq!(
+            policy.on_failure(&k("stale cache"), 1),
+            Failure::RequeueQuietly
+        );
+        assert_eq!(policy.on_failure(&k("boom"), 1), Failure::Requeue);
+        // Quiet errors count towards max_retries like any other.
+        assert_eq!(policy.on_failure(&k("stale cache"), 2), Failure::Drop);
+        assert_eq!(policy.on_failure(&k("boom"), 2), Failure::Drop);
+        let default = RetryPolicy::<String>::default();
+        assert_eq!(
+            default.on_failure(&k("stale cache"), 1_000),
+            Failure::Requeue
+        );
+    }
+
+    /// Records the level and message of every event logged on this thread.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<(tracing::Level, String)>>>);
+
+    struct MessageOf(String);
+
+    impl tracing::field::Visit for MessageOf {
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn fmt::Debug) {
+            if field.name() == "message" {
+                self.0 = format!("{value:?}");
+            }
+        }
+    }
+
+    impl tracing::Subscriber for Captured {
+        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            tracing::span::Id::from_u64(1)
+        }
+        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, event: &tracing::Event<'_>) {
+            let mut message = MessageOf(String::new());
+            event.record(&mut message);
+            self.0.lock().push((*event.metadata().level(), message.0));
+        }
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn quiet_errors_are_requeued_at_debug_and_others_warn() {
+        // A current-thread runtime: the workers log on this thread, under this subscriber.
+        let captured = Captured::default();
+        let _guard = tracing::subscriber::set_default(captured.clone());
+        let queue = unnamed(RateLimiter::Default);
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let attempts = Arc::new(Mutex::new(HashMap::<String, u32>::new()));
+        let sync = move |key: String| {
+            let (tx, attempts) = (tx.clone(), attempts.clone());
+            async move {
+                let n = {
+                    let mut attempts = attempts.lock();
+                    let n = attempts.entry(key.clone()).or_default();
+                    *n += 1;
+                    *n
+                };
+                let _ = tx.send((key.clone(), n));
+                if n == 1 {
+                    Err(format!("{key} failed"))
+                } else {
+                    Ok(())
+                }
+            }
+        };
+        let policy = RetryPolicy {
+            quiet: |e: &String| e.starts_with("stale"),
+            ..RetryPolicy::default()
+        };
+        let workers = tokio::spawn(run_workers_with(queue.clone(), 1, policy, sync));
+        queue.add(k("stale"));
+        queue.add(k("broken"));
+        // Each key fails once, then succeeds on its (rate-limited) retry.
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            let got = timeout(Duration::from_secs(10), rx.recv()).await;
+            seen.push(got.expect("sync not called").expect("channel open"));
+        }
+        seen.sort();
+        assert_eq!(
+            seen,
+            [
+                (k("broken"), 1),
+                (k("broken"), 2),
+                (k("stale"), 1),
+                (k("stale"), 2)
+            ]
+        );
+        queue.shut_down();
+        timeout(Duration::from_secs(10), workers)
+            .await
+            .expect("workers did not exit")
+            .expect("run_workers panicked");
+        let logged = captured.0.lock().clone();
+        let warnings = logged
+            .iter()
+            .filter(|(level, _)| *level == tracing::Level::WARN)
+            .count();
+        assert_eq!(warnings, 1, "only the real failure warns: {logged:?}");
+        assert!(
+            logged
+                .iter()
+                .any(|(level, message)| *level == tracing::Level::WARN
+                    && message == "sync failed, requeuing with backoff"),
+            "{logged:?}"
+        );
+        assert!(
+            logged
+                .iter()
+                .any(|(level, message)| *level == tracing::Level::DEBUG
+                    && message == "sync deferred, requeuing with backoff"),
+            "{logged:?}"
+        );
     }
 
     #[test]
