@@ -35,7 +35,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -45,6 +45,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time
 use kube::api::{Api, PostParams};
 use prometheus::{IntCounterVec, IntGaugeVec, Opts};
 use rkcm_runtime::CancellationToken;
+use rkcm_runtime::metrics::{get_or_register, register};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -131,43 +132,43 @@ struct Metrics {
     slowpath: IntCounterVec,
 }
 
-static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
-    let master_status = IntGaugeVec::new(
-        Opts::new(
-            "leader_election_master_status",
-            "Gauge of if the reporting system is master of the relevant lease, 0 indicates \
-             backup, 1 indicates master. 'name' is the string used to identify the lease. \
-             Please make sure to group by name.",
-        ),
-        &["name"],
-    )
-    .expect("constant metric definition is valid");
-    let slowpath = IntCounterVec::new(
-        Opts::new(
-            "leader_election_slowpath_total",
-            "Total number of slow path exercised in renewing leader leases. 'name' is the \
-             string used to identify the lease. Please make sure to group by name.",
-        ),
-        &["name"],
-    )
-    .expect("constant metric definition is valid");
-    let registry = rkcm_runtime::metrics::registry();
-    for (c, name) in [
-        (
-            Box::new(master_status.clone()) as Box<dyn prometheus::core::Collector>,
-            "leader_election_master_status",
-        ),
-        (Box::new(slowpath.clone()), "leader_election_slowpath_total"),
-    ] {
-        if let Err(error) = registry.register(c) {
-            tracing::warn!(metric = name, %error, "metric registration failed");
-        }
+impl Metrics {
+    fn build() -> prometheus::Result<Self> {
+        Ok(Self {
+            master_status: register(IntGaugeVec::new(
+                Opts::new(
+                    "leader_election_master_status",
+                    "Gauge of if the reporting system is master of the relevant lease, 0 indicates \
+                     backup, 1 indicates master. 'name' is the string used to identify the lease. \
+                     Please make sure to group by name.",
+                ),
+                &["name"],
+            )?),
+            slowpath: register(IntCounterVec::new(
+                Opts::new(
+                    "leader_election_slowpath_total",
+                    "Total number of slow path exercised in renewing leader leases. 'name' is the \
+                     string used to identify the lease. Please make sure to group by name.",
+                ),
+                &["name"],
+            )?),
+        })
     }
-    Metrics {
-        master_status,
-        slowpath,
+}
+
+fn metrics() -> Option<&'static Metrics> {
+    static METRICS: OnceLock<Option<Metrics>> = OnceLock::new();
+    get_or_register(&METRICS, "leader_election", Metrics::build)
+}
+
+/// `leader_election_master_status{name}`: 1 while leading the lease, 0 otherwise.
+fn set_master_status(name: &str, leading: bool) {
+    if let Some(m) = metrics() {
+        m.master_status
+            .with_label_values(&[name])
+            .set(i64::from(leading));
     }
-});
+}
 
 // ---------------------------------------------------------------------------------------------
 // Pure decisions
@@ -373,7 +374,7 @@ impl LeaderElector {
 
     fn with_backend(backend: Box<dyn LeaseBackend>, cfg: LeaderConfig, health: Health) -> Self {
         health.enable_leader_election(cfg.lease_duration);
-        METRICS.master_status.with_label_values(&[&cfg.name]).set(0);
+        set_master_status(&cfg.name, false);
         let lease = format!("{}/{}", cfg.namespace, cfg.name);
         Self {
             core: Arc::new(Core {
@@ -422,10 +423,7 @@ impl LeaderElector {
                 _ = tokio::time::sleep(jittered(core.cfg.retry_period)) => {}
             }
         }
-        METRICS
-            .master_status
-            .with_label_values(&[&core.cfg.name])
-            .set(1);
+        set_master_status(&core.cfg.name, true);
         tracing::info!(lease = %core.lease, identity = %core.cfg.identity, "successfully acquired lease");
         if let Some(obs) = &tracker.observed {
             // Acquiring must not wait for the event.
@@ -487,10 +485,7 @@ impl Leading {
             })?,
             None => return Err(LeaderError::Lost { lease }),
         };
-        METRICS
-            .master_status
-            .with_label_values(&[&self.core.cfg.name])
-            .set(0);
+        set_master_status(&self.core.cfg.name, false);
         if self.lost.is_cancelled() {
             return Err(LeaderError::Lost { lease });
         }
@@ -583,8 +578,8 @@ impl Core {
                 Attempt::HeldBy(holder)
             }
             Decision::Write { spec, slow_path } => {
-                if slow_path {
-                    METRICS.slowpath.with_label_values(&[&self.cfg.name]).inc();
+                if slow_path && let Some(m) = metrics() {
+                    m.slowpath.with_label_values(&[&self.cfg.name]).inc();
                 }
                 let mut lease = base;
                 lease.spec = Some(spec);
@@ -680,10 +675,7 @@ impl Core {
                 _ = tokio::time::sleep(retry) => {}
             }
         };
-        METRICS
-            .master_status
-            .with_label_values(&[&self.cfg.name])
-            .set(0);
+        set_master_status(&self.cfg.name, false);
         // Signal first: the owner must stop writing as soon as possible; the event is cosmetic.
         lost.cancel();
         tracing::error!(lease = %self.lease, identity = %self.cfg.identity, %reason, "leaderelection lost");
@@ -1098,7 +1090,11 @@ mod tests {
     }
 
     fn master(name: &str) -> i64 {
-        METRICS.master_status.with_label_values(&[name]).get()
+        metrics()
+            .expect("valid definitions")
+            .master_status
+            .with_label_values(&[name])
+            .get()
     }
 
     #[tokio::test(start_paused = true)]
@@ -1299,12 +1295,20 @@ mod tests {
             .run_until_leading(&CancellationToken::new())
             .await
             .expect("a leads");
-        let before = METRICS.slowpath.with_label_values(&["t-slow"]).get();
+        let before = metrics()
+            .expect("valid definitions")
+            .slowpath
+            .with_label_values(&["t-slow"])
+            .get();
         let lease = fake.st().lease.clone().unwrap_or_default();
         fake.store(lease);
         tokio::time::sleep(Duration::from_secs(5)).await;
         assert_eq!(
-            METRICS.slowpath.with_label_values(&["t-slow"]).get(),
+            metrics()
+                .expect("valid definitions")
+                .slowpath
+                .with_label_values(&["t-slow"])
+                .get(),
             before + 1
         );
         assert_eq!(fake.holder().as_deref(), Some("a"));

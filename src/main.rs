@@ -25,6 +25,7 @@ mod logging;
 mod registry;
 mod serve;
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -33,6 +34,7 @@ use futures::stream::FuturesUnordered;
 use prometheus::{IntGaugeVec, Opts};
 use rkcm_runtime::client::{ClientOptions, build_config, make_client};
 use rkcm_runtime::informer::{InformerFactory, ListMode};
+use rkcm_runtime::metrics::{get_or_register, register};
 use rkcm_runtime::{CancellationToken, ControllerContext};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
@@ -485,23 +487,18 @@ async fn report_sync(probes: Vec<SyncProbe>, health: serve::Health, shutdown: Ca
 
 /// `kubernetes_feature_enabled{name,stage}`: 1 for enabled gates, 0 otherwise.
 fn export_feature_gates(gates: &cli::FeatureGates) {
-    let gauge = match IntGaugeVec::new(
-        Opts::new(
-            "kubernetes_feature_enabled",
-            "This metric records the data about the stage and enablement of a k8s feature.",
-        ),
-        &["name", "stage"],
-    ) {
-        Ok(g) => g,
-        Err(err) => {
-            tracing::warn!(error = %err, "creating kubernetes_feature_enabled");
-            return;
-        }
-    };
-    if let Err(err) = rkcm_runtime::metrics::registry().register(Box::new(gauge.clone())) {
-        tracing::warn!(error = %err, "registering kubernetes_feature_enabled");
+    static GAUGE: OnceLock<Option<IntGaugeVec>> = OnceLock::new();
+    let Some(gauge) = get_or_register(&GAUGE, "kubernetes_feature_enabled", || {
+        Ok(register(IntGaugeVec::new(
+            Opts::new(
+                "kubernetes_feature_enabled",
+                "This metric records the data about the stage and enablement of a k8s feature.",
+            ),
+            &["name", "stage"],
+        )?))
+    }) else {
         return;
-    }
+    };
     for (spec, enabled) in gates.all() {
         gauge
             .with_label_values(&[spec.name, spec.stage.label()])

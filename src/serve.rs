@@ -27,7 +27,7 @@ use std::convert::Infallible;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -37,6 +37,7 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use prometheus::{IntCounterVec, IntGaugeVec, Opts, Registry};
+use rkcm_runtime::metrics::{get_or_register, register};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
@@ -374,125 +375,120 @@ pub fn build_info() -> BuildInfo {
     }
 }
 
-/// Registers a metric with the process registry. A failure (a name registered twice by two
-/// owners) must not take the process down: the metric then works but is not exported.
-fn register<C: prometheus::core::Collector + Clone + 'static>(c: &C, name: &str) {
-    if let Err(error) = rkcm_runtime::metrics::registry().register(Box::new(c.clone())) {
-        tracing::warn!(metric = name, %error, "metric registration failed");
-    }
+/// `kubernetes_build_info`, registered on first use with its one constant sample.
+fn build_info_metric() -> Option<&'static IntGaugeVec> {
+    static METRIC: OnceLock<Option<IntGaugeVec>> = OnceLock::new();
+    get_or_register(&METRIC, "kubernetes_build_info", || {
+        let g = register(IntGaugeVec::new(
+            Opts::new(
+                "kubernetes_build_info",
+                "A metric with a constant '1' value labeled by major, minor, git version, git \
+                 commit, git tree state, build date, Go version, and compiler from which \
+                 Kubernetes was built, and platform on which it is running.",
+            ),
+            &[
+                "major",
+                "minor",
+                "git_version",
+                "git_commit",
+                "git_tree_state",
+                "build_date",
+                "go_version",
+                "compiler",
+                "platform",
+            ],
+        )?);
+        let b = build_info();
+        g.with_label_values(&[
+            &b.major,
+            &b.minor,
+            &b.git_version,
+            &b.git_commit,
+            &b.git_tree_state,
+            &b.build_date,
+            &b.rustc_version,
+            &b.compiler,
+            &b.platform,
+        ])
+        .set(1);
+        Ok(g)
+    })
 }
 
-static BUILD_INFO: LazyLock<IntGaugeVec> = LazyLock::new(|| {
-    let g = IntGaugeVec::new(
-        Opts::new(
-            "kubernetes_build_info",
-            "A metric with a constant '1' value labeled by major, minor, git version, git commit, \
-             git tree state, build date, Go version, and compiler from which Kubernetes was \
-             built, and platform on which it is running.",
-        ),
-        &[
-            "major",
-            "minor",
-            "git_version",
-            "git_commit",
-            "git_tree_state",
-            "build_date",
-            "go_version",
-            "compiler",
-            "platform",
-        ],
-    )
-    .expect("constant metric definition is valid");
-    register(&g, "kubernetes_build_info");
-    let b = build_info();
-    g.with_label_values(&[
-        &b.major,
-        &b.minor,
-        &b.git_version,
-        &b.git_commit,
-        &b.git_tree_state,
-        &b.build_date,
-        &b.rustc_version,
-        &b.compiler,
-        &b.platform,
-    ])
-    .set(1);
-    g
-});
-
-static RUNNING_CONTROLLERS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
-    let g = IntGaugeVec::new(
-        Opts::new(
-            "running_managed_controllers",
-            "Indicates where instances of a controller are currently running",
-        ),
-        &["name", "manager"],
-    )
-    .expect("constant metric definition is valid");
-    register(&g, "running_managed_controllers");
-    g
-});
+fn running_controllers() -> Option<&'static IntGaugeVec> {
+    static METRIC: OnceLock<Option<IntGaugeVec>> = OnceLock::new();
+    get_or_register(&METRIC, "running_managed_controllers", || {
+        Ok(register(IntGaugeVec::new(
+            Opts::new(
+                "running_managed_controllers",
+                "Indicates where instances of a controller are currently running",
+            ),
+            &["name", "manager"],
+        )?))
+    })
+}
 
 /// Registers `kubernetes_build_info` (idempotent). [`start`] calls it; call it directly when
 /// serving is disabled but metrics are still gathered.
 pub fn register_build_info() {
-    LazyLock::force(&BUILD_INFO);
+    build_info_metric();
 }
 
 /// Sets `running_managed_controllers{name, manager="kube-controller-manager"}` to 1 or 0.
 pub fn set_controller_running(name: &str, running: bool) {
-    RUNNING_CONTROLLERS
-        .with_label_values(&[name, MANAGER_LABEL])
-        .set(i64::from(running));
+    if let Some(g) = running_controllers() {
+        g.with_label_values(&[name, MANAGER_LABEL])
+            .set(i64::from(running));
+    }
 }
 
-/// `/metrics/slis` lives in its own registry, as upstream's does.
+/// `/metrics/slis` lives in its own registry, as upstream's does (so not the process one).
 struct Slis {
     registry: Registry,
     healthcheck: IntGaugeVec,
     healthchecks_total: IntCounterVec,
 }
 
-static SLIS: LazyLock<Slis> = LazyLock::new(|| {
-    let healthcheck = IntGaugeVec::new(
-        Opts::new(
-            "kubernetes_healthcheck",
-            "This metric records the result of a single healthcheck.",
-        ),
-        &["name", "type"],
-    )
-    .expect("constant metric definition is valid");
-    let healthchecks_total = IntCounterVec::new(
-        Opts::new(
-            "kubernetes_healthchecks_total",
-            "This metric records the results of all healthcheck.",
-        ),
-        &["name", "type", "status"],
-    )
-    .expect("constant metric definition is valid");
-    let registry = Registry::new();
-    for c in [
-        Box::new(healthcheck.clone()) as Box<dyn prometheus::core::Collector>,
-        Box::new(healthchecks_total.clone()),
-    ] {
-        if let Err(error) = registry.register(c) {
-            tracing::warn!(%error, "slis metric registration failed");
-        }
+impl Slis {
+    fn build() -> prometheus::Result<Self> {
+        let healthcheck = IntGaugeVec::new(
+            Opts::new(
+                "kubernetes_healthcheck",
+                "This metric records the result of a single healthcheck.",
+            ),
+            &["name", "type"],
+        )?;
+        let healthchecks_total = IntCounterVec::new(
+            Opts::new(
+                "kubernetes_healthchecks_total",
+                "This metric records the results of all healthcheck.",
+            ),
+            &["name", "type", "status"],
+        )?;
+        let registry = Registry::new();
+        registry.register(Box::new(healthcheck.clone()))?;
+        registry.register(Box::new(healthchecks_total.clone()))?;
+        Ok(Self {
+            registry,
+            healthcheck,
+            healthchecks_total,
+        })
     }
-    Slis {
-        registry,
-        healthcheck,
-        healthchecks_total,
-    }
-});
+}
+
+fn slis() -> Option<&'static Slis> {
+    static SLIS: OnceLock<Option<Slis>> = OnceLock::new();
+    get_or_register(&SLIS, "slis", Slis::build)
+}
 
 fn observe_slis(endpoint: &str, checks: &[CheckResult]) {
+    let Some(slis) = slis() else { return };
     for (name, result) in checks {
         let ok = result.is_ok();
-        SLIS.healthcheck
+        slis.healthcheck
             .with_label_values(&[name.as_str(), endpoint])
             .set(i64::from(ok));
-        SLIS.healthchecks_total
+        slis.healthchecks_total
             .with_label_values(&[
                 name.as_str(),
                 endpoint,
@@ -504,7 +500,7 @@ fn observe_slis(endpoint: &str, checks: &[CheckResult]) {
 
 fn render_slis() -> String {
     let mut buf = Vec::new();
-    let families = SLIS.registry.gather();
+    let families = slis().map(|s| s.registry.gather()).unwrap_or_default();
     if let Err(error) =
         prometheus::Encoder::encode(&prometheus::TextEncoder::new(), &families, &mut buf)
     {

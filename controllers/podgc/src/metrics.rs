@@ -4,76 +4,91 @@
 use std::sync::OnceLock;
 
 use prometheus::{IntCounterVec, Opts};
+use rkcm_runtime::metrics::{get_or_register, register};
 
 use crate::consts::metrics as m;
 use crate::plan::Reason;
 
-/// The two counters of upstream `pkg/controller/podgc/metrics`. `None` only if a counter
-/// could not be built (the options are constants; a unit test proves they are valid).
+/// The two counters of upstream `pkg/controller/podgc/metrics`.
 #[derive(Debug)]
-pub(crate) struct Metrics {
+struct Counters {
     /// `pod_gc_collector_force_delete_pods_total{namespace,reason}`: attempts.
-    deleting: Option<IntCounterVec>,
+    deleting: IntCounterVec,
     /// `pod_gc_collector_force_delete_pod_errors_total{namespace,reason}`: failed attempts.
-    errors: Option<IntCounterVec>,
+    errors: IntCounterVec,
 }
+
+impl Counters {
+    fn build() -> prometheus::Result<Self> {
+        let counter = |name: &str, help: &str| {
+            IntCounterVec::new(
+                Opts::new(name, help).subsystem(m::SUBSYSTEM),
+                &[m::LABEL_NAMESPACE, m::LABEL_REASON],
+            )
+            .map(register)
+        };
+        Ok(Self {
+            deleting: counter(m::FORCE_DELETE_PODS_TOTAL, m::FORCE_DELETE_PODS_TOTAL_HELP)?,
+            errors: counter(
+                m::FORCE_DELETE_POD_ERRORS_TOTAL,
+                m::FORCE_DELETE_POD_ERRORS_TOTAL_HELP,
+            )?,
+        })
+    }
+}
+
+/// The process-wide counters, registered on first use; `None` only if they could not be built
+/// (the options are constants; a unit test proves they are valid).
+fn counters() -> Option<&'static Counters> {
+    static COUNTERS: OnceLock<Option<Counters>> = OnceLock::new();
+    get_or_register(&COUNTERS, "podgc", Counters::build)
+}
+
+/// A handle on PodGC's force-delete counters.
+#[derive(Debug)]
+pub(crate) struct Metrics;
 
 impl Metrics {
     pub(crate) fn attempt(&self, namespace: &str, reason: Reason) {
-        if let Some(c) = &self.deleting {
-            c.with_label_values(&[namespace, reason.label()]).inc();
+        if let Some(c) = counters() {
+            c.deleting
+                .with_label_values(&[namespace, reason.label()])
+                .inc();
         }
     }
 
     pub(crate) fn error(&self, namespace: &str, reason: Reason) {
-        if let Some(c) = &self.errors {
-            c.with_label_values(&[namespace, reason.label()]).inc();
+        if let Some(c) = counters() {
+            c.errors
+                .with_label_values(&[namespace, reason.label()])
+                .inc();
         }
     }
 
     #[cfg(test)]
     pub(crate) fn attempts(&self, namespace: &str, reason: Reason) -> u64 {
-        self.deleting.as_ref().map_or(0, |c| {
-            c.with_label_values(&[namespace, reason.label()]).get()
+        counters().map_or(0, |c| {
+            c.deleting
+                .with_label_values(&[namespace, reason.label()])
+                .get()
         })
     }
 
     #[cfg(test)]
     pub(crate) fn errors(&self, namespace: &str, reason: Reason) -> u64 {
-        self.errors.as_ref().map_or(0, |c| {
-            c.with_label_values(&[namespace, reason.label()]).get()
+        counters().map_or(0, |c| {
+            c.errors
+                .with_label_values(&[namespace, reason.label()])
+                .get()
         })
     }
 }
 
-/// Builds and registers one counter. Registration fails only if something else registered
-/// the same name; the counter then still counts and the failure is logged, because losing
-/// metrics must not stop the controller.
-fn counter(name: &'static str, help: &str) -> Option<IntCounterVec> {
-    let opts = Opts::new(name, help).subsystem(m::SUBSYSTEM);
-    let counter = match IntCounterVec::new(opts, &[m::LABEL_NAMESPACE, m::LABEL_REASON]) {
-        Ok(c) => c,
-        Err(error) => {
-            tracing::error!(metric = name, %error, "building PodGC metric failed");
-            return None;
-        }
-    };
-    if let Err(error) = rkcm_runtime::metrics::registry().register(Box::new(counter.clone())) {
-        tracing::error!(metric = name, %error, "registering PodGC metric failed");
-    }
-    Some(counter)
-}
-
 /// The process-wide counters; the first call registers them.
 pub(crate) fn get() -> &'static Metrics {
-    static METRICS: OnceLock<Metrics> = OnceLock::new();
-    METRICS.get_or_init(|| Metrics {
-        deleting: counter(m::FORCE_DELETE_PODS_TOTAL, m::FORCE_DELETE_PODS_TOTAL_HELP),
-        errors: counter(
-            m::FORCE_DELETE_POD_ERRORS_TOTAL,
-            m::FORCE_DELETE_POD_ERRORS_TOTAL_HELP,
-        ),
-    })
+    static METRICS: Metrics = Metrics;
+    counters();
+    &METRICS
 }
 
 #[cfg(test)]
@@ -82,8 +97,8 @@ mod tests {
 
     #[test]
     fn counters_render_with_upstream_names_and_labels() {
+        assert!(counters().is_some(), "the definitions are valid");
         let metrics = get();
-        assert!(metrics.deleting.is_some() && metrics.errors.is_some());
         metrics.attempt("metrics-test-ns", Reason::OutOfService);
         metrics.error("metrics-test-ns", Reason::OutOfService);
         let text = rkcm_runtime::metrics::render();
@@ -106,6 +121,9 @@ mod tests {
             "{text}"
         );
         // Registered once: a second call returns the same counters.
-        assert!(std::ptr::eq(get(), metrics));
+        assert!(std::ptr::eq(
+            counters().expect("built"),
+            counters().expect("built")
+        ));
     }
 }

@@ -5,54 +5,32 @@
 use std::sync::OnceLock;
 
 use prometheus::{Histogram, HistogramOpts, IntCounterVec, Opts};
+use rkcm_runtime::metrics::{get_or_register, register};
 
 use crate::consts::metrics as m;
 
-/// The histogram, or `None` if it could not be built (options are constants; a test proves
-/// they are valid). Losing a metric must never stop the controller.
+/// The histogram, registered on first use; `None` only if it could not be built (the options
+/// are constants; a test proves they are valid). Losing a metric never stops the controller.
 pub(crate) fn sorting_deletion_age_ratio() -> Option<&'static Histogram> {
     static METRIC: OnceLock<Option<Histogram>> = OnceLock::new();
-    METRIC
-        .get_or_init(|| {
-            let opts = HistogramOpts::new(m::SORTING_DELETION_AGE_RATIO, m::SORTING_DELETION_AGE_RATIO_HELP)
-                .subsystem(m::SUBSYSTEM)
-                .buckets(m::SORTING_DELETION_AGE_RATIO_BUCKETS.to_vec());
-            let histogram = match Histogram::with_opts(opts) {
-                Ok(h) => h,
-                Err(error) => {
-                    tracing::error!(metric = m::SORTING_DELETION_AGE_RATIO, %error, "building ReplicaSet metric failed");
-                    return None;
-                }
-            };
-            if let Err(error) =
-                rkcm_runtime::metrics::registry().register(Box::new(histogram.clone()))
-            {
-                tracing::error!(metric = m::SORTING_DELETION_AGE_RATIO, %error, "registering ReplicaSet metric failed");
-            }
-            Some(histogram)
-        })
-        .as_ref()
+    get_or_register(&METRIC, m::SORTING_DELETION_AGE_RATIO, || {
+        let opts = HistogramOpts::new(
+            m::SORTING_DELETION_AGE_RATIO,
+            m::SORTING_DELETION_AGE_RATIO_HELP,
+        )
+        .subsystem(m::SUBSYSTEM)
+        .buckets(m::SORTING_DELETION_AGE_RATIO_BUCKETS.to_vec());
+        Histogram::with_opts(opts).map(register)
+    })
 }
 
-/// The stale-sync counter, or `None` if it could not be built (see above).
+/// The stale-sync counter (see above).
 pub(crate) fn stale_sync_skips() -> Option<&'static IntCounterVec> {
     static METRIC: OnceLock<Option<IntCounterVec>> = OnceLock::new();
-    METRIC
-        .get_or_init(|| {
-            let opts = Opts::new(m::STALE_SYNC_SKIPS, m::STALE_SYNC_SKIPS_HELP).subsystem(m::SUBSYSTEM);
-            let counter = match IntCounterVec::new(opts, m::STALE_SYNC_SKIPS_LABELS) {
-                Ok(c) => c,
-                Err(error) => {
-                    tracing::error!(metric = m::STALE_SYNC_SKIPS, %error, "building ReplicaSet metric failed");
-                    return None;
-                }
-            };
-            if let Err(error) = rkcm_runtime::metrics::registry().register(Box::new(counter.clone())) {
-                tracing::error!(metric = m::STALE_SYNC_SKIPS, %error, "registering ReplicaSet metric failed");
-            }
-            Some(counter)
-        })
-        .as_ref()
+    get_or_register(&METRIC, m::STALE_SYNC_SKIPS, || {
+        let opts = Opts::new(m::STALE_SYNC_SKIPS, m::STALE_SYNC_SKIPS_HELP).subsystem(m::SUBSYSTEM);
+        IntCounterVec::new(opts, m::STALE_SYNC_SKIPS_LABELS).map(register)
+    })
 }
 
 /// Counts one sync skipped because the cache of `group`/`resource` lagged.

@@ -211,64 +211,50 @@ struct RestMetrics {
     response_size: HistogramVec,
 }
 
-fn rest_metrics() -> &'static RestMetrics {
-    static METRICS: OnceLock<RestMetrics> = OnceLock::new();
-    METRICS.get_or_init(|| {
+impl RestMetrics {
+    fn build() -> prometheus::Result<Self> {
         let histogram = |name: &str, help: &str, buckets: &[f64]| {
             HistogramVec::new(
                 HistogramOpts::new(name, help).buckets(buckets.to_vec()),
                 &["verb", "host"],
             )
+            .map(crate::metrics::register)
         };
-        let m = RestMetrics {
-            requests_total: IntCounterVec::new(
+        Ok(Self {
+            requests_total: crate::metrics::register(IntCounterVec::new(
                 Opts::new(
                     "rest_client_requests_total",
                     "Number of HTTP requests, partitioned by status code, method, and host.",
                 ),
                 &["code", "method", "host"],
-            )
-            .expect("static metric definition is valid"),
+            )?),
             request_duration: histogram(
                 "rest_client_request_duration_seconds",
                 "Request latency in seconds. Broken down by verb, and host.",
                 LATENCY_BUCKETS,
-            )
-            .expect("static metric definition is valid"),
+            )?,
             rate_limiter_duration: histogram(
                 "rest_client_rate_limiter_duration_seconds",
                 "Client side rate limiter latency in seconds. Broken down by verb, and host.",
                 LATENCY_BUCKETS,
-            )
-            .expect("static metric definition is valid"),
+            )?,
             request_size: histogram(
                 "rest_client_request_size_bytes",
                 "Request size in bytes. Broken down by verb and host.",
                 SIZE_BUCKETS,
-            )
-            .expect("static metric definition is valid"),
+            )?,
             response_size: histogram(
                 "rest_client_response_size_bytes",
                 "Response size in bytes. Broken down by verb and host.",
                 SIZE_BUCKETS,
-            )
-            .expect("static metric definition is valid"),
-        };
-        let registry = crate::metrics::registry();
-        let collectors: [Box<dyn prometheus::core::Collector>; 5] = [
-            Box::new(m.requests_total.clone()),
-            Box::new(m.request_duration.clone()),
-            Box::new(m.rate_limiter_duration.clone()),
-            Box::new(m.request_size.clone()),
-            Box::new(m.response_size.clone()),
-        ];
-        for c in collectors {
-            if let Err(err) = registry.register(c) {
-                tracing::warn!(error = %err, "registering rest_client metrics");
-            }
-        }
-        m
-    })
+            )?,
+        })
+    }
+}
+
+fn rest_metrics() -> Option<&'static RestMetrics> {
+    static METRICS: OnceLock<Option<RestMetrics>> = OnceLock::new();
+    crate::metrics::get_or_register(&METRICS, "rest_client", RestMetrics::build)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -382,10 +368,11 @@ where
             && (!watch || attempt > 0)
         {
             let waited = limiter.acquire().await;
-            metrics
-                .rate_limiter_duration
-                .with_label_values(&[verb, host])
-                .observe(waited.as_secs_f64());
+            if let Some(m) = metrics {
+                m.rate_limiter_duration
+                    .with_label_values(&[verb, host])
+                    .observe(waited.as_secs_f64());
+            }
             if waited > Duration::from_secs(1) {
                 tracing::debug!(
                     verb,
@@ -403,9 +390,8 @@ where
         };
         if let Some(body) = req.body().try_clone() {
             // A replayable body is in memory: collecting it is a refcount bump.
-            if let Ok(bytes) = body.collect_bytes().await {
-                metrics
-                    .request_size
+            if let (Some(m), Ok(bytes)) = (metrics, body.collect_bytes().await) {
+                m.request_size
                     .with_label_values(&[verb, host])
                     .observe(bytes.len() as f64);
             }
@@ -413,26 +399,29 @@ where
 
         let start = Instant::now();
         let result = call_inner(&inner, req).await;
-        metrics
-            .request_duration
-            .with_label_values(&[verb, host])
-            .observe(start.elapsed().as_secs_f64());
+        if let Some(m) = metrics {
+            m.request_duration
+                .with_label_values(&[verb, host])
+                .observe(start.elapsed().as_secs_f64());
+        }
 
         let resp = match result {
             Ok(resp) => resp,
             Err(err) => {
-                metrics
-                    .requests_total
-                    .with_label_values(&["<error>", verb, host])
-                    .inc();
+                if let Some(m) = metrics {
+                    m.requests_total
+                        .with_label_values(&["<error>", verb, host])
+                        .inc();
+                }
                 return Err(err);
             }
         };
         let status = resp.status();
-        metrics
-            .requests_total
-            .with_label_values(&[status.as_str(), verb, host])
-            .inc();
+        if let Some(m) = metrics {
+            m.requests_total
+                .with_label_values(&[status.as_str(), verb, host])
+                .inc();
+        }
 
         match (retry_after(&resp), replay) {
             (Some(delay), Some(next)) => {
@@ -450,9 +439,8 @@ where
                 attempt += 1;
             }
             _ => {
-                if let Some(len) = content_length(&resp) {
-                    metrics
-                        .response_size
+                if let (Some(m), Some(len)) = (metrics, content_length(&resp)) {
+                    m.response_size
                         .with_label_values(&[verb, host])
                         .observe(len as f64);
                 }
@@ -703,9 +691,9 @@ mod tests {
 
     #[test]
     fn metrics_are_registered_once() {
-        let _ = rest_metrics();
-        let _ = rest_metrics();
-        rest_metrics()
+        let first = rest_metrics().expect("valid definitions");
+        assert!(std::ptr::eq(first, rest_metrics().expect("same")));
+        first
             .requests_total
             .with_label_values(&["200", "GET", "x"])
             .inc();

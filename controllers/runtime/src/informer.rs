@@ -39,7 +39,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{self, AtomicBool};
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures::stream::BoxStream;
@@ -56,6 +56,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use crate::keys;
+use crate::metrics::{get_or_register, register};
 
 /// Name of the built-in index by namespace.
 pub const INDEX_NAMESPACE: &str = "namespace";
@@ -474,46 +475,38 @@ struct Metrics {
     objects: IntGaugeVec,
 }
 
-static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
-    // The names and labels are constants, so construction cannot fail at run time.
-    let metrics = Metrics {
-        lists: IntCounterVec::new(
-            Opts::new(
-                "rkcm_informer_lists_total",
-                "Full LISTs (initial list and relists) started by the shared informer of a resource.",
-            ),
-            &["resource"],
-        )
-        .expect("valid metric"),
-        events: IntCounterVec::new(
-            Opts::new(
-                "rkcm_informer_events_total",
-                "Changes delivered by the shared informer of a resource, by type (added, updated, deleted).",
-            ),
-            &["resource", "type"],
-        )
-        .expect("valid metric"),
-        objects: IntGaugeVec::new(
-            Opts::new(
-                "rkcm_informer_objects",
-                "Objects in the cache of the shared informer of a resource.",
-            ),
-            &["resource"],
-        )
-        .expect("valid metric"),
-    };
-    let registry = crate::metrics::registry();
-    for collector in [
-        Box::new(metrics.lists.clone()) as Box<dyn prometheus::core::Collector>,
-        Box::new(metrics.events.clone()),
-        Box::new(metrics.objects.clone()),
-    ] {
-        if let Err(err) = registry.register(collector) {
-            warn!(error = %err, "Cannot register informer metric");
-        }
+impl Metrics {
+    fn build() -> prometheus::Result<Self> {
+        Ok(Self {
+            lists: register(IntCounterVec::new(
+                Opts::new(
+                    "rkcm_informer_lists_total",
+                    "Full LISTs (initial list and relists) started by the shared informer of a resource.",
+                ),
+                &["resource"],
+            )?),
+            events: register(IntCounterVec::new(
+                Opts::new(
+                    "rkcm_informer_events_total",
+                    "Changes delivered by the shared informer of a resource, by type (added, updated, deleted).",
+                ),
+                &["resource", "type"],
+            )?),
+            objects: register(IntGaugeVec::new(
+                Opts::new(
+                    "rkcm_informer_objects",
+                    "Objects in the cache of the shared informer of a resource.",
+                ),
+                &["resource"],
+            )?),
+        })
     }
-    metrics
-});
+}
+
+fn metrics() -> Option<&'static Metrics> {
+    static METRICS: OnceLock<Option<Metrics>> = OnceLock::new();
+    get_or_register(&METRICS, "informer", Metrics::build)
+}
 
 // ---------------------------------------------------------------------------------------------
 // Factory
@@ -866,18 +859,19 @@ impl<K: Informable> Informer<K> {
     /// Applies one watcher event as if it came from the API server and delivers the
     /// resulting changes. The informer's own watch uses this; tests and fakes may too.
     pub fn feed(&self, event: watcher::Event<K>) {
-        let metrics = &*METRICS;
+        let metrics = metrics();
         let resource = self.shared.resource.as_str();
-        if matches!(event, watcher::Event::Init) {
-            metrics.lists.with_label_values(&[resource]).inc();
+        if let Some(m) = metrics
+            && matches!(event, watcher::Event::Init)
+        {
+            m.lists.with_label_values(&[resource]).inc();
         }
         let mut inner = self.shared.inner.write();
         let changes = inner.state.apply(event);
-        for change in &changes {
-            metrics
-                .events
-                .with_label_values(&[resource, change.kind()])
-                .inc();
+        if let Some(m) = metrics {
+            for change in &changes {
+                m.events.with_label_values(&[resource, change.kind()]).inc();
+            }
         }
         if !changes.is_empty() {
             // A closed channel means the subscriber's task is gone (runtime shut down).
@@ -885,10 +879,11 @@ impl<K: Informable> Informer<K> {
                 .subscribers
                 .retain(|tx| changes.iter().all(|change| tx.send(change.clone()).is_ok()));
         }
-        metrics
-            .objects
-            .with_label_values(&[resource])
-            .set(i64::try_from(inner.state.len()).unwrap_or(i64::MAX));
+        if let Some(m) = metrics {
+            m.objects
+                .with_label_values(&[resource])
+                .set(i64::try_from(inner.state.len()).unwrap_or(i64::MAX));
+        }
         // Still under the lock: a waiter woken by a version finds the cache at least there.
         let version = inner.state.last_synced_resource_version();
         if inner.synced_version.borrow().as_deref() != version {

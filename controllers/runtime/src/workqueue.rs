@@ -41,7 +41,6 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use parking_lot::Mutex;
-use prometheus::core::Collector;
 use prometheus::{
     Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts,
@@ -51,6 +50,7 @@ use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 
 use crate::flowcontrol::TokenBucket;
+use crate::metrics::register;
 
 /// Upper bound on how long the delay task sleeps without re-checking the heap (upstream
 /// `maxWait`), a safety net against a missed wake-up.
@@ -195,34 +195,34 @@ impl Families {
         let label = &["name"];
         let buckets = prometheus::exponential_buckets(1e-8, 10.0, 10)?;
         let families = Self {
-            depth: IntGaugeVec::new(
+            depth: register(IntGaugeVec::new(
                 Opts::new("workqueue_depth", "Current depth of workqueue"),
                 label,
-            )?,
-            adds: IntCounterVec::new(
+            )?),
+            adds: register(IntCounterVec::new(
                 Opts::new(
                     "workqueue_adds_total",
                     "Total number of adds handled by workqueue",
                 ),
                 label,
-            )?,
-            queue_duration: HistogramVec::new(
+            )?),
+            queue_duration: register(HistogramVec::new(
                 HistogramOpts::new(
                     "workqueue_queue_duration_seconds",
                     "How long in seconds an item stays in workqueue before being requested.",
                 )
                 .buckets(buckets.clone()),
                 label,
-            )?,
-            work_duration: HistogramVec::new(
+            )?),
+            work_duration: register(HistogramVec::new(
                 HistogramOpts::new(
                     "workqueue_work_duration_seconds",
                     "How long in seconds processing an item from workqueue takes.",
                 )
                 .buckets(buckets),
                 label,
-            )?,
-            unfinished_work: GaugeVec::new(
+            )?),
+            unfinished_work: register(GaugeVec::new(
                 Opts::new(
                     "workqueue_unfinished_work_seconds",
                     "How many seconds of work has done that is in progress and hasn't been \
@@ -231,39 +231,23 @@ impl Families {
                      increases.",
                 ),
                 label,
-            )?,
-            longest_running: GaugeVec::new(
+            )?),
+            longest_running: register(GaugeVec::new(
                 Opts::new(
                     "workqueue_longest_running_processor_seconds",
                     "How many seconds has the longest running processor for workqueue been \
                      running.",
                 ),
                 label,
-            )?,
-            retries: IntCounterVec::new(
+            )?),
+            retries: register(IntCounterVec::new(
                 Opts::new(
                     "workqueue_retries_total",
                     "Total number of retries handled by workqueue",
                 ),
                 label,
-            )?,
+            )?),
         };
-        let collectors: [Box<dyn Collector>; 7] = [
-            Box::new(families.depth.clone()),
-            Box::new(families.adds.clone()),
-            Box::new(families.queue_duration.clone()),
-            Box::new(families.work_duration.clone()),
-            Box::new(families.unfinished_work.clone()),
-            Box::new(families.longest_running.clone()),
-            Box::new(families.retries.clone()),
-        ];
-        let registry = crate::metrics::registry();
-        for collector in collectors {
-            // A clash only loses the export; the queue keeps working.
-            if let Err(error) = registry.register(collector) {
-                tracing::warn!(%error, "cannot register workqueue metric");
-            }
-        }
         Ok(families)
     }
 
@@ -283,15 +267,7 @@ impl Families {
 
 fn families() -> Option<&'static Families> {
     static FAMILIES: OnceLock<Option<Families>> = OnceLock::new();
-    FAMILIES
-        .get_or_init(|| match Families::build() {
-            Ok(families) => Some(families),
-            Err(error) => {
-                tracing::warn!(%error, "workqueue metrics unavailable");
-                None
-            }
-        })
-        .as_ref()
+    crate::metrics::get_or_register(&FAMILIES, "workqueue", Families::build)
 }
 
 /// One queue's labelled metric children.
