@@ -1,0 +1,1007 @@
+//! The command line: kube-controller-manager's flag names, defaults and validation
+//! (spec/manager.md §1), parsed with clap.
+//!
+//! Parsing follows pflag where operators would notice a difference:
+//! - `_` in a flag *name* means `-` (upstream installs `WordSepNormalizeFunc` globally), so
+//!   `--concurrent_rc_syncs` is `--concurrent-rc-syncs`. We rewrite argv before clap sees it.
+//! - Booleans take `--flag`, `--flag=true|false` (Go `ParseBool` spellings) but never a
+//!   separate value word, as in pflag.
+//! - String slices (`--controllers`, `--feature-gates`) are comma separated and accumulate
+//!   when repeated.
+//! - Durations use Go syntax (`15s`, `1m30s`, `12h0m0s`, `500ms`), see
+//!   [`GoDuration`](duration::GoDuration).
+//! - Positional arguments are an error naming the command; errors exit 1 before any network
+//!   access; `--help` and `--version[=raw]` exit 0.
+//!
+//! # What happens to each upstream flag
+//!
+//! **Accepted and honoured:** `--kubeconfig`, `--master`, `--kube-api-qps`,
+//! `--kube-api-burst`, `--controllers`, `--leader-elect*` (lock must be `leases`; default
+//! lease name is `rkcm`, deliberately not `kube-controller-manager`, so rkcm and an upstream
+//! manager running side by side never contend for one lease), `--enable-leader-migration`
+//! (`false` only), every `--concurrent-*-syncs` of an in-scope controller,
+//! `--terminated-pod-gc-threshold`, `--enable-garbage-collector`, `--min-resync-period`,
+//! `--controller-start-interval`, `--feature-gates` (static v1.37 table, [`FEATURE_GATES`]),
+//! `--bind-address`, `--secure-port`, `--tls-cert-file`, `--tls-private-key-file`,
+//! `--use-service-account-credentials` (`false` only), `-v/--v`, `--logging-format`,
+//! `--version`, `--help`.
+//!
+//! **Accepted because harmless, logged once at startup when given** ([`Cli::notices`]):
+//! `--kube-api-content-type` (kube-rs speaks JSON only; logged whenever not JSON, including
+//! the protobuf default), the `--concurrent-*-syncs` flags of controllers rkcm does not
+//! implement (spec §1.5 requires accepting them), `--deployment-controller-sync-period`
+//! (removed upstream), `--leader-migration-config`, `--cluster-name`, `--root-ca-file`,
+//! `--service-account-private-key-file` (only read by controllers rkcm does not run),
+//! `--profiling`, `--contention-profiling`, `--cert-dir`, `--permit-port-sharing`,
+//! `--permit-address-sharing`, `--http2-max-streams-per-connection`,
+//! `--disable-http2-serving`, `--tls-min-version` up to `VersionTLS12` (rustls never
+//! negotiates below TLS 1.2), the metrics flags (`--show-hidden-metrics-for-version`,
+//! `--disabled-metrics`, `--allow-metric-labels`, `--allow-metric-labels-manifest`) and the
+//! logging tuning flags (`--vmodule`, `--log-flush-frequency`, `--log-*-info-buffer-size`,
+//! `--log-*-split-stream`), and `--emulated-version`.
+//!
+//! **Rejected with an error naming the flag** ([`REJECTED_FLAGS`]): delegated
+//! authentication/authorization of the serving endpoints (`--authentication-*`,
+//! `--authorization-*`, `--client-ca-file`, `--requestheader-*`), `--tls-cipher-suites`,
+//! `--tls-sni-cert-key`, `--tls-min-version=VersionTLS13`, cloud provider and node IPAM
+//! flags, node-lifecycle, volume/attach-detach/PV recycler, CSR signing, HPA, namespace,
+//! resource-quota, endpoint(-slice) and legacy token cleaner tuning flags,
+//! `--use-service-account-credentials=true` and `--enable-leader-migration=true`. Each would
+//! promise behaviour rkcm does not have (protection of `/metrics`, a controller running),
+//! so silently accepting it would mislead.
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
+
+use crate::registry;
+
+mod controllers;
+mod duration;
+mod gates;
+mod generic;
+mod rejected;
+
+pub use controllers::*;
+pub use gates::*;
+pub use generic::*;
+pub use rejected::*;
+
+/// The command name used in messages, as upstream uses `kube-controller-manager`.
+pub const COMMAND: &str = "rkcm";
+
+/// Why parsing did not produce a runnable configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Usage errors, and also `--help` (not an error: exit 0).
+    #[error("{0}")]
+    Clap(#[from] clap::Error),
+    /// Every validation failure, reported together as upstream aggregates them.
+    #[error("{}", .0.join("\n"))]
+    Invalid(Vec<String>),
+}
+
+impl CliError {
+    /// 0 for `--help`, 1 otherwise (upstream exits 1 on every flag error).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CliError::Clap(e) if !e.use_stderr() => 0,
+            _ => 1,
+        }
+    }
+
+    /// Prints the message where upstream does: help on stdout, errors on stderr.
+    pub fn print(&self) {
+        match self {
+            CliError::Clap(e) => {
+                let _ = e.print();
+            }
+            CliError::Invalid(errs) => {
+                for e in errs {
+                    eprintln!("Error: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// What the process was asked to do.
+#[derive(Debug)]
+pub enum Invocation {
+    Run(Box<Cli>),
+    /// `--version` or `--version=raw`: print and exit 0.
+    PrintVersion(String),
+}
+
+// ---------------------------------------------------------------------------------------------
+// Flags
+// ---------------------------------------------------------------------------------------------
+
+/// All flags. Field groups map to `--help` headings.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = COMMAND,
+    about = "rkcm: the workload controllers of kube-controller-manager, in Rust.",
+    long_about = "rkcm runs the workload controllers of kube-controller-manager (PodGC, \
+                  ReplicaSet, Deployment, StatefulSet, DaemonSet, Job, CronJob, ...) against \
+                  any conformant kube-apiserver, with upstream's flag names and defaults.",
+    disable_version_flag = true,
+    // pflag semantics: a repeated single-value flag takes its last value (so a chart's
+    // extraArgs can override a flag it already sets); slice flags still accumulate.
+    args_override_self = true,
+    after_help = "Flags of upstream controllers and serving features that rkcm does not \
+                  implement (cloud, node, volume, certificate, HPA, delegated authn/authz, ...) \
+                  are recognised and rejected with an error naming the flag."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub generic: GenericFlags,
+    #[command(flatten)]
+    pub api: ApiFlags,
+    #[command(flatten)]
+    pub leader: LeaderElectionFlags,
+    #[command(flatten)]
+    pub serving: ServingFlags,
+    #[command(flatten)]
+    pub logging: LoggingFlags,
+    #[command(flatten)]
+    pub metrics: MetricsFlags,
+    #[command(flatten)]
+    pub debugging: DebuggingFlags,
+    #[command(flatten)]
+    pub deployment: DeploymentFlags,
+    #[command(flatten)]
+    pub replicaset: ReplicaSetFlags,
+    #[command(flatten)]
+    pub replicationcontroller: ReplicationControllerFlags,
+    #[command(flatten)]
+    pub statefulset: StatefulSetFlags,
+    #[command(flatten)]
+    pub daemonset: DaemonSetFlags,
+    #[command(flatten)]
+    pub job: JobFlags,
+    #[command(flatten)]
+    pub cronjob: CronJobFlags,
+    #[command(flatten)]
+    pub ttl_after_finished: TtlAfterFinishedFlags,
+    #[command(flatten)]
+    pub garbage_collector: GarbageCollectorFlags,
+    #[command(flatten, next_help_heading = "PodGC controller flags")]
+    pub podgc: rkcm_podgc::Options,
+    #[command(flatten)]
+    pub other: OtherControllerFlags,
+
+    /// Upstream rejects positional arguments; kept to give its message.
+    #[arg(hide = true, value_name = "ARGS")]
+    pub positional: Vec<String>,
+
+    /// `--feature-gates` after parsing and validation.
+    #[arg(skip)]
+    pub feature_gates: FeatureGates,
+    /// `--controllers` after alias resolution, in order.
+    #[arg(skip)]
+    pub controllers: Vec<String>,
+    /// Every flag with its effective value, for the `FLAG:` startup log.
+    #[arg(skip)]
+    pub effective_flags: Vec<(String, String)>,
+    /// Accepted-but-not-honoured flags given on the command line.
+    #[arg(skip)]
+    pub notices: Vec<Notice>,
+}
+
+/// A flag that was accepted but has no effect in rkcm; logged once at startup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub flag: String,
+    pub reason: &'static str,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parsing
+// ---------------------------------------------------------------------------------------------
+
+/// Rewrites `_` to `-` in every flag name (upstream `WordSepNormalizeFunc`). Values, and
+/// everything after a bare `--`, are untouched.
+pub fn normalize_args<I, T>(args: I) -> Vec<OsString>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString>,
+{
+    let mut out = Vec::new();
+    let mut terminated = false;
+    for arg in args {
+        let arg: OsString = arg.into();
+        if terminated {
+            out.push(arg);
+            continue;
+        }
+        let Some(s) = arg.to_str() else {
+            out.push(arg);
+            continue;
+        };
+        if s == "--" {
+            terminated = true;
+            out.push(arg);
+            continue;
+        }
+        match s.strip_prefix("--") {
+            Some(rest) => {
+                let (name, value) = match rest.split_once('=') {
+                    Some((n, v)) => (n, Some(v)),
+                    None => (rest, None),
+                };
+                let mut norm = format!("--{}", name.replace('_', "-"));
+                if let Some(v) = value {
+                    norm.push('=');
+                    norm.push_str(v);
+                }
+                out.push(norm.into());
+            }
+            None => out.push(arg),
+        }
+    }
+    out
+}
+
+/// The clap command: the derived flags plus the hidden rejected ones.
+pub fn command() -> clap::Command {
+    Cli::command().args(REJECTED_FLAGS.iter().map(rejected_arg))
+}
+
+/// Parses and validates `args` (including the program name). No I/O besides clap's own
+/// help/usage rendering.
+pub fn parse<I, T>(args: I) -> Result<Invocation, CliError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString>,
+{
+    let mut cmd = command();
+    let matches = cmd.try_get_matches_from_mut(normalize_args(args))?;
+    let mut cli = Cli::from_arg_matches(&matches)?;
+
+    if !cli.positional.is_empty() {
+        return Err(CliError::Invalid(vec![format!(
+            "{COMMAND:?} does not take any arguments, got {:?}",
+            cli.positional
+        )]));
+    }
+
+    // Upstream handles --version before validating anything else.
+    if let Some(v) = cli.generic.version.as_deref() {
+        let text = match v {
+            "raw" => Some(version_raw()),
+            other => match parse_go_bool(other) {
+                Ok(true) => Some(version_short()),
+                Ok(false) => None,
+                Err(e) => {
+                    return Err(CliError::Invalid(vec![format!(
+                        "invalid argument {other:?} for \"--version\" flag: {e}"
+                    )]));
+                }
+            },
+        };
+        if let Some(text) = text {
+            return Ok(Invocation::PrintVersion(text));
+        }
+    }
+
+    let mut errors = Vec::new();
+
+    for r in REJECTED_FLAGS {
+        if matches.value_source(r.name) == Some(ValueSource::CommandLine) {
+            errors.push(format!(
+                "flag --{} is not implemented by rkcm: {}",
+                r.name, r.reason
+            ));
+        }
+    }
+    errors.extend(cli.validate());
+
+    match FeatureGates::parse(&cli.generic.feature_gates) {
+        Ok(g) => cli.feature_gates = g,
+        Err(e) => errors.push(format!(
+            "invalid argument for \"--feature-gates\" flag: {e}"
+        )),
+    }
+
+    // `--controllers=` (empty) means "no controllers", as pflag reads an empty slice.
+    let entries: Vec<String> = cli
+        .generic
+        .controllers
+        .iter()
+        .filter(|e| !e.is_empty())
+        .cloned()
+        .collect();
+    match registry::resolve_aliases(&entries) {
+        Ok(resolved) => cli.controllers = resolved,
+        Err(unknown) => errors.extend(unknown.iter().map(ToString::to_string)),
+    }
+
+    if !errors.is_empty() {
+        return Err(CliError::Invalid(errors));
+    }
+
+    cli.effective_flags = effective_flags(&cmd, &matches);
+    cli.notices = notices(&cli, &cmd, &matches);
+    Ok(Invocation::Run(Box::new(cli)))
+}
+
+fn version_short() -> String {
+    format!("rkcm v{}", env!("CARGO_PKG_VERSION"))
+}
+
+fn version_raw() -> String {
+    let (major, minor) = {
+        let mut parts = env!("CARGO_PKG_VERSION").split('.');
+        (parts.next().unwrap_or("0"), parts.next().unwrap_or("0"))
+    };
+    format!(
+        "version.Info{{Major:{major:?}, Minor:{minor:?}, GitVersion:\"v{}\", GitCommit:\"\", \
+         GitTreeState:\"\", BuildDate:\"\", GoVersion:\"\", Compiler:\"rustc\", \
+         Platform:\"{}/{}\"}}",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::OS,
+        rkcm_runtime::client::go_arch()
+    )
+}
+
+fn effective_flags(cmd: &clap::Command, matches: &ArgMatches) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for arg in cmd.get_arguments() {
+        let Some(long) = arg.get_long() else { continue };
+        if arg.is_hide_set() && matches.value_source(arg.get_id().as_str()).is_none() {
+            continue;
+        }
+        if matches!(long, "help" | "version") {
+            continue;
+        }
+        let value = matches
+            .get_raw(arg.get_id().as_str())
+            .map(|vals| {
+                vals.map(|v| v.to_string_lossy().into_owned())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default();
+        out.push((long.to_string(), value));
+    }
+    out.sort();
+    out
+}
+
+fn notices(cli: &Cli, cmd: &clap::Command, matches: &ArgMatches) -> Vec<Notice> {
+    let mut out = Vec::new();
+    // Flags given on the command line, by long name (clap ids are field names).
+    let given: BTreeSet<&str> = cmd
+        .get_arguments()
+        .filter(|a| matches.value_source(a.get_id().as_str()) == Some(ValueSource::CommandLine))
+        .filter_map(|a| a.get_long())
+        .collect();
+    for (flag, reason) in NOT_HONOURED {
+        if given.contains(flag) {
+            out.push(Notice {
+                flag: format!("--{flag}"),
+                reason,
+            });
+        }
+    }
+    if cli.api.kube_api_content_type != "application/json" {
+        out.push(Notice {
+            flag: format!("--kube-api-content-type={}", cli.api.kube_api_content_type),
+            reason: "not supported, using application/json",
+        });
+    }
+    out
+}
+
+impl Cli {
+    /// Upstream validation (spec §1.4, §1.5) plus rkcm's deliberate restrictions. Returns
+    /// every failure.
+    pub fn validate(&self) -> Vec<String> {
+        let mut errs = Vec::new();
+        let le = &self.leader;
+        if le.leader_elect {
+            if le.leader_elect_resource_lock != "leases" {
+                errs.push(r#"resourceLock value must be "leases""#.to_string());
+            }
+            if le.leader_elect_resource_name.is_empty() {
+                errs.push("leaderElection.resourceName: Required value".to_string());
+            }
+            if le.leader_elect_resource_namespace.is_empty() {
+                errs.push("leaderElection.resourceNamespace: Required value".to_string());
+            }
+            let (lease, renew, retry) = (
+                le.leader_elect_lease_duration,
+                le.leader_elect_renew_deadline,
+                le.leader_elect_retry_period,
+            );
+            // client-go `NewLeaderElector` checks, same messages.
+            if !lease.is_positive() {
+                errs.push("leaseDuration must be greater than zero".to_string());
+            }
+            if !renew.is_positive() {
+                errs.push("renewDeadline must be greater than zero".to_string());
+            }
+            if !retry.is_positive() {
+                errs.push("retryPeriod must be greater than zero".to_string());
+            }
+            if lease <= renew {
+                errs.push("leaseDuration must be greater than renewDeadline".to_string());
+            }
+            // JitterFactor 1.2, computed in integer nanoseconds as client-go does.
+            let jittered = (retry.as_nanos() as f64 * 1.2) as i64;
+            if renew.as_nanos() <= jittered {
+                errs.push(
+                    "renewDeadline must be greater than retryPeriod*JitterFactor".to_string(),
+                );
+            }
+        }
+        if le.enable_leader_migration {
+            errs.push(
+                "flag --enable-leader-migration=true is not implemented by rkcm: leader \
+                 migration is not supported"
+                    .to_string(),
+            );
+        }
+        if self.generic.use_service_account_credentials {
+            errs.push(
+                "flag --use-service-account-credentials=true is not implemented by rkcm: all \
+                 controllers use the identity of --kubeconfig"
+                    .to_string(),
+            );
+        }
+        if let Some(v) = &self.serving.tls_min_version
+            && !matches!(
+                v.as_str(),
+                "" | "VersionTLS10" | "VersionTLS11" | "VersionTLS12"
+            )
+        {
+            if v == "VersionTLS13" {
+                errs.push(
+                    "flag --tls-min-version=VersionTLS13 is not implemented by rkcm: the \
+                     serving endpoint negotiates TLS 1.2 or 1.3"
+                        .to_string(),
+                );
+            } else {
+                errs.push(format!("unknown tls version {v:?} for --tls-min-version"));
+            }
+        }
+        if self.serving.tls_cert_file.is_some() != self.serving.tls_private_key_file.is_some() {
+            errs.push(
+                "--tls-cert-file and --tls-private-key-file must be given together".to_string(),
+            );
+        }
+        for (flag, value) in self.concurrency_flags() {
+            if value < 1 {
+                errs.push(format!("{flag} must be greater than 0, but got {value}"));
+            }
+        }
+        if self.api.kube_api_burst < 0 {
+            errs.push(format!(
+                "kube-api-burst must not be negative, but got {}",
+                self.api.kube_api_burst
+            ));
+        }
+        for (flag, d) in [
+            ("min-resync-period", self.generic.min_resync_period),
+            (
+                "controller-start-interval",
+                self.generic.controller_start_interval,
+            ),
+        ] {
+            if d.as_nanos() < 0 {
+                errs.push(format!("{flag} must not be negative, but got {d}"));
+            }
+        }
+        errs
+    }
+
+    /// The `--concurrent-*-syncs` flags of in-scope controllers (rkcm requires >= 1 for all
+    /// of them; upstream only for jobs — documented deviation, spec §1.5).
+    pub fn concurrency_flags(&self) -> [(&'static str, i32); 9] {
+        [
+            (
+                "concurrent-deployment-syncs",
+                self.deployment.concurrent_deployment_syncs,
+            ),
+            (
+                "concurrent-replicaset-syncs",
+                self.replicaset.concurrent_replicaset_syncs,
+            ),
+            (
+                "concurrent-rc-syncs",
+                self.replicationcontroller.concurrent_rc_syncs,
+            ),
+            (
+                "concurrent-statefulset-syncs",
+                self.statefulset.concurrent_statefulset_syncs,
+            ),
+            (
+                "concurrent-daemonset-syncs",
+                self.daemonset.concurrent_daemonset_syncs,
+            ),
+            ("concurrent-job-syncs", self.job.concurrent_job_syncs),
+            (
+                "concurrent-cron-job-syncs",
+                self.cronjob.concurrent_cron_job_syncs,
+            ),
+            (
+                "concurrent-ttl-after-finished-syncs",
+                self.ttl_after_finished.concurrent_ttl_after_finished_syncs,
+            ),
+            (
+                "concurrent-gc-syncs",
+                self.garbage_collector.concurrent_gc_syncs,
+            ),
+        ]
+    }
+
+    /// The client flags as the runtime's client builder takes them.
+    pub fn client_options(&self) -> rkcm_runtime::client::ClientOptions {
+        rkcm_runtime::client::ClientOptions {
+            kubeconfig: self
+                .api
+                .kubeconfig
+                .clone()
+                .filter(|p| !p.as_os_str().is_empty()),
+            master: self.api.master.clone().filter(|m| !m.is_empty()),
+            qps: self.api.kube_api_qps,
+            burst: u32::try_from(self.api.kube_api_burst).unwrap_or(0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::path::PathBuf;
+
+    use super::duration::GoDuration;
+    use super::*;
+
+    fn run(args: &[&str]) -> Result<Cli, CliError> {
+        match parse(std::iter::once("rkcm").chain(args.iter().copied()))? {
+            Invocation::Run(cli) => Ok(*cli),
+            Invocation::PrintVersion(v) => panic!("unexpected version output {v}"),
+        }
+    }
+
+    fn errors(args: &[&str]) -> Vec<String> {
+        match run(args) {
+            Ok(_) => panic!("{args:?} should fail"),
+            Err(CliError::Invalid(errs)) => errs,
+            Err(CliError::Clap(e)) => vec![e.to_string()],
+        }
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        command().debug_assert();
+    }
+
+    /// Every visible flag with its upstream default (leader-elect-resource-name is rkcm's
+    /// deliberate `rkcm`). Adding a flag without listing it here fails the test.
+    #[test]
+    fn defaults_equal_upstream() {
+        let expected: &[(&str, &str)] = &[
+            ("allow-metric-labels", ""),
+            ("allow-metric-labels-manifest", ""),
+            ("bind-address", "0.0.0.0"),
+            ("cert-dir", ""),
+            ("cluster-name", "kubernetes"),
+            ("concurrent-cron-job-syncs", "5"),
+            ("concurrent-daemonset-syncs", "2"),
+            ("concurrent-deployment-syncs", "5"),
+            ("concurrent-endpoint-syncs", "5"),
+            ("concurrent-ephemeralvolume-syncs", "5"),
+            ("concurrent-gc-syncs", "20"),
+            ("concurrent-horizontal-pod-autoscaler-syncs", "5"),
+            ("concurrent-job-syncs", "5"),
+            ("concurrent-namespace-syncs", "10"),
+            ("concurrent-rc-syncs", "5"),
+            ("concurrent-replicaset-syncs", "5"),
+            ("concurrent-resource-quota-syncs", "5"),
+            ("concurrent-service-endpoint-syncs", "5"),
+            ("concurrent-service-syncs", "1"),
+            ("concurrent-serviceaccount-token-syncs", "5"),
+            ("concurrent-statefulset-syncs", "5"),
+            ("concurrent-ttl-after-finished-syncs", "5"),
+            ("concurrent-validating-admission-policy-status-syncs", "5"),
+            ("contention-profiling", "false"),
+            ("controller-start-interval", "0s"),
+            ("controllers", "*"),
+            ("disable-http2-serving", "false"),
+            ("disabled-metrics", ""),
+            ("emulated-version", ""),
+            ("enable-garbage-collector", "true"),
+            ("enable-leader-migration", "false"),
+            ("feature-gates", ""),
+            ("http2-max-streams-per-connection", "0"),
+            ("kube-api-burst", "30"),
+            (
+                "kube-api-content-type",
+                "application/vnd.kubernetes.protobuf",
+            ),
+            ("kube-api-qps", "20"),
+            ("kubeconfig", ""),
+            ("leader-elect", "true"),
+            ("leader-elect-lease-duration", "15s"),
+            ("leader-elect-renew-deadline", "10s"),
+            ("leader-elect-resource-lock", "leases"),
+            ("leader-elect-resource-name", "rkcm"),
+            ("leader-elect-resource-namespace", "kube-system"),
+            ("leader-elect-retry-period", "2s"),
+            ("leader-migration-config", ""),
+            ("log-flush-frequency", "5s"),
+            ("log-json-info-buffer-size", "0"),
+            ("log-json-split-stream", "false"),
+            ("log-text-info-buffer-size", "0"),
+            ("log-text-split-stream", "false"),
+            ("logging-format", "text"),
+            ("master", ""),
+            ("min-resync-period", "12h0m0s"),
+            ("mirroring-concurrent-service-endpoint-syncs", "5"),
+            ("permit-address-sharing", "false"),
+            ("permit-port-sharing", "false"),
+            ("profiling", "true"),
+            ("root-ca-file", ""),
+            ("secure-port", "10257"),
+            ("service-account-private-key-file", ""),
+            ("show-hidden-metrics-for-version", ""),
+            ("terminated-pod-gc-threshold", "12500"),
+            ("tls-cert-file", ""),
+            ("tls-min-version", ""),
+            ("tls-private-key-file", ""),
+            ("use-service-account-credentials", "false"),
+            ("v", "0"),
+            ("vmodule", ""),
+        ];
+        let cli = run(&[]).expect("defaults parse");
+        let got: BTreeMap<&str, &str> = cli
+            .effective_flags
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let want: BTreeMap<&str, &str> = expected.iter().copied().collect();
+        assert_eq!(got, want);
+
+        // And the typed view of the most important ones.
+        assert_eq!(cli.api.kube_api_qps, 20.0);
+        assert_eq!(cli.api.kube_api_burst, 30);
+        assert!(cli.leader.leader_elect);
+        assert_eq!(
+            cli.leader.leader_elect_lease_duration,
+            GoDuration::from_secs(15)
+        );
+        assert_eq!(
+            cli.leader.leader_elect_renew_deadline,
+            GoDuration::from_secs(10)
+        );
+        assert_eq!(
+            cli.leader.leader_elect_retry_period,
+            GoDuration::from_secs(2)
+        );
+        assert_eq!(
+            cli.generic.min_resync_period,
+            GoDuration::from_secs(12 * 3600)
+        );
+        assert_eq!(cli.serving.secure_port, 10257);
+        assert_eq!(cli.podgc.terminated_pod_gc_threshold, 12500);
+        assert_eq!(cli.controllers, vec!["*".to_string()]);
+        assert_eq!(cli.logging.v, 0);
+        assert_eq!(
+            cli.notices,
+            vec![Notice {
+                flag: "--kube-api-content-type=application/vnd.kubernetes.protobuf".into(),
+                reason: "not supported, using application/json",
+            }]
+        );
+    }
+
+    #[test]
+    fn underscores_in_flag_names_are_dashes() {
+        let cli = run(&["--concurrent_rc_syncs=3"]).expect("underscore");
+        assert_eq!(cli.replicationcontroller.concurrent_rc_syncs, 3);
+        let cli = run(&["--concurrent-rc-syncs=3"]).expect("dash");
+        assert_eq!(cli.replicationcontroller.concurrent_rc_syncs, 3);
+        let cli = run(&["--concurrent_rc_syncs", "4", "--leader_elect=false"]).expect("separate");
+        assert_eq!(cli.replicationcontroller.concurrent_rc_syncs, 4);
+        assert!(!cli.leader.leader_elect);
+        // Values keep their underscores.
+        let cli = run(&[
+            "--leader-elect-resource-name=my_lease",
+            "--master",
+            "http://a_b:1",
+        ])
+        .expect("values");
+        assert_eq!(cli.leader.leader_elect_resource_name, "my_lease");
+        assert_eq!(cli.api.master.as_deref(), Some("http://a_b:1"));
+        assert_eq!(
+            normalize_args(["rkcm", "--a_b=c_d", "-v", "--", "--x_y"]),
+            ["rkcm", "--a-b=c_d", "-v", "--", "--x_y"]
+                .map(OsString::from)
+                .to_vec()
+        );
+    }
+
+    #[test]
+    fn bools_follow_pflag() {
+        assert!(run(&["--leader-elect"]).expect("bare").leader.leader_elect);
+        assert!(
+            !run(&["--leader-elect=false"])
+                .expect("=false")
+                .leader
+                .leader_elect
+        );
+        assert!(!run(&["--leader-elect=F"]).expect("=F").leader.leader_elect);
+        // pflag never consumes a separate word for a bool: it becomes a positional.
+        let errs = errors(&["--leader-elect", "false"]);
+        assert_eq!(
+            errs,
+            vec![r#""rkcm" does not take any arguments, got ["false"]"#]
+        );
+    }
+
+    #[test]
+    fn verbosity_spellings() {
+        for args in [
+            &["-v", "3"][..],
+            &["-v=3"],
+            &["-v3"],
+            &["--v=3"],
+            &["--v", "3"],
+        ] {
+            assert_eq!(run(args).expect("verbosity").logging.v, 3, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn repeated_single_value_flags_take_the_last_value() {
+        let cli = run(&[
+            "--secure-port=1",
+            "--secure-port=2",
+            "--kube-api-qps",
+            "5",
+            "--kube-api-qps=7",
+        ])
+        .expect("repeated flags");
+        assert_eq!(cli.serving.secure_port, 2);
+        assert_eq!(cli.api.kube_api_qps, 7.0);
+        let cli = run(&["--leader-elect=false", "--leader-elect"]).expect("repeated bool");
+        assert!(cli.leader.leader_elect);
+    }
+
+    #[test]
+    fn slices_accumulate() {
+        let cli = run(&[
+            "--controllers=deployment",
+            "--controllers",
+            "-job,replicaset",
+        ])
+        .expect("slices");
+        assert_eq!(
+            cli.controllers,
+            vec![
+                "deployment-controller",
+                "-job-controller",
+                "replicaset-controller"
+            ]
+        );
+        let cli = run(&["--controllers="]).expect("empty");
+        assert!(cli.controllers.is_empty());
+    }
+
+    #[test]
+    fn unknown_controller_is_rejected() {
+        assert_eq!(
+            errors(&["--controllers=*,foo"]),
+            vec![r#""foo" is not in the list of known controllers"#]
+        );
+        assert_eq!(
+            errors(&["--controllers=*,-foo"]),
+            vec![r#""foo" is not in the list of known controllers"#]
+        );
+    }
+
+    #[test]
+    fn leader_election_validation() {
+        assert_eq!(
+            errors(&["--leader-elect-resource-lock=endpoints"]),
+            vec![r#"resourceLock value must be "leases""#]
+        );
+        run(&[
+            "--leader-elect-resource-lock=endpoints",
+            "--leader-elect=false",
+        ])
+        .expect("lock not checked without election");
+        assert_eq!(
+            errors(&[
+                "--leader-elect-lease-duration=10s",
+                "--leader-elect-renew-deadline=10s"
+            ]),
+            vec!["leaseDuration must be greater than renewDeadline"]
+        );
+        assert_eq!(
+            errors(&["--leader-elect-retry-period=9s"]),
+            vec!["renewDeadline must be greater than retryPeriod*JitterFactor"]
+        );
+        run(&["--leader-elect-retry-period=8s"]).expect("10 > 9.6");
+        let errs = errors(&["--leader-elect-retry-period=0s"]);
+        assert!(
+            errs.contains(&"retryPeriod must be greater than zero".to_string()),
+            "{errs:?}"
+        );
+        let errs = errors(&["--leader-elect-lease-duration=-1s"]);
+        assert!(
+            errs.contains(&"leaseDuration must be greater than zero".to_string()),
+            "{errs:?}"
+        );
+        assert!(
+            errors(&["--enable-leader-migration"])[0].contains("--enable-leader-migration=true")
+        );
+        run(&[
+            "--enable-leader-migration=false",
+            "--leader-migration-config=/x",
+        ])
+        .expect("accepted when off");
+    }
+
+    #[test]
+    fn concurrency_must_be_positive() {
+        assert_eq!(
+            errors(&["--concurrent-job-syncs=0"]),
+            vec!["concurrent-job-syncs must be greater than 0, but got 0"]
+        );
+        assert_eq!(
+            errors(&["--concurrent_rc_syncs", "-2"]),
+            vec!["concurrent-rc-syncs must be greater than 0, but got -2"]
+        );
+        // Controllers rkcm does not implement: accepted as upstream does.
+        run(&["--concurrent-namespace-syncs=0"]).expect("not validated");
+        assert!(errors(&["--concurrent-job-syncs=x"])[0].contains("concurrent-job-syncs"));
+        assert!(errors(&["--concurrent-job-syncs=3000000000"])[0].contains("concurrent-job-syncs"));
+    }
+
+    #[test]
+    fn rejected_flags_name_themselves() {
+        let errs = errors(&["--cloud-provider", "aws"]);
+        assert_eq!(errs.len(), 1);
+        assert!(
+            errs[0].starts_with("flag --cloud-provider is not implemented by rkcm"),
+            "{errs:?}"
+        );
+        let errs = errors(&["--allocate-node-cidrs"]);
+        assert!(
+            errs[0].starts_with("flag --allocate-node-cidrs is not implemented"),
+            "{errs:?}"
+        );
+        let errs = errors(&["--authorization-kubeconfig=/k"]);
+        assert!(errs[0].contains("--authorization-kubeconfig"), "{errs:?}");
+        let errs = errors(&["--use-service-account-credentials=true"]);
+        assert!(
+            errs[0].contains("--use-service-account-credentials=true"),
+            "{errs:?}"
+        );
+        run(&["--use-service-account-credentials=false"]).expect("false is fine");
+        let errs = errors(&["--tls-min-version=VersionTLS13"]);
+        assert!(
+            errs[0].contains("--tls-min-version=VersionTLS13"),
+            "{errs:?}"
+        );
+        // Underscore spelling of a rejected flag is still recognised.
+        assert!(errors(&["--cloud_provider=x"])[0].contains("--cloud-provider"));
+    }
+
+    #[test]
+    fn notices_for_accepted_flags() {
+        let cli = run(&[
+            "--kube-api-content-type=application/json",
+            "--concurrent-namespace-syncs=3",
+            "--profiling=false",
+            "--deployment-controller-sync-period=30s",
+            "--tls-min-version=VersionTLS12",
+        ])
+        .expect("accepted");
+        let flags: Vec<&str> = cli.notices.iter().map(|n| n.flag.as_str()).collect();
+        assert_eq!(
+            flags,
+            vec![
+                "--tls-min-version",
+                "--profiling",
+                "--deployment-controller-sync-period",
+                "--concurrent-namespace-syncs"
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_flag_and_positional_fail() {
+        assert!(matches!(run(&["--no-such-flag"]), Err(CliError::Clap(_))));
+        assert_eq!(
+            errors(&["foo"]),
+            vec![r#""rkcm" does not take any arguments, got ["foo"]"#]
+        );
+    }
+
+    #[test]
+    fn help_and_version_exit_zero() {
+        let err = run(&["--help"]).expect_err("help");
+        assert_eq!(err.exit_code(), 0);
+        let help = command().render_long_help().to_string();
+        for heading in [
+            "Generic flags",
+            "API client flags",
+            "Leader election flags",
+            "Secure serving flags",
+            "Deployment controller flags",
+            "ReplicaSet controller flags",
+            "PodGC controller flags",
+        ] {
+            assert!(help.contains(heading), "missing heading {heading}");
+        }
+        for flag in [
+            "--kubeconfig",
+            "--concurrent-rc-syncs",
+            "--terminated-pod-gc-threshold",
+        ] {
+            assert!(help.contains(flag), "missing {flag}");
+        }
+        assert!(
+            !help.contains("--cloud-provider"),
+            "rejected flags are hidden"
+        );
+        for v in [&["--version"][..], &["--version=true"], &["--version=raw"]] {
+            let out = parse(std::iter::once("rkcm").chain(v.iter().copied())).expect("version");
+            assert!(matches!(out, Invocation::PrintVersion(_)));
+        }
+        run(&["--version=false"]).expect("--version=false runs");
+    }
+
+    #[test]
+    fn feature_gates() {
+        let cli =
+            run(&["--feature-gates=WatchListClient=false,kube:StatefulSetRecreateStrategy=true"])
+                .expect("gates");
+        assert!(!cli.feature_gates.enabled("WatchListClient"));
+        assert!(cli.feature_gates.enabled("StatefulSetRecreateStrategy"));
+        assert!(cli.feature_gates.enabled("InOrderInformers"), "default");
+        let cli = run(&[
+            "--feature-gates=AllAlpha=true",
+            "--feature-gates=GangScheduling=false",
+        ])
+        .expect("meta");
+        assert!(cli.feature_gates.enabled("WorkloadWithJob"));
+        assert!(
+            !cli.feature_gates.enabled("GangScheduling"),
+            "explicit beats AllAlpha"
+        );
+        assert!(
+            cli.feature_gates.enabled("WatchListClient"),
+            "beta default unaffected"
+        );
+
+        assert!(
+            errors(&["--feature-gates=NoSuchGate=true"])[0]
+                .contains("unrecognized feature gate: NoSuchGate")
+        );
+        assert!(
+            errors(&["--feature-gates=CoordinatedLeaderElection=true"])[0]
+                .contains("not supported")
+        );
+        run(&["--feature-gates=CoordinatedLeaderElection=false"]).expect("off is fine");
+        assert!(errors(&["--feature-gates=JobManagedBy=false"])[0].contains("locked to true"));
+        assert!(errors(&["--feature-gates=WatchList"])[0].contains("missing bool value"));
+        assert!(errors(&["--feature-gates=WatchList=maybe"])[0].contains("invalid value"));
+    }
+
+    #[test]
+    fn client_options_from_flags() {
+        let cli = run(&["--kubeconfig=/k", "--kube-api-qps=5", "--kube-api-burst=7"]).expect("ok");
+        let o = cli.client_options();
+        assert_eq!(o.kubeconfig, Some(PathBuf::from("/k")));
+        assert_eq!(o.master, None);
+        assert_eq!((o.qps, o.burst), (5.0, 7));
+    }
+}
