@@ -1,4 +1,4 @@
-//! Lease-based leader election with client-go semantics (spec/manager.md §2).
+//! Lease-based leader election with client-go semantics (`tools/leaderelection/leaderelection.go`).
 //!
 //! Mirrors client-go `tools/leaderelection/leaderelection.go` with the `leases` lock
 //! (`resourcelock/leaselock.go`), so rkcm and a Go kube-controller-manager can contend for
@@ -52,7 +52,7 @@ use tokio::time::Instant;
 use crate::serve::Health;
 
 /// `source.component` of our leader-election events: upstream's, because tooling selects
-/// KCM's election events by it (spec/manager.md §6.5).
+/// KCM's election events by it (client-go `tools/leaderelection/resourcelock`).
 pub const EVENT_COMPONENT: &str = "kube-controller-manager";
 /// Event reason upstream uses for election events.
 pub const EVENT_REASON: &str = "LeaderElection";

@@ -1,5 +1,5 @@
 //! rkcm: the process. Parses flags, connects, elects, runs the enabled controllers and shuts
-//! down (spec/manager.md §1.9, §2.5, §2.6).
+//! down (upstream `cmd/kube-controller-manager/app/controllermanager.go`).
 //!
 //! Startup, in upstream's order:
 //! 1. parse + normalise + validate flags — any error exits 1 before network access;

@@ -4,7 +4,7 @@
 //!
 //! Mirrors upstream `cmd/kube-controller-manager/names/controller_names.go` (canonical names,
 //! `KCMControllerAliases`) and `IsControllerEnabled` in k8s.io/controller-manager
-//! `app/helper.go` (spec/manager.md §1.3). This is the only file that knows every controller
+//! `app/helper.go`. This is the only file that knows every controller
 //! crate.
 
 use std::future::Future;

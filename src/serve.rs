@@ -1,6 +1,6 @@
 //! The HTTPS endpoints of the manager: `/healthz`, `/livez`, `/readyz`, `/metrics` and
-//! `/metrics/slis` (spec/manager.md §1.7), plus the manager-level metrics that no controller
-//! owns (`kubernetes_build_info`, `running_managed_controllers`).
+//! `/metrics/slis`, plus the manager-level metrics that no controller owns
+//! (`kubernetes_build_info`, `running_managed_controllers`).
 //!
 //! Mirrors k8s.io/controller-manager `app/serve.go` and k8s.io/apiserver `server/healthz`:
 //! - HTTPS only (there is no insecure port upstream); `--secure-port=0` serves nothing.
@@ -20,7 +20,7 @@
 //! rejected by the CLI (see `cli.rs`), so nobody believes `/metrics` is protected: keep the
 //! port off untrusted networks (bind to loopback, or a NetworkPolicy in-cluster).
 //!
-//! Not served (MAY in the spec): `/configz`, `/debug/pprof/*`, `/debug/flags/v`.
+//! Not served (optional upstream endpoints): `/configz`, `/debug/pprof/*`, `/debug/flags/v`.
 
 use std::collections::HashSet;
 use std::convert::Infallible;
@@ -588,7 +588,7 @@ pub fn route(
                     text(status, PLAIN, body)
                 }
                 // Upstream routes `/livez/<check>` and `/readyz/<check>`; we do it for
-                // `/healthz` too (the spec allows it).
+                // `/healthz` too (a superset: nothing upstream serves is missing).
                 Some(name) => match checks.into_iter().find(|(n, _)| n == name) {
                     None => text(
                         StatusCode::NOT_FOUND,

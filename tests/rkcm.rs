@@ -3,6 +3,10 @@
 //! Tests that need a running kube-apiserver are `#[ignore = "needs apiserver: make test"]`
 //! and read the kubeconfig path from `RKCM_TEST_KUBECONFIG`.
 
+// A test binary: a failed unwrap is a failing test (clippy counts only `#[test]` functions
+// and `#[cfg(test)]` modules as tests, not the helpers beside them).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 // A test crate root resolves `mod x;` next to itself (tests/x.rs), hence the paths.
 #[path = "rkcm/flags.rs"]
 mod flags;

@@ -81,10 +81,13 @@ impl Probe {
     pub fn mark_at(&self, name: &str, at: Instant) {
         let seconds = at.saturating_duration_since(self.started).as_secs_f64();
         say!("  {name} at {seconds:.1} s");
-        self.milestones.lock().expect("probe lock").push(Milestone {
-            name: name.to_string(),
-            seconds,
-        });
+        self.milestones
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(Milestone {
+                name: name.to_string(),
+                seconds,
+            });
     }
 
     /// Records a milestone now (driven scenarios: "synced").
@@ -136,27 +139,44 @@ impl Probe {
                 format!(" ({})", phase.note)
             }
         );
-        self.phases.lock().expect("probe lock").push(PhaseRecord {
-            phase,
-            audit: start.audit.zip(audit_to),
-        });
+        self.phases
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(PhaseRecord {
+                phase,
+                audit: start.audit.zip(audit_to),
+            });
     }
 
     /// What the scenario is waiting for now ("9 500 pods left").
     pub fn progress(&self, what: impl Into<String>) {
-        *self.progress.lock().expect("probe lock") = what.into();
+        *self
+            .progress
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = what.into();
     }
 
     fn milestones(&self) -> Vec<Milestone> {
-        self.milestones.lock().expect("probe lock").clone()
+        self.milestones
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     fn take_phases(&self) -> Vec<PhaseRecord> {
-        std::mem::take(&mut *self.phases.lock().expect("probe lock"))
+        std::mem::take(
+            &mut *self
+                .phases
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 
     fn last_progress(&self) -> String {
-        self.progress.lock().expect("probe lock").clone()
+        self.progress
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     pub fn elapsed(&self) -> Duration {

@@ -181,6 +181,7 @@ impl Common {
     }
 }
 
+#[allow(unsafe_code)] // std has no getuid
 fn unsafe_uid() -> u32 {
     // SAFETY: getuid cannot fail and has no preconditions.
     unsafe { libc::getuid() }

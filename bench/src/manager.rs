@@ -125,6 +125,7 @@ impl Running {
             .kill_on_drop(true);
         // SAFETY: prctl is async-signal-safe; the child dies with the bench process, so an
         // interrupted bench never leaves a manager running against the plane.
+        #[allow(unsafe_code)] // std has no safe parent-death signal
         unsafe {
             cmd.pre_exec(|| {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
@@ -171,6 +172,7 @@ impl Running {
             return Some(s);
         }
         // SAFETY: plain kill(2) on our own child's pid, which has not been reaped yet.
+        #[allow(unsafe_code)] // std can only SIGKILL a child, not SIGTERM it
         unsafe {
             libc::kill(self.pid as libc::pid_t, libc::SIGTERM);
         }

@@ -8,6 +8,7 @@ use std::time::Duration;
 /// Clock ticks per second of `utime`/`stime` (`getconf CLK_TCK`); 100 if unknown.
 pub fn clock_ticks() -> u64 {
     // SAFETY: sysconf only reads a configuration value.
+    #[allow(unsafe_code)] // std does not expose CLK_TCK
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if t > 0 { t as u64 } else { 100 }
 }

@@ -143,7 +143,7 @@ pub struct GarbageCollectorFlags {
     pub enable_garbage_collector: bool,
 }
 
-/// Concurrency flags of upstream controllers rkcm does not implement: accepted (spec §1.5)
+/// Concurrency flags of upstream controllers rkcm does not implement: accepted
 /// so manifests written for kube-controller-manager keep working.
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Flags of controllers rkcm does not implement (accepted, no effect)")]

@@ -45,7 +45,8 @@ const fn gate(name: &'static str, default: bool, stage: Stage, locked: bool) -> 
     }
 }
 
-/// The gates the specs name, with their v1.37 state (spec/*.md). Upstream knows many more
+/// The gates the implemented controllers read, with their v1.37 state (upstream
+/// `pkg/features/kube_features.go`). Upstream knows many more
 /// (apiserver/kubelet gates); an operator passing one of those gets an error rather than a
 /// silently ignored gate.
 pub const FEATURE_GATES: &[GateSpec] = &[

@@ -1,5 +1,5 @@
 //! The command line: kube-controller-manager's flag names, defaults and validation
-//! (spec/manager.md §1), parsed with clap.
+//! (upstream `cmd/kube-controller-manager/app/options/options.go`), parsed with clap.
 //!
 //! Parsing follows pflag where operators would notice a difference:
 //! - `_` in a flag *name* means `-` (upstream installs `WordSepNormalizeFunc` globally), so
@@ -29,9 +29,10 @@
 //! **Accepted because harmless, logged once at startup when given** ([`Cli::notices`]):
 //! `--kube-api-content-type` (kube-rs speaks JSON only; logged whenever not JSON, including
 //! the protobuf default), the `--concurrent-*-syncs` flags of controllers rkcm does not
-//! implement (spec §1.5 requires accepting them), `--deployment-controller-sync-period`
-//! (removed upstream), `--leader-migration-config`, `--cluster-name`, `--root-ca-file`,
-//! `--service-account-private-key-file` (only read by controllers rkcm does not run),
+//! implement (accepted so manifests written for upstream keep working),
+//! `--deployment-controller-sync-period` (removed upstream), `--leader-migration-config`,
+//! `--cluster-name`, `--root-ca-file`, `--service-account-private-key-file` (only read by
+//! controllers rkcm does not run),
 //! `--profiling`, `--contention-profiling`, `--cert-dir`, `--permit-port-sharing`,
 //! `--permit-address-sharing`, `--http2-max-streams-per-connection`,
 //! `--disable-http2-serving`, `--tls-min-version` up to `VersionTLS12` (rustls never
@@ -397,7 +398,7 @@ fn notices(cli: &Cli, cmd: &clap::Command, matches: &ArgMatches) -> Vec<Notice> 
 }
 
 impl Cli {
-    /// Upstream validation (spec §1.4, §1.5) plus rkcm's deliberate restrictions. Returns
+    /// Upstream validation (`options.go` `Validate`) plus rkcm's deliberate restrictions. Returns
     /// every failure.
     pub fn validate(&self) -> Vec<String> {
         let mut errs = Vec::new();
@@ -499,7 +500,7 @@ impl Cli {
     }
 
     /// The `--concurrent-*-syncs` flags of in-scope controllers (rkcm requires >= 1 for all
-    /// of them; upstream only for jobs — documented deviation, spec §1.5).
+    /// of them; upstream only for jobs — documented deviation).
     pub fn concurrency_flags(&self) -> [(&'static str, i32); 9] {
         [
             (

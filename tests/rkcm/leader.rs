@@ -1,4 +1,4 @@
-//! Black-box tests of leader election (spec/manager.md §2, §9 scenarios 10–14, 16): rkcm
+//! Black-box tests of leader election (client-go `tools/leaderelection`): rkcm
 //! processes contending for a Lease of their own in a test namespace, with short timings
 //! (lease 4 s, renew deadline 3 s, retry 500 ms).
 //!

@@ -1,6 +1,7 @@
 //! Black-box tests of the packaging: the Helm chart (`charts/rkcm`), the plain manifests
 //! generated from it (`deploy/rkcm.yaml`, by `e2e/render-deploy.sh`) and the least-privilege
-//! RBAC they grant (spec/manager.md §7).
+//! RBAC they grant (as upstream's
+//! `plugin/pkg/auth/authorizer/rbac/bootstrappolicy/controller_policy.go`).
 //!
 //! - Without a cluster: `helm lint`; rendering with several value sets; `values.schema.json`
 //!   rejecting bad values; `deploy/` equal to the chart's output; RBAC rendered for exactly the

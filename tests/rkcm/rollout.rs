@@ -1,4 +1,4 @@
-//! kubectl rollout parity (spec/deployment.md; DESIGN.md testing tier 3): one scripted
+//! kubectl rollout parity (DESIGN.md testing tier 3): one scripted
 //! `kubectl` session — `rollout status`, `history` (and `--revision`), `undo` (and
 //! `--to-revision`), `pause`/`resume`, `restart`, `scale` — runs twice at the same time, once
 //! in a namespace managed by upstream kube-controller-manager and once in a namespace managed

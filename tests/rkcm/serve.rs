@@ -1,4 +1,4 @@
-//! Black-box tests of the HTTPS endpoints (spec/manager.md §1.7, §9 scenarios 25–27), plus
+//! Black-box tests of the HTTPS endpoints (k8s.io/controller-manager `app/serve.go`), plus
 //! the process/HTTPS helpers the leader-election tests share.
 //!
 //! Each test starts the rkcm binary against the local control plane with its own Lease (in
@@ -93,14 +93,15 @@ impl Rkcm {
     }
 
     pub(crate) fn signal(&self, sig: i32) -> anyhow::Result<()> {
-        // SAFETY: kill(2) on the pid of our own child, which has not been reaped (we hold
-        // the Child), so the pid cannot have been reused.
-        if unsafe { libc::kill(self.pid(), sig) } != 0 {
-            bail!(
-                "kill({}, {sig}): {}",
-                self.pid(),
-                std::io::Error::last_os_error()
-            );
+        // kill(1) rather than libc (the workspace forbids unsafe code) on the pid of our own
+        // child, which has not been reaped (we hold the Child), so it cannot have been reused.
+        let status = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.pid().to_string())
+            .status()
+            .context("running kill")?;
+        if !status.success() {
+            bail!("kill -{sig} {}: {status}", self.pid());
         }
         Ok(())
     }

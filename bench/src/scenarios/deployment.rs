@@ -610,7 +610,12 @@ where
                 watcher::Event::Apply(o) => Change::Apply(o),
                 watcher::Event::Delete(o) => Change::Delete(o),
             };
-            apply(&mut model.lock().expect("model lock"), change);
+            apply(
+                &mut model
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+                change,
+            );
             tx.send_modify(|n| *n += 1);
         }
     })
@@ -668,7 +673,12 @@ impl State {
     ) -> anyhow::Result<T> {
         loop {
             self.changed.mark_unchanged();
-            let r = check(&self.model.lock().expect("model lock"));
+            let r = check(
+                &self
+                    .model
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            );
             match r {
                 Ok(v) => return Ok(v),
                 Err(progress) => probe.progress(progress),
@@ -847,7 +857,9 @@ impl Scenario for DeploymentRollout {
         let synced = tokio::time::timeout(
             Duration::from_secs(120),
             state.changed.wait_for(move |_| {
-                let m = model.lock().expect("model lock");
+                let m = model
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 m.synced() && m.deploys.len() >= n
             }),
         )
@@ -859,7 +871,10 @@ impl Scenario for DeploymentRollout {
             Err(_) => anyhow::bail!("the watches of {ns} did not sync within 120 s"),
         }
         {
-            let m = state.model.lock().expect("model lock");
+            let m = state
+                .model
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             anyhow::ensure!(
                 m.deploys.len() == n,
                 "{ns} has {} Deployments, not {n}",
@@ -946,7 +961,10 @@ impl Scenario for DeploymentRollout {
         now.deploy_change(Change::Reset(deploys.items));
         now.rs_change(Change::Reset(rss.items));
         now.pod_change(Change::Reset(pods));
-        let seen = state.model.lock().expect("model lock");
+        let seen = state
+            .model
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         Ok(judge(&self.args, &state.names, &seen, &now))
     }
 

@@ -1,4 +1,5 @@
-//! PodGC: N terminated pods over a threshold T (spec/podgc.md §5, terminated sweep).
+//! PodGC: N terminated pods over a threshold T (the terminated sweep of upstream
+//! `pkg/controller/podgc/gc_controller.go`).
 //!
 //! Setup: a static Node (`bench-node`, Ready, tainted, no simulator) and N pods bound to it
 //! by `spec.nodeName`, each set terminated through the status subresource (even indexes

@@ -1,4 +1,5 @@
-//! Informer handlers: map changes to Deployment keys (spec/deployment.md §2).
+//! Informer handlers: map changes to Deployment keys (the event handlers of upstream
+//! `pkg/controller/deployment/deployment_controller.go`).
 //!
 //! Mirrors `addDeployment`/`updateDeployment`/`deleteDeployment`, `addReplicaSet`/
 //! `updateReplicaSet`/`deleteReplicaSet`, `deletePod`, `getDeploymentForPod`,

@@ -6,7 +6,6 @@
 //! proportional scaling, cleanup, status), `rolling.go`, `recreate.go`, `rollback.go`,
 //! `progress.go` and `util/deployment_util.go`, plus the shared parts of
 //! `pkg/controller/controller_utils.go` and `controller_ref_manager.go`.
-//! spec/deployment.md is the contract.
 //!
 //! # Guarantees
 //! - The new ReplicaSet is the oldest one whose template equals the Deployment's, ignoring

@@ -1,5 +1,6 @@
 //! PURE: what one sync does to the ReplicaSets, from the claimed ReplicaSets and the
-//! Deployment (spec/deployment.md §5.6, §5.10, §5.11, §5.13).
+//! Deployment (upstream `pkg/controller/deployment/rolling.go`, `recreate.go` and the scaling
+//! of `sync.go`).
 //!
 //! Mirrors `reconcileNewReplicaSet`, `reconcileOldReplicaSets`, `cleanupUnhealthyReplicas`,
 //! `scaleDownOldReplicaSetsForRollingUpdate` (`rolling.go`), `oldPodsRunning`

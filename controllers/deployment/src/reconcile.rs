@@ -1,5 +1,5 @@
 //! The sync: cache -> claim -> [`plan`](crate::plan) -> ReplicaSet writes ->
-//! [`status`](crate::status) -> status write (spec/deployment.md §5).
+//! [`status`](crate::status) -> status write (upstream `pkg/controller/deployment/sync.go`).
 //!
 //! Mirrors `syncDeployment` and `getReplicaSetsForDeployment` of upstream
 //! `deployment_controller.go`, and the I/O halves of `sync.go`, `rolling.go`, `recreate.go`,

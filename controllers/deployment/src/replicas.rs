@@ -1,4 +1,4 @@
-//! PURE: replica arithmetic (spec/deployment.md §5.5, §5.6).
+//! PURE: replica arithmetic (upstream `pkg/controller/deployment/util/deployment_util.go`).
 //!
 //! Mirrors `ResolveFenceposts`, `MaxSurge`, `MaxUnavailable`, `NewRSNewReplicas`,
 //! `FindActiveOrLatest`, `IsSaturated`, `GetReplicaSetProportion`, `getReplicaSetFraction`,

@@ -1,5 +1,6 @@
 //! PURE: revision numbers, `revision-history`, annotation copying and the rollback
-//! annotation (spec/deployment.md §4, §5.4, §5.12).
+//! annotation (upstream `pkg/controller/deployment/sync.go`, `rollback.go` and
+//! `util/deployment_util.go`).
 //!
 //! Mirrors `Revision`, `MaxRevision`, `LastRevision`, `SetNewReplicaSetAnnotations`,
 //! `copyDeploymentAnnotationsToReplicaSet`, `skipCopyAnnotation`, `SetDeploymentRevision`,

@@ -1,4 +1,5 @@
-//! PURE: Deployment status and conditions (spec/deployment.md §5.2 step 6, §5.9, §5.14, §6).
+//! PURE: Deployment status and conditions (upstream
+//! `pkg/controller/deployment/sync.go`, `progress.go` and `util/deployment_util.go`).
 //!
 //! Mirrors `calculateStatus` and `checkPausedConditions` of `sync.go`, `syncRolloutStatus`,
 //! `getReplicaFailures` and `requeueStuckDeployment` of `progress.go`, and the condition

@@ -1,4 +1,4 @@
-//! Deployment scenarios against the real local control plane (spec/deployment.md §9, one
+//! Deployment scenarios against the real local control plane (acceptance scenarios, one
 //! test or more per scenario; each test names its scenarios).
 //!
 //! Each test runs the Deployment controller and the ReplicaSet controller in-process, on one
@@ -11,7 +11,7 @@
 //! that stay terminating. An unbound pod that is deleted gracefully vanishes at once.
 //!
 //! "Never" and "before" claims are checked on watch histories ([`harness::History`]), not
-//! on samples; "stays so for N s" uses `holds_for` with the period the spec names.
+//! on samples; "stays so for N s" uses `holds_for` with the period the scenario names.
 //!
 //! Run with `make test`, or against a running cluster:
 //! `RKCM_TEST_KUBECONFIG=... cargo test -p rkcm-deployment --test apiserver -- --ignored`.

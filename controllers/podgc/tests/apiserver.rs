@@ -1,4 +1,4 @@
-//! PodGC scenarios against the real local control plane (spec/podgc.md §9).
+//! PodGC scenarios against the real local control plane (acceptance scenarios).
 //!
 //! Each test runs its own PodGC in-process (`rkcm_podgc::start` on its own informers) with a
 //! scaled-down period and quarantine, limited to the test's namespaces so that it never

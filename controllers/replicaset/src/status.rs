@@ -1,7 +1,7 @@
 //! PURE: the status a sync writes, and whether it must be written.
 //!
 //! Mirrors `calculateStatus` and the no-op check of `updateReplicaSetStatus` in upstream
-//! `pkg/controller/replicaset/replica_set_utils.go` (spec/replicaset.md §6).
+//! `pkg/controller/replicaset/replica_set_utils.go`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,5 +1,5 @@
 //! ReplicaSet and ReplicationController scenarios against the real local control plane
-//! (spec/replicaset.md §9).
+//! (acceptance scenarios).
 //!
 //! Each test runs the two controllers in-process (`rkcm_replicaset::start_*` on informers of
 //! its own) limited to the test's namespace, so they never touch other tests' objects on the

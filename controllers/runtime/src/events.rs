@@ -1,5 +1,5 @@
 //! core/v1 Event recording with client-go semantics (mirrors client-go `tools/record/event.go`
-//! and `tools/record/events_cache.go`; spec/manager.md §6.5).
+//! and `tools/record/events_cache.go`).
 //!
 //! Guarantees:
 //! - [`EventRecorder::event`] never blocks, never does I/O inline and never fails: it puts the

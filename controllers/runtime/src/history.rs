@@ -1,8 +1,8 @@
 //! ControllerRevision history and the revision/template hashes (mirrors upstream
 //! `pkg/controller/history/controller_history.go`, `ComputeHash` in
 //! `pkg/controller/controller_utils.go` and `SafeEncodeString` in apimachinery
-//! `pkg/util/rand`; spec/statefulset.md "ControllerRevision", spec/daemonset.md
-//! "ControllerRevision", spec/deployment.md "Hash").
+//! `pkg/util/rand`, as used by `pkg/controller/statefulset/stateful_set_utils.go`,
+//! `pkg/controller/daemon/update.go` and `pkg/controller/deployment/util/deployment_util.go`).
 //!
 //! Guarantees:
 //! - [`hash_controller_revision`] is byte-for-byte upstream's `HashControllerRevision`:

@@ -1,6 +1,6 @@
 //! Pod writes on behalf of a controller, and slow-start batching (mirrors `RealPodControl`,
 //! `GetPodFromTemplate` and `slowStartBatch` in upstream `pkg/controller/controller_utils.go`
-//! and `pkg/controller/replicaset/replica_set.go`; spec/manager.md §6.2–6.4).
+//! and `pkg/controller/replicaset/replica_set.go`).
 //!
 //! Guarantees:
 //! - A pod created from a template carries the template's labels, annotations, finalizers and

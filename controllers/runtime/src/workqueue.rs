@@ -27,7 +27,8 @@
 //! `tokio::time`, so tests can run on paused time.
 //!
 //! Deviation from upstream: [`run_workers`] catches a panic inside one sync, logs it and
-//! requeues the key rate-limited, instead of crashing the process (spec/manager.md §4.3).
+//! requeues the key rate-limited, instead of crashing the process as upstream's `HandleCrash`
+//! (`staging/src/k8s.io/apimachinery/pkg/util/runtime/runtime.go`) does.
 
 use std::any::Any;
 use std::cmp::Ordering;
@@ -281,7 +282,8 @@ struct QueueMetrics {
     retries: IntCounter,
 }
 
-/// The three structures of spec §4.1 plus the metric timestamps, all under one mutex.
+/// The three structures of client-go `queue.go` (queue, dirty, processing) plus the metric
+/// timestamps, all under one mutex.
 struct State<K> {
     /// FIFO of keys ready to hand out; each is dirty and not processing.
     queue: VecDeque<K>,
@@ -499,8 +501,8 @@ impl<K: QueueKey> fmt::Debug for WorkQueue<K> {
 }
 
 impl<K: QueueKey> WorkQueue<K> {
-    /// Creates a queue. `name` is the `name` label of its metrics (upstream queue names,
-    /// spec §4.5); an empty name exports no metrics. Safe to call outside a tokio runtime.
+    /// Creates a queue. `name` is the `name` label of its metrics (upstream queue names); an
+    /// empty name exports no metrics. Safe to call outside a tokio runtime.
     pub fn new(name: &str, limiter: RateLimiter) -> Self {
         let metrics = if name.is_empty() {
             None

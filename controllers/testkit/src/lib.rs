@@ -15,6 +15,9 @@
 //! - [`volumes::TestVolumes`] pre-creates volumes so that claims bind.
 //! - [`fake_api::FakeApi`] is the one fake API server of unit tests.
 
+// Test support only: a panic here is a failing test, which is what tests want.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

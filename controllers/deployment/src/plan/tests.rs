@@ -2,7 +2,7 @@
 //! `TestReconcileOldReplicaSets`, `TestCleanupUnhealthyReplicas`,
 //! `TestScaleDownOldReplicaSets` (`rolling_test.go`), `TestScale` (`sync_test.go`),
 //! `TestDeploymentController_cleanupDeployment`, `TestOldPodsRunning` (`recreate_test.go`),
-//! and replays the rollouts of spec/deployment.md §9 step by step.
+//! and replays the acceptance rollouts (scenarios below) step by step.
 
 use std::collections::HashMap;
 use std::sync::Arc;

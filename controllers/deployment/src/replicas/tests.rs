@@ -1,6 +1,6 @@
 //! Table tests of the replica arithmetic. Mirrors upstream `TestResolveFenceposts`,
 //! `TestMaxUnavailable`, `TestNewRSNewReplicas`, `TestFindActiveOrLatest`,
-//! `TestGetReplicaSetFraction`-style cases, and the numbers of spec/deployment.md §9.
+//! `TestGetReplicaSetFraction`-style cases, and the numbers of the acceptance scenarios.
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 

@@ -191,7 +191,7 @@ rkcm_testkit::scenario! {
 
 async fn recreate_available(env: &Env) -> Result<()> {
     let ctrl = env.start();
-    // `web` is the spec's case; `wide` (4 replicas) is one where the RollingUpdate default
+    // `web` is the scenario's case; `wide` (4 replicas) is one where the RollingUpdate default
     // (25% unavailable = 1) would already say True with one missing.
     for (name, n) in [("web", 3), ("wide", 4)] {
         let d = env.create_deployment(recreate_deployment(name, n)).await?;

@@ -3,10 +3,11 @@
 //! `terminatingReplicas` drops to 0 while the objects still exist.
 //!
 //! The pods stay unbound (the template names a scheduler that does not exist), so PodGC's
-//! *unscheduled-terminating* sweep applies (spec/podgc.md §5.5): it runs right after its caches
-//! sync and every 20 s after each sweep, moves a terminating pod without `nodeName` to `Failed`
-//! and force-deletes it; the finalizer keeps the object. (A pod bound to a deleted Node would
-//! go through the orphan sweep instead: 40 s quarantine, ≈40–60 s, not the spec's ~20 s.)
+//! *unscheduled-terminating* sweep applies (upstream `pkg/controller/podgc/gc_controller.go`):
+//! it runs right after its caches sync and every 20 s after each sweep, moves a terminating
+//! pod without `nodeName` to `Failed` and force-deletes it; the finalizer keeps the object. (A
+//! pod bound to a deleted Node would go through the orphan sweep instead: 40 s quarantine,
+//! ≈40–60 s, not the ~20 s this scenario expects.)
 //!
 //! The ReplicaSet controller runs in-process as everywhere in this suite. PodGC runs as the
 //! rkcm binary (`--controllers=podgc`) behind the testkit's namespace-scoping proxy, so it
