@@ -14,6 +14,8 @@ mod flags;
 mod leader;
 #[path = "rkcm/packaging.rs"]
 mod packaging;
+#[path = "rkcm/quiet.rs"]
+mod quiet;
 #[path = "rkcm/rollout.rs"]
 mod rollout;
 #[path = "rkcm/serve.rs"]
