@@ -5,6 +5,7 @@
 use std::sync::OnceLock;
 
 use prometheus::{Histogram, HistogramOpts};
+use rkcm_runtime::metrics::{get_or_register, register};
 
 pub const JOB_CREATION_SKEW: &str = "job_creation_skew_duration_seconds";
 pub const SUBSYSTEM: &str = "cronjob_controller";
@@ -13,30 +14,16 @@ pub const JOB_CREATION_SKEW_HELP: &str =
 /// Upstream `prometheus.ExponentialBuckets(1, 2, 10)`: 1, 2, 4, ..., 512 s.
 pub const BUCKETS: [f64; 10] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
 
-/// The histogram, or `None` if it could not be built. Losing a metric never stops the
-/// controller.
+/// The histogram, registered on first use; `None` if it could not be built. Losing a metric
+/// never stops the controller.
 pub(crate) fn job_creation_skew() -> Option<&'static Histogram> {
     static METRIC: OnceLock<Option<Histogram>> = OnceLock::new();
-    METRIC
-        .get_or_init(|| {
-            let opts = HistogramOpts::new(JOB_CREATION_SKEW, JOB_CREATION_SKEW_HELP)
-                .subsystem(SUBSYSTEM)
-                .buckets(BUCKETS.to_vec());
-            let histogram = match Histogram::with_opts(opts) {
-                Ok(h) => h,
-                Err(error) => {
-                    tracing::error!(metric = JOB_CREATION_SKEW, %error, "building CronJob metric failed");
-                    return None;
-                }
-            };
-            if let Err(error) =
-                rkcm_runtime::metrics::registry().register(Box::new(histogram.clone()))
-            {
-                tracing::error!(metric = JOB_CREATION_SKEW, %error, "registering CronJob metric failed");
-            }
-            Some(histogram)
-        })
-        .as_ref()
+    get_or_register(&METRIC, JOB_CREATION_SKEW, || {
+        let opts = HistogramOpts::new(JOB_CREATION_SKEW, JOB_CREATION_SKEW_HELP)
+            .subsystem(SUBSYSTEM)
+            .buckets(BUCKETS.to_vec());
+        Histogram::with_opts(opts).map(register)
+    })
 }
 
 #[cfg(test)]
