@@ -30,6 +30,7 @@ use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
 use crate::clock::{self, SharedClock};
+use crate::flowcontrol::TokenBucket;
 
 /// Upstream constants (client-go `tools/record`).
 pub mod consts {
@@ -410,29 +411,6 @@ fn aggregate_keys(event: &Event) -> (String, String) {
     (key, s(&event.message).to_string())
 }
 
-/// A token bucket as `golang.org/x/time/rate` with a start-full bucket, on the wall clock.
-#[derive(Debug, Clone)]
-struct TokenBucket {
-    tokens: f64,
-    last: jiff::Timestamp,
-}
-
-impl TokenBucket {
-    fn try_accept(&mut self, now: jiff::Timestamp, qps: f64, burst: f64) -> bool {
-        let elapsed = now.duration_since(self.last).as_secs_f64();
-        if elapsed > 0.0 {
-            self.tokens = (self.tokens + elapsed * qps).min(burst);
-            self.last = now;
-        }
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-}
-
 #[derive(Debug, Clone)]
 struct AggregateRecord {
     local_keys: BTreeSet<String>,
@@ -467,7 +445,7 @@ pub enum Correlation {
 /// Pure apart from the injected wall clock; the writer task owns one per recorder.
 pub struct EventCorrelator {
     clock: SharedClock,
-    spam: Lru<TokenBucket>,
+    spam: Lru<TokenBucket<jiff::Timestamp>>,
     aggregates: Lru<AggregateRecord>,
     logs: Lru<EventLog>,
 }
@@ -590,11 +568,12 @@ impl EventCorrelator {
 
     fn filtered(&mut self, event: &Event, now: jiff::Timestamp) -> bool {
         let key = spam_key(event);
-        let mut bucket = self.spam.get_mut(&key).cloned().unwrap_or(TokenBucket {
-            tokens: consts::SPAM_BURST,
-            last: now,
-        });
-        let accepted = bucket.try_accept(now, consts::SPAM_QPS, consts::SPAM_BURST);
+        let mut bucket = self
+            .spam
+            .get_mut(&key)
+            .cloned()
+            .unwrap_or_else(|| TokenBucket::new(consts::SPAM_QPS, consts::SPAM_BURST as u32));
+        let accepted = bucket.try_accept(now);
         self.spam.add(key, bucket);
         !accepted
     }

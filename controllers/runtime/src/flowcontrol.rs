@@ -1,6 +1,7 @@
 //! The one token bucket of the runtime: client-go `util/flowcontrol` on top of
-//! `golang.org/x/time/rate`. The API clients' `--kube-api-qps`/`--kube-api-burst` limiter and
-//! the work queue's overall bucket (10/s, burst 100) are both this type.
+//! `golang.org/x/time/rate`. The API clients' `--kube-api-qps`/`--kube-api-burst` limiter,
+//! the work queue's overall bucket (10/s, burst 100) and the event recorder's spam filter
+//! (burst 25, one token per 300 s, on the controller's clock) are all this type.
 //!
 //! Guarantees:
 //! - Capacity `burst`, refilled at `qps` tokens per second, full before the first call.
@@ -31,19 +32,39 @@ pub const DEFAULT_BURST: u32 = 10;
 /// 292 years).
 pub const MAX_WAIT: Duration = Duration::from_nanos(i64::MAX as u64);
 
+/// A point in time a bucket measures refills from: tokio's monotonic [`Instant`] (clients,
+/// queues) or a wall-clock [`jiff::Timestamp`] (the event spam filter, which runs on the
+/// controller's `Clock`).
+pub trait Moment: Copy + Ord {
+    /// Seconds from `earlier` to `self`; 0 when `earlier` is not earlier.
+    fn seconds_since(self, earlier: Self) -> f64;
+}
+
+impl Moment for Instant {
+    fn seconds_since(self, earlier: Self) -> f64 {
+        self.saturating_duration_since(earlier).as_secs_f64()
+    }
+}
+
+impl Moment for jiff::Timestamp {
+    fn seconds_since(self, earlier: Self) -> f64 {
+        self.duration_since(earlier).as_secs_f64().max(0.0)
+    }
+}
+
 /// A token bucket with `golang.org/x/time/rate` reservation semantics. Plain data: the caller
 /// passes the time, so it can live under the caller's own lock or in a pure test.
 #[derive(Debug, Clone)]
-pub struct TokenBucket {
+pub struct TokenBucket<T = Instant> {
     qps: f64,
     burst: f64,
     /// May go negative: outstanding reservations.
     tokens: f64,
     /// Time of the previous reservation; `None` until the first (the bucket starts full).
-    last: Option<Instant>,
+    last: Option<T>,
 }
 
-impl TokenBucket {
+impl<T: Moment> TokenBucket<T> {
     pub fn new(qps: f64, burst: u32) -> Self {
         let burst = f64::from(burst.max(1));
         Self {
@@ -66,7 +87,7 @@ impl TokenBucket {
     }
 
     /// Takes one token at `now`, returning how long the caller must wait before using it.
-    pub fn reserve(&mut self, now: Instant) -> Duration {
+    pub fn reserve(&mut self, now: T) -> Duration {
         if self.qps == f64::INFINITY {
             return Duration::ZERO;
         }
@@ -81,7 +102,7 @@ impl TokenBucket {
 
     /// Takes one token at `now` only if one is available without waiting (client-go
     /// `TryAccept`); a refusal takes nothing.
-    pub fn try_accept(&mut self, now: Instant) -> bool {
+    pub fn try_accept(&mut self, now: T) -> bool {
         if self.qps == f64::INFINITY {
             return true;
         }
@@ -95,11 +116,11 @@ impl TokenBucket {
     }
 
     /// Adds the tokens refilled since the previous call, up to `burst`.
-    fn advance(&mut self, now: Instant) {
+    fn advance(&mut self, now: T) {
         if let Some(last) = self.last
             && self.refills()
         {
-            let elapsed = now.saturating_duration_since(last).as_secs_f64();
+            let elapsed = now.seconds_since(last);
             self.tokens = (self.tokens + elapsed * self.qps).min(self.burst);
         }
         // Never move backwards: a caller with an older `now` refills nothing.
@@ -256,6 +277,20 @@ mod tests {
         let now = Instant::now() + Duration::from_secs(10);
         assert_eq!(bucket.reserve(now), Duration::ZERO);
         assert_eq!(bucket.reserve(now - Duration::from_secs(5)), ms(1000));
+    }
+
+    #[test]
+    fn wall_clock_buckets_refill_from_timestamps() {
+        // The event spam filter: burst 25, one token per 300 s.
+        let t0 = jiff::Timestamp::UNIX_EPOCH;
+        let mut bucket = TokenBucket::new(1.0 / 300.0, 25);
+        for _ in 0..25 {
+            assert!(bucket.try_accept(t0));
+        }
+        assert!(!bucket.try_accept(t0 + jiff::SignedDuration::from_secs(299)));
+        assert!(bucket.try_accept(t0 + jiff::SignedDuration::from_secs(300)));
+        // A clock that went back refills nothing.
+        assert!(!bucket.try_accept(t0));
     }
 
     #[test]
