@@ -84,6 +84,23 @@ impl Error {
         }
     }
 
+    /// An expected requeue in normal operation, not a failure to warn about: the stale-cache
+    /// guard held the sync back (counted by `statefulset_controller_stale_sync_skips_total`),
+    /// or a write made from a cached copy met a 409 conflict. Retried with backoff like any
+    /// error; the worker logs it at debug.
+    pub fn is_expected_requeue(&self) -> bool {
+        match self {
+            Error::StaleCache { .. } => true,
+            Error::Pod { source, .. } | Error::UpdateStatus { source, .. } => is_conflict(source),
+            Error::Claim { source, .. } | Error::Revision { source, .. } => match source {
+                rkcm_runtime::Error::Api { source, .. }
+                | rkcm_runtime::Error::ForOwner { source, .. } => is_conflict(source),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
     /// The namespace is being deleted: every later write would fail as well.
     pub fn is_namespace_terminating(&self) -> bool {
         match self {
@@ -96,5 +113,56 @@ impl Error {
             } => *namespace_terminating,
             _ => false,
         }
+    }
+}
+
+/// A 409 `Conflict` (the object changed since it was read), not `AlreadyExists`.
+fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409 && s.reason == "Conflict")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(code: u16, reason: &str) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure("refused", reason)
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    #[test]
+    fn stale_cache_and_conflicts_are_expected_requeues() {
+        let stale = Error::StaleCache {
+            key: "ns/web".into(),
+            source: rkcm_runtime::consistency::Stale {
+                resource: rkcm_runtime::consistency::GroupResource {
+                    group: String::new(),
+                    resource: "pods".into(),
+                },
+                written: "12".into(),
+                observed: "11".into(),
+            },
+        };
+        assert!(stale.is_expected_requeue());
+        let conflict = Error::UpdateStatus {
+            key: "ns/web".into(),
+            source: api(409, "Conflict"),
+        };
+        assert!(conflict.is_expected_requeue());
+        let exists = Error::Pod {
+            key: "ns/web".into(),
+            step: "create",
+            pod: "web-0".into(),
+            source: api(409, "AlreadyExists"),
+        };
+        assert!(!exists.is_expected_requeue());
+        let forbidden = Error::UpdateStatus {
+            key: "ns/web".into(),
+            source: api(403, "Forbidden"),
+        };
+        assert!(!forbidden.is_expected_requeue());
     }
 }

@@ -161,6 +161,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
     let policy = RetryPolicy {
         max_retries: None,
         give_up: Error::is_namespace_terminating,
+        quiet: Error::is_expected_requeue,
     };
     let spec = RunSpec {
         name: NAME,

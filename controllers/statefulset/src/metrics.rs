@@ -7,27 +7,16 @@
 use std::sync::OnceLock;
 
 use prometheus::{IntCounterVec, IntGaugeVec, Opts};
+use rkcm_runtime::metrics::{get_or_register, register};
 
 use crate::consts::metrics as m;
 
-fn register<C: prometheus::core::Collector + Clone + 'static>(name: &str, c: C) -> C {
-    if let Err(error) = rkcm_runtime::metrics::registry().register(Box::new(c.clone())) {
-        tracing::error!(metric = name, %error, "registering StatefulSet metric failed");
-    }
-    c
-}
-
 fn stale_sync_skips() -> Option<&'static IntCounterVec> {
     static METRIC: OnceLock<Option<IntCounterVec>> = OnceLock::new();
-    METRIC
-        .get_or_init(|| {
-            let opts =
-                Opts::new(m::STALE_SYNC_SKIPS, m::STALE_SYNC_SKIPS_HELP).subsystem(m::SUBSYSTEM);
-            IntCounterVec::new(opts, m::STALE_SYNC_SKIPS_LABELS)
-                .ok()
-                .map(|c| register(m::STALE_SYNC_SKIPS, c))
-        })
-        .as_ref()
+    get_or_register(&METRIC, m::STALE_SYNC_SKIPS, || {
+        let opts = Opts::new(m::STALE_SYNC_SKIPS, m::STALE_SYNC_SKIPS_HELP).subsystem(m::SUBSYSTEM);
+        IntCounterVec::new(opts, m::STALE_SYNC_SKIPS_LABELS).map(register)
+    })
 }
 
 fn gauge(
@@ -35,13 +24,10 @@ fn gauge(
     name: &str,
     help: &str,
 ) -> Option<&'static IntGaugeVec> {
-    cell.get_or_init(|| {
+    get_or_register(cell, name, || {
         let opts = Opts::new(name, help).subsystem(m::SUBSYSTEM);
-        IntGaugeVec::new(opts, m::SET_LABELS)
-            .ok()
-            .map(|g| register(name, g))
+        IntGaugeVec::new(opts, m::SET_LABELS).map(register)
     })
-    .as_ref()
 }
 
 fn max_unavailable() -> Option<&'static IntGaugeVec> {

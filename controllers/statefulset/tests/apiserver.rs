@@ -1,4 +1,4 @@
-//! StatefulSet scenarios against the real local control plane (spec §9 numbering in each
+//! StatefulSet scenarios against the real local control plane (scenario numbering in each
 //! test's doc).
 //!
 //! Each test runs the StatefulSet controller in-process on a namespace-scoped informer
