@@ -15,7 +15,7 @@ use kube::api::Api;
 pub use rkcm_testkit::harness::*;
 use serde_json::{Value, json};
 
-/// How long "stays so" / "never happens" is watched when the spec names no period.
+/// How long "stays so" / "never happens" is watched when the scenario names no period.
 pub const HOLDS: Duration = Duration::from_secs(5);
 /// The event source of the controller under test.
 pub const COMPONENT: &str = "deployment-controller";

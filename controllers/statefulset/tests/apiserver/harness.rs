@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 pub const HOLD: &str = "rkcm.test/hold";
 /// "Within T" for anything the controller and kwok should do promptly.
 pub const WITHIN: Duration = Duration::from_secs(60);
-/// How long "never happens" is watched when the spec names no period.
+/// How long "never happens" is watched when the scenario names no period.
 pub const HOLDS: Duration = Duration::from_secs(5);
 pub const COMPONENT: &str = "statefulset-controller";
 

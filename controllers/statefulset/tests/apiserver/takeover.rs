@@ -1,6 +1,7 @@
 //! Handover between upstream kube-controller-manager and rkcm without churn: the same
 //! ControllerRevision names and data, so neither side creates a revision or replaces a pod
-//! (the lib docs' takeover guarantee; spec §4 "Byte compatibility matters").
+//! (the lib docs' takeover guarantee; upstream
+//! `pkg/controller/history/controller_history.go` names revisions by hash).
 //!
 //! Upstream runs behind the testkit's [`ScopedProxy`], confined to the test's namespace.
 
