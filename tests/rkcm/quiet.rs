@@ -8,8 +8,8 @@ use anyhow::bail;
 use rkcm_testkit::TestCluster;
 
 use crate::rollout::{
-    Kind, Kubectl, Manager, deployment_manifest, wait_default_service_account, wait_settled,
-    with_logs,
+    Kind, Kubectl, Manager, deployment_manifest, start_manager, wait_default_service_account,
+    wait_settled,
 };
 
 /// The failed-sync WARN lines of a text-format log (`<time>  WARN <target>: <message> ...`).
@@ -35,7 +35,7 @@ async fn a_normal_rollout_logs_no_warning() -> anyhow::Result<()> {
     let cluster = TestCluster::connect().await?;
     let ns = cluster.namespace("rkcm-quiet").await?;
     wait_default_service_account(&ns).await?;
-    let mut rkcm = Manager::start(Kind::Rkcm, &cluster, ns.name()).await?;
+    let mut rkcm = start_manager(Kind::Rkcm, &cluster, ns.name()).await?;
     let k = Kubectl::new(&cluster, ns.name())?;
     let result = async {
         let manifest = deployment_manifest("hello", 3, "registry.example/hello:v1", {
@@ -77,5 +77,5 @@ async fn a_normal_rollout_logs_no_warning() -> anyhow::Result<()> {
         Ok(())
     }
     .await;
-    with_logs(result, &mut [&mut rkcm])
+    Manager::with_logs(result, &mut [&mut rkcm])
 }
