@@ -4,6 +4,7 @@
 use std::sync::OnceLock;
 
 use prometheus::{IntCounterVec, Opts};
+use rkcm_runtime::metrics::{get_or_register, register};
 
 use crate::consts::metrics as m;
 
@@ -11,25 +12,10 @@ use crate::consts::metrics as m;
 /// they are valid). Losing a metric must never stop the controller.
 pub(crate) fn stale_sync_skips() -> Option<&'static IntCounterVec> {
     static METRIC: OnceLock<Option<IntCounterVec>> = OnceLock::new();
-    METRIC
-        .get_or_init(|| {
-            let opts =
-                Opts::new(m::STALE_SYNC_SKIPS, m::STALE_SYNC_SKIPS_HELP).subsystem(m::SUBSYSTEM);
-            let counter = match IntCounterVec::new(opts, m::STALE_SYNC_SKIPS_LABELS) {
-                Ok(c) => c,
-                Err(error) => {
-                    tracing::error!(metric = m::STALE_SYNC_SKIPS, %error, "building DaemonSet metric failed");
-                    return None;
-                }
-            };
-            if let Err(error) =
-                rkcm_runtime::metrics::registry().register(Box::new(counter.clone()))
-            {
-                tracing::error!(metric = m::STALE_SYNC_SKIPS, %error, "registering DaemonSet metric failed");
-            }
-            Some(counter)
-        })
-        .as_ref()
+    get_or_register(&METRIC, m::STALE_SYNC_SKIPS, || {
+        let opts = Opts::new(m::STALE_SYNC_SKIPS, m::STALE_SYNC_SKIPS_HELP).subsystem(m::SUBSYSTEM);
+        IntCounterVec::new(opts, m::STALE_SYNC_SKIPS_LABELS).map(register)
+    })
 }
 
 /// Counts one sync skipped because the cache of `group`/`resource` lagged.

@@ -5,6 +5,7 @@
 use std::sync::OnceLock;
 
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts};
+use rkcm_runtime::metrics::{get_or_register, register};
 
 use crate::consts::metrics as m;
 
@@ -22,19 +23,19 @@ pub(crate) struct Metrics {
 }
 
 fn counter(name: &str, help: &str, labels: &[&str]) -> Result<IntCounterVec, prometheus::Error> {
-    IntCounterVec::new(Opts::new(name, help).subsystem(m::SUBSYSTEM), labels)
+    IntCounterVec::new(Opts::new(name, help).subsystem(m::SUBSYSTEM), labels).map(register)
 }
 
 fn build() -> Result<Metrics, prometheus::Error> {
     let buckets = prometheus::exponential_buckets(0.004, 2.0, 15)?;
     let mode = ["completion_mode", "result", "action"];
     let metrics = Metrics {
-        sync_duration: HistogramVec::new(
+        sync_duration: register(HistogramVec::new(
             HistogramOpts::new(m::SYNC_DURATION, "The time it took to sync a job")
                 .subsystem(m::SUBSYSTEM)
                 .buckets(buckets),
             &mode,
-        )?,
+        )?),
         syncs: counter(m::SYNCS, "The number of job syncs", &mode)?,
         finished: counter(
             m::FINISHED,
@@ -77,39 +78,13 @@ fn build() -> Result<Metrics, prometheus::Error> {
             &["group", "resource"],
         )?,
     };
-    let registry = rkcm_runtime::metrics::registry();
-    let collectors: [Box<dyn prometheus::core::Collector>; 10] = [
-        Box::new(metrics.stale_sync_skips.clone()),
-        Box::new(metrics.sync_duration.clone()),
-        Box::new(metrics.syncs.clone()),
-        Box::new(metrics.finished.clone()),
-        Box::new(metrics.by_external.clone()),
-        Box::new(metrics.pods_finished.clone()),
-        Box::new(metrics.policy_actions.clone()),
-        Box::new(metrics.tracking_finalizer.clone()),
-        Box::new(metrics.finished_indexes.clone()),
-        Box::new(metrics.pods_creation.clone()),
-    ];
-    for c in collectors {
-        if let Err(error) = registry.register(c) {
-            tracing::error!(%error, "registering Job controller metric failed");
-        }
-    }
     Ok(metrics)
 }
 
 /// The metrics, built and registered on first use.
 pub(crate) fn get() -> Option<&'static Metrics> {
     static METRICS: OnceLock<Option<Metrics>> = OnceLock::new();
-    METRICS
-        .get_or_init(|| match build() {
-            Ok(m) => Some(m),
-            Err(error) => {
-                tracing::error!(%error, "building Job controller metrics failed");
-                None
-            }
-        })
-        .as_ref()
+    get_or_register(&METRICS, "job", build)
 }
 
 pub(crate) fn inc(vec: impl Fn(&Metrics) -> &IntCounterVec, labels: &[&str], by: u64) {

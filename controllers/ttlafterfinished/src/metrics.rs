@@ -5,6 +5,7 @@
 use std::sync::OnceLock;
 
 use prometheus::{Histogram, HistogramOpts};
+use rkcm_runtime::metrics;
 
 use crate::consts::metrics as m;
 
@@ -12,35 +13,16 @@ use crate::consts::metrics as m;
 /// proves they are valid). Losing a metric must never stop the controller.
 fn job_deletion_duration() -> Option<&'static Histogram> {
     static METRIC: OnceLock<Option<Histogram>> = OnceLock::new();
-    METRIC
-        .get_or_init(|| {
-            let built = prometheus::exponential_buckets(
-                m::BUCKET_START,
-                m::BUCKET_FACTOR,
-                m::BUCKET_COUNT,
-            )
-            .and_then(|buckets| {
-                Histogram::with_opts(
-                    HistogramOpts::new(m::JOB_DELETION_DURATION, m::JOB_DELETION_DURATION_HELP)
-                        .subsystem(m::SUBSYSTEM)
-                        .buckets(buckets),
-                )
-            });
-            let histogram = match built {
-                Ok(h) => h,
-                Err(error) => {
-                    tracing::error!(metric = m::JOB_DELETION_DURATION, %error, "building TTL-after-finished metric failed");
-                    return None;
-                }
-            };
-            if let Err(error) =
-                rkcm_runtime::metrics::registry().register(Box::new(histogram.clone()))
-            {
-                tracing::error!(metric = m::JOB_DELETION_DURATION, %error, "registering TTL-after-finished metric failed");
-            }
-            Some(histogram)
-        })
-        .as_ref()
+    metrics::get_or_register(&METRIC, m::JOB_DELETION_DURATION, || {
+        let buckets =
+            prometheus::exponential_buckets(m::BUCKET_START, m::BUCKET_FACTOR, m::BUCKET_COUNT)?;
+        Histogram::with_opts(
+            HistogramOpts::new(m::JOB_DELETION_DURATION, m::JOB_DELETION_DURATION_HELP)
+                .subsystem(m::SUBSYSTEM)
+                .buckets(buckets),
+        )
+        .map(metrics::register)
+    })
 }
 
 /// Registers the metric, so that it is exported (with a zero count) before the first delete.
