@@ -861,4 +861,6 @@ pub fn status_step(
 }
 
 #[cfg(test)]
+mod step_tests;
+#[cfg(test)]
 mod tests;
