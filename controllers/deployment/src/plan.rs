@@ -1,10 +1,20 @@
-//! PURE: what one sync does to the ReplicaSets, from the claimed ReplicaSets and the
-//! Deployment (spec/deployment.md §5.6, §5.10, §5.11, §5.13).
+//! PURE: every decision of one Deployment sync, from the working copy of the Deployment, its
+//! claimed ReplicaSets, (Recreate only) their pods, and the clock. The sync in `reconcile.rs`
+//! only reads the caches, performs the writes these functions describe and feeds what the API
+//! returns into the next one.
 //!
-//! Mirrors `reconcileNewReplicaSet`, `reconcileOldReplicaSets`, `cleanupUnhealthyReplicas`,
-//! `scaleDownOldReplicaSetsForRollingUpdate` (`rolling.go`), `oldPodsRunning`
-//! (`recreate.go`), `scale`, `isScalingEvent`, `cleanupDeployment` (`sync.go`). As upstream,
-//! one sync takes one rolling step: scale the new ReplicaSet up, or else the old ones down.
+//! - [`route`]: `syncDeployment`'s path (empty selector, deletion, paused conditions, paused,
+//!   rollback, rollout); [`rollout`]: scaling event or strategy.
+//! - [`sync_revision`]: the one write of `getAllReplicaSetsAndSyncRevision` (new ReplicaSet's
+//!   annotations, the Deployment's revision and `FoundNewReplicaSet`, or the new ReplicaSet to
+//!   create: [`new_rs_to_create`], with [`after_create`], [`create_failed`], [`collision`] and
+//!   [`is_current_replica_set`] for the outcomes).
+//! - [`rolling_step`] (`rolling.go`: [`reconcile_new`], [`reconcile_old`]), [`recreate_step`]
+//!   (`recreate.go`: [`old_pods_running`]), [`scale`] (proportional scaling, `sync.go`) and
+//!   [`scale_write`] for each resize. As upstream, one sync takes one step.
+//! - [`cleanup`] / [`paused_cleanup`] (`cleanupDeployment`), [`rollback`] (`rollback.go`),
+//!   [`status_step`] (`syncDeploymentStatus`, `syncRolloutStatus`, `requeueStuckDeployment` of
+//!   `progress.go`).
 
 use std::collections::HashMap;
 use std::sync::Arc;

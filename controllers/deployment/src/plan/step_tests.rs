@@ -774,7 +774,7 @@ fn rolling_step_takes_one_step() {
     type Case = (&'static str, Deployment, Vec<Rs>, Rs, Roll);
     let table: Vec<Case> = vec![
         (
-            "spec §9 scenario 3: new 3 next to old 8 grows to 5",
+            "mid-rollout: new 3 next to old 8 grows to 5",
             dep25(10),
             vec![rs("old", 8, 10, 10, "v1", 300)],
             rs("new", 3, 3, 0, "v2", 10),
@@ -799,7 +799,7 @@ fn rolling_step_takes_one_step() {
             },
         ),
         (
-            "spec §9 scenario 5: unhealthy old replicas go first, as far as the budget allows",
+            "unhealthy old replicas go first, as far as the budget allows",
             dep25(10),
             vec![rs("old", 10, 10, 0, "v1", 300)],
             rs("new", 3, 3, 0, "v2", 10),
@@ -900,7 +900,7 @@ fn recreate_step_scales_down_waits_then_creates() {
     );
     let table: Vec<Case> = vec![
         (
-            "spec §9 scenario 12: old to 0 first",
+            "old to 0 first",
             recreate(2),
             None,
             &old_running,
@@ -1012,7 +1012,6 @@ fn paused_cleanup_only_while_paused_without_rollback() {
 
 #[test]
 fn rollback_restores_or_refuses_and_always_clears() {
-    // spec §9 scenarios 22 and 23.
     let v1 = Arc::new(owned(R {
         name: "v1",
         age: 300,
@@ -1150,7 +1149,7 @@ fn rollback_restores_or_refuses_and_always_clears() {
 
 #[test]
 fn status_step_writes_or_rechecks_the_deadline() {
-    // spec §9 scenario 15: a stalled rollout is re-checked when its deadline passes.
+    // A stalled rollout is re-checked when its deadline passes, without any event.
     let new = rs("web-abc", 1, 1, 0, "v2", 10);
     let all = vec![new.clone()];
     let stalled = |age_ms: i64, deadline: Option<i32>| {
