@@ -1,11 +1,14 @@
-//! The sync: cache -> claim -> [`plan`](crate::plan) -> ReplicaSet writes ->
-//! [`status`](crate::status) -> status write (upstream `pkg/controller/deployment/sync.go`).
+//! The sync: caches -> claim -> [`plan`](crate::plan) -> execute its writes -> status (upstream
+//! `pkg/controller/deployment/sync.go`).
 //!
 //! Mirrors `syncDeployment` and `getReplicaSetsForDeployment` of upstream
 //! `deployment_controller.go`, and the I/O halves of `sync.go`, `rolling.go`, `recreate.go`,
-//! `rollback.go` and `progress.go`.
+//! `rollback.go` and `progress.go`. Every decision (the path, the revision bookkeeping, the
+//! new ReplicaSet, the rolling or Recreate step, scaling, rollback, cleanup, status and the
+//! deadline re-check) is a pure function of `plan`; this file reads the caches, performs the
+//! writes those functions describe, and feeds what the API returns into the next decision.
 //!
-//! One sync works on a private copy of the Deployment (`d`) that the steps mutate as upstream
+//! One sync works on a private copy of the Deployment (`d`) that the steps replace as upstream
 //! mutates its deep copy: the revision annotation, conditions and `collisionCount` set by an
 //! early step are seen by the later ones and travel with every status write. Every object
 //! written carries the resourceVersion it was read with. Unlike upstream, the sync keeps
@@ -19,9 +22,8 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use rkcm_runtime::clock::SharedClock;
-use rkcm_runtime::controller_ref::{ControllerRefManager, controller_of};
-use rkcm_runtime::events::{EventRecorder, EventType};
-use rkcm_runtime::history::compute_hash;
+use rkcm_runtime::controller_ref::ControllerRefManager;
+use rkcm_runtime::events::EventRecorder;
 use rkcm_runtime::informer::{INDEX_CONTROLLER_UID, Store};
 use rkcm_runtime::keys::split_key;
 use rkcm_runtime::podcontrol::{error_message, is_namespace_terminating};
@@ -29,15 +31,13 @@ use rkcm_runtime::selector::Selector;
 use rkcm_runtime::workqueue::WorkQueue;
 
 use crate::Config;
-use crate::consts::{
-    MAX_REV_HISTORY_LENGTH_IN_CHARS, annotations, conditions as ct, events, messages, reasons,
-    strategy,
-};
 use crate::error::Error;
 use crate::model::{self, Rs};
-use crate::plan::{self, OldScaleDown, ScaleOp, ScalePlan};
-use crate::status::{self, ProgressCheck, Status, new_condition};
-use crate::{replicas, revision};
+use crate::plan::{
+    self, NewReplicaSet, OldScaleDown, RecreateStep, RevisionStep, RollingStep, Rollout, Route,
+    ScaleOp, ScalePlan, Snapshot, StatusStep,
+};
+use crate::status::{ProgressCheck, Status};
 
 /// Everything the handlers and workers share.
 pub(crate) struct Controller {
@@ -129,8 +129,10 @@ impl SyncPass<'_> {
         model::name_of(&self.d.metadata)
     }
 
-    fn event(&self, type_: EventType, reason: &str, message: &str) {
-        self.c.recorder.event_for(&self.d, type_, reason, message);
+    fn event(&self, event: &plan::Event) {
+        self.c
+            .recorder
+            .event_for(&self.d, event.type_, event.reason, &event.message);
     }
 
     fn status(&self) -> Status {
@@ -233,45 +235,28 @@ impl SyncPass<'_> {
         Ok(self.remember(updated))
     }
 
-    /// `scaleReplicaSet` (`force`) or `scaleReplicaSetAndRecordEvent` (not `force`: nothing
-    /// when the size is already right). Writes the new size and the replica annotations;
-    /// records `ScalingReplicaSet` when the size changed. Returns whether it did.
-    async fn scale_rs(&mut self, rs: &Rs, to: i32, force: bool) -> Result<(bool, Rs), Error> {
+    /// Writes the [`plan::scale_write`] for the freshest copy of `rs`; true when the size
+    /// changed.
+    async fn scale_rs(&mut self, rs: &Rs, to: i32, force: bool) -> Result<bool, Error> {
         let rs = self.latest(rs);
-        let from = model::replicas(&rs);
-        if !force && from == to {
-            return Ok((false, rs));
+        let Some(write) = plan::scale_write(&self.d, &rs, to, force) else {
+            return Ok(false);
+        };
+        self.put_rs(write.replica_set).await?;
+        if let Some(event) = &write.event {
+            self.event(event);
         }
-        let desired = model::desired(&self.d);
-        let max = desired + replicas::max_surge(&self.d);
-        let size_changed = from != to;
-        if !size_changed && !replicas::replicas_annotations_need_update(&rs, desired, max) {
-            return Ok((false, rs));
-        }
-        let mut copy = (*rs).clone();
-        copy.spec.replicas = Some(to);
-        replicas::set_replicas_annotations(&mut copy.metadata, desired, max);
-        let updated = self.put_rs(copy).await?;
-        if size_changed {
-            self.event(
-                EventType::Normal,
-                events::SCALING_REPLICA_SET,
-                &messages::scaled(model::rs_name(&updated), from, to),
-            );
-        }
-        Ok((size_changed, updated))
+        Ok(write.event.is_some())
     }
 
     async fn scale_op(&mut self, op: &ScaleOp, force: bool) -> Result<bool, Error> {
         let Some(rs) = self.rss.iter().find(|r| model::uid(r) == op.uid).cloned() else {
             return Ok(false);
         };
-        self.scale_rs(&rs, op.to, force)
-            .await
-            .map(|(scaled, _)| scaled)
+        self.scale_rs(&rs, op.to, force).await
     }
 
-    // ---- syncDeployment ---------------------------------------------------------------
+    // ---- the sync -----------------------------------------------------------------------
 
     async fn run(&mut self) -> Result<(), Error> {
         let raw_selector = self.d.spec.selector.clone();
@@ -280,55 +265,48 @@ impl SyncPass<'_> {
                 key: self.key.to_owned(),
                 message: e.to_string(),
             })?;
-        if selector.is_empty() {
-            return self.selecting_all().await;
+        let route = plan::route(&self.d, selector.is_empty(), self.now());
+        if let Route::SelectingAll { event, status } = route {
+            self.event(&event);
+            if let Some(status) = status {
+                self.set_status(&status);
+                if let Err(error) = self.write_status().await {
+                    tracing::debug!(controller = crate::NAME, key = self.key, %error, "updating observedGeneration failed");
+                }
+            }
+            return Ok(());
         }
         self.rss = self.claim(&selector).await?;
-
-        if self.d.metadata.deletion_timestamp.is_some() {
-            return self.sync_status_only().await;
-        }
-        // Pausing and resuming leave an Unknown condition, so that a Deployment resumed after
-        // longer than its deadline does not time out at once.
-        self.check_paused_conditions().await?;
-        if model::is_paused(&self.d) {
-            return self.sync_scaling().await;
-        }
-        // Rollback is not re-entrant: nothing else happens until the request is cleared.
-        if revision::rollback_to(&self.d).is_some() {
-            return self.rollback().await;
-        }
-        let (new, old) = self.new_and_old(false).await?;
-        if plan::is_scaling_event(&self.d, new.as_ref(), &old) {
-            return self.sync_scaling().await;
-        }
-        match model::strategy_type(&self.d) {
-            strategy::RECREATE => self.rollout_recreate().await,
-            strategy::ROLLING_UPDATE => self.rollout_rolling().await,
-            other => Err(Error::Strategy {
-                key: self.key.to_owned(),
-                message: format!("unexpected deployment strategy type: {other}"),
-            }),
-        }
-    }
-
-    /// A Deployment selecting everything (only legacy API versions allow it) is left alone.
-    async fn selecting_all(&mut self) -> Result<(), Error> {
-        self.event(
-            EventType::Warning,
-            events::SELECTING_ALL,
-            messages::SELECTING_ALL,
-        );
-        let mut status = self.status();
-        let generation = self.d.metadata.generation.unwrap_or(0);
-        if status.observed_generation < generation {
-            status.observed_generation = generation;
-            self.set_status(&status);
-            if let Err(error) = self.write_status().await {
-                tracing::debug!(controller = crate::NAME, key = self.key, %error, "updating observedGeneration failed");
+        match route {
+            Route::SelectingAll { .. } => Ok(()),
+            Route::StatusOnly => {
+                let (new, old) = self.new_and_old(false).await?;
+                self.sync_status(new.as_ref(), &old, false).await
+            }
+            Route::Paused { paused_status } => {
+                self.record_status(paused_status).await?;
+                self.sync_scaling().await
+            }
+            Route::Rollback { paused_status } => {
+                self.record_status(paused_status).await?;
+                self.rollback().await
+            }
+            Route::Rollout { paused_status } => {
+                self.record_status(paused_status).await?;
+                let (new, old) = self.new_and_old(false).await?;
+                let rollout = plan::rollout(&self.d, new.as_ref(), &old).map_err(|message| {
+                    Error::Strategy {
+                        key: self.key.to_owned(),
+                        message,
+                    }
+                })?;
+                match rollout {
+                    Rollout::Scale => self.sync_scaling().await,
+                    Rollout::Recreate => self.rollout_recreate().await,
+                    Rollout::Rolling => self.rollout_rolling().await,
+                }
             }
         }
-        Ok(())
     }
 
     /// `getReplicaSetsForDeployment`: every ReplicaSet of the namespace, claimed with the
@@ -354,96 +332,61 @@ impl SyncPass<'_> {
             .map_err(claim_err)
     }
 
-    async fn check_paused_conditions(&mut self) -> Result<(), Error> {
-        if let Some(status) = status::paused_conditions(&self.d, self.now()) {
+    async fn record_status(&mut self, status: Option<Status>) -> Result<(), Error> {
+        if let Some(status) = status {
             self.set_status(&status);
             self.write_status().await?;
         }
         Ok(())
     }
 
-    // ---- new/old split and revisions ----------------------------------------------------
+    fn strategy_error(&self, message: String) -> Error {
+        Error::Strategy {
+            key: self.key.to_owned(),
+            message,
+        }
+    }
 
     /// `getAllReplicaSetsAndSyncRevision`: the new ReplicaSet (created when `create` and
-    /// missing) and all old ones, with the new one's annotations and the Deployment's
-    /// revision brought up to date.
+    /// missing) and all old ones, after the [`plan::sync_revision`] write.
     async fn new_and_old(&mut self, create: bool) -> Result<(Option<Rs>, Vec<Rs>), Error> {
         let (new, old) = model::split(&self.d, &self.rss);
-        let new_revision = revision::max_revision(&old) + 1;
-        if let Some(existing) = new {
-            let mut copy = (*existing).clone();
-            let annotations_changed = revision::set_new_rs_annotations(
-                &self.d,
-                &mut copy.metadata,
-                new_revision,
-                true,
-                MAX_REV_HISTORY_LENGTH_IN_CHARS,
-            );
-            let min_ready = model::min_ready_seconds(&self.d);
-            let spec = &mut copy.spec;
-            if annotations_changed || spec.min_ready_seconds.unwrap_or(0) != min_ready {
-                spec.min_ready_seconds = Some(min_ready);
+        let step = plan::sync_revision(&self.d, new.as_ref(), &old, create, self.now())
+            .map_err(|message| self.strategy_error(message))?;
+        match step {
+            RevisionStep::Nothing => Ok((new, old)),
+            RevisionStep::UpdateNewRs(rs) => {
                 tracing::debug!(
                     controller = crate::NAME,
                     key = self.key,
-                    replica_set = model::rs_name(&copy),
+                    replica_set = model::rs_name(&rs),
                     "syncing new replica set annotations"
                 );
-                // The Deployment's own revision follows on a later sync.
-                let updated = self.put_rs(copy).await?;
-                return Ok((Some(updated), old));
+                let updated = self.put_rs(*rs).await?;
+                Ok((Some(updated), old))
             }
-            let rs_revision = model::annotation(&copy.metadata, annotations::REVISION)
-                .unwrap_or_default()
-                .to_owned();
-            let mut needs_update = revision::set_deployment_revision(&mut self.d, &rs_revision);
-            let mut status = self.status();
-            if model::progress_deadline(&self.d).is_some()
-                && status.condition(ct::PROGRESSING).is_none()
-            {
-                // Progress is measured from when the new ReplicaSet was first noticed.
-                status.set_condition(new_condition(
-                    ct::PROGRESSING,
-                    ct::TRUE,
-                    reasons::FOUND_NEW_RS,
-                    &messages::found_new_rs(model::rs_name(&existing)),
-                    self.now(),
-                ));
-                self.set_status(&status);
-                needs_update = true;
-            }
-            if needs_update {
+            RevisionStep::Record(d) => {
+                self.d = *d;
                 self.write_status().await?;
+                Ok((new, old))
             }
-            return Ok((Some(existing), old));
+            RevisionStep::Create(plan) => {
+                let created = self.create_new_rs(&plan).await?;
+                Ok((Some(created), old))
+            }
         }
-        if !create {
-            return Ok((None, old));
-        }
-        let created = self.create_new_rs(&old, new_revision).await?;
-        Ok((Some(created), old))
     }
 
-    /// The create branch of `getNewReplicaSet`, with hash-collision handling.
-    async fn create_new_rs(&mut self, old: &[Rs], new_revision: i64) -> Result<Rs, Error> {
-        let collision_count = self.status().collision_count;
-        let template = model::template(&self.d).cloned().unwrap_or_default();
-        let hash = compute_hash(&template, collision_count);
-        let rs = plan::new_replica_set(&self.d, &hash, old, new_revision).map_err(|message| {
-            Error::Strategy {
-                key: self.key.to_owned(),
-                message,
-            }
-        })?;
-        let rs_name = model::rs_name(&rs).to_owned();
-        let size = model::replicas(&rs);
-        let deadline = model::progress_deadline(&self.d).is_some();
-        let (created, already_existed) = match self
+    /// Creates the planned new ReplicaSet; a taken name is this Deployment's current
+    /// ReplicaSet (slow cache) or a hash collision.
+    async fn create_new_rs(&mut self, plan: &NewReplicaSet) -> Result<Rs, Error> {
+        let rs_name = plan.name.clone();
+        let (created, fresh) = match self
             .rs_api()
-            .create(&PostParams::default(), &rs)
+            .create(&PostParams::default(), &plan.replica_set)
             .await
         {
-            Ok(created) => (self.remember(created), false),
+            Ok(created) => (self.remember(created), true),
             Err(kube::Error::Api(s)) if s.is_already_exists() => {
                 let existing = self
                     .c
@@ -453,14 +396,10 @@ impl SyncPass<'_> {
                         key: self.key.to_owned(),
                         replica_set: rs_name.clone(),
                     })?;
-                let ours = controller_of(&existing.metadata)
-                    .is_some_and(|r| Some(r.uid.as_str()) == self.d.metadata.uid.as_deref());
-                if ours && model::matches_template(&self.d, &existing) {
-                    // A slow cache: this is the new ReplicaSet already.
-                    (self.remember((*existing).clone()), true)
-                } else {
+                if !plan::is_current_replica_set(&self.d, &existing) {
                     return Err(self.hash_collision(rs_name, kube::Error::Api(s)).await);
                 }
+                (self.remember((*existing).clone()), false)
             }
             Err(source) if is_namespace_terminating(&source) => {
                 return Err(Error::CreateReplicaSet {
@@ -470,23 +409,16 @@ impl SyncPass<'_> {
                 });
             }
             Err(source) => {
-                let message = messages::failed_rs_create(&rs_name, &error_message(&source));
-                if deadline {
-                    let mut status = self.status();
-                    status.set_condition(new_condition(
-                        ct::PROGRESSING,
-                        ct::FALSE,
-                        reasons::FAILED_RS_CREATE,
-                        &message,
-                        self.now(),
-                    ));
+                let failed =
+                    plan::create_failed(&self.d, &rs_name, &error_message(&source), self.now());
+                if let Some(status) = failed.status {
                     self.set_status(&status);
                     // The create failure is the error worth reporting.
                     if let Err(error) = self.write_status().await {
                         tracing::debug!(controller = crate::NAME, key = self.key, %error, "recording the create failure in status failed");
                     }
                 }
-                self.event(EventType::Warning, events::FAILED_RS_CREATE, &message);
+                self.event(&failed.event);
                 return Err(Error::CreateReplicaSet {
                     key: self.key.to_owned(),
                     replica_set: rs_name,
@@ -494,46 +426,29 @@ impl SyncPass<'_> {
                 });
             }
         };
-        if !already_existed && size > 0 {
-            self.event(
-                EventType::Normal,
-                events::SCALING_REPLICA_SET,
-                &messages::scaled(&rs_name, 0, size),
-            );
+        let after = plan::after_create(&self.d, plan, fresh, self.now());
+        if let Some(event) = &after.event {
+            self.event(event);
         }
-        let mut needs_update =
-            revision::set_deployment_revision(&mut self.d, &new_revision.to_string());
-        if !already_existed && deadline {
-            let mut status = self.status();
-            status.set_condition(new_condition(
-                ct::PROGRESSING,
-                ct::TRUE,
-                reasons::NEW_RS_CREATED,
-                &messages::created_new_rs(&rs_name),
-                self.now(),
-            ));
-            self.set_status(&status);
-            needs_update = true;
-        }
-        if needs_update {
+        if let Some(d) = after.record {
+            self.d = *d;
             self.write_status().await?;
         }
         Ok(created)
     }
 
-    /// The name is taken by a ReplicaSet that is not this Deployment's current one: bump
-    /// `collisionCount` so the next sync hashes to another name, and fail this one.
+    /// Raise `collisionCount` (best effort) so the next sync hashes to another name, and fail
+    /// this one.
     async fn hash_collision(&mut self, replica_set: String, source: kube::Error) -> Error {
-        let mut status = self.status();
-        let before = status.collision_count;
-        status.collision_count = Some(before.unwrap_or(0).saturating_add(1));
+        let before = self.status().collision_count.unwrap_or(0);
+        let status = plan::collision(&self.d);
         self.set_status(&status);
         match self.write_status().await {
             Ok(()) => tracing::info!(
                 controller = crate::NAME,
                 key = self.key,
                 replica_set = %replica_set,
-                old_collision_count = before.unwrap_or(0),
+                old_collision_count = before,
                 new_collision_count = status.collision_count.unwrap_or(0),
                 "found a hash collision for deployment; bumping collisionCount to resolve it"
             ),
@@ -550,28 +465,11 @@ impl SyncPass<'_> {
 
     // ---- paths ------------------------------------------------------------------------
 
-    /// `syncStatusOnly`: a Deployment being deleted only reports status.
-    async fn sync_status_only(&mut self) -> Result<(), Error> {
-        let (new, old) = self.new_and_old(false).await?;
-        self.sync_deployment_status(new.as_ref(), &old).await
-    }
-
     /// `sync`: paused Deployments and scaling events: proportional scaling, history cleanup
     /// while paused, status without progress evaluation.
     async fn sync_scaling(&mut self) -> Result<(), Error> {
         let (new, old) = self.new_and_old(false).await?;
-        self.scale(new.as_ref(), &old).await?;
-        if model::is_paused(&self.d) && revision::rollback_to(&self.d).is_none() {
-            // Judged on the sizes just written (upstream looks at the pre-scaling copies).
-            let old = self.refreshed(&old);
-            self.cleanup(&old).await?;
-        }
-        self.sync_deployment_status(new.as_ref(), &old).await
-    }
-
-    /// `scale`: see [`plan::scale`].
-    async fn scale(&mut self, new: Option<&Rs>, old: &[Rs]) -> Result<(), Error> {
-        match plan::scale(&self.d, new, old) {
+        match plan::scale(&self.d, new.as_ref(), &old) {
             ScalePlan::Nothing => {}
             ScalePlan::One(op) => {
                 self.scale_op(&op, false).await?;
@@ -587,95 +485,39 @@ impl SyncPass<'_> {
                 }
             }
         }
-        Ok(())
+        // Judged on the sizes just written (upstream looks at the pre-scaling copies).
+        let cleanup = plan::paused_cleanup(&self.d, &self.refreshed(&old));
+        self.cleanup(&cleanup).await?;
+        self.sync_status(new.as_ref(), &old, false).await
     }
 
-    /// `syncDeploymentStatus`.
-    async fn sync_deployment_status(&mut self, new: Option<&Rs>, old: &[Rs]) -> Result<(), Error> {
-        let all = self.all(new, old);
-        let new = new.map(|rs| self.latest(rs));
-        let status = status::calculate_status(
-            &self.d,
-            &all,
-            new.as_ref(),
-            self.c.cfg.terminating_replicas,
-            self.now(),
-        );
-        if status == self.status() {
-            return Ok(());
-        }
-        self.set_status(&status);
-        self.write_status().await
-    }
-
-    /// `syncRolloutStatus`: status with progress evaluation; when nothing changed, a delayed
-    /// re-check so that the deadline fires without any event.
-    async fn sync_rollout_status(&mut self, new: Option<&Rs>, old: &[Rs]) -> Result<(), Error> {
-        let all = self.all(new, old);
-        let new = new.map(|rs| self.latest(rs));
-        let now = self.now();
-        let status = status::rollout_status(
-            &self.d,
-            &all,
-            new.as_ref(),
-            self.c.cfg.terminating_replicas,
-            now,
-        );
-        if status == self.status() {
-            match status::progress_check(&self.d, &status, now) {
-                ProgressCheck::None => {}
-                ProgressCheck::Now => {
-                    tracing::debug!(
-                        controller = crate::NAME,
-                        key = self.key,
-                        "queueing deployment for a progress check now"
-                    );
-                    self.c.queue.add_rate_limited(self.key.to_owned());
-                }
-                ProgressCheck::After(after) => {
-                    tracing::debug!(
-                        controller = crate::NAME,
-                        key = self.key,
-                        after_s = after.as_secs(),
-                        "queueing deployment for a progress check"
-                    );
-                    self.c.queue.add_after(self.key.to_owned(), after);
-                }
-            }
-            return Ok(());
-        }
-        self.set_status(&status);
-        self.write_status().await
-    }
-
-    /// `rolloutRolling`: one step — grow the new ReplicaSet, or else shrink old ones.
+    /// `rolloutRolling`: one [`plan::rolling_step`].
     async fn rollout_rolling(&mut self) -> Result<(), Error> {
         let (new, old) = self.new_and_old(true).await?;
         let Some(new) = new else {
             return Ok(());
         };
-        let mut all = old.clone();
-        all.push(new.clone());
-        let target =
-            plan::reconcile_new(&self.d, &all, &new).map_err(|message| Error::Strategy {
-                key: self.key.to_owned(),
-                message,
-            })?;
-        if let Some(to) = target {
-            let (scaled, _) = self.scale_rs(&new, to, false).await?;
-            if scaled {
-                return self.sync_rollout_status(Some(&new), &old).await;
+        let pods = HashMap::new();
+        let snap = Snapshot {
+            deployment: &self.d,
+            new: Some(&new),
+            old: &old,
+            pods: &pods,
+        };
+        let step =
+            plan::rolling_step(&snap, &new).map_err(|message| self.strategy_error(message))?;
+        match step {
+            RollingStep::ScaleNew(op) => {
+                self.scale_op(&op, false).await?;
             }
+            RollingStep::ScaleDownOld { step, otherwise } => {
+                if !self.scale_down_old(step).await {
+                    self.cleanup(&otherwise).await?;
+                }
+            }
+            RollingStep::Cleanup(cleanup) => self.cleanup(&cleanup).await?,
         }
-        let step = plan::reconcile_old(&self.d, &all, &model::active(&old), &new);
-        if self.scale_down_old(step).await {
-            return self.sync_rollout_status(Some(&new), &old).await;
-        }
-        // Judged on the stored status: cleanup waits one sync after completion is reported.
-        if status::deployment_complete(&self.d, &self.status()) {
-            self.cleanup(&old).await?;
-        }
-        self.sync_rollout_status(Some(&new), &old).await
+        self.sync_status(Some(&new), &old, true).await
     }
 
     /// Runs a [`reconcile_old`](plan::reconcile_old) step. Failures are logged and count as
@@ -699,103 +541,112 @@ impl SyncPass<'_> {
         !step.ops.is_empty()
     }
 
-    /// `rolloutRecreate`: all old ReplicaSets to 0; once no old pod runs, the new
-    /// ReplicaSet at full size.
+    /// `rolloutRecreate`: [`plan::recreate_step`]s until one leaves the rest to later syncs.
     async fn rollout_recreate(&mut self) -> Result<(), Error> {
         let (mut new, mut old) = self.new_and_old(false).await?;
-        let mut scaled_down = false;
-        for rs in model::active(&old) {
-            let (scaled, _) = self.scale_rs(&rs, 0, false).await?;
-            scaled_down |= scaled;
+        // At most: create, then size the new ReplicaSet.
+        for _ in 0..2 {
+            let pods = self.c.pods_by_rs(&self.rss);
+            let snap = Snapshot {
+                deployment: &self.d,
+                new: new.as_ref(),
+                old: &old,
+                pods: &pods,
+            };
+            match plan::recreate_step(&snap) {
+                RecreateStep::ScaleDownOld(ops) => {
+                    for op in &ops {
+                        self.scale_op(op, false).await?;
+                    }
+                }
+                RecreateStep::WaitForOldPods => {}
+                RecreateStep::CreateNew => {
+                    (new, old) = self.new_and_old(true).await?;
+                    continue;
+                }
+                RecreateStep::ScaleNew { op, cleanup } => {
+                    if let Some(op) = op {
+                        self.scale_op(&op, false).await?;
+                    }
+                    self.cleanup(&cleanup).await?;
+                }
+            }
+            break;
         }
-        if scaled_down {
-            return self.sync_rollout_status(new.as_ref(), &old).await;
-        }
-        let pods = self.c.pods_by_rs(&self.rss);
-        if plan::old_pods_running(new.as_ref(), &old, &pods) {
-            return self.sync_rollout_status(new.as_ref(), &old).await;
-        }
-        if new.is_none() {
-            (new, old) = self.new_and_old(true).await?;
-        }
-        let Some(new_rs) = new.clone() else {
-            return Ok(());
-        };
-        self.scale_rs(&new_rs, model::desired(&self.d), false)
-            .await?;
-        if status::deployment_complete(&self.d, &self.status()) {
-            self.cleanup(&old).await?;
-        }
-        self.sync_rollout_status(new.as_ref(), &old).await
+        self.sync_status(new.as_ref(), &old, true).await
     }
 
-    /// `rollback`: copy the requested revision's template into the Deployment (the rollout
-    /// itself happens on later syncs) and clear the request in every case.
+    /// `rollback`: write the [`plan::rollback`] working copy; the rollout itself happens on
+    /// later syncs.
     async fn rollback(&mut self) -> Result<(), Error> {
         let (new, old) = self.new_and_old(true).await?;
         let mut all = old;
         all.extend(new);
-        let mut target = revision::rollback_to(&self.d).unwrap_or(0);
-        if target == 0 {
-            target = revision::last_revision(&all);
-            if target == 0 {
-                self.event(
-                    EventType::Warning,
-                    events::ROLLBACK_REVISION_NOT_FOUND,
-                    messages::LAST_REVISION_NOT_FOUND,
-                );
-                return self.clear_rollback().await;
-            }
+        let rollback = plan::rollback(&self.d, &all);
+        if !rollback.rolled_back {
+            self.event(&rollback.event);
         }
-        let Some(rs) = all
-            .iter()
-            .find(|rs| revision::revision(rs).is_ok_and(|v| v == target))
-            .cloned()
-        else {
-            self.event(
-                EventType::Warning,
-                events::ROLLBACK_REVISION_NOT_FOUND,
-                messages::REVISION_NOT_FOUND,
-            );
-            return self.clear_rollback().await;
-        };
-        if model::matches_template(&self.d, &rs) {
-            let message = messages::rollback_template_unchanged(self.name());
-            self.event(
-                EventType::Warning,
-                events::ROLLBACK_TEMPLATE_UNCHANGED,
-                &message,
-            );
-            return self.clear_rollback().await;
+        self.d = *rollback.deployment;
+        self.write_deployment().await?;
+        if rollback.rolled_back {
+            self.event(&rollback.event);
         }
-        let template = rs
-            .spec
-            .template
-            .as_ref()
-            .map(model::template_without_hash)
-            .unwrap_or_default();
-        self.d.spec.template = template;
-        // The annotations (e.g. change-cause) of the revision come back with it; otherwise
-        // the current ones would be copied onto the reused ReplicaSet.
-        revision::set_deployment_annotations_to(&mut self.d, &rs);
-        self.clear_rollback().await?;
-        let message = messages::rolled_back(self.name(), target);
-        self.event(EventType::Normal, events::ROLLBACK_DONE, &message);
         Ok(())
     }
 
-    async fn clear_rollback(&mut self) -> Result<(), Error> {
-        revision::clear_rollback_to(&mut self.d);
-        self.write_deployment().await
+    /// [`plan::status_step`] over the freshest copies: write the status, or schedule the
+    /// progress-deadline re-check.
+    async fn sync_status(
+        &mut self,
+        new: Option<&Rs>,
+        old: &[Rs],
+        rollout: bool,
+    ) -> Result<(), Error> {
+        let all = self.all(new, old);
+        let new = new.map(|rs| self.latest(rs));
+        let step = plan::status_step(
+            &self.d,
+            &all,
+            new.as_ref(),
+            self.c.cfg.terminating_replicas,
+            rollout,
+            self.now(),
+        );
+        match step {
+            StatusStep::Unchanged | StatusStep::Recheck(ProgressCheck::None) => Ok(()),
+            StatusStep::Recheck(ProgressCheck::Now) => {
+                tracing::debug!(
+                    controller = crate::NAME,
+                    key = self.key,
+                    "queueing deployment for a progress check now"
+                );
+                self.c.queue.add_rate_limited(self.key.to_owned());
+                Ok(())
+            }
+            StatusStep::Recheck(ProgressCheck::After(after)) => {
+                tracing::debug!(
+                    controller = crate::NAME,
+                    key = self.key,
+                    after_s = after.as_secs(),
+                    "queueing deployment for a progress check"
+                );
+                self.c.queue.add_after(self.key.to_owned(), after);
+                Ok(())
+            }
+            StatusStep::Write(status) => {
+                self.set_status(&status);
+                self.write_status().await
+            }
+        }
     }
 
-    /// `cleanupDeployment`: delete old ReplicaSets beyond `revisionHistoryLimit`. UID and
-    /// resourceVersion preconditions (upstream sends none) make sure only the version judged
-    /// empty is deleted: never one re-created under the same name, nor one scaled up since
-    /// the cache saw it.
-    async fn cleanup(&mut self, old: &[Rs]) -> Result<(), Error> {
-        for rs in plan::cleanup(&self.d, old) {
-            let name = model::rs_name(&rs).to_owned();
+    /// `cleanupDeployment`: delete the [`plan::cleanup`] candidates. UID and resourceVersion
+    /// preconditions (upstream sends none) make sure only the version judged empty is
+    /// deleted: never one re-created under the same name, nor one scaled up since the cache
+    /// saw it.
+    async fn cleanup(&mut self, candidates: &[Rs]) -> Result<(), Error> {
+        for rs in candidates {
+            let name = model::rs_name(rs).to_owned();
             tracing::debug!(controller = crate::NAME, key = self.key, replica_set = %name, "deleting old replica set");
             let params = DeleteParams {
                 preconditions: Some(Preconditions {
@@ -806,7 +657,7 @@ impl SyncPass<'_> {
             };
             match self.rs_api().delete(&name, &params).await {
                 Ok(_) => {
-                    let uid = model::uid(&rs).to_owned();
+                    let uid = model::uid(rs).to_owned();
                     self.rss.retain(|r| model::uid(r) != uid);
                 }
                 // Gone already, or changed since it was judged: the next sync looks again.

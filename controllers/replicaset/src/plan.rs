@@ -9,7 +9,10 @@
 //!   first"): unscheduled, Pending < Unknown < Running, not ready, lower deletion cost, more
 //!   related pods on the same node, more recently ready (log₂ buckets, UID tie-break), more
 //!   restarts, newer (log₂ buckets, UID tie-break). When every claimed pod goes, no sorting.
-//! - Nothing is planned while expectations are unsatisfied or the owner is being deleted.
+//! - Nothing is planned while expectations are unsatisfied (the cache may not show this
+//!   controller's earlier creates and deletes yet) or the owner is being deleted. These guards
+//!   are the plan's own: the sync passes the real values. (Adoption, which happens before
+//!   the plan, is refused for an owner being deleted by the controller-ref manager.)
 
 use std::cmp::Ordering;
 use std::collections::HashMap;

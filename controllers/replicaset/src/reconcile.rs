@@ -399,12 +399,9 @@ impl<O: ReplicaOwner> Controller<O> {
             Vec::new()
         };
 
-        let deleting = owner.meta().deletion_timestamp.is_some();
-        let manage_result = if satisfied && !deleting {
-            self.manage(&owner, key, &namespace, &claimed).await
-        } else {
-            Ok(())
-        };
+        let manage_result = self
+            .manage(&owner, key, &namespace, &claimed, satisfied)
+            .await;
 
         let now = self.clock.wall();
         let current = owner.replica_status();
@@ -518,13 +515,15 @@ impl<O: ReplicaOwner> Controller<O> {
         related
     }
 
-    /// `manageReplicas`: create or delete pods towards `spec.replicas`.
+    /// `manageReplicas`: executes the [`plan`](plan::plan) for this snapshot; the plan's
+    /// guards decide whether unmet expectations or the owner's deletion hold it back.
     async fn manage(
         &self,
         owner: &Arc<O>,
         key: &str,
         namespace: &str,
         claimed: &[Arc<Pod>],
+        expectations_satisfied: bool,
     ) -> Result<(), Error> {
         let desired = owner.desired_replicas();
         // Only a delete ranks victims by related pods (upstream lists them in its delete
@@ -539,8 +538,8 @@ impl<O: ReplicaOwner> Controller<O> {
             desired,
             claimed,
             related: &related,
-            expectations_satisfied: true,
-            owner_deleting: false,
+            expectations_satisfied,
+            owner_deleting: owner.meta().deletion_timestamp.is_some(),
         };
         let cfg = PlanConfig {
             burst: self.cfg.burst_replicas,

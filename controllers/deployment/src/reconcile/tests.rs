@@ -18,8 +18,12 @@ use rkcm_runtime::workqueue::RateLimiter;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
+use rkcm_runtime::events::EventType;
+use rkcm_runtime::history::compute_hash;
+
 use super::*;
 use crate::model::tests::{R, ago, dep25, now, template};
+use crate::status;
 
 #[derive(Debug, Clone)]
 struct Request {

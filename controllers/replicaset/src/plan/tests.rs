@@ -548,19 +548,63 @@ fn plan_scales_down_capped_by_burst() {
     }
 }
 
+/// What a plan amounts to, for tables.
+#[derive(Debug, PartialEq, Eq)]
+enum Kind {
+    Nothing,
+    Create(usize),
+    Delete(usize),
+}
+
+fn kind(p: &Plan) -> Kind {
+    match p {
+        Plan::Nothing => Kind::Nothing,
+        Plan::Create(n) => Kind::Create(*n),
+        Plan::Delete { victims, .. } => Kind::Delete(victims.len()),
+    }
+}
+
 #[test]
-fn plan_does_nothing_while_waiting_or_deleting() {
+fn guards_hold_back_creates_and_deletes() {
+    // Upstream `syncReplicaSet` manages replicas only when `rsNeedsSync` (expectations met)
+    // and the owner has no deletionTimestamp; the plan owns both guards.
+    let pods: Vec<_> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|n| {
+            P {
+                name: n,
+                ..P::default()
+            }
+            .build()
+        })
+        .collect();
     let cfg = PlanConfig::default();
-    let waiting = Snapshot {
-        expectations_satisfied: false,
-        ..snapshot(3, &[])
-    };
-    assert_eq!(plan(&waiting, &cfg, now()), Plan::Nothing);
-    let deleting = Snapshot {
-        owner_deleting: true,
-        ..snapshot(3, &[])
-    };
-    assert_eq!(plan(&deleting, &cfg, now()), Plan::Nothing);
+    // (desired, claimed, expectations satisfied, owner deleting) -> plan
+    let table = [
+        (6, 4, true, false, Kind::Create(2)),
+        (6, 4, false, false, Kind::Nothing),
+        (6, 4, true, true, Kind::Nothing),
+        (6, 4, false, true, Kind::Nothing),
+        (1, 4, true, false, Kind::Delete(3)),
+        (1, 4, false, false, Kind::Nothing),
+        (1, 4, true, true, Kind::Nothing),
+        (1, 4, false, true, Kind::Nothing),
+        (4, 4, true, false, Kind::Nothing),
+        (4, 4, false, true, Kind::Nothing),
+        (0, 0, true, true, Kind::Nothing),
+    ];
+    for (desired, have, satisfied, deleting, want) in table {
+        let snap = Snapshot {
+            expectations_satisfied: satisfied,
+            owner_deleting: deleting,
+            ..snapshot(desired, &pods[..have])
+        };
+        assert_eq!(
+            kind(&plan(&snap, &cfg, now())),
+            want,
+            "desired {desired}, claimed {have}, satisfied {satisfied}, deleting {deleting}"
+        );
+    }
 }
 
 #[test]
