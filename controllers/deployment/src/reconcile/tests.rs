@@ -1,5 +1,5 @@
-//! Syncs and handlers against detached informers and a scripted API server (a minimal
-//! HTTP/1.1 responder on loopback). Mirrors upstream `TestSyncDeploymentCreatesReplicaSet`,
+//! Syncs and handlers against detached informers and the testkit's scripted fake API
+//! server. Mirrors upstream `TestSyncDeploymentCreatesReplicaSet`,
 //! `TestSyncDeploymentDontDoAnythingDuringDeletion`, `TestGetReplicaSetsForDeployment`,
 //! the hash-collision and rollback cases of `sync_test.go` / `deployment_controller_test.go`,
 //! and `TestRequeueStuckDeployment`'s requeue.
@@ -12,133 +12,37 @@ use k8s_openapi::api::apps::v1::{DeploymentStatus, DeploymentStrategy};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::runtime::watcher;
 use rkcm_runtime::clock::FakeClock;
+use rkcm_runtime::events::EventType;
 use rkcm_runtime::events::FakeEvents;
+use rkcm_runtime::history::compute_hash;
 use rkcm_runtime::informer::{Change, Informer};
 use rkcm_runtime::workqueue::RateLimiter;
+use rkcm_testkit::fake_api::{FIRST_ECHO_RESOURCE_VERSION, FakeApi, Reply, Request};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-
-use rkcm_runtime::events::EventType;
-use rkcm_runtime::history::compute_hash;
 
 use super::*;
 use crate::model::tests::{R, ago, dep25, now, template};
 use crate::status;
 
-#[derive(Debug, Clone)]
-struct Request {
-    method: String,
-    path: String,
-    body: Value,
-}
-
-type Handler = dyn Fn(&Request) -> (u16, Value) + Send + Sync;
-
-/// Serves one HTTP/1.1 connection: requests with a Content-Length body, JSON answers.
-async fn serve_connection(
-    socket: tokio::net::TcpStream,
-    handler: Arc<Handler>,
-    log: Arc<Mutex<Vec<Request>>>,
-) -> std::io::Result<()> {
-    let mut reader = BufReader::new(socket);
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).await? == 0 {
-            return Ok(());
-        }
-        let mut parts = line.split_whitespace();
-        let method = parts.next().unwrap_or_default().to_owned();
-        let target = parts.next().unwrap_or_default().to_owned();
-        let mut length = 0;
-        loop {
-            let mut header = String::new();
-            reader.read_line(&mut header).await?;
-            let header = header.trim_end();
-            if header.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = header.split_once(':')
-                && name.eq_ignore_ascii_case("content-length")
-            {
-                length = value.trim().parse().unwrap_or(0);
-            }
-        }
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body).await?;
-        let request = Request {
-            method,
-            path: target.split('?').next().unwrap_or_default().to_owned(),
-            body: serde_json::from_slice(&body).unwrap_or(Value::Null),
-        };
-        let (code, answer) = handler(&request);
-        log.lock().expect("log").push(request);
-        let answer = serde_json::to_vec(&answer).expect("json");
-        let head = format!(
-            "HTTP/1.1 {code} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-            answer.len()
-        );
-        let socket = reader.get_mut();
-        socket.write_all(head.as_bytes()).await?;
-        socket.write_all(&answer).await?;
-    }
-}
-
-async fn mock_client(handler: Arc<Handler>) -> (kube::Client, Arc<Mutex<Vec<Request>>>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let seen = log.clone();
-    tokio::spawn(async move {
-        while let Ok((socket, _)) = listener.accept().await {
-            tokio::spawn(serve_connection(socket, handler.clone(), seen.clone()));
-        }
-    });
-    let config = kube::Config::new(format!("http://{addr}").parse().expect("uri"));
-    (kube::Client::try_from(config).expect("client"), log)
-}
-
-fn status(code: u16, reason: &str, message: &str) -> Value {
-    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason, "message": message})
-}
-
-/// Accepts every write and echoes it (creates get a UID, writes a new resourceVersion).
-fn accepting() -> Arc<Handler> {
-    Arc::new(|req: &Request| match req.method.as_str() {
-        "POST" => {
-            let mut obj = req.body.clone();
-            obj["metadata"]["uid"] = json!("created-uid");
-            obj["metadata"]["resourceVersion"] = json!("100");
-            (201, obj)
-        }
-        "DELETE" => (
-            200,
-            json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
-        ),
-        _ => {
-            let mut obj = req.body.clone();
-            obj["metadata"]["resourceVersion"] = json!("101");
-            (200, obj)
-        }
-    })
+/// An API server that accepts every write and echoes it (creates get a UID, writes a new
+/// resourceVersion).
+fn accepting() -> FakeApi {
+    let api = FakeApi::new();
+    api.echo_writes();
+    api
 }
 
 struct Harness {
     ctrl: Arc<Controller>,
     deployments: Informer<Deployment>,
     replica_sets: Informer<ReplicaSet>,
-    log: Arc<Mutex<Vec<Request>>>,
+    api: FakeApi,
     events: FakeEvents,
 }
 
 impl Harness {
-    async fn new(handler: Arc<Handler>) -> Self {
-        Self::with_config(handler, Config::default()).await
-    }
-
-    async fn with_config(handler: Arc<Handler>, cfg: Config) -> Self {
-        let (client, log) = mock_client(handler).await;
+    async fn new(api: FakeApi) -> Self {
+        let client = api.client();
         let deployments = Informer::<Deployment>::detached();
         let replica_sets = Informer::<ReplicaSet>::detached();
         let pods = Informer::<Pod>::detached();
@@ -152,13 +56,13 @@ impl Harness {
             queue: WorkQueue::new("", RateLimiter::Default),
             pending_pod_checks: Mutex::default(),
             clock: Arc::new(FakeClock::new(now())),
-            cfg,
+            cfg: Config::default(),
         });
         Self {
             ctrl,
             deployments,
             replica_sets,
-            log,
+            api,
             events,
         }
     }
@@ -172,23 +76,15 @@ impl Harness {
     }
 
     fn requests(&self, method: &str, path_suffix: &str) -> Vec<Request> {
-        self.log
-            .lock()
-            .expect("log")
-            .iter()
+        self.api
+            .requests()
+            .into_iter()
             .filter(|r| r.method == method && r.path.ends_with(path_suffix))
-            .cloned()
             .collect()
     }
 
     fn writes(&self) -> Vec<(String, String)> {
-        self.log
-            .lock()
-            .expect("log")
-            .iter()
-            .filter(|r| r.method != "GET")
-            .map(|r| (r.method.clone(), r.path.clone()))
-            .collect()
+        self.api.writes()
     }
 
     fn events(&self) -> Vec<(EventType, String, String)> {
@@ -303,25 +199,38 @@ async fn creates_the_new_replica_set() {
     assert_eq!(last["status"]["unavailableReplicas"], json!(3));
     assert_eq!(last["status"]["observedGeneration"], json!(1));
     if statuses.len() > 1 {
-        assert_eq!(last["metadata"]["resourceVersion"], json!("101"));
+        // The echoing fake hands out one resourceVersion per write (deletes excepted), in
+        // order: the last status write carries what the one before it got back.
+        let echoed: Vec<Request> = h
+            .api
+            .requests()
+            .into_iter()
+            .filter(|r| r.method != "GET" && r.method != "DELETE")
+            .collect();
+        let is_status = |r: &Request| r.path.ends_with("/deployments/web/status");
+        let last_index = echoed.iter().rposition(is_status).expect("a status write");
+        let previous = echoed[..last_index]
+            .iter()
+            .rposition(is_status)
+            .expect("an earlier status write");
+        let returned = FIRST_ECHO_RESOURCE_VERSION + u64::try_from(previous).expect("small");
+        assert_eq!(
+            last["metadata"]["resourceVersion"],
+            json!(returned.to_string())
+        );
     }
 }
 
 #[tokio::test]
 async fn hash_collision_bumps_collision_count() {
     let hash = compute_hash(&template("v2"), None);
-    let h = Harness::new(Arc::new(|req: &Request| match req.method.as_str() {
-        "POST" => (
-            409,
-            status(
-                409,
-                "AlreadyExists",
-                "replicasets.apps \"web-x\" already exists",
-            ),
-        ),
-        _ => (200, req.body.clone()),
-    }))
-    .await;
+    let api = accepting();
+    api.on(
+        "POST",
+        "**/replicasets",
+        Reply::already_exists("replicasets.apps", "web-x"),
+    );
+    let h = Harness::new(api).await;
     h.deployment(stored(3));
     // Someone else's RS holds the name.
     let mut squatter = R {
@@ -353,11 +262,13 @@ async fn hash_collision_bumps_collision_count() {
 #[tokio::test]
 async fn already_existing_own_replica_set_is_used() {
     let hash = compute_hash(&template("v2"), None);
-    let h = Harness::new(Arc::new(|req: &Request| match req.method.as_str() {
-        "POST" => (409, status(409, "AlreadyExists", "exists")),
-        _ => (200, req.body.clone()),
-    }))
-    .await;
+    let api = accepting();
+    api.on(
+        "POST",
+        "**/replicasets",
+        Reply::already_exists("replicasets.apps", &format!("web-{hash}")),
+    );
+    let h = Harness::new(api).await;
     h.deployment(stored(3));
     // Ours, same template, but not matching the selector any more (so not claimed).
     let mut mine = owned(R {
@@ -385,14 +296,13 @@ async fn already_existing_own_replica_set_is_used() {
 
 #[tokio::test]
 async fn create_failure_is_reported() {
-    let h = Harness::new(Arc::new(|req: &Request| match req.method.as_str() {
-        "POST" => (
-            403,
-            status(403, "Forbidden", "replicasets.apps is forbidden: nope"),
-        ),
-        _ => (200, req.body.clone()),
-    }))
-    .await;
+    let api = accepting();
+    api.on(
+        "POST",
+        "**/replicasets",
+        Reply::forbidden("replicasets.apps is forbidden: nope"),
+    );
+    let h = Harness::new(api).await;
     h.deployment(stored(3));
     let err = h
         .ctrl
@@ -765,7 +675,7 @@ async fn stalled_rollout_is_rechecked_without_events() {
 async fn missing_deployment_is_a_no_op() {
     let h = Harness::new(accepting()).await;
     h.ctrl.sync("ns/gone".into()).await.expect("sync");
-    assert!(h.log.lock().expect("log").is_empty());
+    assert!(h.api.requests().is_empty());
 }
 
 #[tokio::test]
