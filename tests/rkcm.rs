@@ -4,6 +4,8 @@
 //! and read the kubeconfig path from `RKCM_TEST_KUBECONFIG`.
 
 // A test crate root resolves `mod x;` next to itself (tests/x.rs), hence the paths.
+#[path = "rkcm/cronjob_takeover.rs"]
+mod cronjob_takeover;
 #[path = "rkcm/flags.rs"]
 mod flags;
 #[path = "rkcm/leader.rs"]
