@@ -203,7 +203,7 @@ impl Drop for JobEvents {
 /// controller reference and annotation.
 async fn jobs_by_minute(ns: &TestNamespace, cj: &CronJob) -> anyhow::Result<BTreeMap<i64, String>> {
     let uid = cj.metadata.uid.clone().unwrap_or_default();
-    let mut out = BTreeMap::new();
+    let mut names: BTreeMap<i64, Vec<String>> = BTreeMap::new();
     for job in ns.api::<Job>().list(&ListParams::default()).await?.items {
         let name = job.metadata.name.clone().unwrap_or_default();
         let at = job
@@ -223,12 +223,26 @@ async fn jobs_by_minute(ns: &TestNamespace, cj: &CronJob) -> anyhow::Result<BTre
         if !owned {
             bail!("job {name} is not controlled by the CronJob");
         }
+        names.entry(at).or_default().push(name);
+    }
+    // Duplicates first: a second Job for a minute is the failure this test exists for.
+    if let Some((at, dup)) = names.iter().find(|(_, n)| n.len() > 1) {
+        bail!(
+            "{} Jobs for the minute {}: {dup:?}",
+            dup.len(),
+            self::at(*at)
+        );
+    }
+    let mut out = BTreeMap::new();
+    for (at, mut n) in names {
+        let name = n.pop().unwrap_or_default();
         if name != format!("{CRONJOB}-{}", at / 60) {
-            bail!("job {name} scheduled at {at} has the wrong name");
+            bail!(
+                "job {name} scheduled at {} has the wrong name",
+                self::at(at)
+            );
         }
-        if out.insert(at, name.clone()).is_some() {
-            bail!("two Jobs for the minute {at}: {name} and {}", out[&at]);
-        }
+        out.insert(at, name);
     }
     Ok(out)
 }
