@@ -11,13 +11,11 @@
 //! `status.active` (upstream v1.37, `pkg/controller/cronjob/cronjob_controllerv2.go`), never
 //! create a second Job for the minute. The handover back is a plain one.
 //!
-//! No Job controller runs for the test's namespace (rkcm has none yet and the plane's
-//! upstream manager runs none), so Jobs stay active: the CronJob uses
+//! No Job controller runs for the test's namespace (the managers run only
+//! `cronjob-controller` and the plane's upstream manager runs none), so Jobs stay active: the CronJob uses
 //! `concurrencyPolicy: Allow`, and no history limit ever applies, so any deletion is wrong.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,9 +23,8 @@ use anyhow::{Context as _, bail};
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::api::{ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
-use rkcm_testkit::{ScopedProxy, TestCluster, TestNamespace, wait_for};
-
-use crate::rollout::{Kind, e2e_bin};
+use rkcm_testkit::harness::{Manager, ManagerKind};
+use rkcm_testkit::{TestCluster, TestNamespace, wait_for};
 
 const CRONJOB: &str = "ticker";
 const SCHEDULED: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
@@ -36,102 +33,16 @@ const MINUTE: Duration = Duration::from_secs(90);
 /// How long a manager may take to repair the status after starting.
 const REPAIR: Duration = Duration::from_secs(30);
 
-/// A controller-manager running only `cronjob-controller` behind its own scoping proxy.
-/// Killed when dropped.
-struct CronManager {
-    kind: Kind,
-    child: tokio::process::Child,
-    proxy: ScopedProxy,
-    log: PathBuf,
-}
+/// What both managers run.
+const CONTROLLERS: &str = "cronjob-controller";
 
-impl CronManager {
-    async fn start(kind: Kind, cluster: &TestCluster, namespace: &str) -> anyhow::Result<Self> {
-        let proxy = ScopedProxy::start(cluster, namespace).await?;
-        let log = std::env::temp_dir()
-            .join(rkcm_testkit::unique_name(&format!(
-                "cronjob-{}-{namespace}",
-                kind.name()
-            )))
-            .with_extension("log");
-        let out =
-            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        let bin = match kind {
-            Kind::Upstream => e2e_bin("kube-controller-manager")?,
-            Kind::Rkcm => std::env::var_os("RKCM_TEST_BIN")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_rkcm"))),
-        };
-        let child = tokio::process::Command::new(&bin)
-            .arg(format!("--kubeconfig={}", proxy.kubeconfig().display()))
-            .args([
-                "--controllers=cronjob-controller",
-                "--leader-elect=false",
-                "--secure-port=0",
-                "--v=2",
-            ])
-            .env_remove("KUBECONFIG")
-            .env_remove("RUST_LOG")
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .env_remove("KUBERNETES_SERVICE_PORT")
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
-        Ok(Self {
-            kind,
-            child,
-            proxy,
-            log,
-        })
-    }
-
-    /// SIGKILL, the harshest handover; the log stays for [`Self::tail`].
-    async fn stop(&mut self) -> anyhow::Result<()> {
-        self.child
-            .kill()
-            .await
-            .with_context(|| format!("stopping {}", self.kind.name()))?;
-        self.proxy.stop();
-        Ok(())
-    }
-
-    fn check_running(&mut self) -> anyhow::Result<()> {
-        if let Some(status) = self.child.try_wait()? {
-            bail!("{} exited: {status}", self.kind.name());
-        }
-        Ok(())
-    }
-
-    /// Its Job creations through the proxy, as `(path, HTTP status)`.
-    fn job_creates(&self) -> Vec<(String, u16)> {
-        self.proxy
-            .writes()
-            .into_iter()
-            .filter(|w| w.method.as_str() == "POST" && w.path.ends_with("/jobs"))
-            .map(|w| (w.path, w.status))
-            .collect()
-    }
-
-    fn tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        format!(
-            "{} log {} (last lines):\n{}",
-            self.kind.name(),
-            self.log.display(),
-            all[all.len().saturating_sub(20)..].join("\n")
-        )
-    }
-}
-
-impl Drop for CronManager {
-    fn drop(&mut self) {
-        let _ = self.child.start_kill();
-        let _ = std::fs::remove_file(&self.log);
-    }
+/// A manager's Job creations through its proxy, as `(path, HTTP status)`.
+fn job_creates(m: &Manager) -> Vec<(String, u16)> {
+    m.writes()
+        .into_iter()
+        .filter(|w| w.method.as_str() == "POST" && w.path.ends_with("/jobs"))
+        .map(|w| (w.path, w.status))
+        .collect()
 }
 
 /// Every Job event of the namespace from the start: `ADDED <name>` / `DELETED <name>`.
@@ -320,11 +231,7 @@ fn next_minute_after(t: i64) -> i64 {
     (t.div_euclid(60) + 1) * 60
 }
 
-async fn run(
-    cluster: &TestCluster,
-    ns: &TestNamespace,
-    managers: &mut Vec<CronManager>,
-) -> anyhow::Result<()> {
+async fn run(cluster: &TestCluster, ns: &TestNamespace) -> anyhow::Result<()> {
     let events = JobEvents::start(ns).await?;
     let cj: CronJob = serde_json::from_value(serde_json::json!({
         "metadata": {"name": CRONJOB},
@@ -352,11 +259,12 @@ async fn run(
     let s1 = next_minute_after(created);
 
     // Upstream creates the Job of the first minute.
-    managers.push(CronManager::start(Kind::Upstream, cluster, ns.name()).await?);
-    wait_jobs(ns, s1, s1, MINUTE)
+    let mut up = Manager::start(ManagerKind::Upstream, cluster, ns.name(), CONTROLLERS).await?;
+    let first = wait_jobs(ns, s1, s1, MINUTE)
         .await
-        .context("upstream creating the first Job")?;
-    managers[0].stop().await?;
+        .context("upstream creating the first Job");
+    Manager::with_logs(first, &mut [&mut up])?;
+    up.stop_scoped().await?;
 
     // As if upstream died between creating that Job and writing the status.
     let rollback = serde_json::json!({"status": {"lastScheduleTime": null, "active": null}});
@@ -370,32 +278,35 @@ async fn run(
 
     // rkcm repairs the status from the existing Job (AlreadyExists, no second Job for the
     // minute), then runs the next minute.
-    managers.push(CronManager::start(Kind::Rkcm, cluster, ns.name()).await?);
+    let mut rkcm = Manager::start(ManagerKind::Rkcm, cluster, ns.name(), CONTROLLERS).await?;
     let s2 = next_minute_after(jiff::Timestamp::now().as_second());
-    wait_jobs(ns, s1, s1, REPAIR)
+    let repaired = wait_jobs(ns, s1, s1, REPAIR)
         .await
-        .context("rkcm putting the first Job back into status.active")?;
-    let creates = managers[1].job_creates();
+        .context("rkcm putting the first Job back into status.active");
+    Manager::with_logs(repaired, &mut [&mut rkcm])?;
+    let creates = job_creates(&rkcm);
     if !creates.iter().any(|(_, code)| *code == 409) {
         bail!(
             "rkcm did not try to create the first minute's Job again (AlreadyExists): \
              {creates:?}"
         );
     }
-    wait_jobs(ns, s1, s2, MINUTE)
+    let next = wait_jobs(ns, s1, s2, MINUTE)
         .await
-        .context("rkcm creating the Job of the next minute")?;
-    managers[1].check_running()?;
-    managers[1].stop().await?;
+        .context("rkcm creating the Job of the next minute");
+    Manager::with_logs(next, &mut [&mut rkcm])?;
+    rkcm.check_running()?;
+    rkcm.stop_scoped().await?;
 
     // Back to upstream: the next minute's Job, nothing else.
-    managers.push(CronManager::start(Kind::Upstream, cluster, ns.name()).await?);
+    let mut up = Manager::start(ManagerKind::Upstream, cluster, ns.name(), CONTROLLERS).await?;
     let s3 = next_minute_after(jiff::Timestamp::now().as_second());
-    let last = wait_jobs(ns, s1, s3, MINUTE)
+    let back = wait_jobs(ns, s1, s3, MINUTE)
         .await
-        .context("upstream creating the Job of the minute after the handback")?;
-    managers[2].check_running()?;
-    let creates = managers[2].job_creates();
+        .context("upstream creating the Job of the minute after the handback");
+    let last = Manager::with_logs(back, &mut [&mut up])?;
+    up.check_running()?;
+    let creates = job_creates(&up);
     if creates.iter().any(|(_, code)| *code != 201) {
         bail!("upstream's Job creations after the handback: {creates:?}");
     }
@@ -425,7 +336,7 @@ async fn run(
             want.len()
         );
     }
-    Ok(())
+    up.stop_scoped().await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -433,12 +344,5 @@ async fn run(
 async fn cronjob_changes_hands_without_duplicate_or_missing_jobs() -> anyhow::Result<()> {
     let cluster = TestCluster::connect().await?;
     let ns = cluster.namespace("cronjob-takeover").await?;
-    let mut managers = Vec::new();
-    let result = run(&cluster, &ns, &mut managers).await;
-    if result.is_err() {
-        for m in &managers {
-            eprintln!("{}", m.tail());
-        }
-    }
-    result
+    run(&cluster, &ns).await
 }

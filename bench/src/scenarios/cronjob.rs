@@ -4,8 +4,8 @@
 //! Setup: a fresh namespace, then — right after a minute has begun, so no scheduled minute
 //! falls between the CronJobs' creation and the manager's start — N CronJobs with schedule
 //! `*/1 * * * *`, `concurrencyPolicy: Allow` and the default history limits. Only
-//! `cronjob-controller` runs (rkcm has no Job controller yet, and on the bench plane nothing
-//! else completes Jobs): Jobs stay active, so `Allow` is what makes the CronJob controller
+//! `cronjob-controller` runs, in both managers (no Job controller, so nothing on the bench
+//! plane completes Jobs): Jobs stay active, so `Allow` is what makes the CronJob controller
 //! create one every minute regardless, and no history limit ever deletes one. The scenario
 //! measures Job creation only.
 //!
@@ -431,8 +431,8 @@ impl Scenario for CronJobSchedule {
             "{n} CronJobs with schedule `*/1 * * * *`, `concurrencyPolicy: Allow` and the \
              default history limits, created in a fresh namespace early in a minute (so no \
              scheduled minute passes before the manager starts). The manager starts with only \
-             `cronjob-controller`: rkcm has no Job controller yet and nothing else on the \
-             bench plane runs Jobs, so every Job stays active; `Allow` makes a Job due every \
+             `cronjob-controller` (no Job controller, so nothing on the bench plane completes \
+             a Job and every Job stays active); `Allow` makes a Job due every \
              minute regardless and no history limit deletes one, so this measures Job \
              creation only. Measured: the {m} scheduled minutes that begin at least {} s \
              after the manager started, each a step from the scheduled instant until the \
