@@ -17,12 +17,16 @@
 # Settings (environment):
 #   BENCH_QPS=100 BENCH_BURST=200  client limits of both managers
 #   BENCH_MANAGERS=upstream,rkcm   which managers run (the order is always upstream, rkcm)
-#   BENCH_SCENARIOS=podgc,replicaset,deployment   scenarios to run (comma separated)
+#   BENCH_SCENARIOS=podgc,replicaset,deployment,cronjob   scenarios to run (comma separated)
 #   PODGC_PODS=20000 PODGC_THRESHOLD=5000   podgc size
 #   RS_REPLICAS=1000               replicaset: scale 0 -> RS_REPLICAS -> 0 on the kwok nodes
 #   DEPLOY_COUNT=100 DEPLOY_REPLICAS=20   deployment: DEPLOY_COUNT Deployments of
 #                                  DEPLOY_REPLICAS created, then a rolling update of all
-#   BENCH_TIMEOUT=900              seconds one manager may take to converge
+#   CRONJOB_COUNT=500 CRONJOB_MINUTES=5   cronjob: CRONJOB_COUNT CronJobs on */1, Job
+#                                  creation measured over CRONJOB_MINUTES scheduled minutes
+#                                  (concurrencyPolicy Allow: only cronjob-controller runs)
+#   BENCH_TIMEOUT=900              seconds one manager may take to converge (cronjob: at
+#                                  least its minutes plus 3, the schedule sets the pace)
 #   BENCH_CONCURRENCY=32           requests in flight while the bench creates/deletes objects
 #   BENCH_NODES=30                 simulated (kwok) nodes of the plane, 110 pods each
 #                                  (replicaset needs RS_REPLICAS/110 of them, deployment
@@ -56,10 +60,11 @@ done
 if [ "$quick" = 1 ]; then
   : "${PODGC_PODS:=2000}" "${PODGC_THRESHOLD:=500}" "${RS_REPLICAS:=100}" "${BENCH_TIMEOUT:=300}"
   : "${DEPLOY_COUNT:=10}" "${DEPLOY_REPLICAS:=5}"
+  : "${CRONJOB_COUNT:=20}" "${CRONJOB_MINUTES:=2}"
   : "${BENCH_REPORT:=bench/reports/quick.md}"
 fi
 # Every scenario, in report order.
-ALL_SCENARIOS=podgc,replicaset,deployment
+ALL_SCENARIOS=podgc,replicaset,deployment,cronjob
 QPS=${BENCH_QPS:-100}
 BURST=${BENCH_BURST:-200}
 MANAGERS=${BENCH_MANAGERS:-upstream,rkcm}
@@ -69,6 +74,8 @@ PODGC_THRESHOLD=${PODGC_THRESHOLD:-5000}
 RS_REPLICAS=${RS_REPLICAS:-1000}
 DEPLOY_COUNT=${DEPLOY_COUNT:-100}
 DEPLOY_REPLICAS=${DEPLOY_REPLICAS:-20}
+CRONJOB_COUNT=${CRONJOB_COUNT:-500}
+CRONJOB_MINUTES=${CRONJOB_MINUTES:-5}
 TIMEOUT=${BENCH_TIMEOUT:-900}
 CONCURRENCY=${BENCH_CONCURRENCY:-32}
 NODES=${BENCH_NODES:-30}
@@ -140,10 +147,11 @@ what="make bench"
 [ -z "${BENCH_SCENARIOS:-}" ] || what="BENCH_SCENARIOS=$SCENARIOS $what"
 plane_line="local plane from e2e/cluster.sh: etcd $ETCD_VERSION, kube-apiserver $K8S_VERSION with audit log (Metadata level, blocking), kube-scheduler, kwok $KWOK_VERSION with $NODES simulated nodes; no upstream manager besides the one under test"
 common=(--cluster-dir "$DIR" --managers "$MANAGERS" --qps "$QPS" --burst "$BURST"
-  --concurrency "$CONCURRENCY" --timeout "$TIMEOUT" --logs-dir "$WORK/logs" "${rkcm_flags[@]}"
+  --concurrency "$CONCURRENCY" --logs-dir "$WORK/logs" "${rkcm_flags[@]}"
   --command "$what" --plane "$plane_line")
 failed=0
 for s in ${SCENARIOS//,/ }; do
+  timeout=$TIMEOUT
   case "$s" in
     podgc)
       step "scenario podgc: $PODGC_PODS terminated pods, threshold $PODGC_THRESHOLD (managers: $MANAGERS; qps $QPS, burst $BURST)"
@@ -154,9 +162,15 @@ for s in ${SCENARIOS//,/ }; do
     deployment)
       step "scenario deployment: $DEPLOY_COUNT Deployments x $DEPLOY_REPLICAS replicas created, then a rolling update of all, on $NODES kwok nodes (managers: $MANAGERS; qps $QPS, burst $BURST)"
       args=(deployment --deployments "$DEPLOY_COUNT" --replicas "$DEPLOY_REPLICAS") ;;
+    cronjob)
+      step "scenario cronjob: $CRONJOB_COUNT CronJobs on */1, $CRONJOB_MINUTES scheduled minutes measured (managers: $MANAGERS; qps $QPS, burst $BURST)"
+      # Up to a minute of startup before the first measured minute, then one per minute.
+      min=$(( (CRONJOB_MINUTES + 3) * 60 ))
+      [ "$timeout" -ge "$min" ] || timeout=$min
+      args=(cronjob --cronjobs "$CRONJOB_COUNT" --minutes "$CRONJOB_MINUTES") ;;
   esac
   rc=0
-  "$BENCH" "${args[@]}" --out "$WORK/$s.json" "${common[@]}" || rc=$?
+  "$BENCH" "${args[@]}" --timeout "$timeout" --out "$WORK/$s.json" "${common[@]}" || rc=$?
   case "$rc" in
     0) ;;
     3) failed=1; warn "scenario $s: some runs failed (see the report)" ;;

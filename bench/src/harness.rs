@@ -16,7 +16,7 @@ use kube::Client;
 
 use crate::manager::{self, Manager, Running};
 use crate::procfs::{self, RssSampler};
-use crate::results::{Correctness, Milestone, Phase, RunResult, ScenarioResult, Status};
+use crate::results::{Correctness, Metric, Milestone, Phase, RunResult, ScenarioResult, Status};
 use crate::{audit, say};
 
 /// Everything a scenario run needs to know about the plane and the managers.
@@ -214,6 +214,10 @@ pub trait Scenario {
     ) -> anyhow::Result<()>;
     /// Checks the end state (the manager still runs).
     async fn verify(&self, env: &Env, state: &mut Self::State) -> anyhow::Result<Correctness>;
+    /// Scenario-specific numbers of the run, read after `verify` (e.g. Job lateness).
+    fn metrics(&self, _state: &Self::State) -> Vec<Metric> {
+        Vec::new()
+    }
     /// Removes what the run left in `ns` (also after a failed setup), so the next manager
     /// starts from the same cluster state. The run's `State` has been dropped already.
     async fn cleanup(&self, env: &Env, ns: &str) -> anyhow::Result<()>;
@@ -437,6 +441,10 @@ async fn measure<S: Scenario>(
                 );
                 r.status = if c.ok { Status::Ok } else { Status::Incorrect };
                 r.correctness = Some(c);
+                r.metrics = scenario.metrics(state);
+                for m in &r.metrics {
+                    say!("  {}: {} {}", m.name, m.value, m.unit);
+                }
             }
             Err(e) => {
                 r.status = Status::Error;

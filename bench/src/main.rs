@@ -71,6 +71,13 @@ enum Command {
         #[command(flatten)]
         args: scenarios::deployment::Args,
     },
+    /// CronJob: N CronJobs on `*/1` for M minutes; lateness of each Job creation.
+    Cronjob {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        args: scenarios::cronjob::Args,
+    },
     /// Merge scenario result files into the Markdown report and one JSON file.
     Report(report::Args),
 }
@@ -225,6 +232,9 @@ async fn main() -> std::process::ExitCode {
             }
             Command::Deployment { common, args } => {
                 run_scenario(scenarios::deployment::DeploymentRollout { args }, &common).await
+            }
+            Command::Cronjob { common, args } => {
+                run_scenario(scenarios::cronjob::CronJobSchedule { args }, &common).await
             }
             Command::Report(args) => {
                 let ok = report::write(&args)?;

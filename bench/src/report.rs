@@ -222,7 +222,7 @@ pub fn markdown(r: &Report, json_path: &Path) -> String {
          `BENCH_SCENARIOS=replicaset make bench` (only that one; the other sections are kept). \
          Sizes and limits are environment settings, e.g. `PODGC_PODS=20000 \
          PODGC_THRESHOLD=5000 RS_REPLICAS=1000 DEPLOY_COUNT=100 DEPLOY_REPLICAS=20 \
-         BENCH_QPS=100 BENCH_BURST=200 make bench`; \
+         CRONJOB_COUNT=500 CRONJOB_MINUTES=5 BENCH_QPS=100 BENCH_BURST=200 make bench`; \
          `bash e2e/bench.sh --quick` runs small sizes into `bench/reports/quick.md`. See the \
          header of `e2e/bench.sh`."
     );
@@ -362,10 +362,63 @@ fn write_scenario(o: &mut String, s: &ScenarioResult, r: &Report) {
         );
     }
     let _ = writeln!(o);
+    write_metrics(o, s);
     write_phases(o, s);
     for run in &s.runs {
         write_run(o, run);
     }
+}
+
+/// Scenario-specific numbers (e.g. Job lateness), one row each, one column per manager.
+fn write_metrics(o: &mut String, s: &ScenarioResult) {
+    let mut names: Vec<(&str, &str)> = Vec::new();
+    for m in s.runs.iter().flat_map(|r| &r.metrics) {
+        if !names.iter().any(|(n, _)| *n == m.name) {
+            names.push((&m.name, &m.unit));
+        }
+    }
+    if names.is_empty() {
+        return;
+    }
+    let value = |m: Manager, name: &str| {
+        s.runs
+            .iter()
+            .find(|r| r.manager == m)
+            .and_then(|r| r.metrics.iter().find(|x| x.name == name))
+            .map(|x| x.value)
+    };
+    let _ = writeln!(
+        o,
+        "| Measure | {} | {} | rkcm / upstream |",
+        manager_label(Manager::Upstream),
+        manager_label(Manager::Rkcm)
+    );
+    let _ = writeln!(o, "|---|---:|---:|---:|");
+    let show = |v: Option<f64>| {
+        v.map_or("–".into(), |v| {
+            if v.fract() == 0.0 {
+                format!("{v:.0}")
+            } else {
+                format!("{v:.2}")
+            }
+        })
+    };
+    for (name, unit) in names {
+        let (u, k) = (value(Manager::Upstream, name), value(Manager::Rkcm, name));
+        let label = if unit.is_empty() {
+            name.to_string()
+        } else {
+            format!("{name} ({unit})")
+        };
+        let _ = writeln!(
+            o,
+            "| {label} | {} | {} | {} |",
+            show(u),
+            show(k),
+            ratio(k, u)
+        );
+    }
+    let _ = writeln!(o);
 }
 
 /// The timed steps of driven scenarios, one row per manager and step, with ratios.
@@ -641,5 +694,43 @@ mod tests {
         assert!(md.contains(
             "| *rkcm / upstream* | scale up 0 → 1 000 | 0.50× | 0.50× | 1.10× | 1.00× | |"
         ));
+    }
+
+    #[test]
+    fn renders_scenario_metrics_with_ratios() {
+        let mut s = scenario("cronjob-schedule", "2026-01-01 00:05:00 UTC");
+        let run = |m, late: f64, dup: f64| {
+            let mut r = RunResult::new(m, "bin".into(), "ns".into());
+            r.status = Status::Ok;
+            r.metrics = vec![
+                crate::results::Metric {
+                    name: "Job lateness p99".into(),
+                    value: late,
+                    unit: "s".into(),
+                },
+                crate::results::Metric {
+                    name: "Duplicate Jobs".into(),
+                    value: dup,
+                    unit: String::new(),
+                },
+            ];
+            r
+        };
+        s.runs = vec![
+            run(Manager::Upstream, 2.0, 0.0),
+            run(Manager::Rkcm, 1.5, 0.0),
+        ];
+        let mut o = String::new();
+        write_metrics(&mut o, &s);
+        assert_eq!(
+            o,
+            "| Measure | upstream kube-controller-manager | rkcm | rkcm / upstream |\n\
+             |---|---:|---:|---:|\n\
+             | Job lateness p99 (s) | 2 | 1.50 | 0.75× |\n\
+             | Duplicate Jobs | 0 | 0 | – |\n\n"
+        );
+        let mut none = String::new();
+        write_metrics(&mut none, &scenario("rs", "now"));
+        assert!(none.is_empty());
     }
 }

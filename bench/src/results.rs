@@ -82,6 +82,17 @@ pub struct Phase {
     pub note: String,
 }
 
+/// A scenario-specific number of a run (e.g. "Job lateness p99"), compared across managers
+/// in the report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Metric {
+    pub name: String,
+    pub value: f64,
+    /// Unit shown after the name ("s"), empty for counts.
+    #[serde(default)]
+    pub unit: String,
+}
+
 /// One manager, one scenario.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunResult {
@@ -116,6 +127,9 @@ pub struct RunResult {
     /// Requests completed between start and convergence.
     pub requests_converge: Option<Counts>,
     pub correctness: Option<Correctness>,
+    /// Scenario-specific numbers (see [`Metric`]), from the end-state check.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics: Vec<Metric>,
     /// CPU seconds the plane's processes (kube-apiserver, etcd) used while the manager ran.
     #[serde(default)]
     pub plane_cpu_seconds: Option<BTreeMap<String, f64>>,
@@ -148,6 +162,7 @@ impl RunResult {
             requests: None,
             requests_converge: None,
             correctness: None,
+            metrics: Vec::new(),
             plane_cpu_seconds: None,
             load_average_at_start: None,
             log: String::new(),

@@ -12,6 +12,7 @@
 //! 3. a case in `e2e/bench.sh` (and raise `BENCH_NODES` if its pods must run on kwok nodes:
 //!    110 pods per node), and its name in the report order there (`ALL_SCENARIOS`).
 
+pub mod cronjob;
 pub mod deployment;
 pub mod podgc;
 pub mod replicaset;
