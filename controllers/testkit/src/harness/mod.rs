@@ -9,6 +9,7 @@
 //!   started, stopped (checking they end cleanly), stopped when dropped.
 //! - [`Manager`]: a controller-manager process (the rkcm binary or upstream's) confined to
 //!   the test namespace by a [`ScopedProxy`](crate::ScopedProxy).
+//! - [`OffsetClock`]: a controller clock running at real speed from an instant the test sets.
 //! - [`History`]: every version of every object of one kind from a watch, for "never" and
 //!   "before" claims; [`Readier`]: plays the kubelet for pods as they appear.
 //! - Free functions: object accessors, small JSON builders, `ensure`-style assertions.
@@ -31,13 +32,15 @@ use serde_json::{Value, json};
 
 use crate::{TestCluster, TestNamespace, holds_for, wait_for};
 
+mod clock;
 mod controllers;
 mod history;
 mod manager;
 
+pub use clock::OffsetClock;
 pub use controllers::Controllers;
 pub use history::{History, Readier, Seen};
-pub use manager::{Manager, ManagerKind, e2e_bin, rkcm_binary};
+pub use manager::{E2E_BIN_ENV, Manager, ManagerKind, RKCM_BIN_ENV, e2e_bin, rkcm_binary};
 
 /// The finalizer tests put on objects to observe them terminating; [`Env::finish`]
 /// removes it (and any other finalizer) before the namespace goes.
