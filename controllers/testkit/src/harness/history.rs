@@ -1,7 +1,7 @@
 //! Watch-based observation: [`History`] for "never" and "before" claims, [`Readier`] to
 //! play the kubelet.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 
 use super::{
     Env, Object, WITHIN, controller_uid, ensure, is_active, is_ready, lock, name_of, pod_image,
-    ready_status,
+    ready_status, uid_of,
 };
 
 /// One change a [`History`] saw, in watch order.
@@ -32,6 +32,11 @@ impl<K> Seen<K> {
         match self {
             Seen::Applied(o) | Seen::Deleted(o) => o,
         }
+    }
+
+    /// Whether this change is the object's deletion.
+    pub fn is_deleted(&self) -> bool {
+        matches!(self, Seen::Deleted(_))
     }
 }
 
@@ -113,6 +118,59 @@ impl<K: Object> History<K> {
     /// The index of the first change satisfying `f`.
     pub fn position(&self, f: impl Fn(&Seen<K>) -> bool) -> Result<Option<usize>> {
         Ok(self.seen()?.iter().position(f))
+    }
+
+    /// The index of the first version of an object named `name`.
+    pub fn first_seen(&self, name: &str) -> Result<Option<usize>> {
+        self.position(|s| s.object().meta().name.as_deref() == Some(name))
+    }
+
+    /// The index of the first change where an object named `name` is terminating or deleted.
+    pub fn terminating_at(&self, name: &str) -> Result<Option<usize>> {
+        self.position(|s| {
+            s.object().meta().name.as_deref() == Some(name)
+                && (s.is_deleted() || s.object().meta().deletion_timestamp.is_some())
+        })
+    }
+
+    /// Names in the order their objects (told apart by UID) first appeared; a name comes
+    /// twice if it was recreated.
+    pub fn creation_order(&self) -> Result<Vec<String>> {
+        let mut uids = BTreeSet::new();
+        let mut names = Vec::new();
+        for s in self.seen()? {
+            if uids.insert(uid_of(s.object())) {
+                names.push(name_of(s.object()));
+            }
+        }
+        Ok(names)
+    }
+
+    /// Fails if two objects of one name (different UIDs) ever existed at once: a new UID
+    /// appeared before the deletion of the previous one was seen (e.g. a StatefulSet pod
+    /// recreated while its predecessor still terminates).
+    pub fn assert_one_per_name(&self) -> Result<()> {
+        let mut live: BTreeMap<String, String> = BTreeMap::new();
+        for s in self.seen()? {
+            let (name, uid) = (name_of(s.object()), uid_of(s.object()));
+            if s.is_deleted() {
+                if live.get(&name) == Some(&uid) {
+                    live.remove(&name);
+                }
+                continue;
+            }
+            if let Some(other) = live.get(&name) {
+                ensure(
+                    *other == uid,
+                    format!(
+                        "two objects named {name} at once: uid {other} still there when {uid} \
+                         appeared"
+                    ),
+                )?;
+            }
+            live.insert(name, uid);
+        }
+        Ok(())
     }
 
     /// Names of every object that existed during the history, sorted.
