@@ -1,6 +1,6 @@
 //! What only the CronJob suite needs on top of the testkit's harness: the controller
-//! in-process on a test clock, a CronJob builder, Job status written as a Job controller
-//! would, and CronJob status accessors.
+//! in-process on a test clock, a CronJob builder, Jobs of its own, and CronJob status
+//! accessors.
 
 #![allow(dead_code)]
 
@@ -8,10 +8,9 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use jiff::{SignedDuration, Timestamp};
 pub use k8s_openapi::api::batch::v1::{CronJob, CronJobStatus, Job};
-use kube::api::{Patch, PatchParams};
 pub use rkcm_testkit::harness::{Env as Base, *};
 use rkcm_testkit::wait_for;
 use serde_json::{Value, json};
@@ -164,57 +163,6 @@ impl<'a> Env<'a> {
             }}}
         }))
         .await
-    }
-
-    /// Writes what a Job controller would on success: start, then SuccessCriteriaMet +
-    /// Complete + completionTime.
-    pub async fn complete_job(&self, name: &str, start: Timestamp, done: Timestamp) -> Result<Job> {
-        self.status_patch::<Job>(name, json!({"startTime": start.to_string()}))
-            .await?;
-        let cond = |t: &str, reason: &str| {
-            json!({
-                "type": t, "status": "True", "reason": reason, "message": "test",
-                "lastProbeTime": done.to_string(), "lastTransitionTime": done.to_string()
-            })
-        };
-        self.status_patch(
-            name,
-            json!({
-                "succeeded": 1,
-                "completionTime": done.to_string(),
-                "conditions": [cond("SuccessCriteriaMet", "CompletionsReached"), cond("Complete", "CompletionsReached")]
-            }),
-        )
-        .await
-    }
-
-    /// Writes what a Job controller would on failure: start, then FailureTarget + Failed.
-    pub async fn fail_job(&self, name: &str, start: Timestamp, done: Timestamp) -> Result<Job> {
-        self.status_patch::<Job>(name, json!({"startTime": start.to_string()}))
-            .await?;
-        let cond = |t: &str| {
-            json!({
-                "type": t, "status": "True", "reason": "BackoffLimitExceeded", "message": "test",
-                "lastProbeTime": done.to_string(), "lastTransitionTime": done.to_string()
-            })
-        };
-        self.status_patch(
-            name,
-            json!({"failed": 1, "conditions": [cond("FailureTarget"), cond("Failed")]}),
-        )
-        .await
-    }
-
-    /// Merge patch on the status of object `name` of kind `K`.
-    async fn status_patch<K: Object>(&self, name: &str, status: Value) -> Result<K> {
-        self.api::<K>()
-            .patch_status(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"status": status})),
-            )
-            .await
-            .with_context(|| format!("writing status of {} {name}", K::kind(&())))
     }
 
     /// The controller's events about CronJob `name` with `reason`, as (message, count).

@@ -271,16 +271,6 @@ pub fn sts(name: &str, replicas: i32) -> Value {
 
 /// Merges `patch` into `base` (JSON merge-patch semantics for objects).
 pub fn merge(mut base: Value, patch: Value) -> Value {
-    fn go(b: &mut Value, p: Value) {
-        match (b, p) {
-            (Value::Object(b), Value::Object(p)) => {
-                for (k, v) in p {
-                    go(b.entry(k).or_insert(Value::Null), v);
-                }
-            }
-            (b, p) => *b = p,
-        }
-    }
-    go(&mut base, patch);
+    merge_json(&mut base, &patch);
     base
 }
