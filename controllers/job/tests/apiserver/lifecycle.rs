@@ -5,14 +5,8 @@ use serde_json::json;
 
 use crate::harness::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn suspend_and_resume() -> Result<()> {
-    let env = Env::new("job-suspend").await?;
-    let ctrl = env.start();
-    let result = suspend(&env).await;
-    ctrl.stop().await?;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    suspend_and_resume, "job-suspend", suspend; start = start
 }
 
 async fn suspend(env: &Env) -> Result<()> {
@@ -45,7 +39,7 @@ async fn suspend(env: &Env) -> Result<()> {
 
     env.patch_job("sus", json!({"spec": {"suspend": false}}))
         .await?;
-    let pods = env.wait_active(&uid, 2).await?;
+    let pods = env.wait_active_within(&uid, 2, WITHIN).await?;
     let j = env
         .wait_job("sus", "resumed", WITHIN, |j| {
             conditions(j) == vec!["Suspended=JobResumed".to_owned()]
@@ -93,12 +87,12 @@ async fn suspend(env: &Env) -> Result<()> {
         status(&j).start_time > first_start,
         "the new startTime is later than the first",
     )?;
-    let pods = env.wait_active(&uid, 2).await?;
+    let pods = env.wait_active_within(&uid, 2, WITHIN).await?;
     for p in &pods {
         env.terminate(p.metadata.name.as_deref().unwrap_or_default(), 0)
             .await?;
     }
-    let pods = env.wait_active(&uid, 1).await?;
+    let pods = env.wait_active_within(&uid, 1, WITHIN).await?;
     env.terminate(pods[0].metadata.name.as_deref().unwrap_or_default(), 0)
         .await?;
     let j = env
@@ -111,12 +105,8 @@ async fn suspend(env: &Env) -> Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn restart_mid_run_keeps_exact_counts() -> Result<()> {
-    let env = Env::new("job-restart").await?;
-    let result = restart(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    restart_mid_run_keeps_exact_counts, "job-restart", restart
 }
 
 async fn restart(env: &Env) -> Result<()> {
@@ -132,7 +122,7 @@ async fn restart(env: &Env) -> Result<()> {
     let mut ctrl = Some(ctrl);
     let mut expected_failed = 0;
     for round in 0..3 {
-        let pods = env.wait_active(&uid, 3).await?;
+        let pods = env.wait_active_within(&uid, 3, WITHIN).await?;
         for (i, p) in pods.iter().enumerate() {
             let name = p.metadata.name.as_deref().unwrap_or_default();
             // One failure in the first round; everything else succeeds.
@@ -152,7 +142,7 @@ async fn restart(env: &Env) -> Result<()> {
         }
     }
     // The failed pod left one completion open.
-    let pods = env.wait_active(&uid, 1).await?;
+    let pods = env.wait_active_within(&uid, 1, WITHIN).await?;
     env.terminate(pods[0].metadata.name.as_deref().unwrap_or_default(), 0)
         .await?;
     let j = env

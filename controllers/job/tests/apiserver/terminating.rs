@@ -75,7 +75,7 @@ async fn default_policy(env: &Env, node: &str) -> Result<()> {
         .create_job(job("def", on_node(node, json!({})), true))
         .await?;
     let uid = uid_of(&job);
-    let first = env.wait_active(&uid, 1).await?.remove(0);
+    let first = env.wait_active_within(&uid, 1, WITHIN).await?.remove(0);
     run(env, &first).await?;
     delete(env, &first).await?;
     let deleted = Instant::now();
@@ -91,7 +91,7 @@ async fn default_policy(env: &Env, node: &str) -> Result<()> {
     )?;
     ensure(p.metadata.deletion_timestamp.is_some(), "still terminating")?;
     // The replacement comes after the 10 s backoff, while the old pod still terminates.
-    let second = env.wait_active(&uid, 1).await?.remove(0);
+    let second = env.wait_active_within(&uid, 1, WITHIN).await?.remove(0);
     ensure(
         deleted.elapsed() >= Duration::from_secs(8),
         format!("replacement after {:?}", deleted.elapsed()),
@@ -126,7 +126,7 @@ async fn failed_policy(env: &Env, node: &str) -> Result<()> {
         ))
         .await?;
     let uid = uid_of(&job);
-    let first = env.wait_active(&uid, 1).await?.remove(0);
+    let first = env.wait_active_within(&uid, 1, WITHIN).await?.remove(0);
     run(env, &first).await?;
     delete(env, &first).await?;
     // Scenario 20: terminating, not failed, no replacement while it terminates.
@@ -143,7 +143,7 @@ async fn failed_policy(env: &Env, node: &str) -> Result<()> {
     let failed_at = Instant::now();
     env.wait_job("fp", "failed=1", WITHIN, |j| status(j).failed == Some(1))
         .await?;
-    env.wait_active(&uid, 1).await?;
+    env.wait_active_within(&uid, 1, WITHIN).await?;
     ensure(
         failed_at.elapsed() >= Duration::from_secs(8),
         format!("replacement after {:?}", failed_at.elapsed()),
@@ -176,7 +176,7 @@ async fn finish_waits(env: &Env, node: &str) -> Result<()> {
         ))
         .await?;
     let uid = uid_of(&job);
-    let pods = env.wait_active(&uid, 2).await?;
+    let pods = env.wait_active_within(&uid, 2, WITHIN).await?;
     run(env, &pods[1]).await?;
     env.terminate(&name_of(&pods[0]), 1).await?;
     // Scenario 22: FailureTarget now; the running pod is deleted and terminates; no Failed.
