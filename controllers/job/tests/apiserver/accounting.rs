@@ -29,7 +29,7 @@ async fn ready_and_restarts(env: &Env) -> Result<()> {
     env.cluster
         .set_pod_phase(env.name(), &name_of(&pods[0]), "Running", true)
         .await?;
-    env.wait_job("rdy", "ready=1 active=2", WITHIN, |j| {
+    wait_job(env, "rdy", "ready=1 active=2", WITHIN, |j| {
         status(j).ready == Some(1) && status(j).active == Some(2)
     })
     .await?;
@@ -45,9 +45,7 @@ async fn ready_and_restarts(env: &Env) -> Result<()> {
             }]}),
         )
         .await?;
-    let j = env
-        .wait_job("rdy", "Failed", WITHIN, |j| has_condition(j, "Failed"))
-        .await?;
+    let j = wait_job(env, "rdy", "Failed", WITHIN, |j| has_condition(j, "Failed")).await?;
     ensure(
         conditions(&j)
             == vec![
@@ -92,18 +90,19 @@ async fn adopt(env: &Env) -> Result<()> {
         Ok((owned && has_tracking(&p)).then_some(p))
     })
     .await?;
-    env.wait_job("adopt", "active=1", WITHIN, |j| status(j).active == Some(1))
-        .await?;
+    wait_job(env, "adopt", "active=1", WITHIN, |j| {
+        status(j).active == Some(1)
+    })
+    .await?;
     rkcm_testkit::holds_for("no extra pod", HOLDS, || async {
         Ok(env.owned(&uid).await?.len() == 1)
     })
     .await?;
     env.terminate(&name_of(&p), 0).await?;
-    let j = env
-        .wait_job("adopt", "Complete", WITHIN, |j| {
-            has_condition(j, "Complete")
-        })
-        .await?;
+    let j = wait_job(env, "adopt", "Complete", WITHIN, |j| {
+        has_condition(j, "Complete")
+    })
+    .await?;
     ensure(status(&j).succeeded == Some(1), format!("{:?}", status(&j)))?;
     Ok(())
 }

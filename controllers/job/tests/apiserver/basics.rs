@@ -119,11 +119,10 @@ async fn indexed(env: &Env) -> Result<()> {
         ))
         .await?;
     let uid = uid_of(&job);
-    let done = env
-        .wait_job("idx", "Complete", WITHIN * 2, |j| {
-            has_condition(j, "Complete")
-        })
-        .await?;
+    let done = wait_job(env, "idx", "Complete", WITHIN * 2, |j| {
+        has_condition(j, "Complete")
+    })
+    .await?;
     let s = status(&done);
     ensure(
         s.completed_indexes.as_deref() == Some("0-2") && s.succeeded == Some(3),
@@ -190,11 +189,10 @@ async fn work_queue(env: &Env) -> Result<()> {
         ))
         .await?;
     let uid = uid_of(&job);
-    let done = env
-        .wait_job("wq", "Complete", WITHIN * 2, |j| {
-            has_condition(j, "Complete")
-        })
-        .await?;
+    let done = wait_job(env, "wq", "Complete", WITHIN * 2, |j| {
+        has_condition(j, "Complete")
+    })
+    .await?;
     let pods = env.owned(&uid).await?;
     ensure(
         pods.len() == 3,

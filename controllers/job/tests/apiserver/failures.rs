@@ -23,11 +23,10 @@ async fn backoff_limit(env: &Env) -> Result<()> {
         ))
         .await?;
     let uid = uid_of(&job);
-    let failed_job = env
-        .wait_job("failing", "Failed", WITHIN * 2, |j| {
-            has_condition(j, "Failed")
-        })
-        .await?;
+    let failed_job = wait_job(env, "failing", "Failed", WITHIN * 2, |j| {
+        has_condition(j, "Failed")
+    })
+    .await?;
     let s = status(&failed_job);
     ensure(s.failed == Some(2), format!("failed {:?}", s.failed))?;
     ensure(
@@ -94,9 +93,7 @@ async fn fail_job_rule(env: &Env) -> Result<()> {
         false,
     ))
     .await?;
-    let j = env
-        .wait_job("pfp", "Failed", WITHIN, |j| has_condition(j, "Failed"))
-        .await?;
+    let j = wait_job(env, "pfp", "Failed", WITHIN, |j| has_condition(j, "Failed")).await?;
     ensure(
         conditions(&j)
             == vec![
@@ -168,9 +165,10 @@ async fn ignore_rule(env: &Env) -> Result<()> {
     )?;
     let name = second[0].metadata.name.clone().unwrap_or_default();
     env.terminate(&name, 0).await?;
-    let j = env
-        .wait_job("ign", "Complete", WITHIN, |j| has_condition(j, "Complete"))
-        .await?;
+    let j = wait_job(env, "ign", "Complete", WITHIN, |j| {
+        has_condition(j, "Complete")
+    })
+    .await?;
     ensure(
         status(&j).failed.unwrap_or(0) == 0 && status(&j).succeeded == Some(1),
         format!("{:?}", status(&j)),
@@ -199,9 +197,10 @@ async fn deadline(env: &Env) -> Result<()> {
     let uid = uid_of(&job);
     env.wait_active_within(&uid, 1, WITHIN).await?;
     let started = std::time::Instant::now();
-    let j = env
-        .wait_job("late", "Failed", WITHIN, |j| has_condition(j, "Failed"))
-        .await?;
+    let j = wait_job(env, "late", "Failed", WITHIN, |j| {
+        has_condition(j, "Failed")
+    })
+    .await?;
     ensure(
         started.elapsed() <= Duration::from_secs(12),
         format!("deadline enforced after {:?}", started.elapsed()),
@@ -251,9 +250,7 @@ async fn fail_index(env: &Env) -> Result<()> {
         ))
         .await?;
     let uid = uid_of(&job);
-    let j = env
-        .wait_job("fi", "Failed", WITHIN, |j| has_condition(j, "Failed"))
-        .await?;
+    let j = wait_job(env, "fi", "Failed", WITHIN, |j| has_condition(j, "Failed")).await?;
     let s = status(&j);
     ensure(
         s.failed_indexes.as_deref() == Some("0-2") && s.failed == Some(3),

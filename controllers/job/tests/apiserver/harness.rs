@@ -30,6 +30,19 @@ pub fn start(env: &Env) -> Controllers {
         .run()
 }
 
+/// Waits up to `timeout` until Job `name` satisfies `check`; returns it (on timeout the
+/// error shows its status as last seen).
+pub async fn wait_job(
+    env: &Env,
+    name: &str,
+    what: &str,
+    timeout: Duration,
+    check: impl Fn(&Job) -> bool,
+) -> Result<Job> {
+    env.wait_object(name, what, timeout, check, describe_status)
+        .await
+}
+
 /// Job helpers on the testkit's [`Env`].
 #[allow(async_fn_in_trait)]
 pub trait JobEnv {
@@ -37,14 +50,6 @@ pub trait JobEnv {
     fn jobs(&self) -> Api<Job>;
     async fn create_job(&self, job: Value) -> Result<Job>;
     async fn patch_job(&self, name: &str, patch: Value) -> Result<Job>;
-    /// Waits until the Job satisfies `check`; returns it.
-    async fn wait_job(
-        &self,
-        name: &str,
-        what: &str,
-        timeout: Duration,
-        check: impl Fn(&Job) -> bool,
-    ) -> Result<Job>;
     /// Marks a pod's containers terminated with `code` (Succeeded for 0, else Failed).
     async fn terminate(&self, pod: &str, code: i32) -> Result<()>;
     /// Events on the Job `name` with `reason`.
@@ -69,17 +74,6 @@ impl JobEnv for Env {
 
     async fn patch_job(&self, name: &str, patch: Value) -> Result<Job> {
         self.merge(name, patch).await
-    }
-
-    async fn wait_job(
-        &self,
-        name: &str,
-        what: &str,
-        timeout: Duration,
-        check: impl Fn(&Job) -> bool,
-    ) -> Result<Job> {
-        self.wait_object(name, what, timeout, check, describe_status)
-            .await
     }
 
     async fn terminate(&self, pod: &str, code: i32) -> Result<()> {

@@ -25,7 +25,7 @@ async fn per_index(env: &Env) -> Result<()> {
         ))
         .await?;
     let uid = uid_of(&job);
-    env.wait_job("pi", "failedIndexes present", WITHIN, |j| {
+    wait_job(env, "pi", "failedIndexes present", WITHIN, |j| {
         status(j).failed_indexes.as_deref() == Some("")
     })
     .await?;
@@ -66,9 +66,7 @@ async fn per_index(env: &Env) -> Result<()> {
         let p = env.wait_index(&uid, ix).await?;
         env.terminate(&name_of(&p), 0).await?;
     }
-    let j = env
-        .wait_job("pi", "Failed", WITHIN, |j| has_condition(j, "Failed"))
-        .await?;
+    let j = wait_job(env, "pi", "Failed", WITHIN, |j| has_condition(j, "Failed")).await?;
     let s = status(&j);
     ensure(
         s.failed_indexes.as_deref() == Some("0")
@@ -105,9 +103,10 @@ async fn success_policy(env: &Env) -> Result<()> {
     env.wait_active_within(&uid, 3, WITHIN).await?;
     let p0 = env.wait_index(&uid, 0).await?;
     env.terminate(&name_of(&p0), 0).await?;
-    let j = env
-        .wait_job("sp", "Complete", WITHIN, |j| has_condition(j, "Complete"))
-        .await?;
+    let j = wait_job(env, "sp", "Complete", WITHIN, |j| {
+        has_condition(j, "Complete")
+    })
+    .await?;
     ensure(
         conditions(&j)
             == vec![

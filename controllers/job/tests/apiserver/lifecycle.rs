@@ -18,11 +18,10 @@ async fn suspend(env: &Env) -> Result<()> {
         ))
         .await?;
     let uid = uid_of(&job);
-    let j = env
-        .wait_job("sus", "Suspended", WITHIN, |j| {
-            has_condition(j, "Suspended")
-        })
-        .await?;
+    let j = wait_job(env, "sus", "Suspended", WITHIN, |j| {
+        has_condition(j, "Suspended")
+    })
+    .await?;
     ensure(
         status(&j).start_time.is_none(),
         "no startTime while suspended",
@@ -40,12 +39,10 @@ async fn suspend(env: &Env) -> Result<()> {
     env.patch_job("sus", json!({"spec": {"suspend": false}}))
         .await?;
     let pods = env.wait_active_within(&uid, 2, WITHIN).await?;
-    let j = env
-        .wait_job("sus", "resumed", WITHIN, |j| {
-            conditions(j) == vec!["Suspended=JobResumed".to_owned()]
-                && status(j).start_time.is_some()
-        })
-        .await?;
+    let j = wait_job(env, "sus", "resumed", WITHIN, |j| {
+        conditions(j) == vec!["Suspended=JobResumed".to_owned()] && status(j).start_time.is_some()
+    })
+    .await?;
     let first_start = status(&j).start_time;
     env.wait_event("sus", "Resumed").await?;
 
@@ -53,17 +50,16 @@ async fn suspend(env: &Env) -> Result<()> {
     // is deleted without counting as failed.
     let done = pods[0].metadata.name.clone().unwrap_or_default();
     env.terminate(&done, 0).await?;
-    env.wait_job("sus", "succeeded=1", WITHIN, |j| {
+    wait_job(env, "sus", "succeeded=1", WITHIN, |j| {
         status(j).succeeded == Some(1)
     })
     .await?;
     env.patch_job("sus", json!({"spec": {"suspend": true}}))
         .await?;
-    let j = env
-        .wait_job("sus", "suspended again", WITHIN, |j| {
-            has_condition(j, "Suspended") && status(j).active.unwrap_or(0) == 0
-        })
-        .await?;
+    let j = wait_job(env, "sus", "suspended again", WITHIN, |j| {
+        has_condition(j, "Suspended") && status(j).active.unwrap_or(0) == 0
+    })
+    .await?;
     ensure(
         status(&j).failed.unwrap_or(0) == 0,
         "removed pods not failed",
@@ -78,11 +74,10 @@ async fn suspend(env: &Env) -> Result<()> {
     .await?;
     env.patch_job("sus", json!({"spec": {"suspend": false}}))
         .await?;
-    let j = env
-        .wait_job("sus", "resumed again", WITHIN, |j| {
-            !has_condition(j, "Suspended") && status(j).start_time.is_some()
-        })
-        .await?;
+    let j = wait_job(env, "sus", "resumed again", WITHIN, |j| {
+        !has_condition(j, "Suspended") && status(j).start_time.is_some()
+    })
+    .await?;
     ensure(
         status(&j).start_time > first_start,
         "the new startTime is later than the first",
@@ -95,9 +90,10 @@ async fn suspend(env: &Env) -> Result<()> {
     let pods = env.wait_active_within(&uid, 1, WITHIN).await?;
     env.terminate(pods[0].metadata.name.as_deref().unwrap_or_default(), 0)
         .await?;
-    let j = env
-        .wait_job("sus", "Complete", WITHIN, |j| has_condition(j, "Complete"))
-        .await?;
+    let j = wait_job(env, "sus", "Complete", WITHIN, |j| {
+        has_condition(j, "Complete")
+    })
+    .await?;
     ensure(
         status(&j).succeeded == Some(4) && status(&j).failed.unwrap_or(0) == 0,
         format!("{:?}", status(&j)),
@@ -145,11 +141,10 @@ async fn restart(env: &Env) -> Result<()> {
     let pods = env.wait_active_within(&uid, 1, WITHIN).await?;
     env.terminate(pods[0].metadata.name.as_deref().unwrap_or_default(), 0)
         .await?;
-    let j = env
-        .wait_job("rst", "Complete", WITHIN * 2, |j| {
-            has_condition(j, "Complete")
-        })
-        .await?;
+    let j = wait_job(env, "rst", "Complete", WITHIN * 2, |j| {
+        has_condition(j, "Complete")
+    })
+    .await?;
     let s = status(&j);
     ensure(
         s.succeeded == Some(9) && s.failed == Some(expected_failed),

@@ -1,6 +1,6 @@
 //! Handover between upstream kube-controller-manager and rkcm without churn: the same
 //! ControllerRevision names and data, so neither side creates a revision or replaces a pod
-//! (the lib docs' takeover guarantee; spec §4 "Byte compatibility matters").
+//! (the lib docs' takeover guarantee).
 //!
 //! Upstream runs as the testkit's [`Manager`], confined to the test's namespace.
 

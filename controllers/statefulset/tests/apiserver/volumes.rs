@@ -1,8 +1,8 @@
 //! Volume claims and their retention policy (§9 11, 12, 13, 14, 15, 28).
 //!
-//! Claims bind to hostPath PersistentVolumes the test creates ([`Env::create_volumes`],
-//! in this crate's harness for now) with a storage class name unique to the test, through
-//! the plane's upstream PV binder.
+//! Claims bind to hostPath PersistentVolumes the test creates (the testkit's
+//! [`TestVolumes`]) with a storage class name unique to the test, through the plane's
+//! upstream PV binder.
 
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};

@@ -304,19 +304,13 @@ impl Env {
         start: jiff::Timestamp,
         done: jiff::Timestamp,
     ) -> Result<Job> {
-        self.status_patch::<Job>(name, json!({"startTime": start.to_string()}))
-            .await?;
-        let reason = "CompletionsReached";
-        self.status_patch(
+        let counts = json!({"succeeded": 1, "completionTime": done.to_string()});
+        let conditions = ["SuccessCriteriaMet", "Complete"];
+        self.finish_job(
             name,
-            json!({
-                "succeeded": 1,
-                "completionTime": done.to_string(),
-                "conditions": [
-                    job_condition("SuccessCriteriaMet", reason, done),
-                    job_condition("Complete", reason, done),
-                ],
-            }),
+            start,
+            counts,
+            (&conditions, "CompletionsReached", done),
         )
         .await
     }
@@ -330,20 +324,33 @@ impl Env {
         start: jiff::Timestamp,
         done: jiff::Timestamp,
     ) -> Result<Job> {
-        self.status_patch::<Job>(name, json!({"startTime": start.to_string()}))
-            .await?;
-        let reason = "BackoffLimitExceeded";
-        self.status_patch(
+        let conditions = ["FailureTarget", "Failed"];
+        self.finish_job(
             name,
-            json!({
-                "failed": 1,
-                "conditions": [
-                    job_condition("FailureTarget", reason, done),
-                    job_condition("Failed", reason, done),
-                ],
-            }),
+            start,
+            json!({"failed": 1}),
+            (&conditions, "BackoffLimitExceeded", done),
         )
         .await
+    }
+
+    /// `startTime = start`, then `status` with the True `conditions` (all of one reason, at
+    /// one time) added.
+    async fn finish_job(
+        &self,
+        name: &str,
+        start: jiff::Timestamp,
+        mut status: Value,
+        (conditions, reason, at): (&[&str], &str, jiff::Timestamp),
+    ) -> Result<Job> {
+        self.status_patch::<Job>(name, json!({"startTime": start.to_string()}))
+            .await?;
+        let conditions: Vec<Value> = conditions
+            .iter()
+            .map(|type_| job_condition(type_, reason, at))
+            .collect();
+        status["conditions"] = json!(conditions);
+        self.status_patch(name, status).await
     }
 
     // ---- ReplicaSets (the ReplicaSet and Deployment suites) ----------------------------------
