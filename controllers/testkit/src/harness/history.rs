@@ -150,27 +150,7 @@ impl<K: Object> History<K> {
     /// appeared before the deletion of the previous one was seen (e.g. a StatefulSet pod
     /// recreated while its predecessor still terminates).
     pub fn assert_one_per_name(&self) -> Result<()> {
-        let mut live: BTreeMap<String, String> = BTreeMap::new();
-        for s in self.seen()? {
-            let (name, uid) = (name_of(s.object()), uid_of(s.object()));
-            if s.is_deleted() {
-                if live.get(&name) == Some(&uid) {
-                    live.remove(&name);
-                }
-                continue;
-            }
-            if let Some(other) = live.get(&name) {
-                ensure(
-                    *other == uid,
-                    format!(
-                        "two objects named {name} at once: uid {other} still there when {uid} \
-                         appeared"
-                    ),
-                )?;
-            }
-            live.insert(name, uid);
-        }
-        Ok(())
+        one_per_name(&self.seen()?)
     }
 
     /// Names of every object that existed during the history, sorted.
@@ -198,6 +178,31 @@ impl<K: Object> History<K> {
         }
         Ok(max)
     }
+}
+
+/// Fails if, in `seen`, an object appeared while another of its name (another UID) still
+/// existed.
+fn one_per_name<K: Object>(seen: &[Seen<K>]) -> Result<()> {
+    let mut live: BTreeMap<String, String> = BTreeMap::new();
+    for s in seen {
+        let (name, uid) = (name_of(s.object()), uid_of(s.object()));
+        if s.is_deleted() {
+            if live.get(&name) == Some(&uid) {
+                live.remove(&name);
+            }
+            continue;
+        }
+        if let Some(other) = live.get(&name) {
+            ensure(
+                *other == uid,
+                format!(
+                    "two objects named {name} at once: uid {other} still there when {uid} appeared"
+                ),
+            )?;
+        }
+        live.insert(name, uid);
+    }
+    Ok(())
 }
 
 impl<K> Drop for History<K> {
@@ -280,5 +285,29 @@ impl Readier {
 impl Drop for Readier {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, uid: &str) -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": name, "uid": uid}})).expect("pod")
+    }
+
+    #[test]
+    fn one_per_name_allows_replacement_after_deletion_only() {
+        let (a1, a2) = (pod("a", "1"), pod("a", "2"));
+        let replaced = [
+            Seen::Applied(a1.clone()),
+            Seen::Applied(a1.clone()),
+            Seen::Deleted(a1.clone()),
+            Seen::Applied(a2.clone()),
+        ];
+        assert!(one_per_name(&replaced).is_ok());
+        let overlapping = [Seen::Applied(a1), Seen::Applied(a2)];
+        let err = one_per_name(&overlapping).expect_err("two at once");
+        assert!(err.to_string().contains("two objects named a"), "{err}");
     }
 }
