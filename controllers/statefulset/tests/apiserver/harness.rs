@@ -8,7 +8,8 @@ use std::ops::Deref;
 use std::time::Duration;
 
 use anyhow::Result;
-use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet, StatefulSetStatus};
+use k8s_openapi::api::apps::v1::ControllerRevision;
+pub use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetStatus};
 pub use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::Api;
 pub use rkcm_testkit::TestVolumes;

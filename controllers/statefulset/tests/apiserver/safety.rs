@@ -251,14 +251,7 @@ async fn deleting_set_is_frozen_in(base: &Base) -> Result<()> {
             || async { Ok(env.pod_names().await?.is_empty()) },
         )
         .await?;
-        env.sets()
-            .patch(
-                "web",
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-            )
-            .await?;
-        Ok(())
+        env.release::<StatefulSet>("web").await
     }
     .await;
     env.finish(r).await
