@@ -8,7 +8,7 @@
 //! collector and the PersistentVolume binder. Claims bind to PersistentVolumes the tests
 //! create (hostPath, a storage class name unique to the test), deleted afterwards.
 //!
-//! "Never" claims are checked on watch histories ([`harness::History`]), not samples.
+//! "Never" claims are checked on the testkit's watch histories (`History`), not samples.
 //!
 //! Run with `make test`, or against a running cluster:
 //! `RKCM_TEST_KUBECONFIG=... cargo test -p rkcm-statefulset --test apiserver -- --ignored`.

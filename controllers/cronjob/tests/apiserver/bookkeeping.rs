@@ -13,7 +13,7 @@ use serde_json::json;
 use crate::harness::*;
 
 /// A per-minute CronJob whose Job for minute `m` has just been created and listed.
-async fn one_run(env: &Env, extra: serde_json::Value) -> Result<(Timestamp, String)> {
+async fn one_run(env: &Env<'_>, extra: serde_json::Value) -> Result<(Timestamp, String)> {
     let m = minute_of(Timestamp::now()) + secs(120);
     env.clock.set(m + secs(5));
     env.create_with_last(&env.cronjob("cj", "* * * * *", extra), m - secs(60), false)
@@ -21,23 +21,31 @@ async fn one_run(env: &Env, extra: serde_json::Value) -> Result<(Timestamp, Stri
     let name = job_name("cj", m);
     env.wait_job(&name, WITHIN).await?;
     wait_for("the Job in status.active", WITHIN, || async {
-        let cj = env.get("cj").await?;
+        let cj = env.get::<CronJob>("cj").await?;
         Ok((active_names(&cj) == [name.clone()] && last_schedule(&cj) == Some(m)).then_some(()))
     })
     .await?;
     Ok((m, name))
 }
 
+rkcm_testkit::scenario! {
+    s02_no_double_creation, "cj-twice", no_double_creation
+}
+
 /// Scenario 2 (the crash between "Job created" and "status written"): with the status put back
 /// to its value before the run, the controller creates no second Job and lists the existing
 /// one again (through AlreadyExists).
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn s02_no_double_creation() -> Result<()> {
-    let env = Env::new("cj-twice").await?;
+async fn no_double_creation(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let run = env.start();
     let (m, name) = one_run(&env, json!({})).await?;
-    let uid = env.jobs_api().get(&name).await?.metadata.uid.expect("uid");
+    let uid = env
+        .api::<Job>()
+        .get(&name)
+        .await?
+        .metadata
+        .uid
+        .expect("uid");
     env.patch_status(
         "cj",
         json!({"active": null, "lastScheduleTime": (m - secs(60)).to_string()}),
@@ -45,7 +53,7 @@ async fn s02_no_double_creation() -> Result<()> {
     .await?;
     env.poke("cj").await?;
     wait_for("the existing Job listed again", WITHIN, || async {
-        let cj = env.get("cj").await?;
+        let cj = env.get::<CronJob>("cj").await?;
         let active = status_of(&cj).active.unwrap_or_default();
         Ok((active.len() == 1
             && active[0].uid.as_deref() == Some(uid.as_str())
@@ -68,12 +76,14 @@ async fn s02_no_double_creation() -> Result<()> {
     run.stop().await
 }
 
+rkcm_testkit::scenario! {
+    s03_completion, "cj-done", completion
+}
+
 /// Scenario 3: a completed child leaves `active`, with SawCompletedJob and
 /// `lastSuccessfulTime` = its completion time.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn s03_completion() -> Result<()> {
-    let env = Env::new("cj-done").await?;
+async fn completion(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let run = env.start();
     let (m, name) = one_run(&env, json!({})).await?;
     let done = m + secs(30);
@@ -85,7 +95,7 @@ async fn s03_completion() -> Result<()> {
     )
     .await?;
     wait_for("active empty, lastSuccessfulTime set", WITHIN, || async {
-        let cj = env.get("cj").await?;
+        let cj = env.get::<CronJob>("cj").await?;
         Ok((active_names(&cj).is_empty()
             && status_of(&cj).last_successful_time.map(|t| t.0) == Some(done))
         .then_some(()))
@@ -94,11 +104,13 @@ async fn s03_completion() -> Result<()> {
     run.stop().await
 }
 
+rkcm_testkit::scenario! {
+    s04_failure, "cj-fail", failure
+}
+
 /// Scenario 4: a failed child leaves `active`; `lastSuccessfulTime` stays unset.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn s04_failure() -> Result<()> {
-    let env = Env::new("cj-fail").await?;
+async fn failure(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let run = env.start();
     let (m, name) = one_run(&env, json!({})).await?;
     env.fail_job(&name, m + secs(6), m + secs(30)).await?;
@@ -109,25 +121,29 @@ async fn s04_failure() -> Result<()> {
     )
     .await?;
     wait_for("active empty", WITHIN, || async {
-        Ok(active_names(&env.get("cj").await?).is_empty().then_some(()))
+        Ok(active_names(&env.get::<CronJob>("cj").await?)
+            .is_empty()
+            .then_some(()))
     })
     .await?;
     ensure!(
-        status_of(&env.get("cj").await?)
+        status_of(&env.get::<CronJob>("cj").await?)
             .last_successful_time
             .is_none()
     );
     run.stop().await
 }
 
+rkcm_testkit::scenario! {
+    s12_successful_history_limit, "cj-hist", successful_history_limit
+}
+
 /// Scenario 12: successfulJobsHistoryLimit 1 with 3 completed children deletes the 2 oldest by
 /// startTime (Background), with SuccessfulDelete events.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn s12_successful_history_limit() -> Result<()> {
-    let env = Env::new("cj-hist").await?;
+async fn successful_history_limit(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let cj = env
-        .create(&env.cronjob(
+        .create_object(&env.cronjob(
             "cj",
             "* * * * *",
             json!({"suspend": true, "successfulJobsHistoryLimit": 1}),
@@ -154,13 +170,15 @@ async fn s12_successful_history_limit() -> Result<()> {
     run.stop().await
 }
 
+rkcm_testkit::scenario! {
+    s13_failed_history_limit_zero, "cj-hist0", failed_history_limit_zero
+}
+
 /// Scenario 13: failedJobsHistoryLimit 0 deletes a child as soon as it fails.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn s13_failed_history_limit_zero() -> Result<()> {
-    let env = Env::new("cj-hist0").await?;
+async fn failed_history_limit_zero(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let cj = env
-        .create(&env.cronjob(
+        .create_object(&env.cronjob(
             "cj",
             "* * * * *",
             json!({"suspend": true, "failedJobsHistoryLimit": 0}),
@@ -183,12 +201,14 @@ async fn s13_failed_history_limit_zero() -> Result<()> {
     run.stop().await
 }
 
+rkcm_testkit::scenario! {
+    s14_missing_active_job, "cj-missing", missing_active_job
+}
+
 /// Scenario 14: an active entry for a Job that does not exist is dropped, with MissingJob.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn s14_missing_active_job() -> Result<()> {
-    let env = Env::new("cj-missing").await?;
-    env.create(&env.cronjob("cj", "* * * * *", json!({"suspend": true})))
+async fn missing_active_job(base: &Base) -> Result<()> {
+    let env = Env::new(base);
+    env.create_object(&env.cronjob("cj", "* * * * *", json!({"suspend": true})))
         .await?;
     env.patch_status(
         "cj",
@@ -203,19 +223,23 @@ async fn s14_missing_active_job() -> Result<()> {
     env.wait_event("cj", "MissingJob", "Active job went missing: ghost")
         .await?;
     wait_for("the entry dropped", WITHIN, || async {
-        Ok(active_names(&env.get("cj").await?).is_empty().then_some(()))
+        Ok(active_names(&env.get::<CronJob>("cj").await?)
+            .is_empty()
+            .then_some(()))
     })
     .await?;
     run.stop().await
 }
 
+rkcm_testkit::scenario! {
+    s15_unexpected_child, "cj-stray", unexpected_child
+}
+
 /// Scenario 15: an unfinished child the controller did not list is reported, not adopted.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn s15_unexpected_child() -> Result<()> {
-    let env = Env::new("cj-stray").await?;
+async fn unexpected_child(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let cj = env
-        .create(&env.cronjob("cj", "* * * * *", json!({"suspend": true})))
+        .create_object(&env.cronjob("cj", "* * * * *", json!({"suspend": true})))
         .await?;
     env.clock.set(Timestamp::now());
     let run = env.start();
@@ -233,66 +257,65 @@ async fn s15_unexpected_child() -> Result<()> {
     )
     .await?;
     holds_for("active unchanged", HOLDS, || async {
-        Ok(active_names(&env.get("cj").await?).is_empty())
+        Ok(active_names(&env.get::<CronJob>("cj").await?).is_empty())
     })
     .await?;
     run.stop().await
 }
 
+rkcm_testkit::scenario! {
+    s21_cascade_on_delete, "cj-cascade", cascade_on_delete
+}
+
 /// Scenario 21: deleting the CronJob (Background) lets the garbage collector remove its Jobs.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn s21_cascade_on_delete() -> Result<()> {
-    let env = Env::new("cj-cascade").await?;
+async fn cascade_on_delete(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let run = env.start();
     let (_, name) = one_run(&env, json!({})).await?;
     let dp = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Background),
         ..DeleteParams::default()
     };
-    env.cronjobs().delete("cj", &dp).await?;
+    env.api::<CronJob>().delete("cj", &dp).await?;
     wait_for(
         &format!("job {name} collected"),
         Duration::from_secs(60),
-        || async { Ok(env.jobs_api().get_opt(&name).await?.is_none().then_some(())) },
+        || async {
+            Ok(env
+                .api::<Job>()
+                .get_opt(&name)
+                .await?
+                .is_none()
+                .then_some(()))
+        },
     )
     .await?;
     run.stop().await
+}
+
+rkcm_testkit::scenario! {
+    s22_foreign_owner_with_the_same_name, "cj-foreign", foreign_owner_with_the_same_name
 }
 
 /// Scenario 22: a Job whose controller reference names the CronJob but another kind (a real
 /// ConfigMap of the same name), or another UID, is not a child: no UnexpectedJob, never
 /// listed, never deleted by history cleanup even when finished. (The Job with a made-up owner
 /// UID is only checked for events: the garbage collector removes it, its owner not existing.)
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn s22_foreign_owner_with_the_same_name() -> Result<()> {
-    let env = Env::new("cj-foreign").await?;
+async fn foreign_owner_with_the_same_name(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let cj = env
-        .create(&env.cronjob(
+        .create_object(&env.cronjob(
             "cj",
             "* * * * *",
             json!({"suspend": true, "successfulJobsHistoryLimit": 0}),
         ))
         .await?;
     let uid = cj.metadata.uid.clone().expect("uid");
-    let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
-        kube::Api::namespaced(env.cluster.client(), env.name());
-    let cm = cms
-        .create(
-            &Default::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "cj"}}))?,
-        )
-        .await?;
+    let cm_uid = env.config_map("cj").await?;
     env.clock.set(Timestamp::now());
     let run = env.start();
-    env.create_child(
-        "other-kind",
-        "ConfigMap",
-        "cj",
-        cm.metadata.uid.as_deref().unwrap_or_default(),
-    )
-    .await?;
+    env.create_child("other-kind", "ConfigMap", "cj", &cm_uid)
+        .await?;
     env.create_child(
         "other-uid",
         "CronJob",
@@ -327,7 +350,7 @@ async fn s22_foreign_owner_with_the_same_name() -> Result<()> {
     })
     .await?;
     holds_for("the foreign Job kept and never listed", HOLDS, || async {
-        Ok(kept().await? && active_names(&env.get("cj").await?).is_empty())
+        Ok(kept().await? && active_names(&env.get::<CronJob>("cj").await?).is_empty())
     })
     .await?;
     ensure!(

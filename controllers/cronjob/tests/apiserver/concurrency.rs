@@ -10,7 +10,7 @@ use crate::harness::*;
 
 /// Starts a per-minute CronJob with `policy` whose first Job (for minute `m`) exists and is
 /// listed as active. Returns `m`.
-async fn first_run(env: &Env, policy: &str, extra: serde_json::Value) -> Result<Timestamp> {
+async fn first_run(env: &Env<'_>, policy: &str, extra: serde_json::Value) -> Result<Timestamp> {
     let m = minute_of(Timestamp::now()) + secs(120);
     env.clock.set(m + secs(5));
     let mut spec = json!({"concurrencyPolicy": policy});
@@ -21,19 +21,21 @@ async fn first_run(env: &Env, policy: &str, extra: serde_json::Value) -> Result<
         .await?;
     env.wait_job(&job_name("cj", m), WITHIN).await?;
     wait_for("the first Job in status.active", WITHIN, || async {
-        let cj = env.get("cj").await?;
+        let cj = env.get::<CronJob>("cj").await?;
         Ok((active_names(&cj) == [job_name("cj", m)]).then_some(()))
     })
     .await?;
     Ok(m)
 }
 
+rkcm_testkit::scenario! {
+    s08_forbid, "cj-forbid", forbid
+}
+
 /// Scenario 8: Forbid skips the next minute while the Job runs (JobAlreadyActive), and starts
 /// the late run as soon as the Job completes.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn s08_forbid() -> Result<()> {
-    let env = Env::new("cj-forbid").await?;
+async fn forbid(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let run = env.start();
     let m = first_run(&env, "Forbid", json!({})).await?;
     env.clock.set(m + secs(65));
@@ -55,11 +57,13 @@ async fn s08_forbid() -> Result<()> {
     run.stop().await
 }
 
+rkcm_testkit::scenario! {
+    s09_replace, "cj-replace", replace
+}
+
 /// Scenario 9: Replace deletes the running Job (Background) and starts the new one.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn s09_replace() -> Result<()> {
-    let env = Env::new("cj-replace").await?;
+async fn replace(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let run = env.start();
     let m = first_run(&env, "Replace", json!({})).await?;
     env.clock.set(m + secs(65));
@@ -76,7 +80,7 @@ async fn s09_replace() -> Result<()> {
         "only the new Job active, the old one gone",
         WITHIN,
         || async {
-            let cj = env.get("cj").await?;
+            let cj = env.get::<CronJob>("cj").await?;
             Ok(
                 (active_names(&cj) == [new.clone()] && env.job_names().await? == [new.clone()])
                     .then_some(()),
@@ -87,18 +91,20 @@ async fn s09_replace() -> Result<()> {
     run.stop().await
 }
 
+rkcm_testkit::scenario! {
+    s10_allow, "cj-allow", allow
+}
+
 /// Scenario 10: Allow keeps both unfinished runs active.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn s10_allow() -> Result<()> {
-    let env = Env::new("cj-allow").await?;
+async fn allow(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let run = env.start();
     let m = first_run(&env, "Allow", json!({})).await?;
     env.clock.set(m + secs(65));
     env.poke("cj").await?;
     let both = vec![job_name("cj", m), job_name("cj", m + secs(60))];
     wait_for("two active Jobs", WITHIN, || async {
-        let cj = env.get("cj").await?;
+        let cj = env.get::<CronJob>("cj").await?;
         Ok((active_names(&cj) == both).then_some(()))
     })
     .await?;
@@ -117,38 +123,46 @@ async fn downtime_runs_only_the_latest_instant() -> Result<()> {
         ("Allow", None),
         ("Allow", Some(20)),
     ] {
-        let env = Env::new("cj-down").await?;
-        let run = env.start();
-        let m = first_run(&env, policy, json!({"startingDeadlineSeconds": deadline})).await?;
-        env.complete_job(&job_name("cj", m), m + secs(5), m + secs(10))
-            .await?;
-        wait_for("the first Job seen completed", WITHIN, || async {
-            Ok(active_names(&env.get("cj").await?).is_empty().then_some(()))
-        })
-        .await?;
-        run.stop().await?;
-        // Ten minutes later, 30 s into the minute.
-        let later = m + secs(600);
-        env.clock.set(later + secs(30));
-        let run = env.start();
-        env.poke("cj").await?;
-        if deadline.is_some() {
-            holds_for("no Job past the deadline", HOLDS, || async {
-                Ok(env.job_names().await?.len() == 1)
-            })
-            .await?;
-        } else {
-            env.wait_job(&job_name("cj", later), WITHIN).await?;
-            holds_for("one Job for the downtime", HOLDS, || async {
-                Ok(env.job_names().await?.len() == 2)
-            })
-            .await?;
-            ensure!(
-                last_schedule(&env.get("cj").await?) == Some(later),
-                "{policy}"
-            );
-        }
-        run.stop().await?;
+        let base = Base::new("cj-down").await?;
+        let result = downtime(&Env::new(&base), policy, deadline).await;
+        base.finish(result).await?;
     }
     Ok(())
+}
+
+/// One round of the downtime scenario: `policy`, with `deadline` as startingDeadlineSeconds.
+async fn downtime(env: &Env<'_>, policy: &str, deadline: Option<i64>) -> Result<()> {
+    let run = env.start();
+    let m = first_run(env, policy, json!({"startingDeadlineSeconds": deadline})).await?;
+    env.complete_job(&job_name("cj", m), m + secs(5), m + secs(10))
+        .await?;
+    wait_for("the first Job seen completed", WITHIN, || async {
+        Ok(active_names(&env.get::<CronJob>("cj").await?)
+            .is_empty()
+            .then_some(()))
+    })
+    .await?;
+    run.stop().await?;
+    // Ten minutes later, 30 s into the minute.
+    let later = m + secs(600);
+    env.clock.set(later + secs(30));
+    let run = env.start();
+    env.poke("cj").await?;
+    if deadline.is_some() {
+        holds_for("no Job past the deadline", HOLDS, || async {
+            Ok(env.job_names().await?.len() == 1)
+        })
+        .await?;
+    } else {
+        env.wait_job(&job_name("cj", later), WITHIN).await?;
+        holds_for("one Job for the downtime", HOLDS, || async {
+            Ok(env.job_names().await?.len() == 2)
+        })
+        .await?;
+        ensure!(
+            last_schedule(&env.get::<CronJob>("cj").await?) == Some(later),
+            "{policy}"
+        );
+    }
+    run.stop().await
 }

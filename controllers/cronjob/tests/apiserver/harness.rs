@@ -1,86 +1,36 @@
-//! What every scenario needs: the controller in-process on a test clock, CronJob and Job
-//! builders, Job status written as a Job controller would, event and status accessors.
+//! What only the CronJob suite needs on top of the testkit's harness: the controller
+//! in-process on a test clock, a CronJob builder, Jobs of its own, and CronJob status
+//! accessors.
 
 #![allow(dead_code)]
 
-use std::sync::{Arc, Mutex};
+use std::ops::Deref;
+use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::Event;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use rkcm_runtime::clock::Clock;
-use rkcm_runtime::informer::InformerFactory;
-use rkcm_runtime::{CancellationToken, ControllerContext};
-use rkcm_testkit::{TestCluster, TestNamespace, wait_for};
+pub use k8s_openapi::api::batch::v1::{CronJob, CronJobStatus, Job};
+pub use rkcm_testkit::harness::{Env as Base, *};
+use rkcm_testkit::wait_for;
 use serde_json::{Value, json};
-use tokio::task::JoinHandle;
 
-/// "Within T" for anything the controller should do promptly.
-pub const WITHIN: Duration = Duration::from_secs(20);
 /// How long "stays so" / "never happens" is watched.
 pub const HOLDS: Duration = Duration::from_secs(4);
 pub const COMPONENT: &str = "cronjob-controller";
 pub const SCHEDULED_ANNOTATION: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
 
-/// A wall clock running at real speed from an adjustable offset.
-#[derive(Default)]
-pub struct TestClock {
-    offset: Mutex<SignedDuration>,
+/// The testkit's [`Base`] environment with the clock the controller reads.
+pub struct Env<'a> {
+    base: &'a Base,
+    pub clock: Arc<OffsetClock>,
 }
 
-impl TestClock {
-    /// From now on the clock reads `t` (and moves on with real time).
-    pub fn set(&self, t: Timestamp) {
-        let offset = t.duration_since(Timestamp::now());
-        *self.offset.lock().expect("clock lock") = offset;
+impl Deref for Env<'_> {
+    type Target = Base;
+    fn deref(&self) -> &Base {
+        self.base
     }
-    pub fn now(&self) -> Timestamp {
-        self.wall()
-    }
-}
-
-impl Clock for TestClock {
-    fn wall(&self) -> Timestamp {
-        let offset = *self.offset.lock().expect("clock lock");
-        Timestamp::now() + offset
-    }
-}
-
-/// The controller running in-process; stopped when dropped.
-pub struct Running {
-    shutdown: CancellationToken,
-    handle: Option<JoinHandle<Result<(), String>>>,
-}
-
-impl Running {
-    /// Stops the controller and checks that it ended cleanly and promptly.
-    pub async fn stop(mut self) -> Result<()> {
-        self.shutdown.cancel();
-        if let Some(h) = self.handle.take() {
-            tokio::time::timeout(Duration::from_secs(10), h)
-                .await
-                .context("controller did not stop within 10 s")?
-                .context("controller panicked")?
-                .map_err(|e| anyhow::anyhow!("controller returned an error: {e}"))?;
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
-}
-
-/// One test's cluster connection, namespace and clock.
-pub struct Env {
-    pub cluster: TestCluster,
-    pub ns: TestNamespace,
-    pub clock: Arc<TestClock>,
 }
 
 /// The start of the minute `t` is in.
@@ -92,53 +42,26 @@ pub fn secs(n: i64) -> SignedDuration {
     SignedDuration::from_secs(n)
 }
 
-impl Env {
-    pub async fn new(prefix: &str) -> Result<Self> {
-        let cluster = TestCluster::connect().await?;
-        let ns = cluster.namespace(prefix).await?;
-        Ok(Self {
-            cluster,
-            ns,
-            clock: Arc::new(TestClock::default()),
-        })
+impl<'a> Env<'a> {
+    /// `base` with a clock reading real time until the test sets it.
+    pub fn new(base: &'a Base) -> Self {
+        Self {
+            base,
+            clock: Arc::new(OffsetClock::new()),
+        }
     }
 
-    pub fn name(&self) -> &str {
-        self.ns.name()
-    }
-
-    /// The controller with upstream defaults (local zone UTC), on this namespace only.
-    pub fn start(&self) -> Running {
-        let shutdown = CancellationToken::new();
-        let client = self.cluster.client();
-        let informers = InformerFactory::namespaced(client.clone(), self.name());
-        let ctx = ControllerContext {
-            client,
-            informers: informers.clone(),
-            shutdown: shutdown.clone(),
-            clock: self.clock.clone(),
-        };
+    /// The controller with upstream defaults (local zone UTC) on the test clock, on this
+    /// namespace only.
+    pub fn start(&self) -> Controllers {
         let cfg = rkcm_cronjob::Config {
             local_time_zone: jiff::tz::TimeZone::UTC,
             ..rkcm_cronjob::Config::default()
         };
-        let handle = tokio::spawn(async move {
-            rkcm_cronjob::start(ctx, cfg)
-                .await
-                .map_err(|e| e.to_string())
-        });
-        informers.start(shutdown.clone());
-        Running {
-            shutdown,
-            handle: Some(handle),
-        }
-    }
-
-    pub fn cronjobs(&self) -> Api<CronJob> {
-        Api::namespaced(self.cluster.client(), self.name())
-    }
-    pub fn jobs_api(&self) -> Api<Job> {
-        Api::namespaced(self.cluster.client(), self.name())
+        self.controllers()
+            .with_clock(self.clock.clone())
+            .spawn("cronjob", |ctx| rkcm_cronjob::start(ctx, cfg))
+            .run()
     }
 
     /// A CronJob with a Job template carrying a label and an annotation.
@@ -149,7 +72,7 @@ impl Env {
                 "metadata": {"labels": {"app": "cj-test"}, "annotations": {"note": "copied"}},
                 "spec": {"template": {"spec": {
                     "restartPolicy": "Never",
-                    "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]
+                    "containers": [{"name": "c", "image": PAUSE}]
                 }}}
             }
         });
@@ -166,13 +89,6 @@ impl Env {
         .expect("cronjob")
     }
 
-    pub async fn create(&self, cj: &CronJob) -> Result<CronJob> {
-        self.cronjobs()
-            .create(&PostParams::default(), cj)
-            .await
-            .context("creating cronjob")
-    }
-
     /// Creates `cj` suspended, writes `lastScheduleTime = last`, then applies `suspend` (which
     /// also wakes the controller).
     pub async fn create_with_last(
@@ -183,74 +99,46 @@ impl Env {
     ) -> Result<CronJob> {
         let mut cj = cj.clone();
         cj.spec.suspend = Some(true);
-        let created = self.create(&cj).await?;
-        let name = created.metadata.name.clone().unwrap_or_default();
+        let name = name_of(&self.create_object(&cj).await?);
         self.patch_status(&name, json!({"lastScheduleTime": last.to_string()}))
             .await?;
         self.patch_spec(&name, json!({"suspend": suspend})).await
     }
 
-    pub async fn get(&self, name: &str) -> Result<CronJob> {
-        self.cronjobs().get(name).await.context("getting cronjob")
-    }
-
     pub async fn patch_spec(&self, name: &str, spec: Value) -> Result<CronJob> {
-        self.cronjobs()
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": spec})),
-            )
-            .await
-            .context("patching cronjob spec")
+        self.merge(name, json!({"spec": spec})).await
     }
 
     pub async fn patch_status(&self, name: &str, status: Value) -> Result<CronJob> {
-        self.cronjobs()
-            .patch_status(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"status": status})),
-            )
-            .await
-            .context("patching cronjob status")
+        self.status_patch(name, status).await
     }
 
     /// Touches an annotation: an update that is not a schedule change makes the controller
     /// sync the CronJob now.
     pub async fn poke(&self, name: &str) -> Result<()> {
         let v = Timestamp::now().as_nanosecond().to_string();
-        self.cronjobs()
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"annotations": {"rkcm.test/poke": v}}})),
-            )
-            .await
-            .context("poking cronjob")?;
-        Ok(())
+        self.merge::<CronJob>(
+            name,
+            json!({"metadata": {"annotations": {"rkcm.test/poke": v}}}),
+        )
+        .await
+        .map(drop)
     }
 
-    pub async fn jobs(&self) -> Result<Vec<Job>> {
-        Ok(self.jobs_api().list(&ListParams::default()).await?.items)
-    }
-
+    /// Names of the Jobs not being deleted, sorted.
     pub async fn job_names(&self) -> Result<Vec<String>> {
-        let mut names: Vec<String> = self
-            .jobs()
-            .await?
+        let jobs = self.list::<Job>().await?;
+        let live: Vec<Job> = jobs
             .into_iter()
             .filter(|j| j.metadata.deletion_timestamp.is_none())
-            .filter_map(|j| j.metadata.name)
             .collect();
-        names.sort();
-        Ok(names)
+        Ok(sorted_names(&live))
     }
 
     /// Waits until a Job named `name` exists.
     pub async fn wait_job(&self, name: &str, timeout: Duration) -> Result<Job> {
         wait_for(&format!("job {name}"), timeout, || async {
-            Ok(self.jobs_api().get_opt(name).await?)
+            self.get_opt::<Job>(name).await
         })
         .await
     }
@@ -263,93 +151,26 @@ impl Env {
         owner: &str,
         uid: &str,
     ) -> Result<Job> {
-        let job: Job = serde_json::from_value(json!({
+        self.create(json!({
             "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": self.name(), "ownerReferences": [{
+            "metadata": {"name": name, "ownerReferences": [{
                 "apiVersion": if kind == "CronJob" { "batch/v1" } else { "v1" },
                 "kind": kind, "name": owner, "uid": uid, "controller": true
             }]},
             "spec": {"template": {"spec": {
                 "restartPolicy": "Never",
-                "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]
+                "containers": [{"name": "c", "image": PAUSE}]
             }}}
-        }))?;
-        self.jobs_api()
-            .create(&PostParams::default(), &job)
-            .await
-            .context("creating job")
-    }
-
-    /// Writes what a Job controller would on success: start, then SuccessCriteriaMet +
-    /// Complete + completionTime.
-    pub async fn complete_job(&self, name: &str, start: Timestamp, done: Timestamp) -> Result<Job> {
-        self.job_status(name, json!({"startTime": start.to_string()}))
-            .await?;
-        let cond = |t: &str, reason: &str| {
-            json!({
-                "type": t, "status": "True", "reason": reason, "message": "test",
-                "lastProbeTime": done.to_string(), "lastTransitionTime": done.to_string()
-            })
-        };
-        self.job_status(
-            name,
-            json!({
-                "succeeded": 1,
-                "completionTime": done.to_string(),
-                "conditions": [cond("SuccessCriteriaMet", "CompletionsReached"), cond("Complete", "CompletionsReached")]
-            }),
-        )
+        }))
         .await
     }
 
-    /// Writes what a Job controller would on failure: start, then FailureTarget + Failed.
-    pub async fn fail_job(&self, name: &str, start: Timestamp, done: Timestamp) -> Result<Job> {
-        self.job_status(name, json!({"startTime": start.to_string()}))
-            .await?;
-        let cond = |t: &str| {
-            json!({
-                "type": t, "status": "True", "reason": "BackoffLimitExceeded", "message": "test",
-                "lastProbeTime": done.to_string(), "lastTransitionTime": done.to_string()
-            })
-        };
-        self.job_status(
-            name,
-            json!({"failed": 1, "conditions": [cond("FailureTarget"), cond("Failed")]}),
-        )
-        .await
-    }
-
-    async fn job_status(&self, name: &str, status: Value) -> Result<Job> {
-        self.jobs_api()
-            .patch_status(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"status": status})),
-            )
-            .await
-            .with_context(|| format!("writing status of job {name}"))
-    }
-
-    /// Events of the controller about CronJob `name`.
-    pub async fn events(&self, name: &str) -> Result<Vec<Event>> {
-        let lp = ListParams::default().fields(&format!("involvedObject.name={name}"));
-        let events: Api<Event> = Api::namespaced(self.cluster.client(), self.name());
-        Ok(events
-            .list(&lp)
-            .await?
-            .items
-            .into_iter()
-            .filter(|e| e.source.as_ref().and_then(|s| s.component.as_deref()) == Some(COMPONENT))
-            .collect())
-    }
-
-    /// Events with `reason`, as (message, count).
+    /// The controller's events about CronJob `name` with `reason`, as (message, count).
     pub async fn events_with(&self, name: &str, reason: &str) -> Result<Vec<(String, i32)>> {
         Ok(self
-            .events(name)
+            .events_by_reason("CronJob", name, COMPONENT, reason)
             .await?
             .into_iter()
-            .filter(|e| e.reason.as_deref() == Some(reason))
             .map(|e| (e.message.unwrap_or_default(), e.count.unwrap_or(1)))
             .collect())
     }
@@ -372,7 +193,7 @@ impl Env {
     }
 }
 
-pub fn status_of(cj: &CronJob) -> k8s_openapi::api::batch::v1::CronJobStatus {
+pub fn status_of(cj: &CronJob) -> CronJobStatus {
     cj.status.clone().unwrap_or_default()
 }
 

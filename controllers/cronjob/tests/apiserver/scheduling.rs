@@ -12,16 +12,18 @@ use serde_json::json;
 
 use crate::harness::*;
 
+rkcm_testkit::scenario! {
+    s01_first_run_on_the_real_clock, "cj-first", first_run_on_the_real_clock
+}
+
 /// Scenario 1 on the real clock: a `*/1` schedule runs at the next minute boundary after
 /// creation, never at creation time, with upstream's name, owner, annotation and status.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn s01_first_run_on_the_real_clock() -> Result<()> {
-    let env = Env::new("cj-first").await?;
+async fn first_run_on_the_real_clock(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     env.clock.set(Timestamp::now());
     let run = env.start();
     let created = env
-        .create(&env.cronjob("every", "*/1 * * * *", json!({})))
+        .create_object(&env.cronjob("every", "*/1 * * * *", json!({})))
         .await?;
     let created_at = created
         .metadata
@@ -31,7 +33,7 @@ async fn s01_first_run_on_the_real_clock() -> Result<()> {
         .0;
     let uid = created.metadata.uid.clone().expect("uid");
     let job = wait_for("the first Job", Duration::from_secs(70), || async {
-        Ok(env.jobs().await?.into_iter().next())
+        Ok(env.list::<Job>().await?.into_iter().next())
     })
     .await?;
     let first = minute_of(created_at) + secs(60);
@@ -62,7 +64,7 @@ async fn s01_first_run_on_the_real_clock() -> Result<()> {
             == Some("cj-test")
     );
     let cj = wait_for("status.active and lastScheduleTime", WITHIN, || async {
-        let cj = env.get("every").await?;
+        let cj = env.get::<CronJob>("every").await?;
         Ok((last_schedule(&cj) == Some(first)).then_some(cj))
     })
     .await?;
@@ -84,12 +86,14 @@ async fn s01_first_run_on_the_real_clock() -> Result<()> {
     run.stop().await
 }
 
+rkcm_testkit::scenario! {
+    s05_catch_up_runs_only_the_latest, "cj-catchup", catch_up_runs_only_the_latest
+}
+
 /// Scenario 5: an hourly CronJob unsuspended 5 h after its last run creates exactly one Job,
 /// for the most recent full hour.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn s05_catch_up_runs_only_the_latest() -> Result<()> {
-    let env = Env::new("cj-catchup").await?;
+async fn catch_up_runs_only_the_latest(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let hour = Timestamp::from_second(Timestamp::now().as_second() / 3600 * 3600)? + secs(3 * 3600);
     env.clock.set(hour + secs(600));
     let run = env.start();
@@ -101,7 +105,7 @@ async fn s05_catch_up_runs_only_the_latest() -> Result<()> {
     .await?;
     env.wait_job(&job_name("hourly", hour), WITHIN).await?;
     let cj = wait_for("lastScheduleTime", WITHIN, || async {
-        let cj = env.get("hourly").await?;
+        let cj = env.get::<CronJob>("hourly").await?;
         Ok((last_schedule(&cj) == Some(hour)).then_some(cj))
     })
     .await?;
@@ -113,12 +117,14 @@ async fn s05_catch_up_runs_only_the_latest() -> Result<()> {
     run.stop().await
 }
 
+rkcm_testkit::scenario! {
+    s06_too_many_missed_warns_and_runs_the_latest, "cj-many", too_many_missed_warns_and_runs_the_latest
+}
+
 /// Scenario 6 (and checklist CJ-17, as the current controller does it): 200 missed minutes
 /// give a TooManyMissedTimes warning and still one Job, for the most recent minute.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn s06_too_many_missed_warns_and_runs_the_latest() -> Result<()> {
-    let env = Env::new("cj-many").await?;
+async fn too_many_missed_warns_and_runs_the_latest(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let m = minute_of(Timestamp::now()) + secs(120);
     env.clock.set(m + secs(5));
     let run = env.start();
@@ -137,12 +143,14 @@ async fn s06_too_many_missed_warns_and_runs_the_latest() -> Result<()> {
     run.stop().await
 }
 
+rkcm_testkit::scenario! {
+    s07_starting_deadline_bounds_catch_up, "cj-deadline", starting_deadline_bounds_catch_up
+}
+
 /// Scenario 7 (CJ-10, CJ-18): with startingDeadlineSeconds 60, five missed hours and `now` ten
 /// minutes past the hour, nothing runs and no MissSchedule is emitted; the next hour runs.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn s07_starting_deadline_bounds_catch_up() -> Result<()> {
-    let env = Env::new("cj-deadline").await?;
+async fn starting_deadline_bounds_catch_up(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let hour = Timestamp::from_second(Timestamp::now().as_second() / 3600 * 3600)? + secs(3 * 3600);
     env.clock.set(hour + secs(600));
     let run = env.start();
@@ -154,7 +162,7 @@ async fn s07_starting_deadline_bounds_catch_up() -> Result<()> {
     env.create_with_last(&cj, hour - secs(5 * 3600), false)
         .await?;
     holds_for("no Job", HOLDS, || async {
-        Ok(env.jobs().await?.is_empty())
+        Ok(env.list::<Job>().await?.is_empty())
     })
     .await?;
     ensure!(env.events_with("hourly", "MissSchedule").await?.is_empty());
@@ -166,12 +174,14 @@ async fn s07_starting_deadline_bounds_catch_up() -> Result<()> {
     run.stop().await
 }
 
+rkcm_testkit::scenario! {
+    s11_suspended_creates_nothing, "cj-suspend", suspended_creates_nothing
+}
+
 /// Scenario 11 (CJ-14): a suspended CronJob creates nothing across several minutes and its
 /// status stays as it was.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn s11_suspended_creates_nothing() -> Result<()> {
-    let env = Env::new("cj-suspend").await?;
+async fn suspended_creates_nothing(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let m = minute_of(Timestamp::now()) + secs(120);
     env.clock.set(m + secs(5));
     let run = env.start();
@@ -182,11 +192,11 @@ async fn s11_suspended_creates_nothing() -> Result<()> {
         env.clock.set(m + secs(60 * k + 5));
         env.poke("sleepy").await?;
         holds_for("no Job while suspended", Duration::from_secs(1), || async {
-            Ok(env.jobs().await?.is_empty())
+            Ok(env.list::<Job>().await?.is_empty())
         })
         .await?;
     }
-    let cj = env.get("sleepy").await?;
+    let cj = env.get::<CronJob>("sleepy").await?;
     ensure!(
         last_schedule(&cj) == Some(last) && active_names(&cj).is_empty(),
         "status changed: {:?}",
@@ -199,19 +209,21 @@ async fn s11_suspended_creates_nothing() -> Result<()> {
     run.stop().await
 }
 
+rkcm_testkit::scenario! {
+    s16_time_zone, "cj-tz", time_zone
+}
+
 /// Scenario 16 (CJ-06): `timeZone: Asia/Tokyo` with a schedule naming a Tokyo wall time runs
 /// at that instant; the annotation is in Tokyo time.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn s16_time_zone() -> Result<()> {
-    let env = Env::new("cj-tz").await?;
+async fn time_zone(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let b = minute_of(Timestamp::now()) + secs(180);
     let tokyo = jiff::tz::TimeZone::get("Asia/Tokyo")?;
     let wall = b.to_zoned(tokyo);
     let schedule = format!("{} {} * * *", wall.minute(), wall.hour());
     env.clock.set(b + secs(5));
     let run = env.start();
-    env.create(&env.cronjob("tokyo", &schedule, json!({"timeZone": "Asia/Tokyo"})))
+    env.create_object(&env.cronjob("tokyo", &schedule, json!({"timeZone": "Asia/Tokyo"})))
         .await?;
     let job = env.wait_job(&job_name("tokyo", b), WITHIN).await?;
     let ann = job.metadata.annotations.unwrap_or_default();
@@ -221,7 +233,7 @@ async fn s16_time_zone() -> Result<()> {
         "annotation {ann:?}, want {want}"
     );
     // The same schedule read as UTC would not have run.
-    env.create(&env.cronjob("utc", &schedule, json!({})))
+    env.create_object(&env.cronjob("utc", &schedule, json!({})))
         .await?;
     holds_for("no Job for the UTC reading", HOLDS, || async {
         Ok(env
@@ -234,13 +246,15 @@ async fn s16_time_zone() -> Result<()> {
     run.stop().await
 }
 
+rkcm_testkit::scenario! {
+    s17_validation, "cj-valid", validation
+}
+
 /// Scenario 17 (CJ-05, CJ-08, CJ-01): what the API server refuses.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn s17_validation() -> Result<()> {
-    let env = Env::new("cj-valid").await?;
+async fn validation(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let refused = |cj, needle: &'static str| {
-        let api = env.cronjobs();
+        let api = env.api::<CronJob>();
         async move {
             match api.create(&PostParams::default(), &cj).await {
                 Ok(_) => anyhow::bail!("accepted, expected {needle:?}"),
@@ -277,41 +291,45 @@ async fn s17_validation() -> Result<()> {
         "end of range (61) above maximum (59): 61",
     )
     .await?;
-    env.create(&env.cronjob(&"y".repeat(52), "* * * * *", json!({"suspend": true})))
+    env.create_object(&env.cronjob(&"y".repeat(52), "* * * * *", json!({"suspend": true})))
         .await?;
     Ok(())
 }
 
+rkcm_testkit::scenario! {
+    s18_never_firing_schedule, "cj-never", never_firing_schedule
+}
+
 /// Scenario 18: a schedule that never fires is accepted, warned about once, creates nothing
 /// and is not retried in a loop.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn s18_never_firing_schedule() -> Result<()> {
-    let env = Env::new("cj-never").await?;
+async fn never_firing_schedule(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     env.clock.set(Timestamp::now());
     let run = env.start();
-    env.create(&env.cronjob("feb30", "0 0 30 2 *", json!({})))
+    env.create_object(&env.cronjob("feb30", "0 0 30 2 *", json!({})))
         .await?;
     env.wait_event("feb30", "InvalidSchedule", "invalid schedule: 0 0 30 2 * : time difference between two schedules is less than 1 second").await?;
     holds_for("one InvalidSchedule, no Job", HOLDS, || async {
         let ev = env.events_with("feb30", "InvalidSchedule").await?;
-        Ok(ev.len() == 1 && ev[0].1 == 1 && env.jobs().await?.is_empty())
+        Ok(ev.len() == 1 && ev[0].1 == 1 && env.list::<Job>().await?.is_empty())
     })
     .await?;
     run.stop().await
 }
 
+rkcm_testkit::scenario! {
+    s19_schedule_change_requeues, "cj-change", schedule_change_requeues
+}
+
 /// Scenario 19: changing `@yearly` to `* * * * *` runs at the next minute boundary, without
 /// waiting for the old schedule.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn s19_schedule_change_requeues() -> Result<()> {
-    let env = Env::new("cj-change").await?;
+async fn schedule_change_requeues(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let b = minute_of(Timestamp::now()) + secs(180);
     env.clock.set(b - secs(6));
     let run = env.start();
     let cj = env
-        .create(&env.cronjob("yearly", "@yearly", json!({})))
+        .create_object(&env.cronjob("yearly", "@yearly", json!({})))
         .await?;
     // Proof that the controller synced it under the old schedule: an unlisted child it
     // reports.
@@ -332,12 +350,14 @@ async fn s19_schedule_change_requeues() -> Result<()> {
     run.stop().await
 }
 
+rkcm_testkit::scenario! {
+    s20_name_collision, "cj-collide", name_collision
+}
+
 /// Scenario 20: a Job with the next run's name that the CronJob does not control is neither
 /// adopted nor reported as a failed create.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn s20_name_collision() -> Result<()> {
-    let env = Env::new("cj-collide").await?;
+async fn name_collision(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let m = minute_of(Timestamp::now()) + secs(120);
     env.clock.set(m - secs(3));
     let run = env.start();
@@ -347,7 +367,9 @@ async fn s20_name_collision() -> Result<()> {
         "spec": {"template": {"spec": {"restartPolicy": "Never",
             "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}}
     }))?;
-    env.jobs_api().create(&PostParams::default(), &job).await?;
+    env.api::<Job>()
+        .create(&PostParams::default(), &job)
+        .await?;
     env.create_with_last(
         &env.cronjob("clash", "* * * * *", json!({})),
         m - secs(60),
@@ -359,14 +381,14 @@ async fn s20_name_collision() -> Result<()> {
     })
     .await?;
     holds_for("nothing adopted, nothing failed", HOLDS, || async {
-        let cj = env.get("clash").await?;
+        let cj = env.get::<CronJob>("clash").await?;
         Ok(active_names(&cj).is_empty()
             && last_schedule(&cj) == Some(m - secs(60))
             && env.events_with("clash", "FailedCreate").await?.is_empty()
             && env.job_names().await? == [taken.clone()])
     })
     .await?;
-    let j = env.jobs_api().get(&taken).await?;
+    let j = env.api::<Job>().get(&taken).await?;
     ensure!(
         j.metadata.owner_references.is_none(),
         "adopted: {:?}",

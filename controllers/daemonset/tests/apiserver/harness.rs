@@ -1,4 +1,4 @@
-//! What every scenario needs: the controller in-process and scoped to the test's namespace,
+//! What every scenario needs: the controller in-process (the testkit's [`Controllers`]),
 //! kwok-served nodes of the test's own, DaemonSet builders and waits.
 
 #![allow(dead_code)]
@@ -11,11 +11,9 @@ use anyhow::{Context, Result};
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use rkcm_runtime::informer::InformerFactory;
-use rkcm_runtime::{CancellationToken, ControllerContext};
+pub use rkcm_testkit::harness::Controllers;
 use rkcm_testkit::{TestCluster, TestNamespace, wait_for};
 use serde_json::{Value, json};
-use tokio::task::JoinHandle;
 
 /// "Within T" for anything the controller should do promptly.
 pub const WITHIN: Duration = Duration::from_secs(45);
@@ -25,32 +23,6 @@ pub const HOLDS: Duration = Duration::from_secs(5);
 pub const NODE_LABEL: &str = "rkcm.test/daemonset";
 /// The taint test nodes carry (testkit's default) and test DaemonSets tolerate.
 pub const TEST_TAINT: &str = "rkcm.test/no-schedule";
-
-/// The controller on informers of its own; stopped when dropped.
-pub struct Controller {
-    shutdown: CancellationToken,
-    handle: Option<JoinHandle<Result<(), rkcm_daemonset::Error>>>,
-}
-
-impl Controller {
-    pub async fn stop(mut self) -> Result<()> {
-        self.shutdown.cancel();
-        if let Some(handle) = self.handle.take() {
-            tokio::time::timeout(Duration::from_secs(15), handle)
-                .await
-                .context("controller did not stop within 15 s of shutdown")?
-                .context("controller task panicked")?
-                .context("controller returned an error")?;
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Controller {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
-}
 
 /// One test's cluster connection, namespace and node label value.
 pub struct Env {
@@ -80,21 +52,14 @@ impl Env {
     }
 
     /// Starts the controller with upstream defaults on informers scoped to the namespace.
-    pub fn start(&self) -> Controller {
+    pub fn start(&self) -> Controllers {
         self.start_with(rkcm_daemonset::Config::default())
     }
 
-    pub fn start_with(&self, cfg: rkcm_daemonset::Config) -> Controller {
-        let shutdown = CancellationToken::new();
-        let client = self.cluster.client();
-        let informers = InformerFactory::namespaced(client.clone(), self.name());
-        let ctx = ControllerContext::new(client, informers.clone(), shutdown.clone());
-        let handle = tokio::spawn(rkcm_daemonset::start(ctx, cfg));
-        informers.start(shutdown.clone());
-        Controller {
-            shutdown,
-            handle: Some(handle),
-        }
+    pub fn start_with(&self, cfg: rkcm_daemonset::Config) -> Controllers {
+        Controllers::new(self.cluster.client(), &[self.name()])
+            .spawn("daemonset", |ctx| rkcm_daemonset::start(ctx, cfg))
+            .run()
     }
 
     pub fn pods(&self) -> Api<Pod> {

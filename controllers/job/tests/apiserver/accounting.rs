@@ -11,14 +11,8 @@ fn name_of(p: &Pod) -> String {
     p.metadata.name.clone().unwrap_or_default()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn ready_pods_and_restart_counts() -> Result<()> {
-    let env = Env::new("job-ready").await?;
-    let ctrl = env.start();
-    let result = ready_and_restarts(&env).await;
-    ctrl.stop().await?;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    ready_pods_and_restart_counts, "job-ready", ready_and_restarts; start = start
 }
 
 async fn ready_and_restarts(env: &Env) -> Result<()> {
@@ -31,11 +25,11 @@ async fn ready_and_restarts(env: &Env) -> Result<()> {
         ))
         .await?;
     let uid = uid_of(&job);
-    let pods = env.wait_active(&uid, 2).await?;
+    let pods = env.wait_active_within(&uid, 2, WITHIN).await?;
     env.cluster
         .set_pod_phase(env.name(), &name_of(&pods[0]), "Running", true)
         .await?;
-    env.wait_job("rdy", "ready=1 active=2", WITHIN, |j| {
+    wait_job(env, "rdy", "ready=1 active=2", WITHIN, |j| {
         status(j).ready == Some(1) && status(j).active == Some(2)
     })
     .await?;
@@ -51,9 +45,7 @@ async fn ready_and_restarts(env: &Env) -> Result<()> {
             }]}),
         )
         .await?;
-    let j = env
-        .wait_job("rdy", "Failed", WITHIN, |j| has_condition(j, "Failed"))
-        .await?;
+    let j = wait_job(env, "rdy", "Failed", WITHIN, |j| has_condition(j, "Failed")).await?;
     ensure(
         conditions(&j)
             == vec![
@@ -70,14 +62,8 @@ async fn ready_and_restarts(env: &Env) -> Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn adopts_matching_orphans() -> Result<()> {
-    let env = Env::new("job-adopt").await?;
-    let ctrl = env.start();
-    let result = adopt(&env).await;
-    ctrl.stop().await?;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    adopts_matching_orphans, "job-adopt", adopt; start = start
 }
 
 async fn adopt(env: &Env) -> Result<()> {
@@ -104,30 +90,25 @@ async fn adopt(env: &Env) -> Result<()> {
         Ok((owned && has_tracking(&p)).then_some(p))
     })
     .await?;
-    env.wait_job("adopt", "active=1", WITHIN, |j| status(j).active == Some(1))
-        .await?;
+    wait_job(env, "adopt", "active=1", WITHIN, |j| {
+        status(j).active == Some(1)
+    })
+    .await?;
     rkcm_testkit::holds_for("no extra pod", HOLDS, || async {
         Ok(env.owned(&uid).await?.len() == 1)
     })
     .await?;
     env.terminate(&name_of(&p), 0).await?;
-    let j = env
-        .wait_job("adopt", "Complete", WITHIN, |j| {
-            has_condition(j, "Complete")
-        })
-        .await?;
+    let j = wait_job(env, "adopt", "Complete", WITHIN, |j| {
+        has_condition(j, "Complete")
+    })
+    .await?;
     ensure(status(&j).succeeded == Some(1), format!("{:?}", status(&j)))?;
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn releases_pods_that_stop_matching() -> Result<()> {
-    let env = Env::new("job-release").await?;
-    let ctrl = env.start();
-    let result = release(&env).await;
-    ctrl.stop().await?;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    releases_pods_that_stop_matching, "job-release", release; start = start
 }
 
 async fn release(env: &Env) -> Result<()> {
@@ -140,7 +121,7 @@ async fn release(env: &Env) -> Result<()> {
         ))
         .await?;
     let uid = uid_of(&job);
-    let first = env.wait_active(&uid, 1).await?.remove(0);
+    let first = env.wait_active_within(&uid, 1, WITHIN).await?.remove(0);
     let name = name_of(&first);
     env.pods()
         .patch(
@@ -161,7 +142,7 @@ async fn release(env: &Env) -> Result<()> {
         Ok((!owned && !has_tracking(&p)).then_some(()))
     })
     .await?;
-    let replacement = env.wait_active(&uid, 1).await?.remove(0);
+    let replacement = env.wait_active_within(&uid, 1, WITHIN).await?.remove(0);
     ensure(name_of(&replacement) != name, "a replacement pod")?;
     Ok(())
 }

@@ -5,14 +5,8 @@ use serde_json::json;
 
 use crate::harness::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn non_indexed_job_completes_with_exact_counts() -> Result<()> {
-    let env = Env::new("job-basic").await?;
-    let ctrl = env.start();
-    let result = non_indexed(&env).await;
-    ctrl.stop().await?;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    non_indexed_job_completes_with_exact_counts, "job-basic", non_indexed; start = start
 }
 
 async fn non_indexed(env: &Env) -> Result<()> {
@@ -112,14 +106,8 @@ async fn non_indexed(env: &Env) -> Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn indexed_job_fills_completed_indexes() -> Result<()> {
-    let env = Env::new("job-indexed").await?;
-    let ctrl = env.start();
-    let result = indexed(&env).await;
-    ctrl.stop().await?;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    indexed_job_fills_completed_indexes, "job-indexed", indexed; start = start
 }
 
 async fn indexed(env: &Env) -> Result<()> {
@@ -131,11 +119,10 @@ async fn indexed(env: &Env) -> Result<()> {
         ))
         .await?;
     let uid = uid_of(&job);
-    let done = env
-        .wait_job("idx", "Complete", WITHIN * 2, |j| {
-            has_condition(j, "Complete")
-        })
-        .await?;
+    let done = wait_job(env, "idx", "Complete", WITHIN * 2, |j| {
+        has_condition(j, "Complete")
+    })
+    .await?;
     let s = status(&done);
     ensure(
         s.completed_indexes.as_deref() == Some("0-2") && s.succeeded == Some(3),
@@ -188,14 +175,8 @@ async fn indexed(env: &Env) -> Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn work_queue_job_completes_after_all_pods_finish() -> Result<()> {
-    let env = Env::new("job-workqueue").await?;
-    let ctrl = env.start();
-    let result = work_queue(&env).await;
-    ctrl.stop().await?;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    work_queue_job_completes_after_all_pods_finish, "job-workqueue", work_queue; start = start
 }
 
 async fn work_queue(env: &Env) -> Result<()> {
@@ -208,11 +189,10 @@ async fn work_queue(env: &Env) -> Result<()> {
         ))
         .await?;
     let uid = uid_of(&job);
-    let done = env
-        .wait_job("wq", "Complete", WITHIN * 2, |j| {
-            has_condition(j, "Complete")
-        })
-        .await?;
+    let done = wait_job(env, "wq", "Complete", WITHIN * 2, |j| {
+        has_condition(j, "Complete")
+    })
+    .await?;
     let pods = env.owned(&uid).await?;
     ensure(
         pods.len() == 3,

@@ -7,14 +7,8 @@ use serde_json::json;
 
 use crate::harness::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn backoff_limit_fails_the_job() -> Result<()> {
-    let env = Env::new("job-backoff").await?;
-    let ctrl = env.start();
-    let result = backoff_limit(&env).await;
-    ctrl.stop().await?;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    backoff_limit_fails_the_job, "job-backoff", backoff_limit; start = start
 }
 
 async fn backoff_limit(env: &Env) -> Result<()> {
@@ -29,11 +23,10 @@ async fn backoff_limit(env: &Env) -> Result<()> {
         ))
         .await?;
     let uid = uid_of(&job);
-    let failed_job = env
-        .wait_job("failing", "Failed", WITHIN * 2, |j| {
-            has_condition(j, "Failed")
-        })
-        .await?;
+    let failed_job = wait_job(env, "failing", "Failed", WITHIN * 2, |j| {
+        has_condition(j, "Failed")
+    })
+    .await?;
     let s = status(&failed_job);
     ensure(s.failed == Some(2), format!("failed {:?}", s.failed))?;
     ensure(
@@ -80,14 +73,8 @@ async fn backoff_limit(env: &Env) -> Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn fail_job_rule_matches_exit_code() -> Result<()> {
-    let env = Env::new("job-failjob").await?;
-    let ctrl = env.start();
-    let result = fail_job_rule(&env).await;
-    ctrl.stop().await?;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    fail_job_rule_matches_exit_code, "job-failjob", fail_job_rule; start = start
 }
 
 async fn fail_job_rule(env: &Env) -> Result<()> {
@@ -106,9 +93,7 @@ async fn fail_job_rule(env: &Env) -> Result<()> {
         false,
     ))
     .await?;
-    let j = env
-        .wait_job("pfp", "Failed", WITHIN, |j| has_condition(j, "Failed"))
-        .await?;
+    let j = wait_job(env, "pfp", "Failed", WITHIN, |j| has_condition(j, "Failed")).await?;
     ensure(
         conditions(&j)
             == vec![
@@ -137,14 +122,8 @@ async fn fail_job_rule(env: &Env) -> Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn ignore_rule_does_not_count_and_replaces_after_backoff() -> Result<()> {
-    let env = Env::new("job-ignore").await?;
-    let ctrl = env.start();
-    let result = ignore_rule(&env).await;
-    ctrl.stop().await?;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    ignore_rule_does_not_count_and_replaces_after_backoff, "job-ignore", ignore_rule; start = start
 }
 
 async fn ignore_rule(env: &Env) -> Result<()> {
@@ -161,11 +140,11 @@ async fn ignore_rule(env: &Env) -> Result<()> {
         ))
         .await?;
     let uid = uid_of(&job);
-    let first = env.wait_active(&uid, 1).await?;
+    let first = env.wait_active_within(&uid, 1, WITHIN).await?;
     let first_name = first[0].metadata.name.clone().unwrap_or_default();
     env.terminate(&first_name, 5).await?;
     let failed_at = std::time::Instant::now();
-    let second = env.wait_active(&uid, 1).await?;
+    let second = env.wait_active_within(&uid, 1, WITHIN).await?;
     let elapsed = failed_at.elapsed();
     ensure(
         second[0].metadata.name.as_deref() != Some(first_name.as_str()),
@@ -186,9 +165,10 @@ async fn ignore_rule(env: &Env) -> Result<()> {
     )?;
     let name = second[0].metadata.name.clone().unwrap_or_default();
     env.terminate(&name, 0).await?;
-    let j = env
-        .wait_job("ign", "Complete", WITHIN, |j| has_condition(j, "Complete"))
-        .await?;
+    let j = wait_job(env, "ign", "Complete", WITHIN, |j| {
+        has_condition(j, "Complete")
+    })
+    .await?;
     ensure(
         status(&j).failed.unwrap_or(0) == 0 && status(&j).succeeded == Some(1),
         format!("{:?}", status(&j)),
@@ -202,14 +182,8 @@ async fn ignore_rule(env: &Env) -> Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn active_deadline_fails_the_job_on_time() -> Result<()> {
-    let env = Env::new("job-deadline").await?;
-    let ctrl = env.start();
-    let result = deadline(&env).await;
-    ctrl.stop().await?;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    active_deadline_fails_the_job_on_time, "job-deadline", deadline; start = start
 }
 
 async fn deadline(env: &Env) -> Result<()> {
@@ -221,11 +195,12 @@ async fn deadline(env: &Env) -> Result<()> {
         ))
         .await?;
     let uid = uid_of(&job);
-    env.wait_active(&uid, 1).await?;
+    env.wait_active_within(&uid, 1, WITHIN).await?;
     let started = std::time::Instant::now();
-    let j = env
-        .wait_job("late", "Failed", WITHIN, |j| has_condition(j, "Failed"))
-        .await?;
+    let j = wait_job(env, "late", "Failed", WITHIN, |j| {
+        has_condition(j, "Failed")
+    })
+    .await?;
     ensure(
         started.elapsed() <= Duration::from_secs(12),
         format!("deadline enforced after {:?}", started.elapsed()),
@@ -251,14 +226,8 @@ async fn deadline(env: &Env) -> Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn fail_index_rule_fails_indexes_without_retries() -> Result<()> {
-    let env = Env::new("job-failindex").await?;
-    let ctrl = env.start();
-    let result = fail_index(&env).await;
-    ctrl.stop().await?;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    fail_index_rule_fails_indexes_without_retries, "job-failindex", fail_index; start = start
 }
 
 async fn fail_index(env: &Env) -> Result<()> {
@@ -281,9 +250,7 @@ async fn fail_index(env: &Env) -> Result<()> {
         ))
         .await?;
     let uid = uid_of(&job);
-    let j = env
-        .wait_job("fi", "Failed", WITHIN, |j| has_condition(j, "Failed"))
-        .await?;
+    let j = wait_job(env, "fi", "Failed", WITHIN, |j| has_condition(j, "Failed")).await?;
     let s = status(&j);
     ensure(
         s.failed_indexes.as_deref() == Some("0-2") && s.failed == Some(3),

@@ -12,14 +12,8 @@ fn name_of(p: &Pod) -> String {
     p.metadata.name.clone().unwrap_or_default()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn backoff_limit_per_index_fails_only_that_index() -> Result<()> {
-    let env = Env::new("job-perindex").await?;
-    let ctrl = env.start();
-    let result = per_index(&env).await;
-    ctrl.stop().await?;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    backoff_limit_per_index_fails_only_that_index, "job-perindex", per_index; start = start
 }
 
 async fn per_index(env: &Env) -> Result<()> {
@@ -31,7 +25,7 @@ async fn per_index(env: &Env) -> Result<()> {
         ))
         .await?;
     let uid = uid_of(&job);
-    env.wait_job("pi", "failedIndexes present", WITHIN, |j| {
+    wait_job(env, "pi", "failedIndexes present", WITHIN, |j| {
         status(j).failed_indexes.as_deref() == Some("")
     })
     .await?;
@@ -72,9 +66,7 @@ async fn per_index(env: &Env) -> Result<()> {
         let p = env.wait_index(&uid, ix).await?;
         env.terminate(&name_of(&p), 0).await?;
     }
-    let j = env
-        .wait_job("pi", "Failed", WITHIN, |j| has_condition(j, "Failed"))
-        .await?;
+    let j = wait_job(env, "pi", "Failed", WITHIN, |j| has_condition(j, "Failed")).await?;
     let s = status(&j);
     ensure(
         s.failed_indexes.as_deref() == Some("0")
@@ -94,14 +86,8 @@ async fn per_index(env: &Env) -> Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn success_policy_completes_early() -> Result<()> {
-    let env = Env::new("job-successpolicy").await?;
-    let ctrl = env.start();
-    let result = success_policy(&env).await;
-    ctrl.stop().await?;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    success_policy_completes_early, "job-successpolicy", success_policy; start = start
 }
 
 async fn success_policy(env: &Env) -> Result<()> {
@@ -114,12 +100,13 @@ async fn success_policy(env: &Env) -> Result<()> {
         ))
         .await?;
     let uid = uid_of(&job);
-    env.wait_active(&uid, 3).await?;
+    env.wait_active_within(&uid, 3, WITHIN).await?;
     let p0 = env.wait_index(&uid, 0).await?;
     env.terminate(&name_of(&p0), 0).await?;
-    let j = env
-        .wait_job("sp", "Complete", WITHIN, |j| has_condition(j, "Complete"))
-        .await?;
+    let j = wait_job(env, "sp", "Complete", WITHIN, |j| {
+        has_condition(j, "Complete")
+    })
+    .await?;
     ensure(
         conditions(&j)
             == vec![
@@ -140,14 +127,8 @@ async fn success_policy(env: &Env) -> Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn external_manager_and_orphan_finalizers() -> Result<()> {
-    let env = Env::new("job-managedby").await?;
-    let ctrl = env.start();
-    let result = external_and_orphans(&env).await;
-    ctrl.stop().await?;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    external_manager_and_orphan_finalizers, "job-managedby", external_and_orphans; start = start
 }
 
 async fn external_and_orphans(env: &Env) -> Result<()> {

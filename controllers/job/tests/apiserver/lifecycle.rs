@@ -5,14 +5,8 @@ use serde_json::json;
 
 use crate::harness::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn suspend_and_resume() -> Result<()> {
-    let env = Env::new("job-suspend").await?;
-    let ctrl = env.start();
-    let result = suspend(&env).await;
-    ctrl.stop().await?;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    suspend_and_resume, "job-suspend", suspend; start = start
 }
 
 async fn suspend(env: &Env) -> Result<()> {
@@ -24,11 +18,10 @@ async fn suspend(env: &Env) -> Result<()> {
         ))
         .await?;
     let uid = uid_of(&job);
-    let j = env
-        .wait_job("sus", "Suspended", WITHIN, |j| {
-            has_condition(j, "Suspended")
-        })
-        .await?;
+    let j = wait_job(env, "sus", "Suspended", WITHIN, |j| {
+        has_condition(j, "Suspended")
+    })
+    .await?;
     ensure(
         status(&j).start_time.is_none(),
         "no startTime while suspended",
@@ -45,13 +38,11 @@ async fn suspend(env: &Env) -> Result<()> {
 
     env.patch_job("sus", json!({"spec": {"suspend": false}}))
         .await?;
-    let pods = env.wait_active(&uid, 2).await?;
-    let j = env
-        .wait_job("sus", "resumed", WITHIN, |j| {
-            conditions(j) == vec!["Suspended=JobResumed".to_owned()]
-                && status(j).start_time.is_some()
-        })
-        .await?;
+    let pods = env.wait_active_within(&uid, 2, WITHIN).await?;
+    let j = wait_job(env, "sus", "resumed", WITHIN, |j| {
+        conditions(j) == vec!["Suspended=JobResumed".to_owned()] && status(j).start_time.is_some()
+    })
+    .await?;
     let first_start = status(&j).start_time;
     env.wait_event("sus", "Resumed").await?;
 
@@ -59,17 +50,16 @@ async fn suspend(env: &Env) -> Result<()> {
     // is deleted without counting as failed.
     let done = pods[0].metadata.name.clone().unwrap_or_default();
     env.terminate(&done, 0).await?;
-    env.wait_job("sus", "succeeded=1", WITHIN, |j| {
+    wait_job(env, "sus", "succeeded=1", WITHIN, |j| {
         status(j).succeeded == Some(1)
     })
     .await?;
     env.patch_job("sus", json!({"spec": {"suspend": true}}))
         .await?;
-    let j = env
-        .wait_job("sus", "suspended again", WITHIN, |j| {
-            has_condition(j, "Suspended") && status(j).active.unwrap_or(0) == 0
-        })
-        .await?;
+    let j = wait_job(env, "sus", "suspended again", WITHIN, |j| {
+        has_condition(j, "Suspended") && status(j).active.unwrap_or(0) == 0
+    })
+    .await?;
     ensure(
         status(&j).failed.unwrap_or(0) == 0,
         "removed pods not failed",
@@ -84,26 +74,26 @@ async fn suspend(env: &Env) -> Result<()> {
     .await?;
     env.patch_job("sus", json!({"spec": {"suspend": false}}))
         .await?;
-    let j = env
-        .wait_job("sus", "resumed again", WITHIN, |j| {
-            !has_condition(j, "Suspended") && status(j).start_time.is_some()
-        })
-        .await?;
+    let j = wait_job(env, "sus", "resumed again", WITHIN, |j| {
+        !has_condition(j, "Suspended") && status(j).start_time.is_some()
+    })
+    .await?;
     ensure(
         status(&j).start_time > first_start,
         "the new startTime is later than the first",
     )?;
-    let pods = env.wait_active(&uid, 2).await?;
+    let pods = env.wait_active_within(&uid, 2, WITHIN).await?;
     for p in &pods {
         env.terminate(p.metadata.name.as_deref().unwrap_or_default(), 0)
             .await?;
     }
-    let pods = env.wait_active(&uid, 1).await?;
+    let pods = env.wait_active_within(&uid, 1, WITHIN).await?;
     env.terminate(pods[0].metadata.name.as_deref().unwrap_or_default(), 0)
         .await?;
-    let j = env
-        .wait_job("sus", "Complete", WITHIN, |j| has_condition(j, "Complete"))
-        .await?;
+    let j = wait_job(env, "sus", "Complete", WITHIN, |j| {
+        has_condition(j, "Complete")
+    })
+    .await?;
     ensure(
         status(&j).succeeded == Some(4) && status(&j).failed.unwrap_or(0) == 0,
         format!("{:?}", status(&j)),
@@ -111,12 +101,8 @@ async fn suspend(env: &Env) -> Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn restart_mid_run_keeps_exact_counts() -> Result<()> {
-    let env = Env::new("job-restart").await?;
-    let result = restart(&env).await;
-    env.finish(result).await
+rkcm_testkit::scenario! {
+    restart_mid_run_keeps_exact_counts, "job-restart", restart
 }
 
 async fn restart(env: &Env) -> Result<()> {
@@ -132,7 +118,7 @@ async fn restart(env: &Env) -> Result<()> {
     let mut ctrl = Some(ctrl);
     let mut expected_failed = 0;
     for round in 0..3 {
-        let pods = env.wait_active(&uid, 3).await?;
+        let pods = env.wait_active_within(&uid, 3, WITHIN).await?;
         for (i, p) in pods.iter().enumerate() {
             let name = p.metadata.name.as_deref().unwrap_or_default();
             // One failure in the first round; everything else succeeds.
@@ -152,14 +138,13 @@ async fn restart(env: &Env) -> Result<()> {
         }
     }
     // The failed pod left one completion open.
-    let pods = env.wait_active(&uid, 1).await?;
+    let pods = env.wait_active_within(&uid, 1, WITHIN).await?;
     env.terminate(pods[0].metadata.name.as_deref().unwrap_or_default(), 0)
         .await?;
-    let j = env
-        .wait_job("rst", "Complete", WITHIN * 2, |j| {
-            has_condition(j, "Complete")
-        })
-        .await?;
+    let j = wait_job(env, "rst", "Complete", WITHIN * 2, |j| {
+        has_condition(j, "Complete")
+    })
+    .await?;
     let s = status(&j);
     ensure(
         s.succeeded == Some(9) && s.failed == Some(expected_failed),

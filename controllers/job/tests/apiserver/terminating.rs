@@ -75,12 +75,12 @@ async fn default_policy(env: &Env, node: &str) -> Result<()> {
         .create_job(job("def", on_node(node, json!({})), true))
         .await?;
     let uid = uid_of(&job);
-    let first = env.wait_active(&uid, 1).await?.remove(0);
+    let first = env.wait_active_within(&uid, 1, WITHIN).await?.remove(0);
     run(env, &first).await?;
     delete(env, &first).await?;
     let deleted = Instant::now();
     // Scenario 21: counted as failed at once (finalizer removed although still terminating).
-    env.wait_job("def", "failed=1 terminating=1", WITHIN, |j| {
+    wait_job(env, "def", "failed=1 terminating=1", WITHIN, |j| {
         status(j).failed == Some(1) && status(j).terminating == Some(1)
     })
     .await?;
@@ -91,13 +91,13 @@ async fn default_policy(env: &Env, node: &str) -> Result<()> {
     )?;
     ensure(p.metadata.deletion_timestamp.is_some(), "still terminating")?;
     // The replacement comes after the 10 s backoff, while the old pod still terminates.
-    let second = env.wait_active(&uid, 1).await?.remove(0);
+    let second = env.wait_active_within(&uid, 1, WITHIN).await?.remove(0);
     ensure(
         deleted.elapsed() >= Duration::from_secs(8),
         format!("replacement after {:?}", deleted.elapsed()),
     )?;
     ensure(name_of(&second) != name_of(&first), "a new pod")?;
-    env.wait_job("def", "active=1 terminating=1", WITHIN, |j| {
+    wait_job(env, "def", "active=1 terminating=1", WITHIN, |j| {
         status(j).active == Some(1) && status(j).terminating == Some(1)
     })
     .await?;
@@ -126,11 +126,11 @@ async fn failed_policy(env: &Env, node: &str) -> Result<()> {
         ))
         .await?;
     let uid = uid_of(&job);
-    let first = env.wait_active(&uid, 1).await?.remove(0);
+    let first = env.wait_active_within(&uid, 1, WITHIN).await?.remove(0);
     run(env, &first).await?;
     delete(env, &first).await?;
     // Scenario 20: terminating, not failed, no replacement while it terminates.
-    env.wait_job("fp", "terminating=1", WITHIN, |j| {
+    wait_job(env, "fp", "terminating=1", WITHIN, |j| {
         status(j).terminating == Some(1)
     })
     .await?;
@@ -141,9 +141,11 @@ async fn failed_policy(env: &Env, node: &str) -> Result<()> {
     .await?;
     env.terminate(&name_of(&first), 1).await?;
     let failed_at = Instant::now();
-    env.wait_job("fp", "failed=1", WITHIN, |j| status(j).failed == Some(1))
-        .await?;
-    env.wait_active(&uid, 1).await?;
+    wait_job(env, "fp", "failed=1", WITHIN, |j| {
+        status(j).failed == Some(1)
+    })
+    .await?;
+    env.wait_active_within(&uid, 1, WITHIN).await?;
     ensure(
         failed_at.elapsed() >= Duration::from_secs(8),
         format!("replacement after {:?}", failed_at.elapsed()),
@@ -176,11 +178,11 @@ async fn finish_waits(env: &Env, node: &str) -> Result<()> {
         ))
         .await?;
     let uid = uid_of(&job);
-    let pods = env.wait_active(&uid, 2).await?;
+    let pods = env.wait_active_within(&uid, 2, WITHIN).await?;
     run(env, &pods[1]).await?;
     env.terminate(&name_of(&pods[0]), 1).await?;
     // Scenario 22: FailureTarget now; the running pod is deleted and terminates; no Failed.
-    env.wait_job("fw", "FailureTarget, terminating=1", WITHIN, |j| {
+    wait_job(env, "fw", "FailureTarget, terminating=1", WITHIN, |j| {
         has_condition(j, "FailureTarget") && status(j).terminating == Some(1)
     })
     .await?;
@@ -189,9 +191,7 @@ async fn finish_waits(env: &Env, node: &str) -> Result<()> {
     })
     .await?;
     env.terminate(&name_of(&pods[1]), 137).await?;
-    let j = env
-        .wait_job("fw", "Failed", WITHIN, |j| has_condition(j, "Failed"))
-        .await?;
+    let j = wait_job(env, "fw", "Failed", WITHIN, |j| has_condition(j, "Failed")).await?;
     let s = status(&j);
     ensure(
         s.terminating.unwrap_or(0) == 0 && s.failed == Some(2),

@@ -12,7 +12,7 @@ use serde_json::json;
 use crate::harness::*;
 
 /// `ready(p)`: Running with Ready=True.
-async fn ready(env: &Env, pod: &str) -> Result<()> {
+async fn ready(env: &Env<'_>, pod: &str) -> Result<()> {
     wait_for(&format!("{pod} exists"), WITHIN, || async {
         Ok(env.pod(pod).await?.map(|_| ()))
     })
@@ -24,7 +24,7 @@ async fn ready(env: &Env, pod: &str) -> Result<()> {
 }
 
 /// `finish(p)`: the kubelet's final delete (grace 0); only the test does this.
-async fn finish(env: &Env, pod: &str) -> Result<()> {
+async fn finish(env: &Env<'_>, pod: &str) -> Result<()> {
     match env
         .pods()
         .delete(
@@ -43,22 +43,24 @@ async fn finish(env: &Env, pod: &str) -> Result<()> {
 }
 
 /// Finishes every pod, so the namespace can go.
-async fn finish_all(env: &Env) -> Result<()> {
+async fn finish_all(env: &Env<'_>) -> Result<()> {
     for p in env.pods().list(&ListParams::default()).await?.items {
         finish(env, p.metadata.name.as_deref().unwrap_or_default()).await?;
     }
     Ok(())
 }
 
-async fn existing(env: &Env, pod: &str) -> Result<bool> {
+async fn existing(env: &Env<'_>, pod: &str) -> Result<bool> {
     Ok(env.pod(pod).await?.is_some())
 }
 
+rkcm_testkit::scenario! {
+    hand_driven_pods_follow_the_ordering_rules, "sts-manual", hand_driven_pods_follow_the_ordering_rules_in
+}
+
 /// §9 1, 8, 26 on a hand-driven node.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn hand_driven_pods_follow_the_ordering_rules() -> Result<()> {
-    let env = Env::new("sts-manual").await?;
+async fn hand_driven_pods_follow_the_ordering_rules_in(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let node = env
         .cluster
         .create_node(NodeBuilder::new(&unique_name("rkcm-sts-node")).ready(true))

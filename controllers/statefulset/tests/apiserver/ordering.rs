@@ -6,12 +6,14 @@ use serde_json::json;
 
 use crate::harness::*;
 
+rkcm_testkit::scenario! {
+    ordered_creation_identity_status_and_revision, "sts-order", ordered_creation_identity_status_and_revision_in
+}
+
 /// §9 1, 2, 3, 4, 27: OrderedReady creates web-0, web-1, web-2 in order, each only after its
 /// predecessor is Running and Ready; identities, status, the one revision, the create event.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn ordered_creation_identity_status_and_revision() -> Result<()> {
-    let env = Env::new("sts-order").await?;
+async fn ordered_creation_identity_status_and_revision_in(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let r = async {
         let hist = env.pod_history().await?;
         let set = env.create_set(sts("web", 3)).await?;
@@ -20,20 +22,20 @@ async fn ordered_creation_identity_status_and_revision() -> Result<()> {
 
         // 1: order, and every predecessor ready when its successor first appeared.
         ensure!(
-            hist.creation_order() == ["web-0", "web-1", "web-2"],
+            hist.creation_order()? == ["web-0", "web-1", "web-2"],
             "order {:?}",
-            hist.creation_order()
+            hist.creation_order()?
         );
-        let all = hist.all();
+        let all = hist.seen()?;
         for k in 1..3 {
-            let at = created_at(&hist, &format!("web-{k}")).unwrap_or(0);
+            let at = hist.first_seen(&format!("web-{k}"))?.unwrap_or(0);
             let prev = format!("web-{}", k - 1);
             let before = all[..at]
                 .iter()
                 .rev()
-                .find(|s| s.obj.metadata.name.as_deref() == Some(prev.as_str()));
+                .find(|s| s.object().metadata.name.as_deref() == Some(prev.as_str()));
             ensure!(
-                before.is_some_and(|s| is_ready(&s.obj)),
+                before.is_some_and(|s| is_ready(s.object())),
                 "{prev} was not ready when web-{k} appeared"
             );
         }
@@ -126,11 +128,13 @@ async fn ordered_creation_identity_status_and_revision() -> Result<()> {
     env.finish(r).await
 }
 
+rkcm_testkit::scenario! {
+    ordered_scale_down_from_the_highest_ordinal, "sts-down", ordered_scale_down_from_the_highest_ordinal_in
+}
+
 /// §9 7: scale 3 -> 1 deletes web-2 first and web-1 only once web-2 is gone.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn ordered_scale_down_from_the_highest_ordinal() -> Result<()> {
-    let env = Env::new("sts-down").await?;
+async fn ordered_scale_down_from_the_highest_ordinal_in(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let r = async {
         env.create_set(sts("web", 3)).await?;
         env.wait_settled("web", 3).await?;
@@ -138,23 +142,24 @@ async fn ordered_scale_down_from_the_highest_ordinal() -> Result<()> {
         env.scale("web", 1).await?;
         env.wait_ready_pods(&["web-0"]).await?;
         env.wait_settled("web", 1).await?;
-        let gone2 = hist.first(|s| s.deleted && s.obj.metadata.name.as_deref() == Some("web-2"));
-        let term2 = terminating_at(&hist, "web-2");
-        let term1 = terminating_at(&hist, "web-1");
+        let gone2 = hist
+            .position(|s| s.is_deleted() && s.object().metadata.name.as_deref() == Some("web-2"))?;
+        let term2 = hist.terminating_at("web-2")?;
+        let term1 = hist.terminating_at("web-1")?;
         ensure!(
             term2.is_some() && gone2.is_some() && term1.is_some(),
             "{term2:?} {gone2:?} {term1:?}"
         );
         ensure!(term1 > gone2, "web-1 was deleted before web-2 was gone");
-        ensure!(terminating_at(&hist, "web-0").is_none(), "web-0 touched");
+        ensure!(hist.terminating_at("web-0")?.is_none(), "web-0 touched");
         // The controller's deletes are graceful: the first terminating state still carries
         // the pod's own grace period (kwok, as a kubelet, finishes with 0 afterwards).
         for name in ["web-2", "web-1"] {
-            let first = hist.all().into_iter().find(|s| {
-                s.obj.metadata.name.as_deref() == Some(name)
-                    && s.obj.metadata.deletion_timestamp.is_some()
+            let first = hist.seen()?.into_iter().find(|s| {
+                s.object().metadata.name.as_deref() == Some(name)
+                    && s.object().metadata.deletion_timestamp.is_some()
             });
-            let grace = first.and_then(|s| s.obj.metadata.deletion_grace_period_seconds);
+            let grace = first.and_then(|s| s.object().metadata.deletion_grace_period_seconds);
             ensure!(grace == Some(1), "{name} deleted with grace {grace:?}");
         }
         hist.assert_one_per_name()
@@ -163,12 +168,14 @@ async fn ordered_scale_down_from_the_highest_ordinal() -> Result<()> {
     env.finish(r).await
 }
 
+rkcm_testkit::scenario! {
+    parallel_creates_and_deletes_without_waiting, "sts-par", parallel_creates_and_deletes_without_waiting_in
+}
+
 /// §9 5, 9: pods that never get scheduled stay Pending: Parallel creates all three anyway
 /// and deletes all at once on scale to 0; OrderedReady stops at web-0.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn parallel_creates_and_deletes_without_waiting() -> Result<()> {
-    let env = Env::new("sts-par").await?;
+async fn parallel_creates_and_deletes_without_waiting_in(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let r = async {
         let unschedulable =
             json!({"spec": {"template": {"spec": {"nodeSelector": {"rkcm.test/none": "none"}}}}});
@@ -222,12 +229,14 @@ async fn parallel_creates_and_deletes_without_waiting() -> Result<()> {
     env.finish(r).await
 }
 
+rkcm_testkit::scenario! {
+    start_ordinal_moves_the_pods, "sts-start", start_ordinal_moves_the_pods_in
+}
+
 /// §9 10: ordinals.start 5 gives web-5, web-6; moving to 0 creates web-0, web-1 then removes
 /// web-6 and web-5.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn start_ordinal_moves_the_pods() -> Result<()> {
-    let env = Env::new("sts-start").await?;
+async fn start_ordinal_moves_the_pods_in(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let r = async {
         env.create_set(merge(
             sts("web", 2),
@@ -241,17 +250,14 @@ async fn start_ordinal_moves_the_pods() -> Result<()> {
             .await?;
         env.wait_ready_pods(&["web-0", "web-1"]).await?;
         ensure!(
-            created_at(&hist, "web-0") < created_at(&hist, "web-1"),
+            hist.first_seen("web-0")? < hist.first_seen("web-1")?,
             "{:?}",
-            hist.creation_order()
+            hist.creation_order()?
         );
-        let (t6, t5) = (
-            terminating_at(&hist, "web-6"),
-            terminating_at(&hist, "web-5"),
-        );
+        let (t6, t5) = (hist.terminating_at("web-6")?, hist.terminating_at("web-5")?);
         ensure!(t6.is_some() && t5 > t6, "web-6 {t6:?} before web-5 {t5:?}");
         ensure!(
-            terminating_at(&hist, "web-6") > created_at(&hist, "web-1"),
+            hist.terminating_at("web-6")? > hist.first_seen("web-1")?,
             "old pods went before the new ones"
         );
         hist.assert_one_per_name()
@@ -260,12 +266,14 @@ async fn start_ordinal_moves_the_pods() -> Result<()> {
     env.finish(r).await
 }
 
+rkcm_testkit::scenario! {
+    min_ready_seconds_delays_availability, "sts-mrs", min_ready_seconds_delays_availability_in
+}
+
 /// §9 6: with minReadySeconds 10, ready pods count as available only later, with no further
 /// API change by the test (the controller requeues itself).
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn min_ready_seconds_delays_availability() -> Result<()> {
-    let env = Env::new("sts-mrs").await?;
+async fn min_ready_seconds_delays_availability_in(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let r = async {
         env.create_set(merge(
             sts("web", 3),

@@ -11,11 +11,13 @@ use serde_json::json;
 
 use crate::harness::*;
 
+rkcm_testkit::scenario! {
+    failed_pod_is_replaced_after_it_is_gone, "sts-fail", failed_pod_is_replaced_after_it_is_gone_in
+}
+
 /// §9 20: a Failed web-1 is deleted and a new web-1 (new UID) created; never two at once.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn failed_pod_is_replaced_after_it_is_gone() -> Result<()> {
-    let env = Env::new("sts-fail").await?;
+async fn failed_pod_is_replaced_after_it_is_gone_in(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let r = async {
         env.create_set(sts("web", 3)).await?;
         env.wait_settled("web", 3).await?;
@@ -43,13 +45,15 @@ async fn failed_pod_is_replaced_after_it_is_gone() -> Result<()> {
     env.finish(r).await
 }
 
+rkcm_testkit::scenario! {
+    terminating_pod_keeps_its_identity_across_a_restart, "sts-safe", terminating_pod_keeps_its_identity_across_a_restart_in
+}
+
 /// §9 26 and the restart case: web-1, held terminating by a finalizer, keeps its identity
 /// through a controller restart: no second web-1 at any instant, no forced deletion, and
 /// the replacement appears only after the finalizer is removed.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn terminating_pod_keeps_its_identity_across_a_restart() -> Result<()> {
-    let mut env = Env::new("sts-safe").await?;
+async fn terminating_pod_keeps_its_identity_across_a_restart_in(base: &Base) -> Result<()> {
+    let mut env = Env::new(base);
     let r = async {
         env.create_set(sts("web", 3)).await?;
         env.wait_settled("web", 3).await?;
@@ -76,7 +80,7 @@ async fn terminating_pod_keeps_its_identity_across_a_restart() -> Result<()> {
             },
         )
         .await?;
-        env.release("web-1").await?;
+        env.release::<Pod>("web-1").await?;
         wait_for("a new ready web-1", WITHIN, || async {
             Ok(env
                 .pod("web-1")
@@ -87,11 +91,12 @@ async fn terminating_pod_keeps_its_identity_across_a_restart() -> Result<()> {
         .await?;
         env.wait_settled("web", 3).await?;
         hist.assert_one_per_name()?;
-        let gone = hist.first(|s| s.deleted && s.obj.metadata.uid == old.metadata.uid);
-        let new = hist.first(|s| {
-            s.obj.metadata.name.as_deref() == Some("web-1")
-                && s.obj.metadata.uid != old.metadata.uid
-        });
+        let gone =
+            hist.position(|s| s.is_deleted() && s.object().metadata.uid == old.metadata.uid)?;
+        let new = hist.position(|s| {
+            s.object().metadata.name.as_deref() == Some("web-1")
+                && s.object().metadata.uid != old.metadata.uid
+        })?;
         ensure!(
             gone.is_some() && new > gone,
             "replacement {new:?} before the old pod was gone {gone:?}"
@@ -102,11 +107,13 @@ async fn terminating_pod_keeps_its_identity_across_a_restart() -> Result<()> {
     env.finish(r).await
 }
 
+rkcm_testkit::scenario! {
+    terminating_pod_blocks_ordered_progress, "sts-block", terminating_pod_blocks_ordered_progress_in
+}
+
 /// §9 26: under OrderedReady, web-2 is not created while web-0 is terminating.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn terminating_pod_blocks_ordered_progress() -> Result<()> {
-    let env = Env::new("sts-block").await?;
+async fn terminating_pod_blocks_ordered_progress_in(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let r = async {
         env.create_set(sts("web", 2)).await?;
         env.wait_settled("web", 2).await?;
@@ -117,7 +124,7 @@ async fn terminating_pod_blocks_ordered_progress() -> Result<()> {
             Ok(env.pod("web-2").await?.is_none())
         })
         .await?;
-        env.release("web-0").await?;
+        env.release::<Pod>("web-0").await?;
         env.wait_ready_pods(&["web-0", "web-1", "web-2"]).await?;
         Ok(())
     }
@@ -125,11 +132,13 @@ async fn terminating_pod_blocks_ordered_progress() -> Result<()> {
     env.finish(r).await
 }
 
+rkcm_testkit::scenario! {
+    orphans_with_the_sets_name_are_adopted, "sts-adopt", orphans_with_the_sets_name_are_adopted_in
+}
+
 /// §9 23: an orphan web-0 matching the selector is adopted (same UID); db-0 is not.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn orphans_with_the_sets_name_are_adopted() -> Result<()> {
-    let env = Env::new("sts-adopt").await?;
+async fn orphans_with_the_sets_name_are_adopted_in(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let r = async {
         for name in ["web-0", "db-0"] {
             let pod: Pod = serde_json::from_value(json!({
@@ -146,12 +155,12 @@ async fn orphans_with_the_sets_name_are_adopted() -> Result<()> {
         // revision label it is then rolled to the set's revision, as upstream does.
         wait_for("web-0 adopted", WITHIN, || async {
             Ok(hist
-                .first(|s| {
-                    s.obj.metadata.uid == orphan.metadata.uid
-                        && s.obj.metadata.owner_references.iter().flatten().any(|r| {
+                .position(|s| {
+                    s.object().metadata.uid == orphan.metadata.uid
+                        && s.object().metadata.owner_references.iter().flatten().any(|r| {
                             Some(&r.uid) == set.metadata.uid.as_ref() && r.controller == Some(true)
                         })
-                })
+                })?
                 .map(|_| ()))
         })
         .await?;
@@ -164,11 +173,13 @@ async fn orphans_with_the_sets_name_are_adopted() -> Result<()> {
     env.finish(r).await
 }
 
+rkcm_testkit::scenario! {
+    identity_label_is_restored, "sts-repair", identity_label_is_restored_in
+}
+
 /// §9 24: removing the pod-name label from web-1 is repaired with an update event.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn identity_label_is_restored() -> Result<()> {
-    let env = Env::new("sts-repair").await?;
+async fn identity_label_is_restored_in(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let r = async {
         env.create_set(sts("web", 2)).await?;
         env.wait_settled("web", 2).await?;
@@ -210,12 +221,14 @@ async fn identity_label_is_restored() -> Result<()> {
     env.finish(r).await
 }
 
+rkcm_testkit::scenario! {
+    deleting_set_is_frozen, "sts-frozen", deleting_set_is_frozen_in
+}
+
 /// §9 25: a set being deleted (foreground, held by a finalizer) gets no new pods while the
 /// collector removes its pods, and its status still follows them.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn deleting_set_is_frozen() -> Result<()> {
-    let env = Env::new("sts-frozen").await?;
+async fn deleting_set_is_frozen_in(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let r = async {
         env.create_set(merge(
             sts("web", 2),
@@ -238,14 +251,7 @@ async fn deleting_set_is_frozen() -> Result<()> {
             || async { Ok(env.pod_names().await?.is_empty()) },
         )
         .await?;
-        env.sets()
-            .patch(
-                "web",
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-            )
-            .await?;
-        Ok(())
+        env.release::<StatefulSet>("web").await
     }
     .await;
     env.finish(r).await

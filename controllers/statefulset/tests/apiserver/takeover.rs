@@ -3,60 +3,27 @@
 //! (the lib docs' takeover guarantee; upstream
 //! `pkg/controller/history/controller_history.go` names revisions by hash).
 //!
-//! Upstream runs behind the testkit's [`ScopedProxy`], confined to the test's namespace.
+//! Upstream runs as the testkit's [`Manager`], confined to the test's namespace.
 
-use std::path::PathBuf;
-use std::process::Stdio;
-
-use anyhow::{Context, Result, ensure};
-use rkcm_testkit::ScopedProxy;
+use anyhow::{Result, ensure};
 use rkcm_testkit::holds_for;
 use serde_json::json;
 
 use crate::harness::*;
 
-/// Upstream kube-controller-manager running only the StatefulSet controller.
-struct Upstream {
-    child: tokio::process::Child,
-    _proxy: ScopedProxy,
+/// Upstream kube-controller-manager running only the StatefulSet controller, confined to
+/// the test namespace.
+async fn start_upstream(env: &Env<'_>) -> Result<Manager> {
+    Manager::start(
+        ManagerKind::Upstream,
+        &env.cluster,
+        env.name(),
+        "statefulset-controller",
+    )
+    .await
 }
 
-impl Upstream {
-    async fn start(env: &Env) -> Result<Self> {
-        let proxy = ScopedProxy::start(&env.cluster, env.name()).await?;
-        let bin =
-            PathBuf::from(std::env::var_os("RKCM_E2E_BIN").context("RKCM_E2E_BIN is not set")?)
-                .join("kube-controller-manager");
-        let log = std::env::temp_dir().join(format!("kcm-{}.log", env.name()));
-        let out = std::fs::File::create(&log)?;
-        let child = tokio::process::Command::new(&bin)
-            .arg(format!("--kubeconfig={}", proxy.kubeconfig().display()))
-            .args([
-                "--controllers=statefulset-controller",
-                "--leader-elect=false",
-                "--secure-port=0",
-                "--v=2",
-            ])
-            .env_remove("KUBECONFIG")
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
-        Ok(Self {
-            child,
-            _proxy: proxy,
-        })
-    }
-
-    async fn stop(mut self) -> Result<()> {
-        self.child.kill().await.context("stopping upstream")?;
-        Ok(())
-    }
-}
-
-async fn snapshot(env: &Env) -> Result<(Vec<(String, i64)>, Vec<Option<String>>)> {
+async fn snapshot(env: &Env<'_>) -> Result<(Vec<(String, i64)>, Vec<Option<String>>)> {
     let revs = env
         .revision_list()
         .await?
@@ -75,22 +42,24 @@ async fn snapshot(env: &Env) -> Result<(Vec<(String, i64)>, Vec<Option<String>>)
     Ok((revs, pods))
 }
 
+rkcm_testkit::scenario! {
+    handover_with_upstream_creates_no_revision, "sts-takeover", handover
+}
+
 /// Upstream builds a set (with HTML characters in an annotation, which Go escapes in the
 /// revision data); rkcm takes over and creates nothing; rkcm rolls a new image; upstream takes
 /// back and creates nothing either.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn handover_with_upstream_creates_no_revision() -> Result<()> {
-    if std::env::var_os("RKCM_E2E_BIN").is_none() {
+async fn handover(base: &Base) -> Result<()> {
+    if std::env::var_os(E2E_BIN_ENV).is_none() {
         eprintln!(
-            "skipped: needs the local plane's upstream kube-controller-manager (RKCM_E2E_BIN)"
+            "skipped: needs the local plane's upstream kube-controller-manager ({E2E_BIN_ENV})"
         );
         return Ok(());
     }
-    let mut env = Env::new("sts-takeover").await?;
+    let mut env = Env::new(base);
     env.stop_controller().await?;
     let r = async {
-        let upstream = Upstream::start(&env).await?;
+        let upstream = start_upstream(&env).await?;
         env.create_set(merge(
             sts("web", 3),
             json!({"spec": {"template": {"metadata": {"annotations": {"note": "a<b>&c \"q\""}}}}}),
@@ -121,7 +90,7 @@ async fn handover_with_upstream_creates_no_revision() -> Result<()> {
         let after_rkcm = snapshot(&env).await?;
         env.stop_controller().await?;
 
-        let upstream = Upstream::start(&env).await?;
+        let upstream = start_upstream(&env).await?;
         holds_for(
             "upstream keeps rkcm's revisions and pods",
             HOLDS,

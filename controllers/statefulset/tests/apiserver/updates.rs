@@ -9,21 +9,23 @@ use serde_json::json;
 use crate::harness::*;
 
 /// Index of the first observation of pod `name` ready at revision `rev`.
-fn ready_at(h: &History<k8s_openapi::api::core::v1::Pod>, name: &str, rev: &str) -> Option<usize> {
-    h.first(|s| {
-        s.obj.metadata.name.as_deref() == Some(name)
-            && !s.deleted
-            && s.obj.metadata.deletion_timestamp.is_none()
-            && revision_of(&s.obj) == rev
-            && is_ready(&s.obj)
+fn ready_at(h: &History<Pod>, name: &str, rev: &str) -> Result<Option<usize>> {
+    h.position(|s| {
+        s.object().metadata.name.as_deref() == Some(name)
+            && !s.is_deleted()
+            && s.object().metadata.deletion_timestamp.is_none()
+            && revision_of(s.object()) == rev
+            && is_ready(s.object())
     })
 }
 
+rkcm_testkit::scenario! {
+    rolling_update_goes_down_one_at_a_time, "sts-roll", rolling_update_goes_down_one_at_a_time_in
+}
+
 /// §9 16: web-2 first, each lower pod only after the new higher one is ready.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn rolling_update_goes_down_one_at_a_time() -> Result<()> {
-    let env = Env::new("sts-roll").await?;
+async fn rolling_update_goes_down_one_at_a_time_in(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let r = async {
         env.create_set(sts("web", 3)).await?;
         let before = env.wait_settled("web", 3).await?;
@@ -42,11 +44,17 @@ async fn rolling_update_goes_down_one_at_a_time() -> Result<()> {
         .await?;
         let new = after.update_revision.clone().unwrap_or_default();
         ensure!(env.revision_list().await?.len() == 2, "two revisions");
-        let t2 = terminating_at(&hist, "web-2").context("web-2 never deleted")?;
-        let t1 = terminating_at(&hist, "web-1").context("web-1 never deleted")?;
-        let t0 = terminating_at(&hist, "web-0").context("web-0 never deleted")?;
-        let r2 = ready_at(&hist, "web-2", &new).context("new web-2 never ready")?;
-        let r1 = ready_at(&hist, "web-1", &new).context("new web-1 never ready")?;
+        let t2 = hist
+            .terminating_at("web-2")?
+            .context("web-2 never deleted")?;
+        let t1 = hist
+            .terminating_at("web-1")?
+            .context("web-1 never deleted")?;
+        let t0 = hist
+            .terminating_at("web-0")?
+            .context("web-0 never deleted")?;
+        let r2 = ready_at(&hist, "web-2", &new)?.context("new web-2 never ready")?;
+        let r1 = ready_at(&hist, "web-1", &new)?.context("new web-1 never ready")?;
         ensure!(t2 < t1 && t1 < t0, "order {t2} {t1} {t0}");
         ensure!(r2 < t1, "web-1 deleted before the new web-2 was ready");
         ensure!(r1 < t0, "web-0 deleted before the new web-1 was ready");
@@ -64,11 +72,13 @@ async fn rolling_update_goes_down_one_at_a_time() -> Result<()> {
     env.finish(r).await
 }
 
+rkcm_testkit::scenario! {
+    partition_holds_lower_ordinals, "sts-part", partition_holds_lower_ordinals_in
+}
+
 /// §9 17: partition 2 replaces web-2 only; partition 0 completes the rollout.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn partition_holds_lower_ordinals() -> Result<()> {
-    let env = Env::new("sts-part").await?;
+async fn partition_holds_lower_ordinals_in(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let r = async {
         env.create_set(merge(
             sts("web", 3),
@@ -106,11 +116,13 @@ async fn partition_holds_lower_ordinals() -> Result<()> {
     env.finish(r).await
 }
 
+rkcm_testkit::scenario! {
+    on_delete_replaces_only_deleted_pods, "sts-ondel", on_delete_replaces_only_deleted_pods_in
+}
+
 /// §9 18: OnDelete replaces only pods someone deleted; once all are, the revision is current.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn on_delete_replaces_only_deleted_pods() -> Result<()> {
-    let env = Env::new("sts-ondel").await?;
+async fn on_delete_replaces_only_deleted_pods_in(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let r = async {
         env.create_set(merge(
             sts("web", 3),
@@ -170,12 +182,14 @@ async fn on_delete_replaces_only_deleted_pods() -> Result<()> {
     env.finish(r).await
 }
 
+rkcm_testkit::scenario! {
+    max_unavailable_updates_two_at_a_time, "sts-maxu", max_unavailable_updates_two_at_a_time_in
+}
+
 /// §9 19: maxUnavailable 2 under Parallel deletes web-3 and web-2 together; web-1 and web-0
 /// wait until those are available.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn max_unavailable_updates_two_at_a_time() -> Result<()> {
-    let env = Env::new("sts-maxu").await?;
+async fn max_unavailable_updates_two_at_a_time_in(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let r = async {
         env.create_set(merge(
             sts("web", 4),
@@ -188,11 +202,11 @@ async fn max_unavailable_updates_two_at_a_time() -> Result<()> {
         env.set_image("web", V2).await?;
         let done = env.wait_settled("web", 4).await?;
         let new = done.update_revision.clone().unwrap_or_default();
-        let t = |n| terminating_at(&hist, n);
-        let (t3, t2, t1, t0) = (t("web-3"), t("web-2"), t("web-1"), t("web-0"));
+        let t = |n| hist.terminating_at(n);
+        let (t3, t2, t1, t0) = (t("web-3")?, t("web-2")?, t("web-1")?, t("web-0")?);
         ensure!(t3.is_some() && t2.is_some() && t1.is_some() && t0.is_some(), "{t3:?} {t2:?} {t1:?} {t0:?}");
-        let r3 = ready_at(&hist, "web-3", &new).context("new web-3 never ready")?;
-        let r2 = ready_at(&hist, "web-2", &new).context("new web-2 never ready")?;
+        let r3 = ready_at(&hist, "web-3", &new)?.context("new web-3 never ready")?;
+        let r2 = ready_at(&hist, "web-2", &new)?.context("new web-2 never ready")?;
         let first_ready = Some(r3.min(r2));
         // Both went before either replacement was ready, the lower two only after one was.
         ensure!(t3.max(t2) < first_ready, "web-3/web-2 not deleted together: {t3:?} {t2:?} {first_ready:?}");
@@ -203,11 +217,13 @@ async fn max_unavailable_updates_two_at_a_time() -> Result<()> {
     env.finish(r).await
 }
 
+rkcm_testkit::scenario! {
+    rollback_reuses_the_revision, "sts-back", rollback_reuses_the_revision_in
+}
+
 /// §9 21: A -> B -> A reuses A's revision with `.revision` 3.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn rollback_reuses_the_revision() -> Result<()> {
-    let env = Env::new("sts-back").await?;
+async fn rollback_reuses_the_revision_in(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let r = async {
         env.create_set(sts("web", 1)).await?;
         let a = env.wait_settled("web", 1).await?;
@@ -239,12 +255,14 @@ async fn rollback_reuses_the_revision() -> Result<()> {
     env.finish(r).await
 }
 
+rkcm_testkit::scenario! {
+    history_is_truncated_to_the_limit, "sts-hist", history_is_truncated_to_the_limit_in
+}
+
 /// §9 22: revisionHistoryLimit 1 over four templates keeps at most one historic revision,
 /// deleting the oldest first.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn history_is_truncated_to_the_limit() -> Result<()> {
-    let env = Env::new("sts-hist").await?;
+async fn history_is_truncated_to_the_limit_in(base: &Base) -> Result<()> {
+    let env = Env::new(base);
     let r = async {
         env.create_set(merge(
             sts("web", 1),

@@ -1,13 +1,13 @@
 //! Volume claims and their retention policy (§9 11, 12, 13, 14, 15, 28).
 //!
-//! Claims bind to hostPath PersistentVolumes the test creates ([`Env::create_volumes`],
-//! in this crate's harness for now) with a storage class name unique to the test, through
-//! the plane's upstream PV binder.
+//! Claims bind to hostPath PersistentVolumes the test creates (the testkit's
+//! [`TestVolumes`]) with a storage class name unique to the test, through the plane's
+//! upstream PV binder.
 
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use rkcm_testkit::{holds_for, unique_name, wait_for};
+use rkcm_testkit::{holds_for, wait_for};
 use serde_json::{Value, json};
 
 use crate::harness::*;
@@ -45,33 +45,35 @@ fn refs_of(c: &PersistentVolumeClaim) -> Vec<(String, String)> {
         .collect()
 }
 
+rkcm_testkit::scenario! {
+    claims_are_created_before_their_pods, "sts-pvc", claims_are_created_before_their_pods_in
+}
+
 /// §9 11: the claim exists before its pod, carries template and selector labels, the pod
 /// mounts it, and with Retain/Retain it has no owner.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn claims_are_created_before_their_pods() -> Result<()> {
-    let mut env = Env::new("sts-pvc").await?;
-    let class = unique_name("rkcm-sts");
-    env.create_volumes(&class, 2).await?;
+async fn claims_are_created_before_their_pods_in(base: &Base) -> Result<()> {
+    let env = Env::new(base);
+    let volumes = TestVolumes::create(&env.cluster, 2, "1Gi").await?;
+    let class = volumes.storage_class();
     let r = async {
         let pod_hist = env.pod_history().await?;
         let claim_hist = env.claim_history().await?;
-        env.create_set(with_claims("web", 2, &class)).await?;
+        env.create_set(with_claims("web", 2, class)).await?;
         let pods = env.wait_ready_pods(&["web-0", "web-1"]).await?;
         for p in &pods {
             let name = p.metadata.name.clone().unwrap_or_default();
             let claim_name = format!("data-{name}");
             let c = env.claims().get(&claim_name).await?;
             let claim_rv = claim_hist
-                .all()
+                .seen()?
                 .into_iter()
-                .find(|s| s.obj.metadata.name.as_deref() == Some(claim_name.as_str()))
-                .map(|s| rv(&*s.obj));
+                .find(|s| s.object().metadata.name.as_deref() == Some(claim_name.as_str()))
+                .map(|s| rv(s.object()));
             let pod_rv = pod_hist
-                .all()
+                .seen()?
                 .into_iter()
-                .find(|s| s.obj.metadata.name.as_deref() == Some(name.as_str()))
-                .map(|s| rv(&*s.obj));
+                .find(|s| s.object().metadata.name.as_deref() == Some(name.as_str()))
+                .map(|s| rv(s.object()));
             ensure!(
                 claim_rv.is_some() && claim_rv < pod_rv,
                 "{claim_name} ({claim_rv:?}) not created before {name} ({pod_rv:?})"
@@ -109,16 +111,18 @@ async fn claims_are_created_before_their_pods() -> Result<()> {
     env.finish(r).await
 }
 
+rkcm_testkit::scenario! {
+    terminating_claim_blocks_its_pod, "sts-pvcdel", terminating_claim_blocks_its_pod_in
+}
+
 /// §9 12: a claim being deleted blocks its pod with FailedCreate; once it is gone a new
 /// claim and pod are created.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn terminating_claim_blocks_its_pod() -> Result<()> {
-    let mut env = Env::new("sts-pvcdel").await?;
-    let class = unique_name("rkcm-sts");
-    env.create_volumes(&class, 2).await?;
+async fn terminating_claim_blocks_its_pod_in(base: &Base) -> Result<()> {
+    let env = Env::new(base);
+    let volumes = TestVolumes::create(&env.cluster, 2, "1Gi").await?;
+    let class = volumes.storage_class();
     let r = async {
-        env.create_set(with_claims("web", 1, &class)).await?;
+        env.create_set(with_claims("web", 1, class)).await?;
         env.wait_ready_pods(&["web-0"]).await?;
         let old = env.claims().get("data-web-0").await?;
         env.claims()
@@ -159,18 +163,20 @@ async fn terminating_claim_blocks_its_pod() -> Result<()> {
     env.finish(r).await
 }
 
+rkcm_testkit::scenario! {
+    when_deleted_delete_owns_claims_by_the_set, "sts-wdel", when_deleted_delete_owns_claims_by_the_set_in
+}
+
 /// §9 13: whenDeleted Delete puts the set's controller reference on every claim; deleting
 /// the set lets the garbage collector remove them.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn when_deleted_delete_owns_claims_by_the_set() -> Result<()> {
-    let mut env = Env::new("sts-wdel").await?;
-    let class = unique_name("rkcm-sts");
-    env.create_volumes(&class, 2).await?;
+async fn when_deleted_delete_owns_claims_by_the_set_in(base: &Base) -> Result<()> {
+    let env = Env::new(base);
+    let volumes = TestVolumes::create(&env.cluster, 2, "1Gi").await?;
+    let class = volumes.storage_class();
     let r = async {
         let set = env
             .create_set(merge(
-                with_claims("web", 2, &class),
+                with_claims("web", 2, class),
                 json!({"spec": {"persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Retain"}}}),
             ))
             .await?;
@@ -198,17 +204,19 @@ async fn when_deleted_delete_owns_claims_by_the_set() -> Result<()> {
     env.finish(r).await
 }
 
+rkcm_testkit::scenario! {
+    when_scaled_delete_hands_claims_to_condemned_pods, "sts-wscale", when_scaled_delete_hands_claims_to_condemned_pods_in
+}
+
 /// §9 14: whenScaled Delete gives the condemned pod's claim a reference to the pod before
 /// the pod is deleted; the kept claim gets none.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn when_scaled_delete_hands_claims_to_condemned_pods() -> Result<()> {
-    let mut env = Env::new("sts-wscale").await?;
-    let class = unique_name("rkcm-sts");
-    env.create_volumes(&class, 2).await?;
+async fn when_scaled_delete_hands_claims_to_condemned_pods_in(base: &Base) -> Result<()> {
+    let env = Env::new(base);
+    let volumes = TestVolumes::create(&env.cluster, 2, "1Gi").await?;
+    let class = volumes.storage_class();
     let r = async {
         env.create_set(merge(
-            with_claims("web", 2, &class),
+            with_claims("web", 2, class),
             json!({"spec": {"persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Delete"}}}),
         ))
         .await?;
@@ -223,16 +231,16 @@ async fn when_scaled_delete_hands_claims_to_condemned_pods() -> Result<()> {
         })
         .await?;
         let pod_term = pods
-            .all()
+            .seen()?
             .into_iter()
-            .find(|s| s.obj.metadata.name.as_deref() == Some("web-1") && (s.deleted || s.obj.metadata.deletion_timestamp.is_some()))
+            .find(|s| s.object().metadata.name.as_deref() == Some("web-1") && (s.is_deleted() || s.object().metadata.deletion_timestamp.is_some()))
             .context("web-1 never terminated")?;
         let claim_ref = claims
-            .all()
+            .seen()?
             .into_iter()
-            .find(|s| s.obj.metadata.name.as_deref() == Some("data-web-1") && refs_of(&s.obj).contains(&("Pod".to_string(), "web-1".to_string())))
+            .find(|s| s.object().metadata.name.as_deref() == Some("data-web-1") && refs_of(s.object()).contains(&("Pod".to_string(), "web-1".to_string())))
             .context("data-web-1 never referred to web-1")?;
-        ensure!(rv(&*claim_ref.obj) < rv(&*pod_term.obj), "pod deleted before its claim was handed to it");
+        ensure!(rv(claim_ref.object()) < rv(pod_term.object()), "pod deleted before its claim was handed to it");
         let kept = env.claims().get("data-web-0").await?;
         ensure!(refs_of(&kept).is_empty(), "data-web-0 refs {:?}", refs_of(&kept));
         Ok(())
@@ -241,16 +249,18 @@ async fn when_scaled_delete_hands_claims_to_condemned_pods() -> Result<()> {
     env.finish(r).await
 }
 
+rkcm_testkit::scenario! {
+    policy_change_updates_live_claims, "sts-pchg", policy_change_updates_live_claims_in
+}
+
 /// §9 15: switching a live set to whenDeleted Delete updates its claims; no pod is
 /// recreated.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn policy_change_updates_live_claims() -> Result<()> {
-    let mut env = Env::new("sts-pchg").await?;
-    let class = unique_name("rkcm-sts");
-    env.create_volumes(&class, 2).await?;
+async fn policy_change_updates_live_claims_in(base: &Base) -> Result<()> {
+    let env = Env::new(base);
+    let volumes = TestVolumes::create(&env.cluster, 2, "1Gi").await?;
+    let class = volumes.storage_class();
     let r = async {
-        env.create_set(with_claims("web", 2, &class)).await?;
+        env.create_set(with_claims("web", 2, class)).await?;
         let pods = env.wait_ready_pods(&["web-0", "web-1"]).await?;
         env.wait_settled("web", 2).await?;
         let uids: Vec<_> = pods.iter().map(|p| p.metadata.uid.clone()).collect();
@@ -281,14 +291,16 @@ async fn policy_change_updates_live_claims() -> Result<()> {
     env.finish(r).await
 }
 
+rkcm_testkit::scenario! {
+    stale_claim_blocks_the_ordinal, "sts-stale", stale_claim_blocks_the_ordinal_in
+}
+
 /// §9 28: a claim still owned by an earlier web-0 (whenScaled Delete) blocks web-0 until it
 /// is gone.
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn stale_claim_blocks_the_ordinal() -> Result<()> {
-    let mut env = Env::new("sts-stale").await?;
-    let class = unique_name("rkcm-sts");
-    env.create_volumes(&class, 2).await?;
+async fn stale_claim_blocks_the_ordinal_in(base: &Base) -> Result<()> {
+    let env = Env::new(base);
+    let volumes = TestVolumes::create(&env.cluster, 2, "1Gi").await?;
+    let class = volumes.storage_class();
     let r = async {
         let claim: PersistentVolumeClaim = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "PersistentVolumeClaim",
@@ -300,7 +312,7 @@ async fn stale_claim_blocks_the_ordinal() -> Result<()> {
         }))?;
         env.claims().create(&PostParams::default(), &claim).await?;
         env.create_set(merge(
-            with_claims("web", 1, &class),
+            with_claims("web", 1, class),
             json!({"spec": {"persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Delete"}}}),
         ))
         .await?;

@@ -5,6 +5,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
+use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::informer::{InformerFactory, Scope};
 use rkcm_runtime::{CancellationToken, ControllerContext};
 use tokio::task::JoinHandle;
@@ -52,6 +53,13 @@ impl Controllers {
     /// The context controllers get (client, informers, shutdown, clock).
     pub fn context(&self) -> ControllerContext {
         self.ctx.clone()
+    }
+
+    /// Controllers added from now on read time from `clock` (e.g. an
+    /// [`OffsetClock`](super::OffsetClock)) instead of the system clock.
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.ctx.clock = clock;
+        self
     }
 
     /// Starts controller `name`: `start` gets the context and returns its run future.

@@ -1,7 +1,7 @@
 //! Watch-based observation: [`History`] for "never" and "before" claims, [`Readier`] to
 //! play the kubelet.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 
 use super::{
     Env, Object, WITHIN, controller_uid, ensure, is_active, is_ready, lock, name_of, pod_image,
-    ready_status,
+    ready_status, uid_of,
 };
 
 /// One change a [`History`] saw, in watch order.
@@ -32,6 +32,11 @@ impl<K> Seen<K> {
         match self {
             Seen::Applied(o) | Seen::Deleted(o) => o,
         }
+    }
+
+    /// Whether this change is the object's deletion.
+    pub fn is_deleted(&self) -> bool {
+        matches!(self, Seen::Deleted(_))
     }
 }
 
@@ -115,6 +120,39 @@ impl<K: Object> History<K> {
         Ok(self.seen()?.iter().position(f))
     }
 
+    /// The index of the first version of an object named `name`.
+    pub fn first_seen(&self, name: &str) -> Result<Option<usize>> {
+        self.position(|s| s.object().meta().name.as_deref() == Some(name))
+    }
+
+    /// The index of the first change where an object named `name` is terminating or deleted.
+    pub fn terminating_at(&self, name: &str) -> Result<Option<usize>> {
+        self.position(|s| {
+            s.object().meta().name.as_deref() == Some(name)
+                && (s.is_deleted() || s.object().meta().deletion_timestamp.is_some())
+        })
+    }
+
+    /// Names in the order their objects (told apart by UID) first appeared; a name comes
+    /// twice if it was recreated.
+    pub fn creation_order(&self) -> Result<Vec<String>> {
+        let mut uids = BTreeSet::new();
+        let mut names = Vec::new();
+        for s in self.seen()? {
+            if uids.insert(uid_of(s.object())) {
+                names.push(name_of(s.object()));
+            }
+        }
+        Ok(names)
+    }
+
+    /// Fails if two objects of one name (different UIDs) ever existed at once: a new UID
+    /// appeared before the deletion of the previous one was seen (e.g. a StatefulSet pod
+    /// recreated while its predecessor still terminates).
+    pub fn assert_one_per_name(&self) -> Result<()> {
+        one_per_name(&self.seen()?)
+    }
+
     /// Names of every object that existed during the history, sorted.
     pub fn names(&self) -> Result<Vec<String>> {
         let mut names: Vec<String> = self.seen()?.iter().map(|s| name_of(s.object())).collect();
@@ -140,6 +178,31 @@ impl<K: Object> History<K> {
         }
         Ok(max)
     }
+}
+
+/// Fails if, in `seen`, an object appeared while another of its name (another UID) still
+/// existed.
+fn one_per_name<K: Object>(seen: &[Seen<K>]) -> Result<()> {
+    let mut live: BTreeMap<String, String> = BTreeMap::new();
+    for s in seen {
+        let (name, uid) = (name_of(s.object()), uid_of(s.object()));
+        if s.is_deleted() {
+            if live.get(&name) == Some(&uid) {
+                live.remove(&name);
+            }
+            continue;
+        }
+        if let Some(other) = live.get(&name) {
+            ensure(
+                *other == uid,
+                format!(
+                    "two objects named {name} at once: uid {other} still there when {uid} appeared"
+                ),
+            )?;
+        }
+        live.insert(name, uid);
+    }
+    Ok(())
 }
 
 impl<K> Drop for History<K> {
@@ -222,5 +285,29 @@ impl Readier {
 impl Drop for Readier {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, uid: &str) -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": name, "uid": uid}})).expect("pod")
+    }
+
+    #[test]
+    fn one_per_name_allows_replacement_after_deletion_only() {
+        let (a1, a2) = (pod("a", "1"), pod("a", "2"));
+        let replaced = [
+            Seen::Applied(a1.clone()),
+            Seen::Applied(a1.clone()),
+            Seen::Deleted(a1.clone()),
+            Seen::Applied(a2.clone()),
+        ];
+        assert!(one_per_name(&replaced).is_ok());
+        let overlapping = [Seen::Applied(a1), Seen::Applied(a2)];
+        let err = one_per_name(&overlapping).expect_err("two at once");
+        assert!(err.to_string().contains("two objects named a"), "{err}");
     }
 }

@@ -9,6 +9,7 @@
 //!   started, stopped (checking they end cleanly), stopped when dropped.
 //! - [`Manager`]: a controller-manager process (the rkcm binary or upstream's) confined to
 //!   the test namespace by a [`ScopedProxy`](crate::ScopedProxy).
+//! - [`OffsetClock`]: a controller clock running at real speed from an instant the test sets.
 //! - [`History`]: every version of every object of one kind from a watch, for "never" and
 //!   "before" claims; [`Readier`]: plays the kubelet for pods as they appear.
 //! - Free functions: object accessors, small JSON builders, `ensure`-style assertions.
@@ -31,13 +32,15 @@ use serde_json::{Value, json};
 
 use crate::{TestCluster, TestNamespace, holds_for, wait_for};
 
+mod clock;
 mod controllers;
 mod history;
 mod manager;
 
+pub use clock::OffsetClock;
 pub use controllers::Controllers;
 pub use history::{History, Readier, Seen};
-pub use manager::{Manager, ManagerKind, e2e_bin, rkcm_binary};
+pub use manager::{E2E_BIN_ENV, Manager, ManagerKind, RKCM_BIN_ENV, e2e_bin, rkcm_binary};
 
 /// The finalizer tests put on objects to observe them terminating; [`Env::finish`]
 /// removes it (and any other finalizer) before the namespace goes.
@@ -278,6 +281,78 @@ impl Env {
         Ok(uid_of(&cm))
     }
 
+    /// JSON merge patch on the status of object `name` of kind `K` (`{"status": status}`).
+    pub async fn status_patch<K: Object>(&self, name: &str, status: Value) -> Result<K> {
+        self.api::<K>()
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": status})),
+            )
+            .await
+            .with_context(|| format!("writing status of {} {}/{name}", K::kind(&()), self.name()))
+    }
+
+    // ---- Jobs (suites with no Job controller running: CronJob, TTL-after-finished) -----------
+
+    /// Writes what the Job controller writes when Job `name` succeeds: `startTime = start`,
+    /// then `succeeded: 1`, `completionTime = done` and the SuccessCriteriaMet and Complete
+    /// conditions (reason CompletionsReached) at `done`.
+    pub async fn complete_job(
+        &self,
+        name: &str,
+        start: jiff::Timestamp,
+        done: jiff::Timestamp,
+    ) -> Result<Job> {
+        let counts = json!({"succeeded": 1, "completionTime": done.to_string()});
+        let conditions = ["SuccessCriteriaMet", "Complete"];
+        self.finish_job(
+            name,
+            start,
+            counts,
+            (&conditions, "CompletionsReached", done),
+        )
+        .await
+    }
+
+    /// Writes what the Job controller writes when Job `name` fails: `startTime = start`, then
+    /// `failed: 1` and the FailureTarget and Failed conditions (reason BackoffLimitExceeded)
+    /// at `done`.
+    pub async fn fail_job(
+        &self,
+        name: &str,
+        start: jiff::Timestamp,
+        done: jiff::Timestamp,
+    ) -> Result<Job> {
+        let conditions = ["FailureTarget", "Failed"];
+        self.finish_job(
+            name,
+            start,
+            json!({"failed": 1}),
+            (&conditions, "BackoffLimitExceeded", done),
+        )
+        .await
+    }
+
+    /// `startTime = start`, then `status` with the True `conditions` (all of one reason, at
+    /// one time) added.
+    async fn finish_job(
+        &self,
+        name: &str,
+        start: jiff::Timestamp,
+        mut status: Value,
+        (conditions, reason, at): (&[&str], &str, jiff::Timestamp),
+    ) -> Result<Job> {
+        self.status_patch::<Job>(name, json!({"startTime": start.to_string()}))
+            .await?;
+        let conditions: Vec<Value> = conditions
+            .iter()
+            .map(|type_| job_condition(type_, reason, at))
+            .collect();
+        status["conditions"] = json!(conditions);
+        self.status_patch(name, status).await
+    }
+
     // ---- ReplicaSets (the ReplicaSet and Deployment suites) ----------------------------------
 
     /// ReplicaSets of the namespace.
@@ -334,9 +409,19 @@ impl Env {
     /// Waits up to [`WITHIN`] until exactly `n` active pods are controlled by `uid`, and
     /// returns them sorted by name; on timeout the error names the pods last seen.
     pub async fn wait_active(&self, uid: &str, n: usize) -> Result<Vec<Pod>> {
+        self.wait_active_within(uid, n, WITHIN).await
+    }
+
+    /// [`Env::wait_active`] with a timeout of the suite's choosing.
+    pub async fn wait_active_within(
+        &self,
+        uid: &str,
+        n: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Pod>> {
         let mut pods = wait_seen(
             &format!("{n} active pods of {uid}"),
-            WITHIN,
+            timeout,
             || self.active(uid),
             |pods| pods.len() == n,
             |pods| format!("{:?}", names_of(pods)),
@@ -668,6 +753,27 @@ pub fn bare_pod(name: &str, labels_: &[(&str, &str)]) -> Value {
     })
 }
 
+/// Merges `patch` into `base`, for tweaking a builder's output: nested objects merge key by
+/// key; anything else (arrays, and `null` too, unlike a JSON merge patch) replaces.
+pub fn merge_json(base: &mut Value, patch: &Value) {
+    match (base, patch) {
+        (Value::Object(b), Value::Object(p)) => {
+            for (k, v) in p {
+                merge_json(b.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (b, p) => *b = p.clone(),
+    }
+}
+
+/// A True Job condition of `type_` with `reason`, probed and changed at `at`.
+pub fn job_condition(type_: &str, reason: &str, at: jiff::Timestamp) -> Value {
+    json!({
+        "type": type_, "status": "True", "reason": reason, "message": "test",
+        "lastProbeTime": at.to_string(), "lastTransitionTime": at.to_string(),
+    })
+}
+
 /// A pod status: Running, and Ready and ContainersReady since `since`.
 pub fn ready_status(since: jiff::Timestamp) -> Value {
     let t = since.to_string();
@@ -894,10 +1000,17 @@ pub fn ignore_404<T>(r: Result<T, kube::Error>) -> Result<()> {
 /// The test is ignored unless run with `--include-ignored` (it needs the plane). It runs on
 /// two worker threads; with `; all_threads` after `body`, on tokio's default (one per core).
 ///
+/// With `; start = start_fn` after `body`, `start_fn(&env)` (returning [`Controllers`]) runs
+/// before the body and the controllers are stopped after it ([`Controllers::stop`]: a
+/// controller that does not end cleanly fails the test, after the body's own error).
+///
 /// ```ignore
 /// rkcm_testkit::scenario! {
 ///     /// What the scenario shows.
 ///     scales_up, "rs-scale-up", scale_up
+/// }
+/// rkcm_testkit::scenario! {
+///     completes, "job-basic", complete_three; start = crate::harness::start
 /// }
 /// ```
 #[macro_export]
@@ -911,6 +1024,25 @@ macro_rules! scenario {
             let result = $body(&env).await;
             env.finish(result).await
         }
+    };
+    (@test ($($how:tt)*) $(#[$meta:meta])* $name:ident, $prefix:literal, $body:path,
+        $start:path) => {
+        $(#[$meta])*
+        #[tokio::test($($how)*)]
+        #[ignore = "needs apiserver: make test"]
+        async fn $name() -> ::anyhow::Result<()> {
+            let env = $crate::harness::Env::new($prefix).await?;
+            let controllers: $crate::harness::Controllers = $start(&env);
+            let result = $body(&env).await;
+            let stopped = controllers.stop().await;
+            env.finish(result.and(stopped)).await
+        }
+    };
+    ($(#[$meta:meta])* $name:ident, $prefix:literal, $body:path; start = $start:path) => {
+        $crate::scenario!(
+            @test (flavor = "multi_thread", worker_threads = 2) $(#[$meta])* $name, $prefix, $body,
+            $start
+        );
     };
     ($(#[$meta:meta])* $name:ident, $prefix:literal, $body:path; all_threads) => {
         $crate::scenario!(@test (flavor = "multi_thread") $(#[$meta])* $name, $prefix, $body);
@@ -962,6 +1094,27 @@ mod tests {
         .await
         .expect_err("breaks");
         assert!(format!("{err:#}").contains("last seen: n=20"), "{err:#}");
+    }
+
+    #[test]
+    fn merge_json_merges_objects_and_replaces_the_rest() {
+        let mut base = json!({"a": {"b": 1, "c": [1]}, "d": "x"});
+        merge_json(
+            &mut base,
+            &json!({"a": {"c": [2], "e": null}, "d": {"f": true}}),
+        );
+        assert_eq!(
+            base,
+            json!({"a": {"b": 1, "c": [2], "e": null}, "d": {"f": true}})
+        );
+        let c = job_condition(
+            "Complete",
+            "CompletionsReached",
+            jiff::Timestamp::UNIX_EPOCH,
+        );
+        let c: k8s_openapi::api::batch::v1::JobCondition =
+            serde_json::from_value(c).expect("a Job condition");
+        assert_eq!((c.type_.as_str(), c.status.as_str()), ("Complete", "True"));
     }
 
     #[test]

@@ -13,16 +13,15 @@ use futures::StreamExt;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use rkcm_runtime::informer::InformerFactory;
-use rkcm_runtime::{CancellationToken, ControllerContext};
-use rkcm_testkit::{TestCluster, TestNamespace, wait_for};
+pub use rkcm_testkit::harness::Controllers;
+pub use rkcm_testkit::harness::{Env as Base, HOLD, NO_SCHEDULER, sorted_names};
+use rkcm_testkit::wait_for;
 use serde_json::{Value, json};
+use std::ops::Deref;
 use tokio::task::JoinHandle;
 
-/// The finalizer tests put on pods and Jobs to keep them terminating.
-pub const HOLD: &str = "rkcm.test/hold";
 /// The finalizer the API server adds for a Foreground delete.
 pub const FOREGROUND: &str = "foregroundDeletion";
 /// "Within T" for anything the controller (and the garbage collector) should do promptly.
@@ -31,83 +30,39 @@ pub const WITHIN: Duration = Duration::from_secs(20);
 pub const LATE: SignedDuration = SignedDuration::from_secs(5);
 /// How long "stays so" is watched when the spec names no period.
 pub const HOLDS: Duration = Duration::from_secs(5);
-/// A scheduler that does not exist: pods stay unbound, and vanish at once when deleted.
-pub const NO_SCHEDULER: &str = "rkcm-test-no-scheduler";
 
 /// The histogram is process-wide and tests run in parallel: every test that may delete a Job
 /// holds this shared; the metric test holds it exclusively so that its count is its own.
 pub static DELETIONS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
-/// The controller under test on an informer factory of its own; stopped when dropped.
-pub struct Controller {
-    shutdown: CancellationToken,
-    handle: Option<JoinHandle<Result<(), String>>>,
-}
-
-impl Controller {
-    /// Starts the controller on informers scoped to `namespace`, as the process would.
-    pub fn start(cluster: &TestCluster, namespace: &str) -> Self {
-        let shutdown = CancellationToken::new();
-        let client = cluster.client();
-        let informers = InformerFactory::namespaced(client.clone(), namespace);
-        let _ = rkcm_ttlafterfinished::informers(&informers);
-        let ctx = ControllerContext::new(client, informers.clone(), shutdown.clone());
-        let handle = tokio::spawn(async move {
-            rkcm_ttlafterfinished::start(ctx, rkcm_ttlafterfinished::Config::default())
-                .await
-                .map_err(|e| e.to_string())
-        });
-        informers.start(shutdown.clone());
-        Self {
-            shutdown,
-            handle: Some(handle),
-        }
-    }
-
-    /// Stops the controller and checks that it ended cleanly and promptly.
-    pub async fn stop(mut self) -> Result<()> {
-        self.shutdown.cancel();
-        let Some(handle) = self.handle.take() else {
-            return Ok(());
-        };
-        tokio::time::timeout(Duration::from_secs(10), handle)
-            .await
-            .context("the controller did not stop within 10 s of shutdown")?
-            .context("the controller panicked")?
-            .map_err(|e| anyhow::anyhow!("the controller returned an error: {e}"))
-    }
-}
-
-impl Drop for Controller {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
-}
-
-/// One test's cluster connection, namespace and Job API.
+/// The testkit's [`Base`] environment with the namespace's Job and pod APIs at hand.
 pub struct Env {
-    pub cluster: TestCluster,
-    pub ns: TestNamespace,
+    base: Base,
     pub jobs: Api<Job>,
     pub pods: Api<Pod>,
 }
 
+impl Deref for Env {
+    type Target = Base;
+    fn deref(&self) -> &Base {
+        &self.base
+    }
+}
+
 impl Env {
     pub async fn new(prefix: &str) -> Result<Self> {
-        let cluster = TestCluster::connect().await?;
-        let ns = cluster.namespace(prefix).await?;
-        let jobs = ns.api::<Job>();
-        let pods = ns.api::<Pod>();
-        Ok(Self {
-            cluster,
-            ns,
-            jobs,
-            pods,
-        })
+        let base = Base::new(prefix).await?;
+        let (jobs, pods) = (base.api(), base.pods());
+        Ok(Self { base, jobs, pods })
     }
 
-    pub fn controller(&self) -> Controller {
-        Controller::start(&self.cluster, self.ns.name())
+    /// The controller on informers scoped to the namespace, as the process would run it.
+    pub fn controller(&self) -> Controllers {
+        Controllers::new(self.cluster.client(), &[self.ns.name()])
+            .spawn("ttl-after-finished", |ctx| {
+                rkcm_ttlafterfinished::start(ctx, rkcm_ttlafterfinished::Config::default())
+            })
+            .run()
     }
 
     /// Creates Job `name` with `ttl` (seconds, or none). Nothing runs it: its status is
@@ -140,14 +95,7 @@ impl Env {
 
     /// Writes `status` through `jobs/status` (a merge patch: lists are replaced whole).
     pub async fn patch_status(&self, name: &str, status: Value) -> Result<Job> {
-        self.jobs
-            .patch_status(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "status": status })),
-            )
-            .await
-            .with_context(|| format!("writing status of job {name}"))
+        self.status_patch(name, status).await
     }
 
     /// Marks the Job started at `at` and running (no terminal condition).
@@ -197,12 +145,7 @@ impl Env {
 
     /// Sets `spec.ttlSecondsAfterFinished` (`None` removes it).
     pub async fn set_ttl(&self, name: &str, ttl: Option<i32>) -> Result<Job> {
-        self.jobs
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"ttlSecondsAfterFinished": ttl}})),
-            )
+        self.merge(name, json!({"spec": {"ttlSecondsAfterFinished": ttl}}))
             .await
             .with_context(|| format!("setting the TTL of job {name} to {ttl:?}"))
     }
@@ -240,32 +183,12 @@ impl Env {
 
     /// Removes every finalizer of pod `name`.
     pub async fn clear_pod_finalizers(&self, name: &str) -> Result<()> {
-        self.pods
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-            )
-            .await
-            .with_context(|| format!("clearing finalizers of pod {name}"))?;
-        Ok(())
+        self.release::<Pod>(name).await
     }
 
     /// Removes every finalizer of Job `name` (cleanup of held Jobs).
     pub async fn clear_job_finalizers(&self, name: &str) -> Result<()> {
-        match self
-            .jobs
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-            )
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            Err(e) => Err(e).with_context(|| format!("clearing finalizers of job {name}")),
-        }
+        self.release::<Job>(name).await
     }
 
     /// Deletes Job `name` with `propagationPolicy: Background` (the test's own delete).
@@ -277,16 +200,9 @@ impl Env {
         Ok(())
     }
 
-    /// Names of the pods in the namespace.
+    /// Names of the pods in the namespace, sorted.
     pub async fn pod_names(&self) -> Result<Vec<String>> {
-        Ok(self
-            .pods
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .filter_map(|p| p.metadata.name)
-            .collect())
+        Ok(sorted_names(&self.list::<Pod>().await?))
     }
 }
 
