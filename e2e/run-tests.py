@@ -5,7 +5,9 @@
 real-plane suites waiting on the API server, so running them side by side shortens the whole.
 Reads the binaries from `cargo test --no-run --message-format=json` (built beforehand), runs
 each with `--include-ignored` in its package directory (as cargo does), at most JOBS at a time
-(env RKCM_TEST_JOBS, default 3), the real-plane suites first (they are the long ones), prints
+(env RKCM_TEST_JOBS, default 1: with 3 at a time the whole run took 6 minutes,
+but one ReplicaSet-under-PodGC scenario failed once while other suites ran beside it; it passes
+alone — to be understood before concurrency becomes the default), the real-plane suites first (they are the long ones), prints
 each binary's output whole as it finishes and ends with one summary line:
 `tests: N passed, N failed, N skipped`. Exits 1 if any binary failed.
 Extra arguments are passed to every test binary (e.g. a name filter).
@@ -68,7 +70,7 @@ def run(name, exe, cwd, extra):
 
 
 def main():
-    jobs = int(os.environ.get("RKCM_TEST_JOBS", "3"))
+    jobs = int(os.environ.get("RKCM_TEST_JOBS", "1"))
     extra = sys.argv[1:]
     bins = binaries()
     # Real-plane suites (integration test targets) first: they take longest.

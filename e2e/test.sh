@@ -34,5 +34,5 @@ else
   step "using the cluster in RKCM_TEST_KUBECONFIG=$RKCM_TEST_KUBECONFIG"
 fi
 
-step "tests (unit and apiserver; RKCM_TEST_JOBS=${RKCM_TEST_JOBS:-3} test binaries at a time)"
+step "tests (unit and apiserver; RKCM_TEST_JOBS=${RKCM_TEST_JOBS:-1} test binaries at a time)"
 python3 "$here/run-tests.py"
