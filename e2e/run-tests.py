@@ -5,12 +5,14 @@
 real-plane suites waiting on the API server, so running them side by side shortens the whole.
 Reads the binaries from `cargo test --no-run --message-format=json` (built beforehand), runs
 each with `--include-ignored` in its package directory (as cargo does), at most JOBS at a time
-(env RKCM_TEST_JOBS, default 1: with 3 at a time the whole run took 6 minutes,
-but one ReplicaSet-under-PodGC scenario failed once while other suites ran beside it; it passes
-alone — to be understood before concurrency becomes the default), the real-plane suites first (they are the long ones), prints
+(env RKCM_TEST_JOBS, default 1), the real-plane suites first (they are the long ones), prints
 each binary's output whole as it finishes and ends with one summary line:
 `tests: N passed, N failed, N skipped`. Exits 1 if any binary failed.
 Extra arguments are passed to every test binary (e.g. a name filter).
+
+With three at a time the whole run took 6 minutes instead of about 15, but one
+ReplicaSet-under-PodGC scenario failed once while other suites ran beside it (it passes alone);
+concurrency stays opt-in until that is understood.
 """
 
 import json
