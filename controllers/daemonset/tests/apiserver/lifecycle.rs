@@ -15,7 +15,24 @@ const IMAGE: &str = "registry.k8s.io/pause:3.10";
 #[ignore = "needs apiserver: make test"]
 async fn succeeded_pod_is_replaced_with_an_event() -> Result<()> {
     // Scenario 19.
-    let env = Env::new("ds-succeeded").await?;
+    terminated_pod_is_replaced(
+        "ds-succeeded",
+        0,
+        "SucceededDaemonPod",
+        "will try to delete it",
+    )
+    .await
+}
+
+/// A daemon pod that ends with `exit_code` is reported with `reason` (message ending in
+/// `action`) and replaced by a new pod on the same node (scenarios 18 and 19).
+pub async fn terminated_pod_is_replaced(
+    prefix: &str,
+    exit_code: i32,
+    reason: &str,
+    action: &str,
+) -> Result<()> {
+    let env = Env::new(prefix).await?;
     let a = env.node("a", &[], &[]).await?;
     let ctrl = env.start();
     env.create(&env.daemonset("ds", IMAGE, json!({}))).await?;
@@ -25,12 +42,19 @@ async fn succeeded_pod_is_replaced_with_an_event() -> Result<()> {
         .next()
         .and_then(|p| p.metadata.name.clone())
         .unwrap_or_default();
-    env.cluster.terminate_pod(env.name(), &victim, 0).await?;
+    env.cluster
+        .terminate_pod(env.name(), &victim, exit_code)
+        .await?;
+    let state = if exit_code == 0 {
+        "succeeded"
+    } else {
+        "failed"
+    };
     env.wait_event(
         "ds",
-        "SucceededDaemonPod",
+        reason,
         &format!(
-            "Found succeeded daemon pod {}/{victim} on node {}, will try to delete it",
+            "Found {state} daemon pod {}/{victim} on node {}, {action}",
             env.name(),
             a.name()
         ),

@@ -514,35 +514,11 @@ async fn rollback_reuses_the_revision_and_history_is_limited() -> Result<()> {
 #[ignore = "needs apiserver: make test"]
 async fn failed_pod_is_replaced_with_an_event() -> Result<()> {
     // Scenario 18.
-    let env = Env::new("ds-failed").await?;
-    let a = env.node("a", &[], &[]).await?;
-    let ctrl = env.start();
-    env.create(&env.daemonset("ds", V1, json!({}))).await?;
-    let pods = env.wait_one_per_node("ds", &[a.name()], None).await?;
-    let victim = pods
-        .values()
-        .next()
-        .and_then(|p| p.metadata.name.clone())
-        .unwrap_or_default();
-    env.cluster.terminate_pod(env.name(), &victim, 1).await?;
-    env.wait_event(
-        "ds",
+    crate::lifecycle::terminated_pod_is_replaced(
+        "ds-failed",
+        1,
         "FailedDaemonPod",
-        &format!(
-            "Found failed daemon pod {}/{victim} on node {}, will try to kill it",
-            env.name(),
-            a.name()
-        ),
+        "will try to kill it",
     )
-    .await?;
-    let replaced = env.wait_one_per_node("ds", &[a.name()], None).await?;
-    assert_ne!(
-        replaced
-            .values()
-            .next()
-            .and_then(|p| p.metadata.name.clone()),
-        Some(victim)
-    );
-    ctrl.stop().await?;
-    Ok(())
+    .await
 }
