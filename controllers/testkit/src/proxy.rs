@@ -17,13 +17,17 @@
 //!   credentials of the client the proxy was started with.
 //!
 //! Every write that went through is recorded ([`ScopedProxy::writes`]), so a test can say
-//! which manager wrote what. The proxy serves plain HTTP/1.1 on a loopback port and writes a
+//! which manager wrote what. A test can also make the manager's cache lag: with
+//! [`ScopedProxy::delay_watches`] the events of its watches on one resource reach it late, in
+//! their order, as from a slow or overloaded API server. The proxy serves plain HTTP/1.1 on a loopback port and writes a
 //! kubeconfig pointing at it ([`ScopedProxy::kubeconfig`]); [`ScopedProxy::stop`] (or drop)
 //! closes the listener and every open connection, ending the manager's watches.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use bytes::Bytes;
@@ -93,7 +97,11 @@ pub struct ScopedProxy {
     kubeconfig: PathBuf,
     stop: CancellationToken,
     journal: Arc<Mutex<Journal>>,
+    delays: WatchDelays,
 }
+
+/// Per resource (`pods`, `jobs`, ...): how late the proxy hands on watch events.
+type WatchDelays = Arc<Mutex<HashMap<String, Duration>>>;
 
 impl ScopedProxy {
     /// Starts a proxy confining its clients to `namespace`, forwarding with the cluster's
@@ -118,10 +126,12 @@ impl ScopedProxy {
 
         let stop = CancellationToken::new();
         let journal = Arc::new(Mutex::new(Journal::default()));
+        let delays = WatchDelays::default();
         let scope = Arc::new(Scope {
             client,
             namespace: namespace.to_owned(),
             journal: journal.clone(),
+            delays: delays.clone(),
         });
         tokio::spawn(serve(listener, scope, stop.clone()));
         Ok(Self {
@@ -131,7 +141,18 @@ impl ScopedProxy {
             kubeconfig,
             stop,
             journal,
+            delays,
         })
+    }
+
+    /// From now on, every chunk of a watch response on `resource` (the collection's last path
+    /// segment: `pods`, `jobs`, ...) reaches the client `delay` after the API server sent it,
+    /// in order. Applies to open watches as well as later ones; `Duration::ZERO` ends the
+    /// delay for chunks that arrive afterwards.
+    pub fn delay_watches(&self, resource: &str, delay: Duration) {
+        if let Ok(mut d) = self.delays.lock() {
+            d.insert(resource.to_owned(), delay);
+        }
     }
 
     /// The proxy's base URL (`http://127.0.0.1:<port>`).
@@ -191,6 +212,45 @@ struct Scope {
     client: kube::Client,
     namespace: String,
     journal: Arc<Mutex<Journal>>,
+    delays: WatchDelays,
+}
+
+/// Whether a request's query asks for a watch (`watch=true` or `watch=1`).
+fn is_watch(query: Option<&str>) -> bool {
+    query.is_some_and(|q| {
+        form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "watch" && (v == "true" || v == "1"))
+    })
+}
+
+/// Hands the chunks of `body` on, each `delays[resource]` (looked up when the chunk arrives)
+/// after it arrived; order is kept.
+fn delayed(body: ProxyBody, resource: String, delays: WatchDelays) -> ProxyBody {
+    use futures::StreamExt as _;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut body = body;
+        while let Some(frame) = body.frame().await {
+            let delay = delays
+                .lock()
+                .ok()
+                .and_then(|d| d.get(&resource).copied())
+                .unwrap_or_default();
+            let end = frame.is_err();
+            if tx
+                .send((tokio::time::Instant::now() + delay, frame))
+                .is_err()
+                || end
+            {
+                return;
+            }
+        }
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        let (due, frame) = rx.recv().await?;
+        tokio::time::sleep_until(due).await;
+        Some((frame, rx))
+    });
+    http_body_util::StreamBody::new(stream.boxed()).boxed_unsync()
 }
 
 async fn serve(listener: tokio::net::TcpListener, scope: Arc<Scope>, stop: CancellationToken) {
@@ -331,10 +391,18 @@ async fn forward(
         Ok(r) => r,
         Err(e) => return Ok(text(http::StatusCode::BAD_REQUEST, e.to_string())),
     };
+    let watch = is_watch(parts.uri.query());
+    let resource = path.rsplit('/').next().unwrap_or_default().to_owned();
     let resp = match scope.client.send(request).await {
         Ok(resp) => resp.map(|b| {
-            b.map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
-                .boxed_unsync()
+            let body = b
+                .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
+                .boxed_unsync();
+            if watch {
+                delayed(body, resource, scope.delays.clone())
+            } else {
+                body
+            }
         }),
         Err(e) => text(http::StatusCode::BAD_GATEWAY, e.to_string()),
     };
@@ -378,6 +446,15 @@ mod tests {
         ] {
             assert_eq!(scoped_path(p, "t"), p);
         }
+    }
+
+    #[test]
+    fn watches_are_told_from_lists_by_their_query() {
+        assert!(is_watch(Some("watch=true&resourceVersion=5")));
+        assert!(is_watch(Some("labelSelector=a%3Db&watch=1")));
+        assert!(!is_watch(Some("watch=false")));
+        assert!(!is_watch(Some("limit=500")));
+        assert!(!is_watch(None));
     }
 
     #[test]

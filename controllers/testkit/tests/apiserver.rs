@@ -387,3 +387,114 @@ async fn namespace_is_deleted_when_dropped() -> anyhow::Result<()> {
     })
     .await
 }
+
+/// The scoping proxy's watch delay: events of a watch that is already open reach the client
+/// no earlier than the delay after the API server sent them, in their order; with the delay
+/// set back to zero they flow again.
+#[tokio::test]
+#[ignore = "needs apiserver: make test"]
+async fn proxy_delays_watch_events_in_order() -> anyhow::Result<()> {
+    let cluster = TestCluster::connect().await?;
+    let ns = cluster.namespace("smoke-delay").await?;
+    let proxy = rkcm_testkit::proxy::ScopedProxy::start(&cluster, ns.name()).await?;
+    let kubeconfig = kube::config::Kubeconfig::read_from(proxy.kubeconfig())?;
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await?;
+    let through_proxy: Api<ConfigMap> = Api::namespaced(kube::Client::try_from(config)?, ns.name());
+    let direct: Api<ConfigMap> = ns.api();
+
+    let rv = through_proxy
+        .list(&ListParams::default())
+        .await?
+        .metadata
+        .resource_version
+        .context("list has a resourceVersion")?;
+    let stream = through_proxy
+        .watch(&WatchParams::default().timeout(60), &rv)
+        .await?;
+    let mut stream = std::pin::pin!(stream);
+    let delay = Duration::from_secs(3);
+    proxy.delay_watches("configmaps", delay);
+
+    let map = |name: &str| -> anyhow::Result<ConfigMap> {
+        Ok(serde_json::from_value(json!({"metadata": {"name": name}}))?)
+    };
+    let sent = tokio::time::Instant::now();
+    direct
+        .create(&PostParams::default(), &map("first")?)
+        .await?;
+    direct
+        .create(&PostParams::default(), &map("second")?)
+        .await?;
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        match tokio::time::timeout(T, stream.next()).await {
+            Ok(Some(Ok(WatchEvent::Added(o)))) => seen.push((o.name_any(), sent.elapsed())),
+            Ok(Some(Ok(WatchEvent::Bookmark(_)))) => {}
+            other => anyhow::bail!("expected two ADDED events, got {other:?} after {seen:?}"),
+        }
+    }
+    assert_eq!(
+        seen.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        ["first", "second"],
+        "order kept"
+    );
+    assert!(
+        seen.iter().all(|(_, at)| *at >= delay),
+        "events arrived before the {delay:?} delay: {seen:?}"
+    );
+
+    proxy.delay_watches("configmaps", Duration::ZERO);
+    direct
+        .create(&PostParams::default(), &map("third")?)
+        .await?;
+    let ev = tokio::time::timeout(T, stream.next())
+        .await
+        .context("no event once the delay is off")?;
+    assert!(
+        matches!(ev, Some(Ok(WatchEvent::Added(ref o))) if o.name_any() == "third"),
+        "expected ADDED third, got {ev:?}"
+    );
+    Ok(())
+}
+
+/// `Manager::kill_and_restart`: the old process is gone (SIGKILL), a new one runs with the
+/// same command line, and the log keeps both runs' output.
+#[tokio::test]
+#[ignore = "needs apiserver: make test"]
+async fn manager_is_killed_and_restarted_with_the_same_command_line() -> anyhow::Result<()> {
+    use rkcm_testkit::harness::{Manager, ManagerKind};
+    let cluster = TestCluster::connect().await?;
+    let ns = cluster.namespace("smoke-restart").await?;
+    let mut manager = Manager::start(
+        ManagerKind::Rkcm,
+        &cluster,
+        ns.name(),
+        "pod-garbage-collector-controller",
+    )
+    .await?;
+    let started = |m: &Manager| m.log_tail(1000).matches("starting rkcm").count();
+    let first = manager.pid().context("the manager runs")?;
+    wait_for("the first run started", T, || {
+        let n = started(&manager);
+        async move { Ok((n >= 1).then_some(())) }
+    })
+    .await?;
+    manager.kill_and_restart().await?;
+    let second = manager.pid().context("the restarted manager runs")?;
+    assert_ne!(first, second, "a new process");
+    assert!(
+        !std::path::Path::new(&format!("/proc/{first}")).exists(),
+        "the old process {first} is gone"
+    );
+    wait_for("the second run started", T, || {
+        let n = started(&manager);
+        async move { Ok((n >= 2).then_some(())) }
+    })
+    .await?;
+    manager.check_running()?;
+    manager.stop().await
+}

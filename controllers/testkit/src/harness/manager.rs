@@ -77,6 +77,9 @@ impl ManagerKind {
 pub struct Manager {
     kind: ManagerKind,
     child: tokio::process::Child,
+    /// The command line, kept for [`Manager::kill_and_restart`].
+    bin: PathBuf,
+    args: Vec<String>,
     proxy: ScopedProxy,
     log: PathBuf,
     keep: bool,
@@ -106,35 +109,48 @@ impl Manager {
         let log = std::env::temp_dir()
             .join(unique_name(&format!("{}-{namespace}", kind.name())))
             .with_extension("log");
-        let out =
-            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        let child = tokio::process::Command::new(&bin)
-            .arg(format!("--kubeconfig={}", proxy.kubeconfig().display()))
-            .arg(format!("--controllers={controllers}"))
-            .args(["--leader-elect=false", "--secure-port=0", "--v=2"])
-            .args(extra)
-            .env_remove("KUBECONFIG")
-            .env_remove("RUST_LOG")
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .env_remove("KUBERNETES_SERVICE_PORT")
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
+        let mut args = vec![
+            format!("--kubeconfig={}", proxy.kubeconfig().display()),
+            format!("--controllers={controllers}"),
+        ];
+        args.extend(
+            ["--leader-elect=false", "--secure-port=0", "--v=2"]
+                .iter()
+                .chain(extra)
+                .map(|a| (*a).to_owned()),
+        );
+        let child = spawn(&bin, &args, &log)?;
         Ok(Self {
             kind,
             child,
+            bin,
+            args,
             proxy,
             log,
             keep: false,
         })
     }
 
+    /// Kills the process with SIGKILL (no chance to clean up, as in a node crash) and starts
+    /// it again with the same command line, through the same proxy (its watch delays hold);
+    /// the new process's output is appended to the same log.
+    pub async fn kill_and_restart(&mut self) -> Result<()> {
+        self.child
+            .kill()
+            .await
+            .with_context(|| format!("killing {}", self.kind.name()))?;
+        self.child = spawn(&self.bin, &self.args, &self.log)?;
+        Ok(())
+    }
+
     /// Which manager this is.
     pub fn kind(&self) -> ManagerKind {
         self.kind
+    }
+
+    /// The process id of the running process.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
     }
 
     /// The proxy the process talks through.
@@ -209,6 +225,27 @@ impl Manager {
             e
         })
     }
+}
+
+/// Starts `bin` with `args`, output appended to `log`, killed when dropped.
+fn spawn(bin: &Path, args: &[String], log: &Path) -> Result<tokio::process::Child> {
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("opening {}", log.display()))?;
+    tokio::process::Command::new(bin)
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env_remove("RUST_LOG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {}", bin.display()))
 }
 
 impl Drop for Manager {
