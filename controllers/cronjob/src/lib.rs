@@ -26,9 +26,14 @@
 //! Reads the shared CronJob and Job informers. Writes Jobs (create, delete), `cronjobs/status`
 //! (full `PUT` with the cached resourceVersion, at most once per sync) and Events (source
 //! `cronjob-controller`); live `GET`s of a CronJob or Job only where upstream does them.
+//! Unlike upstream, a sync's status write is sent once no other sync is running (at most a
+//! few seconds later, see [`deferred`]), so when many CronJobs fire at the same instant every
+//! Job is created before the status writes take their share of the client's rate limit; a
+//! CronJob is not synced again until its status write is done and in the cache.
 //! Metric: `cronjob_controller_job_creation_skew_duration_seconds`; queue `cronjob`.
 
 pub mod consts;
+mod deferred;
 mod error;
 mod metrics;
 pub mod plan;
@@ -84,6 +89,8 @@ pub(crate) struct Controller {
     queue: WorkQueue<String>,
     syncer: reconcile::Syncer<reconcile::KubeApi>,
     clock: SharedClock,
+    /// Status writes waiting for the Job creates of other syncs ([`deferred`]).
+    deferred: Arc<deferred::Deferred>,
 }
 
 impl Controller {
@@ -158,10 +165,19 @@ impl Controller {
     }
 
     async fn sync(&self, key: String) -> Result<(), Error> {
+        let _running = self.deferred.enter();
         let Some(cj) = self.cronjobs.get(&key) else {
             tracing::debug!(cronjob = %key, "cronjob not found, may be it is deleted");
             return Ok(());
         };
+        let base_rv = cj.metadata.resource_version.clone();
+        let gate = self
+            .deferred
+            .gate(&key, base_rv.as_deref(), tokio::time::Instant::now());
+        if gate == deferred::Gate::Skip {
+            tracing::debug!(cronjob = %key, "status write outstanding, sync skipped");
+            return Ok(());
+        }
         let uid = cj.metadata.uid.clone().unwrap_or_default();
         let children: Vec<Arc<Job>> = self
             .jobs
@@ -170,7 +186,12 @@ impl Controller {
             .filter(|j| plan::is_child(j, &cj))
             .collect();
         let now = self.clock.wall();
-        if let Some(d) = self.syncer.sync(&cj, &children, now).await? {
+        let outcome = self.syncer.sync_without_status(&cj, &children, now).await;
+        if let Some(status) = outcome.status {
+            self.deferred
+                .push(key.clone(), status, base_rv, tokio::time::Instant::now());
+        }
+        if let Some(d) = outcome.result? {
             tracing::debug!(cronjob = %key, requeue_after = ?d, "re-queuing cronjob");
             self.queue.add_after(key, plan::as_queue_delay(d));
         }
@@ -206,7 +227,16 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
             local: cfg.local_time_zone.clone(),
         },
         clock: ctx.clock.clone(),
+        deferred: Arc::new(deferred::Deferred::default()),
     });
+    let api = Arc::new(reconcile::KubeApi::new(ctx.client.clone()));
+    for _ in 0..cfg.workers.max(1) {
+        tokio::spawn(controller.deferred.clone().run_writer(
+            api.clone(),
+            queue.clone(),
+            ctx.shutdown.clone(),
+        ));
+    }
     let c = controller.clone();
     jobs.subscribe(move |change| c.on_job(change));
     let c = controller.clone();
@@ -229,6 +259,8 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     /// Compile-time check: the process spawns `start` on a multi-threaded runtime.
@@ -249,6 +281,102 @@ mod tests {
             consts::NEXT_SCHEDULE_DELTA,
             jiff::SignedDuration::from_millis(100)
         );
+    }
+
+    /// Many CronJobs due at once: every Job is created before the first status write, and
+    /// every CronJob gets its status written once (upstream interleaves them, so its later
+    /// Jobs wait for the earlier CronJobs' status writes).
+    #[tokio::test(start_paused = true)]
+    async fn jobs_are_created_before_status_writes() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        use kube::runtime::watcher;
+        use rkcm_runtime::clock::FakeClock;
+        use rkcm_runtime::informer::Informer;
+        use rkcm_testkit::fake_api::FakeApi;
+
+        const N: usize = 12;
+        let fake = FakeApi::new();
+        fake.echo_writes()
+            .delay("POST", "**", Duration::from_millis(20))
+            .delay("PUT", "**", Duration::from_millis(20));
+        let cronjobs = Informer::<CronJob>::detached();
+        cronjobs.feed(watcher::Event::Init);
+        for i in 0..N {
+            let mut cj = CronJob::default();
+            cj.metadata.name = Some(format!("cj-{i}"));
+            cj.metadata.namespace = Some("ns".into());
+            cj.metadata.uid = Some(format!("uid-{i}"));
+            cj.metadata.resource_version = Some("1".into());
+            cj.metadata.creation_timestamp =
+                Some(Time("2016-05-19T09:00:00Z".parse().expect("ts")));
+            cj.spec.schedule = "*/1 * * * *".into();
+            cj.spec.job_template.spec = Some(Default::default());
+            cronjobs.feed(watcher::Event::InitApply(cj));
+        }
+        cronjobs.feed(watcher::Event::InitDone);
+        let (recorder, _events) = EventRecorder::fake(consts::EVENT_COMPONENT);
+        let queue = WorkQueue::new("cronjob-test", RateLimiter::Default);
+        let controller = Arc::new(Controller {
+            cronjobs: cronjobs.store(),
+            jobs: Informer::<Job>::detached().store(),
+            queue: queue.clone(),
+            syncer: reconcile::Syncer {
+                api: reconcile::KubeApi::new(fake.client()),
+                recorder,
+                local: TimeZone::UTC,
+            },
+            clock: Arc::new(FakeClock::new(
+                "2016-05-19T10:00:00.5Z".parse().expect("ts"),
+            )),
+            deferred: Arc::new(deferred::Deferred::default()),
+        });
+        let stop = tokio_util::sync::CancellationToken::new();
+        let api = Arc::new(reconcile::KubeApi::new(fake.client()));
+        for _ in 0..2 {
+            tokio::spawn(controller.deferred.clone().run_writer(
+                api.clone(),
+                queue.clone(),
+                stop.clone(),
+            ));
+        }
+        for i in 0..N {
+            queue.add(format!("ns/cj-{i}"));
+        }
+        let c = controller.clone();
+        let workers = tokio::spawn(rkcm_runtime::workqueue::run_workers(
+            queue.clone(),
+            2,
+            move |key: String| {
+                let c = c.clone();
+                async move { c.sync(key).await }
+            },
+        ));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while fake.requests_to("PUT", "**/status").len() < N {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{:?}",
+                fake.writes()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let writes: Vec<String> = fake
+            .writes()
+            .into_iter()
+            .filter(|(m, _)| m == "POST" || m == "PUT")
+            .map(|(m, p)| format!("{m} {p}"))
+            .collect();
+        let creates = writes.iter().filter(|w| w.starts_with("POST ")).count();
+        let first_status = writes
+            .iter()
+            .position(|w| w.starts_with("PUT "))
+            .expect("status writes");
+        assert_eq!(creates, N, "one Job per CronJob: {writes:?}");
+        assert_eq!(first_status, N, "all creates first: {writes:?}");
+        assert_eq!(writes.len(), 2 * N, "one status write each: {writes:?}");
+        stop.cancel();
+        queue.shut_down();
+        workers.await.expect("workers end");
     }
 
     mod handlers {
@@ -293,6 +421,7 @@ mod tests {
                     local: TimeZone::UTC,
                 },
                 clock: Arc::new(clock),
+                deferred: Arc::new(deferred::Deferred::default()),
             };
             (c, events)
         }

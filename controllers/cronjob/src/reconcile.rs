@@ -113,6 +113,15 @@ fn is_already_exists(e: &kube::Error) -> bool {
     api_status(e).is_some_and(|s| s.code == 409 && s.reason == "AlreadyExists")
 }
 
+/// What a sync decided besides its writes to Jobs.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The CronJob with its new status, when the status changed and must be written.
+    pub status: Option<CronJob>,
+    /// The requeue delay, if any, or the sync's error.
+    pub result: Result<Option<SignedDuration>, Error>,
+}
+
 /// Runs syncs: the API, the event recorder and the controller's local time zone.
 pub struct Syncer<A> {
     pub api: A,
@@ -134,6 +143,25 @@ impl<A: CronJobApi> Syncer<A> {
         children: &[Arc<Job>],
         now: Timestamp,
     ) -> Result<Option<SignedDuration>, Error> {
+        let outcome = self.sync_without_status(cj, children, now).await;
+        if let Some(status) = &outcome.status
+            && let Err(source) = self.api.update_status(status).await
+        {
+            let key = key_of(cj);
+            tracing::debug!(cronjob = %key, error = %source, "unable to update status for cronjob");
+            return Err(Error::UpdateStatus { key, source });
+        }
+        outcome.result
+    }
+
+    /// [`Syncer::sync`] up to the status write, which it returns instead of sending (the
+    /// controller sends it through [`crate::deferred`]).
+    pub async fn sync_without_status(
+        &self,
+        cj: &CronJob,
+        children: &[Arc<Job>],
+        now: Timestamp,
+    ) -> Outcome {
         let key = key_of(cj);
         let mut copy = cj.clone();
         let cleaned = self.cleanup_finished_jobs(&mut copy, children).await;
@@ -141,18 +169,14 @@ impl<A: CronJobApi> Syncer<A> {
         if let Some(e) = &sync_err {
             tracing::debug!(cronjob = %key, error = %e, "error reconciling cronjob");
         }
-        if (cleaned || dirty)
-            && let Err(source) = self.api.update_status(&copy).await
-        {
-            tracing::debug!(cronjob = %key, error = %source, "unable to update status for cronjob");
-            return Err(Error::UpdateStatus { key, source });
-        }
-        if requeue.is_some() {
-            return Ok(requeue);
-        }
-        match sync_err {
-            Some(e) => Err(e),
-            None => Ok(None),
+        let result = match (requeue, sync_err) {
+            (Some(d), _) => Ok(Some(d)),
+            (None, Some(e)) => Err(e),
+            (None, None) => Ok(None),
+        };
+        Outcome {
+            status: (cleaned || dirty).then_some(copy),
+            result,
         }
     }
 

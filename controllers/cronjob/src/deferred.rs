@@ -1,0 +1,307 @@
+//! Status writes that wait for Job creation.
+//!
+//! Upstream ends every sync that changed anything with a `cronjobs/status` PUT, on the same
+//! client (and token bucket) as the Job creates. When many CronJobs share a schedule, the
+//! status writes of the first CronJobs then hold back the Job creates of the later ones: at
+//! `--kube-api-qps=100` 500 CronJobs on `*/1` need 1 000 requests per minute and the last Job
+//! is created about eight seconds late. rkcm hands the status write of a sync to this module
+//! instead, which sends it as soon as no sync is running and no key waits in the queue (at
+//! the latest [`MAX_DEFER`] after the sync), so every due Job is created first.
+//!
+//! What stays as upstream: one status write per sync that changed something, with the
+//! resourceVersion the sync read (a conflict retries the key with backoff, as a failed write
+//! does upstream); a CronJob is never synced while its own status write is outstanding —
+//! its syncs are skipped until the write is done and the cache shows a newer version (or
+//! [`WRITTEN_GRACE`] has passed), so no sync acts on the status the write replaces. A crash
+//! before the write leaves what a crash between create and status write leaves upstream: the
+//! next sync finds the Job and puts it back into `status.active`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::CronJob;
+use parking_lot::Mutex;
+use rkcm_runtime::workqueue::WorkQueue;
+use tokio::sync::{Notify, mpsc};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::reconcile::CronJobApi;
+
+/// The longest a status write waits for the controller to be idle.
+pub const MAX_DEFER: Duration = Duration::from_secs(5);
+
+/// After a write, how long the CronJob's syncs wait for the cache to show the new version
+/// before they go ahead anyway.
+pub const WRITTEN_GRACE: Duration = Duration::from_secs(10);
+
+/// Where one CronJob's status write stands.
+#[derive(Debug)]
+enum Entry {
+    /// Waiting for a writer.
+    Queued {
+        status: Box<CronJob>,
+        since: Instant,
+    },
+    /// A writer sends it now.
+    Writing,
+    /// Sent; the cache still had `base_rv` when the sync computed it.
+    Written { at: Instant },
+}
+
+#[derive(Debug)]
+struct Pending {
+    entry: Entry,
+    /// The CronJob's resourceVersion the sync read.
+    base_rv: Option<String>,
+}
+
+/// What a sync of a key must do given the key's outstanding status write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// No write outstanding, or it is done and the cache moved on: sync.
+    Proceed,
+    /// A write is queued, in flight, or done but not yet in the cache: skip this sync (the
+    /// write's outcome enqueues the key again).
+    Skip,
+}
+
+/// The outstanding status writes and the count of running syncs.
+pub struct Deferred {
+    pending: Mutex<HashMap<String, Pending>>,
+    tx: mpsc::UnboundedSender<String>,
+    rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<String>>,
+    in_flight: AtomicUsize,
+    idle: Notify,
+}
+
+/// Counts a running sync; dropping it ends the count (and may wake the writers).
+pub struct SyncGuard<'a>(&'a Deferred);
+
+impl Drop for SyncGuard<'_> {
+    fn drop(&mut self) {
+        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+impl Default for Deferred {
+    fn default() -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Self {
+            pending: Mutex::new(HashMap::new()),
+            tx,
+            rx: tokio::sync::Mutex::new(rx),
+            in_flight: AtomicUsize::new(0),
+            idle: Notify::new(),
+        }
+    }
+}
+
+impl Deferred {
+    /// Marks a sync as running until the guard drops.
+    pub fn enter(&self) -> SyncGuard<'_> {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        SyncGuard(self)
+    }
+
+    /// Whether a sync of `key`, whose cached CronJob has `cache_rv`, may run now.
+    pub fn gate(&self, key: &str, cache_rv: Option<&str>, now: Instant) -> Gate {
+        let mut pending = self.pending.lock();
+        let Some(p) = pending.get(key) else {
+            return Gate::Proceed;
+        };
+        match p.entry {
+            Entry::Queued { .. } | Entry::Writing => Gate::Skip,
+            Entry::Written { at } => {
+                if p.base_rv.as_deref() != cache_rv || now.duration_since(at) >= WRITTEN_GRACE {
+                    pending.remove(key);
+                    Gate::Proceed
+                } else {
+                    Gate::Skip
+                }
+            }
+        }
+    }
+
+    /// Hands over the status a sync of `key` computed from the version `base_rv`.
+    pub fn push(&self, key: String, status: CronJob, base_rv: Option<String>, now: Instant) {
+        self.pending.lock().insert(
+            key.clone(),
+            Pending {
+                entry: Entry::Queued {
+                    status: Box::new(status),
+                    since: now,
+                },
+                base_rv,
+            },
+        );
+        // The receiver lives as long as `self`: sending cannot fail while anyone pushes.
+        let _ = self.tx.send(key);
+    }
+
+    /// Whether the controller has nothing else to do: no sync runs and no key waits.
+    fn is_idle(&self, queue: &WorkQueue<String>) -> bool {
+        self.in_flight.load(Ordering::Acquire) == 0 && queue.is_empty()
+    }
+
+    /// Waits until the controller is idle or `deadline` passes.
+    async fn wait_idle(&self, queue: &WorkQueue<String>, deadline: Instant) {
+        loop {
+            let notified = self.idle.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_idle(queue) {
+                return;
+            }
+            tokio::select! {
+                () = &mut notified => {}
+                () = tokio::time::sleep_until(deadline) => return,
+                // The queue may empty without a sync ending (a key handed to no worker yet
+                // is counted neither way for long): look again shortly.
+                () = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        }
+    }
+
+    /// The next queued write: its key and status, marked as being written.
+    async fn next(&self) -> Option<(String, Box<CronJob>, Instant)> {
+        loop {
+            let key = self.rx.lock().await.recv().await?;
+            let mut pending = self.pending.lock();
+            let Some(p) = pending.get_mut(&key) else {
+                continue;
+            };
+            if !matches!(p.entry, Entry::Queued { .. }) {
+                continue;
+            }
+            if let Entry::Queued { status, since } = std::mem::replace(&mut p.entry, Entry::Writing)
+            {
+                return Some((key, status, since));
+            }
+        }
+    }
+
+    /// One writer: sends queued status writes when the controller is idle, until `stop`.
+    pub async fn run_writer<A: CronJobApi>(
+        self: Arc<Self>,
+        api: Arc<A>,
+        queue: WorkQueue<String>,
+        stop: CancellationToken,
+    ) {
+        loop {
+            let next = tokio::select! {
+                () = stop.cancelled() => return,
+                next = self.next() => next,
+            };
+            let Some((key, status, since)) = next else {
+                return;
+            };
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = self.wait_idle(&queue, since + MAX_DEFER) => {}
+            }
+            match api.update_status(&status).await {
+                Ok(_) => {
+                    if let Some(p) = self.pending.lock().get_mut(&key) {
+                        p.entry = Entry::Written { at: Instant::now() };
+                    }
+                    // The cache's update event syncs the key; this covers a write that
+                    // changed nothing (no event).
+                    queue.add_after(key, WRITTEN_GRACE);
+                }
+                Err(error) => {
+                    tracing::debug!(cronjob = %key, %error, "unable to update status for cronjob");
+                    self.pending.lock().remove(&key);
+                    queue.add_rate_limited(key);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cj(rv: &str) -> CronJob {
+        let mut cj = CronJob::default();
+        cj.metadata.name = Some("c".into());
+        cj.metadata.namespace = Some("ns".into());
+        cj.metadata.resource_version = Some(rv.into());
+        cj
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn syncs_wait_for_the_write_and_the_cache() {
+        let d = Deferred::default();
+        let t0 = Instant::now();
+        assert_eq!(d.gate("ns/c", Some("5"), t0), Gate::Proceed);
+        d.push("ns/c".into(), cj("5"), Some("5".into()), t0);
+        assert_eq!(d.gate("ns/c", Some("5"), t0), Gate::Skip, "queued");
+        assert_eq!(d.gate("ns/other", Some("5"), t0), Gate::Proceed);
+        let (key, status, _) = d.next().await.expect("queued write");
+        assert_eq!(key, "ns/c");
+        assert_eq!(status.metadata.resource_version.as_deref(), Some("5"));
+        assert_eq!(d.gate("ns/c", Some("6"), t0), Gate::Skip, "in flight");
+        d.pending.lock().get_mut("ns/c").expect("pending").entry = Entry::Written { at: t0 };
+        assert_eq!(
+            d.gate("ns/c", Some("5"), t0 + Duration::from_secs(1)),
+            Gate::Skip,
+            "written, cache not there yet"
+        );
+        assert_eq!(
+            d.gate("ns/c", Some("6"), t0 + Duration::from_secs(1)),
+            Gate::Proceed,
+            "cache moved on"
+        );
+        assert_eq!(d.gate("ns/c", Some("5"), t0), Gate::Proceed, "entry gone");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_written_entry_expires_without_a_cache_update() {
+        let d = Deferred::default();
+        let t0 = Instant::now();
+        d.push("ns/c".into(), cj("5"), Some("5".into()), t0);
+        d.next().await.expect("queued write");
+        d.pending.lock().get_mut("ns/c").expect("pending").entry = Entry::Written { at: t0 };
+        assert_eq!(d.gate("ns/c", Some("5"), t0 + WRITTEN_GRACE), Gate::Proceed);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_means_no_running_sync_and_an_empty_queue() {
+        let d = Deferred::default();
+        let queue: WorkQueue<String> =
+            WorkQueue::new("t", rkcm_runtime::workqueue::RateLimiter::Default);
+        assert!(d.is_idle(&queue));
+        let guard = d.enter();
+        assert!(!d.is_idle(&queue));
+        drop(guard);
+        assert!(d.is_idle(&queue));
+        queue.add("ns/x".into());
+        assert!(!d.is_idle(&queue));
+        // A busy controller holds the write back until the deadline at most.
+        let start = Instant::now();
+        d.wait_idle(&queue, start + MAX_DEFER).await;
+        assert_eq!(start.elapsed(), MAX_DEFER);
+        // A sync ending wakes the waiter at once.
+        let _ = queue.get().await;
+        let guard = d.enter();
+        let start = Instant::now();
+        let wait = d.wait_idle(&queue, start + MAX_DEFER);
+        tokio::pin!(wait);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(10), &mut wait)
+                .await
+                .is_err(),
+            "busy"
+        );
+        drop(guard);
+        tokio::time::timeout(Duration::from_millis(1), wait)
+            .await
+            .expect("woken when the sync ends");
+    }
+}
