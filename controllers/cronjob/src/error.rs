@@ -44,18 +44,6 @@ pub enum Error {
 }
 
 impl Error {
-    /// A short label for logs.
-    pub fn category(&self) -> &'static str {
-        match self {
-            Error::GetCronJob { .. } => "get_cronjob",
-            Error::GetJob { .. } => "get_job",
-            Error::Replace { .. } => "replace",
-            Error::CreateJob { .. } => "create_job",
-            Error::Template { .. } => "template",
-            Error::UpdateStatus { .. } => "update_status",
-        }
-    }
-
     /// True when the namespace is being deleted (creates there can never succeed).
     pub fn is_namespace_terminating(&self) -> bool {
         matches!(self, Error::CreateJob { source, .. } if is_namespace_terminating(source))

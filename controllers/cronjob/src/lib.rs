@@ -47,7 +47,7 @@ use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use rkcm_runtime::ControllerContext;
 use rkcm_runtime::clock::SharedClock;
-use rkcm_runtime::controller::{RunSpec, SyncProbe, run_controller};
+use rkcm_runtime::controller::{Run, SyncProbe, probes};
 use rkcm_runtime::controller_ref::{controller_of, resolve_controller_ref};
 use rkcm_runtime::events::{EventRecorder, EventType};
 use rkcm_runtime::informer::{Change, INDEX_CONTROLLER_UID, InformerFactory, Store};
@@ -202,10 +202,7 @@ impl Controller {
 /// The informers the controller reads (the process requests them before starting the
 /// factory, and waits for them before running workers).
 pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
-    vec![
-        SyncProbe::of(factory.informer::<CronJob>()),
-        SyncProbe::of(factory.informer::<Job>()),
-    ]
+    probes::<(CronJob, Job)>(factory)
 }
 
 /// Runs the CronJob controller until `ctx.shutdown` is cancelled: subscribes to the CronJob
@@ -237,24 +234,18 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
             ctx.shutdown.clone(),
         ));
     }
-    let c = controller.clone();
-    jobs.subscribe(move |change| c.on_job(change));
-    let c = controller.clone();
-    cronjobs.subscribe(move |change| c.on_cronjob(change));
-    let spec = RunSpec {
-        name: NAME,
-        queue,
-        workers: cfg.workers,
-        // Upstream retries every failed sync with backoff, for ever.
-        policy: RetryPolicy::default(),
-        wait_for: informers(&ctx.informers),
-    };
-    run_controller(&ctx, spec, move |key: String| {
-        let c = controller.clone();
-        async move { c.sync(key).await }
-    })
-    .await;
-    Ok(())
+    jobs.subscribe_with(&controller, Controller::on_job);
+    cronjobs.subscribe_with(&controller, Controller::on_cronjob);
+    // Upstream retries every failed sync with backoff, for ever.
+    Run::new(NAME, informers(&ctx.informers), &controller)
+        .queue(
+            queue,
+            cfg.workers,
+            RetryPolicy::default(),
+            |c, k| async move { c.sync(k).await },
+        )
+        .run(&ctx)
+        .await
 }
 
 #[cfg(test)]
@@ -262,13 +253,6 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-
-    /// Compile-time check: the process spawns `start` on a multi-threaded runtime.
-    #[allow(dead_code)]
-    fn start_future_is_send(ctx: ControllerContext) {
-        fn assert_send<T: Send>(_: &T) {}
-        assert_send(&start(ctx, Config::default()));
-    }
 
     #[test]
     fn defaults_are_upstream() {
@@ -505,12 +489,5 @@ mod tests {
                 "unparseable schedule for cronjob: bad schedule"
             );
         }
-    }
-
-    fn assert_error_bounds<E: std::error::Error + Send + Sync + 'static>() {}
-
-    #[test]
-    fn error_is_send_sync_static() {
-        assert_error_bounds::<Error>();
     }
 }

@@ -88,8 +88,6 @@ pub const OBJECT_NAME_FIELD: &str = "metadata.name";
 /// Metric names (`pkg/controller/daemon/metrics`).
 pub mod metrics {
     pub const SUBSYSTEM: &str = "daemonset_controller";
-    pub const STALE_SYNC_SKIPS: &str = "stale_sync_skips_total";
     pub const STALE_SYNC_SKIPS_HELP: &str =
         "Number of times a DaemonSet sync was skipped because the informer cache was stale.";
-    pub const STALE_SYNC_SKIPS_LABELS: &[&str] = &["group", "resource"];
 }

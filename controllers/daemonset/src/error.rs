@@ -58,33 +58,3 @@ pub enum Error {
         source: kube::Error,
     },
 }
-
-impl Error {
-    /// A short label for logs and metrics.
-    pub fn category(&self) -> &'static str {
-        match self {
-            Error::StaleCache { .. } => "stale_cache",
-            Error::History { .. } => "history",
-            Error::Collision { .. } => "collision",
-            Error::Claim { .. } => "claim",
-            Error::Pods { .. } => "pods",
-            Error::Plan { .. } => "plan",
-            Error::CleanupHistory { .. } => "cleanup_history",
-            Error::UpdateStatus { .. } => "update_status",
-        }
-    }
-
-    /// The DaemonSet key the error concerns.
-    pub fn key(&self) -> &str {
-        match self {
-            Error::StaleCache { key, .. }
-            | Error::History { key, .. }
-            | Error::Collision { key, .. }
-            | Error::Claim { key, .. }
-            | Error::Pods { key, .. }
-            | Error::Plan { key, .. }
-            | Error::CleanupHistory { key, .. }
-            | Error::UpdateStatus { key, .. } => key,
-        }
-    }
-}

@@ -71,8 +71,7 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use rkcm_runtime::ControllerContext;
-use rkcm_runtime::consistency::ConsistencyStore;
-use rkcm_runtime::controller::{RunSpec, SyncProbe, run_controller};
+use rkcm_runtime::controller::{Run, SyncProbe, probes};
 use rkcm_runtime::events::EventRecorder;
 use rkcm_runtime::expectations::ControllerExpectations;
 use rkcm_runtime::history::History;
@@ -109,12 +108,7 @@ impl Default for Config {
 
 /// The informers the controller reads (requested from `factory`).
 pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
-    vec![
-        SyncProbe::of(factory.informer::<Pod>()),
-        SyncProbe::of(factory.informer::<Node>()),
-        SyncProbe::of(factory.informer::<ControllerRevision>()),
-        SyncProbe::of(factory.informer::<DaemonSet>()),
-    ]
+    probes::<(Pod, Node, ControllerRevision, DaemonSet)>(factory)
 }
 
 /// Runs the controller until `ctx.shutdown` is cancelled: subscribes the handlers, waits for
@@ -122,7 +116,6 @@ pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
 /// back-off garbage collection every minute. Sync errors are retried with backoff and never
 /// end it.
 pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
-    metrics::stale_sync_skips();
     let daemonsets = ctx.informers.informer::<DaemonSet>();
     let pods = ctx.informers.informer::<Pod>();
     let nodes = ctx.informers.informer::<Node>();
@@ -145,18 +138,14 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         queue: queue.clone(),
         node_queue: node_queue.clone(),
         clock: ctx.clock.clone(),
-        consistency: cfg.stale_cache_guard.then(ConsistencyStore::new),
+        consistency: cfg.stale_cache_guard.then(metrics::stale_guard),
         backoff: Mutex::new(backoff::Backoff::default()),
         cfg,
     });
-    let c = controller.clone();
-    daemonsets.subscribe(move |change| c.on_daemonset_change(change));
-    let c = controller.clone();
-    revisions.subscribe(move |change| c.on_revision_change(change));
-    let c = controller.clone();
-    pods.subscribe(move |change| c.on_pod_change(change));
-    let c = controller.clone();
-    nodes.subscribe(move |change| c.on_node_change(change));
+    daemonsets.subscribe_with(&controller, reconcile::Controller::on_daemonset_change);
+    revisions.subscribe_with(&controller, reconcile::Controller::on_revision_change);
+    pods.subscribe_with(&controller, reconcile::Controller::on_pod_change);
+    nodes.subscribe_with(&controller, reconcile::Controller::on_node_change);
 
     let c = controller.clone();
     let shutdown = ctx.shutdown.clone();
@@ -171,51 +160,26 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         }
     });
 
-    let c = controller.clone();
-    let node_run = run_controller(
-        &ctx,
-        RunSpec {
-            name: consts::NODE_QUEUE_NAME,
-            queue: node_queue,
+    // Upstream runs the DaemonSet workers and the node-update workers on one start.
+    let done = Run::new(NAME, informers(&ctx.informers), &controller)
+        .queue(queue, workers, RetryPolicy::default(), |c, k| async move {
+            c.sync(k).await
+        })
+        .queue(
+            node_queue,
             workers,
-            policy: RetryPolicy::default(),
-            wait_for: informers(&ctx.informers),
-        },
-        move |name: String| {
-            let c = c.clone();
-            async move { c.sync_node(name).await }
-        },
-    );
-    let c = controller.clone();
-    let ds_run = run_controller(
-        &ctx,
-        RunSpec {
-            name: NAME,
-            queue,
-            workers,
-            policy: RetryPolicy::default(),
-            wait_for: informers(&ctx.informers),
-        },
-        move |key: String| {
-            let c = c.clone();
-            async move { c.sync(key).await }
-        },
-    );
-    futures::future::join(ds_run, node_run).await;
+            RetryPolicy::default(),
+            |c, name| async move { c.sync_node(name).await },
+        )
+        .run(&ctx)
+        .await;
     gc.abort();
-    Ok(())
+    done
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Compile-time check: the process spawns `start` on a multi-threaded runtime.
-    #[allow(dead_code)]
-    fn start_future_is_send(ctx: ControllerContext) {
-        fn assert_send<T: Send>(_: &T) {}
-        assert_send(&start(ctx, Config::default()));
-    }
 
     #[test]
     fn defaults_are_upstream() {

@@ -1,28 +1,15 @@
 //! `daemonset_controller_stale_sync_skips_total{group,resource}`, registered once in the
 //! process registry (upstream `pkg/controller/daemon/metrics`).
 
-use std::sync::OnceLock;
-
-use prometheus::{IntCounterVec, Opts};
-use rkcm_runtime::metrics::{get_or_register, register};
+use rkcm_runtime::consistency::StaleGuard;
 
 use crate::consts::metrics as m;
 
-/// The counter, or `None` if it could not be built (its options are constants; a test proves
-/// they are valid). Losing a metric must never stop the controller.
-pub(crate) fn stale_sync_skips() -> Option<&'static IntCounterVec> {
-    static METRIC: OnceLock<Option<IntCounterVec>> = OnceLock::new();
-    get_or_register(&METRIC, m::STALE_SYNC_SKIPS, || {
-        let opts = Opts::new(m::STALE_SYNC_SKIPS, m::STALE_SYNC_SKIPS_HELP).subsystem(m::SUBSYSTEM);
-        IntCounterVec::new(opts, m::STALE_SYNC_SKIPS_LABELS).map(register)
-    })
-}
-
-/// Counts one sync skipped because the cache of `group`/`resource` lagged.
-pub(crate) fn count_stale_sync_skip(group: &str, resource: &str) {
-    if let Some(c) = stale_sync_skips() {
-        c.with_label_values(&[group, resource]).inc();
-    }
+/// The controller's stale-cache guard, counting its skips in
+/// `daemonset_controller_stale_sync_skips_total` (registered now, so it renders before the
+/// first skip).
+pub(crate) fn stale_guard() -> StaleGuard {
+    StaleGuard::new(crate::NAME, m::SUBSYSTEM, m::STALE_SYNC_SKIPS_HELP)
 }
 
 #[cfg(test)]
@@ -31,7 +18,13 @@ mod tests {
 
     #[test]
     fn stale_sync_skips_render_with_upstream_name_and_labels() {
-        count_stale_sync_skip("apps", "daemonsets");
+        let _guard = stale_guard();
+        let skips =
+            rkcm_runtime::consistency::stale_sync_skips(m::SUBSYSTEM, m::STALE_SYNC_SKIPS_HELP);
+        skips
+            .expect("valid")
+            .with_label_values(&["apps", "daemonsets"])
+            .inc();
         let text = rkcm_runtime::metrics::render();
         assert!(
             text.contains(
@@ -39,5 +32,6 @@ mod tests {
             ),
             "{text}"
         );
+        assert!(text.contains(m::STALE_SYNC_SKIPS_HELP), "{text}");
     }
 }

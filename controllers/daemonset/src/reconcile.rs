@@ -22,7 +22,7 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use rkcm_runtime::clock::SharedClock;
-use rkcm_runtime::consistency::{ConsistencyStore, GroupResource, Stale};
+use rkcm_runtime::consistency::{GroupResource, Stale, StaleGuard};
 use rkcm_runtime::controller_ref::ControllerRefManager;
 use rkcm_runtime::events::{EventRecorder, EventType};
 use rkcm_runtime::expectations::ControllerExpectations;
@@ -40,7 +40,6 @@ use crate::Config;
 use crate::backoff::Backoff;
 use crate::consts::{labels, messages, reasons};
 use crate::error::Error;
-use crate::metrics;
 use crate::plan::{Plan, Snapshot, plan};
 use crate::revision;
 use crate::status::{desired_status, needs_write};
@@ -63,7 +62,7 @@ pub(crate) struct Controller {
     pub(crate) node_queue: WorkQueue<String>,
     pub(crate) clock: SharedClock,
     pub(crate) cfg: Config,
-    pub(crate) consistency: Option<ConsistencyStore>,
+    pub(crate) consistency: Option<StaleGuard>,
     pub(crate) backoff: Mutex<Backoff>,
 }
 
@@ -87,43 +86,23 @@ impl Controller {
 
     /// Records a write for the stale-cache guard.
     fn wrote(&self, key: &str, ds: &DaemonSet, resource: GroupResource, rv: Option<&str>) {
-        if let (Some(store), Some(rv)) = (&self.consistency, rv) {
-            store.wrote_at(
-                key,
-                ds.metadata.uid.as_deref().unwrap_or_default(),
-                resource,
-                rv,
-            );
+        if let Some(guard) = &self.consistency {
+            let uid = ds.metadata.uid.as_deref().unwrap_or_default();
+            guard.wrote(key, uid, resource, rv);
         }
     }
 
+    /// The guard's check (`EnsureReady`), counted in
+    /// `daemonset_controller_stale_sync_skips_total`.
     fn ensure_caches_caught_up(&self, key: &str) -> Result<(), Stale> {
-        let Some(store) = &self.consistency else {
-            return Ok(());
-        };
-        let pods = GroupResource::of::<Pod>();
-        let sets = GroupResource::of::<DaemonSet>();
-        let observed = |gr: &GroupResource| {
-            if *gr == pods {
-                self.pods.last_synced_resource_version()
-            } else if *gr == sets {
-                self.daemonsets.last_synced_resource_version()
-            } else {
-                None
-            }
-        };
-        store.ensure_ready(key, observed).inspect_err(|stale| {
-            metrics::count_stale_sync_skip(&stale.resource.group, &stale.resource.resource);
-            tracing::debug!(daemonset = key, resource = %stale.resource, written = %stale.written, observed = %stale.observed, "cache older than the controller's own writes; skipping sync");
+        self.consistency.as_ref().map_or(Ok(()), |guard| {
+            guard.ensure_caught_up(key, &[&self.pods, &self.daemonsets])
         })
     }
 
     /// One sync of the DaemonSet `key` (`syncDaemonSet`).
     pub(crate) async fn sync(&self, key: String) -> Result<(), Error> {
-        let started = tokio::time::Instant::now();
-        let result = self.sync_inner(&key).await;
-        tracing::debug!(daemonset = %key, elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX), "finished syncing daemon set");
-        result
+        self.sync_inner(&key).await
     }
 
     async fn sync_inner(&self, key: &str) -> Result<(), Error> {

@@ -72,7 +72,7 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use rkcm_runtime::ControllerContext;
-use rkcm_runtime::controller::{RunSpec, SyncProbe, run_controller};
+use rkcm_runtime::controller::{Run, SyncProbe, probes};
 use rkcm_runtime::events::EventRecorder;
 use rkcm_runtime::informer::InformerFactory;
 use rkcm_runtime::workqueue::{RateLimiter, RetryPolicy, WorkQueue};
@@ -109,11 +109,7 @@ impl Default for Config {
 /// from `factory`. The process requests them before starting its informers; [`start`] waits
 /// for the same list.
 pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
-    vec![
-        SyncProbe::of(factory.informer::<Deployment>()),
-        SyncProbe::of(factory.informer::<ReplicaSet>()),
-        SyncProbe::of(factory.informer::<Pod>()),
-    ]
+    probes::<(Deployment, ReplicaSet, Pod)>(factory)
 }
 
 /// Runs the Deployment controller until `ctx.shutdown` is cancelled: subscribes to the
@@ -121,7 +117,6 @@ pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
 /// `cfg.workers` workers. Returns `Ok(())` on shutdown (also before the caches synced); sync
 /// errors are retried and never end it.
 pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
-    let wait_for = informers(&ctx.informers);
     let deployments = ctx.informers.informer::<Deployment>();
     let replica_sets = ctx.informers.informer::<ReplicaSet>();
     let pods = ctx.informers.informer::<Pod>();
@@ -138,10 +133,8 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         clock: ctx.clock.clone(),
         cfg,
     });
-    let c = controller.clone();
-    deployments.subscribe(move |change| c.on_deployment(change));
-    let c = controller.clone();
-    replica_sets.subscribe(move |change| c.on_replica_set(change));
+    deployments.subscribe_with(&controller, reconcile::Controller::on_deployment);
+    replica_sets.subscribe_with(&controller, reconcile::Controller::on_replica_set);
     let c = controller.clone();
     pods.subscribe(move |change| c.on_pod(change));
     // Upstream's `handleErr`: forget on a terminating namespace; otherwise back off, up to
@@ -151,31 +144,20 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         give_up: Error::is_namespace_terminating,
         quiet: Error::is_expected_requeue,
     };
-    let spec = RunSpec {
-        name: NAME,
-        queue,
-        workers,
-        policy,
-        wait_for,
-    };
-    run_controller(&ctx, spec, move |key: String| {
-        let c = controller.clone();
-        async move { c.sync(key).await }
-    })
-    .await;
-    Ok(())
+    Run::new(NAME, informers(&ctx.informers), &controller)
+        .queue(
+            queue,
+            workers,
+            policy,
+            |c, k| async move { c.sync(k).await },
+        )
+        .run(&ctx)
+        .await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Compile-time check: the process spawns `start` on a multi-threaded runtime.
-    #[allow(dead_code)]
-    fn start_future_is_send(ctx: ControllerContext) {
-        fn assert_send<T: Send>(_: &T) {}
-        assert_send(&start(ctx, Config::default()));
-    }
 
     #[test]
     fn defaults_are_upstream() {
@@ -186,12 +168,5 @@ mod tests {
         assert_eq!(consts::QUEUE_NAME, "deployment");
         assert_eq!(consts::EVENT_COMPONENT, "deployment-controller");
         assert_eq!(consts::MAX_RETRIES, 15);
-    }
-
-    fn assert_error_bounds<E: std::error::Error + Send + Sync + 'static>() {}
-
-    #[test]
-    fn error_is_send_sync_static() {
-        assert_error_bounds::<Error>();
     }
 }

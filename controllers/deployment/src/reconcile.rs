@@ -57,15 +57,7 @@ pub(crate) struct Controller {
 impl Controller {
     /// One sync of the Deployment `key` (`syncDeployment`).
     pub(crate) async fn sync(&self, key: String) -> Result<(), Error> {
-        let started = tokio::time::Instant::now();
-        let result = self.sync_inner(&key).await;
-        tracing::debug!(
-            controller = crate::NAME,
-            key = %key,
-            elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            "finished syncing deployment"
-        );
-        result
+        self.sync_inner(&key).await
     }
 
     async fn sync_inner(&self, key: &str) -> Result<(), Error> {
@@ -530,7 +522,10 @@ impl SyncPass<'_> {
             }
         }
         if let Some(message) = step.invalid {
-            tracing::warn!(
+            // A ReplicaSet whose status reports more available replicas than it specifies
+            // (a lagging status during a scale-down): upstream returns "nothing scaled" and
+            // moves on without an error (`rolling.go`); the next sync sees a fresh status.
+            tracing::debug!(
                 controller = crate::NAME,
                 key = self.key,
                 message,

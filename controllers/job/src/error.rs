@@ -51,18 +51,6 @@ pub enum Error {
 }
 
 impl Error {
-    /// A short label for logs.
-    pub fn category(&self) -> &'static str {
-        match self {
-            Error::Claim { .. } => "claim",
-            Error::CreatePods { .. } => "create_pods",
-            Error::DeletePods { .. } => "delete_pods",
-            Error::RemoveFinalizers { .. } => "remove_finalizers",
-            Error::UpdateStatus { .. } => "update_status",
-            Error::StaleCache { .. } => "stale_cache",
-        }
-    }
-
     /// A retry that is part of normal operation (logged at debug, not as a failure): the
     /// stale-cache guard, or a status write that lost an optimistic-concurrency race.
     pub fn is_routine_retry(&self) -> bool {
@@ -72,18 +60,6 @@ impl Error {
                 matches!(source, kube::Error::Api(s) if s.code == 409)
             }
             _ => false,
-        }
-    }
-
-    /// The Job (or pod) key the error concerns.
-    pub fn key(&self) -> &str {
-        match self {
-            Error::Claim { key, .. }
-            | Error::CreatePods { key, .. }
-            | Error::DeletePods { key, .. }
-            | Error::RemoveFinalizers { key, .. }
-            | Error::UpdateStatus { key, .. }
-            | Error::StaleCache { key, .. } => key,
         }
     }
 }
@@ -105,7 +81,7 @@ mod tests {
                 observed: "41".into(),
             }),
         };
-        assert_eq!((e.key(), e.category()), ("ns/job", "stale_cache"));
+        assert!(e.to_string().contains("ns/job"), "{e}");
         assert!(e.is_routine_retry());
         let conflict = Error::UpdateStatus {
             key: "ns/job".into(),

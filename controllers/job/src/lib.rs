@@ -60,12 +60,12 @@ use std::sync::Arc;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use rkcm_runtime::ControllerContext;
-use rkcm_runtime::controller::{SyncProbe, wait_for_caches};
+use rkcm_runtime::controller::{Run, SyncProbe, probes};
 use rkcm_runtime::events::EventRecorder;
 use rkcm_runtime::expectations::ControllerExpectations;
 use rkcm_runtime::informer::InformerFactory;
 use rkcm_runtime::podcontrol::PodControl;
-use rkcm_runtime::workqueue::{RateLimiter, WorkQueue, run_workers};
+use rkcm_runtime::workqueue::{RateLimiter, RetryPolicy, WorkQueue};
 
 pub use error::Error;
 pub use reconcile::{managed_by_external, remove_finalizer_patch};
@@ -93,10 +93,7 @@ impl Default for Config {
 
 /// The informers the controller reads (the process waits for them before starting it).
 pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
-    vec![
-        SyncProbe::of(factory.informer::<Job>()),
-        SyncProbe::of(factory.informer::<Pod>()),
-    ]
+    probes::<(Job, Pod)>(factory)
 }
 
 fn job_queue(name: &str) -> WorkQueue<String> {
@@ -134,50 +131,26 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         orphan_queue: orphan_queue.clone(),
         clock: ctx.clock.clone(),
     });
-    tracing::info!(controller = NAME, "starting controller");
-    let c = controller.clone();
-    jobs.subscribe(move |change| c.on_job_change(change));
-    let c = controller.clone();
-    pods.subscribe(move |change| c.on_pod_change(change));
-    if !wait_for_caches(NAME, &ctx.shutdown, &informers(&ctx.informers)).await {
-        queue.shut_down();
-        orphan_queue.shut_down();
-        return Ok(());
-    }
-    let (stop, stop_orphans) = (queue.clone(), orphan_queue.clone());
-    let shutdown = ctx.shutdown.clone();
-    tokio::spawn(async move {
-        shutdown.cancelled().await;
-        stop.shut_down();
-        stop_orphans.shut_down();
-    });
-    let c = controller.clone();
-    let orphans = tokio::spawn(run_workers(orphan_queue, 1, move |key: String| {
-        let c = c.clone();
-        async move { c.sync_orphan(key).await }
-    }));
-    run_workers(queue, workers, move |key: String| {
-        let c = controller.clone();
-        async move { c.sync(key).await }
-    })
-    .await;
-    if let Err(error) = orphans.await {
-        tracing::error!(controller = NAME, %error, "orphan pod worker ended abnormally");
-    }
-    tracing::info!(controller = NAME, "shutting down controller");
-    Ok(())
+    jobs.subscribe_with(&controller, reconcile::Controller::on_job_change);
+    pods.subscribe_with(&controller, reconcile::Controller::on_pod_change);
+    // Upstream runs one orphan-pod worker beside the Job workers; both retry with backoff.
+    Run::new(NAME, informers(&ctx.informers), &controller)
+        .queue(queue, workers, RetryPolicy::default(), |c, k| async move {
+            c.sync(k).await
+        })
+        .queue(
+            orphan_queue,
+            1,
+            RetryPolicy::default(),
+            |c, key| async move { c.sync_orphan(key).await },
+        )
+        .run(&ctx)
+        .await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Compile-time check: the process spawns `start` on a multi-threaded runtime.
-    #[allow(dead_code)]
-    fn start_future_is_send(ctx: ControllerContext) {
-        fn assert_send<T: Send>(_: &T) {}
-        assert_send(&start(ctx, Config::default()));
-    }
 
     #[test]
     fn defaults_are_upstream() {

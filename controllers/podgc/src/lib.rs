@@ -47,7 +47,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use rkcm_runtime::ControllerContext;
-use rkcm_runtime::controller::{SyncProbe, run_when_synced};
+use rkcm_runtime::controller::{SyncProbe, probes, run_when_synced};
 use rkcm_runtime::informer::InformerFactory;
 
 pub use error::Error;
@@ -129,10 +129,7 @@ impl From<&Options> for Config {
 /// The informers PodGC reads (pods and nodes), requested from `factory`. The process
 /// requests them before starting its informers; [`start`] waits for the same list.
 pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
-    vec![
-        SyncProbe::of(factory.informer::<Pod>()),
-        SyncProbe::of(factory.informer::<Node>()),
-    ]
+    probes::<(Pod, Node)>(factory)
 }
 
 /// Runs PodGC until `ctx.shutdown` is cancelled: waits for the pod and node caches, then

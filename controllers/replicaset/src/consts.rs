@@ -38,8 +38,6 @@ pub mod metrics {
     pub const SORTING_DELETION_AGE_RATIO: &str = "sorting_deletion_age_ratio";
     pub const SORTING_DELETION_AGE_RATIO_HELP: &str = "[ALPHA] The ratio of chosen deleted pod's ages to the current youngest pod's age (at the time). Should be <2. The intent of this metric is to measure the rough efficacy of the LogarithmicScaleDown feature gate's effect on the sorting (and deletion) of pods when a replicaset scales down. This only considers Ready pods when calculating and reporting.";
     pub const SORTING_DELETION_AGE_RATIO_BUCKETS: &[f64] = &[0.25, 0.5, 1.0, 2.0, 4.0, 8.0];
-    pub const STALE_SYNC_SKIPS: &str = "stale_sync_skips_total";
     pub const STALE_SYNC_SKIPS_HELP: &str =
         "[ALPHA] Total number of ReplicaSet syncs skipped due to a stale watch cache.";
-    pub const STALE_SYNC_SKIPS_LABELS: &[&str] = &["group", "resource"];
 }

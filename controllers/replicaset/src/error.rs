@@ -46,28 +46,6 @@ pub enum Error {
 }
 
 impl Error {
-    /// A short label for logs and metrics.
-    pub fn category(&self) -> &'static str {
-        match self {
-            Error::Claim { .. } => "claim",
-            Error::CreatePods { .. } => "create_pods",
-            Error::DeletePods { .. } => "delete_pods",
-            Error::UpdateStatus { .. } => "update_status",
-            Error::StaleCache { .. } => "stale_cache",
-        }
-    }
-
-    /// The owner key the error concerns.
-    pub fn key(&self) -> &str {
-        match self {
-            Error::Claim { key, .. }
-            | Error::CreatePods { key, .. }
-            | Error::DeletePods { key, .. }
-            | Error::UpdateStatus { key, .. }
-            | Error::StaleCache { key, .. } => key,
-        }
-    }
-
     /// An expected requeue in normal operation, not a failure to warn about: the stale-cache
     /// guard held the sync back (counted by `replicaset_controller_stale_sync_skips_total`),
     /// or a write made from a cached copy met a 409 conflict. Retried with backoff like any
@@ -139,7 +117,7 @@ mod tests {
             e.condition_message()
                 .starts_with("pods \"web-abc\" is forbidden: exceeded quota")
         );
-        assert_eq!((e.key(), e.category()), ("ns/web", "create_pods"));
+        assert!(e.to_string().contains("ns/web"), "{e}");
         assert!(e.to_string().starts_with("creating pods for ns/web: "));
         assert!(
             !e.is_expected_requeue(),

@@ -56,8 +56,7 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, ReplicationController};
 use rkcm_runtime::ControllerContext;
-use rkcm_runtime::consistency::ConsistencyStore;
-use rkcm_runtime::controller::{RunSpec, SyncProbe, run_controller};
+use rkcm_runtime::controller::{Run, SyncProbe, probes};
 use rkcm_runtime::events::EventRecorder;
 use rkcm_runtime::expectations::UidTrackingExpectations;
 use rkcm_runtime::informer::InformerFactory;
@@ -124,10 +123,7 @@ pub async fn start_replication_controller(
 /// from `factory`. The process requests them before starting its informers; [`start`] waits
 /// for the same list.
 pub fn informers<O: ReplicaOwner>(factory: &InformerFactory) -> Vec<SyncProbe> {
-    vec![
-        SyncProbe::of(factory.informer::<O>()),
-        SyncProbe::of(factory.informer::<Pod>()),
-    ]
+    probes::<(O, Pod)>(factory)
 }
 
 /// Runs the controller for owner kind `O`: subscribes to the owner and pod informers, waits
@@ -136,8 +132,6 @@ pub fn informers<O: ReplicaOwner>(factory: &InformerFactory) -> Vec<SyncProbe> {
 /// retried with backoff and never end it.
 pub async fn start<O: ReplicaOwner>(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
     metrics::sorting_deletion_age_ratio();
-    metrics::stale_sync_skips();
-    let wait_for = informers::<O>(&ctx.informers);
     let owners = ctx.informers.informer::<O>();
     let pods = ctx.informers.informer::<Pod>();
     let queue = WorkQueue::new(O::QUEUE_NAME, RateLimiter::Default);
@@ -152,44 +146,35 @@ pub async fn start<O: ReplicaOwner>(ctx: ControllerContext, cfg: Config) -> Resu
         queue: queue.clone(),
         clock: ctx.clock.clone(),
         consistency: (O::HAS_STALE_CACHE_GUARD && cfg.stale_cache_guard)
-            .then(ConsistencyStore::new),
+            .then(|| metrics::stale_guard(O::CONTROLLER_NAME)),
         written: std::sync::Mutex::new(std::collections::HashMap::new()),
         cfg,
     });
-    let c = controller.clone();
-    owners.subscribe(move |change| c.on_owner_change(change));
-    let c = controller.clone();
-    pods.subscribe(move |change| c.on_pod_change(change));
-    let spec = RunSpec {
-        name: O::CONTROLLER_NAME,
+    owners.subscribe_with(&controller, reconcile::Controller::on_owner_change);
+    pods.subscribe_with(&controller, reconcile::Controller::on_pod_change);
+    // Upstream's `handleErr`: retry with backoff; a stale cache or a conflict is expected.
+    let policy = RetryPolicy {
+        quiet: Error::is_expected_requeue,
+        ..RetryPolicy::default()
+    };
+    Run::new(
+        O::CONTROLLER_NAME,
+        informers::<O>(&ctx.informers),
+        &controller,
+    )
+    .queue(
         queue,
         workers,
-        // Upstream's `handleErr`: retry with backoff; a stale cache or a conflict is expected.
-        policy: RetryPolicy {
-            quiet: Error::is_expected_requeue,
-            ..RetryPolicy::default()
-        },
-        wait_for,
-    };
-    run_controller(&ctx, spec, move |key: String| {
-        let c = controller.clone();
-        async move { c.sync(key).await }
-    })
-    .await;
-    Ok(())
+        policy,
+        |c, k| async move { c.sync(k).await },
+    )
+    .run(&ctx)
+    .await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Compile-time check: the process spawns `start` on a multi-threaded runtime.
-    #[allow(dead_code)]
-    fn start_futures_are_send(ctx: ControllerContext) {
-        fn assert_send<T: Send>(_: &T) {}
-        assert_send(&start_replicaset(ctx.clone(), Config::default()));
-        assert_send(&start_replication_controller(ctx, Config::default()));
-    }
 
     #[test]
     fn defaults_are_upstream() {

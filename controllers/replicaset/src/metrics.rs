@@ -4,7 +4,8 @@
 
 use std::sync::OnceLock;
 
-use prometheus::{Histogram, HistogramOpts, IntCounterVec, Opts};
+use prometheus::{Histogram, HistogramOpts};
+use rkcm_runtime::consistency::StaleGuard;
 use rkcm_runtime::metrics::{get_or_register, register};
 
 use crate::consts::metrics as m;
@@ -24,24 +25,20 @@ pub(crate) fn sorting_deletion_age_ratio() -> Option<&'static Histogram> {
     })
 }
 
-/// The stale-sync counter (see above).
-pub(crate) fn stale_sync_skips() -> Option<&'static IntCounterVec> {
-    static METRIC: OnceLock<Option<IntCounterVec>> = OnceLock::new();
-    get_or_register(&METRIC, m::STALE_SYNC_SKIPS, || {
-        let opts = Opts::new(m::STALE_SYNC_SKIPS, m::STALE_SYNC_SKIPS_HELP).subsystem(m::SUBSYSTEM);
-        IntCounterVec::new(opts, m::STALE_SYNC_SKIPS_LABELS).map(register)
-    })
-}
-
-/// Counts one sync skipped because the cache of `group`/`resource` lagged.
-pub(crate) fn count_stale_sync_skip(group: &str, resource: &str) {
-    if let Some(c) = stale_sync_skips() {
-        c.with_label_values(&[group, resource]).inc();
-    }
+/// The stale-cache guard of the controller `controller`, counting its skips in
+/// `replicaset_controller_stale_sync_skips_total` (shared by the ReplicaSet and
+/// ReplicationController controllers, as upstream).
+pub(crate) fn stale_guard(controller: &'static str) -> StaleGuard {
+    StaleGuard::new(controller, m::SUBSYSTEM, m::STALE_SYNC_SKIPS_HELP)
 }
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::runtime::watcher;
+    use rkcm_runtime::consistency::GroupResource;
+    use rkcm_runtime::informer::Informer;
+
     use super::*;
 
     #[test]
@@ -59,7 +56,16 @@ mod tests {
 
     #[test]
     fn stale_sync_skips_render_with_upstream_name_and_labels() {
-        count_stale_sync_skip("", "pods");
+        let guard = stale_guard("test");
+        guard.wrote("ns/a", "uid", GroupResource::of::<Pod>(), Some("9"));
+        let pods = Informer::<Pod>::detached();
+        pods.feed(watcher::Event::Init);
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("p".into());
+        pod.metadata.resource_version = Some("3".into());
+        pods.feed(watcher::Event::InitApply(pod));
+        pods.feed(watcher::Event::InitDone);
+        assert!(guard.ensure_caught_up("ns/a", &[&pods.store()]).is_err());
         let text = rkcm_runtime::metrics::render();
         assert!(
             text.contains(

@@ -29,7 +29,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use rkcm_runtime::clock::SharedClock;
-use rkcm_runtime::consistency::{ConsistencyStore, GroupResource, Stale};
+use rkcm_runtime::consistency::{GroupResource, Stale, StaleGuard};
 use rkcm_runtime::controller_ref::{ControllerRefManager, controller_of, resolve_controller_ref};
 use rkcm_runtime::expectations::UidTrackingExpectations;
 use rkcm_runtime::informer::{
@@ -65,8 +65,8 @@ pub(crate) struct Controller<O: ReplicaOwner> {
     pub(crate) queue: WorkQueue<String>,
     pub(crate) clock: SharedClock,
     pub(crate) cfg: Config,
-    /// The stale-cache guard's record of writes; `None` when the guard is off.
-    pub(crate) consistency: Option<ConsistencyStore>,
+    /// The stale-cache guard; `None` when the guard is off.
+    pub(crate) consistency: Option<StaleGuard>,
     /// Per owner key, the object the controller's last successful status write returned.
     pub(crate) written: Mutex<HashMap<String, Arc<O>>>,
 }
@@ -273,43 +273,17 @@ impl<O: ReplicaOwner> Controller<O> {
 
     /// Records a write for the stale-cache guard.
     fn wrote(&self, key: &str, owner: &O, resource: GroupResource, rv: Option<&str>) {
-        if let (Some(store), Some(rv)) = (&self.consistency, rv) {
-            store.wrote_at(
-                key,
-                owner.meta().uid.as_deref().unwrap_or_default(),
-                resource,
-                rv,
-            );
+        if let Some(guard) = &self.consistency {
+            let uid = owner.meta().uid.as_deref().unwrap_or_default();
+            guard.wrote(key, uid, resource, rv);
         }
     }
 
     /// The guard's check (`EnsureReady`): an error while a cache lags behind this owner's
     /// recorded writes. Counted in `replicaset_controller_stale_sync_skips_total`.
     fn ensure_caches_caught_up(&self, key: &str) -> Result<(), Stale> {
-        let Some(store) = &self.consistency else {
-            return Ok(());
-        };
-        let pods = GroupResource::of::<Pod>();
-        let owners = GroupResource::of::<O>();
-        let observed = |gr: &GroupResource| {
-            if *gr == pods {
-                self.pods.last_synced_resource_version()
-            } else if *gr == owners {
-                self.owners.last_synced_resource_version()
-            } else {
-                None
-            }
-        };
-        store.ensure_ready(key, observed).inspect_err(|stale| {
-            metrics::count_stale_sync_skip(&stale.resource.group, &stale.resource.resource);
-            tracing::debug!(
-                controller = O::CONTROLLER_NAME,
-                key,
-                resource = %stale.resource,
-                written = %stale.written,
-                observed = %stale.observed,
-                "cache older than the controller's own writes; skipping sync"
-            );
+        self.consistency.as_ref().map_or(Ok(()), |guard| {
+            guard.ensure_caught_up(key, &[&self.pods, &self.owners])
         })
     }
 
@@ -317,15 +291,7 @@ impl<O: ReplicaOwner> Controller<O> {
 
     /// One sync of the owner `key` (`syncReplicaSet`).
     pub(crate) async fn sync(&self, key: String) -> Result<(), Error> {
-        let started = tokio::time::Instant::now();
-        let result = self.sync_inner(&key).await;
-        tracing::debug!(
-            controller = O::CONTROLLER_NAME,
-            key = %key,
-            elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            "finished syncing"
-        );
-        result
+        self.sync_inner(&key).await
     }
 
     async fn sync_inner(&self, key: &str) -> Result<(), Error> {

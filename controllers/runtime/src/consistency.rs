@@ -12,9 +12,12 @@
 //! outdated child list).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
-use crate::informer::compare_resource_versions;
+use prometheus::{IntCounterVec, Opts};
+
+use crate::informer::{Informable, Informer, Store, compare_resource_versions};
+use crate::metrics::register;
 
 /// An API group and resource, as metric labels name them (`""`/`pods`, `apps`/`replicasets`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -152,6 +155,128 @@ impl ConsistencyStore {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// A cache the guard checks: its group-resource and the newest resourceVersion it reflects.
+pub trait ObservedCache: Sync {
+    fn group_resource(&self) -> GroupResource;
+    fn last_synced(&self) -> Option<String>;
+}
+
+impl<K: Informable> ObservedCache for Informer<K> {
+    fn group_resource(&self) -> GroupResource {
+        GroupResource::of::<K>()
+    }
+
+    fn last_synced(&self) -> Option<String> {
+        self.last_synced_resource_version()
+    }
+}
+
+impl<K: Informable> ObservedCache for Store<K> {
+    fn group_resource(&self) -> GroupResource {
+        GroupResource::of::<K>()
+    }
+
+    fn last_synced(&self) -> Option<String> {
+        self.last_synced_resource_version()
+    }
+}
+
+/// Labels of every controller's `<subsystem>_stale_sync_skips_total` counter.
+const SKIP_LABELS: &[&str] = &["group", "resource"];
+
+/// The counter `<subsystem>_stale_sync_skips_total{group,resource}`, registered once per
+/// subsystem in the process registry. `None` if it could not be built (a name that is not a
+/// valid metric name); losing a metric never stops a controller.
+pub fn stale_sync_skips(subsystem: &'static str, help: &'static str) -> Option<IntCounterVec> {
+    static COUNTERS: OnceLock<Mutex<HashMap<&'static str, IntCounterVec>>> = OnceLock::new();
+    let mut counters = COUNTERS
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(counter) = counters.get(subsystem) {
+        return Some(counter.clone());
+    }
+    let opts = Opts::new("stale_sync_skips_total", help).subsystem(subsystem);
+    match IntCounterVec::new(opts, SKIP_LABELS) {
+        Ok(counter) => {
+            let counter = register(counter);
+            counters.insert(subsystem, counter.clone());
+            Some(counter)
+        }
+        Err(error) => {
+            tracing::error!(subsystem, %error, "cannot build stale sync skip counter");
+            None
+        }
+    }
+}
+
+/// One controller's stale-cache guard: the [`ConsistencyStore`] of its writes and the counter
+/// of the syncs it held back (upstream's `EnsureReady` call at the top of a sync, with the
+/// controller's `stale_sync_skips_total` metric).
+#[derive(Debug)]
+pub struct StaleGuard {
+    store: ConsistencyStore,
+    controller: &'static str,
+    skips: Option<IntCounterVec>,
+}
+
+impl StaleGuard {
+    /// The guard of `controller` (for logs); skips are counted in
+    /// `<subsystem>_stale_sync_skips_total`, registered now so a scrape sees it early.
+    pub fn new(controller: &'static str, subsystem: &'static str, help: &'static str) -> Self {
+        Self {
+            store: ConsistencyStore::new(),
+            controller,
+            skips: stale_sync_skips(subsystem, help),
+        }
+    }
+
+    /// The writes recorded so far.
+    pub fn store(&self) -> &ConsistencyStore {
+        &self.store
+    }
+
+    /// Records that the controller wrote `resource` at `rv` for the owner `key` (UID
+    /// `owner_uid`); a write without a resourceVersion records nothing.
+    pub fn wrote(&self, key: &str, owner_uid: &str, resource: GroupResource, rv: Option<&str>) {
+        if let Some(rv) = rv {
+            self.store.wrote_at(key, owner_uid, resource, rv);
+        }
+    }
+
+    /// Forgets `key` (see [`ConsistencyStore::clear`]).
+    pub fn clear(&self, key: &str, owner_uid: Option<&str>) {
+        self.store.clear(key, owner_uid);
+    }
+
+    /// `Ok` when each of `caches` has seen what the controller wrote for `key`; otherwise the
+    /// first lagging resource, counted and logged at debug (an expected requeue, not a
+    /// failure).
+    pub fn ensure_caught_up(&self, key: &str, caches: &[&dyn ObservedCache]) -> Result<(), Stale> {
+        let observed = |gr: &GroupResource| {
+            caches
+                .iter()
+                .find(|c| c.group_resource() == *gr)
+                .and_then(|c| c.last_synced())
+        };
+        self.store.ensure_ready(key, observed).inspect_err(|stale| {
+            if let Some(skips) = &self.skips {
+                skips
+                    .with_label_values(&[&stale.resource.group, &stale.resource.resource])
+                    .inc();
+            }
+            tracing::debug!(
+                controller = self.controller,
+                key,
+                resource = %stale.resource,
+                written = %stale.written,
+                observed = %stale.observed,
+                "cache older than the controller's own writes; skipping sync"
+            );
+        })
     }
 }
 
@@ -299,5 +424,55 @@ mod tests {
         store.wrote_at("ns/a", "ua", pods(), "50");
         store.clear("ns/a", None);
         assert_eq!(store.len(), 0);
+    }
+
+    #[test]
+    fn the_guard_holds_a_lagging_sync_counts_it_and_lets_it_through_once_caught_up() {
+        use crate::informer::Informer;
+        use kube::runtime::watcher;
+        let guard = StaleGuard::new("test-controller", "guard_test", "Skips in a test.");
+        let pods_informer = Informer::<Pod>::detached();
+        let pod = |rv: &str| {
+            let mut p = Pod::default();
+            p.metadata.name = Some("p".into());
+            p.metadata.namespace = Some("ns".into());
+            p.metadata.resource_version = Some(rv.into());
+            p
+        };
+        pods_informer.feed(watcher::Event::Init);
+        pods_informer.feed(watcher::Event::InitApply(pod("5")));
+        pods_informer.feed(watcher::Event::InitDone);
+        let pods_store = pods_informer.store();
+        guard.wrote("ns/rs", "uid-1", pods(), None);
+        assert!(guard.store().is_empty(), "no version, no record");
+        guard.wrote("ns/rs", "uid-1", pods(), Some("7"));
+        let stale = guard
+            .ensure_caught_up("ns/rs", &[&pods_store])
+            .expect_err("lags");
+        assert_eq!(
+            (stale.written.as_str(), stale.observed.as_str()),
+            ("7", "5")
+        );
+        let text = crate::metrics::render();
+        assert!(
+            text.contains("guard_test_stale_sync_skips_total{group=\"\",resource=\"pods\"} 1"),
+            "{text}"
+        );
+        assert!(
+            stale_sync_skips("guard_test", "again").is_some(),
+            "registered once"
+        );
+        pods_informer.feed(watcher::Event::Apply(pod("7")));
+        assert_eq!(guard.ensure_caught_up("ns/rs", &[&pods_store]), Ok(()));
+        assert!(guard.store().is_empty(), "forgotten once seen");
+        guard.wrote("ns/rs", "uid-1", replicasets(), Some("9"));
+        assert_eq!(
+            guard.ensure_caught_up("ns/rs", &[&pods_store]),
+            Ok(()),
+            "a cache the guard is not given does not hold the sync"
+        );
+        guard.wrote("ns/rs", "uid-1", pods(), Some("9"));
+        guard.clear("ns/rs", Some("uid-1"));
+        assert!(guard.store().is_empty());
     }
 }

@@ -13,12 +13,13 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::ControllerContext;
-use crate::informer::{Informable, Informer};
+use crate::informer::{Informable, Informer, InformerFactory};
 use crate::workqueue::{QueueKey, RetryPolicy, WorkQueue, run_workers_with};
 
 /// Whether one informer has completed its initial list, and a way to wait for it.
@@ -78,6 +79,152 @@ pub async fn wait_for_caches(
     true
 }
 
+/// The informers of a tuple of resource types, as probes: a crate's `informers` is
+/// `probes::<(Deployment, ReplicaSet, Pod)>(factory)`.
+pub trait InformerSet {
+    fn probes(factory: &InformerFactory) -> Vec<SyncProbe>;
+}
+
+macro_rules! informer_set {
+    ($($k:ident),+) => {
+        impl<$($k: Informable),+> InformerSet for ($($k,)+) {
+            fn probes(factory: &InformerFactory) -> Vec<SyncProbe> {
+                vec![$(SyncProbe::of(factory.informer::<$k>())),+]
+            }
+        }
+    };
+}
+
+informer_set!(A);
+informer_set!(A, B);
+informer_set!(A, B, C);
+informer_set!(A, B, C, D);
+informer_set!(A, B, C, D, E);
+
+/// The informers of `T` (a tuple of resource types) requested from `factory`, in order.
+pub fn probes<T: InformerSet>(factory: &InformerFactory) -> Vec<SyncProbe> {
+    T::probes(factory)
+}
+
+/// Compile-time check a crate's tests make on its `start` future, which the process spawns on
+/// a multi-threaded runtime: `const _: fn(ControllerContext) = |ctx| assert_send(&start(ctx,
+/// Config::default()));`.
+pub fn assert_send<T: Send>(_: &T) {}
+
+/// The workers of one queue, not yet started.
+struct QueueWorkers {
+    workers: usize,
+    shut_down: Box<dyn Fn() + Send + Sync>,
+    run: BoxFuture<'static, ()>,
+}
+
+/// One controller's run: the caches it waits for and the work queues its workers drain.
+/// Built in the crate's `start` after the event handlers are subscribed, e.g.
+///
+/// ```ignore
+/// Run::new(NAME, informers(&ctx.informers), &controller)
+///     .queue(queue, cfg.workers, policy, |c, key| async move { c.sync(key).await })
+///     .run(&ctx)
+///     .await
+/// ```
+///
+/// [`Run::run`] logs the start, waits for every cache (on shutdown before they sync it shuts
+/// the queues down and returns), runs every queue's workers, and on shutdown shuts every queue
+/// down, lets the workers finish their current key and logs the stop: upstream's `Run`
+/// (`cache.WaitForNamedCacheSync`, `wait.UntilWithContext` per worker, `queue.ShutDown`).
+#[must_use = "a Run does nothing until `run` is awaited"]
+pub struct Run<C> {
+    name: &'static str,
+    wait_for: Vec<SyncProbe>,
+    controller: Arc<C>,
+    queues: Vec<QueueWorkers>,
+}
+
+impl<C: Send + Sync + 'static> Run<C> {
+    /// A run of the controller `name` (its canonical name, for logs) that waits for the
+    /// caches of `wait_for`, usually the crate's `informers(&ctx.informers)`, and whose queues
+    /// are synced by methods of `controller`.
+    pub fn new(name: &'static str, wait_for: Vec<SyncProbe>, controller: &Arc<C>) -> Self {
+        Self {
+            name,
+            wait_for,
+            controller: controller.clone(),
+            queues: Vec::new(),
+        }
+    }
+
+    /// Adds `workers` workers on `queue`, each key synced by `sync(controller, key)` and its
+    /// failures handled by `policy` (upstream's `handleErr`). Each sync's duration is logged
+    /// at debug (upstream's deferred "Finished syncing" log).
+    pub fn queue<K, E, F, Fut>(
+        mut self,
+        queue: WorkQueue<K>,
+        workers: usize,
+        policy: RetryPolicy<E>,
+        sync: F,
+    ) -> Self
+    where
+        K: QueueKey + fmt::Display,
+        F: Fn(Arc<C>, K) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: fmt::Display + Send + 'static,
+    {
+        let (controller, name) = (self.controller.clone(), self.name);
+        let each = move |key: K| {
+            let sync = sync(controller.clone(), key.clone());
+            async move {
+                let started = tokio::time::Instant::now();
+                let result = sync.await;
+                tracing::debug!(
+                    controller = name,
+                    %key,
+                    elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    "finished syncing"
+                );
+                result
+            }
+        };
+        let stop = queue.clone();
+        self.queues.push(QueueWorkers {
+            workers,
+            shut_down: Box::new(move || stop.shut_down()),
+            run: Box::pin(run_workers_with(queue, workers, policy, each)),
+        });
+        self
+    }
+
+    /// Runs until `ctx.shutdown` (see [`Run`]). Always `Ok(())`: sync errors are retried
+    /// and never end a controller; the result type is the crate's `start` signature.
+    pub async fn run<E>(self, ctx: &ControllerContext) -> Result<(), E> {
+        let Run {
+            name,
+            wait_for,
+            queues,
+            ..
+        } = self;
+        let workers = queues.first().map_or(0, |q| q.workers);
+        tracing::info!(controller = name, workers, "starting controller");
+        let (stops, runs): (Vec<_>, Vec<_>) =
+            queues.into_iter().map(|q| (q.shut_down, q.run)).unzip();
+        let shut_down = || stops.iter().for_each(|stop| stop());
+        if !wait_for_caches(name, &ctx.shutdown, &wait_for).await {
+            shut_down();
+            return Ok(());
+        }
+        let all = futures::future::join_all(runs);
+        tokio::pin!(all);
+        tokio::select! {
+            _ = &mut all => {}
+            () = ctx.shutdown.cancelled() => {
+                shut_down();
+                all.await;
+            }
+        }
+        tracing::info!(controller = name, "shutting down controller");
+        Ok(())
+    }
+}
+
 /// What [`run_controller`] runs.
 pub struct RunSpec<K, E> {
     /// The controller's canonical name, for logs.
@@ -92,14 +239,11 @@ pub struct RunSpec<K, E> {
     pub wait_for: Vec<SyncProbe>,
 }
 
-/// Runs a queue-driven controller until `ctx.shutdown`: logs the start, waits for the caches of
-/// `spec.wait_for` (returns at once, with the queue shut down, on shutdown before they sync),
-/// runs `spec.workers` workers calling `sync` for each key with `spec.policy`, and on shutdown
-/// shuts the queue down, waits for the workers to finish their current key and logs the stop.
-/// Subscribe the event handlers before calling it.
+/// A [`Run`] of one queue whose sync is a closure of the key alone. Subscribe the event
+/// handlers before calling it.
 pub async fn run_controller<K, E, F, Fut>(ctx: &ControllerContext, spec: RunSpec<K, E>, sync: F)
 where
-    K: QueueKey,
+    K: QueueKey + fmt::Display,
     F: Fn(K) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Result<(), E>> + Send + 'static,
     E: fmt::Display + Send + 'static,
@@ -111,21 +255,11 @@ where
         policy,
         wait_for,
     } = spec;
-    tracing::info!(controller = name, workers, "starting controller");
-    if !wait_for_caches(name, &ctx.shutdown, &wait_for).await {
-        queue.shut_down();
-        return;
-    }
-    let run = run_workers_with(queue.clone(), workers, policy, sync);
-    tokio::pin!(run);
-    tokio::select! {
-        () = &mut run => {}
-        () = ctx.shutdown.cancelled() => {
-            queue.shut_down();
-            run.await;
-        }
-    }
-    tracing::info!(controller = name, "shutting down controller");
+    let sync = Arc::new(sync);
+    let _: Result<(), std::convert::Infallible> = Run::new(name, wait_for, &sync)
+        .queue(queue, workers, policy, |f: Arc<F>, key| f(key))
+        .run(ctx)
+        .await;
 }
 
 /// For a controller without a work queue (PodGC's periodic sweeps): logs the start, waits for
@@ -303,5 +437,106 @@ mod tests {
         })
         .await;
         assert_eq!(ran.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn probes_list_the_tuple_in_order() {
+        let factory = InformerFactory::new(offline_client());
+        let both = probes::<(Pod, ConfigMap)>(&factory);
+        let names: Vec<&str> = both.iter().map(|p| p.resource.as_str()).collect();
+        assert_eq!(names, ["pods", "configmaps"]);
+        assert_eq!(probes::<(ConfigMap,)>(&factory).len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_run_drains_every_queue_with_its_own_sync_and_stops_them_all() {
+        let ctx = ctx();
+        let pods = Informer::<Pod>::detached();
+        let main = WorkQueue::<String>::new("test-run-main", RateLimiter::Default);
+        let side = WorkQueue::<String>::new("test-run-side", RateLimiter::Default);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let tx = Arc::new(tx);
+        let run = Run::new("test-controller", vec![SyncProbe::of(pods.clone())], &tx)
+            .queue(
+                main.clone(),
+                2,
+                RetryPolicy::default(),
+                |tx, key: String| async move {
+                    let _ = tx.send(format!("main {key}"));
+                    Ok::<(), String>(())
+                },
+            )
+            .queue(
+                side.clone(),
+                1,
+                RetryPolicy::default(),
+                |tx, key: String| async move {
+                    let _ = tx.send(format!("side {key}"));
+                    Ok::<(), String>(())
+                },
+            );
+        let task = {
+            let ctx = ctx.clone();
+            tokio::spawn(async move { run.run::<String>(&ctx).await })
+        };
+        main.add("ns/a".into());
+        side.add("node-1".into());
+        tokio::task::yield_now().await;
+        assert!(rx.try_recv().is_err(), "no sync before the caches synced");
+        synced(&pods);
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            let next = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await;
+            got.push(next.ok().flatten().unwrap_or_default());
+        }
+        got.sort();
+        assert_eq!(got, ["main ns/a", "side node-1"]);
+        ctx.shutdown.cancel();
+        let done = tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("stops on shutdown")
+            .expect("no panic");
+        assert_eq!(done, Ok(()));
+        assert!(main.is_shutting_down() && side.is_shutting_down());
+    }
+
+    #[tokio::test]
+    async fn a_run_shut_down_before_sync_shuts_every_queue_down() {
+        let ctx = ctx();
+        let pods = Informer::<Pod>::detached();
+        let main = WorkQueue::<String>::new("test-run-unsynced-a", RateLimiter::Default);
+        let side = WorkQueue::<String>::new("test-run-unsynced-b", RateLimiter::Default);
+        let unit = Arc::new(());
+        let never = |_: Arc<()>, _key: String| async { Err::<(), String>("synced".into()) };
+        let run = Run::new("test-controller", vec![SyncProbe::of(pods)], &unit)
+            .queue(main.clone(), 1, RetryPolicy::default(), never)
+            .queue(side.clone(), 1, RetryPolicy::default(), never);
+        ctx.shutdown.cancel();
+        let done = tokio::time::timeout(Duration::from_secs(5), run.run::<String>(&ctx)).await;
+        assert_eq!(done, Ok(Ok(())));
+        assert!(main.is_shutting_down() && side.is_shutting_down());
+    }
+
+    #[tokio::test]
+    async fn subscribe_with_calls_the_method_of_the_shared_controller() {
+        struct Counter(AtomicUsize);
+        impl Counter {
+            fn on_map(&self, _change: crate::informer::Change<ConfigMap>) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let maps = Informer::<ConfigMap>::detached();
+        let counter = Arc::new(Counter(AtomicUsize::new(0)));
+        maps.subscribe_with(&counter, Counter::on_map);
+        maps.feed(watcher::Event::Init);
+        maps.feed(watcher::Event::InitApply(ConfigMap::default()));
+        maps.feed(watcher::Event::InitDone);
+        let seen = tokio::time::timeout(Duration::from_secs(5), async {
+            while counter.0.load(Ordering::SeqCst) == 0 {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await;
+        assert!(seen.is_ok(), "the handler saw the added object");
     }
 }

@@ -801,6 +801,17 @@ impl<K: Informable> Informer<K> {
         self.shared.inner.write().state.add_index(name, f);
     }
 
+    /// [`Informer::subscribe`] with a handler that is a method of a shared controller, e.g.
+    /// `pods.subscribe_with(&controller, Controller::on_pod)`.
+    pub fn subscribe_with<C: Send + Sync + 'static>(
+        &self,
+        controller: &Arc<C>,
+        handler: impl Fn(&C, Change<K>) + Send + Sync + 'static,
+    ) {
+        let controller = controller.clone();
+        self.subscribe(move |change| handler(&controller, change));
+    }
+
     /// Every change, in order. A subscriber added after sync first gets `Added` for every
     /// cached object. The handler must be cheap (compute keys, enqueue): no API calls.
     pub fn subscribe(&self, handler: impl Fn(Change<K>) + Send + Sync + 'static) {

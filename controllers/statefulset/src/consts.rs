@@ -53,10 +53,8 @@ pub const MAX_BATCH_SIZE: usize = 500;
 /// Metric names (subsystem `statefulset_controller`).
 pub mod metrics {
     pub const SUBSYSTEM: &str = "statefulset_controller";
-    pub const STALE_SYNC_SKIPS: &str = "stale_sync_skips_total";
     pub const STALE_SYNC_SKIPS_HELP: &str =
         "[ALPHA] Total number of StatefulSet syncs skipped due to a stale watch cache.";
-    pub const STALE_SYNC_SKIPS_LABELS: &[&str] = &["group", "resource"];
     pub const MAX_UNAVAILABLE: &str = "statefulset_max_unavailable";
     pub const MAX_UNAVAILABLE_HELP: &str =
         "[ALPHA] Maximum number of unavailable pods allowed during a StatefulSet rolling update.";

@@ -60,30 +60,6 @@ pub enum Error {
 }
 
 impl Error {
-    pub fn category(&self) -> &'static str {
-        match self {
-            Error::StaleCache { .. } => "stale_cache",
-            Error::Claim { .. } => "claim",
-            Error::Revision { .. } => "revision",
-            Error::RevisionData { .. } => "revision_data",
-            Error::Pod { .. } => "pod",
-            Error::Claims { .. } => "claims",
-            Error::UpdateStatus { .. } => "update_status",
-        }
-    }
-
-    pub fn key(&self) -> &str {
-        match self {
-            Error::StaleCache { key, .. }
-            | Error::Claim { key, .. }
-            | Error::Revision { key, .. }
-            | Error::RevisionData { key, .. }
-            | Error::Pod { key, .. }
-            | Error::Claims { key, .. }
-            | Error::UpdateStatus { key, .. } => key,
-        }
-    }
-
     /// An expected requeue in normal operation, not a failure to warn about: the stale-cache
     /// guard held the sync back (counted by `statefulset_controller_stale_sync_skips_total`),
     /// or a write made from a cached copy met a 409 conflict. Retried with backoff like any

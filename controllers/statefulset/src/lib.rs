@@ -78,8 +78,7 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use rkcm_runtime::ControllerContext;
-use rkcm_runtime::consistency::ConsistencyStore;
-use rkcm_runtime::controller::{RunSpec, SyncProbe, run_controller};
+use rkcm_runtime::controller::{Run, SyncProbe, probes};
 use rkcm_runtime::events::EventRecorder;
 use rkcm_runtime::expectations::UidTrackingExpectations;
 use rkcm_runtime::history::History;
@@ -118,12 +117,7 @@ impl Default for Config {
 /// The informers the controller reads (StatefulSets, pods, claims, revisions), requested
 /// from `factory`; [`start`] waits for the same list.
 pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
-    vec![
-        SyncProbe::of(factory.informer::<StatefulSet>()),
-        SyncProbe::of(factory.informer::<Pod>()),
-        SyncProbe::of(factory.informer::<PersistentVolumeClaim>()),
-        SyncProbe::of(factory.informer::<ControllerRevision>()),
-    ]
+    probes::<(StatefulSet, Pod, PersistentVolumeClaim, ControllerRevision)>(factory)
 }
 
 /// Runs the controller until `ctx.shutdown`: subscribes to StatefulSets and pods (claims and
@@ -131,12 +125,10 @@ pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
 /// runs `cfg.workers` workers. Returns `Ok(())` on shutdown; sync errors are retried with
 /// backoff and never end it.
 pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
-    let wait_for = informers(&ctx.informers);
     let sets = ctx.informers.informer::<StatefulSet>();
     let pods = ctx.informers.informer::<Pod>();
     let claims = ctx.informers.informer::<PersistentVolumeClaim>();
     let revisions = ctx.informers.informer::<ControllerRevision>();
-    metrics::init();
     let queue = WorkQueue::new(consts::QUEUE_NAME, RateLimiter::Default);
     let workers = cfg.workers;
     let controller = Arc::new(reconcile::Controller {
@@ -149,33 +141,27 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         recorder: EventRecorder::new(ctx.client.clone(), consts::EVENT_COMPONENT),
         queue: queue.clone(),
         expectations: UidTrackingExpectations::new(ctx.clock.clone()),
-        consistency: ConsistencyStore::new(),
+        consistency: metrics::stale_guard(),
         clock: ctx.clock.clone(),
         cfg,
     });
-    let c = controller.clone();
-    sets.subscribe(move |change| c.on_set(change));
-    let c = controller.clone();
-    pods.subscribe(move |change| c.on_pod(change));
+    sets.subscribe_with(&controller, reconcile::Controller::on_set);
+    pods.subscribe_with(&controller, reconcile::Controller::on_pod);
     // Upstream requeues failures for ever with backoff; a terminating namespace is dropped.
     let policy = RetryPolicy {
         max_retries: None,
         give_up: Error::is_namespace_terminating,
         quiet: Error::is_expected_requeue,
     };
-    let spec = RunSpec {
-        name: NAME,
-        queue,
-        workers,
-        policy,
-        wait_for,
-    };
-    run_controller(&ctx, spec, move |key: String| {
-        let c = controller.clone();
-        async move { c.sync(key).await }
-    })
-    .await;
-    Ok(())
+    Run::new(NAME, informers(&ctx.informers), &controller)
+        .queue(
+            queue,
+            workers,
+            policy,
+            |c, k| async move { c.sync(k).await },
+        )
+        .run(&ctx)
+        .await
 }
 
 #[cfg(test)]
@@ -184,12 +170,6 @@ mod testutil;
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[allow(dead_code)]
-    fn start_future_is_send(ctx: ControllerContext) {
-        fn assert_send<T: Send>(_: &T) {}
-        assert_send(&start(ctx, Config::default()));
-    }
 
     #[test]
     fn defaults_are_upstream() {

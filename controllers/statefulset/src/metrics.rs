@@ -6,18 +6,11 @@
 
 use std::sync::OnceLock;
 
-use prometheus::{IntCounterVec, IntGaugeVec, Opts};
+use prometheus::{IntGaugeVec, Opts};
+use rkcm_runtime::consistency::StaleGuard;
 use rkcm_runtime::metrics::{get_or_register, register};
 
 use crate::consts::metrics as m;
-
-fn stale_sync_skips() -> Option<&'static IntCounterVec> {
-    static METRIC: OnceLock<Option<IntCounterVec>> = OnceLock::new();
-    get_or_register(&METRIC, m::STALE_SYNC_SKIPS, || {
-        let opts = Opts::new(m::STALE_SYNC_SKIPS, m::STALE_SYNC_SKIPS_HELP).subsystem(m::SUBSYSTEM);
-        IntCounterVec::new(opts, m::STALE_SYNC_SKIPS_LABELS).map(register)
-    })
-}
 
 fn gauge(
     cell: &'static OnceLock<Option<IntGaugeVec>>,
@@ -44,15 +37,11 @@ fn unavailable_replicas() -> Option<&'static IntGaugeVec> {
     )
 }
 
-/// Registers every metric (so they render before the first event).
-pub(crate) fn init() {
-    let _ = stale_sync_skips();
-}
-
-pub(crate) fn count_stale_sync_skip(group: &str, resource: &str) {
-    if let Some(c) = stale_sync_skips() {
-        c.with_label_values(&[group, resource]).inc();
-    }
+/// The controller's stale-cache guard, counting its skips in
+/// `statefulset_controller_stale_sync_skips_total` (registered now, so it renders before the
+/// first skip).
+pub(crate) fn stale_guard() -> StaleGuard {
+    StaleGuard::new(crate::NAME, m::SUBSYSTEM, m::STALE_SYNC_SKIPS_HELP)
 }
 
 pub(crate) fn set_max_unavailable(namespace: &str, name: &str, policy: &str, v: i32) {
@@ -75,7 +64,9 @@ mod tests {
 
     #[test]
     fn metrics_render_with_upstream_names() {
-        count_stale_sync_skip("", "pods");
+        let skips =
+            rkcm_runtime::consistency::stale_sync_skips(m::SUBSYSTEM, m::STALE_SYNC_SKIPS_HELP);
+        skips.expect("valid").with_label_values(&["", "pods"]).inc();
         set_max_unavailable("ns", "web", "Parallel", 2);
         set_unavailable_replicas("ns", "web", "Parallel", 1);
         let text = rkcm_runtime::metrics::render();

@@ -30,7 +30,7 @@ use crate::identity::{is_member_of, set_name};
 use crate::plan::{self, Action, ClaimWork, Claims, DeleteReason, OwnerWork, Plan, Snapshot};
 use crate::revision::{self, UpdateChoice};
 use crate::status;
-use rkcm_runtime::consistency::{ConsistencyStore, GroupResource};
+use rkcm_runtime::consistency::{GroupResource, StaleGuard};
 use rkcm_runtime::selector::Selector;
 
 /// Conflict retries of pod and status updates (client-go `retry.DefaultRetry`: 5 steps).
@@ -47,7 +47,7 @@ pub(crate) struct Controller {
     pub(crate) recorder: EventRecorder,
     pub(crate) queue: WorkQueue<String>,
     pub(crate) expectations: UidTrackingExpectations,
-    pub(crate) consistency: ConsistencyStore,
+    pub(crate) consistency: StaleGuard,
     pub(crate) clock: SharedClock,
     pub(crate) cfg: Config,
 }
@@ -125,29 +125,12 @@ pub(crate) fn claim_event_text(
 }
 
 impl Controller {
-    fn observed_version(&self, gr: &GroupResource) -> Option<String> {
-        if *gr == GroupResource::of::<Pod>() {
-            self.pods.last_synced_resource_version()
-        } else if *gr == GroupResource::of::<PersistentVolumeClaim>() {
-            self.claims.last_synced_resource_version()
-        } else if *gr == GroupResource::of::<StatefulSet>() {
-            self.sets.last_synced_resource_version()
-        } else {
-            None
-        }
-    }
-
     fn wrote<K: Resource<DynamicType = ()>>(&self, ctx: &Ctx<'_>, obj: &K) {
-        if !self.cfg.stale_cache_guard {
-            return;
-        }
-        if let Some(rv) = obj.meta().resource_version.as_deref() {
-            self.consistency.wrote_at(
-                ctx.key,
-                ctx.set.metadata.uid.as_deref().unwrap_or_default(),
-                GroupResource::of::<K>(),
-                rv,
-            );
+        if self.cfg.stale_cache_guard {
+            let uid = ctx.set.metadata.uid.as_deref().unwrap_or_default();
+            let rv = obj.meta().resource_version.as_deref();
+            self.consistency
+                .wrote(ctx.key, uid, GroupResource::of::<K>(), rv);
         }
     }
 
@@ -167,24 +150,15 @@ impl Controller {
 
     /// One sync of the StatefulSet `key`.
     pub(crate) async fn sync(&self, key: String) -> Result<(), Error> {
-        let started = tokio::time::Instant::now();
-        let result = self.sync_inner(&key).await;
-        tracing::debug!(
-            controller = crate::NAME,
-            key = %key,
-            elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            "finished syncing statefulset"
-        );
-        result
+        self.sync_inner(&key).await
     }
 
     async fn sync_inner(&self, key: &str) -> Result<(), Error> {
         if self.cfg.stale_cache_guard
             && let Err(stale) = self
                 .consistency
-                .ensure_ready(key, |gr| self.observed_version(gr))
+                .ensure_caught_up(key, &[&self.pods, &self.claims, &self.sets])
         {
-            crate::metrics::count_stale_sync_skip(&stale.resource.group, &stale.resource.resource);
             return Err(Error::StaleCache {
                 key: key.to_string(),
                 source: stale,

@@ -41,7 +41,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
 use rkcm_runtime::ControllerContext;
-use rkcm_runtime::controller::{RunSpec, SyncProbe, run_controller};
+use rkcm_runtime::controller::{Run, SyncProbe};
 use rkcm_runtime::informer::InformerFactory;
 use rkcm_runtime::workqueue::{RateLimiter, RetryPolicy, WorkQueue};
 
@@ -90,46 +90,27 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         queue: queue.clone(),
         clock: ctx.clock.clone(),
     });
-    let c = controller.clone();
-    jobs.subscribe(move |change| c.on_job(change));
-    let spec = RunSpec {
-        name: NAME,
-        queue,
-        workers: cfg.workers,
-        // Upstream's `handleErr`: every failure is retried with the controller backoff.
-        policy: RetryPolicy::default(),
-        wait_for,
-    };
-    run_controller(&ctx, spec, move |key: String| {
-        let c = controller.clone();
-        async move { c.sync(key).await }
-    })
-    .await;
-    Ok(())
+    jobs.subscribe_with(&controller, reconcile::Controller::on_job);
+    // Upstream's `handleErr`: every failure is retried with the controller backoff.
+    Run::new(NAME, wait_for, &controller)
+        .queue(
+            queue,
+            cfg.workers,
+            RetryPolicy::default(),
+            |c, k| async move { c.sync(k).await },
+        )
+        .run(&ctx)
+        .await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Compile-time check: the process spawns `start` on a multi-threaded runtime.
-    #[allow(dead_code)]
-    fn start_future_is_send(ctx: ControllerContext) {
-        fn assert_send<T: Send>(_: &T) {}
-        assert_send(&start(ctx, Config::default()));
-    }
-
     #[test]
     fn defaults_are_upstream() {
         assert_eq!(Config::default().workers, 5);
         assert_eq!(NAME, "ttl-after-finished-controller");
         assert_eq!(consts::QUEUE_NAME, "ttl_jobs_to_delete");
-    }
-
-    fn assert_error_bounds<E: std::error::Error + Send + Sync + 'static>() {}
-
-    #[test]
-    fn error_is_send_sync_static() {
-        assert_error_bounds::<Error>();
     }
 }

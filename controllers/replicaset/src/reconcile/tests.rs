@@ -134,7 +134,7 @@ impl<O: ReplicaOwner> Harness<O> {
             queue: WorkQueue::new("", RateLimiter::Default),
             clock,
             consistency: (O::HAS_STALE_CACHE_GUARD && cfg.stale_cache_guard)
-                .then(ConsistencyStore::new),
+                .then(|| crate::metrics::stale_guard(O::CONTROLLER_NAME)),
             written: Mutex::new(HashMap::new()),
             cfg,
         };
@@ -755,12 +755,15 @@ fn rs_at(replicas: i32, rv: &str) -> ReplicaSet {
 }
 
 fn stale_skips(resource: &str) -> u64 {
-    crate::metrics::stale_sync_skips()
-        .map(|c| {
-            c.with_label_values(&[if resource == "pods" { "" } else { "apps" }, resource])
-                .get()
-        })
-        .unwrap_or(0)
+    rkcm_runtime::consistency::stale_sync_skips(
+        crate::consts::metrics::SUBSYSTEM,
+        crate::consts::metrics::STALE_SYNC_SKIPS_HELP,
+    )
+    .map(|c| {
+        c.with_label_values(&[if resource == "pods" { "" } else { "apps" }, resource])
+            .get()
+    })
+    .unwrap_or(0)
 }
 
 #[test]
@@ -873,7 +876,7 @@ async fn stale_cache_guard_waits_for_own_creates_and_status() {
         .sync("ns/web".into())
         .await
         .expect_err("pod cache is behind");
-    assert_eq!(err.category(), "stale_cache");
+    assert!(matches!(err, crate::Error::StaleCache { .. }), "{err}");
     assert_eq!(
         err.to_string(),
         "syncing ns/web: read version: 50 is not as new as written version: 101 for group resource pods"
