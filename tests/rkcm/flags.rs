@@ -315,14 +315,39 @@ fn kubeconfig_that_does_not_exist_fails() {
     );
 }
 
-fn test_kubeconfig() -> String {
-    std::env::var("RKCM_TEST_KUBECONFIG")
-        .expect("RKCM_TEST_KUBECONFIG names the test cluster's kubeconfig")
+/// A namespace of its own and a `ScopedProxy` confining rkcm to it, served by a runtime of
+/// their own while the (blocking) test runs. Every test that lets rkcm start controllers uses
+/// it: the plane is shared, and unscoped controllers would act on other tests' objects (PodGC's
+/// first sweep fails their unscheduled terminating pods).
+struct Confined {
+    proxy: rkcm_testkit::ScopedProxy,
+    _namespace: rkcm_testkit::TestNamespace,
+    _runtime: tokio::runtime::Runtime,
 }
 
-/// Spawns rkcm against the test cluster and forwards its stderr lines to a channel.
-fn spawn_against_cluster(extra: &[&str]) -> (Child, mpsc::Receiver<String>) {
-    spawn_logged(&[&[&*format!("--kubeconfig={}", test_kubeconfig())], extra].concat())
+impl Confined {
+    fn new() -> Confined {
+        let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+        let (proxy, namespace) = runtime
+            .block_on(async {
+                let cluster = rkcm_testkit::TestCluster::connect().await?;
+                let ns = cluster.namespace("rkcm-flags").await?;
+                let proxy = rkcm_testkit::ScopedProxy::start(&cluster, ns.name()).await?;
+                anyhow::Ok((proxy, ns))
+            })
+            .expect("namespace and scoping proxy");
+        Confined {
+            proxy,
+            _namespace: namespace,
+            _runtime: runtime,
+        }
+    }
+
+    /// rkcm with `extra`, through the proxy.
+    fn spawn(&self, extra: &[&str]) -> (Child, mpsc::Receiver<String>) {
+        let kubeconfig = format!("--kubeconfig={}", self.proxy.kubeconfig().display());
+        spawn_logged(&[&[kubeconfig.as_str()], extra].concat())
+    }
 }
 
 /// Spawns rkcm with `args` and forwards its stderr lines to a channel.
@@ -417,8 +442,8 @@ fn tiny_kube_api_qps_waits_for_its_token_instead_of_panicking() {
 #[test]
 #[ignore = "needs apiserver: make test"]
 fn starts_with_kubeconfig_and_exits_zero_on_sigterm() {
-    let (mut child, rx) =
-        spawn_against_cluster(&["--leader-elect=false", "--secure-port=0", "-v=1"]);
+    let confined = Confined::new();
+    let (mut child, rx) = confined.spawn(&["--leader-elect=false", "--secure-port=0", "-v=1"]);
     assert!(
         wait_for_line(&rx, "caches are synced", Duration::from_secs(30)),
         "never synced"
@@ -432,7 +457,8 @@ fn starts_with_kubeconfig_and_exits_zero_on_sigterm() {
 #[ignore = "needs apiserver: make test"]
 fn only_named_controllers_run() {
     // Scenario 5 at the process level: canonical names in the logs, nothing else started.
-    let (mut child, rx) = spawn_against_cluster(&[
+    let confined = Confined::new();
+    let (mut child, rx) = confined.spawn(&[
         "--leader-elect=false",
         "--secure-port=0",
         "--controllers=podgc,endpoint",

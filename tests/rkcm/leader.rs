@@ -149,12 +149,12 @@ async fn two_processes_elect_exactly_one_leader() -> anyhow::Result<()> {
     let cluster = TestCluster::connect().await?;
     let ns = cluster.namespace("rkcm-leader").await?;
     let lease = unique_name("elect");
-    // Both run PodGC (briefly: it deletes orphans only after 40 s of quarantine), so the
-    // standby has something it must not start.
+    // Both run PodGC, so the standby has something it must not start; each is confined to
+    // the test namespace (an unscoped PodGC fails other tests' unscheduled terminating pods).
     let controller = "pod-garbage-collector-controller";
     let args = election_args(ns.name(), &lease, Some(controller));
-    let a = Rkcm::spawn("a", &cluster, &args)?;
-    let b = Rkcm::spawn("b", &cluster, &args)?;
+    let a = Rkcm::spawn_scoped("a", &cluster, ns.name(), &args).await?;
+    let b = Rkcm::spawn_scoped("b", &cluster, ns.name(), &args).await?;
     let (id_a, id_b) = (a.identity().await?, b.identity().await?);
     assert_ne!(id_a, id_b);
     let host = gethostname::gethostname().to_string_lossy().into_owned();

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use rkcm_testkit::{TestCluster, unique_name, wait_for};
+use rkcm_testkit::{ScopedProxy, TestCluster, unique_name, wait_for};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
@@ -44,6 +44,8 @@ pub(crate) struct Rkcm {
     pub port: u16,
     log_path: PathBuf,
     exited: Option<ExitStatus>,
+    /// The proxy confining it to one namespace, when started by [`Rkcm::spawn_scoped`].
+    _proxy: Option<ScopedProxy>,
 }
 
 impl Rkcm {
@@ -53,6 +55,29 @@ impl Rkcm {
         name: &str,
         cluster: &TestCluster,
         args: &[String],
+    ) -> anyhow::Result<Self> {
+        Self::spawn_with(name, cluster.kubeconfig_path(), args, None)
+    }
+
+    /// Like [`Rkcm::spawn`], through a [`ScopedProxy`] that confines it to `namespace`. For
+    /// every test that runs a controller: the plane is shared, and an unscoped PodGC fails and
+    /// force-deletes other tests' unscheduled terminating pods on its first sweep.
+    pub(crate) async fn spawn_scoped(
+        name: &str,
+        cluster: &TestCluster,
+        namespace: &str,
+        args: &[String],
+    ) -> anyhow::Result<Self> {
+        let proxy = ScopedProxy::start(cluster, namespace).await?;
+        let kubeconfig = proxy.kubeconfig().to_path_buf();
+        Self::spawn_with(name, &kubeconfig, args, Some(proxy))
+    }
+
+    fn spawn_with(
+        name: &str,
+        kubeconfig: &Path,
+        args: &[String],
+        proxy: Option<ScopedProxy>,
     ) -> anyhow::Result<Self> {
         let port = if args.iter().any(|a| a.starts_with("--secure-port")) {
             0
@@ -64,12 +89,9 @@ impl Rkcm {
         let log = std::fs::File::create(&log_path)
             .with_context(|| format!("creating {}", log_path.display()))?;
         let mut cmd = Command::new(rkcm_bin());
-        cmd.arg(format!(
-            "--kubeconfig={}",
-            cluster.kubeconfig_path().display()
-        ))
-        .arg("--logging-format=json")
-        .arg("--bind-address=127.0.0.1");
+        cmd.arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg("--logging-format=json")
+            .arg("--bind-address=127.0.0.1");
         if port != 0 {
             cmd.arg(format!("--secure-port={port}"));
         }
@@ -85,6 +107,7 @@ impl Rkcm {
             port,
             log_path,
             exited: None,
+            _proxy: proxy,
         })
     }
 
@@ -448,14 +471,16 @@ async fn metrics_families_present() -> anyhow::Result<()> {
     let cluster = TestCluster::connect().await?;
     let ns = cluster.namespace("rkcm-serve").await?;
     let lease = unique_name("metrics");
-    // PodGC is the controller that exists today; it runs only for the few seconds of this
-    // test, well under its 40 s orphan quarantine, so it deletes nothing other tests own.
+    // PodGC, confined to the test namespace (its first sweep would otherwise fail other
+    // tests' unscheduled terminating pods).
     let controller = "pod-garbage-collector-controller";
-    let p = Rkcm::spawn(
+    let p = Rkcm::spawn_scoped(
         "metrics",
         &cluster,
+        ns.name(),
         &election_args(ns.name(), &lease, Some(controller)),
-    )?;
+    )
+    .await?;
     p.wait_serving().await?;
     wait_master_status(&p, &lease, 1.0).await?;
     let running = format!(

@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Resource;
+use rkcm_runtime::children::{ChildHandler, on_child_change};
 use rkcm_runtime::controller_ref::{controller_of, resolve_controller_ref};
 use rkcm_runtime::informer::{Change, INDEX_NODE_NAME};
 use rkcm_runtime::keys::{controller_uid, key_of};
@@ -157,81 +159,9 @@ impl Controller {
 
     // ---- Pods ----------------------------------------------------------------------------
 
+    /// `addPod`, `updatePod`, `deletePod`.
     pub(crate) fn on_pod_change(&self, change: Change<Pod>) {
-        let namespace = change
-            .object()
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_default();
-        match change {
-            Change::Added(pod) => {
-                if pod.metadata.deletion_timestamp.is_some() {
-                    // Seen first while already terminating: not a creation.
-                    self.on_pod_deleted(&namespace, &pod);
-                    return;
-                }
-                if controller_of(&pod.metadata).is_some() {
-                    if let Some(ds) = self.resolve(&namespace, &pod.metadata) {
-                        let key = key_of(&*ds);
-                        self.expectations.creation_observed(&key);
-                        self.queue.add(key);
-                    }
-                    return;
-                }
-                for ds in self.matching(&namespace, pod.metadata.labels.as_ref()) {
-                    self.enqueue(&ds);
-                }
-            }
-            Change::Updated { old, new } => self.on_pod_updated(&namespace, &old, &new),
-            Change::Deleted { obj, .. } => self.on_pod_deleted(&namespace, &obj),
-        }
-    }
-
-    fn on_pod_updated(&self, namespace: &str, old: &Pod, new: &Pod) {
-        if old.metadata.resource_version == new.metadata.resource_version {
-            return;
-        }
-        if new.metadata.deletion_timestamp.is_some() {
-            // Graceful deletion began: observe the deletion now, not when the object goes.
-            self.on_pod_deleted(namespace, new);
-            return;
-        }
-        let (old_ref, new_ref) = (controller_of(&old.metadata), controller_of(&new.metadata));
-        let ref_changed = old_ref != new_ref;
-        if ref_changed
-            && old_ref.is_some()
-            && let Some(ds) = self.resolve(namespace, &old.metadata)
-        {
-            self.enqueue(&ds);
-        }
-        if new_ref.is_some() {
-            let Some(ds) = self.resolve(namespace, &new.metadata) else {
-                return;
-            };
-            self.enqueue(&ds);
-            let min_ready = min_ready_seconds(&ds);
-            if min_ready > 0 && !is_pod_ready(old) && is_pod_ready(new) {
-                let delay =
-                    Duration::from_secs(u64::try_from(min_ready).unwrap_or(0)) + MIN_READY_PAD;
-                self.queue.add_after(key_of(&*ds), delay);
-            }
-            return;
-        }
-        if ref_changed || old.metadata.labels != new.metadata.labels {
-            for ds in self.matching(namespace, new.metadata.labels.as_ref()) {
-                self.enqueue(&ds);
-            }
-        }
-    }
-
-    fn on_pod_deleted(&self, namespace: &str, pod: &Pod) {
-        let Some(ds) = self.resolve(namespace, &pod.metadata) else {
-            return;
-        };
-        let key = key_of(&*ds);
-        self.expectations.deletion_observed(&key);
-        self.queue.add(key);
+        on_child_change(self, change);
     }
 
     // ---- Nodes ---------------------------------------------------------------------------
@@ -263,6 +193,56 @@ impl Controller {
             }
         }
         Ok(())
+    }
+}
+
+impl ChildHandler<Pod> for Controller {
+    type Owner = DaemonSet;
+
+    fn resolve(&self, namespace: &str, r: &OwnerReference) -> Option<Arc<DaemonSet>> {
+        resolve_controller_ref(&self.daemonsets, namespace, r)
+    }
+
+    fn matching(&self, pod: &Pod) -> Vec<Arc<DaemonSet>> {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        self.matching(namespace, pod.metadata.labels.as_ref())
+    }
+
+    fn enqueue(&self, ds: &DaemonSet) {
+        self.queue.add(key_of(ds));
+    }
+
+    fn created(&self, ds: &DaemonSet) {
+        let key = key_of(ds);
+        self.expectations.creation_observed(&key);
+        self.queue.add(key);
+    }
+
+    fn deleted(&self, namespace: &str, pod: &Pod, _final_state: bool) {
+        let Some(ds) = self.owner_of(namespace, pod) else {
+            return;
+        };
+        let key = key_of(&*ds);
+        self.expectations.deletion_observed(&key);
+        self.queue.add(key);
+    }
+
+    /// Graceful deletion began: the deletion is observed now, not when the object goes.
+    fn terminating_updated(&self, namespace: &str, _old: &Pod, new: &Pod) -> bool {
+        if new.metadata.deletion_timestamp.is_none() {
+            return false;
+        }
+        ChildHandler::deleted(self, namespace, new, false);
+        true
+    }
+
+    fn controlled_updated(&self, ds: &Arc<DaemonSet>, old: &Pod, new: &Pod) {
+        self.queue.add(key_of(&**ds));
+        let min_ready = min_ready_seconds(ds);
+        if min_ready > 0 && !is_pod_ready(old) && is_pod_ready(new) {
+            let delay = Duration::from_secs(u64::try_from(min_ready).unwrap_or(0)) + MIN_READY_PAD;
+            self.queue.add_after(key_of(&**ds), delay);
+        }
     }
 }
 

@@ -2,6 +2,8 @@
 //! (and the ReplicaSet concerned, if any). A sync that returns an error is requeued with
 //! backoff (at most 15 times in a row); nothing here ever stops the controller.
 
+use rkcm_runtime::error::is_write_conflict;
+
 use rkcm_runtime::podcontrol::is_namespace_terminating;
 
 /// Errors of one sync of one Deployment.
@@ -84,13 +86,13 @@ impl Error {
             Error::UpdateReplicaSet { source, .. }
             | Error::DeleteReplicaSet { source, .. }
             | Error::UpdateStatus { source, .. }
-            | Error::UpdateDeployment { source, .. } => is_conflict(source),
+            | Error::UpdateDeployment { source, .. } => is_write_conflict(source),
             Error::Claim {
                 source:
                     rkcm_runtime::Error::Api { source, .. }
                     | rkcm_runtime::Error::ForOwner { source, .. },
                 ..
-            } => is_conflict(source),
+            } => is_write_conflict(source),
             _ => false,
         }
     }
@@ -114,11 +116,6 @@ impl Error {
             _ => false,
         }
     }
-}
-
-/// A 409 `Conflict` (the object changed since it was read), not `AlreadyExists`.
-fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409 && s.reason == "Conflict")
 }
 
 #[cfg(test)]

@@ -12,7 +12,9 @@ use std::sync::{Arc, PoisonError};
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ListParams};
+use rkcm_runtime::children::{ChildHandler, on_child_change};
 use rkcm_runtime::controller_ref::{controller_of, resolve_controller_ref};
 use rkcm_runtime::informer::Change;
 use rkcm_runtime::keys::{controller_uid, key_of};
@@ -22,11 +24,29 @@ use crate::consts::strategy;
 use crate::model;
 use crate::reconcile::Controller;
 
-impl Controller {
+impl ChildHandler<ReplicaSet> for Controller {
+    type Owner = Deployment;
+
+    fn resolve(&self, namespace: &str, r: &OwnerReference) -> Option<Arc<Deployment>> {
+        resolve_controller_ref(&self.deployments, namespace, r)
+    }
+
+    fn matching(&self, rs: &ReplicaSet) -> Vec<Arc<Deployment>> {
+        self.deployments_matching(rs)
+    }
+
     fn enqueue(&self, d: &Deployment) {
         self.queue.add(key_of(d));
     }
 
+    fn deleted(&self, namespace: &str, rs: &ReplicaSet, _final_state: bool) {
+        if let Some(d) = self.owner_of(namespace, rs) {
+            self.enqueue(&d);
+        }
+    }
+}
+
+impl Controller {
     pub(crate) fn on_deployment(&self, change: Change<Deployment>) {
         let d = change.object();
         tracing::debug!(controller = crate::NAME, key = %key_of(&**d), "deployment changed");
@@ -52,68 +72,9 @@ impl Controller {
             .collect()
     }
 
+    /// `addReplicaSet`, `updateReplicaSet`, `deleteReplicaSet`.
     pub(crate) fn on_replica_set(&self, change: Change<ReplicaSet>) {
-        let namespace = change
-            .object()
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_default();
-        match change {
-            Change::Added(rs) => {
-                if rs.metadata.deletion_timestamp.is_some() {
-                    // Seen for the first time already being deleted (e.g. after a restart).
-                    self.on_replica_set_deleted(&namespace, &rs);
-                    return;
-                }
-                if let Some(r) = controller_of(&rs.metadata) {
-                    if let Some(d) = resolve_controller_ref(&self.deployments, &namespace, r) {
-                        self.enqueue(&d);
-                    }
-                    return;
-                }
-                // An orphan: every matching Deployment may want to adopt it.
-                for d in self.deployments_matching(&rs) {
-                    self.enqueue(&d);
-                }
-            }
-            Change::Updated { old, new } => self.on_replica_set_updated(&namespace, &old, &new),
-            Change::Deleted { obj, .. } => self.on_replica_set_deleted(&namespace, &obj),
-        }
-    }
-
-    fn on_replica_set_updated(&self, namespace: &str, old: &ReplicaSet, new: &ReplicaSet) {
-        // Resyncs deliver the same version: nothing changed.
-        if old.metadata.resource_version == new.metadata.resource_version {
-            return;
-        }
-        let (old_ref, new_ref) = (controller_of(&old.metadata), controller_of(&new.metadata));
-        let ref_changed = old_ref != new_ref;
-        if ref_changed
-            && let Some(r) = old_ref
-            && let Some(d) = resolve_controller_ref(&self.deployments, namespace, r)
-        {
-            self.enqueue(&d);
-        }
-        if let Some(r) = new_ref {
-            if let Some(d) = resolve_controller_ref(&self.deployments, namespace, r) {
-                self.enqueue(&d);
-            }
-            return;
-        }
-        if ref_changed || old.metadata.labels != new.metadata.labels {
-            for d in self.deployments_matching(new) {
-                self.enqueue(&d);
-            }
-        }
-    }
-
-    fn on_replica_set_deleted(&self, namespace: &str, rs: &ReplicaSet) {
-        if let Some(r) = controller_of(&rs.metadata)
-            && let Some(d) = resolve_controller_ref(&self.deployments, namespace, r)
-        {
-            self.enqueue(&d);
-        }
+        on_child_change(self, change);
     }
 
     /// `getDeploymentForPod`: pod -> its ReplicaSet (cache, UID checked) -> that ReplicaSet's

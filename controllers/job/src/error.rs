@@ -72,25 +72,14 @@ mod tests {
     fn errors_name_step_and_key() {
         let e = Error::StaleCache {
             key: "ns/job".into(),
-            source: Box::new(rkcm_runtime::consistency::Stale {
-                resource: rkcm_runtime::consistency::GroupResource {
-                    group: "batch".into(),
-                    resource: "jobs".into(),
-                },
-                written: "42".into(),
-                observed: "41".into(),
-            }),
+            source: Box::new(rkcm_testkit::builders::stale("batch", "jobs", "42", "41")),
         };
         assert!(e.to_string().contains("ns/job"), "{e}");
         assert!(e.is_routine_retry());
         let conflict = Error::UpdateStatus {
             key: "ns/job".into(),
             step: "adding uncounted pods",
-            source: kube::Error::Api(
-                kube::core::Status::failure("conflict", "Conflict")
-                    .with_code(409)
-                    .boxed(),
-            ),
+            source: rkcm_testkit::builders::api_error(409, "Conflict"),
         };
         assert!(conflict.is_routine_retry());
         assert!(e.to_string().starts_with("syncing ns/job: "));

@@ -20,7 +20,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, PostParams};
+use rkcm_runtime::children::{ChildHandler, on_child_change};
 use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::consistency::{ConsistencyStore, GroupResource};
 use rkcm_runtime::controller_ref::{ControllerRefManager, controller_of};
@@ -90,6 +92,91 @@ fn record_finished_pod_with_tracking_finalizer(old: Option<&Pod>, new: Option<&P
     }
     let label = if is { m::ADD } else { m::DELETE };
     metrics::inc(|x| &x.tracking_finalizer, &[label], 1);
+}
+
+impl ChildHandler<Pod> for Controller {
+    type Owner = Job;
+
+    /// `resolveControllerRef`: the cached Job the ref names, if kind and UID agree.
+    fn resolve(&self, namespace: &str, r: &OwnerReference) -> Option<Arc<Job>> {
+        if r.kind != "Job" {
+            return None;
+        }
+        let job = self
+            .jobs
+            .get(&rkcm_runtime::keys::key(Some(namespace), &r.name))?;
+        (job.metadata.uid.as_deref() == Some(r.uid.as_str())).then_some(job)
+    }
+
+    /// Jobs in the pod's namespace whose selector matches it.
+    fn matching(&self, pod: &Pod) -> Vec<Arc<Job>> {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let labels = labels_of(pod);
+        self.jobs
+            .list_namespace(namespace)
+            .into_iter()
+            .filter(|j| selector_of(j).is_ok_and(|s| !s.is_empty() && s.matches(labels)))
+            .collect()
+    }
+
+    fn enqueue(&self, job: &Job) {
+        self.enqueue_batched(job);
+    }
+
+    fn created(&self, job: &Job) {
+        self.expectations.creation_observed(&key_of(job));
+        self.enqueue_batched(job);
+    }
+
+    fn deleted(&self, namespace: &str, pod: &Pod, final_delete: bool) {
+        let has_finalizer = has_tracking_finalizer(pod);
+        if controller_of(&pod.metadata).is_none() {
+            if has_finalizer {
+                self.enqueue_orphan(pod);
+            }
+            return;
+        }
+        let job = self.owner_of(namespace, pod);
+        let Some(job) = job.filter(|j| !is_finished(j)) else {
+            if has_finalizer {
+                self.enqueue_orphan(pod);
+            }
+            return;
+        };
+        let key = key_of(&*job);
+        self.expectations.deletion_observed(&key);
+        if final_delete || !has_finalizer {
+            self.finalizer_expectations.observed(&key, uid(pod));
+        }
+        self.enqueue_batched(&job);
+    }
+
+    fn terminating_updated(&self, namespace: &str, _old: &Pod, new: &Pod) -> bool {
+        if new.metadata.deletion_timestamp.is_none() {
+            return false;
+        }
+        self.deleted(namespace, new, false);
+        true
+    }
+
+    /// Checked on the new pod only: during an ownership transfer the finalizer may be added
+    /// and removed again within one collapsed update.
+    fn released(&self, job: &Job, new: &Pod) {
+        if !has_tracking_finalizer(new) {
+            self.finalizer_expectations.observed(&key_of(job), uid(new));
+        }
+        self.enqueue_batched(job);
+    }
+
+    fn controlled_updated(&self, job: &Arc<Job>, _old: &Pod, new: &Pod) {
+        self.released(job, new);
+    }
+
+    fn orphan_seen(&self, pod: &Pod) {
+        if has_tracking_finalizer(pod) {
+            self.enqueue_orphan(pod);
+        }
+    }
 }
 
 impl Controller {
@@ -172,132 +259,24 @@ impl Controller {
 
     // ---- Pod handlers -------------------------------------------------------------------
 
-    /// `resolveControllerRef`: the cached Job the ref names, if kind and UID agree.
-    fn resolve(&self, namespace: &str, pod: &Pod) -> Option<Arc<Job>> {
-        let r = controller_of(&pod.metadata)?;
-        if r.kind != "Job" {
-            return None;
-        }
-        let job = self
-            .jobs
-            .get(&rkcm_runtime::keys::key(Some(namespace), &r.name))?;
-        (job.metadata.uid.as_deref() == Some(r.uid.as_str())).then_some(job)
+    /// The cached Job the pod's controller reference names, if kind and UID agree.
+    fn resolve_pod(&self, namespace: &str, pod: &Pod) -> Option<Arc<Job>> {
+        self.owner_of(namespace, pod)
     }
 
-    /// Jobs in the pod's namespace whose selector matches it.
-    fn jobs_matching(&self, pod: &Pod) -> Vec<Arc<Job>> {
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-        let labels = labels_of(pod);
-        self.jobs
-            .list_namespace(namespace)
-            .into_iter()
-            .filter(|j| selector_of(j).is_ok_and(|s| !s.is_empty() && s.matches(labels)))
-            .collect()
-    }
-
+    /// `addPod`, `updatePod`, `deletePod`, each counting finished pods that still hold the
+    /// tracking finalizer first.
     pub(crate) fn on_pod_change(&self, change: Change<Pod>) {
-        let namespace = change
-            .object()
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_default();
-        match change {
-            Change::Added(pod) => {
-                record_finished_pod_with_tracking_finalizer(None, Some(&pod));
-                if pod.metadata.deletion_timestamp.is_some() {
-                    // Seen first while terminating (e.g. after a restart): not a creation.
-                    self.on_pod_deleted(&namespace, &pod, false);
-                    return;
-                }
-                if controller_of(&pod.metadata).is_some() {
-                    if let Some(job) = self.resolve(&namespace, &pod) {
-                        self.expectations.creation_observed(&key_of(&*job));
-                        self.enqueue_batched(&job);
-                    }
-                    return;
-                }
-                if has_tracking_finalizer(&pod) {
-                    self.enqueue_orphan(&pod);
-                }
-                for job in self.jobs_matching(&pod) {
-                    self.enqueue_batched(&job);
-                }
+        match &change {
+            Change::Added(pod) => record_finished_pod_with_tracking_finalizer(None, Some(pod)),
+            Change::Updated { old, new } => {
+                record_finished_pod_with_tracking_finalizer(Some(old), Some(new));
             }
-            Change::Updated { old, new } => self.on_pod_updated(&namespace, &old, &new),
             Change::Deleted { obj, .. } => {
-                record_finished_pod_with_tracking_finalizer(Some(&obj), None);
-                self.on_pod_deleted(&namespace, &obj, true);
+                record_finished_pod_with_tracking_finalizer(Some(obj), None);
             }
         }
-    }
-
-    fn on_pod_updated(&self, namespace: &str, old: &Pod, new: &Pod) {
-        record_finished_pod_with_tracking_finalizer(Some(old), Some(new));
-        if old.metadata.resource_version == new.metadata.resource_version {
-            return;
-        }
-        if new.metadata.deletion_timestamp.is_some() {
-            self.on_pod_deleted(namespace, new, false);
-            return;
-        }
-        // Checked on the new pod only: during an ownership transfer the finalizer may be
-        // added and removed again within one collapsed update.
-        let finalizer_removed = !has_tracking_finalizer(new);
-        let (old_ref, new_ref) = (controller_of(&old.metadata), controller_of(&new.metadata));
-        let ref_changed = old_ref != new_ref;
-        if ref_changed
-            && old_ref.is_some()
-            && let Some(job) = self.resolve(namespace, old)
-        {
-            if finalizer_removed {
-                self.finalizer_expectations
-                    .observed(&key_of(&*job), uid(new));
-            }
-            self.enqueue_batched(&job);
-        }
-        if new_ref.is_some() {
-            let Some(job) = self.resolve(namespace, new) else {
-                return;
-            };
-            if finalizer_removed {
-                self.finalizer_expectations
-                    .observed(&key_of(&*job), uid(new));
-            }
-            self.enqueue_batched(&job);
-            return;
-        }
-        if has_tracking_finalizer(new) {
-            self.enqueue_orphan(new);
-        }
-        if ref_changed || old.metadata.labels != new.metadata.labels {
-            for job in self.jobs_matching(new) {
-                self.enqueue_batched(&job);
-            }
-        }
-    }
-
-    fn on_pod_deleted(&self, namespace: &str, pod: &Pod, final_delete: bool) {
-        let has_finalizer = has_tracking_finalizer(pod);
-        if controller_of(&pod.metadata).is_none() {
-            if has_finalizer {
-                self.enqueue_orphan(pod);
-            }
-            return;
-        }
-        let job = self.resolve(namespace, pod);
-        let Some(job) = job.filter(|j| !is_finished(j)) else {
-            if has_finalizer {
-                self.enqueue_orphan(pod);
-            }
-            return;
-        };
-        let key = key_of(&*job);
-        self.expectations.deletion_observed(&key);
-        if final_delete || !has_finalizer {
-            self.finalizer_expectations.observed(&key, uid(pod));
-        }
-        self.enqueue_batched(&job);
+        on_child_change(self, change);
     }
 
     // ---- stale-cache guard ----------------------------------------------------------------
@@ -351,7 +330,7 @@ impl Controller {
             if r.kind != "Job" || r.api_version != "batch/v1" {
                 return Ok(());
             }
-            if let Some(job) = self.resolve(namespace.unwrap_or_default(), &pod)
+            if let Some(job) = self.resolve_pod(namespace.unwrap_or_default(), &pod)
                 && (managed_by_external(&job).is_some() || !is_finished(&job))
             {
                 return Ok(());

@@ -2,6 +2,8 @@
 //! A sync that returns an error is requeued with backoff; nothing here ever stops the
 //! controller.
 
+use rkcm_runtime::error::is_write_conflict;
+
 /// Errors of one sync of one ReplicaSet or ReplicationController.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -53,12 +55,12 @@ impl Error {
     pub fn is_expected_requeue(&self) -> bool {
         match self {
             Error::StaleCache { .. } => true,
-            Error::UpdateStatus { source, .. } => is_conflict(source),
+            Error::UpdateStatus { source, .. } => is_write_conflict(source),
             Error::Claim { source, .. }
             | Error::CreatePods { source, .. }
             | Error::DeletePods { source, .. } => match source {
                 rkcm_runtime::Error::Api { source, .. }
-                | rkcm_runtime::Error::ForOwner { source, .. } => is_conflict(source),
+                | rkcm_runtime::Error::ForOwner { source, .. } => is_write_conflict(source),
                 _ => false,
             },
         }
@@ -77,11 +79,6 @@ impl Error {
     }
 }
 
-/// A 409 `Conflict` (the object changed since it was read), not `AlreadyExists`.
-fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409 && s.reason == "Conflict")
-}
-
 /// The API's own message for API errors, the error text otherwise.
 pub(crate) fn runtime_error_text(e: &rkcm_runtime::Error) -> String {
     match e {
@@ -94,6 +91,8 @@ pub(crate) fn runtime_error_text(e: &rkcm_runtime::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    use rkcm_testkit::builders::{api_error, stale};
+
     use super::*;
 
     #[test]
@@ -125,46 +124,41 @@ mod tests {
         );
     }
 
-    fn api(code: u16, reason: &str) -> kube::Error {
-        kube::Error::Api(
-            kube::core::Status::failure("refused", reason)
-                .with_code(code)
-                .boxed(),
-        )
-    }
-
     #[test]
     fn stale_cache_and_conflicts_are_expected_requeues() {
         let stale = Error::StaleCache {
             key: "ns/web".into(),
-            source: rkcm_runtime::consistency::Stale {
-                resource: rkcm_runtime::consistency::GroupResource {
-                    group: String::new(),
-                    resource: "pods".into(),
-                },
-                written: "12".into(),
-                observed: "11".into(),
-            },
+            source: stale("", "pods", "12", "11"),
         };
         assert!(stale.is_expected_requeue());
         let conflict = Error::UpdateStatus {
             key: "ns/web".into(),
-            source: api(409, "Conflict"),
+            source: api_error(409, "Conflict"),
         };
         assert!(conflict.is_expected_requeue());
         let adoption = Error::Claim {
             key: "ns/web".into(),
-            source: rkcm_runtime::Error::api("patch", "Pod", "ns/web-1", api(409, "Conflict")),
+            source: rkcm_runtime::Error::api(
+                "patch",
+                "Pod",
+                "ns/web-1",
+                api_error(409, "Conflict"),
+            ),
         };
         assert!(adoption.is_expected_requeue());
         let exists = Error::CreatePods {
             key: "ns/web".into(),
-            source: rkcm_runtime::Error::api("create", "Pod", "ns/web", api(409, "AlreadyExists")),
+            source: rkcm_runtime::Error::api(
+                "create",
+                "Pod",
+                "ns/web",
+                api_error(409, "AlreadyExists"),
+            ),
         };
         assert!(!exists.is_expected_requeue());
         let server = Error::UpdateStatus {
             key: "ns/web".into(),
-            source: api(500, "InternalError"),
+            source: api_error(500, "InternalError"),
         };
         assert!(!server.is_expected_requeue());
     }

@@ -27,10 +27,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, PostParams};
+use rkcm_runtime::children::{ChildHandler, on_child_change};
 use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::consistency::{GroupResource, Stale, StaleGuard};
-use rkcm_runtime::controller_ref::{ControllerRefManager, controller_of, resolve_controller_ref};
+use rkcm_runtime::controller_ref::{ControllerRefManager, resolve_controller_ref};
 use rkcm_runtime::expectations::UidTrackingExpectations;
 use rkcm_runtime::informer::{
     Change, INDEX_CONTROLLER_UID, INDEX_ORPHANS_BY_NAMESPACE, Store, compare_resource_versions,
@@ -100,11 +102,72 @@ fn labels_of(pod: &Pod) -> Option<&std::collections::BTreeMap<String, String>> {
     pod.metadata.labels.as_ref()
 }
 
-impl<O: ReplicaOwner> Controller<O> {
+impl<O: ReplicaOwner> ChildHandler<Pod> for Controller<O> {
+    type Owner = O;
+
+    /// `resolveControllerRef`: the cached owner the ref names, if kind and UID agree.
+    fn resolve(&self, namespace: &str, r: &OwnerReference) -> Option<Arc<O>> {
+        resolve_controller_ref(&self.owners, namespace, r)
+    }
+
+    /// `getPodReplicaSets`: owners in the pod's namespace whose (non-empty, valid) selector
+    /// matches it.
+    fn matching(&self, pod: &Pod) -> Vec<Arc<O>> {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        self.owners
+            .list_namespace(namespace)
+            .into_iter()
+            .filter(|o| {
+                o.selector()
+                    .is_ok_and(|s| !s.is_empty() && s.matches(labels_of(pod)))
+            })
+            .collect()
+    }
+
     fn enqueue(&self, owner: &O) {
         self.queue.add(key_of(owner));
     }
 
+    fn created(&self, owner: &O) {
+        let key = key_of(owner);
+        self.expectations.creation_observed(&key);
+        self.queue.add(key);
+    }
+
+    /// Orphans have no expectations to lower; their deletion concerns no one.
+    fn deleted(&self, namespace: &str, pod: &Pod, _final_state: bool) {
+        let Some(owner) = self.owner_of(namespace, pod) else {
+            return;
+        };
+        let key = key_of(&*owner);
+        self.expectations.deletion_observed(&key, &key_of(pod));
+        self.queue.add(key);
+    }
+
+    /// Graceful deletion has begun: the pod no longer counts, so the deletion is observed now
+    /// rather than when the object finally goes (for the old labels' owner too).
+    fn terminating_updated(&self, namespace: &str, old: &Pod, new: &Pod) -> bool {
+        if new.metadata.deletion_timestamp.is_none() {
+            return false;
+        }
+        self.deleted(namespace, new, false);
+        if old.metadata.labels != new.metadata.labels {
+            self.deleted(namespace, old, false);
+        }
+        true
+    }
+
+    fn controlled_updated(&self, owner: &Arc<O>, old: &Pod, new: &Pod) {
+        self.enqueue(owner);
+        let min_ready = owner.min_ready_seconds();
+        if min_ready > 0 && !is_pod_ready(old) && is_pod_ready(new) {
+            let delay = Duration::from_secs(u64::try_from(min_ready).unwrap_or(0)) + MIN_READY_PAD;
+            self.queue.add_after(key_of(&**owner), delay);
+        }
+    }
+}
+
+impl<O: ReplicaOwner> Controller<O> {
     // ---- owner handlers -----------------------------------------------------------------
 
     pub(crate) fn on_owner_change(&self, change: Change<O>) {
@@ -135,110 +198,9 @@ impl<O: ReplicaOwner> Controller<O> {
 
     // ---- pod handlers -------------------------------------------------------------------
 
-    /// `resolveControllerRef`: the cached owner the pod's controller ref names, if kind and
-    /// UID agree.
-    fn owner_of(&self, namespace: &str, pod: &Pod) -> Option<Arc<O>> {
-        resolve_controller_ref(&self.owners, namespace, controller_of(&pod.metadata)?)
-    }
-
-    /// `getPodReplicaSets`: owners in the pod's namespace whose (non-empty, valid) selector
-    /// matches it.
-    fn owners_matching(&self, pod: &Pod) -> Vec<Arc<O>> {
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-        self.owners
-            .list_namespace(namespace)
-            .into_iter()
-            .filter(|o| {
-                o.selector()
-                    .is_ok_and(|s| !s.is_empty() && s.matches(labels_of(pod)))
-            })
-            .collect()
-    }
-
+    /// `addPod`, `updatePod`, `deletePod`.
     pub(crate) fn on_pod_change(&self, change: Change<Pod>) {
-        let namespace = change
-            .object()
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_default();
-        match change {
-            Change::Added(pod) => {
-                if pod.metadata.deletion_timestamp.is_some() {
-                    // Seen for the first time already terminating (e.g. after a restart):
-                    // it must not count as a create.
-                    self.on_pod_deleted(&namespace, &pod);
-                    return;
-                }
-                if controller_of(&pod.metadata).is_some() {
-                    if let Some(owner) = self.owner_of(&namespace, &pod) {
-                        let key = key_of(&*owner);
-                        self.expectations.creation_observed(&key);
-                        self.queue.add(key);
-                    }
-                    return;
-                }
-                // An orphan: every matching owner may want to adopt it.
-                for owner in self.owners_matching(&pod) {
-                    self.enqueue(&owner);
-                }
-            }
-            Change::Updated { old, new } => self.on_pod_updated(&namespace, &old, &new),
-            Change::Deleted { obj, .. } => self.on_pod_deleted(&namespace, &obj),
-        }
-    }
-
-    fn on_pod_updated(&self, namespace: &str, old: &Pod, new: &Pod) {
-        // Periodic resyncs deliver the same version; nothing changed.
-        if old.metadata.resource_version == new.metadata.resource_version {
-            return;
-        }
-        let labels_changed = old.metadata.labels != new.metadata.labels;
-        if new.metadata.deletion_timestamp.is_some() {
-            // Graceful deletion has begun: the pod no longer counts, so the deletion is
-            // observed now rather than when the object finally goes.
-            self.on_pod_deleted(namespace, new);
-            if labels_changed {
-                self.on_pod_deleted(namespace, old);
-            }
-            return;
-        }
-        let (old_ref, new_ref) = (controller_of(&old.metadata), controller_of(&new.metadata));
-        let ref_changed = old_ref != new_ref;
-        if ref_changed
-            && old_ref.is_some()
-            && let Some(owner) = self.owner_of(namespace, old)
-        {
-            self.enqueue(&owner);
-        }
-        if new_ref.is_some() {
-            let Some(owner) = self.owner_of(namespace, new) else {
-                return;
-            };
-            self.enqueue(&owner);
-            let min_ready = owner.min_ready_seconds();
-            if min_ready > 0 && !is_pod_ready(old) && is_pod_ready(new) {
-                let delay =
-                    Duration::from_secs(u64::try_from(min_ready).unwrap_or(0)) + MIN_READY_PAD;
-                self.queue.add_after(key_of(&*owner), delay);
-            }
-            return;
-        }
-        if labels_changed || ref_changed {
-            for owner in self.owners_matching(new) {
-                self.enqueue(&owner);
-            }
-        }
-    }
-
-    fn on_pod_deleted(&self, namespace: &str, pod: &Pod) {
-        // Orphans have no expectations to lower; their deletion concerns no one.
-        let Some(owner) = self.owner_of(namespace, pod) else {
-            return;
-        };
-        let key = key_of(&*owner);
-        self.expectations.deletion_observed(&key, &key_of(pod));
-        self.queue.add(key);
+        on_child_change(self, change);
     }
 
     // ---- remembered writes ---------------------------------------------------------------

@@ -61,3 +61,31 @@ impl Error {
         }
     }
 }
+
+/// True for a 409 `Conflict` (the object changed since it was read), not `AlreadyExists`: a
+/// write made from a stale copy, which upstream's controllers retry quietly.
+pub fn is_write_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409 && s.reason == "Conflict")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(code: u16, reason: &str) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure("refused", reason)
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    #[test]
+    fn only_a_409_conflict_is_a_write_conflict() {
+        assert!(is_write_conflict(&api(409, "Conflict")));
+        assert!(!is_write_conflict(&api(409, "AlreadyExists")));
+        assert!(!is_write_conflict(&api(422, "Invalid")));
+        let e = Error::api("update", "Pod", "ns/p", api(409, "Conflict"));
+        assert!(e.is_conflict() && !e.is_not_found());
+    }
+}

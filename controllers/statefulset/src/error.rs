@@ -1,6 +1,8 @@
 //! The controller's error type: one variant per sync step, each naming the StatefulSet key.
 //! A failed sync is requeued with the default controller backoff.
 
+use rkcm_runtime::error::is_write_conflict;
+
 use rkcm_runtime::podcontrol::is_namespace_terminating;
 
 /// Errors of one sync of one StatefulSet.
@@ -67,10 +69,12 @@ impl Error {
     pub fn is_expected_requeue(&self) -> bool {
         match self {
             Error::StaleCache { .. } => true,
-            Error::Pod { source, .. } | Error::UpdateStatus { source, .. } => is_conflict(source),
+            Error::Pod { source, .. } | Error::UpdateStatus { source, .. } => {
+                is_write_conflict(source)
+            }
             Error::Claim { source, .. } | Error::Revision { source, .. } => match source {
                 rkcm_runtime::Error::Api { source, .. }
-                | rkcm_runtime::Error::ForOwner { source, .. } => is_conflict(source),
+                | rkcm_runtime::Error::ForOwner { source, .. } => is_write_conflict(source),
                 _ => false,
             },
             _ => false,
@@ -92,52 +96,34 @@ impl Error {
     }
 }
 
-/// A 409 `Conflict` (the object changed since it was read), not `AlreadyExists`.
-fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409 && s.reason == "Conflict")
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use rkcm_testkit::builders::{api_error, stale};
 
-    fn api(code: u16, reason: &str) -> kube::Error {
-        kube::Error::Api(
-            kube::core::Status::failure("refused", reason)
-                .with_code(code)
-                .boxed(),
-        )
-    }
+    use super::*;
 
     #[test]
     fn stale_cache_and_conflicts_are_expected_requeues() {
         let stale = Error::StaleCache {
             key: "ns/web".into(),
-            source: rkcm_runtime::consistency::Stale {
-                resource: rkcm_runtime::consistency::GroupResource {
-                    group: String::new(),
-                    resource: "pods".into(),
-                },
-                written: "12".into(),
-                observed: "11".into(),
-            },
+            source: stale("", "pods", "12", "11"),
         };
         assert!(stale.is_expected_requeue());
         let conflict = Error::UpdateStatus {
             key: "ns/web".into(),
-            source: api(409, "Conflict"),
+            source: api_error(409, "Conflict"),
         };
         assert!(conflict.is_expected_requeue());
         let exists = Error::Pod {
             key: "ns/web".into(),
             step: "create",
             pod: "web-0".into(),
-            source: api(409, "AlreadyExists"),
+            source: api_error(409, "AlreadyExists"),
         };
         assert!(!exists.is_expected_requeue());
         let forbidden = Error::UpdateStatus {
             key: "ns/web".into(),
-            source: api(403, "Forbidden"),
+            source: api_error(403, "Forbidden"),
         };
         assert!(!forbidden.is_expected_requeue());
     }

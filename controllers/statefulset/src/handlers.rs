@@ -10,7 +10,8 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use rkcm_runtime::controller_ref::{controller_of, resolve_controller_ref};
+use rkcm_runtime::children::{ChildHandler, on_child_change};
+use rkcm_runtime::controller_ref::resolve_controller_ref;
 use rkcm_runtime::informer::Change;
 use rkcm_runtime::keys::key_of;
 
@@ -28,11 +29,6 @@ impl Controller {
             self.consistency.clear(&k, obj.metadata.uid.as_deref());
         }
         self.queue.add(key_of(&**set));
-    }
-
-    /// `resolveControllerRef`.
-    fn resolve(&self, namespace: &str, r: &OwnerReference) -> Option<Arc<StatefulSet>> {
-        resolve_controller_ref(&self.sets.store(), namespace, r)
     }
 
     /// `getStatefulSetsForPod`: sets of the namespace whose selector matches the orphan.
@@ -60,85 +56,62 @@ impl Controller {
         sets
     }
 
+    /// `addPod`, `updatePod`, `deletePod`.
     pub(crate) fn on_pod(&self, change: Change<Pod>) {
-        let namespace = change
-            .object()
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_default();
-        match change {
-            Change::Added(pod) => {
-                if pod.metadata.deletion_timestamp.is_some() {
-                    self.on_pod_deleted(&namespace, &pod);
-                    return;
-                }
-                if let Some(r) = controller_of(&pod.metadata) {
-                    if let Some(set) = self.resolve(&namespace, r) {
-                        let k = key_of(&*set);
-                        self.expectations.creation_observed(&k);
-                        self.queue.add(k);
-                    }
-                    return;
-                }
-                for set in self.sets_matching(&pod) {
-                    self.queue.add(key_of(&*set));
-                }
-            }
-            Change::Updated { old, new } => self.on_pod_updated(&namespace, &old, &new),
-            Change::Deleted { obj, .. } => self.on_pod_deleted(&namespace, &obj),
-        }
+        on_child_change(self, change);
+    }
+}
+
+impl ChildHandler<Pod> for Controller {
+    type Owner = StatefulSet;
+
+    /// `resolveControllerRef`.
+    fn resolve(&self, namespace: &str, r: &OwnerReference) -> Option<Arc<StatefulSet>> {
+        resolve_controller_ref(&self.sets.store(), namespace, r)
     }
 
-    fn on_pod_updated(&self, namespace: &str, old: &Pod, new: &Pod) {
-        if old.metadata.resource_version == new.metadata.resource_version {
-            return;
-        }
-        if new.metadata.deletion_timestamp.is_some() && old.metadata.deletion_timestamp.is_none() {
-            // The deletion is observed when the pod starts terminating.
-            if let Some(r) = controller_of(&new.metadata)
-                && let Some(set) = self.resolve(namespace, r)
-            {
-                self.expectations
-                    .deletion_observed(&key_of(&*set), &key_of(new));
-            }
-        }
-        let (old_ref, new_ref) = (controller_of(&old.metadata), controller_of(&new.metadata));
-        let ref_changed = old_ref != new_ref;
-        if ref_changed
-            && let Some(r) = old_ref
-            && let Some(set) = self.resolve(namespace, r)
-        {
-            self.queue.add(key_of(&*set));
-        }
-        if let Some(r) = new_ref {
-            if let Some(set) = self.resolve(namespace, r) {
-                let k = key_of(&*set);
-                self.queue.add(k.clone());
-                let mrs = min_ready_seconds(&set);
-                if mrs > 0 && !is_pod_ready(old) && is_pod_ready(new) {
-                    let delay = Duration::from_secs(u64::try_from(mrs).unwrap_or(0) + 1);
-                    self.queue.add_after(k, delay);
-                }
-            }
-            return;
-        }
-        if ref_changed || old.metadata.labels != new.metadata.labels {
-            for set in self.sets_matching(new) {
-                self.queue.add(key_of(&*set));
-            }
-        }
+    fn matching(&self, pod: &Pod) -> Vec<Arc<StatefulSet>> {
+        self.sets_matching(pod)
     }
 
-    fn on_pod_deleted(&self, namespace: &str, pod: &Pod) {
-        let Some(r) = controller_of(&pod.metadata) else {
-            return;
-        };
-        let Some(set) = self.resolve(namespace, r) else {
+    fn enqueue(&self, set: &StatefulSet) {
+        self.queue.add(key_of(set));
+    }
+
+    fn created(&self, set: &StatefulSet) {
+        let k = key_of(set);
+        self.expectations.creation_observed(&k);
+        self.queue.add(k);
+    }
+
+    fn deleted(&self, namespace: &str, pod: &Pod, _final_state: bool) {
+        let Some(set) = self.owner_of(namespace, pod) else {
             return;
         };
         let k = key_of(&*set);
         self.expectations.deletion_observed(&k, &key_of(pod));
         self.queue.add(k);
+    }
+
+    /// The deletion is observed when the pod starts terminating; the update is handled on.
+    fn terminating_updated(&self, namespace: &str, old: &Pod, new: &Pod) -> bool {
+        if new.metadata.deletion_timestamp.is_some()
+            && old.metadata.deletion_timestamp.is_none()
+            && let Some(set) = self.owner_of(namespace, new)
+        {
+            self.expectations
+                .deletion_observed(&key_of(&*set), &key_of(new));
+        }
+        false
+    }
+
+    fn controlled_updated(&self, set: &Arc<StatefulSet>, old: &Pod, new: &Pod) {
+        let k = key_of(&**set);
+        self.queue.add(k.clone());
+        let mrs = min_ready_seconds(set);
+        if mrs > 0 && !is_pod_ready(old) && is_pod_ready(new) {
+            let delay = Duration::from_secs(u64::try_from(mrs).unwrap_or(0) + 1);
+            self.queue.add_after(k, delay);
+        }
     }
 }

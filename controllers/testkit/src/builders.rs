@@ -136,3 +136,30 @@ impl NodeBuilder {
         (node, status)
     }
 }
+
+/// An API error answer (`code`, `reason`), as the client returns it.
+pub fn api_error(code: u16, reason: &str) -> kube::Error {
+    kube::Error::Api(
+        kube::core::Status::failure("refused", reason)
+            .with_code(code)
+            .boxed(),
+    )
+}
+
+/// The stale-cache guard's refusal: the cache of `group`/`resource` at `observed`, behind the
+/// controller's write at `written`.
+pub fn stale(
+    group: &str,
+    resource: &str,
+    written: &str,
+    observed: &str,
+) -> rkcm_runtime::consistency::Stale {
+    rkcm_runtime::consistency::Stale {
+        resource: rkcm_runtime::consistency::GroupResource {
+            group: group.into(),
+            resource: resource.into(),
+        },
+        written: written.into(),
+        observed: observed.into(),
+    }
+}
