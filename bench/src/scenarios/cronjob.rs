@@ -182,6 +182,8 @@ pub struct State {
     /// The measured scheduled minutes (Unix seconds), set when the manager has started.
     slots: Vec<i64>,
     metrics: Vec<Metric>,
+    /// Seconds after the last measured minute until every CronJob's status was current.
+    status_current_s: Option<f64>,
 }
 
 fn cronjob_name(i: usize) -> String {
@@ -436,8 +438,10 @@ impl Scenario for CronJobSchedule {
              minute regardless and no history limit deletes one, so this measures Job \
              creation only. Measured: the {m} scheduled minutes that begin at least {} s \
              after the manager started, each a step from the scheduled instant until the \
-             bench's metadata watch has seen a Job of every CronJob for it (\"Converge\" is \
-             manager start to the end of the last one, so mostly the schedule itself). \
+             bench's metadata watch has seen a Job of every CronJob for it, then a last step \
+             until every CronJob's status shows the last minute and all of its Jobs (polled \
+             every 0.5 s; \"Converge\" is manager start to the end of that step, so mostly \
+             the schedule itself). \
              Lateness of a Job: `creationTimestamp` (whole seconds) minus its \
              `batch.kubernetes.io/cronjob-scheduled-timestamp`, and the instant the watch \
              first saw it minus the same. Correct: exactly one Job per CronJob and measured \
@@ -520,10 +524,11 @@ impl Scenario for CronJobSchedule {
             jobs,
             slots: Vec::new(),
             metrics: Vec::new(),
+            status_current_s: None,
         })
     }
 
-    async fn converge(&self, _env: &Env, state: &mut State, probe: &Probe) -> anyhow::Result<()> {
+    async fn converge(&self, env: &Env, state: &mut State, probe: &Probe) -> anyhow::Result<()> {
         let start_ms = jiff::Timestamp::now().as_millisecond() - probe.elapsed().as_millis() as i64;
         state.slots = measured_slots(start_ms, SYNC_MARGIN, self.args.minutes);
         let n = self.args.cronjobs;
@@ -569,35 +574,44 @@ impl Scenario for CronJobSchedule {
                 state.jobs.rx.changed().await.context("job watch ended")?;
             }
         }
-        Ok(())
+        // Converged once every CronJob's status also shows its Jobs: the status writes of the
+        // last minute are part of the work.
+        let Some(&last) = state.slots.last() else {
+            return Ok(());
+        };
+        let phase = probe.begin("status of every CronJob current");
+        let names: Vec<String> = (0..n).map(cronjob_name).collect();
+        loop {
+            let status = statuses(env, &state.ns).await?;
+            let j = judge(&names, &state.slots, &state.jobs.snapshot(), &status);
+            if j.status_wrong.is_empty() {
+                let after = (jiff::Timestamp::now().as_millisecond() - last * 1000) as f64 / 1000.0;
+                state.status_current_s = Some(after);
+                probe.end(phase, format!("{after:.1} s after the last minute"));
+                return Ok(());
+            }
+            probe.progress(format!(
+                "{} of {n} CronJobs' status not current yet",
+                j.status_wrong.len()
+            ));
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
     }
 
     async fn verify(&self, env: &Env, state: &mut State) -> anyhow::Result<Correctness> {
-        let api: Api<CronJob> = Api::namespaced(env.client.clone(), &state.ns);
-        let lp = ListParams::default();
-        let list = k8s::retry(|| api.list(&lp))
-            .await
-            .context("listing the CronJobs")?;
-        let status: BTreeMap<String, (Option<i64>, Vec<String>)> = list
-            .items
-            .iter()
-            .map(|cj| {
-                let st = cj.status.as_ref();
-                (
-                    cj.name_any(),
-                    (
-                        st.and_then(|s| s.last_schedule_time.as_ref())
-                            .map(|t| t.0.as_second()),
-                        st.and_then(|s| s.active.as_ref())
-                            .map(|a| a.iter().filter_map(|r| r.name.clone()).collect())
-                            .unwrap_or_default(),
-                    ),
-                )
-            })
-            .collect();
+        let status = statuses(env, &state.ns).await?;
         let names: Vec<String> = (0..self.args.cronjobs).map(cronjob_name).collect();
         let j = judge(&names, &state.slots, &state.jobs.snapshot(), &status);
         state.metrics = j.metrics();
+        if let Some(s) = state.status_current_s {
+            state.metrics.push(Metric {
+                name:
+                    "CronJob status current (all lastScheduleTime and active) after the last minute"
+                        .into(),
+                value: s,
+                unit: "s".into(),
+            });
+        }
         Ok(j.correctness(self.args.cronjobs, self.args.minutes))
     }
 
@@ -608,6 +622,35 @@ impl Scenario for CronJobSchedule {
     async fn cleanup(&self, env: &Env, ns: &str) -> anyhow::Result<()> {
         remove(env, ns).await
     }
+}
+
+/// Each CronJob's `lastScheduleTime` (Unix seconds) and the names in its `status.active`.
+async fn statuses(
+    env: &Env,
+    ns: &str,
+) -> anyhow::Result<BTreeMap<String, (Option<i64>, Vec<String>)>> {
+    let api: Api<CronJob> = Api::namespaced(env.client.clone(), ns);
+    let lp = ListParams::default();
+    let list = k8s::retry(|| api.list(&lp))
+        .await
+        .context("listing the CronJobs")?;
+    Ok(list
+        .items
+        .iter()
+        .map(|cj| {
+            let st = cj.status.as_ref();
+            (
+                cj.name_any(),
+                (
+                    st.and_then(|s| s.last_schedule_time.as_ref())
+                        .map(|t| t.0.as_second()),
+                    st.and_then(|s| s.active.as_ref())
+                        .map(|a| a.iter().filter_map(|r| r.name.clone()).collect())
+                        .unwrap_or_default(),
+                ),
+            )
+        })
+        .collect())
 }
 
 fn cronjob_manifest(name: &str) -> serde_json::Value {

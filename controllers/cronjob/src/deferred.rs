@@ -167,25 +167,70 @@ impl Deferred {
         }
     }
 
-    /// The next queued write: its key and status, marked as being written.
+    /// Marks the queued write of `key`, if it is still queued, as being written and returns
+    /// its status.
+    fn take(&self, key: &str) -> Option<(Box<CronJob>, Instant)> {
+        let mut pending = self.pending.lock();
+        let p = pending.get_mut(key)?;
+        if !matches!(p.entry, Entry::Queued { .. }) {
+            return None;
+        }
+        match std::mem::replace(&mut p.entry, Entry::Writing) {
+            Entry::Queued { status, since } => Some((status, since)),
+            _ => None,
+        }
+    }
+
+    /// The next queued write: its key and status, marked as being written. `None` once every
+    /// sender is gone.
     async fn next(&self) -> Option<(String, Box<CronJob>, Instant)> {
         loop {
             let key = self.rx.lock().await.recv().await?;
-            let mut pending = self.pending.lock();
-            let Some(p) = pending.get_mut(&key) else {
-                continue;
-            };
-            if !matches!(p.entry, Entry::Queued { .. }) {
-                continue;
-            }
-            if let Entry::Queued { status, since } = std::mem::replace(&mut p.entry, Entry::Writing)
-            {
+            if let Some((status, since)) = self.take(&key) {
                 return Some((key, status, since));
             }
         }
     }
 
-    /// One writer: sends queued status writes when the controller is idle, until `stop`.
+    /// Like [`Deferred::next`], without waiting: `None` when nothing is queued now.
+    async fn next_now(&self) -> Option<(String, Box<CronJob>)> {
+        loop {
+            let key = self.rx.lock().await.try_recv().ok()?;
+            if let Some((status, _)) = self.take(&key) {
+                return Some((key, status));
+            }
+        }
+    }
+
+    /// Sends one status write and records its outcome.
+    async fn write<A: CronJobApi>(
+        &self,
+        api: &A,
+        queue: &WorkQueue<String>,
+        key: String,
+        status: &CronJob,
+    ) {
+        match api.update_status(status).await {
+            Ok(_) => {
+                if let Some(p) = self.pending.lock().get_mut(&key) {
+                    p.entry = Entry::Written { at: Instant::now() };
+                }
+                // The cache's update event syncs the key; this covers a write that changed
+                // nothing (no event).
+                queue.add_after(key, WRITTEN_GRACE);
+            }
+            Err(error) => {
+                tracing::debug!(cronjob = %key, %error, "unable to update status for cronjob");
+                self.pending.lock().remove(&key);
+                queue.add_rate_limited(key);
+            }
+        }
+    }
+
+    /// One writer: sends queued status writes when the controller is idle. Once `stop` is
+    /// cancelled (a graceful shutdown, which still holds the lease; losing the lease ends the
+    /// process without it) it sends what is queued at once and returns, so the drain loses no
+    /// status of a Job it created.
     pub async fn run_writer<A: CronJobApi>(
         self: Arc<Self>,
         api: Arc<A>,
@@ -194,31 +239,20 @@ impl Deferred {
     ) {
         loop {
             let next = tokio::select! {
-                () = stop.cancelled() => return,
+                () = stop.cancelled() => break,
                 next = self.next() => next,
             };
             let Some((key, status, since)) = next else {
                 return;
             };
             tokio::select! {
-                () = stop.cancelled() => return,
+                () = stop.cancelled() => {}
                 () = self.wait_idle(&queue, since + MAX_DEFER) => {}
             }
-            match api.update_status(&status).await {
-                Ok(_) => {
-                    if let Some(p) = self.pending.lock().get_mut(&key) {
-                        p.entry = Entry::Written { at: Instant::now() };
-                    }
-                    // The cache's update event syncs the key; this covers a write that
-                    // changed nothing (no event).
-                    queue.add_after(key, WRITTEN_GRACE);
-                }
-                Err(error) => {
-                    tracing::debug!(cronjob = %key, %error, "unable to update status for cronjob");
-                    self.pending.lock().remove(&key);
-                    queue.add_rate_limited(key);
-                }
-            }
+            self.write(api.as_ref(), &queue, key, &status).await;
+        }
+        while let Some((key, status)) = self.next_now().await {
+            self.write(api.as_ref(), &queue, key, &status).await;
         }
     }
 }
@@ -259,6 +293,37 @@ mod tests {
             "cache moved on"
         );
         assert_eq!(d.gate("ns/c", Some("5"), t0), Gate::Proceed, "entry gone");
+    }
+
+    /// A graceful shutdown sends the queued writes at once instead of dropping them.
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_flushes_queued_writes() {
+        use rkcm_testkit::fake_api::FakeApi;
+        let fake = FakeApi::new();
+        fake.echo_writes();
+        let d = Arc::new(Deferred::default());
+        let queue: WorkQueue<String> =
+            WorkQueue::new("t", rkcm_runtime::workqueue::RateLimiter::Default);
+        let t0 = Instant::now();
+        for name in ["a", "b", "c"] {
+            let mut status = cj("5");
+            status.metadata.name = Some(name.into());
+            d.push(format!("ns/{name}"), status, Some("5".into()), t0);
+        }
+        // A sync that never ends keeps the controller busy: without the shutdown the writes
+        // would wait for MAX_DEFER.
+        let _busy = d.enter();
+        let stop = CancellationToken::new();
+        let api = Arc::new(crate::reconcile::KubeApi::new(fake.client()));
+        let writer = tokio::spawn(d.clone().run_writer(api, queue, stop.clone()));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(fake.requests_to("PUT", "**/status").len(), 0, "held back");
+        stop.cancel();
+        tokio::time::timeout(Duration::from_millis(100), writer)
+            .await
+            .expect("the writer returns after flushing")
+            .expect("no panic");
+        assert_eq!(fake.requests_to("PUT", "**/status").len(), 3);
     }
 
     #[tokio::test(start_paused = true)]

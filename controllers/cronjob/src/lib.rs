@@ -227,8 +227,9 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         deferred: Arc::new(deferred::Deferred::default()),
     });
     let api = Arc::new(reconcile::KubeApi::new(ctx.client.clone()));
+    let mut writers = tokio::task::JoinSet::new();
     for _ in 0..cfg.workers.max(1) {
-        tokio::spawn(controller.deferred.clone().run_writer(
+        writers.spawn(controller.deferred.clone().run_writer(
             api.clone(),
             queue.clone(),
             ctx.shutdown.clone(),
@@ -245,7 +246,10 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
             |c, k| async move { c.sync(k).await },
         )
         .run(&ctx)
-        .await
+        .await?;
+    // The workers are done; the writers send what the last syncs left queued.
+    while writers.join_next().await.is_some() {}
+    Ok(())
 }
 
 #[cfg(test)]
