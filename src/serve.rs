@@ -14,13 +14,18 @@
 //!   `?verbose` lists checks on success; `?exclude=name` skips a check. Failure reasons are
 //!   withheld from the (unauthenticated) body and logged instead.
 //!
-//! **Deviation (phase-in allowed by §1.7):** delegated authentication/authorization is not
-//! implemented yet. Every path, including `/metrics`, is served without credentials, as if
-//! `--authorization-always-allow-paths` contained `/metrics`. The authn/authz flags are
-//! rejected by the CLI (see `cli.rs`), so nobody believes `/metrics` is protected: keep the
-//! port off untrusted networks (bind to loopback, or a NetworkPolicy in-cluster).
+//! - Every request is authenticated and authorized as upstream's `BuildHandlerChain` does
+//!   ([`crate::auth`]): a credential that fails gets 401, a user who may not `get` the path
+//!   gets 403 (bodies are upstream's `Status` JSON); `--authorization-always-allow-paths`
+//!   (`/healthz,/readyz,/livez` by default, exact paths) need no authorization.
+//! - Client certificates are requested (not required) when a client CA or request-header CA
+//!   is configured, and verified by the authenticator, as Go's `RequestClientCert` does.
+//! - `--tls-min-version` and `--tls-cipher-suites` restrict the TLS 1.2 offer (TLS 1.3 suites
+//!   are not configurable, as in Go); `--cert-dir` keeps the self-signed pair on disk as
+//!   `kube-controller-manager.crt`/`.key` and reuses it.
 //!
-//! Not served (optional upstream endpoints): `/configz`, `/debug/pprof/*`, `/debug/flags/v`.
+//! Not served (optional upstream endpoints): `/debug/pprof/*`, `/debug/flags/v`. `/configz`
+//! answers the effective flags as JSON, in place of upstream's component config.
 
 use std::collections::HashSet;
 use std::convert::Infallible;
@@ -38,9 +43,11 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use prometheus::{IntCounterVec, IntGaugeVec, Opts, Registry};
 use rkcm_runtime::metrics::{get_or_register, register};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
+
+use crate::auth::{Decision, Delegation};
 
 /// Name of the leader-election health check (upstream `leaderElection`).
 pub const LEADER_ELECTION_CHECK: &str = "leaderElection";
@@ -78,6 +85,8 @@ pub enum ServeError {
     SelfSigned(#[from] rcgen::Error),
     #[error("building TLS configuration: {0}")]
     Tls(#[from] rustls::Error),
+    #[error("{0}")]
+    TlsFlags(String),
     #[error("listening on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -93,7 +102,18 @@ pub struct ServeConfig {
     pub secure_port: u16,
     pub tls_cert_file: Option<PathBuf>,
     pub tls_private_key_file: Option<PathBuf>,
+    /// `--cert-dir`: where the self-signed pair is kept; empty keeps it in memory.
+    pub cert_dir: String,
+    /// `--tls-min-version`.
+    pub tls_min_version: Option<String>,
+    /// `--tls-cipher-suites` (Go names).
+    pub tls_cipher_suites: Vec<String>,
+    /// The effective flags, served as JSON on `/configz`.
+    pub configz: String,
 }
+
+/// Upstream's name of the self-signed pair in `--cert-dir`.
+const SELF_SIGNED_PAIR: &str = "kube-controller-manager";
 
 // ---------------------------------------------------------------------------------------------
 // Health state
@@ -614,41 +634,85 @@ fn read(path: &Path) -> Result<Vec<u8>, ServeError> {
     })
 }
 
-/// The certificate chain and key: from the PEM files, or a fresh self-signed pair.
+fn parse_pair(
+    cert_path: &Path,
+    cert_pem: &[u8],
+    key_path: &Path,
+    key_pem: &[u8],
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), ServeError> {
+    let certs = rustls_pemfile::certs(&mut &cert_pem[..])
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|source| ServeError::ReadTls {
+            path: cert_path.to_owned(),
+            source,
+        })?;
+    if certs.is_empty() {
+        return Err(ServeError::NoCertificate {
+            path: cert_path.to_owned(),
+        });
+    }
+    let key = rustls_pemfile::private_key(&mut &key_pem[..])
+        .map_err(|source| ServeError::ReadTls {
+            path: key_path.to_owned(),
+            source,
+        })?
+        .ok_or_else(|| ServeError::NoPrivateKey {
+            path: key_path.to_owned(),
+        })?;
+    Ok((certs, key))
+}
+
+/// The certificate chain and key: from the PEM files, from `--cert-dir` (generated there
+/// when missing, as upstream's `MaybeDefaultWithSelfSignedCerts`), or a fresh in-memory
+/// self-signed pair.
 fn load_identity(
     cfg: &ServeConfig,
 ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), ServeError> {
     match (&cfg.tls_cert_file, &cfg.tls_private_key_file) {
         (Some(cert_path), Some(key_path)) => {
-            let cert_pem = read(cert_path)?;
-            let certs = rustls_pemfile::certs(&mut cert_pem.as_slice())
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|source| ServeError::ReadTls {
-                    path: cert_path.clone(),
-                    source,
-                })?;
-            if certs.is_empty() {
-                return Err(ServeError::NoCertificate {
-                    path: cert_path.clone(),
-                });
-            }
-            let key_pem = read(key_path)?;
-            let key = rustls_pemfile::private_key(&mut key_pem.as_slice())
-                .map_err(|source| ServeError::ReadTls {
-                    path: key_path.clone(),
-                    source,
-                })?
-                .ok_or_else(|| ServeError::NoPrivateKey {
-                    path: key_path.clone(),
-                })?;
-            Ok((certs, key))
+            parse_pair(cert_path, &read(cert_path)?, key_path, &read(key_path)?)
         }
-        (None, None) => self_signed(),
+        (None, None) if !cfg.cert_dir.is_empty() => {
+            let dir = Path::new(&cfg.cert_dir);
+            let cert_path = dir.join(format!("{SELF_SIGNED_PAIR}.crt"));
+            let key_path = dir.join(format!("{SELF_SIGNED_PAIR}.key"));
+            if cert_path.exists() && key_path.exists() {
+                return parse_pair(&cert_path, &read(&cert_path)?, &key_path, &read(&key_path)?);
+            }
+            let (cert_pem, key_pem) = self_signed_pem()?;
+            let write = |path: &Path, data: &str| {
+                std::fs::create_dir_all(dir)
+                    .and_then(|()| std::fs::write(path, data))
+                    .map_err(|source| ServeError::ReadTls {
+                        path: path.to_owned(),
+                        source,
+                    })
+            };
+            write(&cert_path, &cert_pem)?;
+            write(&key_path, &key_pem)?;
+            tracing::info!(cert = %cert_path.display(), "generated self-signed serving certificate");
+            parse_pair(
+                &cert_path,
+                cert_pem.as_bytes(),
+                &key_path,
+                key_pem.as_bytes(),
+            )
+        }
+        (None, None) => {
+            let (cert_pem, key_pem) = self_signed_pem()?;
+            parse_pair(
+                Path::new("self-signed"),
+                cert_pem.as_bytes(),
+                Path::new("self-signed"),
+                key_pem.as_bytes(),
+            )
+        }
         _ => Err(ServeError::IncompleteTlsPair),
     }
 }
 
-fn self_signed() -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), ServeError> {
+/// A self-signed serving pair as PEM (certificate, key).
+fn self_signed_pem() -> Result<(String, String), ServeError> {
     let mut names = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
     let host = gethostname::gethostname().to_string_lossy().into_owned();
     // A hostname that is not a valid DNS name would make rcgen reject the whole request;
@@ -669,21 +733,104 @@ fn self_signed() -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>
         .push(rcgen::DnType::CommonName, format!("localhost@{now}"));
     let key = rcgen::KeyPair::generate()?;
     let cert = params.self_signed(&key)?;
-    Ok((
-        vec![cert.der().clone()],
-        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-    ))
+    Ok((cert.pem(), key.serialize_pem()))
 }
 
-fn tls_acceptor(cfg: &ServeConfig) -> Result<TlsAcceptor, ServeError> {
+/// Requests a client certificate without requiring or judging it (Go's
+/// `tls.RequestClientCert`): the authenticator verifies it against the right CA per request.
+/// Handshake signatures are still checked, so a client cannot present a certificate whose
+/// key it does not hold.
+#[derive(Debug)]
+struct RequestClientCert {
+    hints: Vec<rustls::DistinguishedName>,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+}
+
+impl rustls::server::danger::ClientCertVerifier for RequestClientCert {
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        &self.hints
+    }
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
+        Ok(rustls::server::danger::ClientCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+fn tls_acceptor(
+    cfg: &ServeConfig,
+    client_cert_hints: Option<Vec<rustls::DistinguishedName>>,
+) -> Result<TlsAcceptor, ServeError> {
     let (certs, key) = load_identity(cfg)?;
     // An explicit provider: the process-wide default may be unset (or ambiguous if another
     // crate enables a second provider).
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)?;
+    let mut provider = rustls::crypto::ring::default_provider();
+    let tls12 =
+        crate::cli::allows_tls12(cfg.tls_min_version.as_deref()).map_err(ServeError::TlsFlags)?;
+    let wanted = crate::cli::tls12_suites(&cfg.tls_cipher_suites).map_err(ServeError::TlsFlags)?;
+    if !cfg.tls_cipher_suites.is_empty() {
+        if wanted.is_empty() && tls12 {
+            return Err(ServeError::TlsFlags(
+                "--tls-cipher-suites names no TLS 1.2 suite this server implements".to_owned(),
+            ));
+        }
+        provider.cipher_suites.retain(|s| match s {
+            rustls::SupportedCipherSuite::Tls13(_) => true,
+            rustls::SupportedCipherSuite::Tls12(_) => wanted.contains(&s.suite()),
+        });
+    }
+    let provider = Arc::new(provider);
+    let versions: &[&rustls::SupportedProtocolVersion] = if tls12 {
+        &[&rustls::version::TLS13, &rustls::version::TLS12]
+    } else {
+        &[&rustls::version::TLS13]
+    };
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(versions)?;
+    let builder = match client_cert_hints {
+        Some(hints) => {
+            builder.with_client_cert_verifier(Arc::new(RequestClientCert { hints, provider }))
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_single_cert(certs, key)?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
@@ -705,13 +852,17 @@ fn bind(cfg: &ServeConfig) -> Result<std::net::TcpListener, ServeError> {
 /// Binding happens before returning, so a busy port is an error here, not in the task.
 /// With `secure_port == 0` nothing is served and the returned task finishes at once.
 /// Must be called inside a tokio runtime.
-pub fn start(cfg: ServeConfig, health: Health) -> Result<tokio::task::JoinHandle<()>, ServeError> {
+pub fn start(
+    cfg: ServeConfig,
+    health: Health,
+    delegation: Delegation,
+) -> Result<tokio::task::JoinHandle<()>, ServeError> {
     register_build_info();
     if cfg.secure_port == 0 {
         tracing::info!("secure port is 0, not serving");
         return Ok(tokio::spawn(async {}));
     }
-    let acceptor = tls_acceptor(&cfg)?;
+    let acceptor = tls_acceptor(&cfg, delegation.authn.client_cert_hints())?;
     let std_listener = bind(&cfg)?;
     let local = std_listener
         .local_addr()
@@ -728,10 +879,81 @@ pub fn start(cfg: ServeConfig, health: Health) -> Result<tokio::task::JoinHandle
             source,
         })?;
     tracing::info!(address = %local, self_signed = cfg.tls_cert_file.is_none(), "serving securely");
-    Ok(tokio::spawn(accept_loop(listener, acceptor, health)))
+    let shared = Arc::new(Shared {
+        health,
+        delegation,
+        configz: cfg.configz,
+    });
+    Ok(tokio::spawn(accept_loop(listener, acceptor, shared)))
 }
 
-async fn accept_loop(listener: tokio::net::TcpListener, acceptor: TlsAcceptor, health: Health) {
+/// What every connection needs.
+struct Shared {
+    health: Health,
+    delegation: Delegation,
+    configz: String,
+}
+
+/// Upstream's `Status` error body (`apierrors.NewUnauthorized` / `NewForbidden`).
+fn status_error(code: StatusCode, reason: &str, message: &str) -> Response<Full<Bytes>> {
+    let details = if code == StatusCode::FORBIDDEN {
+        ",\"details\":{}"
+    } else {
+        ""
+    };
+    let body = format!(
+        "{{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{{}},\"status\":\"Failure\",\
+         \"message\":{},\"reason\":\"{reason}\"{details},\"code\":{}}}\n",
+        serde_json::Value::String(message.to_owned()),
+        code.as_u16()
+    );
+    text(code, "application/json", body)
+}
+
+/// The handler chain of one request: authenticate, authorize, then route.
+async fn handle(
+    shared: &Shared,
+    method: &Method,
+    headers: &http::HeaderMap,
+    path: &str,
+    query: Option<&str>,
+    chain: Option<&[CertificateDer<'static>]>,
+) -> Response<Full<Bytes>> {
+    let user = match shared.delegation.authn.authenticate(headers, chain).await {
+        Ok(user) => user,
+        Err(reason) => {
+            tracing::info!(path, reason, "unable to authenticate the request");
+            return status_error(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
+        }
+    };
+    // Non-resource request: the verb is the lower-cased method (upstream RequestInfo).
+    let verb = method.as_str().to_ascii_lowercase();
+    match shared.delegation.authz.authorize(&user, &verb, path).await {
+        Decision::Allow => {}
+        Decision::Deny(reason) | Decision::NoOpinion(reason) => {
+            tracing::debug!(path, user = user.name, reason, "forbidden");
+            let mut message = format!(
+                "forbidden: User {:?} cannot {verb} path {path:?}",
+                user.name
+            );
+            if !reason.is_empty() {
+                message.push_str(": ");
+                message.push_str(&reason);
+            }
+            return status_error(StatusCode::FORBIDDEN, "Forbidden", &message);
+        }
+    }
+    if path == "/configz" && (method == Method::GET || method == Method::HEAD) {
+        return text(StatusCode::OK, "application/json", shared.configz.clone());
+    }
+    route(&shared.health, method, path, query)
+}
+
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    acceptor: TlsAcceptor,
+    shared: Arc<Shared>,
+) {
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(conn) => conn,
@@ -743,7 +965,7 @@ async fn accept_loop(listener: tokio::net::TcpListener, acceptor: TlsAcceptor, h
             }
         };
         let acceptor = acceptor.clone();
-        let health = health.clone();
+        let shared = shared.clone();
         tokio::spawn(async move {
             let tls =
                 match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
@@ -757,9 +979,26 @@ async fn accept_loop(listener: tokio::net::TcpListener, acceptor: TlsAcceptor, h
                         return;
                     }
                 };
+            let chain: Option<Arc<Vec<CertificateDer<'static>>>> = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .map(|c| Arc::new(c.iter().map(|c| c.clone().into_owned()).collect()));
             let service = service_fn(move |req: Request<Incoming>| {
-                let resp = route(&health, req.method(), req.uri().path(), req.uri().query());
-                async move { Ok::<_, Infallible>(resp) }
+                let shared = shared.clone();
+                let chain = chain.clone();
+                async move {
+                    let resp = handle(
+                        &shared,
+                        req.method(),
+                        req.headers(),
+                        req.uri().path(),
+                        req.uri().query(),
+                        chain.as_deref().map(Vec::as_slice),
+                    )
+                    .await;
+                    Ok::<_, Infallible>(resp)
+                }
             });
             if let Err(error) = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
                 .serve_connection(TokioIo::new(tls), service)
@@ -969,15 +1208,33 @@ mod tests {
             secure_port: 1,
             tls_cert_file: None,
             tls_private_key_file: None,
+            cert_dir: String::new(),
+            tls_min_version: None,
+            tls_cipher_suites: vec![],
+            configz: String::new(),
         };
-        assert!(tls_acceptor(&cfg).is_ok());
+        assert!(tls_acceptor(&cfg, None).is_ok());
+        assert!(tls_acceptor(&cfg, Some(vec![])).is_ok());
         let half = ServeConfig {
             tls_cert_file: Some("/nonexistent".into()),
-            ..cfg
+            ..cfg.clone()
         };
         assert!(matches!(
-            tls_acceptor(&half),
+            tls_acceptor(&half, None),
             Err(ServeError::IncompleteTlsPair)
         ));
+        let only_cbc = ServeConfig {
+            tls_cipher_suites: vec!["TLS_RSA_WITH_AES_128_CBC_SHA".into()],
+            ..cfg.clone()
+        };
+        assert!(matches!(
+            tls_acceptor(&only_cbc, None),
+            Err(ServeError::TlsFlags(_))
+        ));
+        let tls13 = ServeConfig {
+            tls_min_version: Some("VersionTLS13".into()),
+            ..cfg
+        };
+        assert!(tls_acceptor(&tls13, None).is_ok());
     }
 }

@@ -56,8 +56,9 @@ pub struct GenericFlags {
     #[arg(long, value_name = "strings")]
     pub emulated_version: Option<String>,
 
-    /// If true, use individual service account credentials for each controller. rkcm
-    /// supports only false (one identity for the whole process).
+    /// If true, use individual service account credentials for each controller: each
+    /// controller talks to the API server as ServiceAccount kube-system/<its upstream name>,
+    /// with tokens from the TokenRequest API (the ServiceAccount is created if missing).
     #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "false", value_parser = parse_go_bool,
           value_name = "bool")]
@@ -199,14 +200,24 @@ pub struct ServingFlags {
     #[arg(long, value_name = "string")]
     pub tls_private_key_file: Option<PathBuf>,
 
-    /// Accepted; rkcm keeps its self-signed certificate in memory.
+    /// The directory where the TLS certs are located. If --tls-cert-file and
+    /// --tls-private-key-file are provided, this flag will be ignored. Otherwise a
+    /// self-signed pair is kept there (kube-controller-manager.crt/.key), generated if
+    /// missing; empty keeps it in memory.
     #[arg(long, default_value = "", value_name = "string")]
     pub cert_dir: String,
 
-    /// Minimum TLS version supported. rkcm never negotiates below TLS 1.2;
-    /// VersionTLS13 is not supported.
+    /// Minimum TLS version supported. Possible values: VersionTLS10, VersionTLS11,
+    /// VersionTLS12, VersionTLS13. rkcm never negotiates below TLS 1.2.
     #[arg(long, value_name = "string")]
     pub tls_min_version: Option<String>,
+
+    /// Comma-separated list of cipher suites for the server (Go names). If omitted, the
+    /// default suites are used. Suites rkcm's TLS stack does not implement (CBC, RSA key
+    /// exchange, RC4, 3DES) are accepted and not offered; TLS 1.3 suites are not
+    /// configurable.
+    #[arg(long, value_delimiter = ',', action = ArgAction::Append, value_name = "strings")]
+    pub tls_cipher_suites: Vec<String>,
 
     /// Accepted; not honoured.
     #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,

@@ -22,34 +22,34 @@
 //! (`false` only), every `--concurrent-*-syncs` of an in-scope controller,
 //! `--terminated-pod-gc-threshold`, `--enable-garbage-collector`, `--min-resync-period`,
 //! `--controller-start-interval`, `--feature-gates` (static v1.37 table, [`FEATURE_GATES`]),
-//! `--bind-address`, `--secure-port`, `--tls-cert-file`, `--tls-private-key-file`,
-//! `--use-service-account-credentials` (`false` only), `-v/--v`, `--logging-format`,
-//! `--version`, `--help`.
+//! `--use-service-account-credentials` (see `credentials.rs`), the secure serving flags
+//! (`--bind-address`, `--secure-port`, `--tls-cert-file`, `--tls-private-key-file`,
+//! `--cert-dir`, `--tls-min-version`, `--tls-cipher-suites`), delegated authentication and
+//! authorization (`--authentication-*`, `--authorization-*`, `--client-ca-file`,
+//! `--requestheader-*`, see `auth.rs`), `-v/--v`, `--logging-format`, `--version`, `--help`.
 //!
-//! **Accepted because harmless, logged once at startup when given** ([`Cli::notices`]):
+//! **Accepted, type-checked, and logged once at startup as "configures X, which this manager
+//! does not run"** ([`FOREIGN_FLAGS`], [`Cli::notices`]): flags of controllers rkcm does not
+//! run — cloud provider, node IPAM and routes (`--allocate-node-cidrs`, `--cluster-cidr`,
+//! `--service-cluster-ip-range`, ...), node lifecycle, volumes, certificate signing
+//! (`--cluster-signing-*`), HPA, namespace, resource quota, endpoints, legacy token cleaner —
+//! plus `--cluster-name`, `--root-ca-file`, `--service-account-private-key-file`, so
+//! kubeadm's command line works unchanged.
+//!
+//! **Accepted because harmless, logged once at startup when given:**
 //! `--kube-api-content-type` (kube-rs speaks JSON only; logged whenever not JSON, including
 //! the protobuf default), the `--concurrent-*-syncs` flags of controllers rkcm does not
-//! implement (accepted so manifests written for upstream keep working),
-//! `--deployment-controller-sync-period` (removed upstream), `--leader-migration-config`,
-//! `--cluster-name`, `--root-ca-file`, `--service-account-private-key-file` (only read by
-//! controllers rkcm does not run),
-//! `--profiling`, `--contention-profiling`, `--cert-dir`, `--permit-port-sharing`,
-//! `--permit-address-sharing`, `--http2-max-streams-per-connection`,
-//! `--disable-http2-serving`, `--tls-min-version` up to `VersionTLS12` (rustls never
-//! negotiates below TLS 1.2), the metrics flags (`--show-hidden-metrics-for-version`,
+//! implement, `--deployment-controller-sync-period` (removed upstream),
+//! `--leader-migration-config`, `--profiling`, `--contention-profiling`,
+//! `--permit-port-sharing`, `--permit-address-sharing`, `--http2-max-streams-per-connection`,
+//! `--disable-http2-serving`, the metrics flags (`--show-hidden-metrics-for-version`,
 //! `--disabled-metrics`, `--allow-metric-labels`, `--allow-metric-labels-manifest`) and the
 //! logging tuning flags (`--vmodule`, `--log-flush-frequency`, `--log-*-info-buffer-size`,
 //! `--log-*-split-stream`), and `--emulated-version`.
 //!
-//! **Rejected with an error naming the flag** ([`REJECTED_FLAGS`]): delegated
-//! authentication/authorization of the serving endpoints (`--authentication-*`,
-//! `--authorization-*`, `--client-ca-file`, `--requestheader-*`), `--tls-cipher-suites`,
-//! `--tls-sni-cert-key`, `--tls-min-version=VersionTLS13`, cloud provider and node IPAM
-//! flags, node-lifecycle, volume/attach-detach/PV recycler, CSR signing, HPA, namespace,
-//! resource-quota, endpoint(-slice) and legacy token cleaner tuning flags,
-//! `--use-service-account-credentials=true` and `--enable-leader-migration=true`. Each would
-//! promise behaviour rkcm does not have (protection of `/metrics`, a controller running),
-//! so silently accepting it would mislead.
+//! **Rejected with an error naming the flag** ([`REJECTED_FLAGS`]): `--tls-sni-cert-key`
+//! and `--enable-leader-migration=true`, which would promise behaviour rkcm does not have. A
+//! flag upstream does not know is an error naming it, as upstream.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -60,12 +60,14 @@ use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
 use crate::registry;
 
 mod controllers;
+mod delegation;
 mod duration;
 mod gates;
 mod generic;
 mod rejected;
 
 pub use controllers::*;
+pub use delegation::*;
 pub use gates::*;
 pub use generic::*;
 pub use rejected::*;
@@ -132,9 +134,9 @@ pub enum Invocation {
     // pflag semantics: a repeated single-value flag takes its last value (so a chart's
     // extraArgs can override a flag it already sets); slice flags still accumulate.
     args_override_self = true,
-    after_help = "Flags of upstream controllers and serving features that rkcm does not \
-                  implement (cloud, node, volume, certificate, HPA, delegated authn/authz, ...) \
-                  are recognised and rejected with an error naming the flag."
+    after_help = "Flags of upstream controllers that rkcm does not run (cloud, node IPAM, \
+                  node lifecycle, volume, certificate signing, HPA, ...) are accepted, their \
+                  values checked, and logged once at start."
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -145,6 +147,10 @@ pub struct Cli {
     pub leader: LeaderElectionFlags,
     #[command(flatten)]
     pub serving: ServingFlags,
+    #[command(flatten)]
+    pub authentication: AuthenticationFlags,
+    #[command(flatten)]
+    pub authorization: AuthorizationFlags,
     #[command(flatten)]
     pub logging: LoggingFlags,
     #[command(flatten)]
@@ -246,9 +252,12 @@ where
     out
 }
 
-/// The clap command: the derived flags plus the hidden rejected ones.
+/// The clap command: the derived flags plus the hidden ones of controllers rkcm does not run
+/// and the rejected ones.
 pub fn command() -> clap::Command {
-    Cli::command().args(REJECTED_FLAGS.iter().map(rejected_arg))
+    Cli::command()
+        .args(REJECTED_FLAGS.iter().map(rejected_arg))
+        .args(FOREIGN_FLAGS.iter().map(foreign_arg))
 }
 
 /// Parses and validates `args` (including the program name). No I/O besides clap's own
@@ -380,6 +389,14 @@ fn notices(cli: &Cli, cmd: &clap::Command, matches: &ArgMatches) -> Vec<Notice> 
         .filter(|a| matches.value_source(a.get_id().as_str()) == Some(ValueSource::CommandLine))
         .filter_map(|a| a.get_long())
         .collect();
+    for f in FOREIGN_FLAGS {
+        if given.contains(f.name) {
+            out.push(Notice {
+                flag: format!("--{}", f.name),
+                reason: f.reason,
+            });
+        }
+    }
     for (flag, reason) in NOT_HONOURED {
         if given.contains(flag) {
             out.push(Notice {
@@ -446,27 +463,30 @@ impl Cli {
                     .to_string(),
             );
         }
-        if self.generic.use_service_account_credentials {
-            errs.push(
-                "flag --use-service-account-credentials=true is not implemented by rkcm: all \
-                 controllers use the identity of --kubeconfig"
-                    .to_string(),
-            );
+        if let Err(e) = allows_tls12(self.serving.tls_min_version.as_deref()) {
+            errs.push(e);
         }
-        if let Some(v) = &self.serving.tls_min_version
-            && !matches!(
-                v.as_str(),
-                "" | "VersionTLS10" | "VersionTLS11" | "VersionTLS12"
-            )
-        {
-            if v == "VersionTLS13" {
-                errs.push(
-                    "flag --tls-min-version=VersionTLS13 is not implemented by rkcm: the \
-                     serving endpoint negotiates TLS 1.2 or 1.3"
-                        .to_string(),
-                );
-            } else {
-                errs.push(format!("unknown tls version {v:?} for --tls-min-version"));
+        if let Err(e) = tls12_suites(&self.serving.tls_cipher_suites) {
+            errs.push(e);
+        }
+        for (flag, d) in [
+            (
+                "authentication-token-webhook-cache-ttl",
+                self.authentication.authentication_token_webhook_cache_ttl,
+            ),
+            (
+                "authorization-webhook-cache-authorized-ttl",
+                self.authorization
+                    .authorization_webhook_cache_authorized_ttl,
+            ),
+            (
+                "authorization-webhook-cache-unauthorized-ttl",
+                self.authorization
+                    .authorization_webhook_cache_unauthorized_ttl,
+            ),
+        ] {
+            if d.as_nanos() < 0 {
+                errs.push(format!("{flag} must not be negative, but got {d}"));
             }
         }
         if self.serving.tls_cert_file.is_some() != self.serving.tls_private_key_file.is_some() {
@@ -589,8 +609,20 @@ mod tests {
         let expected: &[(&str, &str)] = &[
             ("allow-metric-labels", ""),
             ("allow-metric-labels-manifest", ""),
+            ("authentication-kubeconfig", ""),
+            ("authentication-skip-lookup", "false"),
+            ("authentication-token-webhook-cache-ttl", "10s"),
+            ("authentication-tolerate-lookup-failure", "false"),
+            (
+                "authorization-always-allow-paths",
+                "/healthz,/readyz,/livez",
+            ),
+            ("authorization-kubeconfig", ""),
+            ("authorization-webhook-cache-authorized-ttl", "10s"),
+            ("authorization-webhook-cache-unauthorized-ttl", "10s"),
             ("bind-address", "0.0.0.0"),
             ("cert-dir", ""),
+            ("client-ca-file", ""),
             ("cluster-name", "kubernetes"),
             ("concurrent-cron-job-syncs", "5"),
             ("concurrent-daemonset-syncs", "2"),
@@ -647,12 +679,19 @@ mod tests {
             ("permit-address-sharing", "false"),
             ("permit-port-sharing", "false"),
             ("profiling", "true"),
+            ("requestheader-allowed-names", ""),
+            ("requestheader-client-ca-file", ""),
+            ("requestheader-extra-headers-prefix", "x-remote-extra-"),
+            ("requestheader-group-headers", "x-remote-group"),
+            ("requestheader-uid-headers", ""),
+            ("requestheader-username-headers", "x-remote-user"),
             ("root-ca-file", ""),
             ("secure-port", "10257"),
             ("service-account-private-key-file", ""),
             ("show-hidden-metrics-for-version", ""),
             ("terminated-pod-gc-threshold", "12500"),
             ("tls-cert-file", ""),
+            ("tls-cipher-suites", ""),
             ("tls-min-version", ""),
             ("tls-private-key-file", ""),
             ("use-service-account-credentials", "false"),
@@ -865,34 +904,127 @@ mod tests {
         assert!(errors(&["--concurrent-job-syncs=3000000000"])[0].contains("concurrent-job-syncs"));
     }
 
+    /// kubeadm v1.37's kube-controller-manager command line (cmd/kubeadm/app/phases/
+    /// controlplane/manifests.go `getControllerManagerCommand`, arguments sorted as kubeadm
+    /// writes them, with a pod and a service subnet and the default cluster name).
+    const KUBEADM_ARGS: &[&str] = &[
+        "--allocate-node-cidrs=true",
+        "--authentication-kubeconfig=/etc/kubernetes/controller-manager.conf",
+        "--authorization-kubeconfig=/etc/kubernetes/controller-manager.conf",
+        "--bind-address=127.0.0.1",
+        "--client-ca-file=/etc/kubernetes/pki/ca.crt",
+        "--cluster-cidr=10.244.0.0/16",
+        "--cluster-name=kubernetes",
+        "--cluster-signing-cert-file=/etc/kubernetes/pki/ca.crt",
+        "--cluster-signing-key-file=/etc/kubernetes/pki/ca.key",
+        "--controllers=*,bootstrapsigner,tokencleaner",
+        "--kubeconfig=/etc/kubernetes/controller-manager.conf",
+        "--leader-elect=true",
+        "--requestheader-client-ca-file=/etc/kubernetes/pki/front-proxy-ca.crt",
+        "--root-ca-file=/etc/kubernetes/pki/ca.crt",
+        "--service-account-private-key-file=/etc/kubernetes/pki/sa.key",
+        "--service-cluster-ip-range=10.96.0.0/12",
+        "--use-service-account-credentials=true",
+    ];
+
     #[test]
-    fn rejected_flags_name_themselves() {
-        let errs = errors(&["--cloud-provider", "aws"]);
-        assert_eq!(errs.len(), 1);
+    fn kubeadm_command_line_is_accepted() {
+        let cli = run(KUBEADM_ARGS).expect("kubeadm's command line");
+        assert!(cli.generic.use_service_account_credentials);
+        assert_eq!(
+            cli.authentication.client_ca_file,
+            "/etc/kubernetes/pki/ca.crt"
+        );
+        assert_eq!(
+            cli.authentication.requestheader_client_ca_file,
+            "/etc/kubernetes/pki/front-proxy-ca.crt"
+        );
+        assert_eq!(
+            cli.authorization.authorization_kubeconfig,
+            Some(PathBuf::from("/etc/kubernetes/controller-manager.conf"))
+        );
+        assert_eq!(
+            cli.authorization.authorization_always_allow_paths,
+            ["/healthz", "/readyz", "/livez"]
+        );
+        assert_eq!(
+            cli.controllers,
+            [
+                "*",
+                "bootstrap-signer-controller",
+                "token-cleaner-controller"
+            ]
+        );
+        // Every flag of a controller rkcm does not run is named once in the start log.
+        let noticed: Vec<&str> = cli.notices.iter().map(|n| n.flag.as_str()).collect();
+        for flag in [
+            "--allocate-node-cidrs",
+            "--cluster-cidr",
+            "--service-cluster-ip-range",
+            "--cluster-signing-cert-file",
+            "--cluster-signing-key-file",
+            "--cluster-name",
+            "--root-ca-file",
+            "--service-account-private-key-file",
+        ] {
+            assert!(noticed.contains(&flag), "{flag} not in {noticed:?}");
+        }
+        let n = cli
+            .notices
+            .iter()
+            .find(|n| n.flag == "--cluster-cidr")
+            .expect("notice");
         assert!(
-            errs[0].starts_with("flag --cloud-provider is not implemented by rkcm"),
+            n.reason.ends_with("which this manager does not run"),
+            "{n:?}"
+        );
+    }
+
+    #[test]
+    fn flags_of_other_controllers_are_accepted_and_type_checked() {
+        let cli = run(&[
+            "--cloud-provider=external",
+            "--node-monitor-grace-period=50s",
+            "--node-cidr-mask-size",
+            "24",
+            "--node-eviction-rate=0.1",
+            "--enable-taint-manager",
+        ])
+        .expect("accepted");
+        assert_eq!(cli.notices.len(), 6, "{:?}", cli.notices);
+        // Values are checked as pflag would: a bad one names the flag.
+        for bad in [
+            &["--node-monitor-grace-period=50"][..],
+            &["--node-cidr-mask-size=x"],
+            &["--allocate-node-cidrs=maybe"],
+            &["--node-eviction-rate=fast"],
+        ] {
+            match run(bad) {
+                Err(CliError::Clap(e)) => {
+                    let flag = bad[0].split('=').next().unwrap_or_default();
+                    assert!(e.to_string().contains(flag), "{bad:?}: {e}");
+                }
+                other => panic!("{bad:?} should fail, got {other:?}"),
+            }
+        }
+        // Still rejected: a promise rkcm cannot keep.
+        let errs = errors(&["--tls-sni-cert-key=a.crt,a.key"]);
+        assert!(
+            errs[0].starts_with("flag --tls-sni-cert-key is not implemented by rkcm"),
             "{errs:?}"
         );
-        let errs = errors(&["--allocate-node-cidrs"]);
-        assert!(
-            errs[0].starts_with("flag --allocate-node-cidrs is not implemented"),
-            "{errs:?}"
-        );
-        let errs = errors(&["--authorization-kubeconfig=/k"]);
-        assert!(errs[0].contains("--authorization-kubeconfig"), "{errs:?}");
-        let errs = errors(&["--use-service-account-credentials=true"]);
-        assert!(
-            errs[0].contains("--use-service-account-credentials=true"),
-            "{errs:?}"
-        );
-        run(&["--use-service-account-credentials=false"]).expect("false is fine");
-        let errs = errors(&["--tls-min-version=VersionTLS13"]);
-        assert!(
-            errs[0].contains("--tls-min-version=VersionTLS13"),
-            "{errs:?}"
-        );
-        // Underscore spelling of a rejected flag is still recognised.
-        assert!(errors(&["--cloud_provider=x"])[0].contains("--cloud-provider"));
+        assert!(errors(&["--tls-min-version=TLS13"])[0].contains("unknown tls version"));
+        assert!(errors(&["--tls-cipher-suites=TLS_NOPE"])[0].contains("TLS_NOPE"));
+        run(&[
+            "--tls-min-version=VersionTLS13",
+            "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+            "--authorization-always-allow-paths=/healthz,/metrics",
+            "--authentication-skip-lookup",
+            "--requestheader-allowed-names=front-proxy-client",
+        ])
+        .expect("serving flags");
+        // Underscore spelling is still recognised.
+        run(&["--cloud_provider=external"]).expect("underscore");
     }
 
     #[test]
@@ -909,7 +1041,6 @@ mod tests {
         assert_eq!(
             flags,
             vec![
-                "--tls-min-version",
                 "--profiling",
                 "--deployment-controller-sync-period",
                 "--concurrent-namespace-syncs"
