@@ -12,6 +12,8 @@
 mod cronjob_takeover;
 #[path = "rkcm/flags.rs"]
 mod flags;
+#[path = "rkcm/kubeadm.rs"]
+mod kubeadm;
 #[path = "rkcm/leader.rs"]
 mod leader;
 #[path = "rkcm/packaging.rs"]
@@ -20,6 +22,8 @@ mod packaging;
 mod quiet;
 #[path = "rkcm/rollout.rs"]
 mod rollout;
+#[path = "rkcm/secure_serving.rs"]
+mod secure_serving;
 #[path = "rkcm/serve.rs"]
 mod serve;
 #[path = "rkcm/takeover.rs"]

@@ -3,9 +3,10 @@
 //!
 //! Each test starts the rkcm binary against the local control plane with its own Lease (in
 //! its own namespace) and its own port, and kills it when the test ends, pass or fail.
-//! Not covered here: anonymous `/metrics` → 401/403 (authn/authz is not implemented yet, see
-//! `src/serve.rs`), `--bind-address` unreachability on other interfaces (needs a second
-//! local address).
+//! Delegated authentication and authorization are covered in `secure_serving.rs`; tests here
+//! that do not configure them read `/metrics` without credentials (see [`Rkcm::spawn`]). Not
+//! covered: `--bind-address` unreachability on other interfaces (needs a second local
+//! address).
 
 use std::io::Write as _;
 use std::net::TcpListener;
@@ -50,7 +51,10 @@ pub(crate) struct Rkcm {
 
 impl Rkcm {
     /// Starts rkcm with JSON logs to a temp file, serving on `127.0.0.1:<free port>` (unless
-    /// `args` sets `--secure-port`), with the cluster's kubeconfig and `args`.
+    /// `args` sets `--secure-port`), with the cluster's kubeconfig and `args`. Unless `args`
+    /// configure authorization themselves, `/metrics` joins the always-allowed paths (as
+    /// upstream's scenario for unauthenticated scrapes does), since these tests scrape
+    /// without credentials.
     pub(crate) fn spawn(
         name: &str,
         cluster: &TestCluster,
@@ -94,6 +98,11 @@ impl Rkcm {
             .arg("--bind-address=127.0.0.1");
         if port != 0 {
             cmd.arg(format!("--secure-port={port}"));
+        }
+        if !args.iter().any(|a| a.starts_with("--authorization-")) {
+            cmd.arg(
+                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/metrics/slis",
+            );
         }
         isolated(cmd.args(args))
             .stdout(log.try_clone()?)
@@ -281,7 +290,9 @@ impl ServerCertVerifier for AcceptAnyCert {
     }
 }
 
-fn client_config(verifier: Arc<dyn ServerCertVerifier>) -> anyhow::Result<rustls::ClientConfig> {
+pub(crate) fn client_config(
+    verifier: Arc<dyn ServerCertVerifier>,
+) -> anyhow::Result<rustls::ClientConfig> {
     Ok(rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
@@ -300,19 +311,31 @@ pub(crate) async fn https_get(
     https_get_with(port, path, client_config(verifier)?).await
 }
 
-async fn https_get_with(
+pub(crate) async fn https_get_with(
     port: u16,
     path: &str,
     config: rustls::ClientConfig,
 ) -> anyhow::Result<HttpResponse> {
+    https_request(port, path, &[], config).await
+}
+
+/// One HTTP/1.1 GET with extra `headers` (`Name: value` lines) over TLS with `config`.
+pub(crate) async fn https_request(
+    port: u16,
+    path: &str,
+    headers: &[String],
+    config: rustls::ClientConfig,
+) -> anyhow::Result<HttpResponse> {
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
     let exchange = async {
         let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
         let mut tls = connector
             .connect(ServerName::try_from("localhost")?.to_owned(), tcp)
             .await?;
-        let request =
-            format!("GET {path} HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n\r\n");
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: localhost:{port}\r\n{extra}Connection: close\r\n\r\n"
+        );
         tls.write_all(request.as_bytes()).await?;
         let mut raw = Vec::new();
         match tls.read_to_end(&mut raw).await {

@@ -81,6 +81,10 @@ pub struct ProxiedRequest {
     /// HTTP status of the answer (403 for refused requests, 502 if the API server was
     /// unreachable).
     pub status: u16,
+    /// The caller's `Authorization` header, recorded only by a proxy that passes callers'
+    /// credentials on ([`ScopedProxy::start_passing_credentials`]), so a test can ask the
+    /// API server (TokenReview) who made each write.
+    pub credential: Option<String>,
 }
 
 #[derive(Default)]
@@ -113,6 +117,35 @@ impl ScopedProxy {
     /// Starts a proxy that forwards with `client` (e.g. one built from a per-manager user's
     /// kubeconfig, so the API server tells managers apart).
     pub async fn start_with(client: kube::Client, namespace: &str) -> anyhow::Result<Self> {
+        Self::start_scope(client, namespace, false, Vec::new()).await
+    }
+
+    /// Starts a proxy that keeps each caller's own identity: a request's `Authorization`
+    /// header reaches the API server as it came, over a connection that carries no
+    /// credentials of the proxy's own (the cluster's server and CA only), so the API server
+    /// authenticates and authorizes the caller itself (give the process under test a
+    /// kubeconfig with a bearer token for the proxy's URL). Writes outside the namespace are
+    /// refused as usual, except under the path prefixes in `writable` (for example
+    /// `/api/v1/namespaces/kube-system/serviceaccounts` for token requests). Every forwarded
+    /// write records the credential it carried ([`ProxiedRequest::credential`]).
+    pub async fn start_passing_credentials(
+        cluster: &TestCluster,
+        namespace: &str,
+        writable: &[&str],
+    ) -> anyhow::Result<Self> {
+        let mut config = TestCluster::config_from(cluster.kubeconfig_path()).await?;
+        config.auth_info = kube::config::AuthInfo::default();
+        let client = kube::Client::try_from(config).context("building a credential-less client")?;
+        let writable = writable.iter().map(|p| (*p).to_owned()).collect();
+        Self::start_scope(client, namespace, true, writable).await
+    }
+
+    async fn start_scope(
+        client: kube::Client,
+        namespace: &str,
+        pass_credentials: bool,
+        writable: Vec<String>,
+    ) -> anyhow::Result<Self> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .context("binding the proxy's loopback port")?;
@@ -129,6 +162,8 @@ impl ScopedProxy {
         let delays = WatchDelays::default();
         let scope = Arc::new(Scope {
             client,
+            pass_credentials,
+            writable,
             namespace: namespace.to_owned(),
             journal: journal.clone(),
             delays: delays.clone(),
@@ -210,6 +245,10 @@ fn kubeconfig_text(url: &str, namespace: &str) -> String {
 
 struct Scope {
     client: kube::Client,
+    /// Forward the caller's `Authorization` header (the client has no credentials).
+    pass_credentials: bool,
+    /// Path prefixes outside the namespace that may be written.
+    writable: Vec<String>,
     namespace: String,
     journal: Arc<Mutex<Journal>>,
     delays: WatchDelays,
@@ -361,12 +400,22 @@ async fn forward(
     let (parts, body) = req.into_parts();
     let path = scoped_path(parts.uri.path(), &scope.namespace);
     let write = !is_read(&parts.method);
-    if write && !write_allowed(&path, &scope.namespace) {
+    let credential = parts
+        .headers
+        .get(http::header::AUTHORIZATION)
+        .filter(|_| scope.pass_credentials)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if write
+        && !write_allowed(&path, &scope.namespace)
+        && !scope.writable.iter().any(|p| path.starts_with(p.as_str()))
+    {
         if let Ok(mut j) = scope.journal.lock() {
             j.refused.push(ProxiedRequest {
                 method: parts.method.clone(),
                 path: path.clone(),
                 status: 403,
+                credential,
             });
         }
         return Ok(forbidden(&parts.method, &path, &scope.namespace));
@@ -383,7 +432,8 @@ async fn forward(
         .method(parts.method.clone())
         .uri(uri);
     for (name, value) in &parts.headers {
-        if !skip_header(name) {
+        let pass = scope.pass_credentials && name == http::header::AUTHORIZATION;
+        if pass || !skip_header(name) {
             builder = builder.header(name, value);
         }
     }
@@ -411,6 +461,7 @@ async fn forward(
             method: parts.method,
             path,
             status: resp.status().as_u16(),
+            credential,
         });
     }
     Ok(resp)
