@@ -30,7 +30,8 @@ use serde::Deserialize as _;
 use serde_yaml::Value;
 
 use crate::serve::{
-    AcceptAnyCert, STARTUP, TempDir, free_port, https_get, isolated, rkcm_bin, sample, stdin_for,
+    AcceptAnyCert, STARTUP, TempDir, client_config, free_port, https_get, https_request, isolated,
+    rkcm_bin, sample, stdin_for,
 };
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -777,7 +778,12 @@ fn chart_grants_nothing_to_disabled_controllers() -> anyhow::Result<()> {
         }
         if want.is_empty() {
             assert_eq!(docs.of_kind("ClusterRole").count(), 0, "{sets:?}");
-            assert_eq!(docs.of_kind("ClusterRoleBinding").count(), 0, "{sets:?}");
+            // Only the delegated authentication/authorization binding remains.
+            let names: Vec<&str> = docs
+                .of_kind("ClusterRoleBinding")
+                .filter_map(|b| str_at(b, &["metadata", "name"]))
+                .collect();
+            assert_eq!(names, ["rkcm:auth-delegator"], "{sets:?}");
         }
         let controllers = sets[0]
             .trim_start_matches("controllers={")
@@ -851,7 +857,10 @@ fn chart_values_map_to_flags_and_bad_values_are_refused() -> anyhow::Result<()> 
         str_at(role, &["metadata", "namespace"]),
         Some("kube-system")
     );
-    let rb = docs.one("RoleBinding")?;
+    let rb = docs
+        .of_kind("RoleBinding")
+        .find(|b| str_at(b, &["metadata", "name"]) == Some("r-rkcm:leader-election"))
+        .context("the leader-election RoleBinding")?;
     assert_eq!(str_at(rb, &["metadata", "namespace"]), Some("kube-system"));
     let subject = at(rb, &["subjects"])
         .and_then(Value::as_sequence)
@@ -942,6 +951,22 @@ impl Drop for ClusterScoped {
                 Ok(o) => eprintln!("cleanup of {selector} failed: {}", o.stderr),
                 Err(e) => eprintln!("cleanup of {selector} failed: {e:#}"),
             }
+        }
+        // The delegated-authentication RoleBinding lives in kube-system.
+        if let Ok(mut cmd) = kubectl_cmd(
+            &self.kubectl,
+            &[
+                "delete",
+                "role,rolebinding",
+                "-n",
+                "kube-system",
+                "-l",
+                &selector,
+                "--ignore-not-found",
+                "--wait=false",
+            ],
+        ) {
+            let _ = run(&mut cmd, None);
         }
     }
 }
@@ -1353,11 +1378,34 @@ async fn chart_rbac_is_sufficient_for_podgc() -> anyhow::Result<()> {
         .into_iter()
         .filter(|a| !a.starts_with("--secure-port="))
         .collect();
+    // In a pod the delegated reviews use the in-cluster config; here, the same account's
+    // kubeconfig, so the chart's delegation RBAC is what is tested.
     args.extend([
         format!("--secure-port={port}"),
         "--bind-address=127.0.0.1".to_owned(),
         format!("--kubeconfig={}", kubeconfig.display()),
+        format!("--authentication-kubeconfig={}", kubeconfig.display()),
+        format!("--authorization-kubeconfig={}", kubeconfig.display()),
     ]);
+    // A scraper: the same account, granted `get` on /metrics (removed with the release's
+    // cluster-scoped objects).
+    let reader = format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: {release}:metrics-reader\n  \
+         labels: {{app.kubernetes.io/instance: {release}}}\nrules:\n- nonResourceURLs: [/metrics]\n  verbs: [get]\n\
+         ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: {release}:metrics-reader\n  \
+         labels: {{app.kubernetes.io/instance: {release}}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {release}:metrics-reader}}\n\
+         subjects:\n- {{kind: ServiceAccount, name: {sa}, namespace: {n}}}\n"
+    );
+    run_ok(
+        &mut kubectl_cmd(&kubectl, &["apply", "-f", "-"])?,
+        Some(&reader),
+    )?;
+    wait_for(
+        "the metrics reader binding to take effect",
+        STARTUP,
+        || async { Ok(can("get", "/metrics", &[])?.then_some(())) },
+    )
+    .await?;
     let log_path = std::env::temp_dir().join(format!("{}.log", unique_name("rkcm-pkg")));
     let log = std::fs::File::create(&log_path)?;
     let child = isolated(Command::new(rkcm_bin()).args(&args))
@@ -1393,9 +1441,9 @@ async fn chart_rbac_is_sufficient_for_podgc() -> anyhow::Result<()> {
     })
     .await?;
 
-    // PodGC acted on both pods, with no error, by this process's own account.
-    // (/metrics is served without credentials today, see src/serve.rs; once delegated
-    // authorization lands, scrape it with a token allowed `get` on the /metrics URL.)
+    // PodGC acted on both pods, with no error, by this process's own account; /metrics is
+    // scraped with a token RBAC allows `get` on the /metrics URL (reviewed by rkcm through
+    // the chart's delegation grants).
     let series = |name: &str, reason: &str| {
         format!("pod_gc_collector_{name}{{namespace=\"{n}\",reason=\"{reason}\"}}")
     };
@@ -1408,9 +1456,16 @@ async fn chart_rbac_is_sufficient_for_podgc() -> anyhow::Result<()> {
                 series("force_delete_pods_total", "unscheduled"),
                 series("force_delete_pods_total", "out-of-service"),
             );
+            let bearer = format!("Authorization: Bearer {}", token.trim());
             async move {
-                let m = https_get(port, "/metrics", verifier).await?;
-                ensure!(m.status == 200, "/metrics answered {}", m.status);
+                let m =
+                    https_request(port, "/metrics", &[bearer], client_config(verifier)?).await?;
+                ensure!(
+                    m.status == 200,
+                    "/metrics answered {}: {}",
+                    m.status,
+                    m.body
+                );
                 let done = sample(&m.body, &unscheduled).unwrap_or(0.0) >= 1.0
                     && sample(&m.body, &oos).unwrap_or(0.0) >= 1.0;
                 Ok(done.then_some(m.body))

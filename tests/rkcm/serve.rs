@@ -449,7 +449,10 @@ async fn health_endpoints_answer() -> anyhow::Result<()> {
     let cluster = TestCluster::connect().await?;
     let ns = cluster.namespace("rkcm-serve").await?;
     let lease = unique_name("health");
-    let p = Rkcm::spawn("health", &cluster, &election_args(ns.name(), &lease, None))?;
+    let mut args = election_args(ns.name(), &lease, None);
+    // Sub-paths are not covered by the default `/livez` (exact, as upstream).
+    args.push("--authorization-always-allow-paths=/healthz,/readyz,/livez,/livez/*".to_owned());
+    let p = Rkcm::spawn("health", &cluster, &args)?;
     p.wait_serving().await?;
 
     let r = p.get("/healthz").await?;
@@ -484,7 +487,10 @@ async fn health_endpoints_answer() -> anyhow::Result<()> {
     assert!(body.ends_with("readyz check passed\n"), "{body}");
 
     assert_eq!(p.get("/livez/leaderElection").await?.status, 200);
-    assert_eq!(p.get("/no-such-path").await?.status, 404);
+    // Outside the always-allowed paths an anonymous request is forbidden.
+    assert_eq!(p.get("/healthz/leaderElection").await?.status, 403);
+    // Authorization comes before routing, as upstream: an unknown path is forbidden too.
+    assert_eq!(p.get("/no-such-path").await?.status, 403);
     Ok(())
 }
 
