@@ -103,6 +103,10 @@ make_pki() {
     done
     openssl genrsa -out sa.key 2048 2>/dev/null
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+    # kubeadm's front-proxy CA (--requestheader-client-ca-file of its controller-manager);
+    # only tests read it, nothing on the plane is configured with it.
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=front-proxy-ca" \
+      -keyout front-proxy-ca.key -out front-proxy-ca.crt 2>/dev/null
   ) || die "creating certificates with openssl failed"
 }
 

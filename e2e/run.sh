@@ -19,8 +19,14 @@ printf '%s\n' "" \
   "  kubectl get lease -n kube-system rkcm -o yaml     # who leads" \
   "  kubectl get pods -A -w                            # watch the controllers work" \
   "  curl -sk https://127.0.0.1:$port/healthz" \
-  "  curl -sk https://127.0.0.1:$port/metrics | grep -E '^(workqueue|pod_gc|leader)'" \
+  "  curl -sk --cert $RKCM_CLUSTER_DIR/pki/admin.crt --key $RKCM_CLUSTER_DIR/pki/admin.key \\" \
+  "    https://127.0.0.1:$port/metrics | grep -E '^(workqueue|pod_gc|leader)'" \
   "  make cluster-down                                 # when done" "" >&2
 # shellcheck disable=SC2086
+# /metrics needs an authorized identity, as upstream: the plane's admin certificate (group
+# system:masters) is accepted through --client-ca-file; tokens are reviewed through the
+# plane's kubeconfig.
 exec "$CARGO_TARGET_DIR/release/rkcm" --kubeconfig "$KUBECONFIG" \
+  --authentication-kubeconfig "$KUBECONFIG" --authorization-kubeconfig "$KUBECONFIG" \
+  --client-ca-file "$RKCM_CLUSTER_DIR/pki/ca.crt" \
   --bind-address=127.0.0.1 --secure-port="$port" ${ARGS:-}
