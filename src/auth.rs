@@ -300,7 +300,7 @@ impl RequestHeaderConfig {
         self.ca.verify(chain)?;
         if !self.allowed_names.is_empty() {
             let (cn, _) = subject_names(&chain[0])?;
-            if !self.allowed_names.iter().any(|n| *n == cn) {
+            if !self.allowed_names.contains(&cn) {
                 return Err(format!(
                     "x509: subject with cn={cn} is not in the allowed list"
                 ));
