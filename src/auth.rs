@@ -640,7 +640,7 @@ async fn delegated_client(
         None => match kube::Config::incluster() {
             Ok(c) => c,
             Err(err) => {
-                tracing::warn!(%err, client = what, "no kubeconfig given and no in-cluster config");
+                tracing::info!(%err, client = what, "no kubeconfig given and no in-cluster config");
                 return Ok(None);
             }
         },

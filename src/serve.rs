@@ -1202,6 +1202,119 @@ mod tests {
     }
 
     #[test]
+    fn cert_dir_keeps_the_self_signed_pair() {
+        let dir = std::env::temp_dir().join(format!("rkcm-cert-dir-{}", uuid::Uuid::new_v4()));
+        let cfg = ServeConfig {
+            bind_address: IpAddr::from([127, 0, 0, 1]),
+            secure_port: 1,
+            tls_cert_file: None,
+            tls_private_key_file: None,
+            cert_dir: dir.display().to_string(),
+            tls_min_version: None,
+            tls_cipher_suites: vec![],
+            configz: String::new(),
+        };
+        let (first, _) = load_identity(&cfg).expect("generated");
+        assert!(dir.join("kube-controller-manager.crt").exists());
+        assert!(dir.join("kube-controller-manager.key").exists());
+        let (again, _) = load_identity(&cfg).expect("reused");
+        assert_eq!(first, again, "the pair on disk is reused, not regenerated");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn tls_min_version_13_refuses_a_tls12_client() {
+        let cfg = ServeConfig {
+            bind_address: IpAddr::from([127, 0, 0, 1]),
+            secure_port: 1,
+            tls_cert_file: None,
+            tls_private_key_file: None,
+            cert_dir: String::new(),
+            tls_min_version: Some("VersionTLS13".into()),
+            tls_cipher_suites: vec![],
+            configz: String::new(),
+        };
+        let acceptor = tls_acceptor(&cfg, None).expect("acceptor");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            while let Ok((s, _)) = listener.accept().await {
+                let _ = acceptor.accept(s).await;
+            }
+        });
+        let handshake = |versions: &'static [&'static rustls::SupportedProtocolVersion]| async move {
+            let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_protocol_versions(versions)
+            .expect("versions")
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyServer))
+            .with_no_client_auth();
+            let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+            let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+            tokio_rustls::TlsConnector::from(Arc::new(config))
+                .connect(name, tcp)
+                .await
+                .is_ok()
+        };
+        static TLS13_ONLY: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS13];
+        static TLS12_ONLY: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS12];
+        assert!(handshake(TLS13_ONLY).await);
+        assert!(!handshake(TLS12_ONLY).await);
+    }
+
+    /// Trusts any server certificate (checks handshake signatures only).
+    #[derive(Debug)]
+    struct AnyServer;
+
+    impl rustls::client::danger::ServerCertVerifier for AnyServer {
+        fn verify_server_cert(
+            &self,
+            _: &CertificateDer<'_>,
+            _: &[CertificateDer<'_>],
+            _: &rustls::pki_types::ServerName<'_>,
+            _: &[u8],
+            _: rustls::pki_types::UnixTime,
+        ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+            Ok(rustls::client::danger::ServerCertVerified::assertion())
+        }
+        fn verify_tls12_signature(
+            &self,
+            m: &[u8],
+            c: &CertificateDer<'_>,
+            d: &rustls::DigitallySignedStruct,
+        ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+            rustls::crypto::verify_tls12_signature(
+                m,
+                c,
+                d,
+                &rustls::crypto::ring::default_provider().signature_verification_algorithms,
+            )
+        }
+        fn verify_tls13_signature(
+            &self,
+            m: &[u8],
+            c: &CertificateDer<'_>,
+            d: &rustls::DigitallySignedStruct,
+        ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+            rustls::crypto::verify_tls13_signature(
+                m,
+                c,
+                d,
+                &rustls::crypto::ring::default_provider().signature_verification_algorithms,
+            )
+        }
+        fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+            rustls::crypto::ring::default_provider()
+                .signature_verification_algorithms
+                .supported_schemes()
+        }
+    }
+
+    #[test]
     fn self_signed_identity_builds_a_tls_config() {
         let cfg = ServeConfig {
             bind_address: IpAddr::from([127, 0, 0, 1]),

@@ -1210,6 +1210,20 @@ fn token_kubeconfig(token: &str, namespace: &str, dir: &Path) -> anyhow::Result<
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs apiserver: make test"]
 async fn chart_rbac_is_sufficient_for_podgc() -> anyhow::Result<()> {
+    chart_rbac_scenario(false).await
+}
+
+/// The same with `useServiceAccountCredentials: true`: PodGC then talks to the API server as
+/// ServiceAccount `kube-system/pod-garbage-collector` (upstream's bootstrap role), which rkcm
+/// creates if missing and gets tokens for with the chart's `kube-system` Role.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs apiserver: make test"]
+async fn chart_rbac_is_sufficient_for_podgc_with_service_account_credentials() -> anyhow::Result<()>
+{
+    chart_rbac_scenario(true).await
+}
+
+async fn chart_rbac_scenario(sa_credentials: bool) -> anyhow::Result<()> {
     const FINALIZER: &str = "rkcm.test/hold";
     let helm = required_tool("helm")?;
     let kubectl = required_tool("kubectl")?;
@@ -1229,6 +1243,7 @@ async fn chart_rbac_is_sufficient_for_podgc() -> anyhow::Result<()> {
                 "controllers={pod-garbage-collector-controller}",
                 &format!("leaderElection.resourceName={lease_name}"),
                 "logging.format=json",
+                &format!("useServiceAccountCredentials={sa_credentials}"),
             ],
         ),
         None,
@@ -1310,7 +1325,26 @@ async fn chart_rbac_is_sufficient_for_podgc() -> anyhow::Result<()> {
         ("update", "leases/someone-else", &here, false),
         ("create", "leases", &elsewhere, false),
     ];
-    for (verb, resource, scope, want) in expectations {
+    let kube_system = ["-n", "kube-system"];
+    let token_sub = ["-n", "kube-system", "--subresource=token"];
+    let credentials: &[(&str, &str, &[&str], bool)] = &[
+        ("create", "serviceaccounts", &kube_system, sa_credentials),
+        ("create", "serviceaccounts", &token_sub, sa_credentials),
+        (
+            "get",
+            "configmaps/extension-apiserver-authentication",
+            &kube_system,
+            true,
+        ),
+        ("create", "tokenreviews.authentication.k8s.io", &[], true),
+        (
+            "create",
+            "subjectaccessreviews.authorization.k8s.io",
+            &[],
+            true,
+        ),
+    ];
+    for (verb, resource, scope, want) in expectations.iter().chain(credentials) {
         let got = can(verb, resource, scope)?;
         ensure!(
             got == *want,
@@ -1519,6 +1553,23 @@ async fn chart_rbac_is_sufficient_for_podgc() -> anyhow::Result<()> {
         "rkcm was refused:\n{}",
         refused.join("\n")
     );
+    if sa_credentials {
+        ensure!(
+            docs.args()?
+                .contains(&"--use-service-account-credentials=true".to_owned()),
+            "the chart did not pass the flag"
+        );
+        let sa: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+            Api::namespaced(cluster.client(), "kube-system");
+        ensure!(
+            sa.get_opt("pod-garbage-collector").await?.is_some(),
+            "no ServiceAccount kube-system/pod-garbage-collector"
+        );
+        ensure!(
+            !log.contains("get token failed"),
+            "token requests failed:\n{log}"
+        );
+    }
 
     Ok(())
 }

@@ -198,6 +198,22 @@ pub(crate) enum As {
     Anonymous,
     Token(String),
     Cert(CertificateDer<'static>, PrivateKeyDer<'static>),
+    /// A front proxy's certificate vouching for the user in `X-Remote-User`.
+    Proxy(CertificateDer<'static>, PrivateKeyDer<'static>, String),
+}
+
+fn cert_config(
+    verifier: Arc<AcceptAnyCert>,
+    cert: &CertificateDer<'static>,
+    key: &PrivateKeyDer<'static>,
+) -> anyhow::Result<rustls::ClientConfig> {
+    Ok(rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .dangerous()
+    .with_custom_certificate_verifier(verifier)
+    .with_client_auth_cert(vec![cert.clone()], key.clone_key())?)
 }
 
 /// GET `path` from rkcm on `port` as `who`.
@@ -210,14 +226,14 @@ pub(crate) async fn get_as(port: u16, path: &str, who: &As) -> anyhow::Result<Ht
             https_request(port, path, &[header], client_config(verifier)?).await
         }
         As::Cert(cert, key) => {
-            let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-                rustls::crypto::ring::default_provider(),
-            ))
-            .with_safe_default_protocol_versions()?
-            .dangerous()
-            .with_custom_certificate_verifier(verifier)
-            .with_client_auth_cert(vec![cert.clone()], key.clone_key())?;
-            https_request(port, path, &[], config).await
+            https_request(port, path, &[], cert_config(verifier, cert, key)?).await
+        }
+        As::Proxy(cert, key, user) => {
+            let headers = [
+                format!("X-Remote-User: {user}"),
+                "X-Remote-Group: system:authenticated".to_owned(),
+            ];
+            https_request(port, path, &headers, cert_config(verifier, cert, key)?).await
         }
     }
 }
@@ -267,6 +283,11 @@ async fn metrics_scenario(
     let cert_user = unique_name("scraper-cert");
     let (cert, key) = ca.client(&cert_user, Some("metrics-readers"))?;
     let (stray_cert, stray_key) = TestCa::new("some-other-ca")?.client(&cert_user, None)?;
+    let front = TestCa::new("rkcm-test-front-proxy-ca")?;
+    let front_file = dir.path().join("front-proxy-ca.crt");
+    front.write(&front_file)?;
+    let (proxy_cert, proxy_key) = front.client("front-proxy-client", None)?;
+    let (rogue_cert, rogue_key) = front.client("not-the-proxy", None)?;
 
     // RBAC: `get` on the /metrics URL for one ServiceAccount and the certificate's user.
     let role = unique_name("rkcm-metrics-reader");
@@ -305,6 +326,8 @@ async fn metrics_scenario(
             // Starts nothing: a known controller rkcm does not implement.
             "--controllers=bootstrap-signer-controller".to_owned(),
             format!("--client-ca-file={}", ca_file.display()),
+            format!("--requestheader-client-ca-file={}", front_file.display()),
+            "--requestheader-allowed-names=front-proxy-client".to_owned(),
             format!("--authentication-kubeconfig={kubeconfig}"),
             format!("--authorization-kubeconfig={kubeconfig}"),
         ],
@@ -378,6 +401,27 @@ async fn metrics_scenario(
     assert_eq!(r.status, 200, "{}", r.body);
     // One signed by another authority is refused, never treated as anonymous.
     let r = get_as(p.port, "/metrics", &As::Cert(stray_cert, stray_key)).await?;
+    assert_eq!(r.status, 401, "{}", r.body);
+
+    // A front proxy (certificate from --requestheader-client-ca-file with an allowed name)
+    // vouches for the user in its headers, who is then authorized as any other.
+    let proxied = |user: &str| As::Proxy(proxy_cert.clone(), proxy_key.clone_key(), user.into());
+    let r = get_as(p.port, "/metrics", &proxied(&cert_user)).await?;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = get_as(p.port, "/metrics", &proxied("nobody-special")).await?;
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert!(
+        status_message(&r).contains("\"nobody-special\""),
+        "{}",
+        r.body
+    );
+    // A certificate of that authority with a name not allowed to proxy: 401.
+    let r = get_as(
+        p.port,
+        "/metrics",
+        &As::Proxy(rogue_cert, rogue_key, cert_user.clone()),
+    )
+    .await?;
     assert_eq!(r.status, 401, "{}", r.body);
 
     // The SLI endpoint is protected the same way; the same identity sees it only if allowed.
