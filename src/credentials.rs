@@ -403,6 +403,46 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn the_token_is_sent_and_dropped_after_a_401() {
+        let root = kube::Client::try_from(kube::Config::new(
+            "http://127.0.0.1:9".parse().expect("url"),
+        ))
+        .expect("client");
+        let source = Arc::new(TokenSource::new(root, "replicaset-controller"));
+        *source.cached.lock().await = Some(Cached {
+            value: HeaderValue::from_static("Bearer first"),
+            refresh_at: Instant::now() + Duration::from_secs(60),
+        });
+        let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+        let record = seen.clone();
+        let inner = tower::service_fn(move |req: Request<Body>| {
+            let auth = req
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_owned();
+            record.lock().push(auth);
+            async move {
+                let mut resp = Response::new(());
+                *resp.status_mut() = StatusCode::UNAUTHORIZED;
+                Ok::<_, BoxError>(resp)
+            }
+        });
+        let mut svc = TokenLayer {
+            source: source.clone(),
+        }
+        .layer(inner);
+        let resp = svc.call(Request::new(Body::empty())).await.expect("answer");
+        assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(*seen.lock(), ["Bearer first"]);
+        assert!(
+            source.cached.lock().await.is_none(),
+            "a 401 drops the cached token"
+        );
+    }
+
     #[test]
     fn refresh_at_eighty_percent_with_a_floor() {
         assert_eq!(

@@ -1144,7 +1144,11 @@ impl Drop for Finalized {
 
 /// A kubeconfig for the cluster of `RKCM_TEST_KUBECONFIG` (same server and CA) that
 /// authenticates with `token` only.
-fn token_kubeconfig(token: &str, namespace: &str, dir: &Path) -> anyhow::Result<PathBuf> {
+pub(crate) fn token_kubeconfig(
+    token: &str,
+    namespace: &str,
+    dir: &Path,
+) -> anyhow::Result<PathBuf> {
     let path = PathBuf::from(std::env::var(rkcm_testkit::KUBECONFIG_ENV)?);
     let original: Value = serde_yaml::from_str(&std::fs::read_to_string(&path)?)?;
     let context_name = str_at(&original, &["current-context"]).context("no current-context")?;

@@ -429,3 +429,48 @@ async fn metrics_scenario(
     assert_eq!(r.status, 403, "{}", r.body);
     Ok(())
 }
+
+/// Without `--client-ca-file`, rkcm reads the API server's client CA from
+/// `kube-system/extension-apiserver-authentication` with the authentication kubeconfig's
+/// identity; an identity that may not read it stops the start, unless the lookup is
+/// tolerated or skipped (upstream's `--authentication-tolerate-lookup-failure`,
+/// `--authentication-skip-lookup`).
+#[tokio::test]
+#[ignore = "needs apiserver: make test"]
+async fn client_ca_lookup_follows_the_flags() -> anyhow::Result<()> {
+    let cluster = TestCluster::connect().await?;
+    let ns = cluster.namespace("rkcm-lookup").await?;
+    let client = cluster.client();
+    // A ServiceAccount with no grants at all: it cannot read the ConfigMap.
+    let token = service_account_token(&client, ns.name(), "unprivileged").await?;
+    let dir = TempDir::new("rkcm-lookup")?;
+    let kubeconfig = crate::packaging::token_kubeconfig(&token, ns.name(), dir.path())?;
+    let base = [
+        "--leader-elect=false".to_owned(),
+        "--controllers=bootstrap-signer-controller".to_owned(),
+        format!("--authentication-kubeconfig={}", kubeconfig.display()),
+        format!("--authorization-kubeconfig={}", kubeconfig.display()),
+    ];
+
+    let mut refused = Rkcm::spawn("lookup-refused", &cluster, &base)?;
+    let status = refused.wait_exit(STARTUP).await?;
+    assert_eq!(status.code(), Some(1), "{}", refused.log());
+    assert!(
+        refused.log().contains("extension-apiserver-authentication"),
+        "{}",
+        refused.log()
+    );
+
+    for extra in [
+        "--authentication-tolerate-lookup-failure",
+        "--authentication-skip-lookup",
+    ] {
+        let mut args = base.to_vec();
+        args.push(extra.to_owned());
+        let p = Rkcm::spawn("lookup-ok", &cluster, &args)?;
+        p.wait_serving().await?;
+        let r = get_as(p.port, "/healthz", &As::Anonymous).await?;
+        assert_eq!(r.status, 200, "{extra}: {}", r.body);
+    }
+    Ok(())
+}
