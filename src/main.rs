@@ -140,11 +140,6 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             .await
             .context("setting up delegated authentication and authorization")?
     };
-    let configz: serde_json::Map<String, serde_json::Value> = cli
-        .effective_flags
-        .iter()
-        .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
-        .collect();
     let _server = serve::start(
         serve::ServeConfig {
             bind_address: cli.serving.bind_address,
@@ -154,7 +149,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             cert_dir: cli.serving.cert_dir.clone(),
             tls_min_version: cli.serving.tls_min_version.clone(),
             tls_cipher_suites: cli.serving.tls_cipher_suites.clone(),
-            configz: serde_json::Value::Object(configz).to_string(),
+            configz: cli.configz().to_string(),
         },
         health.clone(),
         delegation,

@@ -25,7 +25,7 @@
 //!   `kube-controller-manager.crt`/`.key` and reuses it.
 //!
 //! Not served (optional upstream endpoints): `/debug/pprof/*`, `/debug/flags/v`. `/configz`
-//! answers the effective flags as JSON, in place of upstream's component config.
+//! answers the part of upstream's component config that rkcm honours, in upstream's shape.
 
 use std::collections::HashSet;
 use std::convert::Infallible;
@@ -108,7 +108,7 @@ pub struct ServeConfig {
     pub tls_min_version: Option<String>,
     /// `--tls-cipher-suites` (Go names).
     pub tls_cipher_suites: Vec<String>,
-    /// The effective flags, served as JSON on `/configz`.
+    /// The body of `/configz` (JSON).
     pub configz: String,
 }
 

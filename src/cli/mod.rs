@@ -66,6 +66,8 @@ mod gates;
 mod generic;
 mod rejected;
 
+use duration::GoDuration;
+
 pub use controllers::*;
 pub use delegation::*;
 pub use gates::*;
@@ -557,6 +559,70 @@ impl Cli {
                 self.garbage_collector.concurrent_gc_syncs,
             ),
         ]
+    }
+
+    /// `/configz`: upstream serves its component config under `componentconfig`, with the
+    /// internal type's Go field names (`KubeControllerManagerConfiguration`); this is the part
+    /// rkcm honours, in that shape.
+    pub fn configz(&self) -> serde_json::Value {
+        let d = |d: GoDuration| d.to_string();
+        let le = &self.leader;
+        serde_json::json!({"componentconfig": {
+            "Generic": {
+                "MinResyncPeriod": d(self.generic.min_resync_period),
+                "ClientConnection": {
+                    "Kubeconfig": self.api.kubeconfig.as_ref()
+                        .map(|p| p.display().to_string()).unwrap_or_default(),
+                    "ContentType": self.api.kube_api_content_type,
+                    "QPS": self.api.kube_api_qps,
+                    "Burst": self.api.kube_api_burst,
+                },
+                "ControllerStartInterval": d(self.generic.controller_start_interval),
+                "LeaderElection": {
+                    "LeaderElect": le.leader_elect,
+                    "LeaseDuration": d(le.leader_elect_lease_duration),
+                    "RenewDeadline": d(le.leader_elect_renew_deadline),
+                    "RetryPeriod": d(le.leader_elect_retry_period),
+                    "ResourceLock": le.leader_elect_resource_lock,
+                    "ResourceName": le.leader_elect_resource_name,
+                    "ResourceNamespace": le.leader_elect_resource_namespace,
+                },
+                "Controllers": self.controllers,
+            },
+            "KubeCloudShared": {
+                "UseServiceAccountCredentials": self.generic.use_service_account_credentials,
+                "ClusterName": self.generic.cluster_name,
+            },
+            "DeploymentController": {
+                "ConcurrentDeploymentSyncs": self.deployment.concurrent_deployment_syncs,
+            },
+            "ReplicaSetController": {
+                "ConcurrentRSSyncs": self.replicaset.concurrent_replicaset_syncs,
+            },
+            "ReplicationController": {
+                "ConcurrentRCSyncs": self.replicationcontroller.concurrent_rc_syncs,
+            },
+            "StatefulSetController": {
+                "ConcurrentStatefulSetSyncs": self.statefulset.concurrent_statefulset_syncs,
+            },
+            "DaemonSetController": {
+                "ConcurrentDaemonSetSyncs": self.daemonset.concurrent_daemonset_syncs,
+            },
+            "JobController": {"ConcurrentJobSyncs": self.job.concurrent_job_syncs},
+            "CronJobController": {
+                "ConcurrentCronJobSyncs": self.cronjob.concurrent_cron_job_syncs,
+            },
+            "TTLAfterFinishedController": {
+                "ConcurrentTTLSyncs": self.ttl_after_finished.concurrent_ttl_after_finished_syncs,
+            },
+            "GarbageCollectorController": {
+                "EnableGarbageCollector": self.garbage_collector.enable_garbage_collector,
+                "ConcurrentGCSyncs": self.garbage_collector.concurrent_gc_syncs,
+            },
+            "PodGCController": {
+                "TerminatedPodGCThreshold": self.podgc.terminated_pod_gc_threshold,
+            },
+        }})
     }
 
     /// The client flags as the runtime's client builder takes them.
@@ -1126,6 +1192,18 @@ mod tests {
         assert!(errors(&["--feature-gates=JobManagedBy=false"])[0].contains("locked to true"));
         assert!(errors(&["--feature-gates=WatchList"])[0].contains("missing bool value"));
         assert!(errors(&["--feature-gates=WatchList=maybe"])[0].contains("invalid value"));
+    }
+
+    #[test]
+    fn configz_has_upstreams_shape() {
+        let cli = run(&["--concurrent-replicaset-syncs=7", "--leader-elect=false"]).expect("ok");
+        let c = cli.configz();
+        let cc = &c["componentconfig"];
+        assert_eq!(cc["ReplicaSetController"]["ConcurrentRSSyncs"], 7);
+        assert_eq!(cc["Generic"]["LeaderElection"]["LeaderElect"], false);
+        assert_eq!(cc["Generic"]["LeaderElection"]["LeaseDuration"], "15s");
+        assert_eq!(cc["PodGCController"]["TerminatedPodGCThreshold"], 12500);
+        assert_eq!(cc["Generic"]["Controllers"], serde_json::json!(["*"]));
     }
 
     #[test]
