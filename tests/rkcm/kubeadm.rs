@@ -282,8 +282,16 @@ async fn kubeadm_scenario(
     let r = get_as(p.port, "/metrics", &As::Anonymous).await?;
     assert_eq!(r.status, 403, "{}", r.body);
     let (cert, key) = admin_cert(pki)?;
-    let r = get_as(p.port, "/metrics", &As::Cert(cert, key)).await?;
+    let r = get_as(p.port, "/metrics", &As::Cert(cert.clone(), key.clone_key())).await?;
     assert_eq!(r.status, 200, "{} {}", r.status, status_message(&r));
+    // /configz shows the configuration in upstream's shape.
+    let r = get_as(p.port, "/configz", &As::Cert(cert, key)).await?;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let configz: serde_json::Value = serde_json::from_str(&r.body)?;
+    assert_eq!(
+        configz["componentconfig"]["KubeCloudShared"]["UseServiceAccountCredentials"], true,
+        "{configz}"
+    );
 
     // The controllers run: a Deployment rolls out, a Job completes.
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
