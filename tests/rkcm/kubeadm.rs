@@ -40,7 +40,7 @@ use crate::serve::{Rkcm, STARTUP, TempDir};
 /// Bound for the workloads to converge on the kwok nodes.
 const CONVERGE: Duration = Duration::from_secs(90);
 /// Path prefix of the controllers' ServiceAccounts and their token requests.
-const SA_WRITES: &str = "/api/v1/namespaces/kube-system/serviceaccounts";
+pub(crate) const SA_WRITES: &str = "/api/v1/namespaces/kube-system/serviceaccounts";
 /// The controllers rkcm implements (its `--controllers` set in a kubeadm cluster).
 const RKCM_CONTROLLERS: &str = "cronjob-controller,daemonset-controller,deployment-controller,\
                                 job-controller,pod-garbage-collector-controller,\
@@ -54,7 +54,7 @@ fn plane_pki() -> Option<PathBuf> {
 }
 
 /// A kubeconfig for the proxy authenticating with `token`.
-fn token_kubeconfig(dir: &Path, url: &str, token: &str) -> anyhow::Result<PathBuf> {
+pub(crate) fn proxy_kubeconfig(dir: &Path, url: &str, token: &str) -> anyhow::Result<PathBuf> {
     let path = dir.join("controller-manager.conf");
     let text = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: plane\n  cluster: {{server: \"{url}\"}}\n\
@@ -253,7 +253,7 @@ async fn kubeadm_scenario(
     let token = manager_identity(&client, ns, rbac).await?;
     let proxy = ScopedProxy::start_passing_credentials(cluster, ns, &[SA_WRITES]).await?;
     let dir = TempDir::new("rkcm-kubeadm")?;
-    let kubeconfig = token_kubeconfig(dir.path(), proxy.url(), &token)?;
+    let kubeconfig = proxy_kubeconfig(dir.path(), proxy.url(), &token)?;
     let front = front_proxy_ca(pki, dir.path())?;
     let args = kubeadm_args(pki, &kubeconfig, &front, RKCM_CONTROLLERS, ns);
     let p = Rkcm::spawn("kubeadm", cluster, &args)?;
@@ -501,7 +501,7 @@ async fn denied_scenario(
     let token = manager_identity(&client, ns, rbac).await?;
     let proxy = ScopedProxy::start_passing_credentials(cluster, ns, &[SA_WRITES]).await?;
     let dir = TempDir::new("rkcm-sa-denied")?;
-    let kubeconfig = token_kubeconfig(dir.path(), proxy.url(), &token)?;
+    let kubeconfig = proxy_kubeconfig(dir.path(), proxy.url(), &token)?;
     let mut p = Rkcm::spawn(
         "sa-denied",
         cluster,

@@ -25,7 +25,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use rkcm_testkit::builders::pod;
-use rkcm_testkit::{NodeBuilder, TestCluster, unique_name, wait_for};
+use rkcm_testkit::{NodeBuilder, ScopedProxy, TestCluster, unique_name, wait_for};
 use serde::Deserialize as _;
 use serde_yaml::Value;
 
@@ -1202,6 +1202,9 @@ pub(crate) fn token_kubeconfig(
 ///   node tainted `node.kubernetes.io/out-of-service` (held too) are marked Failed and force
 ///   deleted, counted by *this* process's PodGC metrics for the namespace with no error.
 ///
+/// rkcm reaches the API server through the credential-passing proxy, so it acts in the test
+/// namespace only while every request is still authenticated as the chart's account.
+///
 /// Why these scenarios: both are namespace-local (the node is the test's own) and quick (the
 /// first sweep runs as soon as the caches sync; the next after 20 s). Orphans wait out a
 /// 40 s quarantine. The terminated-pods sweep is not driven: it deletes the *oldest*
@@ -1367,7 +1370,12 @@ async fn chart_rbac_scenario(sa_credentials: bool) -> anyhow::Result<()> {
     .trim()
     .to_owned();
     let dir = TempDir::new("rkcm-pkg")?;
-    let kubeconfig = token_kubeconfig(&token, &n, dir.path())?;
+    // Through the credential-passing proxy: the API server authenticates and authorizes the
+    // chart's account itself, while rkcm sees only this namespace (an unscoped PodGC would
+    // fail other tests' unscheduled terminating pods on its first sweep).
+    let proxy =
+        ScopedProxy::start_passing_credentials(&cluster, &n, &[crate::kubeadm::SA_WRITES]).await?;
+    let kubeconfig = crate::kubeadm::proxy_kubeconfig(dir.path(), proxy.url(), &token)?;
 
     // The pods PodGC must handle, created before rkcm starts so its first sweep sees them.
     let node = cluster
