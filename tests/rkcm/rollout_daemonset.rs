@@ -6,13 +6,13 @@
 //! session and the shared pieces).
 //!
 //! Both DaemonSets run on the same three kwok nodes of the test's own (a label unique to the
-//! run, the same on both sides, so the pod templates and with them the ControllerRevision
-//! names are the same on both sides: rkcm names revisions exactly as upstream does, and the
-//! transcripts show the names raw until `rollout restart`). `rollout restart` stamps the
-//! template with the time, which differs between the sides: from then on revision hashes
-//! are normalised to `<R1>`, `<R2>`, ... in order of first appearance, and timestamps to
-//! `<time>`. The progress lines `rollout status` prints while it waits depend on timing: each
-//! must be one of kubectl's messages, and only the final line is compared.
+//! run, the same on both sides, so the pod templates are the same on both sides).
+//! Normalised, because they legitimately differ: ControllerRevision hashes (upstream hashes
+//! a Go-specific dump of the template, rkcm its own stable hash; each becomes `<R1>`, `<R2>`,
+//! ... in order of first appearance, which the script makes deterministic), timestamps
+//! (`rollout restart`), and the progress lines `rollout status` prints while it waits (how
+//! many depends on timing: each must be one of kubectl's messages, and only the final line is
+//! compared).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -139,19 +139,17 @@ impl Transcript {
         }
     }
 
-    /// The entries as compared: from the restart on, hashes and times normalised.
-    fn entries(&self, restart_at: usize) -> Vec<Entry> {
+    /// The entries as compared: hashes and times normalised.
+    fn entries(&self) -> Vec<Entry> {
+        // Longest first, so a hash that contains another is replaced whole.
         let mut hashes: Vec<(&String, &String)> = self.hashes.iter().collect();
         hashes.sort_by_key(|(h, _)| std::cmp::Reverse(h.len()));
         self.raw
             .iter()
-            .enumerate()
-            .map(|(i, e)| {
+            .map(|e| {
                 let mut text = e.text.clone();
-                if i >= restart_at {
-                    for (h, n) in &hashes {
-                        text = text.replace(h.as_str(), n);
-                    }
+                for (h, n) in &hashes {
+                    text = text.replace(h.as_str(), n);
                 }
                 Entry {
                     step: e.step.clone(),
@@ -292,15 +290,14 @@ fn describe(d: &DaemonSet, revs: &[ControllerRevision], pods: &[Pod]) -> String 
     s
 }
 
-/// The scripted session against whatever manages `ns`; returns the transcript and the index
-/// of its first entry after `rollout restart`.
+/// The scripted session against whatever manages `ns`.
 async fn session(
     cluster: &TestCluster,
     ns: &TestNamespace,
     kind: Kind,
     group: &str,
     nodes: i32,
-) -> anyhow::Result<(Transcript, usize)> {
+) -> anyhow::Result<Transcript> {
     let mut t = Transcript::new(kind);
     let k = Kubectl::new(cluster, ns.name())?;
     let status = [
@@ -412,7 +409,6 @@ async fn session(
         &k.run(&["rollout", "history", &target], None).await?,
     );
 
-    let restart_at = t.raw.len();
     t.record(
         "restart",
         &k.run(&["rollout", "restart", &target], None).await?,
@@ -423,14 +419,13 @@ async fn session(
         "history after restart",
         &k.run(&["rollout", "history", &target], None).await?,
     );
-    Ok((t, restart_at))
+    Ok(t)
 }
 
 /// One side: its transcript, and its manager and namespace, alive until the comparison is
 /// done so a failing comparison can point at the manager's log.
 struct Side {
     transcript: Transcript,
-    restart_at: usize,
     manager: Manager,
     _ns: TestNamespace,
 }
@@ -469,19 +464,18 @@ async fn run_side(
             &ListParams::default(),
         )
         .await;
-    let (transcript, restart_at) = Manager::with_logs(result, &mut [&mut manager])
+    let transcript = Manager::with_logs(result, &mut [&mut manager])
         .with_context(|| format!("{} side (namespace {})", kind.name(), ns.name()))?;
     Ok(Side {
         transcript,
-        restart_at,
         manager,
         _ns: ns,
     })
 }
 
 fn compare(reference: &Side, subject: &Side) -> anyhow::Result<()> {
-    let a = reference.transcript.entries(reference.restart_at);
-    let b = subject.transcript.entries(subject.restart_at);
+    let a = reference.transcript.entries();
+    let b = subject.transcript.entries();
     let mut report = String::new();
     for i in 0..a.len().max(b.len()) {
         match (a.get(i), b.get(i)) {
@@ -546,7 +540,7 @@ async fn kubectl_rollout_daemonset_session_matches_upstream() -> anyhow::Result<
     let mut reference = reference?;
     let mut tested = tested?;
     if std::env::var_os("RKCM_PARITY_PRINT").is_some() {
-        for e in reference.transcript.entries(reference.restart_at) {
+        for e in reference.transcript.entries() {
             eprintln!("=== {}\n{}", e.step, e.text);
         }
     }
