@@ -17,7 +17,7 @@
 # Settings (environment):
 #   BENCH_QPS=100 BENCH_BURST=200  client limits of both managers
 #   BENCH_MANAGERS=upstream,rkcm   which managers run (the order is always upstream, rkcm)
-#   BENCH_SCENARIOS=podgc,replicaset,deployment,cronjob   scenarios to run (comma separated)
+#   BENCH_SCENARIOS=podgc,replicaset,deployment,cronjob,daemonset   scenarios to run (comma separated)
 #   PODGC_PODS=20000 PODGC_THRESHOLD=5000   podgc size
 #   RS_REPLICAS=1000               replicaset: scale 0 -> RS_REPLICAS -> 0 on the kwok nodes
 #   DEPLOY_COUNT=100 DEPLOY_REPLICAS=20   deployment: DEPLOY_COUNT Deployments of
@@ -25,6 +25,10 @@
 #   CRONJOB_COUNT=500 CRONJOB_MINUTES=5   cronjob: CRONJOB_COUNT CronJobs on */1, Job
 #                                  creation measured over CRONJOB_MINUTES scheduled minutes
 #                                  (concurrencyPolicy Allow: only cronjob-controller runs)
+#   DS_NODES=1000 DS_CHURN=100     daemonset: DS_NODES kwok nodes of its own (created by the
+#                                  scenario, not BENCH_NODES) with one daemon pod each, a
+#                                  rolling update (maxSurge 10%), DS_CHURN nodes added and
+#                                  deleted, DS_HEARTBEAT_ROUNDS=3 rounds of idle heartbeats
 #   BENCH_TIMEOUT=900              seconds one manager may take to converge (cronjob: at
 #                                  least its minutes plus 3, the schedule sets the pace)
 #   BENCH_CONCURRENCY=32           requests in flight while the bench creates/deletes objects
@@ -61,10 +65,11 @@ if [ "$quick" = 1 ]; then
   : "${PODGC_PODS:=2000}" "${PODGC_THRESHOLD:=500}" "${RS_REPLICAS:=100}" "${BENCH_TIMEOUT:=300}"
   : "${DEPLOY_COUNT:=10}" "${DEPLOY_REPLICAS:=5}"
   : "${CRONJOB_COUNT:=20}" "${CRONJOB_MINUTES:=2}"
+  : "${DS_NODES:=100}" "${DS_CHURN:=10}"
   : "${BENCH_REPORT:=bench/reports/quick.md}"
 fi
 # Every scenario, in report order.
-ALL_SCENARIOS=podgc,replicaset,deployment,cronjob
+ALL_SCENARIOS=podgc,replicaset,deployment,cronjob,daemonset
 QPS=${BENCH_QPS:-100}
 BURST=${BENCH_BURST:-200}
 MANAGERS=${BENCH_MANAGERS:-upstream,rkcm}
@@ -76,6 +81,9 @@ DEPLOY_COUNT=${DEPLOY_COUNT:-100}
 DEPLOY_REPLICAS=${DEPLOY_REPLICAS:-20}
 CRONJOB_COUNT=${CRONJOB_COUNT:-500}
 CRONJOB_MINUTES=${CRONJOB_MINUTES:-5}
+DS_NODES=${DS_NODES:-1000}
+DS_CHURN=${DS_CHURN:-100}
+DS_HEARTBEAT_ROUNDS=${DS_HEARTBEAT_ROUNDS:-3}
 TIMEOUT=${BENCH_TIMEOUT:-900}
 CONCURRENCY=${BENCH_CONCURRENCY:-32}
 NODES=${BENCH_NODES:-30}
@@ -168,6 +176,9 @@ for s in ${SCENARIOS//,/ }; do
       min=$(( (CRONJOB_MINUTES + 3) * 60 ))
       [ "$timeout" -ge "$min" ] || timeout=$min
       args=(cronjob --cronjobs "$CRONJOB_COUNT" --minutes "$CRONJOB_MINUTES") ;;
+    daemonset)
+      step "scenario daemonset: $DS_NODES kwok nodes of its own, create, rolling update (maxSurge 10%), $DS_CHURN node adds and deletes, $DS_HEARTBEAT_ROUNDS idle heartbeat rounds (managers: $MANAGERS; qps $QPS, burst $BURST)"
+      args=(daemonset --nodes "$DS_NODES" --churn "$DS_CHURN" --heartbeat-rounds "$DS_HEARTBEAT_ROUNDS") ;;
   esac
   rc=0
   "$BENCH" "${args[@]}" --timeout "$timeout" --out "$WORK/$s.json" "${common[@]}" || rc=$?

@@ -10,6 +10,8 @@
 // A test crate root resolves `mod x;` next to itself (tests/x.rs), hence the paths.
 #[path = "rkcm/cronjob_takeover.rs"]
 mod cronjob_takeover;
+#[path = "rkcm/daemonset_takeover.rs"]
+mod daemonset_takeover;
 #[path = "rkcm/flags.rs"]
 mod flags;
 #[path = "rkcm/kubeadm.rs"]
@@ -22,6 +24,8 @@ mod packaging;
 mod quiet;
 #[path = "rkcm/rollout.rs"]
 mod rollout;
+#[path = "rkcm/rollout_daemonset.rs"]
+mod rollout_daemonset;
 #[path = "rkcm/secure_serving.rs"]
 mod secure_serving;
 #[path = "rkcm/serve.rs"]

@@ -179,6 +179,11 @@ impl Probe {
             .clone()
     }
 
+    /// The manager's CPU time so far (utime+stime), for scenario metrics of a window.
+    pub fn manager_cpu_seconds(&self) -> Option<f64> {
+        procfs::cpu_seconds(self.pid)
+    }
+
     pub fn elapsed(&self) -> Duration {
         self.started.elapsed()
     }

@@ -78,6 +78,14 @@ enum Command {
         #[command(flatten)]
         args: scenarios::cronjob::Args,
     },
+    /// DaemonSet: N simulated nodes; create, rolling update with maxSurge, node adds and
+    /// deletes, idle heartbeats; each phase timed.
+    Daemonset {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        args: scenarios::daemonset::Args,
+    },
     /// Merge scenario result files into the Markdown report and one JSON file.
     Report(report::Args),
 }
@@ -235,6 +243,9 @@ async fn main() -> std::process::ExitCode {
             }
             Command::Cronjob { common, args } => {
                 run_scenario(scenarios::cronjob::CronJobSchedule { args }, &common).await
+            }
+            Command::Daemonset { common, args } => {
+                run_scenario(scenarios::daemonset::DaemonSetNodes { args }, &common).await
             }
             Command::Report(args) => {
                 let ok = report::write(&args)?;

@@ -13,6 +13,7 @@
 //!    110 pods per node), and its name in the report order there (`ALL_SCENARIOS`).
 
 pub mod cronjob;
+pub mod daemonset;
 pub mod deployment;
 pub mod podgc;
 pub mod replicaset;

@@ -11,6 +11,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Taint};
 
 use crate::eligibility::node_should_run_daemon_pod;
+use crate::plan::node_is_not_ready;
 
 fn taints(node: &Node) -> &[Taint] {
     node.spec
@@ -20,10 +21,23 @@ fn taints(node: &Node) -> &[Taint] {
 }
 
 /// An update worth looking at: labels or taints differ (semantically: an empty list or map
-/// equals an absent one).
+/// equals an absent one), or the node went NotReady or came back. The last is not upstream:
+/// rkcm's rolling update leaves NotReady nodes out (see `plan::node_is_not_ready`), so a
+/// rollout must look again when that changes. Heartbeats never flip it.
 pub fn node_update_matters(old: &Node, new: &Node) -> bool {
     let labels = |n: &Node| n.metadata.labels.clone().unwrap_or_default();
-    labels(old) != labels(new) || taints(old) != taints(new)
+    labels(old) != labels(new)
+        || taints(old) != taints(new)
+        || node_is_not_ready(old) != node_is_not_ready(new)
+}
+
+/// A rolling update that has not reached every node yet.
+fn rolling_out(ds: &DaemonSet) -> bool {
+    crate::template::strategy_type(ds) == crate::consts::strategy::ROLLING_UPDATE
+        && ds
+            .status
+            .as_ref()
+            .is_some_and(|s| s.updated_number_scheduled.unwrap_or(0) < s.desired_number_scheduled)
 }
 
 /// Whether the DaemonSet must sync because of `node`: it should run there and has no pod
@@ -39,7 +53,7 @@ pub fn daemonset_needs_sync(node: &Node, ds: &DaemonSet, has_bound_pod: bool) ->
         // Upstream enqueues for `!shouldContinueRunning` or a non-zero misscheduled count;
         // `!shouldRun` also covers a new `NoSchedule` taint, which keeps the pod but makes it
         // misscheduled, so the status follows at once.
-        !p.should_run || misscheduled
+        !p.should_run || misscheduled || rolling_out(ds)
     } else {
         p.should_run
     }
@@ -63,8 +77,12 @@ mod tests {
         }));
         let mut heartbeat = base.clone();
         heartbeat.metadata.resource_version = Some("2".into());
-        heartbeat.status = Some(serde_json::from_value(json!({"conditions": [{"type": "Ready", "status": "False", "lastHeartbeatTime": "2026-01-01T00:00:40Z"}]})).unwrap_or_default());
-        assert!(!node_update_matters(&base, &heartbeat), "status only");
+        heartbeat.status = Some(serde_json::from_value(json!({"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-01-01T00:00:40Z"}]})).unwrap_or_default());
+        assert!(!node_update_matters(&base, &heartbeat), "heartbeat only");
+        let mut not_ready = base.clone();
+        not_ready.status = Some(serde_json::from_value(json!({"conditions": [{"type": "Ready", "status": "Unknown", "lastHeartbeatTime": "2026-01-01T00:00:00Z"}]})).unwrap_or_default());
+        assert!(node_update_matters(&base, &not_ready), "went NotReady");
+        assert!(node_update_matters(&not_ready, &base), "came back");
         let mut cordoned = base.clone();
         if let Some(s) = cordoned.spec.as_mut() {
             s.unschedulable = Some(true);
@@ -125,6 +143,15 @@ mod tests {
         let other = ds(json!({"role": "core"}), 0);
         assert!(!daemonset_needs_sync(&edge, &other, false));
         assert!(daemonset_needs_sync(&edge, &other, true), "misplaced pod");
+        let mut rolling = ds(json!({"role": "edge"}), 0);
+        if let Some(s) = rolling.status.as_mut() {
+            s.desired_number_scheduled = 2;
+            s.updated_number_scheduled = Some(1);
+        }
+        assert!(
+            daemonset_needs_sync(&edge, &rolling, true),
+            "a rollout looks again at a node it may have left out"
+        );
         let counted = ds(json!({"role": "edge"}), 1);
         assert!(
             daemonset_needs_sync(&edge, &counted, true),

@@ -416,6 +416,29 @@ fn desired_node_counts(
     Ok((max_surge, max_unavailable, desired))
 }
 
+/// Whether the node reports a Ready condition that is not `True` (`False`, or `Unknown` once
+/// the node lifecycle controller stops hearing from it). A node without a Ready condition has
+/// not reported yet and is treated as ready, as before.
+///
+/// Not upstream: `rollingUpdate` in `pkg/controller/daemon/update.go` counts a NotReady node
+/// whose pod is unavailable against `maxUnavailable` (or `maxSurge`) like any other, so one
+/// node that dies holding a new pod (or an old pod the rollout deleted, which then never
+/// finishes terminating) uses the budget up for good and the rollout stops on every healthy
+/// node (kubernetes/kubernetes#117204). Here such a node sits the rollout out: it neither uses
+/// budget nor has its pods replaced; it rejoins the arithmetic once Ready again. Budget keeps
+/// meaning "pods this rollout made unavailable": an unavailable old pod on a Ready node still
+/// counts (kubernetes/kubernetes#123232), so a node coming back with its pod not yet ready
+/// never lets the rollout take down one pod too many. The cost: a new revision that itself
+/// makes nodes NotReady is not stopped by the budget; each step still takes at most
+/// `maxUnavailable` pods from Ready nodes.
+pub fn node_is_not_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status != "True")
+}
+
 /// `rollingUpdate`: `(pods to delete, nodes to create on)`. Nodes are visited in node-list
 /// order, then pods aimed at unknown nodes by name (upstream's order is a map's).
 fn rolling_update(
@@ -446,6 +469,13 @@ fn rolling_update(
             .position(|n| node_name(n) == node)
             .map(|i| placements[i])
     };
+    // Nodes whose Ready condition is not True sit the rollout out (see `node_is_not_ready`).
+    order.retain(|node| {
+        !snap
+            .nodes
+            .iter()
+            .any(|n| node_name(n) == *node && node_is_not_ready(n))
+    });
 
     if max_surge == 0 {
         let mut num_unavailable = 0i32;

@@ -19,6 +19,8 @@ mod harness;
 mod lifecycle;
 #[path = "apiserver/nodes.rs"]
 mod nodes;
+#[path = "apiserver/notready.rs"]
+mod notready;
 #[path = "apiserver/rollout.rs"]
 mod rollout;
 #[path = "apiserver/takeover.rs"]

@@ -84,7 +84,7 @@ async fn heartbeats_and_condition_updates_cost_nothing() {
         "1",
     );
     let mut beat = with_rv(&base, "2");
-    beat.status = Some(serde_json::from_value(json!({"conditions": [{"type": "Ready", "status": "False", "lastHeartbeatTime": "2026-01-01T00:00:40Z"}]})).unwrap_or_default());
+    beat.status = Some(serde_json::from_value(json!({"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-01-01T00:00:40Z"}]})).unwrap_or_default());
     f.c.on_node_change(Change::Updated {
         old: Arc::new(base.clone()),
         new: Arc::new(beat),
@@ -92,7 +92,7 @@ async fn heartbeats_and_condition_updates_cost_nothing() {
     assert_eq!(
         f.c.node_queue.len(),
         0,
-        "a heartbeat or condition change is ignored"
+        "a heartbeat is ignored (a Ready flip is not: nodes.rs)"
     );
     let mut relabelled = with_rv(&base, "3");
     relabelled.metadata.labels = Some([("a".to_string(), "2".to_string())].into());

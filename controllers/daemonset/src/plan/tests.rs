@@ -541,3 +541,124 @@ fn a_ready_pod_waiting_for_min_ready_seconds_brings_a_requeue() {
         "no minReadySeconds"
     );
 }
+
+/// Nodes with a Ready condition: `(name, ready)`.
+fn nodes_ready(list: &[(&str, bool)]) -> Vec<Arc<Node>> {
+    list.iter()
+        .map(|(n, r)| {
+            Arc::new(node_from(json!({
+                "metadata": {"name": n},
+                "status": {"conditions": [{"type": "Ready", "status": if *r { "True" } else { "False" }}]}
+            })))
+        })
+        .collect()
+}
+
+#[test]
+fn node_readiness_is_read_from_the_ready_condition_only() {
+    let n = nodes_ready(&[("a", true), ("b", false)]);
+    assert!(!node_is_not_ready(&n[0]));
+    assert!(node_is_not_ready(&n[1]));
+    let unknown = node_from(
+        json!({"metadata": {"name": "u"}, "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}),
+    );
+    assert!(node_is_not_ready(&unknown));
+    assert!(
+        !node_is_not_ready(&node_from(json!({"metadata": {"name": "x"}}))),
+        "no condition reported yet"
+    );
+}
+
+#[test]
+fn a_node_dying_with_an_unavailable_new_pod_does_not_stall_the_rollout() {
+    // kubernetes/kubernetes#117204: a's new pod will never be ready (the node is gone);
+    // upstream counts it and never moves again. b and c still get updated, one at a time.
+    let n = nodes_ready(&[("a", false), ("b", true), ("c", true)]);
+    let mut pods = ready_old(&["b", "c"]);
+    pods.push(pod("new-a", "a", "new", 10).bound("a").build());
+    let p = case(ds(), n.clone(), pods).plan();
+    assert_eq!(p.step, Step::RollingUpdate);
+    assert_eq!(names(&p.deletes), vec!["old-b"]);
+    // b's replacement not ready yet: that uses the budget, nothing more goes.
+    let mut pods = ready_old(&["c"]);
+    pods.push(pod("new-a", "a", "new", 10).bound("a").build());
+    pods.push(pod("new-b", "b", "new", 20).bound("b").build());
+    assert!(case(ds(), n.clone(), pods).plan().is_idle());
+    // Ready: c is next.
+    let mut pods = ready_old(&["c"]);
+    pods.push(pod("new-a", "a", "new", 10).bound("a").build());
+    pods.push(pod("new-b", "b", "new", 20).bound("b").ready(30).build());
+    assert_eq!(names(&case(ds(), n, pods).plan().deletes), vec!["old-c"]);
+}
+
+#[test]
+fn a_node_dying_with_a_terminating_old_pod_does_not_stall_the_rollout() {
+    // The rollout deleted a's old pod, then a died: the pod never finishes terminating.
+    let n = nodes_ready(&[("a", false), ("b", true), ("c", true)]);
+    let mut pods = ready_old(&["b", "c"]);
+    pods.push(
+        pod("old-a", "a", "old", 0)
+            .bound("a")
+            .ready(0)
+            .deleting()
+            .build(),
+    );
+    assert_eq!(names(&case(ds(), n, pods).plan().deletes), vec!["old-b"]);
+}
+
+#[test]
+fn old_pods_on_not_ready_nodes_are_left_alone() {
+    // a is NotReady and its old pod with it: replacing it would only leave a pod terminating
+    // on a node nobody runs. The budget goes to a Ready node.
+    let n = nodes_ready(&[("a", false), ("b", true), ("c", true)]);
+    let mut pods = vec![pod("old-a", "a", "old", 0).bound("a").build()];
+    pods.extend(ready_old(&["b", "c"]));
+    let p = case(ds(), n.clone(), pods).plan();
+    assert_eq!(names(&p.deletes), vec!["old-b"]);
+    // Ready again with its pod not ready yet: now it is replaced at once and uses budget.
+    let n = nodes_ready(&[("a", true), ("b", true), ("c", true)]);
+    let mut pods = vec![pod("old-a", "a", "old", 0).bound("a").build()];
+    pods.extend(ready_old(&["b", "c"]));
+    assert_eq!(names(&case(ds(), n, pods).plan().deletes), vec!["old-a"]);
+}
+
+#[test]
+fn unavailable_old_pods_on_ready_nodes_use_the_budget() {
+    // kubernetes/kubernetes#123232: with maxUnavailable 2 and a's old pod unavailable, one
+    // ready old pod may go, not two.
+    let d = surge_ds(json!(0), json!(2));
+    let n = nodes_ready(&[("a", true), ("b", true), ("c", true), ("d", true)]);
+    let mut pods = vec![pod("old-a", "a", "old", 0).bound("a").build()];
+    pods.extend(ready_old(&["b", "c", "d"]));
+    let p = case(d, n, pods).plan();
+    assert_eq!(names(&p.deletes), vec!["old-a", "old-b"]);
+}
+
+#[test]
+fn a_not_ready_node_gives_no_extra_budget() {
+    // a sits the rollout out; b's new pod is not ready: the budget of one is used, c waits.
+    let n = nodes_ready(&[("a", false), ("b", true), ("c", true)]);
+    let pods = vec![
+        pod("new-a", "a", "new", 10).bound("a").build(),
+        pod("new-b", "b", "new", 10).bound("b").build(),
+        pod("old-c", "c", "old", 0).bound("c").ready(0).build(),
+    ];
+    assert!(case(ds(), n, pods).plan().is_idle());
+}
+
+#[test]
+fn surge_rollout_goes_on_past_a_not_ready_node() {
+    // maxSurge 1: a died while its surge pod was starting. Upstream waits on it for good.
+    let d = surge_ds(json!(1), json!(0));
+    let n = nodes_ready(&[("a", false), ("b", true), ("c", true)]);
+    let mut pods = ready_old(&["a", "b", "c"]);
+    pods.push(pod("new-a", "a", "new", 10).bound("a").build());
+    let p = case(d.clone(), n.clone(), pods).plan();
+    assert_eq!(p.step, Step::RollingUpdate);
+    assert_eq!(p.creates, vec!["b"]);
+    // With b's surge pod starting, c waits.
+    let mut pods = ready_old(&["a", "b", "c"]);
+    pods.push(pod("new-a", "a", "new", 10).bound("a").build());
+    pods.push(pod("new-b", "b", "new", 10).bound("b").build());
+    assert!(case(d, n, pods).plan().is_idle());
+}

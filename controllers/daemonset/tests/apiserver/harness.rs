@@ -108,6 +108,59 @@ impl Env {
         Ok(NodeGuard { name })
     }
 
+    /// A node nobody simulates, named `<namespace>-<suffix>`, with the test's label and
+    /// taint, room for pods (so the scheduler binds there) and a Ready condition that only the
+    /// test changes ([`Env::set_node_ready`]). The test plays its kubelet. Deleted with the Env.
+    pub async fn manual_node(&self, suffix: &str) -> Result<String> {
+        let name = format!("{}-{suffix}", self.group);
+        let node: Node = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {NODE_LABEL: self.group, "kubernetes.io/hostname": name}},
+            "spec": {"taints": [{"key": TEST_TAINT, "value": "true", "effect": "NoSchedule"}]},
+        }))?;
+        self.nodes()
+            .create(&PostParams::default(), &node)
+            .await
+            .with_context(|| format!("creating node {name}"))?;
+        if let Ok(mut nodes) = self.created_nodes.lock() {
+            nodes.push(name.clone());
+        }
+        let room = json!({"pods": "110", "cpu": "8", "memory": "32Gi"});
+        self.nodes()
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"capacity": room, "allocatable": room}})),
+            )
+            .await
+            .with_context(|| format!("setting capacity of node {name}"))?;
+        self.set_node_ready(&name, true).await?;
+        Ok(name)
+    }
+
+    /// Sets the node's Ready condition, as its kubelet (True) or the node lifecycle
+    /// controller (Unknown, once the kubelet is silent) would.
+    pub async fn set_node_ready(&self, name: &str, ready: bool) -> Result<()> {
+        let now = jiff::Timestamp::now().to_string();
+        let (status, reason) = if ready {
+            ("True", "KubeletReady")
+        } else {
+            ("Unknown", "NodeStatusUnknown")
+        };
+        self.nodes()
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"conditions": [{
+                    "type": "Ready", "status": status, "reason": reason, "message": "set by test",
+                    "lastHeartbeatTime": now, "lastTransitionTime": now,
+                }]}})),
+            )
+            .await
+            .with_context(|| format!("setting Ready={ready} on node {name}"))?;
+        Ok(())
+    }
+
     /// Merges `patch` into a node.
     pub async fn patch_node(&self, name: &str, patch: Value) -> Result<()> {
         self.nodes()
