@@ -109,14 +109,10 @@ pub fn new_revision(ds: &DaemonSet, revision: i64) -> Option<ControllerRevision>
 }
 
 /// The create request body for `revision`, Go-encoded so that the apiserver keeps
-/// `data.raw` byte-identical to upstream's.
+/// `data.raw` byte-identical to upstream's
+/// ([`rkcm_runtime::history::revision_request_body`]).
 pub fn create_body(revision: &ControllerRevision) -> Vec<u8> {
-    let mut v = serde_json::to_value(revision).unwrap_or_else(|_| json!({}));
-    if let Value::Object(map) = &mut v {
-        map.insert("apiVersion".into(), json!("apps/v1"));
-        map.insert("kind".into(), json!("ControllerRevision"));
-    }
-    go_json_bytes(&v)
+    rkcm_runtime::history::revision_request_body(revision)
 }
 
 /// The `.revision` of a revision (0 when unset).

@@ -12,7 +12,9 @@
 //!   rkcm without new StatefulSet revisions. [`go_json_bytes`] re-encodes a JSON value exactly
 //!   as Go's `encoding/json` marshals a generic map (sorted keys, HTML-safe escaping, float64
 //!   numbers), which is how upstream produces `data.raw`; the test vectors below come from
-//!   upstream v1.37.1 code.
+//!   upstream v1.37.1 code. Revisions are created and updated with request bodies encoded
+//!   the same way ([`revision_request_body`]): the API server stores a `RawExtension` as the
+//!   bytes it received, and upstream compares those bytes.
 //! - [`hash_dump`] is exactly upstream `ComputeHash` after its object dump: FNV-1a, then
 //!   8 collision bytes (little-endian u32 + 4 zero bytes) when a count is given, safe-encoded.
 //! - [`compute_hash`] (pod-template-hash, DaemonSet revision names) is **not** upstream's value
@@ -43,7 +45,7 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kube::Resource;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams};
 
 use crate::controller_ref::{controller_of, controller_owner_ref};
 use crate::error::Error;
@@ -244,6 +246,22 @@ fn write_go_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
+/// The JSON body of a create or update request for `revision`, encoded with
+/// [`go_json_bytes`] so that its `data` is exactly the bytes Go's `encoding/json` writes for
+/// the same value (HTML-safe escapes, sorted keys, Go's numbers). The API server keeps a
+/// `RawExtension` as the bytes it received, and upstream compares revisions by those bytes
+/// (`EqualRevision`, `CreateControllerRevision`), so a revision written through serde
+/// (`<` where Go writes `\u003c`) would look different to upstream: it would not reuse it on
+/// a rollback and would answer its name with a collision. `apiVersion` and `kind` are set.
+pub fn revision_request_body(revision: &ControllerRevision) -> Vec<u8> {
+    let mut v = serde_json::to_value(revision).unwrap_or_else(|_| serde_json::json!({}));
+    if let serde_json::Value::Object(map) = &mut v {
+        map.insert("apiVersion".into(), serde_json::json!("apps/v1"));
+        map.insert("kind".into(), serde_json::json!("ControllerRevision"));
+    }
+    go_json_bytes(&v)
+}
+
 /// Upstream `NewControllerRevision`: labels = template labels + hash label, the parent's
 /// controllerRef, `data`, `revision`, and the name `<parent>-<hash>` for `collision_count`.
 /// The namespace is the parent's.
@@ -374,6 +392,26 @@ impl History {
         Api::namespaced(self.client.clone(), namespace)
     }
 
+    /// Sends `revision` as a create (POST) or update (PUT of `name`), its body encoded by
+    /// [`revision_request_body`] so that `data.raw` holds Go's bytes.
+    async fn send(
+        &self,
+        namespace: &str,
+        name: Option<&str>,
+        revision: &ControllerRevision,
+    ) -> Result<ControllerRevision, kube::Error> {
+        let collection = format!("/apis/apps/v1/namespaces/{namespace}/controllerrevisions");
+        let builder = match name {
+            None => http::Request::post(collection),
+            Some(n) => http::Request::put(format!("{collection}/{n}")),
+        };
+        let request = builder
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(revision_request_body(revision))
+            .map_err(kube::Error::HttpError)?;
+        self.client.request::<ControllerRevision>(request).await
+    }
+
     /// Creates `revision` under `parent`, named `<parent>-<hash(data, collision_count)>`. On a
     /// name taken by identical data the existing revision is returned; by different data
     /// `collision_count` is incremented and the next name tried (the caller persists the new
@@ -396,7 +434,7 @@ impl History {
             let name = controller_revision_name(&parent_name, &hash);
             clone.metadata.name = Some(name.clone());
             let key = crate::keys::key(Some(&namespace), &name);
-            match api.create(&PostParams::default(), &clone).await {
+            match self.send(&namespace, None, &clone).await {
                 Ok(created) => return Ok(created),
                 Err(kube::Error::Api(s)) if s.is_already_exists() => {
                     let existing = api
@@ -438,7 +476,7 @@ impl History {
             }
             let mut updated = current.clone();
             updated.revision = Some(new_revision);
-            match api.replace(&name, &PostParams::default(), &updated).await {
+            match self.send(&namespace, Some(&name), &updated).await {
                 Ok(r) => return Ok(r),
                 Err(kube::Error::Api(s)) if s.is_conflict() && attempt < 3 => {
                     attempt += 1;
@@ -553,6 +591,32 @@ mod tests {
             let v: serde_json::Value = serde_json::from_str(raw).unwrap_or_default();
             assert_eq!(String::from_utf8_lossy(&go_json_bytes(&v)), raw);
         }
+    }
+
+    #[test]
+    fn request_body_carries_gos_data_bytes() {
+        // GO_PATCH_1 holds every case where serde and Go differ: `<`, `>`, `&`, U+2028,
+        // control characters and a number beyond 2^53.
+        let data: serde_json::Value = serde_json::from_str(GO_PATCH_1).unwrap_or_default();
+        let r = ControllerRevision {
+            metadata: ObjectMeta {
+                name: Some("web-79464c49d9".into()),
+                namespace: Some("ns".into()),
+                ..ObjectMeta::default()
+            },
+            data: RawExtension(data.clone()),
+            revision: Some(3),
+        };
+        let body = String::from_utf8(revision_request_body(&r)).unwrap_or_default();
+        // Keys are sorted, so `data` follows `apiVersion` and precedes `kind`.
+        let want = format!(
+            "{{\"apiVersion\":\"apps/v1\",\"data\":{GO_PATCH_1},\"kind\":\"ControllerRevision\",\"metadata\":{{\"name\":\"web-79464c49d9\",\"namespace\":\"ns\"}},\"revision\":3}}"
+        );
+        assert_eq!(body, want);
+        // serde alone writes other bytes for the same data: what this function exists for.
+        let serde_bytes = serde_json::to_string(&data).unwrap_or_default();
+        assert_ne!(serde_bytes, GO_PATCH_1);
+        assert!(serde_bytes.contains("a<b>&c"), "{serde_bytes}");
     }
 
     #[test]
