@@ -30,5 +30,7 @@ mod rollout_daemonset;
 mod secure_serving;
 #[path = "rkcm/serve.rs"]
 mod serve;
+#[path = "rkcm/statefulset_takeover.rs"]
+mod statefulset_takeover;
 #[path = "rkcm/takeover.rs"]
 mod takeover;
