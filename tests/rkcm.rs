@@ -30,6 +30,8 @@ mod rollout_daemonset;
 mod secure_serving;
 #[path = "rkcm/serve.rs"]
 mod serve;
+#[path = "rkcm/statefulset_identity.rs"]
+mod statefulset_identity;
 #[path = "rkcm/statefulset_takeover.rs"]
 mod statefulset_takeover;
 #[path = "rkcm/takeover.rs"]
