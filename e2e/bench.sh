@@ -17,7 +17,7 @@
 # Settings (environment):
 #   BENCH_QPS=100 BENCH_BURST=200  client limits of both managers
 #   BENCH_MANAGERS=upstream,rkcm   which managers run (the order is always upstream, rkcm)
-#   BENCH_SCENARIOS=podgc,replicaset,deployment,cronjob,daemonset   scenarios to run (comma separated)
+#   BENCH_SCENARIOS=podgc,replicaset,deployment,cronjob,daemonset,statefulset   scenarios to run (comma separated)
 #   PODGC_PODS=20000 PODGC_THRESHOLD=5000   podgc size
 #   RS_REPLICAS=1000               replicaset: scale 0 -> RS_REPLICAS -> 0 on the kwok nodes
 #   DEPLOY_COUNT=100 DEPLOY_REPLICAS=20   deployment: DEPLOY_COUNT Deployments of
@@ -29,6 +29,9 @@
 #                                  scenario, not BENCH_NODES) with one daemon pod each, a
 #                                  rolling update (maxSurge 10%), DS_CHURN nodes added and
 #                                  deleted, DS_HEARTBEAT_ROUNDS=3 rounds of idle heartbeats
+#   STS_PARALLEL=300 STS_ORDERED=100   statefulset: a Parallel set scaled 0 -> STS_PARALLEL,
+#                                  an OrderedReady set 0 -> STS_ORDERED, then a rolling
+#                                  update of the Parallel one (maxUnavailable 1)
 #   BENCH_TIMEOUT=900              seconds one manager may take to converge (cronjob: at
 #                                  least its minutes plus 3, the schedule sets the pace)
 #   BENCH_CONCURRENCY=32           requests in flight while the bench creates/deletes objects
@@ -66,10 +69,11 @@ if [ "$quick" = 1 ]; then
   : "${DEPLOY_COUNT:=10}" "${DEPLOY_REPLICAS:=5}"
   : "${CRONJOB_COUNT:=20}" "${CRONJOB_MINUTES:=2}"
   : "${DS_NODES:=100}" "${DS_CHURN:=10}"
+  : "${STS_PARALLEL:=30}" "${STS_ORDERED:=10}"
   : "${BENCH_REPORT:=bench/reports/quick.md}"
 fi
 # Every scenario, in report order.
-ALL_SCENARIOS=podgc,replicaset,deployment,cronjob,daemonset
+ALL_SCENARIOS=podgc,replicaset,deployment,cronjob,daemonset,statefulset
 QPS=${BENCH_QPS:-100}
 BURST=${BENCH_BURST:-200}
 MANAGERS=${BENCH_MANAGERS:-upstream,rkcm}
@@ -84,6 +88,8 @@ CRONJOB_MINUTES=${CRONJOB_MINUTES:-5}
 DS_NODES=${DS_NODES:-1000}
 DS_CHURN=${DS_CHURN:-100}
 DS_HEARTBEAT_ROUNDS=${DS_HEARTBEAT_ROUNDS:-3}
+STS_PARALLEL=${STS_PARALLEL:-300}
+STS_ORDERED=${STS_ORDERED:-100}
 TIMEOUT=${BENCH_TIMEOUT:-900}
 CONCURRENCY=${BENCH_CONCURRENCY:-32}
 NODES=${BENCH_NODES:-30}
@@ -179,6 +185,9 @@ for s in ${SCENARIOS//,/ }; do
     daemonset)
       step "scenario daemonset: $DS_NODES kwok nodes of its own, create, rolling update (maxSurge 10%), $DS_CHURN node adds and deletes, $DS_HEARTBEAT_ROUNDS idle heartbeat rounds (managers: $MANAGERS; qps $QPS, burst $BURST)"
       args=(daemonset --nodes "$DS_NODES" --churn "$DS_CHURN" --heartbeat-rounds "$DS_HEARTBEAT_ROUNDS") ;;
+    statefulset)
+      step "scenario statefulset: Parallel 0 -> $STS_PARALLEL, OrderedReady 0 -> $STS_ORDERED, rolling update of the $STS_PARALLEL, on $NODES kwok nodes (managers: $MANAGERS; qps $QPS, burst $BURST)"
+      args=(statefulset --parallel "$STS_PARALLEL" --ordered "$STS_ORDERED") ;;
   esac
   rc=0
   "$BENCH" "${args[@]}" --timeout "$timeout" --out "$WORK/$s.json" "${common[@]}" || rc=$?

@@ -86,6 +86,14 @@ enum Command {
         #[command(flatten)]
         args: scenarios::daemonset::Args,
     },
+    /// StatefulSet: `Parallel` 0 → P, `OrderedReady` 0 → O, then a rolling update of the P;
+    /// each phase timed.
+    Statefulset {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        args: scenarios::statefulset::Args,
+    },
     /// Merge scenario result files into the Markdown report and one JSON file.
     Report(report::Args),
 }
@@ -246,6 +254,9 @@ async fn main() -> std::process::ExitCode {
             }
             Command::Daemonset { common, args } => {
                 run_scenario(scenarios::daemonset::DaemonSetNodes { args }, &common).await
+            }
+            Command::Statefulset { common, args } => {
+                run_scenario(scenarios::statefulset::StatefulSetScale { args }, &common).await
             }
             Command::Report(args) => {
                 let ok = report::write(&args)?;

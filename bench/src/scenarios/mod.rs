@@ -17,3 +17,4 @@ pub mod daemonset;
 pub mod deployment;
 pub mod podgc;
 pub mod replicaset;
+pub mod statefulset;
