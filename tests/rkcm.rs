@@ -26,6 +26,8 @@ mod quiet;
 mod rollout;
 #[path = "rkcm/rollout_daemonset.rs"]
 mod rollout_daemonset;
+#[path = "rkcm/rollout_statefulset.rs"]
+mod rollout_statefulset;
 #[path = "rkcm/secure_serving.rs"]
 mod secure_serving;
 #[path = "rkcm/serve.rs"]

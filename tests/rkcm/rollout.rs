@@ -477,21 +477,21 @@ fn is_progress_line(line: &str, name: &str) -> bool {
 
 /// One normalised entry of a transcript.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Entry {
-    step: String,
-    text: String,
+pub(crate) struct Entry {
+    pub(crate) step: String,
+    pub(crate) text: String,
 }
 
 /// A kubectl session's record: each command with its exit code and output, and the
 /// Deployment/ReplicaSet state after each settled step.
-struct Transcript {
+pub(crate) struct Transcript {
     kind: Kind,
     raw: Vec<Entry>,
     hashes: Hashes,
 }
 
 impl Transcript {
-    fn new(kind: Kind) -> Self {
+    pub(crate) fn new(kind: Kind) -> Self {
         Self {
             kind,
             raw: Vec::new(),
@@ -499,14 +499,14 @@ impl Transcript {
         }
     }
 
-    fn push(&mut self, step: &str, text: String) {
+    pub(crate) fn push(&mut self, step: &str, text: String) {
         self.raw.push(Entry {
             step: step.to_owned(),
             text,
         });
     }
 
-    fn record(&mut self, step: &str, out: &Out) {
+    pub(crate) fn record(&mut self, step: &str, out: &Out) {
         self.push(
             step,
             format!(
@@ -530,7 +530,7 @@ impl Transcript {
         self.push(step, text);
     }
 
-    fn entries(&self) -> Vec<Entry> {
+    pub(crate) fn entries(&self) -> Vec<Entry> {
         self.raw
             .iter()
             .map(|e| Entry {
@@ -1051,7 +1051,7 @@ pub(crate) fn subject() -> Kind {
     }
 }
 
-fn compare(reference: &Transcript, subject: &Transcript) -> anyhow::Result<()> {
+pub(crate) fn compare(reference: &Transcript, subject: &Transcript) -> anyhow::Result<()> {
     let (a, b) = (reference.entries(), subject.entries());
     let mut report = String::new();
     for i in 0..a.len().max(b.len()) {
