@@ -264,12 +264,13 @@ impl Controller {
             set: &set,
             claims: &claims,
         };
+        // Children already owned come back as the cached objects themselves; only adopted
+        // ones are new objects (written by the adoption patch).
+        let cached: std::collections::HashSet<usize> =
+            candidates.iter().map(|c| Arc::as_ptr(c).addr()).collect();
         for p in &outcome.claimed {
-            if controller_of(&p.metadata).is_some_and(|r| r.uid == uid)
-                && !candidates.iter().any(|c| {
-                    c.metadata.resource_version == p.metadata.resource_version
-                        && c.metadata.uid == p.metadata.uid
-                })
+            if !cached.contains(&Arc::as_ptr(p).addr())
+                && controller_of(&p.metadata).is_some_and(|r| r.uid == uid)
             {
                 self.wrote(&ctx, &**p);
             }
