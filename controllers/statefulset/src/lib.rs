@@ -51,13 +51,12 @@
 //!   as well, not only on those already cached.
 //! - An update deletion never targets an ordinal whose pod does not exist (upstream could,
 //!   only without `rollingUpdate`, which the apiserver always defaults).
-//! - Semantic revision comparison (`StatefulSetSemanticRevisionComparison`) compares the
-//!   decoded revision data instead of re-applying and re-defaulting the set.
-//! - Revisions rkcm creates are sent as JSON re-encoded by serde, so `data.raw` holds the
-//!   same bytes as upstream's except where Go escapes characters (`<`, `>`, `&`, U+2028,
-//!   U+2029) or prints numbers beyond 2^53 differently. The name (hash) is always computed
-//!   from Go's bytes. A template with such characters, rolled out by rkcm and then handed to
-//!   upstream, makes upstream create one new revision (it compares bytes).
+//! - Revisions are compared by their decoded data, every one of them: the informers read
+//!   JSON, which does not show the stored bytes. Upstream compares the raw bytes and, for
+//!   the newest revision only (`StatefulSetSemanticRevisionComparison`), re-applies and
+//!   re-defaults the set. rkcm writes revisions with Go's exact bytes
+//!   ([`rkcm_runtime::history::revision_request_body`]), so upstream also recognises older
+//!   revisions rkcm created, e.g. on a rollback after a handover.
 //!
 //! No `RecreatingFailedPod`/`RecreatingTerminatedPod` events: upstream removed them in
 //! v1.31; a failed pod is reported by its `SuccessfulDelete` event only.
