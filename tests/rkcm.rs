@@ -12,6 +12,8 @@
 mod cronjob_takeover;
 #[path = "rkcm/flags.rs"]
 mod flags;
+#[path = "rkcm/job_takeover.rs"]
+mod job_takeover;
 #[path = "rkcm/leader.rs"]
 mod leader;
 #[path = "rkcm/packaging.rs"]
