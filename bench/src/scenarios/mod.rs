@@ -14,5 +14,6 @@
 
 pub mod cronjob;
 pub mod deployment;
+pub mod job;
 pub mod podgc;
 pub mod replicaset;
