@@ -12,6 +12,8 @@
 mod cronjob_takeover;
 #[path = "rkcm/flags.rs"]
 mod flags;
+#[path = "rkcm/job_faults.rs"]
+mod job_faults;
 #[path = "rkcm/job_takeover.rs"]
 mod job_takeover;
 #[path = "rkcm/leader.rs"]
