@@ -166,13 +166,22 @@ async fn run(env: &Env) -> anyhow::Result<()> {
 
     let checked = check_completed(env, "idx", true, COMPLETIONS, false).await;
     let pods = Manager::with_logs(checked, &mut [&mut rkcm])?;
-    let mut per_index: std::collections::BTreeMap<i32, usize> = Default::default();
+    let mut per_index: std::collections::BTreeMap<i32, Vec<String>> = Default::default();
     for p in &pods {
-        *per_index
+        let created = p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        per_index
             .entry(completion_index(p).unwrap_or(-1))
-            .or_default() += 1;
+            .or_default()
+            .push(format!("{} created {created:?}", name_of(p)));
     }
-    let reruns = per_index.values().filter(|n| **n > 1).count();
+    let again: Vec<_> = per_index.iter().filter(|(_, v)| v.len() > 1).collect();
+    let reruns = again.len();
+    if reruns > 0 {
+        println!(
+            "job faults: indexes run again, e.g. {:?}",
+            &again[..reruns.min(3)]
+        );
+    }
     let early = released_before_recorded(&history, &job_history)?;
     anyhow::ensure!(
         early.is_empty(),

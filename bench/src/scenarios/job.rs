@@ -334,7 +334,9 @@ pub struct State {
 /// garbage collector runs on the bench plane).
 async fn remove(env: &Env, ns: &str) -> anyhow::Result<()> {
     let jobs: Api<Job> = Api::namespaced(env.client.clone(), ns);
-    let (dp, all) = (DeleteParams::default(), ListParams::default());
+    // Background: the default for batch/v1 Jobs is to orphan, which leaves a finalizer only
+    // a garbage collector would remove, and none runs on the bench plane.
+    let (dp, all) = (DeleteParams::background(), ListParams::default());
     match k8s::retry(|| jobs.delete_collection(&dp, &all)).await {
         Ok(_) => {}
         Err(e) if k8s::is_status(&e, 404) => {}
