@@ -32,12 +32,18 @@
 #   STS_PARALLEL=300 STS_ORDERED=100   statefulset: a Parallel set scaled 0 -> STS_PARALLEL,
 #                                  an OrderedReady set 0 -> STS_ORDERED, then a rolling
 #                                  update of the Parallel one (maxUnavailable 1)
+#   JOB_COMPLETIONS=1000 JOB_PARALLELISM=100   job-1k: one Indexed Job run to completion on
+#                                  the kwok nodes (kwok completes Job pods at once)
+#   JOB_LARGE_COMPLETIONS=10000 JOB_LARGE_PARALLELISM=500   job-10k: the same, larger
+#   JOB_TTL_JOBS=500               job-ttl: one-pod Jobs with ttlSecondsAfterFinished 0,
+#                                  run and deleted (job + ttl-after-finished controllers)
 #   BENCH_TIMEOUT=900              seconds one manager may take to converge (cronjob: at
 #                                  least its minutes plus 3, the schedule sets the pace)
 #   BENCH_CONCURRENCY=32           requests in flight while the bench creates/deletes objects
 #   BENCH_NODES=30                 simulated (kwok) nodes of the plane, 110 pods each
 #                                  (replicaset needs RS_REPLICAS/110 of them, deployment
-#                                  DEPLOY_COUNT * (DEPLOY_REPLICAS + maxSurge 25%) / 110)
+#                                  DEPLOY_COUNT * (DEPLOY_REPLICAS + maxSurge 25%) / 110,
+#                                  job-10k JOB_LARGE_PARALLELISM/110, job-ttl JOB_TTL_JOBS/110)
 #   BENCH_REPORT=bench/reports/latest.md    report path (JSON: same name, .json)
 #   BENCH_RESULTS=bench/reports    newest result of each scenario, <scenario>.json
 #                                  (default for other reports: the report path without .md)
@@ -70,10 +76,12 @@ if [ "$quick" = 1 ]; then
   : "${CRONJOB_COUNT:=20}" "${CRONJOB_MINUTES:=2}"
   : "${DS_NODES:=100}" "${DS_CHURN:=10}"
   : "${STS_PARALLEL:=30}" "${STS_ORDERED:=10}"
+  : "${JOB_COMPLETIONS:=100}" "${JOB_PARALLELISM:=10}" "${JOB_LARGE_COMPLETIONS:=500}"
+  : "${JOB_LARGE_PARALLELISM:=50}" "${JOB_TTL_JOBS:=50}"
   : "${BENCH_REPORT:=bench/reports/quick.md}"
 fi
 # Every scenario, in report order.
-ALL_SCENARIOS=podgc,replicaset,deployment,cronjob,daemonset,statefulset
+ALL_SCENARIOS=podgc,replicaset,deployment,cronjob,daemonset,statefulset,job-1k,job-10k,job-ttl
 QPS=${BENCH_QPS:-100}
 BURST=${BENCH_BURST:-200}
 MANAGERS=${BENCH_MANAGERS:-upstream,rkcm}
@@ -90,6 +98,11 @@ DS_CHURN=${DS_CHURN:-100}
 DS_HEARTBEAT_ROUNDS=${DS_HEARTBEAT_ROUNDS:-3}
 STS_PARALLEL=${STS_PARALLEL:-300}
 STS_ORDERED=${STS_ORDERED:-100}
+JOB_COMPLETIONS=${JOB_COMPLETIONS:-1000}
+JOB_PARALLELISM=${JOB_PARALLELISM:-100}
+JOB_LARGE_COMPLETIONS=${JOB_LARGE_COMPLETIONS:-10000}
+JOB_LARGE_PARALLELISM=${JOB_LARGE_PARALLELISM:-500}
+JOB_TTL_JOBS=${JOB_TTL_JOBS:-500}
 TIMEOUT=${BENCH_TIMEOUT:-900}
 CONCURRENCY=${BENCH_CONCURRENCY:-32}
 NODES=${BENCH_NODES:-30}
@@ -111,6 +124,13 @@ DEPLOY_PEAK=$(( DEPLOY_COUNT * (DEPLOY_REPLICAS + (DEPLOY_REPLICAS * 25 + 99) / 
 if [[ ",$SCENARIOS," == *,deployment,* ]] && [ $(( NODES * 110 )) -lt "$DEPLOY_PEAK" ]; then
   die "deployment: up to $DEPLOY_PEAK pods at once need $(( (DEPLOY_PEAK + 109) / 110 )) kwok nodes (110 pods each); BENCH_NODES=$NODES"
 fi
+# Pods of a Job scenario that may run at once (each plus its probe Job's pod).
+for pair in "job-1k:$JOB_PARALLELISM" "job-10k:$JOB_LARGE_PARALLELISM" "job-ttl:$JOB_TTL_JOBS"; do
+  s=${pair%%:*}; n=$(( ${pair#*:} + 1 ))
+  if [[ ",$SCENARIOS," == *,$s,* ]] && [ $(( NODES * 110 )) -lt "$n" ]; then
+    die "$s: up to $n pods at once need $(( (n + 109) / 110 )) kwok nodes (110 pods each); BENCH_NODES=$NODES"
+  fi
+done
 DIR=${RKCM_BENCH_CLUSTER_DIR:-${TMPDIR:-/tmp}/rkcm-bench-$(id -u)}
 WORK=${BENCH_WORK:-${TMPDIR:-/tmp}/rkcm-bench-work-$(id -u)}
 
@@ -188,6 +208,15 @@ for s in ${SCENARIOS//,/ }; do
     statefulset)
       step "scenario statefulset: Parallel 0 -> $STS_PARALLEL, OrderedReady 0 -> $STS_ORDERED, rolling update of the $STS_PARALLEL, on $NODES kwok nodes (managers: $MANAGERS; qps $QPS, burst $BURST)"
       args=(statefulset --parallel "$STS_PARALLEL" --ordered "$STS_ORDERED") ;;
+    job-1k)
+      step "scenario job-1k: Indexed Job, $JOB_COMPLETIONS completions, parallelism $JOB_PARALLELISM (managers: $MANAGERS; qps $QPS, burst $BURST)"
+      args=(job --id job-1k --completions "$JOB_COMPLETIONS" --parallelism "$JOB_PARALLELISM") ;;
+    job-10k)
+      step "scenario job-10k: Indexed Job, $JOB_LARGE_COMPLETIONS completions, parallelism $JOB_LARGE_PARALLELISM (managers: $MANAGERS; qps $QPS, burst $BURST)"
+      args=(job --id job-10k --completions "$JOB_LARGE_COMPLETIONS" --parallelism "$JOB_LARGE_PARALLELISM") ;;
+    job-ttl)
+      step "scenario job-ttl: $JOB_TTL_JOBS one-pod Jobs with ttlSecondsAfterFinished 0 (managers: $MANAGERS; qps $QPS, burst $BURST)"
+      args=(job-ttl --jobs "$JOB_TTL_JOBS") ;;
   esac
   rc=0
   "$BENCH" "${args[@]}" --timeout "$timeout" --out "$WORK/$s.json" "${common[@]}" || rc=$?

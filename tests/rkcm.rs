@@ -16,6 +16,10 @@ mod daemonset_takeover;
 mod flags;
 #[path = "rkcm/kubeadm.rs"]
 mod kubeadm;
+#[path = "rkcm/job_faults.rs"]
+mod job_faults;
+#[path = "rkcm/job_takeover.rs"]
+mod job_takeover;
 #[path = "rkcm/leader.rs"]
 mod leader;
 #[path = "rkcm/packaging.rs"]

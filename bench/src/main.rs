@@ -94,6 +94,22 @@ enum Command {
         #[command(flatten)]
         args: scenarios::statefulset::Args,
     },
+    /// Job: one Indexed Job of N completions at parallelism P run to completion on kwok
+    /// nodes; pods per second and requests per pod.
+    Job {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        args: scenarios::job::Args,
+    },
+    /// Job + TTL-after-finished: N one-pod Jobs with `ttlSecondsAfterFinished: 0` run and
+    /// deleted.
+    JobTtl {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        args: scenarios::job::TtlArgs,
+    },
     /// Merge scenario result files into the Markdown report and one JSON file.
     Report(report::Args),
 }
@@ -257,6 +273,12 @@ async fn main() -> std::process::ExitCode {
             }
             Command::Statefulset { common, args } => {
                 run_scenario(scenarios::statefulset::StatefulSetScale { args }, &common).await
+            }
+            Command::Job { common, args } => {
+                run_scenario(scenarios::job::IndexedJob::new(args), &common).await
+            }
+            Command::JobTtl { common, args } => {
+                run_scenario(scenarios::job::TtlJobs { args }, &common).await
             }
             Command::Report(args) => {
                 let ok = report::write(&args)?;

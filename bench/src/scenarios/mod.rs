@@ -15,6 +15,7 @@
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
+pub mod job;
 pub mod podgc;
 pub mod replicaset;
 pub mod statefulset;

@@ -15,6 +15,8 @@
 mod accounting;
 #[path = "apiserver/basics.rs"]
 mod basics;
+#[path = "apiserver/elastic.rs"]
+mod elastic;
 #[path = "apiserver/failures.rs"]
 mod failures;
 #[path = "apiserver/harness.rs"]
@@ -23,5 +25,9 @@ mod harness;
 mod indexed;
 #[path = "apiserver/lifecycle.rs"]
 mod lifecycle;
+#[path = "apiserver/orphaning.rs"]
+mod orphaning;
+#[path = "apiserver/policies.rs"]
+mod policies;
 #[path = "apiserver/terminating.rs"]
 mod terminating;

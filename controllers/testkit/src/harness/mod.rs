@@ -12,6 +12,9 @@
 //! - [`OffsetClock`]: a controller clock running at real speed from an instant the test sets.
 //! - [`History`]: every version of every object of one kind from a watch, for "never" and
 //!   "before" claims; [`Readier`]: plays the kubelet for pods as they appear.
+//! - [`JobPodRunner`]: plays the kubelet for Job pods (run, then exit with a chosen code, or
+//!   keep running); [`Env::terminate_at`] finishes one pod at a chosen time;
+//!   [`index_overlaps`]: two live pods of one completion index in a pod history.
 //! - Free functions: object accessors, small JSON builders, `ensure`-style assertions.
 
 use std::collections::BTreeMap;
@@ -35,11 +38,16 @@ use crate::{TestCluster, TestNamespace, holds_for, wait_for};
 mod clock;
 mod controllers;
 mod history;
+mod job_pods;
 mod manager;
 
 pub use clock::OffsetClock;
 pub use controllers::Controllers;
 pub use history::{History, Readier, Seen};
+pub use job_pods::{
+    COMPLETION_INDEX, IndexOverlap, JobPodRunner, completion_index, index_overlaps, job_controlled,
+    terminated_status,
+};
 pub use manager::{E2E_BIN_ENV, Manager, ManagerKind, RKCM_BIN_ENV, e2e_bin, rkcm_binary};
 
 /// The finalizer tests put on objects to observe them terminating; [`Env::finish`]
