@@ -14,12 +14,12 @@ mod cronjob_takeover;
 mod daemonset_takeover;
 #[path = "rkcm/flags.rs"]
 mod flags;
-#[path = "rkcm/kubeadm.rs"]
-mod kubeadm;
 #[path = "rkcm/job_faults.rs"]
 mod job_faults;
 #[path = "rkcm/job_takeover.rs"]
 mod job_takeover;
+#[path = "rkcm/kubeadm.rs"]
+mod kubeadm;
 #[path = "rkcm/leader.rs"]
 mod leader;
 #[path = "rkcm/packaging.rs"]
