@@ -21,19 +21,16 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use http::{HeaderValue, Request, Response, StatusCode, header};
+use http::HeaderValue;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{Api, ObjectMeta, PostParams};
-use kube::client::Body;
-use parking_lot::Mutex;
 use tokio::time::Instant;
-use tower::{BoxError, Layer, Service};
+use tower::BoxError;
 
-use rkcm_runtime::client::{ClientOptions, RestClientLayer, user_agent};
+use rkcm_runtime::client::{ClientOptions, Credential, RestClientLayer, user_agent};
 use rkcm_runtime::flowcontrol::client_limiter;
 
 /// Where the controllers' ServiceAccounts live (upstream `metav1.NamespaceSystem`).
@@ -236,82 +233,13 @@ impl TokenSource {
     }
 }
 
-/// Sets `Authorization` from a [`TokenSource`] on every request and drops the cached token
-/// when the server answers 401.
-#[derive(Clone)]
-pub struct TokenLayer {
-    source: Arc<TokenSource>,
-}
-
-impl<S> Layer<S> for TokenLayer {
-    type Service = TokenService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        TokenService {
-            inner: Arc::new(Mutex::new(inner)),
-            source: self.source.clone(),
-        }
-    }
-}
-
-/// The service of [`TokenLayer`]. The inner service sits behind a mutex held only for
-/// `poll_ready` + `call`, because the token is awaited inside the response future.
-pub struct TokenService<S> {
-    inner: Arc<Mutex<S>>,
-    source: Arc<TokenSource>,
-}
-
-impl<S> Clone for TokenService<S> {
-    fn clone(&self) -> Self {
-        Self {
-            inner: self.inner.clone(),
-            source: self.source.clone(),
-        }
-    }
-}
-
-type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
-
-impl<S, B> Service<Request<Body>> for TokenService<S>
-where
-    S: Service<Request<Body>, Response = Response<B>> + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: Send + 'static,
-{
-    type Response = Response<B>;
-    type Error = BoxError;
-    type Future = BoxFuture<Result<Response<B>, BoxError>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
+impl Credential for TokenSource {
+    fn header(&self) -> Pin<Box<dyn Future<Output = Result<HeaderValue, BoxError>> + Send + '_>> {
+        Box::pin(async move { TokenSource::header(self).await.map_err(BoxError::from) })
     }
 
-    fn call(&mut self, mut req: Request<Body>) -> Self::Future {
-        let inner = self.inner.clone();
-        let source = self.source.clone();
-        Box::pin(async move {
-            let value = source.header().await.map_err(BoxError::from)?;
-            req.headers_mut().insert(header::AUTHORIZATION, value);
-            let mut req = Some(req);
-            let fut = std::future::poll_fn(|cx| {
-                let mut svc = inner.lock();
-                match svc.poll_ready(cx) {
-                    Poll::Pending => Poll::Pending,
-                    Poll::Ready(Err(err)) => Poll::Ready(Err(err.into())),
-                    Poll::Ready(Ok(())) => match req.take() {
-                        Some(req) => Poll::Ready(Ok(svc.call(req))),
-                        None => Poll::Ready(Err(BoxError::from("request already sent"))),
-                    },
-                }
-            })
-            .await?;
-            let resp = fut.await.map_err(Into::into)?;
-            if resp.status() == StatusCode::UNAUTHORIZED {
-                source.reset().await;
-            }
-            Ok(resp)
-        })
+    fn reset(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(TokenSource::reset(self))
     }
 }
 
@@ -351,9 +279,7 @@ impl ControllerClientBuilder {
                 name: sa.to_owned(),
                 source,
             })?;
-        let token = TokenLayer {
-            source: Arc::new(TokenSource::new(self.root.clone(), sa)),
-        };
+        let token = Arc::new(TokenSource::new(self.root.clone(), sa));
         let rest = RestClientLayer::new(
             client_limiter(self.opts.qps, self.opts.burst),
             user_agent(&format!(
@@ -372,13 +298,17 @@ impl ControllerClientBuilder {
                     reason: e.to_string(),
                 }
             })?;
-        Ok(builder.with_layer(&token).with_layer(&rest).build())
+        Ok(builder.with_layer(&rest.with_credential(token)).build())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::{Request, Response, StatusCode, header};
+    use kube::client::Body;
+    use parking_lot::Mutex;
+    use tower::{Layer, Service};
 
     #[test]
     fn service_accounts_are_upstreams() {
@@ -430,10 +360,9 @@ mod tests {
                 Ok::<_, BoxError>(resp)
             }
         });
-        let mut svc = TokenLayer {
-            source: source.clone(),
-        }
-        .layer(inner);
+        let mut svc = RestClientLayer::new(None, HeaderValue::from_static("test"), String::new())
+            .with_credential(source.clone())
+            .layer(inner);
         let resp = svc.call(Request::new(Body::empty())).await.expect("answer");
         assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
         assert_eq!(*seen.lock(), ["Bearer first"]);

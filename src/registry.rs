@@ -397,6 +397,120 @@ mod tests {
     use super::*;
     use std::collections::HashSet;
 
+    /// Upstream's names, queue names, event components and defaults of every workload
+    /// controller, in one table (`pkg/controller/*`, `cmd/kube-controller-manager/app/options`).
+    #[test]
+    fn controller_names_queues_and_defaults_are_upstream() {
+        use rkcm_replicaset::ReplicaOwner;
+        let got = [
+            (
+                rkcm_replicaset::NAME,
+                <ReplicaSet as ReplicaOwner>::QUEUE_NAME,
+                <ReplicaSet as ReplicaOwner>::EVENT_COMPONENT,
+                rkcm_replicaset::Config::default().workers,
+            ),
+            (
+                rkcm_replicaset::RC_NAME,
+                <ReplicationController as ReplicaOwner>::QUEUE_NAME,
+                <ReplicationController as ReplicaOwner>::EVENT_COMPONENT,
+                rkcm_replicaset::Config::default().workers,
+            ),
+            (
+                rkcm_deployment::NAME,
+                rkcm_deployment::consts::QUEUE_NAME,
+                rkcm_deployment::consts::EVENT_COMPONENT,
+                rkcm_deployment::Config::default().workers,
+            ),
+            (
+                rkcm_statefulset::NAME,
+                rkcm_statefulset::consts::QUEUE_NAME,
+                rkcm_statefulset::consts::EVENT_COMPONENT,
+                rkcm_statefulset::Config::default().workers,
+            ),
+            (
+                rkcm_daemonset::NAME,
+                rkcm_daemonset::consts::QUEUE_NAME,
+                rkcm_daemonset::consts::EVENT_COMPONENT,
+                rkcm_daemonset::Config::default().workers,
+            ),
+            (
+                rkcm_job::NAME,
+                rkcm_job::consts::QUEUE_NAME,
+                rkcm_job::consts::EVENT_COMPONENT,
+                rkcm_job::Config::default().workers,
+            ),
+            (
+                rkcm_cronjob::NAME,
+                rkcm_cronjob::consts::QUEUE_NAME,
+                rkcm_cronjob::consts::EVENT_COMPONENT,
+                rkcm_cronjob::Config::default().workers,
+            ),
+            (
+                rkcm_ttlafterfinished::NAME,
+                rkcm_ttlafterfinished::consts::QUEUE_NAME,
+                "",
+                rkcm_ttlafterfinished::Config::default().workers,
+            ),
+        ];
+        let want = [
+            (
+                "replicaset-controller",
+                "replicaset",
+                "replicaset-controller",
+                5,
+            ),
+            (
+                "replicationcontroller-controller",
+                "replicationmanager",
+                "replication-controller",
+                5,
+            ),
+            (
+                "deployment-controller",
+                "deployment",
+                "deployment-controller",
+                5,
+            ),
+            (
+                "statefulset-controller",
+                "statefulset",
+                "statefulset-controller",
+                5,
+            ),
+            (
+                "daemonset-controller",
+                "daemonset",
+                "daemonset-controller",
+                2,
+            ),
+            ("job-controller", "job", "job-controller", 5),
+            ("cronjob-controller", "cronjob", "cronjob-controller", 5),
+            ("ttl-after-finished-controller", "ttl_jobs_to_delete", "", 5),
+        ];
+        assert_eq!(got, want);
+
+        // Second queues, retry limits, timing and the gates each controller reads.
+        assert_eq!(
+            rkcm_daemonset::consts::NODE_QUEUE_NAME,
+            "daemonset-node-updates"
+        );
+        assert_eq!(rkcm_job::consts::ORPHAN_QUEUE_NAME, "job_orphan_pod");
+        assert_eq!(rkcm_deployment::consts::MAX_RETRIES, 15);
+        assert_eq!(
+            rkcm_cronjob::consts::NEXT_SCHEDULE_DELTA,
+            jiff::SignedDuration::from_millis(100)
+        );
+        let rs = rkcm_replicaset::Config::default();
+        assert_eq!(rs.burst_replicas, 500);
+        assert!(rs.terminating_replicas && rs.pod_deletion_cost && rs.stale_cache_guard);
+        let ds = rkcm_daemonset::Config::default();
+        assert_eq!(ds.burst_replicas, 250);
+        assert!(ds.stale_cache_guard);
+        assert!(rkcm_deployment::Config::default().terminating_replicas);
+        let sts = rkcm_statefulset::Config::default();
+        assert!(sts.max_unavailable && sts.stale_cache_guard);
+    }
+
     fn strings(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
     }

@@ -45,25 +45,18 @@ pub(crate) const IMAGE_V2: &str = "registry.example/web:v2";
 /// `app=<name>`, the [`HTML_NOTE`] annotation in its template, `extra_spec` merged into the
 /// spec.
 pub(crate) fn sts_manifest(name: &str, replicas: i32, image: &str, extra_spec: Value) -> Value {
-    let mut s = json!({
-        "apiVersion": "apps/v1", "kind": "StatefulSet",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "serviceName": name,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}, "annotations": {"note": HTML_NOTE}},
-                "spec": {
-                    "terminationGracePeriodSeconds": 1,
-                    "nodeSelector": {"type": "kwok"},
-                    "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists",
-                                     "effect": "NoSchedule"}],
-                    "containers": [{"name": "app", "image": image}],
-                },
+    let mut s = rkcm_testkit::builders::statefulset(name, replicas, "app", image);
+    rkcm_testkit::harness::merge_json(
+        &mut s,
+        &json!({"spec": {"template": {
+            "metadata": {"annotations": {"note": HTML_NOTE}},
+            "spec": {
+                "nodeSelector": {"type": "kwok"},
+                "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists",
+                                 "effect": "NoSchedule"}],
             },
-        },
-    });
+        }}}),
+    );
     if let (Some(spec), Some(extra)) = (s["spec"].as_object_mut(), extra_spec.as_object()) {
         for (k, v) in extra {
             spec.insert(k.clone(), v.clone());

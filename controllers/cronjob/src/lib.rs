@@ -47,12 +47,13 @@ use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use rkcm_runtime::ControllerContext;
 use rkcm_runtime::clock::SharedClock;
+use rkcm_runtime::controller::Reconcile;
 use rkcm_runtime::controller::{Run, SyncProbe, probes};
 use rkcm_runtime::controller_ref::{controller_of, resolve_controller_ref};
 use rkcm_runtime::events::{EventRecorder, EventType};
 use rkcm_runtime::informer::{Change, INDEX_CONTROLLER_UID, InformerFactory, Store};
 use rkcm_runtime::keys::key_of;
-use rkcm_runtime::workqueue::{RateLimiter, RetryPolicy, WorkQueue};
+use rkcm_runtime::workqueue::{RateLimiter, WorkQueue};
 
 pub use error::Error;
 
@@ -163,6 +164,10 @@ impl Controller {
             }
         }
     }
+}
+
+impl Reconcile for Controller {
+    type Error = Error;
 
     async fn sync(&self, key: String) -> Result<(), Error> {
         let _running = self.deferred.enter();
@@ -238,15 +243,15 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
     jobs.subscribe_with(&controller, Controller::on_job);
     cronjobs.subscribe_with(&controller, Controller::on_cronjob);
     // Upstream retries every failed sync with backoff, for ever.
-    Run::new(NAME, informers(&ctx.informers), &controller)
-        .queue(
-            queue,
-            cfg.workers,
-            RetryPolicy::default(),
-            |c, k| async move { c.sync(k).await },
-        )
-        .run(&ctx)
-        .await?;
+    Run::main(
+        NAME,
+        informers(&ctx.informers),
+        &controller,
+        queue,
+        cfg.workers,
+    )
+    .run(&ctx)
+    .await?;
     // The workers are done; the writers send what the last syncs left queued.
     while writers.join_next().await.is_some() {}
     Ok(())
@@ -257,19 +262,6 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-
-    #[test]
-    fn defaults_are_upstream() {
-        let cfg = Config::default();
-        assert_eq!(cfg.workers, 5);
-        assert_eq!(NAME, "cronjob-controller");
-        assert_eq!(consts::QUEUE_NAME, "cronjob");
-        assert_eq!(consts::EVENT_COMPONENT, "cronjob-controller");
-        assert_eq!(
-            consts::NEXT_SCHEDULE_DELTA,
-            jiff::SignedDuration::from_millis(100)
-        );
-    }
 
     /// Many CronJobs due at once: every Job is created before the first status write, and
     /// every CronJob gets its status written once (upstream interleaves them, so its later

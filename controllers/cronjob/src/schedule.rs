@@ -22,6 +22,7 @@ use std::fmt;
 
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
+use rkcm_runtime::duration::GoDuration;
 
 /// Set in a field's bits when the field was written `*` or `?` (robfig's `starBit`).
 pub const STAR_BIT: u64 = 1 << 63;
@@ -374,9 +375,9 @@ fn parse_descriptor(descriptor: &str, location: Location) -> Result<Schedule, Pa
         _ => {}
     }
     if let Some(d) = descriptor.strip_prefix("@every ") {
-        return match parse_go_duration(d) {
-            Ok(nanos) => {
-                let nanos = nanos.max(1_000_000_000);
+        return match d.parse::<GoDuration>() {
+            Ok(duration) => {
+                let nanos = duration.as_nanos().max(1_000_000_000);
                 Ok(Schedule::Every {
                     delay_seconds: nanos / 1_000_000_000,
                 })
@@ -385,120 +386,6 @@ fn parse_descriptor(descriptor: &str, location: Location) -> Result<Schedule, Pa
         };
     }
     err(format!("unrecognized descriptor: {descriptor}"))
-}
-
-/// Go's `time.ParseDuration`, in nanoseconds, with its error text.
-pub fn parse_go_duration(orig: &str) -> Result<i64, String> {
-    let invalid = || format!("time: invalid duration {orig:?}");
-    let mut s = orig;
-    let mut neg = false;
-    if let Some(c) = s.chars().next()
-        && (c == '-' || c == '+')
-    {
-        neg = c == '-';
-        s = &s[1..];
-    }
-    if s == "0" {
-        return Ok(0);
-    }
-    if s.is_empty() {
-        return Err(invalid());
-    }
-    const LIMIT: u64 = 1 << 63;
-    let mut d: u64 = 0;
-    while !s.is_empty() {
-        let b = s.as_bytes();
-        if !(b[0] == b'.' || b[0].is_ascii_digit()) {
-            return Err(invalid());
-        }
-        // leading integer
-        let mut i = 0;
-        let mut v: u64 = 0;
-        while i < b.len() && b[i].is_ascii_digit() {
-            if v > LIMIT / 10 {
-                return Err(invalid());
-            }
-            v = v * 10 + u64::from(b[i] - b'0');
-            if v > LIMIT {
-                return Err(invalid());
-            }
-            i += 1;
-        }
-        let pre = i > 0;
-        s = &s[i..];
-        // fraction
-        let mut f: u64 = 0;
-        let mut scale: f64 = 1.0;
-        let mut post = false;
-        if s.starts_with('.') {
-            s = &s[1..];
-            let b = s.as_bytes();
-            let mut i = 0;
-            let mut overflow = false;
-            while i < b.len() && b[i].is_ascii_digit() {
-                if !overflow {
-                    if f > (LIMIT - 1) / 10 {
-                        overflow = true;
-                    } else {
-                        let y = f * 10 + u64::from(b[i] - b'0');
-                        if y > LIMIT {
-                            overflow = true;
-                        } else {
-                            f = y;
-                            scale *= 10.0;
-                        }
-                    }
-                }
-                i += 1;
-            }
-            post = i > 0;
-            s = &s[i..];
-        }
-        if !pre && !post {
-            return Err(invalid());
-        }
-        // unit
-        let i = s
-            .char_indices()
-            .find(|(_, c)| *c == '.' || c.is_ascii_digit())
-            .map(|(i, _)| i)
-            .unwrap_or(s.len());
-        if i == 0 {
-            return Err(format!("time: missing unit in duration {orig:?}"));
-        }
-        let u = &s[..i];
-        s = &s[i..];
-        let unit: u64 = match u {
-            "ns" => 1,
-            "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
-            "ms" => 1_000_000,
-            "s" => 1_000_000_000,
-            "m" => 60_000_000_000,
-            "h" => 3_600_000_000_000,
-            _ => return Err(format!("time: unknown unit {u:?} in duration {orig:?}")),
-        };
-        if v > LIMIT / unit {
-            return Err(invalid());
-        }
-        v *= unit;
-        if f > 0 {
-            v += (f as f64 * (unit as f64 / scale)) as u64;
-            if v > LIMIT {
-                return Err(invalid());
-            }
-        }
-        d += v;
-        if d > LIMIT {
-            return Err(invalid());
-        }
-    }
-    if neg {
-        return Ok((d as i64).wrapping_neg());
-    }
-    if d > LIMIT - 1 {
-        return Err(invalid());
-    }
-    Ok(d as i64)
 }
 
 impl Schedule {

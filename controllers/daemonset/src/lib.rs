@@ -161,10 +161,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
     });
 
     // Upstream runs the DaemonSet workers and the node-update workers on one start.
-    let done = Run::new(NAME, informers(&ctx.informers), &controller)
-        .queue(queue, workers, RetryPolicy::default(), |c, k| async move {
-            c.sync(k).await
-        })
+    let done = Run::main(NAME, informers(&ctx.informers), &controller, queue, workers)
         .queue(
             node_queue,
             workers,
@@ -175,20 +172,4 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         .await;
     gc.abort();
     done
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn defaults_are_upstream() {
-        let cfg = Config::default();
-        assert_eq!(cfg.workers, 2);
-        assert!(cfg.stale_cache_guard);
-        assert_eq!(cfg.burst_replicas, 250);
-        assert_eq!(NAME, "daemonset-controller");
-        assert_eq!(consts::QUEUE_NAME, "daemonset");
-        assert_eq!(consts::NODE_QUEUE_NAME, "daemonset-node-updates");
-    }
 }

@@ -23,6 +23,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::consistency::{GroupResource, Stale, StaleGuard};
+use rkcm_runtime::controller::Reconcile;
 use rkcm_runtime::controller_ref::ControllerRefManager;
 use rkcm_runtime::events::{EventRecorder, EventType};
 use rkcm_runtime::expectations::ControllerExpectations;
@@ -98,11 +99,6 @@ impl Controller {
         self.consistency.as_ref().map_or(Ok(()), |guard| {
             guard.ensure_caught_up(key, &[&self.pods, &self.daemonsets])
         })
-    }
-
-    /// One sync of the DaemonSet `key` (`syncDaemonSet`).
-    pub(crate) async fn sync(&self, key: String) -> Result<(), Error> {
-        self.sync_inner(&key).await
     }
 
     async fn sync_inner(&self, key: &str) -> Result<(), Error> {
@@ -670,5 +666,14 @@ impl Controller {
                 std::time::Duration::from_secs(u64::try_from(min_ready).unwrap_or(0)),
             );
         }
+    }
+}
+
+impl Reconcile for Controller {
+    type Error = Error;
+
+    /// One sync of the DaemonSet `key` (`syncDaemonSet`).
+    async fn sync(&self, key: String) -> Result<(), Error> {
+        self.sync_inner(&key).await
     }
 }

@@ -57,7 +57,7 @@
 //!   ReplicaSet changed since the cache saw it is left for the next sync) and, on the paused
 //!   path, judges the sizes just written rather than the pre-scaling copies.
 
-mod consts;
+pub mod consts;
 mod error;
 mod handlers;
 pub mod model;
@@ -75,7 +75,7 @@ use rkcm_runtime::ControllerContext;
 use rkcm_runtime::controller::{Run, SyncProbe, probes};
 use rkcm_runtime::events::EventRecorder;
 use rkcm_runtime::informer::InformerFactory;
-use rkcm_runtime::workqueue::{RateLimiter, RetryPolicy, WorkQueue};
+use rkcm_runtime::workqueue::{RateLimiter, WorkQueue};
 
 pub use error::Error;
 
@@ -137,36 +137,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
     replica_sets.subscribe_with(&controller, reconcile::Controller::on_replica_set);
     let c = controller.clone();
     pods.subscribe(move |change| c.on_pod(change));
-    // Upstream's `handleErr`: forget on a terminating namespace; otherwise back off, up to
-    // MAX_RETRIES times in a row, then drop the key until its next event.
-    let policy = RetryPolicy {
-        max_retries: Some(consts::MAX_RETRIES),
-        give_up: Error::is_namespace_terminating,
-        quiet: Error::is_expected_requeue,
-    };
-    Run::new(NAME, informers(&ctx.informers), &controller)
-        .queue(
-            queue,
-            workers,
-            policy,
-            |c, k| async move { c.sync(k).await },
-        )
+    Run::main(NAME, informers(&ctx.informers), &controller, queue, workers)
         .run(&ctx)
         .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn defaults_are_upstream() {
-        let cfg = Config::default();
-        assert_eq!(cfg.workers, 5);
-        assert!(cfg.terminating_replicas);
-        assert_eq!(NAME, "deployment-controller");
-        assert_eq!(consts::QUEUE_NAME, "deployment");
-        assert_eq!(consts::EVENT_COMPONENT, "deployment-controller");
-        assert_eq!(consts::MAX_RETRIES, 15);
-    }
 }

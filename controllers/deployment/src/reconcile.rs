@@ -22,12 +22,14 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use rkcm_runtime::clock::SharedClock;
+use rkcm_runtime::controller::Reconcile;
 use rkcm_runtime::controller_ref::ControllerRefManager;
 use rkcm_runtime::events::EventRecorder;
 use rkcm_runtime::informer::{INDEX_CONTROLLER_UID, Store};
 use rkcm_runtime::keys::split_key;
 use rkcm_runtime::podcontrol::{error_message, is_namespace_terminating};
 use rkcm_runtime::selector::Selector;
+use rkcm_runtime::workqueue::RetryPolicy;
 use rkcm_runtime::workqueue::WorkQueue;
 
 use crate::Config;
@@ -55,11 +57,6 @@ pub(crate) struct Controller {
 }
 
 impl Controller {
-    /// One sync of the Deployment `key` (`syncDeployment`).
-    pub(crate) async fn sync(&self, key: String) -> Result<(), Error> {
-        self.sync_inner(&key).await
-    }
-
     async fn sync_inner(&self, key: &str) -> Result<(), Error> {
         let Some(cached) = self.deployments.get(key) else {
             tracing::debug!(controller = crate::NAME, key, "deployment has been deleted");
@@ -90,6 +87,24 @@ impl Controller {
                 (uid.to_owned(), pods)
             })
             .collect()
+    }
+}
+
+impl Reconcile for Controller {
+    type Error = Error;
+
+    /// Upstream's `handleErr`: forget on a terminating namespace; otherwise back off, up to
+    /// `MAX_RETRIES` times in a row, then drop the key until its next event.
+    fn retry_policy() -> RetryPolicy<Error> {
+        RetryPolicy::default()
+            .max_retries(crate::consts::MAX_RETRIES)
+            .give_up_on(Error::is_namespace_terminating)
+            .quiet_on(Error::is_expected_requeue)
+    }
+
+    /// One sync of the Deployment `key` (`syncDeployment`).
+    async fn sync(&self, key: String) -> Result<(), Error> {
+        self.sync_inner(&key).await
     }
 }
 

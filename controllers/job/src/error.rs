@@ -1,30 +1,15 @@
 //! The controller's error type: one variant per sync step, each naming the Job's key. A sync
 //! that returns an error is requeued with per-key backoff (1 s doubling to 60 s).
 
+use rkcm_runtime::error::PodsError;
+
 /// Errors of one sync of one Job (or one orphan pod).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Adopting or releasing pods failed; nothing else was done.
-    #[error("claiming pods for {key}: {source}")]
-    Claim {
-        key: String,
-        #[source]
-        source: rkcm_runtime::Error,
-    },
-    /// A pod create failed; the rest of the slow start was skipped.
-    #[error("creating pods for {key}: {source}")]
-    CreatePods {
-        key: String,
-        #[source]
-        source: rkcm_runtime::Error,
-    },
-    /// A pod delete (or the finalizer patch before it) failed.
-    #[error("deleting pods of {key}: {source}")]
-    DeletePods {
-        key: String,
-        #[source]
-        source: rkcm_runtime::Error,
-    },
+    /// Claiming (nothing else was done), creating (the rest of the slow start was skipped)
+    /// or deleting pods failed.
+    #[error(transparent)]
+    Pods(#[from] PodsError),
     /// Removing the tracking finalizer from a finished pod failed (other than NotFound).
     #[error("removing tracking finalizers of {key}: {source}")]
     RemoveFinalizers {

@@ -134,10 +134,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
     jobs.subscribe_with(&controller, reconcile::Controller::on_job_change);
     pods.subscribe_with(&controller, reconcile::Controller::on_pod_change);
     // Upstream runs one orphan-pod worker beside the Job workers; both retry with backoff.
-    Run::new(NAME, informers(&ctx.informers), &controller)
-        .queue(queue, workers, RetryPolicy::default(), |c, k| async move {
-            c.sync(k).await
-        })
+    Run::main(NAME, informers(&ctx.informers), &controller, queue, workers)
         .queue(
             orphan_queue,
             1,
@@ -146,18 +143,4 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         )
         .run(&ctx)
         .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn defaults_are_upstream() {
-        let cfg = Config::default();
-        assert_eq!(cfg.workers, 5);
-        assert_eq!(NAME, "job-controller");
-        assert_eq!(consts::QUEUE_NAME, "job");
-        assert_eq!(consts::ORPHAN_QUEUE_NAME, "job_orphan_pod");
-    }
 }

@@ -25,7 +25,9 @@ use kube::api::{Api, PostParams};
 use rkcm_runtime::children::{ChildHandler, on_child_change};
 use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::consistency::{ConsistencyStore, GroupResource};
+use rkcm_runtime::controller::Reconcile;
 use rkcm_runtime::controller_ref::{ControllerRefManager, controller_of};
+use rkcm_runtime::error::PodStep;
 use rkcm_runtime::events::{EventRecorder, EventType, object_reference};
 use rkcm_runtime::expectations::ControllerExpectations;
 use rkcm_runtime::informer::{Change, INDEX_CONTROLLER_UID, INDEX_ORPHANS_BY_NAMESPACE, Store};
@@ -356,20 +358,6 @@ impl Controller {
 
     // ---- sync ---------------------------------------------------------------------------
 
-    /// One sync of the Job `key` (`syncJob`).
-    pub(crate) async fn sync(&self, key: String) -> Result<(), Error> {
-        match self.sync_once(&key).await {
-            // Normal requeues (a cache behind the controller's own writes, a status conflict
-            // from a stale Job) are retried quietly after the base backoff.
-            Err(e) if e.is_routine_retry() => {
-                tracing::debug!(key = %key, error = %e, "requeuing job");
-                self.queue.add_rate_limited(key);
-                Ok(())
-            }
-            other => other,
-        }
-    }
-
     async fn sync_once(&self, key: &str) -> Result<(), Error> {
         let key = key.to_owned();
         let started = tokio::time::Instant::now();
@@ -474,10 +462,7 @@ impl Controller {
         key: &str,
         namespace: &str,
     ) -> Result<Vec<Arc<Pod>>, Error> {
-        let claim_err = |source| Error::Claim {
-            key: key.to_owned(),
-            source,
-        };
+        let claim_err = |source| Error::from(PodStep::Claim.failed(key, source));
         let selector = selector_of(job).map_err(|e| {
             claim_err(rkcm_runtime::Error::Other(format!(
                 "couldn't convert Job selector: {e}"
@@ -542,9 +527,8 @@ impl Controller {
             }
         }))
         .await;
-        tally(key, results, |key, source| Error::DeletePods {
-            key,
-            source,
+        tally(key, results, |key, source| {
+            Error::from(PodStep::Delete.failed(key, source))
         })
     }
 
@@ -591,9 +575,8 @@ impl Controller {
             }
         }))
         .await;
-        tally(key, results, |key, source| Error::DeletePods {
-            key,
-            source,
+        tally(key, results, |key, source| {
+            Error::from(PodStep::Delete.failed(key, source))
         })
     }
 
@@ -686,10 +669,7 @@ impl Controller {
         };
         (
             executed,
-            error.map(|source| Error::CreatePods {
-                key: key.to_owned(),
-                source,
-            }),
+            error.map(|source| Error::from(PodStep::Create.failed(key, source))),
         )
     }
 
@@ -922,6 +902,24 @@ impl Controller {
             &[mode, m::FAILED],
             u64::try_from(failed_diff).unwrap_or(0),
         );
+    }
+}
+
+impl Reconcile for Controller {
+    type Error = Error;
+
+    /// One sync of the Job `key` (`syncJob`).
+    async fn sync(&self, key: String) -> Result<(), Error> {
+        match self.sync_once(&key).await {
+            // Normal requeues (a cache behind the controller's own writes, a status conflict
+            // from a stale Job) are retried quietly after the base backoff.
+            Err(e) if e.is_routine_retry() => {
+                tracing::debug!(key = %key, error = %e, "requeuing job");
+                self.queue.add_rate_limited(key);
+                Ok(())
+            }
+            other => other,
+        }
     }
 }
 

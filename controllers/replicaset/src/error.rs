@@ -2,34 +2,15 @@
 //! A sync that returns an error is requeued with backoff; nothing here ever stops the
 //! controller.
 
-use rkcm_runtime::error::is_write_conflict;
+use rkcm_runtime::error::{PodsError, is_write_conflict};
 
 /// Errors of one sync of one ReplicaSet or ReplicationController.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Adopting or releasing pods failed (owner re-check, or a patch); nothing was created or
-    /// deleted and status was not written.
-    #[error("claiming pods for {key}: {source}")]
-    Claim {
-        key: String,
-        #[source]
-        source: rkcm_runtime::Error,
-    },
-    /// A pod create failed; the rest of the slow start was skipped. The `ReplicaFailure`
-    /// condition was written before this is returned.
-    #[error("creating pods for {key}: {source}")]
-    CreatePods {
-        key: String,
-        #[source]
-        source: rkcm_runtime::Error,
-    },
-    /// A pod delete failed (other than NotFound).
-    #[error("deleting pods of {key}: {source}")]
-    DeletePods {
-        key: String,
-        #[source]
-        source: rkcm_runtime::Error,
-    },
+    /// Claiming (nothing else was done), creating (the rest of the slow start was skipped)
+    /// or deleting pods failed.
+    #[error(transparent)]
+    Pods(#[from] PodsError),
     /// The stale-cache guard held the sync back: a cache has not yet seen the controller's
     /// own last write for this owner. Nothing was read or written; retried with backoff.
     #[error("syncing {key}: {source}")]
@@ -56,9 +37,7 @@ impl Error {
         match self {
             Error::StaleCache { .. } => true,
             Error::UpdateStatus { source, .. } => is_write_conflict(source),
-            Error::Claim { source, .. }
-            | Error::CreatePods { source, .. }
-            | Error::DeletePods { source, .. } => match source {
+            Error::Pods(PodsError { source, .. }) => match source {
                 rkcm_runtime::Error::Api { source, .. }
                 | rkcm_runtime::Error::ForOwner { source, .. } => is_write_conflict(source),
                 _ => false,
@@ -70,9 +49,7 @@ impl Error {
     /// the API server worded it.
     pub fn condition_message(&self) -> String {
         match self {
-            Error::CreatePods { source, .. }
-            | Error::DeletePods { source, .. }
-            | Error::Claim { source, .. } => runtime_error_text(source),
+            Error::Pods(PodsError { source, .. }) => runtime_error_text(source),
             Error::UpdateStatus { source, .. } => rkcm_runtime::podcontrol::error_message(source),
             Error::StaleCache { source, .. } => source.to_string(),
         }
@@ -91,6 +68,7 @@ pub(crate) fn runtime_error_text(e: &rkcm_runtime::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    use rkcm_runtime::error::PodStep;
     use rkcm_testkit::builders::{api_error, stale};
 
     use super::*;
@@ -103,7 +81,8 @@ mod tests {
         )
         .with_code(403)
         .boxed();
-        let e = Error::CreatePods {
+        let e = Error::Pods(PodsError {
+            step: PodStep::Create,
             key: "ns/web".into(),
             source: rkcm_runtime::Error::ForOwner {
                 verb: "create",
@@ -111,7 +90,7 @@ mod tests {
                 owner: "ns/web".into(),
                 source: kube::Error::Api(status),
             },
-        };
+        });
         assert!(
             e.condition_message()
                 .starts_with("pods \"web-abc\" is forbidden: exceeded quota")
@@ -136,7 +115,8 @@ mod tests {
             source: api_error(409, "Conflict"),
         };
         assert!(conflict.is_expected_requeue());
-        let adoption = Error::Claim {
+        let adoption = Error::Pods(PodsError {
+            step: PodStep::Claim,
             key: "ns/web".into(),
             source: rkcm_runtime::Error::api(
                 "patch",
@@ -144,9 +124,10 @@ mod tests {
                 "ns/web-1",
                 api_error(409, "Conflict"),
             ),
-        };
+        });
         assert!(adoption.is_expected_requeue());
-        let exists = Error::CreatePods {
+        let exists = Error::Pods(PodsError {
+            step: PodStep::Create,
             key: "ns/web".into(),
             source: rkcm_runtime::Error::api(
                 "create",
@@ -154,7 +135,7 @@ mod tests {
                 "ns/web",
                 api_error(409, "AlreadyExists"),
             ),
-        };
+        });
         assert!(!exists.is_expected_requeue());
         let server = Error::UpdateStatus {
             key: "ns/web".into(),

@@ -61,7 +61,7 @@ use rkcm_runtime::events::EventRecorder;
 use rkcm_runtime::expectations::UidTrackingExpectations;
 use rkcm_runtime::informer::InformerFactory;
 use rkcm_runtime::podcontrol::PodControl;
-use rkcm_runtime::workqueue::{RateLimiter, RetryPolicy, WorkQueue};
+use rkcm_runtime::workqueue::{RateLimiter, WorkQueue};
 
 pub use error::Error;
 pub use owner::{ReplicaOwner, ReplicaStatus};
@@ -152,50 +152,8 @@ pub async fn start<O: ReplicaOwner>(ctx: ControllerContext, cfg: Config) -> Resu
     });
     owners.subscribe_with(&controller, reconcile::Controller::on_owner_change);
     pods.subscribe_with(&controller, reconcile::Controller::on_pod_change);
-    // Upstream's `handleErr`: retry with backoff; a stale cache or a conflict is expected.
-    let policy = RetryPolicy {
-        quiet: Error::is_expected_requeue,
-        ..RetryPolicy::default()
-    };
-    Run::new(
-        O::CONTROLLER_NAME,
-        informers::<O>(&ctx.informers),
-        &controller,
-    )
-    .queue(
-        queue,
-        workers,
-        policy,
-        |c, k| async move { c.sync(k).await },
-    )
-    .run(&ctx)
-    .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn defaults_are_upstream() {
-        let cfg = Config::default();
-        assert_eq!(cfg.workers, 5);
-        assert!(cfg.terminating_replicas && cfg.pod_deletion_cost && cfg.stale_cache_guard);
-        assert_eq!(cfg.burst_replicas, 500);
-        assert_eq!(NAME, "replicaset-controller");
-        assert_eq!(RC_NAME, "replicationcontroller-controller");
-        assert_eq!(<ReplicaSet as ReplicaOwner>::QUEUE_NAME, "replicaset");
-        assert_eq!(
-            <ReplicationController as ReplicaOwner>::QUEUE_NAME,
-            "replicationmanager"
-        );
-        assert_eq!(
-            <ReplicaSet as ReplicaOwner>::EVENT_COMPONENT,
-            "replicaset-controller"
-        );
-        assert_eq!(
-            <ReplicationController as ReplicaOwner>::EVENT_COMPONENT,
-            "replication-controller"
-        );
-    }
+    let wait_for = informers::<O>(&ctx.informers);
+    Run::main(O::CONTROLLER_NAME, wait_for, &controller, queue, workers)
+        .run(&ctx)
+        .await
 }

@@ -32,7 +32,9 @@ use kube::api::{Api, PostParams};
 use rkcm_runtime::children::{ChildHandler, on_child_change};
 use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::consistency::{GroupResource, Stale, StaleGuard};
+use rkcm_runtime::controller::Reconcile;
 use rkcm_runtime::controller_ref::{ControllerRefManager, resolve_controller_ref};
+use rkcm_runtime::error::PodStep;
 use rkcm_runtime::expectations::UidTrackingExpectations;
 use rkcm_runtime::informer::{
     Change, INDEX_CONTROLLER_UID, INDEX_ORPHANS_BY_NAMESPACE, Store, compare_resource_versions,
@@ -44,6 +46,7 @@ use rkcm_runtime::podcontrol::{
     slow_start_batch,
 };
 use rkcm_runtime::selector::Selector;
+use rkcm_runtime::workqueue::RetryPolicy;
 use rkcm_runtime::workqueue::WorkQueue;
 
 use crate::Config;
@@ -251,11 +254,6 @@ impl<O: ReplicaOwner> Controller<O> {
 
     // ---- sync ---------------------------------------------------------------------------
 
-    /// One sync of the owner `key` (`syncReplicaSet`).
-    pub(crate) async fn sync(&self, key: String) -> Result<(), Error> {
-        self.sync_inner(&key).await
-    }
-
     async fn sync_inner(&self, key: &str) -> Result<(), Error> {
         let (namespace, _) = split_key(key);
         let namespace = namespace.unwrap_or_default().to_owned();
@@ -385,10 +383,7 @@ impl<O: ReplicaOwner> Controller<O> {
         active: &[Arc<Pod>],
         selector: &Selector,
     ) -> Result<Vec<Arc<Pod>>, Error> {
-        let claim_err = |source| Error::Claim {
-            key: key.to_owned(),
-            source,
-        };
+        let claim_err = |source| Error::from(PodStep::Claim.failed(key, source));
         let mut manager = ControllerRefManager::<O, Pod>::new(
             &**owner,
             Api::namespaced(self.client.clone(), namespace),
@@ -541,10 +536,7 @@ impl<O: ReplicaOwner> Controller<O> {
         }
         match error {
             None => Ok(()),
-            Some(source) => Err(Error::CreatePods {
-                key: key.to_owned(),
-                source,
-            }),
+            Some(source) => Err(Error::from(PodStep::Create.failed(key, source))),
         }
     }
 
@@ -585,10 +577,7 @@ impl<O: ReplicaOwner> Controller<O> {
         let errors = futures::future::join_all(deletes).await;
         match errors.into_iter().flatten().next() {
             None => Ok(()),
-            Some(source) => Err(Error::DeletePods {
-                key: key.to_owned(),
-                source,
-            }),
+            Some(source) => Err(Error::from(PodStep::Delete.failed(key, source))),
         }
     }
 
@@ -633,6 +622,20 @@ impl<O: ReplicaOwner> Controller<O> {
                     .map_err(err)
             }
         }
+    }
+}
+
+impl<O: ReplicaOwner> Reconcile for Controller<O> {
+    type Error = Error;
+
+    /// Upstream's `handleErr`: retry with backoff; a stale cache or a conflict is expected.
+    fn retry_policy() -> RetryPolicy<Error> {
+        RetryPolicy::default().quiet_on(Error::is_expected_requeue)
+    }
+
+    /// One sync of the owner `key` (`syncReplicaSet`).
+    async fn sync(&self, key: String) -> Result<(), Error> {
+        self.sync_inner(&key).await
     }
 }
 

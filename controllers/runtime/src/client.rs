@@ -268,10 +268,22 @@ pub struct RestClientLayer {
     shared: Arc<Shared>,
 }
 
+#[derive(Clone)]
 struct Shared {
     limiter: Option<Arc<RateLimiter>>,
     user_agent: HeaderValue,
     host: String,
+    credential: Option<Arc<dyn Credential>>,
+}
+
+/// Supplies the `Authorization` header of every attempt of a client built with
+/// [`RestClientLayer::with_credential`] (a ServiceAccount's token, for
+/// `--use-service-account-credentials`).
+pub trait Credential: Send + Sync + 'static {
+    /// The header value for the next attempt.
+    fn header(&self) -> Pin<Box<dyn Future<Output = Result<HeaderValue, BoxError>> + Send + '_>>;
+    /// The server answered 401: what is cached is no longer good.
+    fn reset(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
 }
 
 impl RestClientLayer {
@@ -281,7 +293,18 @@ impl RestClientLayer {
                 limiter,
                 user_agent,
                 host,
+                credential: None,
             }),
+        }
+    }
+
+    /// Every attempt carries `Authorization` from `credential`; a 401 resets it.
+    #[must_use]
+    pub fn with_credential(self, credential: Arc<dyn Credential>) -> Self {
+        let mut shared = (*self.shared).clone();
+        shared.credential = Some(credential);
+        Self {
+            shared: Arc::new(shared),
         }
     }
 }
@@ -383,6 +406,10 @@ where
             }
         }
 
+        if let Some(credential) = &shared.credential {
+            let value = credential.header().await?;
+            req.headers_mut().insert(header::AUTHORIZATION, value);
+        }
         let replay = if attempt < MAX_RETRIES {
             clone_request(&req)
         } else {
@@ -417,6 +444,9 @@ where
             }
         };
         let status = resp.status();
+        if let (Some(credential), StatusCode::UNAUTHORIZED) = (&shared.credential, status) {
+            credential.reset().await;
+        }
         if let Some(m) = metrics {
             m.requests_total
                 .with_label_values(&[status.as_str(), verb, host])

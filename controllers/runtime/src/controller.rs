@@ -111,6 +111,23 @@ pub fn probes<T: InformerSet>(factory: &InformerFactory) -> Vec<SyncProbe> {
 /// Config::default()));`.
 pub fn assert_send<T: Send>(_: &T) {}
 
+/// A controller whose main queue holds `namespace/name` keys, each synced by one method.
+/// [`Run::main`] starts its workers; extra queues (DaemonSet's nodes, Job's orphan pods) are
+/// added with [`Run::queue`].
+pub trait Reconcile: Send + Sync + 'static {
+    /// What a failed sync returns.
+    type Error: fmt::Display + Send + 'static;
+
+    /// How failed syncs of the main queue are retried (upstream's `handleErr`). Default:
+    /// with backoff, for ever.
+    fn retry_policy() -> RetryPolicy<Self::Error> {
+        RetryPolicy::default()
+    }
+
+    /// Brings the object of `key` to its wanted state (upstream's `syncHandler`).
+    fn sync(&self, key: String) -> impl Future<Output = Result<(), Self::Error>> + Send;
+}
+
 /// The workers of one queue, not yet started.
 struct QueueWorkers {
     workers: usize,
@@ -122,8 +139,8 @@ struct QueueWorkers {
 /// Built in the crate's `start` after the event handlers are subscribed, e.g.
 ///
 /// ```ignore
-/// Run::new(NAME, informers(&ctx.informers), &controller)
-///     .queue(queue, cfg.workers, policy, |c, key| async move { c.sync(key).await })
+/// Run::main(NAME, informers(&ctx.informers), &controller, queue, cfg.workers)
+///     .queue(other_queue, 1, RetryPolicy::default(), |c, key| async move { c.other(key).await })
 ///     .run(&ctx)
 ///     .await
 /// ```
@@ -222,6 +239,25 @@ impl<C: Send + Sync + 'static> Run<C> {
         }
         tracing::info!(controller = name, "shutting down controller");
         Ok(())
+    }
+}
+
+impl<C: Reconcile> Run<C> {
+    /// A run of `controller` (see [`Run::new`]) with its main queue: `workers` workers, each
+    /// key synced by [`Reconcile::sync`] and retried per [`Reconcile::retry_policy`].
+    pub fn main(
+        name: &'static str,
+        wait_for: Vec<SyncProbe>,
+        controller: &Arc<C>,
+        queue: WorkQueue<String>,
+        workers: usize,
+    ) -> Self {
+        Self::new(name, wait_for, controller).queue(
+            queue,
+            workers,
+            C::retry_policy(),
+            |c: Arc<C>, key| async move { c.sync(key).await },
+        )
     }
 }
 
@@ -498,6 +534,75 @@ mod tests {
             .expect("no panic");
         assert_eq!(done, Ok(()));
         assert!(main.is_shutting_down() && side.is_shutting_down());
+    }
+
+    /// Counts syncs per key; "ns/gone" fails with an error its policy gives up on, "ns/retry"
+    /// with one it retries.
+    #[derive(Default)]
+    struct Recorder(std::sync::Mutex<std::collections::BTreeMap<String, usize>>);
+
+    impl Recorder {
+        fn count(&self, key: &str) -> usize {
+            self.0
+                .lock()
+                .map(|m| m.get(key).copied().unwrap_or(0))
+                .unwrap_or(0)
+        }
+    }
+
+    impl Reconcile for Recorder {
+        type Error = String;
+
+        fn retry_policy() -> RetryPolicy<String> {
+            RetryPolicy::default().give_up_on(|e: &String| e == "gone")
+        }
+
+        async fn sync(&self, key: String) -> Result<(), String> {
+            if let Ok(mut m) = self.0.lock() {
+                *m.entry(key.clone()).or_default() += 1;
+            }
+            match key.as_str() {
+                "ns/gone" => Err("gone".into()),
+                "ns/retry" => Err("again".into()),
+                _ => Ok(()),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_main_run_syncs_through_reconcile_and_retries_per_its_policy() {
+        let ctx = ctx();
+        let pods = Informer::<Pod>::detached();
+        let queue = WorkQueue::<String>::new("test-run-reconcile", RateLimiter::Default);
+        let rec = Arc::new(Recorder::default());
+        let run = Run::main(
+            "test-controller",
+            vec![SyncProbe::of(pods.clone())],
+            &rec,
+            queue.clone(),
+            1,
+        );
+        let task = {
+            let ctx = ctx.clone();
+            tokio::spawn(async move { run.run::<String>(&ctx).await })
+        };
+        synced(&pods);
+        for key in ["ns/gone", "ns/retry", "ns/ok"] {
+            queue.add(key.into());
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while rec.count("ns/retry") < 3 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(
+            rec.count("ns/retry") >= 3,
+            "a retried error is synced again"
+        );
+        assert_eq!(rec.count("ns/gone"), 1, "the policy gives this error up");
+        assert_eq!(rec.count("ns/ok"), 1);
+        ctx.shutdown.cancel();
+        let done = tokio::time::timeout(Duration::from_secs(5), task).await;
+        assert!(matches!(done, Ok(Ok(Ok(())))));
     }
 
     #[tokio::test]

@@ -62,6 +62,49 @@ impl Error {
     }
 }
 
+/// Which step of a controller's work on its pods failed; the text starts the error message
+/// ("creating pods for ns/web: ...").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodStep {
+    /// Adopting or releasing pods; nothing else was done.
+    Claim,
+    /// Creating pods; the rest of the slow start was skipped.
+    Create,
+    /// Deleting pods (or the finalizer patch before a delete).
+    Delete,
+}
+
+/// A failed step of a controller's work on the pods of one owner (`key`).
+#[derive(Debug, thiserror::Error)]
+#[error("{step} {key}: {source}")]
+pub struct PodsError {
+    pub step: PodStep,
+    pub key: String,
+    #[source]
+    pub source: Error,
+}
+
+impl PodStep {
+    /// This step failed for the owner `key`.
+    pub fn failed(self, key: impl Into<String>, source: Error) -> PodsError {
+        PodsError {
+            step: self,
+            key: key.into(),
+            source,
+        }
+    }
+}
+
+impl std::fmt::Display for PodStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PodStep::Claim => "claiming pods for",
+            PodStep::Create => "creating pods for",
+            PodStep::Delete => "deleting pods of",
+        })
+    }
+}
+
 /// True for a 409 `Conflict` (the object changed since it was read), not `AlreadyExists`: a
 /// write made from a stale copy, which upstream's controllers retry quietly.
 pub fn is_write_conflict(e: &kube::Error) -> bool {

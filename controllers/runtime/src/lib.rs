@@ -24,6 +24,7 @@ pub mod consistency;
 pub mod context;
 pub mod controller;
 pub mod controller_ref;
+pub mod duration;
 pub mod error;
 pub mod events;
 pub mod expectations;

@@ -762,6 +762,29 @@ impl<E> Default for RetryPolicy<E> {
     }
 }
 
+impl<E> RetryPolicy<E> {
+    /// Drops a key after `n` consecutive requeues.
+    #[must_use]
+    pub fn max_retries(mut self, n: u32) -> Self {
+        self.max_retries = Some(n);
+        self
+    }
+
+    /// Does not retry errors for which `f` holds.
+    #[must_use]
+    pub fn give_up_on(mut self, f: fn(&E) -> bool) -> Self {
+        self.give_up = f;
+        self
+    }
+
+    /// Logs errors for which `f` holds at debug: expected requeues.
+    #[must_use]
+    pub fn quiet_on(mut self, f: fn(&E) -> bool) -> Self {
+        self.quiet = f;
+        self
+    }
+}
+
 impl<E> Clone for RetryPolicy<E> {
     fn clone(&self) -> Self {
         Self {

@@ -61,7 +61,7 @@
 //! No `RecreatingFailedPod`/`RecreatingTerminatedPod` events: upstream removed them in
 //! v1.31; a failed pod is reported by its `SuccessfulDelete` event only.
 
-mod consts;
+pub mod consts;
 mod error;
 mod handlers;
 pub mod identity;
@@ -82,7 +82,7 @@ use rkcm_runtime::events::EventRecorder;
 use rkcm_runtime::expectations::UidTrackingExpectations;
 use rkcm_runtime::history::History;
 use rkcm_runtime::informer::InformerFactory;
-use rkcm_runtime::workqueue::{RateLimiter, RetryPolicy, WorkQueue};
+use rkcm_runtime::workqueue::{RateLimiter, WorkQueue};
 
 pub use error::Error;
 
@@ -146,37 +146,10 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
     });
     sets.subscribe_with(&controller, reconcile::Controller::on_set);
     pods.subscribe_with(&controller, reconcile::Controller::on_pod);
-    // Upstream requeues failures for ever with backoff; a terminating namespace is dropped.
-    let policy = RetryPolicy {
-        max_retries: None,
-        give_up: Error::is_namespace_terminating,
-        quiet: Error::is_expected_requeue,
-    };
-    Run::new(NAME, informers(&ctx.informers), &controller)
-        .queue(
-            queue,
-            workers,
-            policy,
-            |c, k| async move { c.sync(k).await },
-        )
+    Run::main(NAME, informers(&ctx.informers), &controller, queue, workers)
         .run(&ctx)
         .await
 }
 
 #[cfg(test)]
 mod testutil;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn defaults_are_upstream() {
-        let cfg = Config::default();
-        assert_eq!(cfg.workers, 5);
-        assert!(cfg.max_unavailable && cfg.stale_cache_guard);
-        assert_eq!(NAME, "statefulset-controller");
-        assert_eq!(consts::QUEUE_NAME, "statefulset");
-        assert_eq!(consts::EVENT_COMPONENT, "statefulset-controller");
-    }
-}

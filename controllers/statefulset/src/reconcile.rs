@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::Resource;
 use kube::api::{Api, PostParams};
 use rkcm_runtime::clock::SharedClock;
+use rkcm_runtime::controller::Reconcile;
 use rkcm_runtime::controller_ref::{ControllerRefManager, controller_of};
 use rkcm_runtime::events::{EventRecorder, EventType, object_reference};
 use rkcm_runtime::expectations::UidTrackingExpectations;
@@ -21,6 +22,7 @@ use rkcm_runtime::history::{History, owned_or_orphan_revisions, sort_controller_
 use rkcm_runtime::informer::{INDEX_CONTROLLER_UID, INDEX_ORPHANS_BY_NAMESPACE, Informer};
 use rkcm_runtime::keys::{key, key_of};
 use rkcm_runtime::podcontrol::{delete_params, error_message, is_namespace_terminating};
+use rkcm_runtime::workqueue::RetryPolicy;
 use rkcm_runtime::workqueue::WorkQueue;
 
 use crate::Config;
@@ -146,11 +148,6 @@ impl Controller {
         let (type_, reason, message) = claim_event_text(verb, pod, claim, set_name(ctx.set), err);
         self.recorder
             .event(&object_reference(ctx.set), type_, &reason, &message);
-    }
-
-    /// One sync of the StatefulSet `key`.
-    pub(crate) async fn sync(&self, key: String) -> Result<(), Error> {
-        self.sync_inner(&key).await
     }
 
     async fn sync_inner(&self, key: &str) -> Result<(), Error> {
@@ -783,6 +780,22 @@ impl Controller {
             }
         }
         Ok(())
+    }
+}
+
+impl Reconcile for Controller {
+    type Error = Error;
+
+    /// Upstream requeues failures for ever with backoff; a terminating namespace is dropped.
+    fn retry_policy() -> RetryPolicy<Error> {
+        RetryPolicy::default()
+            .give_up_on(Error::is_namespace_terminating)
+            .quiet_on(Error::is_expected_requeue)
+    }
+
+    /// One sync of the StatefulSet `key`.
+    async fn sync(&self, key: String) -> Result<(), Error> {
+        self.sync_inner(&key).await
     }
 }
 

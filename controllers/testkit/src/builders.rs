@@ -137,6 +137,28 @@ impl NodeBuilder {
     }
 }
 
+/// A StatefulSet `name` of `replicas`: service `name`, selector and pod labels `app=<name>`,
+/// terminationGracePeriodSeconds 1, one container `container` of `image`. Tests merge what
+/// else they need (`harness::merge_json`).
+pub fn statefulset(name: &str, replicas: i32, container: &str, image: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "serviceName": name,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [{"name": container, "image": image}],
+                },
+            },
+        },
+    })
+}
+
 /// An API error answer (`code`, `reason`), as the client returns it.
 pub fn api_error(code: u16, reason: &str) -> kube::Error {
     kube::Error::Api(

@@ -31,7 +31,7 @@
 //!   TTL edited between the re-check and the delete makes the delete fail with a conflict and
 //!   the Job is judged again instead of being deleted on a stale TTL.
 
-mod consts;
+pub mod consts;
 mod error;
 mod metrics;
 pub mod plan;
@@ -43,7 +43,7 @@ use k8s_openapi::api::batch::v1::Job;
 use rkcm_runtime::ControllerContext;
 use rkcm_runtime::controller::{Run, SyncProbe};
 use rkcm_runtime::informer::InformerFactory;
-use rkcm_runtime::workqueue::{RateLimiter, RetryPolicy, WorkQueue};
+use rkcm_runtime::workqueue::{RateLimiter, WorkQueue};
 
 pub use error::Error;
 
@@ -92,25 +92,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
     });
     jobs.subscribe_with(&controller, reconcile::Controller::on_job);
     // Upstream's `handleErr`: every failure is retried with the controller backoff.
-    Run::new(NAME, wait_for, &controller)
-        .queue(
-            queue,
-            cfg.workers,
-            RetryPolicy::default(),
-            |c, k| async move { c.sync(k).await },
-        )
+    Run::main(NAME, wait_for, &controller, queue, cfg.workers)
         .run(&ctx)
         .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn defaults_are_upstream() {
-        assert_eq!(Config::default().workers, 5);
-        assert_eq!(NAME, "ttl-after-finished-controller");
-        assert_eq!(consts::QUEUE_NAME, "ttl_jobs_to_delete");
-    }
 }

@@ -8,6 +8,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, DeleteParams, Preconditions, PropagationPolicy};
 use rkcm_runtime::clock::SharedClock;
+use rkcm_runtime::controller::Reconcile;
 use rkcm_runtime::informer::{Change, Store};
 use rkcm_runtime::keys::{key_of, split_key};
 use rkcm_runtime::workqueue::WorkQueue;
@@ -39,9 +40,35 @@ impl Controller {
         }
     }
 
+    /// Judges one copy of the Job (upstream `processTTL`): the expiry time if it is due;
+    /// `None` if not, after arming the timer for a Job still waiting.
+    fn check(&self, key: &str, job: &Job) -> Result<Option<Timestamp>, Error> {
+        match plan::evaluate(job, self.clock.wall())? {
+            Verdict::Ignore => Ok(None),
+            Verdict::Expired { expire_at } => Ok(Some(expire_at)),
+            Verdict::Wait { after, expiry } => {
+                if expiry.finished_in_future {
+                    tracing::info!(
+                        controller = crate::NAME,
+                        key,
+                        finish_time = %expiry.finish_at,
+                        "Warning: Found Job finished in the future. This is likely due to time skew in the cluster. Job cleanup will be deferred."
+                    );
+                }
+                tracing::debug!(controller = crate::NAME, key, finish_time = %expiry.finish_at, expire_at = %expiry.expire_at, remaining = ?after, "job finished, TTL not expired yet");
+                self.queue.add_after(key.to_string(), after);
+                Ok(None)
+            }
+        }
+    }
+}
+
+impl Reconcile for Controller {
+    type Error = Error;
+
     /// One sync of the Job `key` (upstream `processJob`): delete it if its TTL has expired
     /// both on the cached copy and on a fresh copy read right before the delete.
-    pub(crate) async fn sync(&self, key: String) -> Result<(), Error> {
+    async fn sync(&self, key: String) -> Result<(), Error> {
         let Some(cached) = self.jobs.get(&key) else {
             return Ok(());
         };
@@ -81,28 +108,6 @@ impl Controller {
         metrics::observe_job_deletion(late.as_secs_f64());
         tracing::info!(controller = crate::NAME, key = %key, %expire_at, "deleted job whose TTL expired");
         Ok(())
-    }
-
-    /// Judges one copy of the Job (upstream `processTTL`): the expiry time if it is due;
-    /// `None` if not, after arming the timer for a Job still waiting.
-    fn check(&self, key: &str, job: &Job) -> Result<Option<Timestamp>, Error> {
-        match plan::evaluate(job, self.clock.wall())? {
-            Verdict::Ignore => Ok(None),
-            Verdict::Expired { expire_at } => Ok(Some(expire_at)),
-            Verdict::Wait { after, expiry } => {
-                if expiry.finished_in_future {
-                    tracing::info!(
-                        controller = crate::NAME,
-                        key,
-                        finish_time = %expiry.finish_at,
-                        "Warning: Found Job finished in the future. This is likely due to time skew in the cluster. Job cleanup will be deferred."
-                    );
-                }
-                tracing::debug!(controller = crate::NAME, key, finish_time = %expiry.finish_at, expire_at = %expiry.expire_at, remaining = ?after, "job finished, TTL not expired yet");
-                self.queue.add_after(key.to_string(), after);
-                Ok(None)
-            }
-        }
     }
 }
 

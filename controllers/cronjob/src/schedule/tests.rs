@@ -741,6 +741,11 @@ fn go_date_normalizes_like_go() {
 
 #[test]
 fn go_durations() {
+    let parse_go_duration = |s: &str| {
+        s.parse::<GoDuration>()
+            .map(GoDuration::as_nanos)
+            .map_err(|e| e.to_string())
+    };
     assert_eq!(parse_go_duration("1h30m"), Ok(5_400_000_000_000));
     assert_eq!(parse_go_duration("1.5h"), Ok(5_400_000_000_000));
     assert_eq!(parse_go_duration(".5s"), Ok(500_000_000));

@@ -231,7 +231,16 @@ async fn create_failure_stops_slow_start_and_sets_condition() {
         .sync("ns/web".into())
         .await
         .expect_err("create fails");
-    assert!(matches!(err, Error::CreatePods { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::Pods(rkcm_runtime::error::PodsError {
+                step: PodStep::Create,
+                ..
+            })
+        ),
+        "{err}"
+    );
     assert_eq!(
         h.requests("POST").len(),
         1,
@@ -373,7 +382,13 @@ async fn delete_failure_sets_failed_delete_condition() {
         .sync("ns/web".into())
         .await
         .expect_err("delete fails");
-    assert!(matches!(err, Error::DeletePods { .. }));
+    assert!(matches!(
+        err,
+        Error::Pods(rkcm_runtime::error::PodsError {
+            step: PodStep::Delete,
+            ..
+        })
+    ));
     assert!(h.ctrl.expectations.satisfied_expectations("ns/web"));
     let cond = &h.requests("PUT")[0].body["status"]["conditions"][0];
     assert_eq!(cond["reason"], "FailedDelete");

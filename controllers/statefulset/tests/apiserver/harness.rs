@@ -252,22 +252,7 @@ pub fn revision_of(p: &Pod) -> String {
 /// StatefulSet `name` with `replicas`, selector/labels `app=<name>`, service `name`, one
 /// container `c` with image [`V1`], terminationGracePeriodSeconds 1.
 pub fn sts(name: &str, replicas: i32) -> Value {
-    json!({
-        "apiVersion": "apps/v1", "kind": "StatefulSet",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "serviceName": name,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {
-                    "terminationGracePeriodSeconds": 1,
-                    "containers": [{"name": "c", "image": V1}],
-                },
-            },
-        },
-    })
+    rkcm_testkit::builders::statefulset(name, replicas, "c", V1)
 }
 
 /// Merges `patch` into `base` (JSON merge-patch semantics for objects).
