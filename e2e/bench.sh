@@ -50,6 +50,8 @@
 #   RKCM_BENCH_CLUSTER_DIR=...     plane state (default $TMPDIR/rkcm-bench-$UID), apart from
 #                                  the default plane so tests running there are not disturbed
 #   BENCH_KEEP_PLANE=1             leave the plane running afterwards
+#   BENCH_RKCM_BIN=path            run this rkcm binary instead of building the tree's (a
+#                                  before/after comparison of two commits on one plane)
 # Manager logs and per-scenario results: $BENCH_WORK (default $TMPDIR/rkcm-bench-work-$UID).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -140,9 +142,13 @@ step "build rkcm-bench (release)"
 cargo build --release -p rkcm-bench || die "rkcm-bench does not build"
 BENCH=$CARGO_TARGET_DIR/release/rkcm-bench
 
-step "build rkcm (release)"
 rkcm_flags=()
-if ! cargo build --release -p rkcm; then
+if [ -n "${BENCH_RKCM_BIN:-}" ]; then
+  # A given binary (e.g. an older commit's, for a before/after comparison); not rebuilt.
+  [ -x "$BENCH_RKCM_BIN" ] || die "BENCH_RKCM_BIN=$BENCH_RKCM_BIN is not an executable"
+  step "rkcm: $BENCH_RKCM_BIN (BENCH_RKCM_BIN, not built)"
+  rkcm_flags=(--rkcm-bin "$BENCH_RKCM_BIN")
+elif step "build rkcm (release)" && ! cargo build --release -p rkcm; then
   # Benchmark upstream anyway; the report says rkcm was not built (an older binary on disk
   # is not measured).
   warn "rkcm does not build; its rows are reported as not built"
@@ -179,6 +185,7 @@ rm -f "$WORK"/*.json
 what="make bench"
 [ "$quick" = 0 ] || what="bash e2e/bench.sh --quick"
 [ -z "${BENCH_SCENARIOS:-}" ] || what="BENCH_SCENARIOS=$SCENARIOS $what"
+[ -z "${BENCH_RKCM_BIN:-}" ] || what="BENCH_RKCM_BIN=.../$(basename "$BENCH_RKCM_BIN") $what"
 plane_line="local plane from e2e/cluster.sh: etcd $ETCD_VERSION, kube-apiserver $K8S_VERSION with audit log (Metadata level, blocking), kube-scheduler, kwok $KWOK_VERSION with $NODES simulated nodes; no upstream manager besides the one under test"
 common=(--cluster-dir "$DIR" --managers "$MANAGERS" --qps "$QPS" --burst "$BURST"
   --concurrency "$CONCURRENCY" --logs-dir "$WORK/logs" "${rkcm_flags[@]}"

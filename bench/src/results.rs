@@ -209,14 +209,22 @@ pub struct Origin {
     pub plane: String,
 }
 
-/// Reports are committed: the home directory of the machine that ran them is written `~`.
+/// Reports are committed, so they name no directory of the machine that ran them: the home
+/// directory is written `~` and the temporary directory (planes, logs) `$TMPDIR`.
 pub fn without_home(text: &str) -> String {
-    match std::env::var("HOME") {
-        Ok(home) if home.len() > 1 => {
-            text.replace(&format!("{}/", home.trim_end_matches('/')), "~/")
-        }
-        _ => text.to_string(),
+    let mut out = text.to_string();
+    if let Ok(home) = std::env::var("HOME")
+        && home.len() > 1
+    {
+        out = out.replace(&format!("{}/", home.trim_end_matches('/')), "~/");
     }
+    let tmp = std::env::temp_dir();
+    let tmp = tmp.to_string_lossy();
+    let tmp = tmp.trim_end_matches('/');
+    if !tmp.is_empty() {
+        out = out.replace(&format!("{tmp}/"), "$TMPDIR/");
+    }
+    out
 }
 
 #[cfg(test)]
@@ -233,6 +241,16 @@ mod home_tests {
         assert_eq!(
             super::without_home(&text),
             "\"binary\": \"~/.cache/rkcm/target/release/rkcm\""
+        );
+    }
+
+    #[test]
+    fn the_temporary_directory_is_written_tmpdir() {
+        let path = std::env::temp_dir().join("rkcm-bench-0").join("kubeconfig-kcm");
+        let text = format!("--kubeconfig={}", path.display());
+        assert_eq!(
+            super::without_home(&text),
+            "--kubeconfig=$TMPDIR/rkcm-bench-0/kubeconfig-kcm"
         );
     }
 }
