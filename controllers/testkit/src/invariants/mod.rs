@@ -74,7 +74,7 @@ pub enum Invariant {
     TrackingFinalizerLeft,
     /// Two Jobs for one CronJob scheduled time.
     CronJobSlotTwice,
-    /// A running pod whose node exists was deleted with grace period 0.
+    /// A pod that was not terminal, on a node that exists, was deleted with grace period 0.
     ForceDeleteOnLiveNode,
 }
 
@@ -248,6 +248,8 @@ pub struct Checker {
     deployments: BTreeMap<String, Deployment>,
     jobs: BTreeMap<String, JobState>,
     nodes: BTreeSet<String>,
+    /// A pod's `deletionGracePeriodSeconds` when it was first seen terminating.
+    first_grace: BTreeMap<String, i64>,
     node_deleted: BTreeMap<String, Timestamp>,
     /// Every `spec.replicas` a ReplicaSet had, with when it was seen.
     rs_replicas: BTreeMap<String, Vec<(Timestamp, i64)>>,
@@ -505,7 +507,12 @@ impl Checker {
                 let before = self.pods.remove(&uid).unwrap_or((*p).clone());
                 self.record_job_pod(&p, true);
                 let node = node_of(&before);
-                if !node.is_empty() && is_live(&before) {
+                // Force deleted: gone without a graceful phase, either at once or through a
+                // terminating version whose grace period was already 0 (the API server
+                // shows the latter for a delete with grace 0). A kubelet's final delete
+                // follows a terminating version with a real grace period.
+                let forced = self.first_grace.remove(&uid).is_none_or(|g| g == 0);
+                if !node.is_empty() && !terminal(&before) && forced {
                     self.suspects.push(Suspect::ForceDelete {
                         at,
                         key: key_of(&before.metadata),
@@ -536,6 +543,15 @@ impl Checker {
         let uid = p.metadata.uid.clone().unwrap_or_default();
         let new = !self.pods.contains_key(&uid);
         self.record_job_pod(&p, false);
+        if p.metadata.deletion_timestamp.is_some() && !self.first_grace.contains_key(&uid) {
+            // Listed already terminating: how it started is unknown; assume gracefully.
+            let grace = if listed {
+                1
+            } else {
+                p.metadata.deletion_grace_period_seconds.unwrap_or(0)
+            };
+            self.first_grace.insert(uid.clone(), grace);
+        }
         self.pods.insert(uid, p.clone());
         if !self.listing_pods() {
             self.check_identity(at, &p);

@@ -139,7 +139,7 @@ fn replicaset_replacing_terminating_pods_and_scale_races_pass() {
             3,
             A(rs_pod(
                 "p1",
-                json!({"metadata": {"deletionTimestamp": "2023-11-14T22:13:23Z"}}),
+                json!({"metadata": {"deletionTimestamp": "2023-11-14T22:13:23Z", "deletionGracePeriodSeconds": 30}}),
             )),
         ),
         (4, A(rs_pod("p3", json!({})))),
@@ -209,7 +209,7 @@ fn statefulset_replacement_after_deletion_passes() {
             A(sts_pod(
                 "web-1",
                 "a",
-                json!({"metadata": {"deletionTimestamp": "2023-11-14T22:13:23Z"}}),
+                json!({"metadata": {"deletionTimestamp": "2023-11-14T22:13:23Z", "deletionGracePeriodSeconds": 30}}),
             )),
         ),
         (
@@ -217,7 +217,7 @@ fn statefulset_replacement_after_deletion_passes() {
             D(sts_pod(
                 "web-1",
                 "a",
-                json!({"metadata": {"deletionTimestamp": "2023-11-14T22:13:23Z"}}),
+                json!({"metadata": {"deletionTimestamp": "2023-11-14T22:13:23Z", "deletionGracePeriodSeconds": 30}}),
             )),
         ),
         (4, A(sts_pod("web-1", "b", json!({})))),
@@ -299,7 +299,7 @@ fn job_counts_backed_by_pods_even_when_pods_arrive_late_pass() {
                 "p3",
                 "j",
                 "Running",
-                json!({"metadata": {"deletionTimestamp": "2023-11-14T22:13:23Z"}}),
+                json!({"metadata": {"deletionTimestamp": "2023-11-14T22:13:23Z", "deletionGracePeriodSeconds": 30}}),
             )),
         ),
         (
@@ -309,7 +309,7 @@ fn job_counts_backed_by_pods_even_when_pods_arrive_late_pass() {
                 "p3",
                 "j",
                 "Running",
-                json!({"metadata": {"deletionTimestamp": "2023-11-14T22:13:23Z"}}),
+                json!({"metadata": {"deletionTimestamp": "2023-11-14T22:13:23Z", "deletionGracePeriodSeconds": 30}}),
             )),
         ),
     ]);
@@ -470,16 +470,29 @@ fn force_delete_of_a_running_pod_on_an_existing_node_is_caught() {
         (2, D(rs_pod("p1", json!({})))),
     ]);
     assert_eq!(bad, vec![Invariant::ForceDeleteOnLiveNode]);
+    // The API server may show the pod terminating with grace 0 just before it goes.
+    let forced = json!({"metadata": {"deletionTimestamp": "2023-11-14T22:13:23Z",
+                                     "deletionGracePeriodSeconds": 0}});
+    let bad = run(vec![
+        (1, A(rs_pod("p1", json!({})))),
+        (2, A(rs_pod("p1", forced.clone()))),
+        (2, D(rs_pod("p1", forced))),
+    ]);
+    assert_eq!(bad, vec![Invariant::ForceDeleteOnLiveNode]);
 }
 
 #[test]
 fn graceful_terminal_unscheduled_and_orphan_deletes_pass() {
-    let terminating = json!({"metadata": {"deletionTimestamp": "2023-11-14T22:13:23Z"}});
+    let terminating = json!({"metadata": {"deletionTimestamp": "2023-11-14T22:13:23Z",
+                                          "deletionGracePeriodSeconds": 30}});
+    let finishing = json!({"metadata": {"deletionTimestamp": "2023-11-14T22:13:23Z",
+                                        "deletionGracePeriodSeconds": 0}});
     let ok = run(vec![
         // Graceful: terminating first, then gone (the kubelet's final grace-0 delete).
         (1, A(rs_pod("p1", json!({})))),
-        (2, A(rs_pod("p1", terminating.clone()))),
-        (3, D(rs_pod("p1", terminating))),
+        (2, A(rs_pod("p1", terminating))),
+        (3, A(rs_pod("p1", finishing.clone()))),
+        (3, D(rs_pod("p1", finishing))),
         // Terminal pods go at once.
         (
             4,
