@@ -39,6 +39,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Resource;
 use serde::Serialize;
 
+pub mod faults;
 pub mod watch;
 
 #[cfg(test)]
