@@ -20,8 +20,8 @@ struct Args {
     /// Comma-separated: upstream, rkcm (always run in that order).
     #[arg(long, default_value = "upstream,rkcm")]
     managers: String,
-    /// Comma-separated: kill-churn, watch-gap.
-    #[arg(long, default_value = "kill-churn,watch-gap")]
+    /// Comma-separated: kill-churn, watch-gap, leader.
+    #[arg(long, default_value = "kill-churn,watch-gap,leader")]
     scenarios: String,
     /// Churn and fault time of each run, in seconds.
     #[arg(long, default_value_t = 600)]
@@ -59,9 +59,12 @@ async fn run(args: Args) -> Result<bool> {
                 continue;
             }
             eprintln!("rkcm-chaos: {scenario} / {name} for {} s", args.duration);
-            let o = faults::run(&cluster, kind, scenario, &opts)
-                .await
-                .with_context(|| format!("{scenario} / {name}"))?;
+            let o = if scenario == "leader" {
+                faults::run_leader(&cluster, kind, &opts).await
+            } else {
+                faults::run(&cluster, kind, scenario, &opts).await
+            }
+            .with_context(|| format!("{scenario} / {name}"))?;
             eprintln!(
                 "rkcm-chaos: {scenario} / {name}: {} faults, {} violations, converged after the last fault in {:?} s, error {:?}",
                 o.faults,
@@ -84,6 +87,7 @@ async fn run(args: Args) -> Result<bool> {
                 && o.error.is_none()
                 && o.panics == 0
                 && o.converge_after_fault_s.is_some()
+                && o.handovers.iter().all(|h| h.overlapping_writes == 0)
         }))
 }
 

@@ -9,6 +9,13 @@
 //! - `watch-gap`: the manager's pod watch delivers every event late ([`Options::watch_delay`],
 //!   30 s by default) for half of the duration, under the same churn.
 //!
+//! - `leader`: two leader-elected replicas (users `rkcm` and `kcm` of the plane, so the
+//!   audit log tells their writes apart), upstream's default timings (lease 15 s, renew
+//!   10 s, retry 2 s), under churn: the leader is SIGKILLed, restarted as a standby, and the
+//!   next leader SIGTERMed. From the audit log: the gap from each fault to the new leader's
+//!   first write, the old leader's writes after the fault, and writes of the old leader
+//!   after the new one's first (overlapping windows).
+//!
 //! Each reports the violations, the convergence time of the undisturbed start (creation to
 //! settled), the convergence time after the last fault (churn stopped, delays lifted), the
 //! faults injected and the panics in the manager's log.
@@ -88,6 +95,23 @@ pub struct Outcome {
     pub panics: usize,
     pub unexpected_exits: u32,
     pub error: Option<String>,
+    /// `leader` only: one entry per handover.
+    pub handovers: Vec<Handover>,
+}
+
+/// One leader handover measured from the audit log.
+#[derive(Debug, Clone, Serialize)]
+pub struct Handover {
+    /// `SIGKILL` or `SIGTERM`.
+    pub signal: String,
+    pub old_leader: String,
+    pub new_leader: Option<String>,
+    /// Fault to the new leader's first write of a workload object.
+    pub gap_s: Option<f64>,
+    /// The old leader's workload writes after the fault.
+    pub old_writes_after_fault: usize,
+    /// The old leader's workload writes after the new leader's first one.
+    pub overlapping_writes: usize,
 }
 
 fn kwok_template(app: &str, image: &str) -> Value {
@@ -313,6 +337,7 @@ pub async fn run(
         panics: 0,
         unexpected_exits: 0,
         error: None,
+        handovers: Vec::new(),
     };
     let result = async {
         let start = Instant::now();
@@ -420,6 +445,27 @@ pub fn markdown(outcomes: &[Outcome], preamble: &str) -> String {
             o.unexpected_exits,
         ));
     }
+    let handovers: Vec<_> = outcomes
+        .iter()
+        .filter(|o| !o.handovers.is_empty())
+        .collect();
+    if !handovers.is_empty() {
+        out.push_str("\n## Leader failover (from the audit log)\n\n| manager | fault | old leader | new leader | gap to the new leader's first write | old leader's writes after the fault | overlapping writes |\n|---|---|---|---|---|---|---|\n");
+        for o in handovers {
+            for h in &o.handovers {
+                out.push_str(&format!(
+                    "| {} | {} | {} | {} | {} | {} | {} |\n",
+                    o.manager,
+                    h.signal,
+                    h.old_leader,
+                    h.new_leader.as_deref().unwrap_or("none"),
+                    h.gap_s.map_or("-".to_owned(), |g| format!("{g:.1} s")),
+                    h.old_writes_after_fault,
+                    h.overlapping_writes,
+                ));
+            }
+        }
+    }
     for o in outcomes {
         if o.violations.is_empty() && o.error.is_none() {
             continue;
@@ -433,4 +479,313 @@ pub fn markdown(outcomes: &[Outcome], preamble: &str) -> String {
         }
     }
     out
+}
+
+// ---- leader failover ------------------------------------------------------------------
+
+/// One workload write of the audit log: (time, user).
+fn audit_writes(log: &str, namespace: &str) -> Vec<(jiff::Timestamp, String)> {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["stage"] == "ResponseComplete")
+        .filter(|e| {
+            matches!(
+                e["verb"].as_str(),
+                Some("create" | "update" | "patch" | "delete" | "deletecollection")
+            )
+        })
+        .filter(|e| e["objectRef"]["namespace"] == namespace)
+        .filter(|e| {
+            !matches!(
+                e["objectRef"]["resource"].as_str(),
+                Some("leases" | "events")
+            )
+        })
+        .filter_map(|e| {
+            let user = e["user"]["username"].as_str()?;
+            if user != "rkcm" && user != "kcm" {
+                return None;
+            }
+            let at: jiff::Timestamp = e["requestReceivedTimestamp"].as_str()?.parse().ok()?;
+            Some((at, user.to_owned()))
+        })
+        .collect()
+}
+
+/// The handover measures for a fault at `at` that took `old` down.
+pub fn handover(
+    writes: &[(jiff::Timestamp, String)],
+    signal: &str,
+    old: &str,
+    at: jiff::Timestamp,
+) -> Handover {
+    let first_new = writes.iter().find(|(t, u)| *t >= at && u != old);
+    Handover {
+        signal: signal.to_owned(),
+        old_leader: old.to_owned(),
+        new_leader: first_new.map(|(_, u)| u.clone()),
+        gap_s: first_new.map(|(t, _)| t.duration_since(at).as_secs_f64()),
+        old_writes_after_fault: writes.iter().filter(|(t, u)| *t >= at && u == old).count(),
+        overlapping_writes: first_new.map_or(0, |(nt, _)| {
+            writes.iter().filter(|(t, u)| t > nt && u == old).count()
+        }),
+    }
+}
+
+struct Replica {
+    user: &'static str,
+    child: tokio::process::Child,
+    args: Vec<String>,
+    bin: std::path::PathBuf,
+    log: std::path::PathBuf,
+}
+
+impl Replica {
+    fn spawn(
+        bin: &std::path::Path,
+        user: &'static str,
+        args: &[String],
+        log: &std::path::Path,
+    ) -> Result<Self> {
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)?;
+        let child = tokio::process::Command::new(bin)
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .env_remove("RUST_LOG")
+            .stdin(std::process::Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        Ok(Self {
+            user,
+            child,
+            args: args.to_vec(),
+            bin: bin.to_path_buf(),
+            log: log.to_path_buf(),
+        })
+    }
+
+    fn signal(&self, sig: &str) -> Result<()> {
+        let pid = self.child.id().context("process already reaped")?;
+        let status = std::process::Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(pid.to_string())
+            .status()?;
+        anyhow::ensure!(status.success(), "kill -{sig} {pid}: {status}");
+        Ok(())
+    }
+
+    async fn restart(&mut self) -> Result<()> {
+        let _ = self.child.kill().await;
+        *self = Self::spawn(&self.bin, self.user, &self.args, &self.log)?;
+        Ok(())
+    }
+}
+
+/// The user of the replica holding the Lease: the last one that wrote it (audit log).
+fn lease_writer(log: &str, namespace: &str) -> Option<String> {
+    log.lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| {
+            e["stage"] == "ResponseComplete"
+                && e["objectRef"]["namespace"] == namespace
+                && e["objectRef"]["resource"] == "leases"
+                && matches!(e["verb"].as_str(), Some("update" | "create" | "patch"))
+                && e["responseStatus"]["code"]
+                    .as_i64()
+                    .is_some_and(|c| c < 300)
+        })
+        .and_then(|e| e["user"]["username"].as_str().map(str::to_owned))
+}
+
+/// The `leader` scenario for `kind`. Needs `RKCM_CLUSTER_DIR` (the plane's directory, for
+/// the users' kubeconfigs and the audit log).
+pub async fn run_leader(
+    cluster: &TestCluster,
+    kind: ManagerKind,
+    opts: &Options,
+) -> Result<Outcome> {
+    let dir = std::path::PathBuf::from(
+        std::env::var_os("RKCM_CLUSTER_DIR").context("RKCM_CLUSTER_DIR is not set")?,
+    );
+    let audit_path = dir.join("logs/audit.log");
+    let audit_from = std::fs::metadata(&audit_path)
+        .with_context(|| format!("no audit log at {}", audit_path.display()))?
+        .len();
+    let read_audit = || -> Result<String> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut f = std::fs::File::open(&audit_path)?;
+        f.seek(SeekFrom::Start(audit_from))?;
+        let mut s = String::new();
+        f.read_to_string(&mut s)?;
+        Ok(s)
+    };
+    let ns = cluster.namespace("chaos-leader").await?;
+    let sa = ns.api::<ServiceAccount>();
+    wait_for(
+        "the default ServiceAccount",
+        Duration::from_secs(60),
+        || async { Ok(sa.get_opt("default").await?.map(|_| ())) },
+    )
+    .await?;
+    let watcher = InvariantWatcher::start(
+        cluster.client(),
+        Scope::Namespaces(vec![ns.name().to_owned()]),
+        Config::default(),
+    )
+    .await?;
+    let bin = kind.binary()?;
+    let args = |user: &str| -> Vec<String> {
+        vec![
+            format!(
+                "--kubeconfig={}",
+                dir.join(format!("kubeconfig-{user}")).display()
+            ),
+            format!("--controllers={CONTROLLERS}"),
+            "--leader-elect=true".into(),
+            format!("--leader-elect-resource-namespace={}", ns.name()),
+            "--leader-elect-resource-name=chaos".into(),
+            "--secure-port=0".into(),
+            "--v=2".into(),
+            format!("--kube-api-qps={}", opts.qps),
+            format!("--kube-api-burst={}", opts.qps * 2),
+        ]
+    };
+    let logs = std::env::temp_dir();
+    let mut replicas = [
+        Replica::spawn(
+            &bin,
+            "rkcm",
+            &args("rkcm"),
+            &logs
+                .join(crate::unique_name(&format!("{}-rkcm", kind.name())))
+                .with_extension("log"),
+        )?,
+        Replica::spawn(
+            &bin,
+            "kcm",
+            &args("kcm"),
+            &logs
+                .join(crate::unique_name(&format!("{}-kcm", kind.name())))
+                .with_extension("log"),
+        )?,
+    ];
+    let work = Workload { ns: &ns, opts };
+    let mut outcome = Outcome {
+        scenario: "leader".into(),
+        manager: kind.name().to_owned(),
+        duration_s: 0.0,
+        faults: 0,
+        pod_deletions: 0,
+        spec_changes: 0,
+        violations: Vec::new(),
+        watch_gaps: 0,
+        changes_observed: 0,
+        undisturbed_converge_s: 0.0,
+        converge_after_fault_s: None,
+        panics: 0,
+        unexpected_exits: 0,
+        error: None,
+        handovers: Vec::new(),
+    };
+    let begun = Instant::now();
+    let result = async {
+        let start = Instant::now();
+        work.create().await?;
+        work.wait_settled(opts.converge_timeout).await?;
+        outcome.undisturbed_converge_s = start.elapsed().as_secs_f64();
+        let mut faults = Vec::new();
+        for signal in ["KILL", "TERM"] {
+            let leader = wait_for("a leader", Duration::from_secs(60), || async {
+                Ok(lease_writer(&read_audit()?, ns.name()))
+            })
+            .await?;
+            // Some churn under the current leader, then the fault in the middle of it.
+            let churn_until = Instant::now() + Duration::from_secs(60);
+            let fault = async {
+                tokio::time::sleep(Duration::from_secs(20)).await;
+                let r = replicas
+                    .iter()
+                    .find(|r| r.user == leader)
+                    .context("no replica for the leader")?;
+                let at = jiff::Timestamp::now();
+                r.signal(signal)?;
+                anyhow::Ok(at)
+            };
+            let ((deleted, changes), at) = tokio::try_join!(work.churn(churn_until), fault)?;
+            outcome.pod_deletions += deleted;
+            outcome.spec_changes += changes;
+            outcome.faults += 1;
+            faults.push((signal, leader.clone(), at));
+            let t = work.wait_settled(opts.converge_timeout).await?;
+            outcome.converge_after_fault_s = Some(t.as_secs_f64());
+            // The old leader comes back as a standby.
+            for r in replicas.iter_mut().filter(|r| r.user == leader) {
+                r.restart().await?;
+            }
+        }
+        let writes = audit_writes(&read_audit()?, ns.name());
+        for (signal, old, at) in faults {
+            outcome
+                .handovers
+                .push(handover(&writes, &format!("SIG{signal}"), &old, at));
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    if let Err(e) = result {
+        outcome.error = Some(format!("{e:#}"));
+    }
+    outcome.duration_s = begun.elapsed().as_secs_f64();
+    let report = watcher.finish().await;
+    outcome.violations = report.violations;
+    outcome.watch_gaps = report.gaps.len();
+    outcome.changes_observed = report.observed;
+    for r in &mut replicas {
+        outcome.panics += count_panics(&std::fs::read_to_string(&r.log).unwrap_or_default());
+        let _ = r.child.kill().await;
+    }
+    Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(at: &str, user: &str, verb: &str, resource: &str, ns: &str) -> String {
+        json!({"stage": "ResponseComplete", "verb": verb, "user": {"username": user},
+               "objectRef": {"resource": resource, "namespace": ns},
+               "requestReceivedTimestamp": at, "responseStatus": {"code": 200}})
+        .to_string()
+    }
+
+    #[test]
+    fn handover_measures_gap_and_overlap_from_the_audit_log() {
+        let log = [
+            line("2026-01-01T00:00:01Z", "rkcm", "create", "pods", "ns"),
+            line("2026-01-01T00:00:02Z", "rkcm", "update", "leases", "ns"),
+            line("2026-01-01T00:00:03Z", "admin", "delete", "pods", "ns"),
+            line("2026-01-01T00:00:04Z", "kcm", "create", "pods", "other"),
+            line("2026-01-01T00:00:05Z", "rkcm", "patch", "replicasets", "ns"),
+            line("2026-01-01T00:00:09Z", "kcm", "create", "pods", "ns"),
+            line("2026-01-01T00:00:10Z", "rkcm", "create", "pods", "ns"),
+            line("2026-01-01T00:00:11Z", "kcm", "update", "leases", "ns"),
+        ]
+        .join("\n");
+        assert_eq!(lease_writer(&log, "ns").as_deref(), Some("kcm"));
+        let writes = audit_writes(&log, "ns");
+        assert_eq!(writes.len(), 4, "{writes:?}");
+        let at: jiff::Timestamp = "2026-01-01T00:00:04Z".parse().unwrap();
+        let h = handover(&writes, "SIGTERM", "rkcm", at);
+        assert_eq!(h.new_leader.as_deref(), Some("kcm"));
+        assert_eq!(h.gap_s, Some(5.0));
+        assert_eq!(h.old_writes_after_fault, 2);
+        assert_eq!(h.overlapping_writes, 1);
+    }
 }
