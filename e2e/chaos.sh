@@ -12,14 +12,22 @@
 #   kill-churn   SIGKILL + restart every 30-90 s for CHAOS_DURATION under churn:
 #                Deployments scaled and rolled, ReplicaSets scaled, pods deleted ~10/s
 #   watch-gap    the manager's pod watch delivers every event CHAOS_WATCH_DELAY late for
-#                the middle half of CHAOS_DURATION, under the same churn
+#                the second half of CHAOS_DURATION, under the same churn
+# Convergence: a baseline change (every Deployment rolled, every ReplicaSet scaled) without
+# faults, and the same change made with the last fault (a kill right after it; the watch
+# delay lifted right after it): time to settled, and their ratio.
+#   leader       two leader-elected replicas (plane users rkcm and kcm, so the audit log
+#                tells their writes apart), default timings (lease 15 s, renew 10 s, retry
+#                2 s), under churn: the leader SIGKILLed (then restarted as a standby), the
+#                next leader SIGTERMed; gap to the new leader's first write, the old
+#                leader's writes after the fault and after the new leader's first write
 #
 # Settings (environment):
 #   CHAOS_DURATION=600        seconds of churn and faults per run
 #   CHAOS_WATCH_DELAY=30      seconds of pod watch delay in watch-gap
 #   CHAOS_DELETE_RATE=10      pod deletions per second
 #   CHAOS_MANAGERS=upstream,rkcm
-#   CHAOS_SCENARIOS=kill-churn,watch-gap
+#   CHAOS_SCENARIOS=kill-churn,watch-gap,leader
 #   CHAOS_NODES=5             kwok nodes of the plane
 #   CHAOS_RELEASE=0           1: release binaries (needs release dependencies built)
 #   CHAOS_REPORT=bench/reports/chaos.md   (raw numbers: same name, .json)
@@ -44,7 +52,7 @@ DURATION=${CHAOS_DURATION:-600}
 WATCH_DELAY=${CHAOS_WATCH_DELAY:-30}
 DELETE_RATE=${CHAOS_DELETE_RATE:-10}
 MANAGERS=${CHAOS_MANAGERS:-upstream,rkcm}
-SCENARIOS=${CHAOS_SCENARIOS:-kill-churn,watch-gap}
+SCENARIOS=${CHAOS_SCENARIOS:-kill-churn,watch-gap,leader}
 NODES=${CHAOS_NODES:-5}
 REPORT=${CHAOS_REPORT:-bench/reports/chaos.md}
 DIR=${RKCM_BENCH_CLUSTER_DIR:-${TMPDIR:-/tmp}/rkcm-chaos-$(id -u)}

@@ -16,9 +16,10 @@
 //!   first write, the old leader's writes after the fault, and writes of the old leader
 //!   after the new one's first (overlapping windows).
 //!
-//! Each reports the violations, the convergence time of the undisturbed start (creation to
-//! settled), the convergence time after the last fault (churn stopped, delays lifted), the
-//! faults injected and the panics in the manager's log.
+//! Each reports the violations; the convergence time of a baseline change without faults
+//! (every Deployment rolled, every ReplicaSet scaled) and of the same change made with the
+//! last fault when the churn stops (a kill right after it, or the pod watch delay lifted
+//! right after it); the faults injected and the panics in the manager's log.
 
 use std::time::{Duration, Instant};
 
@@ -87,9 +88,9 @@ pub struct Outcome {
     pub violations: Vec<Violation>,
     pub watch_gaps: usize,
     pub changes_observed: u64,
-    /// Creation to settled, before any fault.
+    /// The baseline change to settled, no fault.
     pub undisturbed_converge_s: f64,
-    /// Last fault (and end of churn) to settled; `None` if it did not converge in time.
+    /// The same change with the last fault to settled; `None` if it did not converge.
     pub converge_after_fault_s: Option<f64>,
     /// Panics in the manager's log, and exits it did not ask for.
     pub panics: usize,
@@ -164,6 +165,36 @@ impl Workload<'_> {
                          "template": kwok_template(&name, "registry.example/app:v0")},
             }))?;
             self.ns.api::<ReplicaSet>().create(&pp, &rs).await?;
+        }
+        Ok(())
+    }
+
+    /// The same change for the undisturbed baseline and after the last fault: every
+    /// Deployment rolled to a new image, every ReplicaSet scaled by two.
+    async fn bump(&self, round: u32) -> Result<()> {
+        let pp = PatchParams::default();
+        for i in 0..self.opts.deployments {
+            let image = format!("registry.example/app:bump{round}");
+            self.ns
+                .api::<Deployment>()
+                .patch(
+                    &Self::deploy_name(i),
+                    &pp,
+                    &Patch::Strategic(json!({"spec": {"replicas": self.opts.replicas,
+                        "template": {"spec": {"containers": [{"name": "app", "image": image}]}}}})),
+                )
+                .await?;
+        }
+        let replicas = self.opts.replicas + if round.is_multiple_of(2) { 2 } else { 0 };
+        for i in 0..self.opts.replicasets {
+            self.ns
+                .api::<ReplicaSet>()
+                .patch(
+                    &Self::rs_name(i),
+                    &pp,
+                    &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+                )
+                .await?;
         }
         Ok(())
     }
@@ -340,8 +371,12 @@ pub async fn run(
         handovers: Vec::new(),
     };
     let result = async {
-        let start = Instant::now();
         work.create().await?;
+        work.wait_settled(opts.converge_timeout).await?;
+        // The undisturbed baseline: a rollout of every Deployment and a scale of every
+        // ReplicaSet, no fault.
+        let start = Instant::now();
+        work.bump(0).await?;
         work.wait_settled(opts.converge_timeout).await?;
         outcome.undisturbed_converge_s = start.elapsed().as_secs_f64();
 
@@ -371,12 +406,9 @@ pub async fn run(
                     n += 1;
                 },
                 "watch-gap" => {
-                    let quarter = opts.duration / 4;
-                    tokio::time::sleep(quarter).await;
+                    tokio::time::sleep(opts.duration / 2).await;
                     manager.proxy().delay_watches("pods", opts.watch_delay);
                     n += 1;
-                    tokio::time::sleep(quarter * 2).await;
-                    manager.proxy().delay_watches("pods", Duration::ZERO);
                 }
                 other => anyhow::bail!("unknown scenario {other}"),
             }
@@ -387,7 +419,20 @@ pub async fn run(
         outcome.spec_changes = changes;
         outcome.faults = n;
         outcome.unexpected_exits = exits;
-        let converged = work.wait_settled(opts.converge_timeout).await;
+        // The last fault comes with the same change as the baseline: a kill right after
+        // it, or the end of the watch delay (events already held back still arrive late).
+        let start = Instant::now();
+        work.bump(1).await?;
+        if scenario == "kill-churn" {
+            manager.kill_and_restart().await?;
+            outcome.faults += 1;
+        } else {
+            manager.proxy().delay_watches("pods", Duration::ZERO);
+        }
+        let converged = work
+            .wait_settled(opts.converge_timeout)
+            .await
+            .map(|_| start.elapsed());
         match converged {
             Ok(t) => outcome.converge_after_fault_s = Some(t.as_secs_f64()),
             Err(e) => {
@@ -696,8 +741,10 @@ pub async fn run_leader(
     };
     let begun = Instant::now();
     let result = async {
-        let start = Instant::now();
         work.create().await?;
+        work.wait_settled(opts.converge_timeout).await?;
+        let start = Instant::now();
+        work.bump(0).await?;
         work.wait_settled(opts.converge_timeout).await?;
         outcome.undisturbed_converge_s = start.elapsed().as_secs_f64();
         let mut faults = Vec::new();
@@ -714,6 +761,8 @@ pub async fn run_leader(
                     .iter()
                     .find(|r| r.user == leader)
                     .context("no replica for the leader")?;
+                // The fault comes with the baseline's change.
+                work.bump(1).await?;
                 let at = jiff::Timestamp::now();
                 r.signal(signal)?;
                 anyhow::Ok(at)
