@@ -129,7 +129,10 @@ async fn delete_one(env: &Env, turn: usize) -> anyhow::Result<()> {
     let live: Vec<&Pod> = pods
         .iter()
         .filter(|p| {
+            // Running pods only: a delete that reads a pod just before it is bound removes
+            // it at once, which the watcher does not judge but is not churn either.
             is_active(p)
+                && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
                 && p.metadata.deletion_timestamp.is_none()
                 && p.metadata
                     .labels
@@ -335,14 +338,26 @@ async fn invariant_watcher_catches_injected_violations() -> anyhow::Result<()> {
         env.create::<Pod>(owned_pod("r-a", &rs)).await?;
         env.create::<Pod>(owned_pod("r-b", &rs)).await?;
         // ... and a force delete of a running pod whose node exists.
-        wait_for("r-a running on a node", Duration::from_secs(30), || async {
-            let p: Pod = env.get("r-a").await?;
-            let bound = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
-            Ok((bound
-                && is_active(&p)
-                && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
-            .then_some(()))
-        })
+        // Bound for a few seconds: the watcher leaves alone deletes right at binding time.
+        wait_for(
+            "r-a running on a node for 3 s",
+            Duration::from_secs(30),
+            || async {
+                let p: Pod = env.get("r-a").await?;
+                let bound = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
+                let running = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+                let scheduled = p
+                    .status
+                    .iter()
+                    .flat_map(|s| s.conditions.iter().flatten())
+                    .find(|c| c.type_ == "PodScheduled" && c.status == "True")
+                    .and_then(|c| c.last_transition_time.as_ref())
+                    .map(|t| t.0);
+                let old_enough = scheduled
+                    .is_some_and(|t| jiff::Timestamp::now().duration_since(t).as_secs() >= 3);
+                Ok((bound && running && old_enough).then_some(()))
+            },
+        )
         .await?;
         let now = DeleteParams {
             grace_period_seconds: Some(0),

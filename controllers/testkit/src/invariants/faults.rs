@@ -261,7 +261,12 @@ impl Workload<'_> {
                 .map(|l| l.items)
                 .unwrap_or_default()
                 .into_iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                // Running pods only: a delete that reads a pod just before it is bound
+                // removes it at once (not churn a user would make).
+                .filter(|p| {
+                    p.metadata.deletion_timestamp.is_none()
+                        && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                })
                 .filter_map(|p| p.metadata.name)
                 .collect();
             let victims: Vec<String> = {

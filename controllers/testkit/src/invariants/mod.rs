@@ -235,6 +235,7 @@ enum Suspect {
         at: Timestamp,
         key: String,
         node: String,
+        detail: String,
     },
 }
 
@@ -251,6 +252,8 @@ pub struct Checker {
     nodes: BTreeSet<String>,
     /// A pod's `deletionGracePeriodSeconds` when it was first seen terminating.
     first_grace: BTreeMap<String, i64>,
+    /// When a pod was first seen bound to a node.
+    bound_at: BTreeMap<String, Timestamp>,
     node_deleted: BTreeMap<String, Timestamp>,
     /// Every `spec.replicas` a ReplicaSet had, with when it was seen.
     rs_replicas: BTreeMap<String, Vec<(Timestamp, i64)>>,
@@ -513,11 +516,29 @@ impl Checker {
                 // shows the latter for a delete with grace 0). A kubelet's final delete
                 // follows a terminating version with a real grace period.
                 let forced = self.first_grace.remove(&uid).is_none_or(|g| g == 0);
-                if !node.is_empty() && !terminal(&before) && forced {
+                // The API server computes the grace period from the object it read and
+                // deletes without a resourceVersion precondition: a delete that read the pod
+                // just before the scheduler bound it removes it at once. Not judged.
+                let just_bound = self
+                    .bound_at
+                    .remove(&uid)
+                    .is_none_or(|t| at.duration_since(t) < SignedDuration::from_secs(2));
+                if !node.is_empty() && !terminal(&before) && forced && !just_bound {
+                    let detail = format!(
+                        "uid {}, phase {:?}, resourceVersion {}",
+                        uid,
+                        phase(&before),
+                        before
+                            .metadata
+                            .resource_version
+                            .as_deref()
+                            .unwrap_or_default()
+                    );
                     self.suspects.push(Suspect::ForceDelete {
                         at,
                         key: key_of(&before.metadata),
                         node: node.to_owned(),
+                        detail,
                     });
                 }
             }
@@ -544,6 +565,15 @@ impl Checker {
         let uid = p.metadata.uid.clone().unwrap_or_default();
         let new = !self.pods.contains_key(&uid);
         self.record_job_pod(&p, false);
+        if !node_of(&p).is_empty() && !self.bound_at.contains_key(&uid) {
+            // Listed already bound: bound long ago as far as the checks go.
+            let since = if listed {
+                at - SignedDuration::from_hours(1)
+            } else {
+                at
+            };
+            self.bound_at.insert(uid.clone(), since);
+        }
         if p.metadata.deletion_timestamp.is_some() && !self.first_grace.contains_key(&uid) {
             // Listed already terminating: how it started is unknown; assume gracefully.
             let grace = if listed {
@@ -881,7 +911,12 @@ impl Checker {
                             );
                     }
                 }
-                Suspect::ForceDelete { at, key, node } if ripe(at) => {
+                Suspect::ForceDelete {
+                    at,
+                    key,
+                    node,
+                    detail,
+                } if ripe(at) => {
                     let gone = !self.nodes.contains(&node)
                         || self
                             .node_deleted
@@ -893,7 +928,7 @@ impl Checker {
                             Invariant::ForceDeleteOnLiveNode,
                             &key,
                             format!(
-                                "deleted with grace 0 while running on node {node}, which exists"
+                                "deleted with grace 0 while on node {node}, which exists, and not terminal ({detail})"
                             ),
                         );
                     }

@@ -467,7 +467,7 @@ fn two_jobs_for_one_cronjob_slot_are_caught() {
 fn force_delete_of_a_running_pod_on_an_existing_node_is_caught() {
     let bad = run(vec![
         (1, A(rs_pod("p1", json!({})))),
-        (2, D(rs_pod("p1", json!({})))),
+        (4, D(rs_pod("p1", json!({})))),
     ]);
     assert_eq!(bad, vec![Invariant::ForceDeleteOnLiveNode]);
     // The API server may show the pod terminating with grace 0 just before it goes.
@@ -475,8 +475,8 @@ fn force_delete_of_a_running_pod_on_an_existing_node_is_caught() {
                                      "deletionGracePeriodSeconds": 0}});
     let bad = run(vec![
         (1, A(rs_pod("p1", json!({})))),
-        (2, A(rs_pod("p1", forced.clone()))),
-        (2, D(rs_pod("p1", forced))),
+        (5, A(rs_pod("p1", forced.clone()))),
+        (5, D(rs_pod("p1", forced))),
     ]);
     assert_eq!(bad, vec![Invariant::ForceDeleteOnLiveNode]);
 }
@@ -505,10 +505,14 @@ fn graceful_terminal_unscheduled_and_orphan_deletes_pass() {
         // Unscheduled pods go at once.
         (6, A(rs_pod("p3", json!({"spec": {"nodeName": null}})))),
         (7, D(rs_pod("p3", json!({"spec": {"nodeName": null}})))),
+        // A delete that read the pod just before the scheduler bound it.
+        (8, A(rs_pod("p5", json!({"spec": {"nodeName": null}})))),
+        (9, A(rs_pod("p5", json!({})))),
+        (9, D(rs_pod("p5", json!({})))),
         // PodGC's orphans: the node is gone (its deletion may reach us a little later).
-        (8, A(rs_pod("p4", json!({})))),
-        (9, D(rs_pod("p4", json!({})))),
-        (11, D(node("node-a"))),
+        (10, A(rs_pod("p4", json!({})))),
+        (14, D(rs_pod("p4", json!({})))),
+        (16, D(node("node-a"))),
     ]);
     assert!(ok.is_empty(), "{ok:?}");
 }
