@@ -2,7 +2,8 @@
 //! one namespace, runs the ReplicaSet, Deployment, StatefulSet and Job controllers under
 //! churn (a Deployment scaled and rolled, a ReplicaSet scaled, pods deleted a few times a
 //! second, an Indexed Job running on the kwok nodes) while it is SIGKILLed and restarted
-//! three times and its pod watch lags for a while. The testkit's invariant watcher
+//! three times and its pod watch lags for a while; a fourth kill comes right after a last
+//! rollout and scale, and everything must converge after it. The testkit's invariant watcher
 //! (`rkcm_testkit::invariants`) runs from before the first object to after convergence:
 //! no violation may appear, and everything converges after the last fault.
 //!
@@ -231,6 +232,14 @@ async fn scenario(env: &Env, rkcm: &mut Manager, watcher: &InvariantWatcher) -> 
         anyhow::Ok(())
     };
     let (deleted, ()) = tokio::try_join!(churn(env, start + CHURN), faults)?;
+    // The last fault: a rollout and a scale, and a kill right after them.
+    env.strategic::<Deployment>(
+        "d",
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "registry.example/d:final"}]}}}}),
+    )
+    .await?;
+    env.set_replicas::<ReplicaSet>("r", 4).await?;
+    rkcm.kill_and_restart().await?;
     let last_fault = Instant::now();
     let early = watcher.violations();
     anyhow::ensure!(
@@ -266,8 +275,8 @@ async fn scenario(env: &Env, rkcm: &mut Manager, watcher: &InvariantWatcher) -> 
         .count();
     println!(
         "chaos: {} kills, {deleted} pod deletions by the test, {creates} pod creations by rkcm, \
-         converged {:?} after the churn ended",
-        KILLS.len(),
+         converged {:?} after the last kill (with a rollout and a scale)",
+        KILLS.len() + 1,
         last_fault.elapsed()
     );
     Ok(())
