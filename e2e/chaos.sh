@@ -33,8 +33,9 @@
 #   CHAOS_REPORT=bench/reports/chaos.md   (raw numbers: same name, .json)
 #   RKCM_BENCH_CLUSTER_DIR=...   plane state (default $TMPDIR/rkcm-chaos-$UID)
 #   CHAOS_KEEP_PLANE=1        leave the plane running afterwards
-# Timings mean something only on a quiet machine: run full-size under the bench lock,
-#   flock /tmp/rkcm-bench.lock bash e2e/chaos.sh
+#   CHAOS_LOCK=/tmp/rkcm-bench.lock   the machine-wide bench lock, held while the scenarios
+#                             run (timings of two benches at once mean nothing); the plane's
+#                             processes do not inherit it. CHAOS_LOCK= runs without it.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -65,8 +66,17 @@ cargo build "${cargo_profile[@]}" -p rkcm -p rkcm-testkit --bins || die "build f
 export RKCM_TEST_BIN=$CARGO_TARGET_DIR/$profile/rkcm
 CHAOS=$CARGO_TARGET_DIR/$profile/rkcm-chaos
 
+LOCK=${CHAOS_LOCK-/tmp/rkcm-bench.lock}
+if [ -n "$LOCK" ]; then
+  step "waiting for the bench lock $LOCK"
+  exec 9>"$LOCK"
+  flock 9
+fi
+
 step "chaos plane in $DIR (AUDIT=1, NODES=$NODES)"
-plane() { RKCM_CLUSTER_DIR=$DIR AUDIT=1 NODES=$NODES bash "$here/cluster.sh" "$@"; }
+# The plane's processes must not inherit the lock's descriptor (they outlive this script
+# when the plane is kept).
+plane() { RKCM_CLUSTER_DIR=$DIR AUDIT=1 NODES=$NODES bash "$here/cluster.sh" "$@" 9>&-; }
 started=0
 if plane env >/dev/null 2>&1 && (. "$DIR/env.sh"; kubectl get --raw /readyz >/dev/null 2>&1); then
   echo "chaos: reusing the plane already running in $DIR (left running afterwards)" >&2
