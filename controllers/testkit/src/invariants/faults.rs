@@ -541,7 +541,10 @@ object to after convergence. Upstream's violations are reported, not judged; `ma
 on rkcm's rows only (a violation, a panic, no convergence, or overlapping leader writes).
 Convergence: the same change (every Deployment rolled, every ReplicaSet scaled) timed without a
 fault (undisturbed) and made with the last fault (a kill right after it; the end of the watch
-delay; in `leader`, the leader's SIGKILL or SIGTERM): the ratio is the second over the first.
+delay): the ratio is the second over the first. In `leader` the change comes with each fault
+(SIGKILL, then SIGTERM of the leader) 20 s into 60 s of churn, and the convergence column is
+timed from the end of that churn; the failover table gives the gap to the new leader's first
+write.
 
 ## Not covered yet
 
