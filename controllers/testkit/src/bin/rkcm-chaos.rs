@@ -36,6 +36,9 @@ struct Args {
     md: PathBuf,
     #[arg(long)]
     json: PathBuf,
+    /// Outcomes of an earlier run (its JSON) to keep, except the scenarios run now.
+    #[arg(long)]
+    merge: Option<PathBuf>,
     /// A line describing how the run was made (command, plane, host load).
     #[arg(long, default_value = "")]
     preamble: String,
@@ -49,7 +52,19 @@ async fn run(args: Args) -> Result<bool> {
         delete_rate: args.delete_rate,
         ..Options::default()
     };
-    let mut outcomes: Vec<Outcome> = Vec::new();
+    let mut outcomes: Vec<Outcome> = match &args.merge {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let earlier: Vec<Outcome> = serde_json::from_str(&text)?;
+            let rerun: Vec<&str> = args.scenarios.split(',').collect();
+            earlier
+                .into_iter()
+                .filter(|o| !rerun.contains(&o.scenario.as_str()))
+                .collect()
+        }
+        None => Vec::new(),
+    };
     for scenario in args.scenarios.split(',').filter(|s| !s.is_empty()) {
         for (name, kind) in [
             ("upstream", ManagerKind::Upstream),

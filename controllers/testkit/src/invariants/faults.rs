@@ -76,7 +76,7 @@ impl Default for Options {
 }
 
 /// One scenario's outcome for one manager.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Outcome {
     pub scenario: String,
     pub manager: String,
@@ -101,7 +101,7 @@ pub struct Outcome {
 }
 
 /// One leader handover measured from the audit log.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Handover {
     /// `SIGKILL` or `SIGTERM`.
     pub signal: String,
@@ -595,7 +595,10 @@ pub fn handover(
     signal: &str,
     old: &str,
     at: jiff::Timestamp,
+    until: jiff::Timestamp,
 ) -> Handover {
+    // Until the old leader is started again (then it may lead again, legitimately).
+    let writes: Vec<_> = writes.iter().filter(|(t, _)| *t < until).cloned().collect();
     let first_new = writes.iter().find(|(t, u)| *t >= at && u != old);
     Handover {
         signal: signal.to_owned(),
@@ -803,19 +806,19 @@ pub async fn run_leader(
             outcome.pod_deletions += deleted;
             outcome.spec_changes += changes;
             outcome.faults += 1;
-            faults.push((signal, leader.clone(), at));
             let t = work.wait_settled(opts.converge_timeout).await?;
             outcome.converge_after_fault_s = Some(t.as_secs_f64());
             // The old leader comes back as a standby.
             for r in replicas.iter_mut().filter(|r| r.user == leader) {
                 r.restart().await?;
             }
+            faults.push((signal, leader.clone(), at, jiff::Timestamp::now()));
         }
         let writes = audit_writes(&read_audit()?, ns.name());
-        for (signal, old, at) in faults {
+        for (signal, old, at, until) in faults {
             outcome
                 .handovers
-                .push(handover(&writes, &format!("SIG{signal}"), &old, at));
+                .push(handover(&writes, &format!("SIG{signal}"), &old, at, until));
         }
         anyhow::Ok(())
     }
@@ -863,7 +866,13 @@ mod tests {
         let writes = audit_writes(&log, "ns");
         assert_eq!(writes.len(), 4, "{writes:?}");
         let at: jiff::Timestamp = "2026-01-01T00:00:04Z".parse().unwrap();
-        let h = handover(&writes, "SIGTERM", "rkcm", at);
+        let h = handover(
+            &writes,
+            "SIGTERM",
+            "rkcm",
+            at,
+            "2026-01-01T00:01:00Z".parse().unwrap(),
+        );
         assert_eq!(h.new_leader.as_deref(), Some("kcm"));
         assert_eq!(h.gap_s, Some(5.0));
         assert_eq!(h.old_writes_after_fault, 2);

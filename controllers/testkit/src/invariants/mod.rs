@@ -54,13 +54,14 @@ pub const CRONJOB_SCHEDULED_ANNOTATION: &str = "batch.kubernetes.io/cronjob-sche
 pub const COMPLETION_INDEX_ANNOTATION: &str = "batch.kubernetes.io/job-completion-index";
 
 /// Each invariant the checker knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 pub enum Invariant {
     /// A ReplicaSet created a pod while its live pods (not terminal, not terminating) were
     /// already at `spec.replicas`.
     ReplicaSetAboveReplicas,
-    /// The `spec.replicas` of a Deployment's ReplicaSets add up to more than its
-    /// `replicas + maxSurge` (the bound upstream's e2e rolling-update checks use).
+    /// A Deployment's ReplicaSet was created or scaled up while the `spec.replicas` of its
+    /// ReplicaSets add up to more than its `replicas + maxSurge` (the bound upstream's e2e
+    /// rolling-update checks use).
     DeploymentAboveSurge,
     /// Two pod objects with one StatefulSet identity (set name and ordinal) existed at once.
     StatefulSetIdentityShared,
@@ -86,7 +87,7 @@ impl fmt::Display for Invariant {
 }
 
 /// One broken invariant.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Violation {
     /// When it was first seen (receive time of the change that showed it).
     pub at: Timestamp,
@@ -700,14 +701,18 @@ impl Checker {
         let uid = rs.metadata.uid.clone().unwrap_or_default();
         let replicas = i64::from(rs.spec.replicas.unwrap_or(1));
         let hist = self.rs_replicas.entry(uid.clone()).or_default();
-        if hist.last().map(|(_, v)| *v) != Some(replicas) {
+        let before = hist.last().map(|(_, v)| *v);
+        if before != Some(replicas) {
             hist.push((at, replicas));
         }
+        // Only a scale-up (or a new ReplicaSet) can break the bound: a Deployment scaled down
+        // is above it until its controller acts, which may take a while (a failover).
+        let raised = replicas > before.unwrap_or(0);
         let owner = controller_of(&rs.metadata)
             .filter(|c| c.0 == "Deployment")
             .map(|c| c.2.to_owned());
         self.replicasets.insert(uid, rs);
-        if let Some(d) = owner {
+        if let Some(d) = owner.filter(|_| raised) {
             self.check_deployment(at, &d);
         }
     }
@@ -720,8 +725,7 @@ impl Checker {
         if hist.last().map(|(_, v)| *v) != Some(bound) {
             hist.push((at, bound));
         }
-        self.deployments.insert(uid.clone(), d);
-        self.check_deployment(at, &uid);
+        self.deployments.insert(uid, d);
     }
 
     fn check_deployment(&mut self, at: Timestamp, uid: &str) {
