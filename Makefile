@@ -2,7 +2,7 @@
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/rkcm/target
 CARGO ?= cargo
 
-.PHONY: build release test lint unit run bench cluster-up cluster-down cluster-env cluster-status e2e-bins deploy-manifests
+.PHONY: build release test lint unit run bench chaos cluster-up cluster-down cluster-env cluster-status e2e-bins deploy-manifests
 
 build:
 	$(CARGO) build --workspace
@@ -29,6 +29,10 @@ run:
 
 bench:
 	bash e2e/bench.sh
+
+# The long fault suite (kills, watch gaps under churn) for upstream and rkcm, on its own plane.
+chaos:
+	bash e2e/chaos.sh
 
 e2e-bins:
 	bash e2e/build.sh

@@ -8,6 +8,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 // A test crate root resolves `mod x;` next to itself (tests/x.rs), hence the paths.
+#[path = "rkcm/chaos.rs"]
+mod chaos;
 #[path = "rkcm/cronjob_takeover.rs"]
 mod cronjob_takeover;
 #[path = "rkcm/daemonset_takeover.rs"]

@@ -12,6 +12,10 @@
 //!   one namespace of the shared plane.
 //! - [`harness`] is the one real-plane harness of the controller suites: per-test
 //!   environment, in-process controllers, manager processes, waits, histories.
+//! - [`invariants`] checks the controllers' invariants (no pod too many, one pod per
+//!   StatefulSet identity, exact Job counts, one Job per CronJob slot, no force delete of a
+//!   running pod whose node exists) continuously from watches, for fault tests and
+//!   `rkcm-check`.
 //! - [`volumes::TestVolumes`] pre-creates volumes so that claims bind.
 //! - [`fake_api::FakeApi`] is the one fake API server of unit tests.
 
@@ -31,6 +35,7 @@ use serde_json::json;
 pub mod builders;
 pub mod fake_api;
 pub mod harness;
+pub mod invariants;
 pub mod proxy;
 pub mod volumes;
 

@@ -1,0 +1,119 @@
+//! `rkcm-chaos`: the fault scenarios of `make chaos` (see
+//! `rkcm_testkit::invariants::faults`) for upstream kube-controller-manager and rkcm, one
+//! after the other, on the cluster of `RKCM_TEST_KUBECONFIG` (a dedicated plane: see
+//! `e2e/chaos.sh`). Writes a Markdown report and the raw outcomes as JSON; exits 1 when
+//! rkcm broke an invariant, failed to converge or panicked.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use rkcm_testkit::TestCluster;
+use rkcm_testkit::harness::ManagerKind;
+use rkcm_testkit::invariants::faults::{self, Options, Outcome};
+
+#[derive(Parser, Debug)]
+#[command(name = "rkcm-chaos", about = "Fault scenarios for upstream and rkcm")]
+struct Args {
+    /// Comma-separated: upstream, rkcm (always run in that order).
+    #[arg(long, default_value = "upstream,rkcm")]
+    managers: String,
+    /// Comma-separated: kill-churn, watch-gap, leader.
+    #[arg(long, default_value = "kill-churn,watch-gap,leader")]
+    scenarios: String,
+    /// Churn and fault time of each run, in seconds.
+    #[arg(long, default_value_t = 600)]
+    duration: u64,
+    /// Pod watch delay of watch-gap, in seconds.
+    #[arg(long, default_value_t = 30)]
+    watch_delay: u64,
+    /// Pod deletions per second.
+    #[arg(long, default_value_t = 10)]
+    delete_rate: u32,
+    #[arg(long)]
+    md: PathBuf,
+    #[arg(long)]
+    json: PathBuf,
+    /// Outcomes of an earlier run (its JSON) to keep, except the scenarios run now.
+    #[arg(long)]
+    merge: Option<PathBuf>,
+    /// A line describing how the run was made (command, plane, host load).
+    #[arg(long, default_value = "")]
+    preamble: String,
+}
+
+async fn run(args: Args) -> Result<bool> {
+    let cluster = TestCluster::connect().await?;
+    let opts = Options {
+        duration: Duration::from_secs(args.duration),
+        watch_delay: Duration::from_secs(args.watch_delay),
+        delete_rate: args.delete_rate,
+        ..Options::default()
+    };
+    let mut outcomes: Vec<Outcome> = match &args.merge {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let earlier: Vec<Outcome> = serde_json::from_str(&text)?;
+            let rerun: Vec<&str> = args.scenarios.split(',').collect();
+            earlier
+                .into_iter()
+                .filter(|o| !rerun.contains(&o.scenario.as_str()))
+                .collect()
+        }
+        None => Vec::new(),
+    };
+    for scenario in args.scenarios.split(',').filter(|s| !s.is_empty()) {
+        for (name, kind) in [
+            ("upstream", ManagerKind::Upstream),
+            ("rkcm", ManagerKind::Rkcm),
+        ] {
+            if !args.managers.split(',').any(|m| m == name) {
+                continue;
+            }
+            eprintln!("rkcm-chaos: {scenario} / {name} for {} s", args.duration);
+            let o = if scenario == "leader" {
+                faults::run_leader(&cluster, kind, &opts).await
+            } else {
+                faults::run(&cluster, kind, scenario, &opts).await
+            }
+            .with_context(|| format!("{scenario} / {name}"))?;
+            eprintln!(
+                "rkcm-chaos: {scenario} / {name}: {} faults, {} violations, converged after the last fault in {:?} s, error {:?}",
+                o.faults,
+                o.violations.len(),
+                o.converge_after_fault_s,
+                o.error
+            );
+            outcomes.push(o);
+            std::fs::write(&args.json, serde_json::to_string_pretty(&outcomes)?)
+                .with_context(|| format!("writing {}", args.json.display()))?;
+            std::fs::write(&args.md, faults::markdown(&outcomes, &args.preamble))
+                .with_context(|| format!("writing {}", args.md.display()))?;
+        }
+    }
+    Ok(outcomes
+        .iter()
+        .filter(|o| o.manager == ManagerKind::Rkcm.name())
+        .all(|o| {
+            o.violations.is_empty()
+                && o.error.is_none()
+                && o.panics == 0
+                && o.converge_after_fault_s.is_some()
+                && o.handovers.iter().all(|h| h.overlapping_writes == 0)
+        }))
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    match run(Args::parse()).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("rkcm-chaos: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,881 @@
+//! Fault drivers of `make chaos` (the `rkcm-chaos` binary): a controller-manager (rkcm or
+//! upstream kube-controller-manager, the same controllers) confined to one namespace of a
+//! dedicated plane, a workload under churn, faults, and the invariant watcher running from
+//! before the first object to after convergence.
+//!
+//! Scenarios:
+//! - `kill-churn`: SIGKILL and restart every 30–90 s (random) for the duration, while
+//!   Deployments are scaled and rolled, ReplicaSets scaled and pods deleted ~10/s.
+//! - `watch-gap`: the manager's pod watch delivers every event late ([`Options::watch_delay`],
+//!   30 s by default) for half of the duration, under the same churn.
+//!
+//! - `leader`: two leader-elected replicas (users `rkcm` and `kcm` of the plane, so the
+//!   audit log tells their writes apart), upstream's default timings (lease 15 s, renew
+//!   10 s, retry 2 s), under churn: the leader is SIGKILLed, restarted as a standby, and the
+//!   next leader SIGTERMed. From the audit log: the gap from each fault to the new leader's
+//!   first write, the old leader's writes after the fault, and writes of the old leader
+//!   after the new one's first (overlapping windows).
+//!
+//! Each reports the violations; the convergence time of a baseline change without faults
+//! (every Deployment rolled, every ReplicaSet scaled) and of the same change made with the
+//! last fault when the churn stops (a kill right after it, or the pod watch delay lifted
+//! right after it); the faults injected and the panics in the manager's log.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use rand::Rng;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::watch::{InvariantWatcher, Scope};
+use super::{Config, Violation};
+use crate::harness::{Manager, ManagerKind};
+use crate::{TestCluster, TestNamespace, wait_for};
+
+/// The controllers both managers run in these scenarios.
+pub const CONTROLLERS: &str = "replicaset-controller,deployment-controller";
+
+/// Sizes and timings of a run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How long the churn and faults last.
+    pub duration: Duration,
+    /// Range of the time between two kills.
+    pub kill_every: (Duration, Duration),
+    /// Pod deletions per second.
+    pub delete_rate: u32,
+    pub deployments: usize,
+    pub replicasets: usize,
+    pub replicas: i32,
+    /// How late the pod watch delivers in `watch-gap`.
+    pub watch_delay: Duration,
+    /// How long convergence may take after the last fault.
+    pub converge_timeout: Duration,
+    /// Client rate limits of the manager.
+    pub qps: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            duration: Duration::from_secs(600),
+            kill_every: (Duration::from_secs(30), Duration::from_secs(90)),
+            delete_rate: 10,
+            deployments: 3,
+            replicasets: 2,
+            replicas: 5,
+            watch_delay: Duration::from_secs(30),
+            converge_timeout: Duration::from_secs(300),
+            qps: 100,
+        }
+    }
+}
+
+/// One scenario's outcome for one manager.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct Outcome {
+    pub scenario: String,
+    pub manager: String,
+    pub duration_s: f64,
+    /// Faults injected (kills; or watch-delay windows).
+    pub faults: u32,
+    pub pod_deletions: u64,
+    pub spec_changes: u64,
+    pub violations: Vec<Violation>,
+    pub watch_gaps: usize,
+    pub changes_observed: u64,
+    /// The baseline change to settled, no fault.
+    pub undisturbed_converge_s: f64,
+    /// The same change with the last fault to settled; `None` if it did not converge.
+    pub converge_after_fault_s: Option<f64>,
+    /// Panics in the manager's log, and exits it did not ask for.
+    pub panics: usize,
+    pub unexpected_exits: u32,
+    pub error: Option<String>,
+    /// `leader` only: one entry per handover.
+    pub handovers: Vec<Handover>,
+}
+
+/// One leader handover measured from the audit log.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct Handover {
+    /// `SIGKILL` or `SIGTERM`.
+    pub signal: String,
+    pub old_leader: String,
+    pub new_leader: Option<String>,
+    /// Fault to the new leader's first write of a workload object.
+    pub gap_s: Option<f64>,
+    /// The old leader's workload writes after the fault.
+    pub old_writes_after_fault: usize,
+    /// The old leader's workload writes after the new leader's first one.
+    pub overlapping_writes: usize,
+}
+
+fn kwok_template(app: &str, image: &str) -> Value {
+    json!({
+        "metadata": {"labels": {"app": app}},
+        "spec": {
+            "nodeSelector": {"type": "kwok"},
+            "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "app", "image": image}],
+        },
+    })
+}
+
+/// The churned workload of one namespace.
+struct Workload<'a> {
+    ns: &'a TestNamespace,
+    opts: &'a Options,
+}
+
+impl Workload<'_> {
+    fn deploy_name(i: usize) -> String {
+        format!("d{i}")
+    }
+
+    fn rs_name(i: usize) -> String {
+        format!("r{i}")
+    }
+
+    async fn create(&self) -> Result<()> {
+        let pp = PostParams::default();
+        for i in 0..self.opts.deployments {
+            let name = Self::deploy_name(i);
+            let d: Deployment = serde_json::from_value(json!({
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": name},
+                "spec": {"replicas": self.opts.replicas,
+                         "selector": {"matchLabels": {"app": name}},
+                         "template": kwok_template(&name, "registry.example/app:v0")},
+            }))?;
+            self.ns.api::<Deployment>().create(&pp, &d).await?;
+        }
+        for i in 0..self.opts.replicasets {
+            let name = Self::rs_name(i);
+            let rs: ReplicaSet = serde_json::from_value(json!({
+                "apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "metadata": {"name": name},
+                "spec": {"replicas": self.opts.replicas,
+                         "selector": {"matchLabels": {"app": name}},
+                         "template": kwok_template(&name, "registry.example/app:v0")},
+            }))?;
+            self.ns.api::<ReplicaSet>().create(&pp, &rs).await?;
+        }
+        Ok(())
+    }
+
+    /// The same change for the undisturbed baseline and after the last fault: every
+    /// Deployment rolled to a new image, every ReplicaSet scaled by two.
+    async fn bump(&self, round: u32) -> Result<()> {
+        let pp = PatchParams::default();
+        for i in 0..self.opts.deployments {
+            let image = format!("registry.example/app:bump{round}");
+            self.ns
+                .api::<Deployment>()
+                .patch(
+                    &Self::deploy_name(i),
+                    &pp,
+                    &Patch::Strategic(json!({"spec": {"replicas": self.opts.replicas,
+                        "template": {"spec": {"containers": [{"name": "app", "image": image}]}}}})),
+                )
+                .await?;
+        }
+        let replicas = self.opts.replicas + if round.is_multiple_of(2) { 2 } else { 0 };
+        for i in 0..self.opts.replicasets {
+            self.ns
+                .api::<ReplicaSet>()
+                .patch(
+                    &Self::rs_name(i),
+                    &pp,
+                    &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+                )
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Why the namespace is not settled, or `None`.
+    async fn unsettled(&self) -> Result<Option<String>> {
+        for d in self
+            .ns
+            .api::<Deployment>()
+            .list(&ListParams::default())
+            .await?
+        {
+            let want = d.spec.replicas.unwrap_or(1);
+            let s = d.status.clone().unwrap_or_default();
+            if s.observed_generation != d.metadata.generation
+                || s.updated_replicas != Some(want)
+                || s.replicas != Some(want)
+                || s.available_replicas != Some(want)
+            {
+                return Ok(Some(format!(
+                    "deployment {:?}: want {want}, status {s:?}",
+                    d.metadata.name
+                )));
+            }
+        }
+        for rs in self
+            .ns
+            .api::<ReplicaSet>()
+            .list(&ListParams::default())
+            .await?
+        {
+            let want = rs.spec.replicas.unwrap_or(1);
+            let s = rs.status.clone().unwrap_or_default();
+            if s.replicas != want || s.ready_replicas.unwrap_or(0) != want {
+                return Ok(Some(format!(
+                    "replicaset {:?}: want {want}, status {s:?}",
+                    rs.metadata.name
+                )));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn wait_settled(&self, timeout: Duration) -> Result<Duration> {
+        let start = Instant::now();
+        wait_for("the namespace to settle", timeout, || async {
+            Ok(self.unsettled().await?.is_none().then_some(()))
+        })
+        .await?;
+        Ok(start.elapsed())
+    }
+
+    /// Churns until `until`: pods deleted at the configured rate (gracefully), a spec change
+    /// every 10 s. Returns (pod deletions, spec changes).
+    async fn churn(&self, until: Instant) -> Result<(u64, u64)> {
+        let pods = self.ns.api::<Pod>();
+        let (mut deleted, mut changes) = (0u64, 0u64);
+        let mut last_change = Instant::now();
+        let rate = self.opts.delete_rate.max(1);
+        while Instant::now() < until {
+            let round = Instant::now();
+            let list = pods.list(&ListParams::default()).await;
+            let live: Vec<String> = list
+                .map(|l| l.items)
+                .unwrap_or_default()
+                .into_iter()
+                // Running pods only: a delete that reads a pod just before it is bound
+                // removes it at once (not churn a user would make).
+                .filter(|p| {
+                    p.metadata.deletion_timestamp.is_none()
+                        && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                })
+                .filter_map(|p| p.metadata.name)
+                .collect();
+            let victims: Vec<String> = {
+                let mut rng = rand::rng();
+                (0..rate.min(u32::try_from(live.len()).unwrap_or(0)))
+                    .map(|_| live[rng.random_range(0..live.len())].clone())
+                    .collect()
+            };
+            for v in victims {
+                if pods.delete(&v, &DeleteParams::default()).await.is_ok() {
+                    deleted += 1;
+                }
+                tokio::time::sleep(Duration::from_millis(1000 / u64::from(rate))).await;
+            }
+            if last_change.elapsed() >= Duration::from_secs(10) {
+                last_change = Instant::now();
+                changes += 1;
+                let (d, r, n, flip) = {
+                    let mut rng = rand::rng();
+                    (
+                        rng.random_range(0..self.opts.deployments.max(1)),
+                        rng.random_range(0..self.opts.replicasets.max(1)),
+                        rng.random_range(1..=self.opts.replicas * 2),
+                        rng.random_bool(0.5),
+                    )
+                };
+                let pp = PatchParams::default();
+                let body = if flip {
+                    json!({"spec": {"replicas": n}})
+                } else {
+                    json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": format!("registry.example/app:v{changes}")}]}}}})
+                };
+                if self.opts.deployments > 0 {
+                    let _ = self
+                        .ns
+                        .api::<Deployment>()
+                        .patch(&Self::deploy_name(d), &pp, &Patch::Strategic(body))
+                        .await;
+                }
+                if self.opts.replicasets > 0 {
+                    let _ = self
+                        .ns
+                        .api::<ReplicaSet>()
+                        .patch(
+                            &Self::rs_name(r),
+                            &pp,
+                            &Patch::Merge(json!({"spec": {"replicas": n}})),
+                        )
+                        .await;
+                }
+            }
+            if round.elapsed() < Duration::from_millis(200) {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        Ok((deleted, changes))
+    }
+}
+
+fn count_panics(log: &str) -> usize {
+    log.lines()
+        .filter(|l| l.contains("panicked at") || l.starts_with("panic:"))
+        .count()
+}
+
+/// Runs `scenario` (`kill-churn` or `watch-gap`) for `kind` in a new namespace.
+pub async fn run(
+    cluster: &TestCluster,
+    kind: ManagerKind,
+    scenario: &str,
+    opts: &Options,
+) -> Result<Outcome> {
+    let ns = cluster.namespace(&format!("chaos-{scenario}")).await?;
+    let sa = ns.api::<ServiceAccount>();
+    wait_for(
+        "the default ServiceAccount",
+        Duration::from_secs(60),
+        || async { Ok(sa.get_opt("default").await?.map(|_| ())) },
+    )
+    .await?;
+    let watcher = InvariantWatcher::start(
+        cluster.client(),
+        Scope::Namespaces(vec![ns.name().to_owned()]),
+        Config::default(),
+    )
+    .await?;
+    let qps = format!("--kube-api-qps={}", opts.qps);
+    let burst = format!("--kube-api-burst={}", opts.qps * 2);
+    let mut manager =
+        Manager::start_with(kind, cluster, ns.name(), CONTROLLERS, &[&qps, &burst]).await?;
+    let work = Workload { ns: &ns, opts };
+    let mut outcome = Outcome {
+        scenario: scenario.to_owned(),
+        manager: kind.name().to_owned(),
+        duration_s: opts.duration.as_secs_f64(),
+        faults: 0,
+        pod_deletions: 0,
+        spec_changes: 0,
+        violations: Vec::new(),
+        watch_gaps: 0,
+        changes_observed: 0,
+        undisturbed_converge_s: 0.0,
+        converge_after_fault_s: None,
+        panics: 0,
+        unexpected_exits: 0,
+        error: None,
+        handovers: Vec::new(),
+    };
+    let result = async {
+        work.create().await?;
+        work.wait_settled(opts.converge_timeout).await?;
+        // The undisturbed baseline: a rollout of every Deployment and a scale of every
+        // ReplicaSet, no fault.
+        let start = Instant::now();
+        work.bump(0).await?;
+        work.wait_settled(opts.converge_timeout).await?;
+        outcome.undisturbed_converge_s = start.elapsed().as_secs_f64();
+
+        let until = Instant::now() + opts.duration;
+        let faults = async {
+            let mut n = 0u32;
+            let mut exits = 0u32;
+            match scenario {
+                "kill-churn" => loop {
+                    let wait = {
+                        let (lo, hi) = opts.kill_every;
+                        let mut rng = rand::rng();
+                        Duration::from_millis(
+                            rng.random_range(lo.as_millis()..=hi.as_millis().max(lo.as_millis()))
+                                .try_into()
+                                .unwrap_or(u64::MAX),
+                        )
+                    };
+                    if Instant::now() + wait >= until {
+                        break;
+                    }
+                    tokio::time::sleep(wait).await;
+                    if manager.check_running().is_err() {
+                        exits += 1;
+                    }
+                    manager.kill_and_restart().await?;
+                    n += 1;
+                },
+                "watch-gap" => {
+                    tokio::time::sleep(opts.duration / 2).await;
+                    manager.proxy().delay_watches("pods", opts.watch_delay);
+                    n += 1;
+                }
+                other => anyhow::bail!("unknown scenario {other}"),
+            }
+            anyhow::Ok((n, exits))
+        };
+        let ((deleted, changes), (n, exits)) = tokio::try_join!(work.churn(until), faults)?;
+        outcome.pod_deletions = deleted;
+        outcome.spec_changes = changes;
+        outcome.faults = n;
+        outcome.unexpected_exits = exits;
+        // The last fault comes with the same change as the baseline: a kill right after
+        // it, or the end of the watch delay (events already held back still arrive late).
+        let start = Instant::now();
+        work.bump(1).await?;
+        if scenario == "kill-churn" {
+            manager.kill_and_restart().await?;
+            outcome.faults += 1;
+        } else {
+            manager.proxy().delay_watches("pods", Duration::ZERO);
+        }
+        let converged = work
+            .wait_settled(opts.converge_timeout)
+            .await
+            .map(|_| start.elapsed());
+        match converged {
+            Ok(t) => outcome.converge_after_fault_s = Some(t.as_secs_f64()),
+            Err(e) => {
+                let last = work.unsettled().await.ok().flatten().unwrap_or_default();
+                outcome.error = Some(format!("{e:#}; last seen: {last}"));
+            }
+        }
+        if manager.check_running().is_err() {
+            outcome.unexpected_exits += 1;
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    if let Err(e) = result {
+        outcome.error = Some(format!("{e:#}"));
+    }
+    let report = watcher.finish().await;
+    outcome.violations = report.violations;
+    outcome.watch_gaps = report.gaps.len();
+    outcome.changes_observed = report.observed;
+    outcome.panics = count_panics(&manager.log_tail(usize::MAX));
+    manager.stop().await.context("stopping the manager")?;
+    Ok(outcome)
+}
+
+fn secs(s: Option<f64>) -> String {
+    s.map_or("did not converge".to_owned(), |s| format!("{s:.1} s"))
+}
+
+/// The Markdown report of a set of outcomes.
+pub fn markdown(outcomes: &[Outcome], preamble: &str) -> String {
+    let mut out = String::from("# Fault suite (`make chaos`)\n\n");
+    out.push_str(preamble);
+    out.push_str(
+        "\n| scenario | manager | duration | faults | pod deletions | spec changes | violations | watch gaps | undisturbed converge | converge after last fault | ratio | panics | unexpected exits |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for o in outcomes {
+        let ratio = o.converge_after_fault_s.map_or("-".to_owned(), |c| {
+            format!("{:.2}", c / o.undisturbed_converge_s.max(0.001))
+        });
+        out.push_str(&format!(
+            "| {} | {} | {:.0} s | {} | {} | {} | {} | {} | {:.1} s | {} | {} | {} | {} |\n",
+            o.scenario,
+            o.manager,
+            o.duration_s,
+            o.faults,
+            o.pod_deletions,
+            o.spec_changes,
+            o.violations.len(),
+            o.watch_gaps,
+            o.undisturbed_converge_s,
+            secs(o.converge_after_fault_s),
+            ratio,
+            o.panics,
+            o.unexpected_exits,
+        ));
+    }
+    let handovers: Vec<_> = outcomes
+        .iter()
+        .filter(|o| !o.handovers.is_empty())
+        .collect();
+    if !handovers.is_empty() {
+        out.push_str("\n## Leader failover (from the audit log)\n\n| manager | fault | old leader | new leader | gap to the new leader's first write | old leader's writes after the fault | overlapping writes |\n|---|---|---|---|---|---|---|\n");
+        for o in handovers {
+            for h in &o.handovers {
+                out.push_str(&format!(
+                    "| {} | {} | {} | {} | {} | {} | {} |\n",
+                    o.manager,
+                    h.signal,
+                    h.old_leader,
+                    h.new_leader.as_deref().unwrap_or("none"),
+                    h.gap_s.map_or("-".to_owned(), |g| format!("{g:.1} s")),
+                    h.old_writes_after_fault,
+                    h.overlapping_writes,
+                ));
+            }
+        }
+    }
+    for o in outcomes {
+        if o.violations.is_empty() && o.error.is_none() {
+            continue;
+        }
+        out.push_str(&format!("\n## {} / {}\n\n", o.scenario, o.manager));
+        if let Some(e) = &o.error {
+            out.push_str(&format!("Error: {e}\n\n"));
+        }
+        for v in &o.violations {
+            out.push_str(&format!("- {v}\n"));
+        }
+    }
+    out.push_str(NOT_COVERED);
+    out
+}
+
+/// The issue's drivers this suite does not run yet.
+pub const NOT_COVERED: &str = "
+## Reading this report
+
+Every row ran under the invariant watcher (`rkcm_testkit::invariants`) from before the first
+object to after convergence. Upstream's violations are reported, not judged; `make chaos` fails
+on rkcm's rows only (a violation, a panic, no convergence, or overlapping leader writes).
+Convergence: the same change (every Deployment rolled, every ReplicaSet scaled) timed without a
+fault (undisturbed) and made with the last fault (a kill right after it; the end of the watch
+delay): the ratio is the second over the first. In `leader` the change comes with each fault
+(SIGKILL, then SIGTERM of the leader) 20 s into 60 s of churn, and the convergence column is
+timed from the end of that churn; the failover table gives the gap to the new leader's first
+write.
+
+## Not covered yet
+
+- kube-apiserver stopped for 30 s and restarted (same etcd);
+- the manager cut off from the API server by a proxy that drops traffic, for 60 s and 5 min
+  (writes after the lease is lost);
+- forced 410 / etcd compaction during churn, and a 6-minute pod watch delay;
+- an admission webhook or quota rejecting pod creates for 60 s;
+- the 1-hour soak with RSS sampled every minute;
+- StatefulSet, DaemonSet, Job and CronJob workloads in these long scenarios (the watcher checks
+  them; the short fault test of `make test` runs a StatefulSet and an Indexed Job).
+";
+
+// ---- leader failover ------------------------------------------------------------------
+
+/// One workload write of the audit log: (time, user).
+fn audit_writes(log: &str, namespace: &str) -> Vec<(jiff::Timestamp, String)> {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["stage"] == "ResponseComplete")
+        .filter(|e| {
+            matches!(
+                e["verb"].as_str(),
+                Some("create" | "update" | "patch" | "delete" | "deletecollection")
+            )
+        })
+        .filter(|e| e["objectRef"]["namespace"] == namespace)
+        .filter(|e| {
+            !matches!(
+                e["objectRef"]["resource"].as_str(),
+                Some("leases" | "events")
+            )
+        })
+        .filter_map(|e| {
+            let user = e["user"]["username"].as_str()?;
+            if user != "rkcm" && user != "kcm" {
+                return None;
+            }
+            let at: jiff::Timestamp = e["requestReceivedTimestamp"].as_str()?.parse().ok()?;
+            Some((at, user.to_owned()))
+        })
+        .collect()
+}
+
+/// The handover measures for a fault at `at` that took `old` down.
+pub fn handover(
+    writes: &[(jiff::Timestamp, String)],
+    signal: &str,
+    old: &str,
+    at: jiff::Timestamp,
+    until: jiff::Timestamp,
+) -> Handover {
+    // Until the old leader is started again (then it may lead again, legitimately).
+    let writes: Vec<_> = writes.iter().filter(|(t, _)| *t < until).cloned().collect();
+    let first_new = writes.iter().find(|(t, u)| *t >= at && u != old);
+    Handover {
+        signal: signal.to_owned(),
+        old_leader: old.to_owned(),
+        new_leader: first_new.map(|(_, u)| u.clone()),
+        gap_s: first_new.map(|(t, _)| t.duration_since(at).as_secs_f64()),
+        old_writes_after_fault: writes.iter().filter(|(t, u)| *t >= at && u == old).count(),
+        overlapping_writes: first_new.map_or(0, |(nt, _)| {
+            writes.iter().filter(|(t, u)| t > nt && u == old).count()
+        }),
+    }
+}
+
+struct Replica {
+    user: &'static str,
+    child: tokio::process::Child,
+    args: Vec<String>,
+    bin: std::path::PathBuf,
+    log: std::path::PathBuf,
+}
+
+impl Replica {
+    fn spawn(
+        bin: &std::path::Path,
+        user: &'static str,
+        args: &[String],
+        log: &std::path::Path,
+    ) -> Result<Self> {
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)?;
+        let child = tokio::process::Command::new(bin)
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .env_remove("RUST_LOG")
+            .stdin(std::process::Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        Ok(Self {
+            user,
+            child,
+            args: args.to_vec(),
+            bin: bin.to_path_buf(),
+            log: log.to_path_buf(),
+        })
+    }
+
+    fn signal(&self, sig: &str) -> Result<()> {
+        let pid = self.child.id().context("process already reaped")?;
+        let status = std::process::Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(pid.to_string())
+            .status()?;
+        anyhow::ensure!(status.success(), "kill -{sig} {pid}: {status}");
+        Ok(())
+    }
+
+    async fn restart(&mut self) -> Result<()> {
+        let _ = self.child.kill().await;
+        *self = Self::spawn(&self.bin, self.user, &self.args, &self.log)?;
+        Ok(())
+    }
+}
+
+/// The user of the replica holding the Lease: the last one that wrote it (audit log).
+fn lease_writer(log: &str, namespace: &str) -> Option<String> {
+    log.lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| {
+            e["stage"] == "ResponseComplete"
+                && e["objectRef"]["namespace"] == namespace
+                && e["objectRef"]["resource"] == "leases"
+                && matches!(e["verb"].as_str(), Some("update" | "create" | "patch"))
+                && e["responseStatus"]["code"]
+                    .as_i64()
+                    .is_some_and(|c| c < 300)
+        })
+        .and_then(|e| e["user"]["username"].as_str().map(str::to_owned))
+}
+
+/// The `leader` scenario for `kind`. Needs `RKCM_CLUSTER_DIR` (the plane's directory, for
+/// the users' kubeconfigs and the audit log).
+pub async fn run_leader(
+    cluster: &TestCluster,
+    kind: ManagerKind,
+    opts: &Options,
+) -> Result<Outcome> {
+    let dir = std::path::PathBuf::from(
+        std::env::var_os("RKCM_CLUSTER_DIR").context("RKCM_CLUSTER_DIR is not set")?,
+    );
+    let audit_path = dir.join("logs/audit.log");
+    let audit_from = std::fs::metadata(&audit_path)
+        .with_context(|| format!("no audit log at {}", audit_path.display()))?
+        .len();
+    let read_audit = || -> Result<String> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut f = std::fs::File::open(&audit_path)?;
+        f.seek(SeekFrom::Start(audit_from))?;
+        let mut s = String::new();
+        f.read_to_string(&mut s)?;
+        Ok(s)
+    };
+    let ns = cluster.namespace("chaos-leader").await?;
+    let sa = ns.api::<ServiceAccount>();
+    wait_for(
+        "the default ServiceAccount",
+        Duration::from_secs(60),
+        || async { Ok(sa.get_opt("default").await?.map(|_| ())) },
+    )
+    .await?;
+    let watcher = InvariantWatcher::start(
+        cluster.client(),
+        Scope::Namespaces(vec![ns.name().to_owned()]),
+        Config::default(),
+    )
+    .await?;
+    let bin = kind.binary()?;
+    let args = |user: &str| -> Vec<String> {
+        vec![
+            format!(
+                "--kubeconfig={}",
+                dir.join(format!("kubeconfig-{user}")).display()
+            ),
+            format!("--controllers={CONTROLLERS}"),
+            "--leader-elect=true".into(),
+            format!("--leader-elect-resource-namespace={}", ns.name()),
+            "--leader-elect-resource-name=chaos".into(),
+            "--secure-port=0".into(),
+            "--v=2".into(),
+            format!("--kube-api-qps={}", opts.qps),
+            format!("--kube-api-burst={}", opts.qps * 2),
+        ]
+    };
+    let logs = std::env::temp_dir();
+    let mut replicas = [
+        Replica::spawn(
+            &bin,
+            "rkcm",
+            &args("rkcm"),
+            &logs
+                .join(crate::unique_name(&format!("{}-rkcm", kind.name())))
+                .with_extension("log"),
+        )?,
+        Replica::spawn(
+            &bin,
+            "kcm",
+            &args("kcm"),
+            &logs
+                .join(crate::unique_name(&format!("{}-kcm", kind.name())))
+                .with_extension("log"),
+        )?,
+    ];
+    let work = Workload { ns: &ns, opts };
+    let mut outcome = Outcome {
+        scenario: "leader".into(),
+        manager: kind.name().to_owned(),
+        duration_s: 0.0,
+        faults: 0,
+        pod_deletions: 0,
+        spec_changes: 0,
+        violations: Vec::new(),
+        watch_gaps: 0,
+        changes_observed: 0,
+        undisturbed_converge_s: 0.0,
+        converge_after_fault_s: None,
+        panics: 0,
+        unexpected_exits: 0,
+        error: None,
+        handovers: Vec::new(),
+    };
+    let begun = Instant::now();
+    let result = async {
+        work.create().await?;
+        work.wait_settled(opts.converge_timeout).await?;
+        let start = Instant::now();
+        work.bump(0).await?;
+        work.wait_settled(opts.converge_timeout).await?;
+        outcome.undisturbed_converge_s = start.elapsed().as_secs_f64();
+        let mut faults = Vec::new();
+        for signal in ["KILL", "TERM"] {
+            let leader = wait_for("a leader", Duration::from_secs(60), || async {
+                Ok(lease_writer(&read_audit()?, ns.name()))
+            })
+            .await?;
+            // Some churn under the current leader, then the fault in the middle of it.
+            let churn_until = Instant::now() + Duration::from_secs(60);
+            let fault = async {
+                tokio::time::sleep(Duration::from_secs(20)).await;
+                let r = replicas
+                    .iter()
+                    .find(|r| r.user == leader)
+                    .context("no replica for the leader")?;
+                // The fault comes with the baseline's change.
+                work.bump(1).await?;
+                let at = jiff::Timestamp::now();
+                r.signal(signal)?;
+                anyhow::Ok(at)
+            };
+            let ((deleted, changes), at) = tokio::try_join!(work.churn(churn_until), fault)?;
+            outcome.pod_deletions += deleted;
+            outcome.spec_changes += changes;
+            outcome.faults += 1;
+            let t = work.wait_settled(opts.converge_timeout).await?;
+            outcome.converge_after_fault_s = Some(t.as_secs_f64());
+            // The old leader comes back as a standby.
+            for r in replicas.iter_mut().filter(|r| r.user == leader) {
+                r.restart().await?;
+            }
+            faults.push((signal, leader.clone(), at, jiff::Timestamp::now()));
+        }
+        let writes = audit_writes(&read_audit()?, ns.name());
+        for (signal, old, at, until) in faults {
+            outcome
+                .handovers
+                .push(handover(&writes, &format!("SIG{signal}"), &old, at, until));
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    if let Err(e) = result {
+        outcome.error = Some(format!("{e:#}"));
+    }
+    outcome.duration_s = begun.elapsed().as_secs_f64();
+    let report = watcher.finish().await;
+    outcome.violations = report.violations;
+    outcome.watch_gaps = report.gaps.len();
+    outcome.changes_observed = report.observed;
+    for r in &mut replicas {
+        outcome.panics += count_panics(&std::fs::read_to_string(&r.log).unwrap_or_default());
+        let _ = r.child.kill().await;
+    }
+    Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(at: &str, user: &str, verb: &str, resource: &str, ns: &str) -> String {
+        json!({"stage": "ResponseComplete", "verb": verb, "user": {"username": user},
+               "objectRef": {"resource": resource, "namespace": ns},
+               "requestReceivedTimestamp": at, "responseStatus": {"code": 200}})
+        .to_string()
+    }
+
+    #[test]
+    fn handover_measures_gap_and_overlap_from_the_audit_log() {
+        let log = [
+            line("2026-01-01T00:00:01Z", "rkcm", "create", "pods", "ns"),
+            line("2026-01-01T00:00:02Z", "rkcm", "update", "leases", "ns"),
+            line("2026-01-01T00:00:03Z", "admin", "delete", "pods", "ns"),
+            line("2026-01-01T00:00:04Z", "kcm", "create", "pods", "other"),
+            line("2026-01-01T00:00:05Z", "rkcm", "patch", "replicasets", "ns"),
+            line("2026-01-01T00:00:09Z", "kcm", "create", "pods", "ns"),
+            line("2026-01-01T00:00:10Z", "rkcm", "create", "pods", "ns"),
+            line("2026-01-01T00:00:11Z", "kcm", "update", "leases", "ns"),
+        ]
+        .join("\n");
+        assert_eq!(lease_writer(&log, "ns").as_deref(), Some("kcm"));
+        let writes = audit_writes(&log, "ns");
+        assert_eq!(writes.len(), 4, "{writes:?}");
+        let at: jiff::Timestamp = "2026-01-01T00:00:04Z".parse().unwrap();
+        let h = handover(
+            &writes,
+            "SIGTERM",
+            "rkcm",
+            at,
+            "2026-01-01T00:01:00Z".parse().unwrap(),
+        );
+        assert_eq!(h.new_leader.as_deref(), Some("kcm"));
+        assert_eq!(h.gap_s, Some(5.0));
+        assert_eq!(h.old_writes_after_fault, 2);
+        assert_eq!(h.overlapping_writes, 1);
+    }
+}

@@ -1,0 +1,1023 @@
+//! Invariants of the workload controllers, checked continuously while faults happen.
+//!
+//! Two parts:
+//! - [`Checker`] (pure): a function of what the watches delivered (every version of every
+//!   pod, ReplicaSet, Deployment, Job and Node, in watch order per kind, stamped with the
+//!   time it was received) and of a clock ([`Checker::tick`]). It records a [`Violation`]
+//!   for each broken invariant ([`Invariant`]). Table-tested with hand-built objects.
+//! - [`watch`]: kube watches of a cluster (one namespace, several, or all) feeding a
+//!   [`Checker`]; [`watch::InvariantWatcher`] for tests, the `rkcm-check` binary for any
+//!   cluster.
+//!
+//! A watch delivers every change of its kind in order, but watches of different kinds are
+//! not ordered with each other: a Job's status may arrive before the pod events it counts,
+//! a ReplicaSet's scale-up before its Deployment's. Checks that compare kinds wait
+//! [`Config::grace`] for the other kind to catch up before they call something a
+//! violation, and scale bounds take the largest value seen within `grace` either side.
+//! When a watch has to relist (410 Gone), changes during the gap are lost: the gap is
+//! recorded ([`Checker::gaps`]), objects that vanished are dropped without judging, and
+//! Jobs stop being compared with their pods (a pod may have come and gone unseen).
+//!
+//! What is and is not observable without the API server's audit log: a pod deleted without
+//! a graceful phase (it went from bound, non-terminal and not terminating straight to
+//! deleted, which the API server does only for a grace period of 0) is seen, and so is
+//! whether its node existed; WHO deleted it is not (Events do not name the deleter; the
+//! audit log's `user.username`/`userAgent` does). A graceful delete that a kubelet (or kwok)
+//! finishes with grace 0 is indistinguishable from a force delete of a terminating pod, so
+//! force deletes of pods that were already terminating (PodGC's out-of-service and
+//! unscheduled-terminating cases) are not judged. PodGC's legal force deletes of running
+//! pods are those of orphans (node gone): they pass; any other is reported.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::Resource;
+use serde::Serialize;
+
+pub mod faults;
+pub mod watch;
+
+#[cfg(test)]
+mod tests;
+
+/// The Job controller's pod finalizer (`pkg/controller/job/job_controller.go`).
+pub const JOB_TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";
+/// The CronJob controller's annotation with a Job's scheduled time
+/// (`pkg/controller/cronjob/utils.go`).
+pub const CRONJOB_SCHEDULED_ANNOTATION: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
+/// The Job controller's annotation with a pod's completion index.
+pub const COMPLETION_INDEX_ANNOTATION: &str = "batch.kubernetes.io/job-completion-index";
+
+/// Each invariant the checker knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
+pub enum Invariant {
+    /// A ReplicaSet created a pod while its live pods (not terminal, not terminating) were
+    /// already at `spec.replicas`.
+    ReplicaSetAboveReplicas,
+    /// A Deployment's ReplicaSet was created or scaled up while the `spec.replicas` of its
+    /// ReplicaSets add up to more than its `replicas + maxSurge` (the bound upstream's e2e
+    /// rolling-update checks use).
+    DeploymentAboveSurge,
+    /// Two pod objects with one StatefulSet identity (set name and ordinal) existed at once.
+    StatefulSetIdentityShared,
+    /// A Job's `status.succeeded` or `status.failed` went down.
+    JobCountDecreased,
+    /// A Job counts more succeeded (failed) pods than distinct pods were seen succeed (end).
+    JobCountAboveTerminatedPods,
+    /// An Indexed Job's `completedIndexes` is malformed, out of range, shrank, disagrees
+    /// with `succeeded`, or names an index no pod succeeded for.
+    JobCompletedIndexesWrong,
+    /// A pod of a finished Job still holds the `batch.kubernetes.io/job-tracking` finalizer.
+    TrackingFinalizerLeft,
+    /// Two Jobs for one CronJob scheduled time.
+    CronJobSlotTwice,
+    /// A pod that was not terminal, on a node that exists, was deleted with grace period 0.
+    ForceDeleteOnLiveNode,
+}
+
+impl fmt::Display for Invariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// One broken invariant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Violation {
+    /// When it was first seen (receive time of the change that showed it).
+    pub at: Timestamp,
+    pub invariant: Invariant,
+    /// `namespace/name` of the object the invariant is about.
+    pub object: String,
+    pub detail: String,
+    /// How many times the same invariant broke for the same object.
+    pub count: u32,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {} {}: {}",
+            self.at, self.invariant, self.object, self.detail
+        )?;
+        if self.count > 1 {
+            write!(f, " ({} times)", self.count)?;
+        }
+        Ok(())
+    }
+}
+
+/// The kinds the checker watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum Kind {
+    Pod,
+    ReplicaSet,
+    Deployment,
+    Job,
+    Node,
+}
+
+/// One object as a watch delivered it.
+#[derive(Debug, Clone)]
+pub enum Object {
+    Pod(Box<Pod>),
+    ReplicaSet(Box<ReplicaSet>),
+    Deployment(Box<Deployment>),
+    Job(Box<Job>),
+    Node(Box<Node>),
+}
+
+impl Object {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Object::Pod(_) => Kind::Pod,
+            Object::ReplicaSet(_) => Kind::ReplicaSet,
+            Object::Deployment(_) => Kind::Deployment,
+            Object::Job(_) => Kind::Job,
+            Object::Node(_) => Kind::Node,
+        }
+    }
+
+    fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        match self {
+            Object::Pod(o) => o.meta(),
+            Object::ReplicaSet(o) => o.meta(),
+            Object::Deployment(o) => o.meta(),
+            Object::Job(o) => o.meta(),
+            Object::Node(o) => o.meta(),
+        }
+    }
+
+    fn uid(&self) -> String {
+        self.meta().uid.clone().unwrap_or_default()
+    }
+}
+
+/// What a watch delivered.
+#[derive(Debug, Clone)]
+pub enum Observation {
+    /// A (re)list of `Kind` (in one namespace, or everywhere) begins.
+    ListStart(Kind, Option<String>),
+    /// An object of the current (re)list.
+    Listed(Object),
+    /// The (re)list of `Kind` is complete: objects not listed are gone.
+    ListDone(Kind, Option<String>),
+    /// A change after the list.
+    Applied(Object),
+    Deleted(Object),
+}
+
+/// Tuning of the checker.
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    /// How long one kind's watch may lag another's before a cross-kind comparison counts.
+    pub grace: SignedDuration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            grace: SignedDuration::from_secs(10),
+        }
+    }
+}
+
+/// A watch that had to relist: changes of `kind` before `at` may be missing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Gap {
+    pub at: Timestamp,
+    pub kind: Kind,
+}
+
+#[derive(Debug, Default)]
+struct JobState {
+    job: Job,
+    /// Every pod of the Job was seen (the Job appeared after the watches listed, and no
+    /// pod relist since): counts can be compared with pods.
+    exact: bool,
+    finished_at: Option<Timestamp>,
+    /// The finalizer check fired once already.
+    finalizer_reported: bool,
+    /// Status versions waiting for the pod watch to catch up: (received, succeeded,
+    /// failed, completed indexes).
+    pending: Vec<(Timestamp, i32, i32, BTreeSet<i64>)>,
+}
+
+#[derive(Debug, Default)]
+struct JobPods {
+    succeeded: BTreeSet<String>,
+    ended: BTreeSet<String>,
+    succeeded_indexes: BTreeSet<i64>,
+}
+
+/// A cross-kind suspicion, judged once `grace` has passed.
+#[derive(Debug)]
+enum Suspect {
+    ReplicaSet {
+        at: Timestamp,
+        rs: String,
+        key: String,
+        live: i64,
+        pod: String,
+    },
+    Deployment {
+        at: Timestamp,
+        deployment: String,
+        key: String,
+        sum: i64,
+    },
+    ForceDelete {
+        at: Timestamp,
+        key: String,
+        node: String,
+        detail: String,
+    },
+}
+
+/// The pure invariant checker. Feed it with [`Checker::observe`], call
+/// [`Checker::tick`] now and then (and once at the end with a time past the last change +
+/// grace), read [`Checker::violations`].
+#[derive(Debug, Default)]
+pub struct Checker {
+    config: Config,
+    pods: BTreeMap<String, Pod>,
+    replicasets: BTreeMap<String, ReplicaSet>,
+    deployments: BTreeMap<String, Deployment>,
+    jobs: BTreeMap<String, JobState>,
+    nodes: BTreeSet<String>,
+    /// A pod's `deletionGracePeriodSeconds` when it was first seen terminating.
+    first_grace: BTreeMap<String, i64>,
+    /// When a pod was first seen bound to a node.
+    bound_at: BTreeMap<String, Timestamp>,
+    node_deleted: BTreeMap<String, Timestamp>,
+    /// Every `spec.replicas` a ReplicaSet had, with when it was seen.
+    rs_replicas: BTreeMap<String, Vec<(Timestamp, i64)>>,
+    /// Every `replicas + maxSurge` a Deployment had.
+    deploy_bound: BTreeMap<String, Vec<(Timestamp, i64)>>,
+    job_pods: BTreeMap<String, JobPods>,
+    /// (namespace, CronJob name, scheduled time) → Job UIDs.
+    cron_slots: BTreeMap<(String, String, String), BTreeSet<String>>,
+    listing: BTreeMap<(Kind, Option<String>), BTreeSet<String>>,
+    listed_once: BTreeSet<(Kind, Option<String>)>,
+    suspects: Vec<Suspect>,
+    violations: Vec<Violation>,
+    gaps: Vec<Gap>,
+    observed: u64,
+}
+
+fn key_of(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+    match &m.namespace {
+        Some(ns) => format!("{ns}/{}", m.name.as_deref().unwrap_or_default()),
+        None => m.name.clone().unwrap_or_default(),
+    }
+}
+
+fn controller_of(
+    m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<(&str, &str, &str)> {
+    m.owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))
+        .map(|r| (r.kind.as_str(), r.name.as_str(), r.uid.as_str()))
+}
+
+fn phase(p: &Pod) -> &str {
+    p.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or_default()
+}
+
+fn terminal(p: &Pod) -> bool {
+    matches!(phase(p), "Succeeded" | "Failed")
+}
+
+/// Live as the ReplicaSet controller counts: not terminal, not terminating.
+pub fn is_live(p: &Pod) -> bool {
+    !terminal(p) && p.metadata.deletion_timestamp.is_none()
+}
+
+fn node_of(p: &Pod) -> &str {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .unwrap_or_default()
+}
+
+/// `maxSurge` of a Deployment as a pod count: 0 for Recreate; percentages round up
+/// (`pkg/controller/deployment/util/deployment_util.go`, `ResolveFenceposts`).
+pub fn max_surge(d: &Deployment) -> i64 {
+    let spec = &d.spec;
+    let replicas = i64::from(spec.replicas.unwrap_or(1));
+    let strategy = spec.strategy.as_ref();
+    if strategy.and_then(|s| s.type_.as_deref()) == Some("Recreate") {
+        return 0;
+    }
+    let surge = strategy
+        .and_then(|s| s.rolling_update.as_ref())
+        .and_then(|r| r.max_surge.clone())
+        .unwrap_or(IntOrString::String("25%".into()));
+    match surge {
+        IntOrString::Int(n) => i64::from(n),
+        IntOrString::String(s) => {
+            let pct: i64 = s.trim_end_matches('%').parse().unwrap_or(25);
+            (replicas * pct + 99) / 100
+        }
+    }
+}
+
+/// The indexes of an interval string such as `0-3,5,7-9`; `None` when malformed.
+pub fn parse_indexes(s: &str) -> Option<BTreeSet<i64>> {
+    let mut out = BTreeSet::new();
+    for item in s.split(',').filter(|i| !i.is_empty()) {
+        let (a, b) = item.split_once('-').unwrap_or((item, item));
+        let (a, b): (i64, i64) = (a.parse().ok()?, b.parse().ok()?);
+        if a > b || b - a > 1_000_000 {
+            return None;
+        }
+        out.extend(a..=b);
+    }
+    Some(out)
+}
+
+fn job_finished(j: &Job) -> bool {
+    j.status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+}
+
+fn job_counts(j: &Job) -> (i32, i32) {
+    j.status
+        .as_ref()
+        .map(|s| (s.succeeded.unwrap_or(0), s.failed.unwrap_or(0)))
+        .unwrap_or((0, 0))
+}
+
+fn is_indexed(j: &Job) -> bool {
+    j.spec.as_ref().and_then(|s| s.completion_mode.as_deref()) == Some("Indexed")
+}
+
+fn completed_indexes(j: &Job) -> Option<&str> {
+    j.status
+        .as_ref()
+        .and_then(|s| s.completed_indexes.as_deref())
+}
+
+/// The largest value of a history that was current at some instant in `[from, to]`.
+fn max_within(hist: &[(Timestamp, i64)], from: Timestamp, to: Timestamp) -> Option<i64> {
+    let current_at_from = hist.iter().rev().find(|(t, _)| *t <= from).map(|(_, v)| *v);
+    hist.iter()
+        .filter(|(t, _)| *t > from && *t <= to)
+        .map(|(_, v)| *v)
+        .chain(current_at_from)
+        .max()
+}
+
+impl Checker {
+    pub fn new(config: Config) -> Self {
+        Self {
+            config,
+            ..Default::default()
+        }
+    }
+
+    /// Every violation so far, in the order found (one entry per invariant and object).
+    pub fn violations(&self) -> &[Violation] {
+        &self.violations
+    }
+
+    /// Relists of a watch (gaps in the observed history).
+    pub fn gaps(&self) -> &[Gap] {
+        &self.gaps
+    }
+
+    /// How many observations were fed in.
+    pub fn observed(&self) -> u64 {
+        self.observed
+    }
+
+    fn violate(&mut self, at: Timestamp, invariant: Invariant, object: &str, detail: String) {
+        if let Some(v) = self
+            .violations
+            .iter_mut()
+            .find(|v| v.invariant == invariant && v.object == object)
+        {
+            v.count += 1;
+            return;
+        }
+        self.violations.push(Violation {
+            at,
+            invariant,
+            object: object.to_owned(),
+            detail,
+            count: 1,
+        });
+    }
+
+    /// Feeds one change received at `at`.
+    pub fn observe(&mut self, at: Timestamp, obs: Observation) {
+        self.observed += 1;
+        match obs {
+            Observation::ListStart(kind, ns) => {
+                self.listing.insert((kind, ns), BTreeSet::new());
+            }
+            Observation::Listed(obj) => {
+                let id = match &obj {
+                    Object::Node(n) => n.metadata.name.clone().unwrap_or_default(),
+                    _ => obj.uid(),
+                };
+                let ns = obj.meta().namespace.clone();
+                for scope in [ns, None] {
+                    if let Some(set) = self.listing.get_mut(&(obj.kind(), scope)) {
+                        set.insert(id.clone());
+                    }
+                }
+                self.apply(at, obj, true);
+            }
+            Observation::ListDone(kind, ns) => self.list_done(at, kind, ns),
+            Observation::Applied(obj) => self.apply(at, obj, false),
+            Observation::Deleted(obj) => self.delete(at, obj),
+        }
+    }
+
+    fn list_done(&mut self, at: Timestamp, kind: Kind, ns: Option<String>) {
+        let listed = self.listing.remove(&(kind, ns.clone())).unwrap_or_default();
+        let relist = !self.listed_once.insert((kind, ns.clone()));
+        if relist {
+            self.gaps.push(Gap { at, kind });
+        }
+        // Objects of this list's scope that the list did not return are gone.
+        let keep =
+            |uid: &String, m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+                listed.contains(uid) || (ns.is_some() && m.namespace != ns)
+            };
+        match kind {
+            Kind::Pod => {
+                self.pods.retain(|uid, p| keep(uid, &p.metadata));
+                if relist {
+                    for j in self.jobs.values_mut() {
+                        j.exact = false;
+                        j.pending.clear();
+                    }
+                }
+                let pods: Vec<Pod> = self.pods.values().cloned().collect();
+                for p in &pods {
+                    self.check_identity(at, p);
+                }
+            }
+            Kind::ReplicaSet => self.replicasets.retain(|uid, o| keep(uid, &o.metadata)),
+            Kind::Deployment => self.deployments.retain(|uid, o| keep(uid, &o.metadata)),
+            Kind::Job => self.jobs.retain(|uid, o| keep(uid, &o.job.metadata)),
+            Kind::Node => {
+                let names: BTreeSet<String> = self
+                    .nodes
+                    .iter()
+                    .filter(|n| !listed.contains(*n))
+                    .cloned()
+                    .collect();
+                for n in names {
+                    self.nodes.remove(&n);
+                    self.node_deleted.insert(n, at);
+                }
+            }
+        }
+    }
+
+    fn apply(&mut self, at: Timestamp, obj: Object, listed: bool) {
+        match obj {
+            Object::Pod(p) => self.apply_pod(at, *p, listed),
+            Object::ReplicaSet(rs) => self.apply_rs(at, *rs),
+            Object::Deployment(d) => self.apply_deployment(at, *d),
+            Object::Job(j) => self.apply_job(at, *j, listed),
+            Object::Node(n) => {
+                let name = n.metadata.name.clone().unwrap_or_default();
+                self.node_deleted.remove(&name);
+                self.nodes.insert(name);
+            }
+        }
+    }
+
+    fn delete(&mut self, at: Timestamp, obj: Object) {
+        let uid = obj.uid();
+        match obj {
+            Object::Pod(p) => {
+                let before = self.pods.remove(&uid).unwrap_or((*p).clone());
+                self.record_job_pod(&p, true);
+                let node = node_of(&before);
+                // Force deleted: gone without a graceful phase, either at once or through a
+                // terminating version whose grace period was already 0 (the API server
+                // shows the latter for a delete with grace 0). A kubelet's final delete
+                // follows a terminating version with a real grace period.
+                let forced = self.first_grace.remove(&uid).is_none_or(|g| g == 0);
+                // The API server computes the grace period from the object it read and
+                // deletes without a resourceVersion precondition: a delete that read the pod
+                // just before the scheduler bound it removes it at once. Not judged.
+                let just_bound = self
+                    .bound_at
+                    .remove(&uid)
+                    .is_none_or(|t| at.duration_since(t) < SignedDuration::from_secs(2));
+                if !node.is_empty() && !terminal(&before) && forced && !just_bound {
+                    let detail = format!(
+                        "uid {}, phase {:?}, resourceVersion {}",
+                        uid,
+                        phase(&before),
+                        before
+                            .metadata
+                            .resource_version
+                            .as_deref()
+                            .unwrap_or_default()
+                    );
+                    self.suspects.push(Suspect::ForceDelete {
+                        at,
+                        key: key_of(&before.metadata),
+                        node: node.to_owned(),
+                        detail,
+                    });
+                }
+            }
+            Object::ReplicaSet(_) => {
+                self.replicasets.remove(&uid);
+            }
+            Object::Deployment(_) => {
+                self.deployments.remove(&uid);
+            }
+            Object::Job(_) => {
+                self.jobs.remove(&uid);
+            }
+            Object::Node(n) => {
+                let name = n.metadata.name.clone().unwrap_or_default();
+                self.nodes.remove(&name);
+                self.node_deleted.insert(name, at);
+            }
+        }
+    }
+
+    // ---- pods -----------------------------------------------------------------------
+
+    fn apply_pod(&mut self, at: Timestamp, p: Pod, listed: bool) {
+        let uid = p.metadata.uid.clone().unwrap_or_default();
+        let new = !self.pods.contains_key(&uid);
+        self.record_job_pod(&p, false);
+        if !node_of(&p).is_empty() && !self.bound_at.contains_key(&uid) {
+            // Listed already bound: bound long ago as far as the checks go.
+            let since = if listed {
+                at - SignedDuration::from_hours(1)
+            } else {
+                at
+            };
+            self.bound_at.insert(uid.clone(), since);
+        }
+        if p.metadata.deletion_timestamp.is_some() && !self.first_grace.contains_key(&uid) {
+            // Listed already terminating: how it started is unknown; assume gracefully.
+            let grace = if listed {
+                1
+            } else {
+                p.metadata.deletion_grace_period_seconds.unwrap_or(0)
+            };
+            self.first_grace.insert(uid.clone(), grace);
+        }
+        self.pods.insert(uid, p.clone());
+        if !self.listing_pods() {
+            self.check_identity(at, &p);
+        }
+        if new
+            && !listed
+            && is_live(&p)
+            && let Some(("ReplicaSet", _, rs_uid)) = controller_of(&p.metadata)
+        {
+            let rs_uid = rs_uid.to_owned();
+            let live = self
+                .pods
+                .values()
+                .filter(|q| is_live(q) && controller_of(&q.metadata).map(|c| c.2) == Some(&rs_uid))
+                .count();
+            let rs = self
+                .replicasets
+                .get(&rs_uid)
+                .map(|r| key_of(&r.metadata))
+                .unwrap_or_else(|| {
+                    let ns = p.metadata.namespace.clone().unwrap_or_default();
+                    format!(
+                        "{ns}/{}",
+                        controller_of(&p.metadata).map(|c| c.1).unwrap_or_default()
+                    )
+                });
+            self.suspects.push(Suspect::ReplicaSet {
+                at,
+                rs,
+                key: rs_uid,
+                live: i64::try_from(live).unwrap_or(i64::MAX),
+                pod: key_of(&p.metadata),
+            });
+        }
+    }
+
+    /// Two existing pod objects (terminating ones included) with one StatefulSet identity.
+    fn check_identity(&mut self, at: Timestamp, p: &Pod) {
+        let Some(("StatefulSet", set, _)) = controller_of(&p.metadata) else {
+            return;
+        };
+        let name = p.metadata.name.as_deref().unwrap_or_default();
+        let Some(ordinal) = name.strip_prefix(set).and_then(|s| s.strip_prefix('-')) else {
+            return;
+        };
+        let ns = p.metadata.namespace.as_deref().unwrap_or_default();
+        let uid = p.metadata.uid.as_deref().unwrap_or_default();
+        let others: Vec<String> = self
+            .pods
+            .values()
+            .filter(|q| {
+                q.metadata.uid.as_deref() != Some(uid)
+                    && q.metadata.namespace.as_deref() == Some(ns)
+                    && controller_of(&q.metadata)
+                        .is_some_and(|c| c.0 == "StatefulSet" && c.1 == set)
+                    && q.metadata
+                        .name
+                        .as_deref()
+                        .and_then(|n| n.strip_prefix(set))
+                        .and_then(|s| s.strip_prefix('-'))
+                        == Some(ordinal)
+            })
+            .map(|q| {
+                format!(
+                    "{} (uid {}{})",
+                    q.metadata.name.as_deref().unwrap_or_default(),
+                    q.metadata.uid.as_deref().unwrap_or_default(),
+                    if q.metadata.deletion_timestamp.is_some() {
+                        ", terminating"
+                    } else {
+                        ""
+                    }
+                )
+            })
+            .collect();
+        if !others.is_empty() {
+            self.violate(
+                at,
+                Invariant::StatefulSetIdentityShared,
+                &format!("{ns}/{set}"),
+                format!(
+                    "ordinal {ordinal}: pod {name} (uid {uid}) exists together with {others:?}"
+                ),
+            );
+        }
+    }
+
+    fn record_job_pod(&mut self, p: &Pod, deleted: bool) {
+        let Some(("Job", _, job_uid)) = controller_of(&p.metadata) else {
+            return;
+        };
+        let uid = p.metadata.uid.clone().unwrap_or_default();
+        let e = self.job_pods.entry(job_uid.to_owned()).or_default();
+        if phase(p) == "Succeeded" {
+            e.succeeded.insert(uid);
+            let ix = p
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(COMPLETION_INDEX_ANNOTATION))
+                .and_then(|v| v.parse().ok());
+            if let Some(ix) = ix {
+                e.succeeded_indexes.insert(ix);
+            }
+        } else if phase(p) == "Failed" || deleted || p.metadata.deletion_timestamp.is_some() {
+            // An upper bound of what the Job may count as failed: pods that failed, and
+            // pods removed before they succeeded.
+            e.ended.insert(uid);
+        }
+    }
+
+    // ---- ReplicaSets and Deployments -------------------------------------------------
+
+    fn apply_rs(&mut self, at: Timestamp, rs: ReplicaSet) {
+        let uid = rs.metadata.uid.clone().unwrap_or_default();
+        let replicas = i64::from(rs.spec.replicas.unwrap_or(1));
+        let hist = self.rs_replicas.entry(uid.clone()).or_default();
+        let before = hist.last().map(|(_, v)| *v);
+        if before != Some(replicas) {
+            hist.push((at, replicas));
+        }
+        // Only a scale-up (or a new ReplicaSet) can break the bound: a Deployment scaled down
+        // is above it until its controller acts, which may take a while (a failover).
+        let raised = replicas > before.unwrap_or(0);
+        let owner = controller_of(&rs.metadata)
+            .filter(|c| c.0 == "Deployment")
+            .map(|c| c.2.to_owned());
+        self.replicasets.insert(uid, rs);
+        if let Some(d) = owner.filter(|_| raised) {
+            self.check_deployment(at, &d);
+        }
+    }
+
+    fn apply_deployment(&mut self, at: Timestamp, d: Deployment) {
+        let uid = d.metadata.uid.clone().unwrap_or_default();
+        let replicas = i64::from(d.spec.replicas.unwrap_or(1));
+        let bound = replicas + max_surge(&d);
+        let hist = self.deploy_bound.entry(uid.clone()).or_default();
+        if hist.last().map(|(_, v)| *v) != Some(bound) {
+            hist.push((at, bound));
+        }
+        self.deployments.insert(uid, d);
+    }
+
+    fn check_deployment(&mut self, at: Timestamp, uid: &str) {
+        let sum: i64 = self
+            .replicasets
+            .values()
+            .filter(|rs| controller_of(&rs.metadata).map(|c| c.2) == Some(uid))
+            .map(|rs| i64::from(rs.spec.replicas.unwrap_or(1)))
+            .sum();
+        let name = self
+            .deployments
+            .get(uid)
+            .map(|d| key_of(&d.metadata))
+            .unwrap_or_default();
+        self.suspects.push(Suspect::Deployment {
+            at,
+            deployment: name,
+            key: uid.to_owned(),
+            sum,
+        });
+    }
+
+    // ---- Jobs -----------------------------------------------------------------------
+
+    fn apply_job(&mut self, at: Timestamp, j: Job, listed: bool) {
+        let uid = j.metadata.uid.clone().unwrap_or_default();
+        let key = key_of(&j.metadata);
+        let (succeeded, failed) = job_counts(&j);
+
+        if let Some(("CronJob", cj, _)) = controller_of(&j.metadata) {
+            let scheduled = j
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(CRONJOB_SCHEDULED_ANNOTATION))
+                .cloned();
+            if let Some(scheduled) = scheduled {
+                let ns = j.metadata.namespace.clone().unwrap_or_default();
+                let slot = (ns.clone(), cj.to_owned(), scheduled.clone());
+                let jobs = self.cron_slots.entry(slot).or_default();
+                jobs.insert(uid.clone());
+                if jobs.len() > 1 {
+                    let detail = format!("scheduled time {scheduled}: Jobs {jobs:?}");
+                    self.violate(
+                        at,
+                        Invariant::CronJobSlotTwice,
+                        &format!("{ns}/{cj}"),
+                        detail,
+                    );
+                }
+            }
+        }
+
+        let prev = self.jobs.get(&uid).map(|s| {
+            (
+                job_counts(&s.job),
+                completed_indexes(&s.job).map(str::to_owned),
+            )
+        });
+        if let Some(((ps, pf), _)) = &prev
+            && (succeeded < *ps || failed < *pf)
+        {
+            self.violate(
+                at,
+                Invariant::JobCountDecreased,
+                &key,
+                format!("succeeded {ps} -> {succeeded}, failed {pf} -> {failed}"),
+            );
+        }
+
+        let mut indexes = BTreeSet::new();
+        if is_indexed(&j) {
+            let completions = i64::from(j.spec.as_ref().and_then(|s| s.completions).unwrap_or(1));
+            let raw = completed_indexes(&j).unwrap_or_default();
+            match parse_indexes(raw) {
+                None => self.violate(
+                    at,
+                    Invariant::JobCompletedIndexesWrong,
+                    &key,
+                    format!("malformed completedIndexes {raw:?}"),
+                ),
+                Some(set) => {
+                    if set.last().is_some_and(|&m| m >= completions)
+                        || set.first().is_some_and(|&m| m < 0)
+                    {
+                        self.violate(
+                            at,
+                            Invariant::JobCompletedIndexesWrong,
+                            &key,
+                            format!("completedIndexes {raw:?} outside 0..{completions}"),
+                        );
+                    }
+                    if i64::from(succeeded) != i64::try_from(set.len()).unwrap_or(i64::MAX) {
+                        self.violate(
+                            at,
+                            Invariant::JobCompletedIndexesWrong,
+                            &key,
+                            format!(
+                                "succeeded {succeeded} but completedIndexes {raw:?} has {} indexes",
+                                set.len()
+                            ),
+                        );
+                    }
+                    let old = prev
+                        .as_ref()
+                        .and_then(|(_, o)| o.as_deref())
+                        .and_then(parse_indexes)
+                        .unwrap_or_default();
+                    let lost: Vec<_> = old.difference(&set).collect();
+                    if !lost.is_empty() {
+                        self.violate(
+                            at,
+                            Invariant::JobCompletedIndexesWrong,
+                            &key,
+                            format!("completedIndexes lost {lost:?}: now {raw:?}"),
+                        );
+                    }
+                    indexes = set;
+                }
+            }
+        }
+
+        let finished = job_finished(&j);
+        let state = self.jobs.entry(uid).or_insert_with(|| JobState {
+            exact: !listed,
+            ..Default::default()
+        });
+        if finished && state.finished_at.is_none() {
+            state.finished_at = Some(at);
+        }
+        if state.exact {
+            state.pending.push((at, succeeded, failed, indexes));
+        }
+        state.job = j;
+    }
+
+    // ---- the clock --------------------------------------------------------------------
+
+    /// Judges every suspicion older than `grace` at `now`.
+    pub fn tick(&mut self, now: Timestamp) {
+        let grace = self.config.grace;
+        let ripe = |at: Timestamp| at + grace <= now;
+
+        let suspects = std::mem::take(&mut self.suspects);
+        for s in suspects {
+            match s {
+                Suspect::ReplicaSet {
+                    at,
+                    rs,
+                    key,
+                    live,
+                    pod,
+                } if ripe(at) => {
+                    let bound = self
+                        .rs_replicas
+                        .get(&key)
+                        .and_then(|h| max_within(h, at - grace, at + grace));
+                    if let Some(bound) = bound
+                        && live > bound
+                    {
+                        self.violate(
+                            at,
+                            Invariant::ReplicaSetAboveReplicas,
+                            &rs,
+                            format!("created {pod}: {live} live pods, replicas at most {bound}"),
+                        );
+                    }
+                }
+                Suspect::Deployment {
+                    at,
+                    deployment,
+                    key,
+                    sum,
+                } if ripe(at) => {
+                    let bound = self
+                        .deploy_bound
+                        .get(&key)
+                        .and_then(|h| max_within(h, at - grace, at + grace));
+                    if let Some(bound) = bound
+                        && sum > bound
+                    {
+                        self.violate(
+                                at,
+                                Invariant::DeploymentAboveSurge,
+                                &deployment,
+                                format!("ReplicaSets' replicas add up to {sum}, replicas + maxSurge at most {bound}"),
+                            );
+                    }
+                }
+                Suspect::ForceDelete {
+                    at,
+                    key,
+                    node,
+                    detail,
+                } if ripe(at) => {
+                    let gone = !self.nodes.contains(&node)
+                        || self
+                            .node_deleted
+                            .get(&node)
+                            .is_some_and(|t| *t <= at + grace);
+                    if !gone {
+                        self.violate(
+                            at,
+                            Invariant::ForceDeleteOnLiveNode,
+                            &key,
+                            format!(
+                                "deleted with grace 0 while on node {node}, which exists, and not terminal ({detail})"
+                            ),
+                        );
+                    }
+                }
+                other => self.suspects.push(other),
+            }
+        }
+
+        let mut found = Vec::new();
+        let listing_pods = self.listing_pods();
+        for (uid, state) in &mut self.jobs {
+            let key = key_of(&state.job.metadata);
+            let pods = self.job_pods.get(uid);
+            let succeeded_pods = pods.map_or(0, |p| p.succeeded.len());
+            let ended_pods = pods.map_or(0, |p| p.ended.len());
+            let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut state.pending)
+                .into_iter()
+                .partition(|p| ripe(p.0));
+            state.pending = waiting;
+            for (at, succeeded, failed, indexes) in ready {
+                if usize::try_from(succeeded).unwrap_or(0) > succeeded_pods {
+                    found.push((at, Invariant::JobCountAboveTerminatedPods, key.clone(),
+                        format!("succeeded {succeeded}, but only {succeeded_pods} distinct pods were seen succeed")));
+                }
+                if usize::try_from(failed).unwrap_or(0) > ended_pods {
+                    found.push((at, Invariant::JobCountAboveTerminatedPods, key.clone(),
+                        format!("failed {failed}, but only {ended_pods} distinct pods were seen fail or go away")));
+                }
+                let seen = pods.map(|p| &p.succeeded_indexes);
+                let unbacked: Vec<_> = indexes
+                    .iter()
+                    .filter(|ix| !seen.is_some_and(|s| s.contains(ix)))
+                    .collect();
+                if !unbacked.is_empty() {
+                    found.push((
+                        at,
+                        Invariant::JobCompletedIndexesWrong,
+                        key.clone(),
+                        format!(
+                            "completedIndexes names {unbacked:?}, for which no pod was seen succeed"
+                        ),
+                    ));
+                }
+            }
+            if let Some(done) = state.finished_at.filter(|t| ripe(*t))
+                && !state.finalizer_reported
+                && !listing_pods
+            {
+                let holding: Vec<String> = self
+                    .pods
+                    .values()
+                    .filter(|p| controller_of(&p.metadata).map(|c| c.2) == Some(uid.as_str()))
+                    .filter(|p| {
+                        p.metadata
+                            .finalizers
+                            .iter()
+                            .flatten()
+                            .any(|f| f == JOB_TRACKING_FINALIZER)
+                    })
+                    .map(|p| p.metadata.name.clone().unwrap_or_default())
+                    .collect();
+                if !holding.is_empty() {
+                    state.finalizer_reported = true;
+                    found.push((
+                        done,
+                        Invariant::TrackingFinalizerLeft,
+                        key.clone(),
+                        format!(
+                            "finished, and pods {holding:?} still hold {JOB_TRACKING_FINALIZER}"
+                        ),
+                    ));
+                }
+            }
+        }
+        for (at, inv, key, detail) in found {
+            self.violate(at, inv, &key, detail);
+        }
+    }
+
+    fn listing_pods(&self) -> bool {
+        self.listing.keys().any(|(k, _)| *k == Kind::Pod)
+    }
+
+    /// Whether suspicions or Job statuses still wait for `grace` to pass.
+    pub fn pending(&self) -> bool {
+        !self.suspects.is_empty() || self.jobs.values().any(|j| !j.pending.is_empty())
+    }
+}

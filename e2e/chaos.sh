@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# `make chaos`: the long fault suite, for upstream kube-controller-manager and for rkcm
+# running the same controllers (ReplicaSet, Deployment), on a dedicated plane.
+#
+# Brings up its own plane (audit log on, upstream kube-controller-manager running every
+# controller except rkcm's, so the garbage collector and ServiceAccounts work), builds rkcm
+# and rkcm-chaos, runs each scenario for upstream then rkcm with the invariant watcher
+# (rkcm_testkit::invariants) on the scenario's namespace, writes bench/reports/chaos.md and
+# the raw outcomes beside it (chaos.json), and tears the plane down if it started it.
+#
+# Scenarios (CHAOS_SCENARIOS, comma separated):
+#   kill-churn   SIGKILL + restart every 30-90 s for CHAOS_DURATION under churn:
+#                Deployments scaled and rolled, ReplicaSets scaled, pods deleted ~10/s
+#   watch-gap    the manager's pod watch delivers every event CHAOS_WATCH_DELAY late for
+#                the second half of CHAOS_DURATION, under the same churn
+# Convergence: a baseline change (every Deployment rolled, every ReplicaSet scaled) without
+# faults, and the same change made with the last fault (a kill right after it; the watch
+# delay lifted right after it): time to settled, and their ratio.
+#   leader       two leader-elected replicas (plane users rkcm and kcm, so the audit log
+#                tells their writes apart), default timings (lease 15 s, renew 10 s, retry
+#                2 s), under churn: the leader SIGKILLed (then restarted as a standby), the
+#                next leader SIGTERMed; gap to the new leader's first write, the old
+#                leader's writes after the fault and after the new leader's first write
+#
+# Settings (environment):
+#   CHAOS_DURATION=600        seconds of churn and faults per run
+#   CHAOS_WATCH_DELAY=30      seconds of pod watch delay in watch-gap
+#   CHAOS_DELETE_RATE=10      pod deletions per second
+#   CHAOS_MANAGERS=upstream,rkcm
+#   CHAOS_SCENARIOS=kill-churn,watch-gap,leader
+#   CHAOS_NODES=5             kwok nodes of the plane
+#   CHAOS_RELEASE=0           1: release binaries (needs release dependencies built)
+#   CHAOS_REPORT=bench/reports/chaos.md   (raw numbers: same name, .json)
+#   RKCM_BENCH_CLUSTER_DIR=...   plane state (default $TMPDIR/rkcm-chaos-$UID)
+#   CHAOS_KEEP_PLANE=1        leave the plane running afterwards
+#   CHAOS_LOCK=/tmp/rkcm-bench.lock   the machine-wide bench lock, held while the scenarios
+#                             run (timings of two benches at once mean nothing); the plane's
+#                             processes do not inherit it. CHAOS_LOCK= runs without it.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/.." && pwd)
+cd "$root"
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/rkcm/target}
+step() { printf '\n==> [chaos %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { printf 'chaos: error: %s\n' "$*" >&2; exit 1; }
+case "${1:-}" in
+  -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  "") ;;
+  *) die "unknown argument $1 (try --help)" ;;
+esac
+
+DURATION=${CHAOS_DURATION:-600}
+WATCH_DELAY=${CHAOS_WATCH_DELAY:-30}
+DELETE_RATE=${CHAOS_DELETE_RATE:-10}
+MANAGERS=${CHAOS_MANAGERS:-upstream,rkcm}
+SCENARIOS=${CHAOS_SCENARIOS:-kill-churn,watch-gap,leader}
+NODES=${CHAOS_NODES:-5}
+REPORT=${CHAOS_REPORT:-bench/reports/chaos.md}
+DIR=${RKCM_BENCH_CLUSTER_DIR:-${TMPDIR:-/tmp}/rkcm-chaos-$(id -u)}
+profile=debug; cargo_profile=()
+if [ "${CHAOS_RELEASE:-0}" = 1 ]; then profile=release; cargo_profile=(--release); fi
+
+t0=$(date +%s)
+step "build rkcm and rkcm-chaos ($profile)"
+cargo build "${cargo_profile[@]}" -p rkcm -p rkcm-testkit --bins || die "build failed"
+export RKCM_TEST_BIN=$CARGO_TARGET_DIR/$profile/rkcm
+CHAOS=$CARGO_TARGET_DIR/$profile/rkcm-chaos
+
+LOCK=${CHAOS_LOCK-/tmp/rkcm-bench.lock}
+if [ -n "$LOCK" ]; then
+  step "waiting for the bench lock $LOCK"
+  exec 9>"$LOCK"
+  flock 9
+fi
+
+step "chaos plane in $DIR (AUDIT=1, NODES=$NODES)"
+# The plane's processes must not inherit the lock's descriptor (they outlive this script
+# when the plane is kept).
+plane() { RKCM_CLUSTER_DIR=$DIR AUDIT=1 NODES=$NODES bash "$here/cluster.sh" "$@" 9>&-; }
+started=0
+if plane env >/dev/null 2>&1 && (. "$DIR/env.sh"; kubectl get --raw /readyz >/dev/null 2>&1); then
+  echo "chaos: reusing the plane already running in $DIR (left running afterwards)" >&2
+else
+  started=1
+fi
+cleanup() {
+  local rc=$?
+  if [ "$started" = 1 ] && [ "${CHAOS_KEEP_PLANE:-0}" != 1 ]; then
+    step "tear down the chaos plane"
+    plane down || true
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+[ "$started" = 0 ] || plane up
+# shellcheck disable=SC1091
+. "$DIR/env.sh"
+
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+preamble="Command: \`make chaos\` (CHAOS_DURATION=$DURATION, CHAOS_WATCH_DELAY=$WATCH_DELAY, CHAOS_DELETE_RATE=$DELETE_RATE, $profile binaries), commit $(git rev-parse --short HEAD), $(date -u +%Y-%m-%dT%H:%MZ); plane: e2e/cluster.sh with audit log and $NODES kwok nodes; host load average at start: $load."
+mkdir -p "$(dirname "$REPORT")"
+rc=0
+"$CHAOS" --managers "$MANAGERS" --scenarios "$SCENARIOS" --duration "$DURATION" \
+  --watch-delay "$WATCH_DELAY" --delete-rate "$DELETE_RATE" \
+  --md "$REPORT" --json "${REPORT%.md}.json" --preamble "$preamble" || rc=$?
+step "done in $(( $(date +%s) - t0 )) s: $REPORT (raw: ${REPORT%.md}.json); exit $rc"
+exit "$rc"
