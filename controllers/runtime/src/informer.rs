@@ -21,7 +21,10 @@
 //! - Each subscriber has its own unbounded buffer and task, so a slow subscriber never holds
 //!   up the watch or another subscriber. Every subscriber sees every change exactly once and
 //!   in order; one that subscribes late first gets `Added` for everything already cached.
-//! - Stored objects never carry `metadata.managedFields`.
+//! - Stored objects never carry `metadata.managedFields`, and once a controller declares the
+//!   fields it reads ([`Informer::keep`], see [`crate::projection`]) they carry only the
+//!   fields some declaring controller reads. A declaration that widens the projection of a
+//!   started informer relists it, and `has_synced` is false until that relist is complete.
 //! - `has_synced` turns true once the first complete list is in the cache and its changes are
 //!   queued to every subscriber registered by then.
 //! - [`Store::last_synced_resource_version`] is the newest resourceVersion the cache reflects
@@ -57,6 +60,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::keys;
 use crate::metrics::{get_or_register, register};
+use crate::projection::{Fields, Projectable};
 
 /// Name of the built-in index by namespace.
 pub const INDEX_NAMESPACE: &str = "namespace";
@@ -180,6 +184,20 @@ pub(crate) struct State<K> {
     synced: bool,
     /// The newest resourceVersion the contents reflect; `None` before any versioned object.
     last_synced_rv: Option<String>,
+    /// What cached objects keep; `None`: whole objects (nobody declared).
+    projection: Option<Projection<K>>,
+    /// The projection widened after objects were cached or listed: a relist must bring the
+    /// fields they lack, and the cache is not synced until it has.
+    reproject_pending: bool,
+    /// The relist in progress started after a widening: objects it brings replace cached
+    /// ones even at the same resourceVersion.
+    reprojecting: bool,
+}
+
+/// How one type is trimmed, and which optional groups its cache keeps.
+struct Projection<K> {
+    apply: fn(&mut K, Fields),
+    keep: Fields,
 }
 
 impl<K: Resource + Clone> State<K> {
@@ -191,6 +209,9 @@ impl<K: Resource + Clone> State<K> {
             relist: None,
             synced: false,
             last_synced_rv: None,
+            projection: None,
+            reproject_pending: false,
+            reprojecting: false,
         };
         state.add_index(INDEX_NAMESPACE, index_by_namespace::<K>);
         state.add_index(INDEX_CONTROLLER_UID, index_by_controller_uid::<K>);
@@ -216,16 +237,52 @@ impl<K: Resource + Clone> State<K> {
         self.indices.insert(name, index);
     }
 
+    /// Adds `keep` to what cached objects keep (trimmed by `apply`). True when that widened
+    /// the projection of objects already cached or being listed: they lack fields now
+    /// declared, so the cache is unsynced until a relist has brought them.
+    pub(crate) fn declare(&mut self, apply: fn(&mut K, Fields), keep: Fields) -> bool {
+        let widened = match self.projection.as_mut() {
+            None => {
+                // The first declaration narrows: cached whole objects hold every field.
+                self.projection = Some(Projection { apply, keep });
+                false
+            }
+            Some(p) => {
+                let wider = p.keep.union(keep);
+                let widened = wider != p.keep;
+                p.keep = wider;
+                widened
+            }
+        };
+        let holds_objects = !self.objects.is_empty() || self.relist.is_some();
+        if widened && holds_objects {
+            self.reproject_pending = true;
+            self.synced = false;
+            return true;
+        }
+        false
+    }
+
+    /// The object as the cache keeps it.
+    fn strip(&self, mut obj: K) -> K {
+        obj.meta_mut().managed_fields = None;
+        if let Some(p) = &self.projection {
+            (p.apply)(&mut obj, p.keep);
+        }
+        obj
+    }
+
     /// Applies one watcher event and returns the changes subscribers must see, in order.
     pub(crate) fn apply(&mut self, event: watcher::Event<K>) -> Vec<Change<K>> {
         match event {
             watcher::Event::Init => {
                 // A new list starts; a partial list left by a failed one is discarded.
                 self.relist = Some(HashMap::new());
+                self.reprojecting = std::mem::take(&mut self.reproject_pending);
                 Vec::new()
             }
             watcher::Event::InitApply(obj) => {
-                let obj = strip(obj);
+                let obj = self.strip(obj);
                 match self.relist.as_mut() {
                     Some(buffer) => {
                         buffer.insert(keys::key_of(&obj), Arc::new(obj));
@@ -248,17 +305,21 @@ impl<K: Resource + Clone> State<K> {
                 );
                 self.observe_version(newest.as_deref());
                 let changes = self.replace(listed);
-                self.synced = true;
+                self.reprojecting = false;
+                // A widening during this list needs one more.
+                self.synced = !self.reproject_pending;
                 changes
             }
             watcher::Event::Apply(obj) => {
                 self.observe_version(obj.meta().resource_version.as_deref());
-                self.upsert(strip(obj)).into_iter().collect()
+                let obj = self.strip(obj);
+                self.upsert(obj).into_iter().collect()
             }
             watcher::Event::Delete(obj) => {
                 // A delete advances the version even when the object was never cached.
                 self.observe_version(obj.meta().resource_version.as_deref());
-                self.delete(strip(obj)).into_iter().collect()
+                let obj = self.strip(obj);
+                self.delete(obj).into_iter().collect()
             }
         }
     }
@@ -343,7 +404,14 @@ impl<K: Resource + Clone> State<K> {
                     self.objects.insert(key, new.clone());
                     changes.push(Change::Added(new));
                 }
-                Some(old) if same_version(&*old, &*new) => {}
+                Some(old) if same_version(&*old, &*new) => {
+                    if self.reprojecting {
+                        // The same version with the fields a widening added: swapped in
+                        // silently, subscribers saw this version already.
+                        self.index_insert(&key, Some(&old), &new);
+                        self.objects.insert(key, new);
+                    }
+                }
                 Some(old) => {
                     self.index_insert(&key, Some(&old), &new);
                     self.objects.insert(key, new.clone());
@@ -457,12 +525,6 @@ fn same_version<K: Resource>(a: &K, b: &K) -> bool {
         (Some(a), Some(b)) => !a.is_empty() && a == b,
         _ => false,
     }
-}
-
-/// Drops what the cache must not keep: managedFields are large and no controller reads them.
-fn strip<K: Resource>(mut obj: K) -> K {
-    obj.meta_mut().managed_fields = None;
-    obj
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -752,6 +814,8 @@ struct Shared<K> {
     inner: Arc<RwLock<Inner<K>>>,
     synced: tokio::sync::watch::Sender<bool>,
     started: AtomicBool,
+    /// Asks the running list/watch to start over with a fresh list.
+    relist: tokio::sync::Notify,
     /// Subscriber tasks created where no runtime was available; spawned on start.
     pending_tasks: Mutex<Vec<BoxFuture>>,
 }
@@ -780,6 +844,7 @@ impl<K: Informable> Informer<K> {
                 })),
                 synced: tokio::sync::watch::Sender::new(false),
                 started: AtomicBool::new(false),
+                relist: tokio::sync::Notify::new(),
                 pending_tasks: Mutex::new(Vec::new()),
             }),
         }
@@ -793,6 +858,22 @@ impl<K: Informable> Informer<K> {
     pub fn store(&self) -> Store<K> {
         Store {
             inner: self.shared.inner.clone(),
+        }
+    }
+
+    /// Declares that a controller reads the optional field groups `fields` of `K` (and the
+    /// base, see [`crate::projection`]): from the first declaration on, the cache keeps only
+    /// the base and the declared groups. Call it before the informer starts (in the crate's
+    /// `informers`); a later declaration that widens the projection relists.
+    pub fn keep(&self, fields: Fields)
+    where
+        K: Projectable,
+    {
+        let mut inner = self.shared.inner.write();
+        if inner.state.declare(K::project, fields) {
+            info!(resource = %self.shared.resource, "Projection widened; relisting");
+            self.shared.synced.send_replace(false);
+            self.shared.relist.notify_one();
         }
     }
 
@@ -967,6 +1048,7 @@ impl<K: Informable> Informer<K> {
                 let item = tokio::select! {
                     biased;
                     () = shutdown.cancelled() => break,
+                    () = self.shared.relist.notified() => break,
                     item = stream.next() => item,
                 };
                 match item {
@@ -1480,6 +1562,74 @@ mod tests {
         state.apply(watcher::Event::Delete(pod("a", Some("n1"))));
         assert!(state.by_index(INDEX_NODE_NAME, "n1").is_empty());
         assert_eq!(names(state.by_index(INDEX_NODE_NAME, "n2")), ["b"]);
+    }
+
+    #[test]
+    fn declared_projection_trims_cached_pods_and_a_widening_relists() {
+        use crate::projection::{Projectable, pod as fields};
+        use k8s_openapi::api::core::v1::Pod;
+        let pod = |rv: &str| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p", "namespace": "ns", "resourceVersion": rv},
+                "spec": {"containers": [{"name": "c", "image": "i"}],
+                    "affinity": {"nodeAffinity": {}}},
+                "status": {"phase": "Running",
+                    "containerStatuses": [{"name": "c", "image": "i", "imageID": "",
+                        "ready": true, "restartCount": 2}]},
+            }))
+            .expect("valid pod")
+        };
+        let restarts = |p: &Pod| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .map(|c| c[0].restart_count)
+        };
+        let mut state = State::<Pod>::new();
+        assert!(
+            !state.declare(Pod::project, fields::AFFINITY),
+            "first: no relist"
+        );
+        state.apply(watcher::Event::Init);
+        state.apply(watcher::Event::InitApply(pod("1")));
+        state.apply(watcher::Event::InitDone);
+        assert!(state.has_synced());
+        let cached = state.get("ns/p").expect("cached");
+        assert!(cached.spec.as_ref().is_some_and(|s| s.affinity.is_some()));
+        assert_eq!(restarts(&cached), None, "not declared: dropped");
+        assert_eq!(
+            cached
+                .spec
+                .as_ref()
+                .and_then(|s| s.containers[0].image.clone()),
+            None
+        );
+
+        // The same groups again change nothing; a new group unsyncs until a relist.
+        assert!(!state.declare(Pod::project, fields::AFFINITY));
+        assert!(state.declare(Pod::project, fields::CONTAINER_STATUSES));
+        assert!(!state.has_synced());
+        state.apply(watcher::Event::Init);
+        state.apply(watcher::Event::InitApply(pod("1")));
+        let changes = state.apply(watcher::Event::InitDone);
+        assert!(changes.is_empty(), "same version: swapped silently");
+        assert!(state.has_synced());
+        assert_eq!(restarts(&state.get("ns/p").expect("cached")), Some(2));
+        assert_eq!(
+            restarts(&state.by_index(INDEX_NAMESPACE, "ns")[0]),
+            Some(2),
+            "indexes hold the new copy"
+        );
+
+        // A widening during a list needs one more list.
+        state.apply(watcher::Event::Init);
+        state.apply(watcher::Event::InitApply(pod("1")));
+        assert!(state.declare(Pod::project, fields::VOLUME_CLAIMS));
+        state.apply(watcher::Event::InitDone);
+        assert!(!state.has_synced());
+        state.apply(watcher::Event::Init);
+        state.apply(watcher::Event::InitDone);
+        assert!(state.has_synced());
     }
 
     #[test]

@@ -35,6 +35,7 @@ pub mod keys;
 pub mod metrics;
 pub mod pod;
 pub mod podcontrol;
+pub mod projection;
 pub mod selector;
 pub mod workqueue;
 

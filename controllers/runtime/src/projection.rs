@@ -1,0 +1,275 @@
+//! Projections: what the shared caches keep of an object.
+//!
+//! A cached object is read by every controller that uses its informer and by nothing else,
+//! so the cache keeps only the fields some of those controllers read. Each type that can be
+//! trimmed ([`Projectable`]) splits its fields into:
+//! - a base every projection keeps (all of `metadata` but `managedFields`, and the fields any
+//!   controller of this process reads or may read);
+//! - optional groups ([`Fields`]), kept only when a controller declares that it reads them
+//!   ([`crate::informer::Informer::keep`]); the cache keeps the union of the declarations;
+//! - the rest, which no controller reads and which is always dropped.
+//!
+//! An informer nobody declared anything for keeps whole objects, so a controller that uses a
+//! type without declaring sees everything. A controller that declares must declare every
+//! group it reads; each crate's tests run its decisions on projected fixtures to prove it.
+//!
+//! Objects from a projected cache must never be written back whole (PUT): the dropped
+//! fields would be lost on the server. Writers patch, or re-read the object first.
+
+use std::ops::BitOr;
+
+use k8s_openapi::api::core::v1::{
+    Container, ContainerState, ContainerStatus, Pod, PodSpec, PodStatus, Volume,
+};
+
+/// A set of optional field groups of one type (the groups are the type's constants, e.g.
+/// [`pod::CONTAINER_STATUSES`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Fields(u32);
+
+impl Fields {
+    /// The base fields only.
+    pub const BASE: Fields = Fields(0);
+
+    /// Whether every group of `other` is in `self`.
+    pub const fn contains(self, other: Fields) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Both sets.
+    pub const fn union(self, other: Fields) -> Fields {
+        Fields(self.0 | other.0)
+    }
+}
+
+impl BitOr for Fields {
+    type Output = Fields;
+    fn bitor(self, rhs: Fields) -> Fields {
+        self.union(rhs)
+    }
+}
+
+/// A type the shared cache can trim.
+pub trait Projectable {
+    /// Drops everything but the base fields and the groups in `keep`.
+    fn project(&mut self, keep: Fields);
+}
+
+/// Pod field groups. The base is all of `metadata` (no `managedFields`), `spec` without
+/// `affinity` and `volumes` and with each container reduced to its `name` and
+/// `restartPolicy` (no ephemeral containers), and `status` without container statuses, pod
+/// and host IPs, `qosClass`, `nominatedNodeName`, `resize` and `resourceClaimStatuses`.
+pub mod pod {
+    use super::Fields;
+
+    /// `status.{initContainer,container,ephemeralContainer}Statuses`, each with `name`,
+    /// `ready`, `started`, `restartCount`, `state` and `lastState` (no image, IDs, resources,
+    /// mounts or user). Read by the Job controller (pod failure policy, restart counts) and
+    /// ReplicaSet ranking (restart counts).
+    pub const CONTAINER_STATUSES: Fields = Fields(1);
+    /// `spec.volumes`, each with its `name` and `persistentVolumeClaim` only. Read by the
+    /// StatefulSet controller (storage checks).
+    pub const VOLUME_CLAIMS: Fields = Fields(1 << 1);
+    /// `spec.affinity`. Read by the DaemonSet controller (the node a daemon pod targets).
+    pub const AFFINITY: Fields = Fields(1 << 2);
+    /// Every group.
+    pub const ALL: Fields = CONTAINER_STATUSES.union(VOLUME_CLAIMS).union(AFFINITY);
+}
+
+impl Projectable for Pod {
+    fn project(&mut self, keep: Fields) {
+        self.metadata.managed_fields = None;
+        if let Some(spec) = self.spec.as_mut() {
+            project_pod_spec(spec, keep);
+        }
+        if let Some(status) = self.status.as_mut() {
+            project_pod_status(status, keep);
+        }
+    }
+}
+
+fn project_pod_spec(spec: &mut PodSpec, keep: Fields) {
+    for c in spec.containers.iter_mut() {
+        slim_container(c);
+    }
+    for c in spec.init_containers.iter_mut().flatten() {
+        slim_container(c);
+    }
+    spec.ephemeral_containers = None;
+    if keep.contains(pod::VOLUME_CLAIMS) {
+        if let Some(volumes) = spec.volumes.as_mut() {
+            for v in volumes.iter_mut() {
+                *v = Volume {
+                    name: std::mem::take(&mut v.name),
+                    persistent_volume_claim: v.persistent_volume_claim.take(),
+                    ..Volume::default()
+                };
+            }
+        }
+    } else {
+        spec.volumes = None;
+    }
+    if !keep.contains(pod::AFFINITY) {
+        spec.affinity = None;
+    }
+}
+
+/// A container as the base keeps it: name and restart policy (sidecar detection).
+fn slim_container(c: &mut Container) {
+    *c = Container {
+        name: std::mem::take(&mut c.name),
+        restart_policy: c.restart_policy.take(),
+        ..Container::default()
+    };
+}
+
+fn project_pod_status(status: &mut PodStatus, keep: Fields) {
+    status.host_ip = None;
+    status.host_ips = None;
+    status.pod_ip = None;
+    status.pod_ips = None;
+    status.qos_class = None;
+    status.nominated_node_name = None;
+    status.resize = None;
+    status.resource_claim_statuses = None;
+    let lists = [
+        &mut status.container_statuses,
+        &mut status.init_container_statuses,
+        &mut status.ephemeral_container_statuses,
+    ];
+    for list in lists {
+        if keep.contains(pod::CONTAINER_STATUSES) {
+            for s in list.iter_mut().flatten() {
+                slim_container_status(s);
+            }
+        } else {
+            *list = None;
+        }
+    }
+}
+
+fn slim_container_status(s: &mut ContainerStatus) {
+    *s = ContainerStatus {
+        name: std::mem::take(&mut s.name),
+        ready: s.ready,
+        started: s.started,
+        restart_count: s.restart_count,
+        state: s.state.take().map(slim_state),
+        last_state: s.last_state.take().map(slim_state),
+        ..ContainerStatus::default()
+    };
+}
+
+fn slim_state(mut state: ContainerState) -> ContainerState {
+    if let Some(t) = state.terminated.as_mut() {
+        t.container_id = None;
+    }
+    state
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod() -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns", "labels": {"a": "b"},
+                "managedFields": [{"manager": "m"}]},
+            "spec": {
+                "nodeName": "n1",
+                "affinity": {"nodeAffinity": {}},
+                "initContainers": [{"name": "side", "image": "i", "restartPolicy": "Always",
+                    "env": [{"name": "E", "value": "v"}]}],
+                "containers": [{"name": "c", "image": "i", "command": ["x"],
+                    "ports": [{"containerPort": 80}]}],
+                "volumes": [
+                    {"name": "data", "persistentVolumeClaim": {"claimName": "data-p"}},
+                    {"name": "tok", "projected": {"sources": []}}
+                ]
+            },
+            "status": {
+                "phase": "Running", "podIP": "10.0.0.1", "qosClass": "BestEffort",
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "containerStatuses": [{"name": "c", "image": "i", "imageID": "id",
+                    "containerID": "cid", "ready": true, "restartCount": 3,
+                    "state": {"terminated": {"exitCode": 2, "containerID": "cid"}}}]
+            }
+        }))
+        .expect("valid pod")
+    }
+
+    #[test]
+    fn base_keeps_metadata_scheduling_and_phase() {
+        let mut p = pod();
+        p.project(Fields::BASE);
+        assert_eq!(p.metadata.managed_fields, None);
+        assert_eq!(p.metadata.labels.as_ref().map(|l| l.len()), Some(1));
+        let spec = p.spec.as_ref().expect("spec");
+        assert_eq!(spec.node_name.as_deref(), Some("n1"));
+        assert_eq!(
+            spec.containers,
+            vec![Container {
+                name: "c".into(),
+                ..Container::default()
+            }]
+        );
+        let init = spec.init_containers.as_ref().expect("init containers");
+        assert_eq!(init[0].restart_policy.as_deref(), Some("Always"));
+        assert_eq!(init[0].env, None);
+        assert_eq!(spec.volumes, None);
+        assert_eq!(spec.affinity, None);
+        let status = p.status.as_ref().expect("status");
+        assert_eq!(status.phase.as_deref(), Some("Running"));
+        assert_eq!(status.conditions.as_ref().map(Vec::len), Some(1));
+        assert_eq!(status.pod_ip, None);
+        assert_eq!(status.qos_class, None);
+        assert_eq!(status.container_statuses, None);
+    }
+
+    #[test]
+    fn groups_keep_what_they_name() {
+        let mut p = pod();
+        p.project(pod::ALL);
+        let spec = p.spec.as_ref().expect("spec");
+        assert!(spec.affinity.is_some());
+        let volumes = spec.volumes.as_ref().expect("volumes");
+        assert_eq!(volumes.len(), 2);
+        assert_eq!(
+            volumes[0]
+                .persistent_volume_claim
+                .as_ref()
+                .map(|c| c.claim_name.as_str()),
+            Some("data-p")
+        );
+        assert_eq!(volumes[1].projected, None);
+        let statuses = p
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .expect("statuses");
+        assert_eq!(statuses[0].restart_count, 3);
+        assert!(statuses[0].ready);
+        assert_eq!(statuses[0].image, "");
+        assert_eq!(statuses[0].container_id, None);
+        let terminated = statuses[0]
+            .state
+            .as_ref()
+            .and_then(|s| s.terminated.as_ref())
+            .expect("terminated");
+        assert_eq!(
+            (terminated.exit_code, terminated.container_id.as_deref()),
+            (2, None)
+        );
+    }
+
+    #[test]
+    fn fields_form_a_set() {
+        assert!(pod::ALL.contains(pod::AFFINITY));
+        assert!(!pod::CONTAINER_STATUSES.contains(pod::AFFINITY));
+        assert!(Fields::BASE.contains(Fields::BASE));
+        assert_eq!(
+            pod::CONTAINER_STATUSES | pod::VOLUME_CLAIMS | pod::AFFINITY,
+            pod::ALL
+        );
+    }
+}
