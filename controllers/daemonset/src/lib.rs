@@ -77,6 +77,7 @@ use rkcm_runtime::expectations::ControllerExpectations;
 use rkcm_runtime::history::History;
 use rkcm_runtime::informer::{INDEX_NODE_NAME, InformerFactory, pods_by_node};
 use rkcm_runtime::podcontrol::PodControl;
+use rkcm_runtime::projection;
 use rkcm_runtime::workqueue::{RateLimiter, RetryPolicy, WorkQueue};
 
 pub use error::Error;
@@ -106,8 +107,13 @@ impl Default for Config {
     }
 }
 
+/// What this controller reads of a cached pod beyond the base fields (see
+/// `rkcm_runtime::projection`): the node a daemon pod targets may be in its node affinity.
+pub const POD_FIELDS: projection::Fields = projection::pod::AFFINITY;
+
 /// The informers the controller reads (requested from `factory`).
 pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
+    factory.informer::<Pod>().keep(POD_FIELDS);
     probes::<(Pod, Node, ControllerRevision, DaemonSet)>(factory)
 }
 

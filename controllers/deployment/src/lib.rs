@@ -75,6 +75,7 @@ use rkcm_runtime::ControllerContext;
 use rkcm_runtime::controller::{Run, SyncProbe, probes};
 use rkcm_runtime::events::EventRecorder;
 use rkcm_runtime::informer::InformerFactory;
+use rkcm_runtime::projection;
 use rkcm_runtime::workqueue::{RateLimiter, WorkQueue};
 
 pub use error::Error;
@@ -105,10 +106,16 @@ impl Default for Config {
     }
 }
 
+/// What this controller reads of a cached pod beyond the base fields (see
+/// `rkcm_runtime::projection`): nothing; owners and phase (Recreate waits for old pods to
+/// stop) are base fields.
+pub const POD_FIELDS: projection::Fields = projection::Fields::BASE;
+
 /// The informers the Deployment controller reads (Deployments, ReplicaSets, pods), requested
 /// from `factory`. The process requests them before starting its informers; [`start`] waits
 /// for the same list.
 pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
+    factory.informer::<Pod>().keep(POD_FIELDS);
     probes::<(Deployment, ReplicaSet, Pod)>(factory)
 }
 

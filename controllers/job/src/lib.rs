@@ -65,6 +65,7 @@ use rkcm_runtime::events::EventRecorder;
 use rkcm_runtime::expectations::ControllerExpectations;
 use rkcm_runtime::informer::InformerFactory;
 use rkcm_runtime::podcontrol::PodControl;
+use rkcm_runtime::projection;
 use rkcm_runtime::workqueue::{RateLimiter, RetryPolicy, WorkQueue};
 
 pub use error::Error;
@@ -91,8 +92,13 @@ impl Default for Config {
     }
 }
 
+/// What this controller reads of a cached pod beyond the base fields (see
+/// `rkcm_runtime::projection`): pod failure policy and backoff read container statuses.
+pub const POD_FIELDS: projection::Fields = projection::pod::CONTAINER_STATUSES;
+
 /// The informers the controller reads (the process waits for them before starting it).
 pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
+    factory.informer::<Pod>().keep(POD_FIELDS);
     probes::<(Job, Pod)>(factory)
 }
 

@@ -49,6 +49,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use rkcm_runtime::ControllerContext;
 use rkcm_runtime::controller::{SyncProbe, probes, run_when_synced};
 use rkcm_runtime::informer::InformerFactory;
+use rkcm_runtime::projection;
 
 pub use error::Error;
 pub use plan::Reason;
@@ -126,9 +127,15 @@ impl From<&Options> for Config {
     }
 }
 
+/// What this controller reads of a cached pod beyond the base fields (see
+/// `rkcm_runtime::projection`): nothing; node name, phase, deletion and conditions are base
+/// fields.
+pub const POD_FIELDS: projection::Fields = projection::Fields::BASE;
+
 /// The informers PodGC reads (pods and nodes), requested from `factory`. The process
 /// requests them before starting its informers; [`start`] waits for the same list.
 pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
+    factory.informer::<Pod>().keep(POD_FIELDS);
     probes::<(Pod, Node)>(factory)
 }
 

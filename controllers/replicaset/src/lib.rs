@@ -61,6 +61,7 @@ use rkcm_runtime::events::EventRecorder;
 use rkcm_runtime::expectations::UidTrackingExpectations;
 use rkcm_runtime::informer::InformerFactory;
 use rkcm_runtime::podcontrol::PodControl;
+use rkcm_runtime::projection;
 use rkcm_runtime::workqueue::{RateLimiter, WorkQueue};
 
 pub use error::Error;
@@ -119,10 +120,15 @@ pub async fn start_replication_controller(
     start::<ReplicationController>(ctx, cfg).await
 }
 
+/// What this controller reads of a cached pod beyond the base fields (see
+/// `rkcm_runtime::projection`): ranking for scale-down reads restart counts.
+pub const POD_FIELDS: projection::Fields = projection::pod::CONTAINER_STATUSES;
+
 /// The informers the controller for owner kind `O` reads (its owners and pods), requested
 /// from `factory`. The process requests them before starting its informers; [`start`] waits
 /// for the same list.
 pub fn informers<O: ReplicaOwner>(factory: &InformerFactory) -> Vec<SyncProbe> {
+    factory.informer::<Pod>().keep(POD_FIELDS);
     probes::<(O, Pod)>(factory)
 }
 

@@ -82,6 +82,7 @@ use rkcm_runtime::events::EventRecorder;
 use rkcm_runtime::expectations::UidTrackingExpectations;
 use rkcm_runtime::history::History;
 use rkcm_runtime::informer::InformerFactory;
+use rkcm_runtime::projection;
 use rkcm_runtime::workqueue::{RateLimiter, WorkQueue};
 
 pub use error::Error;
@@ -113,9 +114,14 @@ impl Default for Config {
     }
 }
 
+/// What this controller reads of a cached pod beyond the base fields (see
+/// `rkcm_runtime::projection`): storage checks read the pods' claim volumes.
+pub const POD_FIELDS: projection::Fields = projection::pod::VOLUME_CLAIMS;
+
 /// The informers the controller reads (StatefulSets, pods, claims, revisions), requested
 /// from `factory`; [`start`] waits for the same list.
 pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
+    factory.informer::<Pod>().keep(POD_FIELDS);
     probes::<(StatefulSet, Pod, PersistentVolumeClaim, ControllerRevision)>(factory)
 }
 

@@ -691,7 +691,26 @@ impl Controller {
             if !r.dirty {
                 return Ok(());
             }
-            match api.replace(&name, &PostParams::default(), &r.pod).await {
+            // The pod cache keeps a projection of each pod (see `informers`): the update body
+            // is the repair of the whole pod as the server has it, or the PUT would drop
+            // every field the cache does not keep.
+            let whole = match api.get(&name).await {
+                Ok(whole) => whole,
+                Err(e) => {
+                    self.pod_event(ctx, "update", &name, Some(&error_message(&e)));
+                    return Err(Error::Pod {
+                        key: ctx.key.to_string(),
+                        step: "reading",
+                        pod: name,
+                        source: e,
+                    });
+                }
+            };
+            let body = plan::repair(update_set, &whole, ctx.claims);
+            if !body.dirty {
+                return Ok(());
+            }
+            match api.replace(&name, &PostParams::default(), &body.pod).await {
                 Ok(updated) => {
                     self.wrote(ctx, &updated);
                     self.pod_event(ctx, "update", &name, None);
