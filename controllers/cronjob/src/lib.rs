@@ -207,6 +207,10 @@ impl Reconcile for Controller {
 /// The informers the controller reads (the process requests them before starting the
 /// factory, and waits for them before running workers).
 pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
+    // Jobs are read for owners, the scheduled-time annotation and status: not the template.
+    factory
+        .informer::<Job>()
+        .keep(rkcm_runtime::projection::Fields::BASE);
     probes::<(CronJob, Job)>(factory)
 }
 

@@ -127,8 +127,10 @@ impl PodSpec {
         self.v["metadata"]["labels"][k] = json!(v);
         self
     }
+    /// The pod as the controller's projected pod cache holds it.
     pub fn build(self) -> Arc<Pod> {
-        Arc::new(serde_json::from_value(self.v).unwrap_or_else(|e| panic!("bad Pod: {e}")))
+        let pod: Pod = serde_json::from_value(self.v).unwrap_or_else(|e| panic!("bad Pod: {e}"));
+        Arc::new(rkcm_runtime::projection::projected(&pod, crate::POD_FIELDS))
     }
 }
 

@@ -99,6 +99,8 @@ pub const POD_FIELDS: projection::Fields = projection::pod::CONTAINER_STATUSES;
 /// The informers the controller reads (the process waits for them before starting it).
 pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
     factory.informer::<Pod>().keep(POD_FIELDS);
+    // Pods are made from the Job's template, and the status is written back whole.
+    factory.informer::<Job>().keep(projection::job::TEMPLATE);
     probes::<(Job, Pod)>(factory)
 }
 

@@ -103,7 +103,9 @@ impl PodB {
         self.0["status"]["conditions"] = json!([{"type": t, "status": "True"}]);
         self
     }
+    /// The pod as the job controller's projected pod cache holds it.
     pub fn build(self) -> Arc<Pod> {
-        Arc::new(serde_json::from_value(self.0).unwrap())
+        let pod: Pod = serde_json::from_value(self.0).unwrap();
+        Arc::new(rkcm_runtime::projection::projected(&pod, crate::POD_FIELDS))
     }
 }

@@ -18,8 +18,9 @@
 
 use std::ops::BitOr;
 
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{
-    Container, ContainerState, ContainerStatus, Pod, PodSpec, PodStatus, Volume,
+    Container, ContainerState, ContainerStatus, Pod, PodSpec, PodStatus, PodTemplateSpec, Volume,
 };
 
 /// A set of optional field groups of one type (the groups are the type's constants, e.g.
@@ -55,6 +56,15 @@ pub trait Projectable {
     fn project(&mut self, keep: Fields);
 }
 
+/// A copy of `obj` as a cache keeping the groups `keep` holds it. Controller crates run their
+/// decision tables on such copies, with the groups they declare, so a decision that reads a
+/// field the projection drops fails its table.
+pub fn projected<K: Projectable + Clone>(obj: &K, keep: Fields) -> K {
+    let mut copy = obj.clone();
+    copy.project(keep);
+    copy
+}
+
 /// Pod field groups. The base is all of `metadata` (no `managedFields`), `spec` without
 /// `affinity` and `volumes` and with each container reduced to its `name` and
 /// `restartPolicy` (no ephemeral containers), and `status` without container statuses, pod
@@ -74,6 +84,26 @@ pub mod pod {
     pub const AFFINITY: Fields = Fields(1 << 2);
     /// Every group.
     pub const ALL: Fields = CONTAINER_STATUSES.union(VOLUME_CLAIMS).union(AFFINITY);
+}
+
+/// Job field groups. The base is the whole Job (no `managedFields`) but `spec.template`.
+pub mod job {
+    use super::Fields;
+
+    /// `spec.template`. Read by the Job controller (it creates the pods, and writes the Job's
+    /// status back whole); the CronJob and TTL-after-finished controllers do not read it.
+    pub const TEMPLATE: Fields = Fields(1);
+}
+
+impl Projectable for Job {
+    fn project(&mut self, keep: Fields) {
+        self.metadata.managed_fields = None;
+        if !keep.contains(job::TEMPLATE)
+            && let Some(spec) = self.spec.as_mut()
+        {
+            spec.template = PodTemplateSpec::default();
+        }
+    }
 }
 
 impl Projectable for Pod {
@@ -260,6 +290,22 @@ mod tests {
             (terminated.exit_code, terminated.container_id.as_deref()),
             (2, None)
         );
+    }
+
+    #[test]
+    fn job_base_drops_only_the_template() {
+        let job: Job = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "j", "namespace": "ns"},
+            "spec": {"ttlSecondsAfterFinished": 5, "template": {"spec": {"containers": [{"name": "c"}]}}},
+            "status": {"succeeded": 1}
+        }))
+        .expect("valid job");
+        let base = projected(&job, Fields::BASE);
+        let spec = base.spec.as_ref().expect("spec");
+        assert_eq!(spec.template, PodTemplateSpec::default());
+        assert_eq!(spec.ttl_seconds_after_finished, Some(5));
+        assert_eq!(base.status, job.status);
+        assert_eq!(projected(&job, job::TEMPLATE), job);
     }
 
     #[test]

@@ -157,8 +157,11 @@ pub fn terminating(mut p: Pod) -> Pod {
     p
 }
 
+/// Pods as the controller's projected pod cache holds them.
 pub fn arcs(pods: Vec<Pod>) -> Vec<Arc<Pod>> {
-    pods.into_iter().map(Arc::new).collect()
+    pods.into_iter()
+        .map(|p| Arc::new(rkcm_runtime::projection::projected(&p, crate::POD_FIELDS)))
+        .collect()
 }
 
 /// A cached claim with the given owner references.

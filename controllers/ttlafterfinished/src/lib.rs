@@ -72,7 +72,10 @@ impl Default for Config {
 /// The informers the controller reads (Jobs), requested from `factory`. The process requests
 /// them before starting its informers; [`start`] waits for the same list.
 pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
-    vec![SyncProbe::of(factory.informer::<Job>())]
+    // The TTL and finish time, not the template.
+    let jobs = factory.informer::<Job>();
+    jobs.keep(rkcm_runtime::projection::Fields::BASE);
+    vec![SyncProbe::of(jobs)]
 }
 
 /// Runs the controller until `ctx.shutdown` is cancelled: subscribes to the Job informer,

@@ -44,7 +44,15 @@ pub(crate) struct P {
 }
 
 impl P {
+    /// The pod as the controller's projected pod cache holds it.
     pub(crate) fn build(&self) -> Arc<Pod> {
+        Arc::new(rkcm_runtime::projection::projected(
+            &self.whole(),
+            crate::POD_FIELDS,
+        ))
+    }
+
+    fn whole(&self) -> Pod {
         let mut annotations = BTreeMap::new();
         if let Some(c) = self.cost {
             annotations.insert(
@@ -58,7 +66,7 @@ impl P {
             last_transition_time: self.ready_since.map(Time),
             ..PodCondition::default()
         };
-        Arc::new(Pod {
+        Pod {
             metadata: ObjectMeta {
                 name: Some(self.name.into()),
                 namespace: Some("ns".into()),
@@ -114,7 +122,7 @@ impl P {
                 }]),
                 ..PodStatus::default()
             }),
-        })
+        }
     }
 }
 
