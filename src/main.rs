@@ -47,7 +47,10 @@ use crate::cli::{Cli, Invocation};
 use crate::registry::SyncProbe;
 
 // The process allocates and frees many short-lived buffers per API object (JSON decoding,
-// request bodies); mimalloc spends markedly less CPU on that than glibc malloc.
+// request bodies); mimalloc spends markedly less CPU on that than glibc malloc. It is built
+// without its transparent-huge-page advice (`no_thp`): with it, every 2 MiB region touched
+// became resident whole, 13 MiB of an idle process's 18 MiB of heap. On hosts whose THP mode
+// is `always` (not `madvise`), `MIMALLOC_ALLOW_THP=0` opts the process out as well.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

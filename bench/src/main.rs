@@ -13,6 +13,7 @@ mod audit;
 mod harness;
 mod k8s;
 mod manager;
+mod memory;
 mod procfs;
 mod report;
 mod results;
@@ -27,6 +28,10 @@ use clap::{Parser, Subcommand};
 
 use crate::harness::{Env, Scenario};
 use crate::manager::Manager;
+
+// Counts the live heap for `memory`; otherwise the system allocator.
+#[global_allocator]
+static GLOBAL: memory::Counting = memory::Counting;
 
 /// Progress on stderr, timestamped like the plane's scripts.
 #[macro_export]
@@ -110,6 +115,8 @@ enum Command {
         #[command(flatten)]
         args: scenarios::job::TtlArgs,
     },
+    /// Memory per cached object, per type and projection (in process, no plane needed).
+    Memory(memory::Args),
     /// Merge scenario result files into the Markdown report and one JSON file.
     Report(report::Args),
 }
@@ -279,6 +286,11 @@ async fn main() -> std::process::ExitCode {
             }
             Command::JobTtl { common, args } => {
                 run_scenario(scenarios::job::TtlJobs { args }, &common).await
+            }
+            Command::Memory(args) => {
+                memory::run(&args)?;
+                say!("memory report: {}", args.out.display());
+                Ok(true)
             }
             Command::Report(args) => {
                 let ok = report::write(&args)?;
