@@ -77,8 +77,9 @@ pub mod pod {
     /// mounts or user). Read by the Job controller (pod failure policy, restart counts) and
     /// ReplicaSet ranking (restart counts).
     pub const CONTAINER_STATUSES: Fields = Fields(1);
-    /// `spec.volumes`, each with its `name` and `persistentVolumeClaim` only. Read by the
-    /// StatefulSet controller (storage checks).
+    /// `spec.volumes` that use a claim, each with its `name` and `persistentVolumeClaim`
+    /// only. Read by the StatefulSet controller (storage checks, to which a volume of
+    /// another kind counts as no volume).
     pub const VOLUME_CLAIMS: Fields = Fields(1 << 1);
     /// `spec.affinity`. Read by the DaemonSet controller (the node a daemon pod targets).
     pub const AFFINITY: Fields = Fields(1 << 2);
@@ -126,19 +127,20 @@ fn project_pod_spec(spec: &mut PodSpec, keep: Fields) {
         slim_container(c);
     }
     spec.ephemeral_containers = None;
-    if keep.contains(pod::VOLUME_CLAIMS) {
-        if let Some(volumes) = spec.volumes.as_mut() {
-            for v in volumes.iter_mut() {
-                *v = Volume {
-                    name: std::mem::take(&mut v.name),
-                    persistent_volume_claim: v.persistent_volume_claim.take(),
-                    ..Volume::default()
-                };
-            }
-        }
-    } else {
-        spec.volumes = None;
-    }
+    // A `Volume` holds every volume source inline (kilobytes each): only claim volumes stay.
+    let claims: Vec<Volume> = match spec.volumes.take() {
+        Some(volumes) if keep.contains(pod::VOLUME_CLAIMS) => volumes
+            .into_iter()
+            .filter(|v| v.persistent_volume_claim.is_some())
+            .map(|v| Volume {
+                name: v.name,
+                persistent_volume_claim: v.persistent_volume_claim,
+                ..Volume::default()
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    spec.volumes = (!claims.is_empty()).then_some(claims);
     if !keep.contains(pod::AFFINITY) {
         spec.affinity = None;
     }
@@ -263,7 +265,8 @@ mod tests {
         let spec = p.spec.as_ref().expect("spec");
         assert!(spec.affinity.is_some());
         let volumes = spec.volumes.as_ref().expect("volumes");
-        assert_eq!(volumes.len(), 2);
+        assert_eq!(volumes.len(), 1, "claim volumes only");
+        assert_eq!(volumes[0].name, "data");
         assert_eq!(
             volumes[0]
                 .persistent_volume_claim
@@ -271,7 +274,6 @@ mod tests {
                 .map(|c| c.claim_name.as_str()),
             Some("data-p")
         );
-        assert_eq!(volumes[1].projected, None);
         let statuses = p
             .status
             .as_ref()
