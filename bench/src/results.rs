@@ -246,7 +246,9 @@ mod home_tests {
 
     #[test]
     fn the_temporary_directory_is_written_tmpdir() {
-        let path = std::env::temp_dir().join("rkcm-bench-0").join("kubeconfig-kcm");
+        let path = std::env::temp_dir()
+            .join("rkcm-bench-0")
+            .join("kubeconfig-kcm");
         let text = format!("--kubeconfig={}", path.display());
         assert_eq!(
             super::without_home(&text),
