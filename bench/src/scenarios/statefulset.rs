@@ -266,6 +266,14 @@ impl Model {
         }
     }
 
+    /// The generation of set `name` as the bench's watch has seen it (0: not seen).
+    pub fn generation(&self, name: &str) -> i64 {
+        self.sets
+            .get(name)
+            .and_then(|s| s.metadata.generation)
+            .unwrap_or(0)
+    }
+
     /// Why set `name` is not done with `n` Ready pods (when `rolled`, all updated and on the
     /// update revision), or `None`.
     pub fn incomplete(&self, name: &str, n: usize, rolled: bool) -> Option<String> {
@@ -421,13 +429,14 @@ impl State {
         }
     }
 
-    async fn patch(&self, env: &Env, name: &str, patch: serde_json::Value) -> anyhow::Result<()> {
+    /// Patches set `name`; returns the generation the patch produced.
+    async fn patch(&self, env: &Env, name: &str, patch: serde_json::Value) -> anyhow::Result<i64> {
         let api: Api<StatefulSet> = Api::namespaced(env.client.clone(), &self.ns);
         let (pp, patch) = (PatchParams::default(), Patch::Merge(&patch));
-        k8s::retry(|| api.patch(name, &pp, &patch))
+        let set = k8s::retry(|| api.patch(name, &pp, &patch))
             .await
             .with_context(|| format!("patching StatefulSet {}/{name}", self.ns))?;
-        Ok(())
+        Ok(set.metadata.generation.unwrap_or(0))
     }
 
     /// One timed phase: the step's patch, then wait until its set is done.
@@ -444,9 +453,14 @@ impl State {
         if rolled {
             lock(&self.model).rolling = true;
         }
-        self.patch(env, name, patch).await?;
+        let generation = self.patch(env, name, patch).await?;
         let begun = Instant::now();
+        // The bench's own watch may not have delivered the patched set yet: until it has, the
+        // status it holds is the previous generation's, complete for the previous step.
         self.wait(probe, |m| match m.incomplete(name, n, rolled) {
+            _ if m.generation(name) < generation => Err(format!(
+                "{title}: {name}: generation {generation} not seen yet"
+            )),
             None => Ok(()),
             Some(why) => Err(format!("{title}: {why}")),
         })
