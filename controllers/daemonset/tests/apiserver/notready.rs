@@ -34,6 +34,9 @@ fn image(p: &Pod) -> &str {
         .unwrap_or_default()
 }
 
+/// How often the sampler polls pods and nodes (a sampling cadence, not a wait for a state).
+const SAMPLE_EVERY: Duration = Duration::from_millis(50);
+
 fn bound_node(p: &Pod) -> Option<&str> {
     p.spec
         .as_ref()
@@ -147,6 +150,8 @@ impl Sampler {
                     nodes.list(&nl).await,
                     pods.list(&lp).await,
                 ) else {
+                    // A failed read is not a sample; poll again at the same cadence.
+                    tokio::time::sleep(SAMPLE_EVERY).await;
                     continue;
                 };
                 let has = |list: &[Pod], node: &str| {
@@ -166,7 +171,7 @@ impl Sampler {
                         *at = format!("{down:?}");
                     }
                 }
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                tokio::time::sleep(SAMPLE_EVERY).await;
             }
         });
         Self {
