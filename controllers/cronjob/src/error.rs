@@ -1,6 +1,7 @@
 //! The controller's error type: one variant per sync step, each naming the CronJob's key.
 //! A sync that returns an error is requeued with backoff; nothing here stops the controller.
 
+use rkcm_runtime::error::StatusError;
 use rkcm_runtime::podcontrol::is_namespace_terminating;
 
 #[derive(Debug, thiserror::Error)]
@@ -34,13 +35,9 @@ pub enum Error {
     /// Building the Job from the template failed (time zone not loadable).
     #[error("making job from template of cronjob {key}: {message}")]
     Template { key: String, message: String },
-    /// `PUT cronjobs/status` failed.
-    #[error("updating status of cronjob {key}: {source}")]
-    UpdateStatus {
-        key: String,
-        #[source]
-        source: kube::Error,
-    },
+    /// Writing the status subresource failed.
+    #[error(transparent)]
+    UpdateStatus(StatusError),
 }
 
 impl Error {

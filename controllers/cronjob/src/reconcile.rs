@@ -3,6 +3,7 @@
 //! every write done here, in upstream's order. The API is behind [`CronJobApi`] so the same
 //! sync runs against the cluster and against a fake in table tests.
 
+use rkcm_runtime::error::StatusError;
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
@@ -149,7 +150,9 @@ impl<A: CronJobApi> Syncer<A> {
         {
             let key = key_of(cj);
             tracing::debug!(cronjob = %key, error = %source, "unable to update status for cronjob");
-            return Err(Error::UpdateStatus { key, source });
+            return Err(Error::UpdateStatus(StatusError::new(
+                "cronjob", key, source,
+            )));
         }
         outcome.result
     }

@@ -14,7 +14,7 @@
 //!   (upstream hashes a Go-specific dump no other implementation can reproduce; pods take the
 //!   hash from the matched revision's label, so the value itself is never compared).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
@@ -86,12 +86,8 @@ pub fn hash_and_name(ds: &DaemonSet) -> (String, String) {
 /// when the DaemonSet has no name or UID.
 pub fn new_revision(ds: &DaemonSet, revision: i64) -> Option<ControllerRevision> {
     let (hash, name) = hash_and_name(ds);
-    let mut l: BTreeMap<String, String> = ds
-        .spec
-        .template
-        .metadata
-        .as_ref()
-        .and_then(|m| m.labels.clone())
+    let mut l = rkcm_runtime::pod::template_labels(&ds.spec.template)
+        .cloned()
         .unwrap_or_default();
     l.insert(labels::CONTROLLER_REVISION_HASH.to_owned(), hash);
     Some(ControllerRevision {

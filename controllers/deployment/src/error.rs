@@ -2,6 +2,7 @@
 //! (and the ReplicaSet concerned, if any). A sync that returns an error is requeued with
 //! backoff (at most 15 times in a row); nothing here ever stops the controller.
 
+use rkcm_runtime::error::StatusError;
 use rkcm_runtime::error::is_write_conflict;
 
 use rkcm_runtime::podcontrol::is_namespace_terminating;
@@ -56,13 +57,9 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    /// `PUT deployments/status` failed.
-    #[error("updating status of deployment {key}: {source}")]
-    UpdateStatus {
-        key: String,
-        #[source]
-        source: kube::Error,
-    },
+    /// Writing the status subresource failed.
+    #[error(transparent)]
+    UpdateStatus(#[from] StatusError),
     /// `PUT deployments` (rollback) failed.
     #[error("updating deployment {key}: {source}")]
     UpdateDeployment {
@@ -85,7 +82,7 @@ impl Error {
             Error::NotCached { .. } => true,
             Error::UpdateReplicaSet { source, .. }
             | Error::DeleteReplicaSet { source, .. }
-            | Error::UpdateStatus { source, .. }
+            | Error::UpdateStatus(StatusError { source, .. })
             | Error::UpdateDeployment { source, .. } => is_write_conflict(source),
             Error::Claim {
                 source:
@@ -105,7 +102,7 @@ impl Error {
             | Error::CreateReplicaSet { source, .. }
             | Error::HashCollision { source, .. }
             | Error::DeleteReplicaSet { source, .. }
-            | Error::UpdateStatus { source, .. }
+            | Error::UpdateStatus(StatusError { source, .. })
             | Error::UpdateDeployment { source, .. } => is_namespace_terminating(source),
             Error::Claim {
                 source:
@@ -150,10 +147,11 @@ mod tests {
         };
         assert!(e.is_namespace_terminating());
         assert!(e.to_string().contains("ns/web"), "{e}");
-        let e = Error::UpdateStatus {
-            key: "ns/web".into(),
-            source: api_error(409, "Conflict", None),
-        };
+        let e = Error::UpdateStatus(StatusError::new(
+            "deployment",
+            "ns/web",
+            api_error(409, "Conflict", None),
+        ));
         assert!(!e.is_namespace_terminating());
         assert!(
             e.to_string()
@@ -163,10 +161,11 @@ mod tests {
 
     #[test]
     fn not_cached_and_conflicts_are_expected_requeues() {
-        let conflict = Error::UpdateStatus {
-            key: "ns/web".into(),
-            source: api_error(409, "Conflict", None),
-        };
+        let conflict = Error::UpdateStatus(StatusError::new(
+            "deployment",
+            "ns/web",
+            api_error(409, "Conflict", None),
+        ));
         assert!(conflict.is_expected_requeue());
         let scale = Error::UpdateReplicaSet {
             key: "ns/web".into(),
@@ -185,10 +184,11 @@ mod tests {
             source: api_error(409, "AlreadyExists", None),
         };
         assert!(!exists.is_expected_requeue());
-        let forbidden = Error::UpdateStatus {
-            key: "ns/web".into(),
-            source: api_error(403, "Forbidden", None),
-        };
+        let forbidden = Error::UpdateStatus(StatusError::new(
+            "deployment",
+            "ns/web",
+            api_error(403, "Forbidden", None),
+        ));
         assert!(!forbidden.is_expected_requeue());
         let selector = Error::InvalidSelector {
             key: "ns/web".into(),

@@ -307,10 +307,7 @@ pub fn new_replica_set(
     let owner =
         controller_owner_ref(d).ok_or_else(|| "deployment has no name or uid".to_owned())?;
     let mut template = model::template(d).cloned().unwrap_or_default();
-    let labels = model::labels_with_hash(
-        template.metadata.as_ref().and_then(|m| m.labels.as_ref()),
-        hash,
-    );
+    let labels = model::labels_with_hash(rkcm_runtime::pod::template_labels(&template), hash);
     template
         .metadata
         .get_or_insert_with(Default::default)
@@ -499,7 +496,7 @@ pub fn sync_revision(
             ct::PROGRESSING,
             ct::TRUE,
             reasons::FOUND_NEW_RS,
-            &messages::found_new_rs(model::rs_name(existing)),
+            messages::found_new_rs(model::rs_name(existing)),
             now,
         ));
         working.status = Some(status.to_api());
@@ -582,7 +579,7 @@ pub fn after_create(
             ct::PROGRESSING,
             ct::TRUE,
             reasons::NEW_RS_CREATED,
-            &messages::created_new_rs(&plan.name),
+            messages::created_new_rs(&plan.name),
             now,
         ));
         working.status = Some(status.to_api());

@@ -15,6 +15,7 @@
 //! the objects the API returns (the Deployment's new resourceVersion after a status write,
 //! ReplicaSets after an update), so its own writes do not make its later writes conflict.
 
+use rkcm_runtime::error::StatusError;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
@@ -205,10 +206,7 @@ impl SyncPass<'_> {
             .deployment_api()
             .replace_status(&name, &PostParams::default(), &self.d)
             .await
-            .map_err(|source| Error::UpdateStatus {
-                key: self.key.to_owned(),
-                source,
-            })?;
+            .map_err(|source| StatusError::new("deployment", self.key.to_owned(), source))?;
         self.d.metadata.resource_version = written.metadata.resource_version;
         Ok(())
     }

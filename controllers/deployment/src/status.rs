@@ -29,6 +29,21 @@ pub struct Condition {
     pub last_transition_time: Option<jiff::Timestamp>,
 }
 
+impl Condition {
+    /// A condition as the API gives it (Go zero values for absent fields).
+    fn of(c: &DeploymentCondition) -> Self {
+        let text = |s: &Option<String>| s.clone().unwrap_or_default();
+        Self {
+            type_: text(&c.type_),
+            status: text(&c.status),
+            reason: text(&c.reason),
+            message: text(&c.message),
+            last_update_time: c.last_update_time.as_ref().map(|t| t.0),
+            last_transition_time: c.last_transition_time.as_ref().map(|t| t.0),
+        }
+    }
+}
+
 /// A Deployment status.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Status {
@@ -64,19 +79,7 @@ impl Status {
             unavailable_replicas: s.unavailable_replicas.unwrap_or(0),
             terminating_replicas: s.terminating_replicas,
             collision_count: s.collision_count,
-            conditions: s
-                .conditions
-                .iter()
-                .flatten()
-                .map(|c| Condition {
-                    type_: c.type_.clone().unwrap_or_default(),
-                    status: c.status.clone().unwrap_or_default(),
-                    reason: c.reason.clone().unwrap_or_default(),
-                    message: c.message.clone().unwrap_or_default(),
-                    last_update_time: c.last_update_time.as_ref().map(|t| t.0),
-                    last_transition_time: c.last_transition_time.as_ref().map(|t| t.0),
-                })
-                .collect(),
+            conditions: s.conditions.iter().flatten().map(Condition::of).collect(),
         }
     }
 
@@ -132,12 +135,13 @@ impl Status {
     }
 }
 
-/// `NewDeploymentCondition`: both times now.
+/// `NewDeploymentCondition`: both times now. Messages are mostly formatted for the call, so
+/// an owned one is moved in.
 pub fn new_condition(
     type_: &str,
     status: &str,
     reason: &str,
-    message: &str,
+    message: impl Into<String>,
     now: jiff::Timestamp,
 ) -> Condition {
     let now = to_seconds(now);
@@ -145,7 +149,7 @@ pub fn new_condition(
         type_: type_.to_owned(),
         status: status.to_owned(),
         reason: reason.to_owned(),
-        message: message.to_owned(),
+        message: message.into(),
         last_update_time: Some(now),
         last_transition_time: Some(now),
     }
@@ -299,7 +303,7 @@ pub fn rollout_status(
                 ct::PROGRESSING,
                 ct::TRUE,
                 reasons::NEW_RS_AVAILABLE,
-                &messages::progressed(new_name, d_name),
+                messages::progressed(new_name, d_name),
                 now,
             ));
         } else if deployment_progressing(&current, &status) {
@@ -309,7 +313,7 @@ pub fn rollout_status(
                 ct::PROGRESSING,
                 ct::TRUE,
                 reasons::REPLICA_SET_UPDATED,
-                &messages::progressing(new_name, d_name),
+                messages::progressing(new_name, d_name),
                 now,
             );
             if let Some(c) = current_cond {
@@ -324,7 +328,7 @@ pub fn rollout_status(
                 ct::PROGRESSING,
                 ct::FALSE,
                 reasons::TIMED_OUT,
-                &messages::timed_out(new_name, d_name),
+                messages::timed_out(new_name, d_name),
                 now,
             ));
         }

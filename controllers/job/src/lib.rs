@@ -77,20 +77,9 @@ pub const NAME: &str = consts::CONTROLLER_NAME;
 /// Upstream default of `--concurrent-job-syncs`.
 pub const DEFAULT_WORKERS: usize = 5;
 
-/// Configuration. `Default` equals upstream.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
-    /// Job sync workers (`--concurrent-job-syncs`); upstream runs one orphan-pod worker.
-    pub workers: usize,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            workers: DEFAULT_WORKERS,
-        }
-    }
-}
+/// Configuration: the Job sync workers (`--concurrent-job-syncs`; upstream runs one
+/// orphan-pod worker besides). `Default` equals upstream.
+pub type Config = rkcm_runtime::controller::Workers<DEFAULT_WORKERS>;
 
 /// What this controller reads of a cached pod beyond the base fields (see
 /// `rkcm_runtime::projection`): pod failure policy and backoff read container statuses.

@@ -2,6 +2,7 @@
 //! A sync that returns an error is requeued with backoff; nothing here ever stops the
 //! controller.
 
+use rkcm_runtime::error::StatusError;
 use rkcm_runtime::error::{PodsError, is_write_conflict};
 
 /// Errors of one sync of one ReplicaSet or ReplicationController.
@@ -19,13 +20,9 @@ pub enum Error {
         #[source]
         source: rkcm_runtime::consistency::Stale,
     },
-    /// Writing the status subresource failed twice (or the re-read between failed).
-    #[error("updating status of {key}: {source}")]
-    UpdateStatus {
-        key: String,
-        #[source]
-        source: kube::Error,
-    },
+    /// Writing the status subresource failed.
+    #[error(transparent)]
+    UpdateStatus(#[from] StatusError),
 }
 
 impl Error {
@@ -36,7 +33,7 @@ impl Error {
     pub fn is_expected_requeue(&self) -> bool {
         match self {
             Error::StaleCache { .. } => true,
-            Error::UpdateStatus { source, .. } => is_write_conflict(source),
+            Error::UpdateStatus(StatusError { source, .. }) => is_write_conflict(source),
             Error::Pods(PodsError { source, .. }) => match source {
                 rkcm_runtime::Error::Api { source, .. }
                 | rkcm_runtime::Error::ForOwner { source, .. } => is_write_conflict(source),
@@ -50,7 +47,9 @@ impl Error {
     pub fn condition_message(&self) -> String {
         match self {
             Error::Pods(PodsError { source, .. }) => runtime_error_text(source),
-            Error::UpdateStatus { source, .. } => rkcm_runtime::podcontrol::error_message(source),
+            Error::UpdateStatus(StatusError { source, .. }) => {
+                rkcm_runtime::podcontrol::error_message(source)
+            }
             Error::StaleCache { source, .. } => source.to_string(),
         }
     }
@@ -110,10 +109,11 @@ mod tests {
             source: stale("", "pods", "12", "11"),
         };
         assert!(stale.is_expected_requeue());
-        let conflict = Error::UpdateStatus {
-            key: "ns/web".into(),
-            source: api_error(409, "Conflict"),
-        };
+        let conflict = Error::UpdateStatus(StatusError::new(
+            "replicaset",
+            "ns/web",
+            api_error(409, "Conflict"),
+        ));
         assert!(conflict.is_expected_requeue());
         let adoption = Error::Pods(PodsError {
             step: PodStep::Claim,
@@ -137,10 +137,11 @@ mod tests {
             ),
         });
         assert!(!exists.is_expected_requeue());
-        let server = Error::UpdateStatus {
-            key: "ns/web".into(),
-            source: api_error(500, "InternalError"),
-        };
+        let server = Error::UpdateStatus(StatusError::new(
+            "replicaset",
+            "ns/web",
+            api_error(500, "InternalError"),
+        ));
         assert!(!server.is_expected_requeue());
     }
 }

@@ -50,6 +50,8 @@ pub trait ReplicaOwner:
 {
     /// `--controllers` name.
     const CONTROLLER_NAME: &'static str;
+    /// The kind in lower case, as error messages name it.
+    const KIND: &'static str;
     /// Work queue name (metric label).
     const QUEUE_NAME: &'static str;
     /// `source.component` of events.
@@ -72,9 +74,7 @@ pub trait ReplicaOwner:
 
     /// `spec.template.metadata.labels`.
     fn template_labels(&self) -> Option<&BTreeMap<String, String>> {
-        self.template()
-            .and_then(|t| t.metadata.as_ref())
-            .and_then(|m| m.labels.as_ref())
+        self.template().and_then(rkcm_runtime::pod::template_labels)
     }
 }
 
@@ -84,6 +84,7 @@ fn to_time(t: Option<&Time>) -> Option<jiff::Timestamp> {
 
 impl ReplicaOwner for ReplicaSet {
     const CONTROLLER_NAME: &'static str = consts::RS_CONTROLLER_NAME;
+    const KIND: &'static str = "replicaset";
     const QUEUE_NAME: &'static str = consts::RS_QUEUE_NAME;
     const EVENT_COMPONENT: &'static str = consts::RS_EVENT_COMPONENT;
     const HAS_TERMINATING_REPLICAS: bool = true;
@@ -154,6 +155,7 @@ impl ReplicaOwner for ReplicaSet {
 
 impl ReplicaOwner for ReplicationController {
     const CONTROLLER_NAME: &'static str = consts::RC_CONTROLLER_NAME;
+    const KIND: &'static str = "replicationcontroller";
     const QUEUE_NAME: &'static str = consts::RC_QUEUE_NAME;
     const EVENT_COMPONENT: &'static str = consts::RC_EVENT_COMPONENT;
     const HAS_TERMINATING_REPLICAS: bool = false;

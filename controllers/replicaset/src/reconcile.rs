@@ -22,6 +22,7 @@
 //!   sync right after a status write neither conflicts on a stale resourceVersion nor rewrites
 //!   a status it already wrote.
 
+use rkcm_runtime::error::StatusError;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -593,10 +594,7 @@ impl<O: ReplicaOwner> Controller<O> {
     ) -> Result<O, Error> {
         let api: Api<O> = Api::namespaced(self.client.clone(), namespace);
         let name = owner.meta().name.clone().unwrap_or_default();
-        let err = |source| Error::UpdateStatus {
-            key: key.to_owned(),
-            source,
-        };
+        let err = |source| Error::from(StatusError::new(O::KIND, key, source));
         tracing::debug!(
             controller = O::CONTROLLER_NAME,
             key,

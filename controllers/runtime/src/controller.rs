@@ -111,6 +111,19 @@ pub fn probes<T: InformerSet>(factory: &InformerFactory) -> Vec<SyncProbe> {
 /// Config::default()));`.
 pub fn assert_send<T: Send>(_: &T) {}
 
+/// The configuration of a controller whose one setting is how many workers sync its keys;
+/// `DEFAULT` is upstream's default of the flag that sets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Workers<const DEFAULT: usize> {
+    pub workers: usize,
+}
+
+impl<const DEFAULT: usize> Default for Workers<DEFAULT> {
+    fn default() -> Self {
+        Self { workers: DEFAULT }
+    }
+}
+
 /// A controller whose main queue holds `namespace/name` keys, each synced by one method.
 /// [`Run::main`] starts its workers; extra queues (DaemonSet's nodes, Job's orphan pods) are
 /// added with [`Run::queue`].

@@ -105,6 +105,33 @@ impl std::fmt::Display for PodStep {
     }
 }
 
+/// Writing the status subresource of an object failed (after the controller's one retry on a
+/// fresh read, where it makes one). `kind` names the object's kind as the message shows it
+/// ("statefulset"), `key` the object.
+#[derive(Debug, thiserror::Error)]
+#[error("updating status of {kind} {key}: {source}")]
+pub struct StatusError {
+    pub kind: &'static str,
+    pub key: String,
+    #[source]
+    pub source: kube::Error,
+}
+
+impl StatusError {
+    pub fn new(kind: &'static str, key: impl Into<String>, source: kube::Error) -> Self {
+        StatusError {
+            kind,
+            key: key.into(),
+            source,
+        }
+    }
+
+    /// The write met a 409 conflict: it was made from a stale copy, an expected requeue.
+    pub fn is_write_conflict(&self) -> bool {
+        is_write_conflict(&self.source)
+    }
+}
+
 /// True for a 409 `Conflict` (the object changed since it was read), not `AlreadyExists`: a
 /// write made from a stale copy, which upstream's controllers retry quietly.
 pub fn is_write_conflict(e: &kube::Error) -> bool {
@@ -130,5 +157,17 @@ mod tests {
         assert!(!is_write_conflict(&api(422, "Invalid")));
         let e = Error::api("update", "Pod", "ns/p", api(409, "Conflict"));
         assert!(e.is_conflict() && !e.is_not_found());
+    }
+
+    #[test]
+    fn a_status_error_names_the_kind_and_tells_a_conflict() {
+        let e = StatusError::new("statefulset", "ns/web", api(409, "Conflict"));
+        assert!(e.is_write_conflict());
+        assert!(
+            e.to_string()
+                .starts_with("updating status of statefulset ns/web: "),
+            "{e}"
+        );
+        assert!(!StatusError::new("cronjob", "ns/c", api(422, "Invalid")).is_write_conflict());
     }
 }

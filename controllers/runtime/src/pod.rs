@@ -4,7 +4,9 @@
 //! `IsPodReady`, `IsPodAvailable` and `GetPodReadyCondition` of `pkg/api/v1/pod/util.go`
 //! (the phase strings are `core/v1` `PodPhase` values).
 
-use k8s_openapi::api::core::v1::{Pod, PodCondition};
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodTemplateSpec};
 
 /// `core/v1` pod phases.
 pub const PHASE_PENDING: &str = "Pending";
@@ -16,6 +18,11 @@ pub const PHASE_UNKNOWN: &str = "Unknown";
 /// The pod condition type `Ready` and the condition status `True`.
 pub const CONDITION_READY: &str = "Ready";
 pub const CONDITION_TRUE: &str = "True";
+
+/// `metadata.labels` of a pod template: the labels an owner's pods are created with.
+pub fn template_labels(template: &PodTemplateSpec) -> Option<&BTreeMap<String, String>> {
+    template.metadata.as_ref().and_then(|m| m.labels.as_ref())
+}
 
 /// `status.phase`, or `""` when the pod has none yet.
 pub fn phase(pod: &Pod) -> &str {

@@ -1,6 +1,7 @@
 //! The controller's error type: one variant per sync step, each naming the StatefulSet key.
 //! A failed sync is requeued with the default controller backoff.
 
+use rkcm_runtime::error::StatusError;
 use rkcm_runtime::error::is_write_conflict;
 
 use rkcm_runtime::podcontrol::is_namespace_terminating;
@@ -52,13 +53,9 @@ pub enum Error {
         message: String,
         namespace_terminating: bool,
     },
-    /// `PUT statefulsets/status` failed.
-    #[error("updating status of statefulset {key}: {source}")]
-    UpdateStatus {
-        key: String,
-        #[source]
-        source: kube::Error,
-    },
+    /// Writing the status subresource failed.
+    #[error(transparent)]
+    UpdateStatus(#[from] StatusError),
 }
 
 impl Error {
@@ -69,7 +66,7 @@ impl Error {
     pub fn is_expected_requeue(&self) -> bool {
         match self {
             Error::StaleCache { .. } => true,
-            Error::Pod { source, .. } | Error::UpdateStatus { source, .. } => {
+            Error::Pod { source, .. } | Error::UpdateStatus(StatusError { source, .. }) => {
                 is_write_conflict(source)
             }
             Error::Claim { source, .. } | Error::Revision { source, .. } => match source {
@@ -84,7 +81,7 @@ impl Error {
     /// The namespace is being deleted: every later write would fail as well.
     pub fn is_namespace_terminating(&self) -> bool {
         match self {
-            Error::Pod { source, .. } | Error::UpdateStatus { source, .. } => {
+            Error::Pod { source, .. } | Error::UpdateStatus(StatusError { source, .. }) => {
                 is_namespace_terminating(source)
             }
             Error::Claims {
@@ -104,27 +101,31 @@ mod tests {
 
     #[test]
     fn stale_cache_and_conflicts_are_expected_requeues() {
-        let stale = Error::StaleCache {
-            key: "ns/web".into(),
-            source: stale("", "pods", "12", "11"),
+        let status = |code, reason| {
+            Error::UpdateStatus(StatusError::new(
+                "statefulset",
+                "ns/web",
+                api_error(code, reason),
+            ))
         };
-        assert!(stale.is_expected_requeue());
-        let conflict = Error::UpdateStatus {
-            key: "ns/web".into(),
-            source: api_error(409, "Conflict"),
-        };
-        assert!(conflict.is_expected_requeue());
-        let exists = Error::Pod {
+        let pod = |code, reason| Error::Pod {
             key: "ns/web".into(),
             step: "create",
             pod: "web-0".into(),
-            source: api_error(409, "AlreadyExists"),
+            source: api_error(code, reason),
         };
-        assert!(!exists.is_expected_requeue());
-        let forbidden = Error::UpdateStatus {
+        let guard = Error::StaleCache {
             key: "ns/web".into(),
-            source: api_error(403, "Forbidden"),
+            source: stale("", "pods", "12", "11"),
         };
-        assert!(!forbidden.is_expected_requeue());
+        for (e, expected) in [
+            (guard, true),
+            (status(409, "Conflict"), true),
+            (pod(409, "Conflict"), true),
+            (pod(409, "AlreadyExists"), false),
+            (status(403, "Forbidden"), false),
+        ] {
+            assert_eq!(e.is_expected_requeue(), expected, "{e}");
+        }
     }
 }

@@ -6,6 +6,7 @@
 //! `updateStatefulSetStatus` and `truncateHistory` of `stateful_set_control.go`; the writes
 //! and events of `stateful_pod_control.go`; `stateful_set_status_updater.go`.
 
+use rkcm_runtime::error::StatusError;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -766,10 +767,11 @@ impl Controller {
                     }
                 }
                 Err(e) => {
-                    return Err(Error::UpdateStatus {
-                        key: ctx.key.to_string(),
-                        source: e,
-                    });
+                    return Err(Error::UpdateStatus(StatusError::new(
+                        "statefulset",
+                        ctx.key.to_string(),
+                        e,
+                    )));
                 }
             }
         }

@@ -52,9 +52,7 @@ pub fn new_revision(
     collision_count: i32,
 ) -> Result<ControllerRevision, String> {
     let data = patch_data(set)?;
-    let labels = Some(&set.spec)
-        .and_then(|s| s.template.metadata.as_ref())
-        .and_then(|m| m.labels.as_ref());
+    let labels = rkcm_runtime::pod::template_labels(&set.spec.template);
     let mut cr = new_controller_revision(set, labels, data, revision, Some(collision_count))
         .map_err(|e| e.to_string())?;
     if let Some(a) = set.metadata.annotations.as_ref().filter(|a| !a.is_empty()) {

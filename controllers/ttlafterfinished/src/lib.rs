@@ -53,21 +53,9 @@ pub const NAME: &str = "ttl-after-finished-controller";
 /// Upstream default of `--concurrent-ttl-after-finished-syncs`.
 pub const DEFAULT_WORKERS: usize = 5;
 
-/// Configuration. `Default` equals upstream. The flag (`--concurrent-ttl-after-finished-syncs`)
-/// is defined once in the binary's command line, which builds this.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
-    /// Worker tasks.
-    pub workers: usize,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            workers: DEFAULT_WORKERS,
-        }
-    }
-}
+/// Configuration: the worker tasks (`--concurrent-ttl-after-finished-syncs`, defined once in
+/// the binary's command line, which builds this). `Default` equals upstream.
+pub type Config = rkcm_runtime::controller::Workers<DEFAULT_WORKERS>;
 
 /// The informers the controller reads (Jobs), requested from `factory`. The process requests
 /// them before starting its informers; [`start`] waits for the same list.

@@ -1128,12 +1128,8 @@ fn rollback_restores_or_refuses_and_always_clears() {
             .as_ref()
             .and_then(|s| s.containers[0].image.as_deref());
         assert_eq!(container_image, Some(image), "{name}");
-        let labels = out
-            .spec
-            .template
-            .metadata
-            .as_ref()
-            .and_then(|m| m.labels.clone())
+        let labels = rkcm_runtime::pod::template_labels(&out.spec.template)
+            .cloned()
             .unwrap_or_default();
         assert!(
             !labels.contains_key("pod-template-hash"),

@@ -2,6 +2,7 @@
 
 use std::fmt::Display;
 use std::future::Future;
+use std::task::Poll;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
@@ -69,8 +70,22 @@ impl Controllers {
         Fut: Future<Output = Result<(), E>> + Send + 'static,
         E: Display,
     {
-        let run = start(self.ctx.clone());
-        let handle = tokio::spawn(async move { run.await.map_err(|e| e.to_string()) });
+        let mut run = Box::pin(start(self.ctx.clone()));
+        // The binary declares every controller's informers (and the fields each keeps) before
+        // it starts the factory. A controller declares them before its first await, so one
+        // poll here does the same before `run`: without it the factory could start first and
+        // relist once the declaration arrives, which the binary never does. A spawned task is
+        // polled again at once, so the waker of this first poll is not needed.
+        let first = run
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+        let handle = match first {
+            Poll::Ready(done) => {
+                let done = done.map_err(|e| e.to_string());
+                tokio::spawn(async move { done })
+            }
+            Poll::Pending => tokio::spawn(async move { run.await.map_err(|e| e.to_string()) }),
+        };
         self.handles.push((name.to_owned(), handle));
         self
     }
