@@ -4,6 +4,7 @@
 //! sync runs against the cluster and against a fake in table tests.
 
 use rkcm_runtime::error::StatusError;
+use rkcm_runtime::write;
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use std::sync::Arc;
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use kube::api::{Api, DeleteParams, PostParams, PropagationPolicy};
+use kube::api::{Api, DeleteParams, PropagationPolicy};
 use rkcm_runtime::events::EventRecorder;
 use rkcm_runtime::keys::key_of;
 use rkcm_runtime::podcontrol::{api_status, error_message, is_namespace_terminating};
@@ -34,6 +35,8 @@ pub trait CronJobApi: Send + Sync + 'static {
         ns: &str,
         name: &str,
     ) -> impl Future<Output = Result<Job, kube::Error>> + Send;
+    /// `POST` of a Job; the answer carries the created Job's identity and creation time
+    /// (the real API decodes nothing else of it).
     fn create_job(
         &self,
         ns: &str,
@@ -46,7 +49,8 @@ pub trait CronJobApi: Send + Sync + 'static {
         name: &str,
         uid: Option<&str>,
     ) -> impl Future<Output = Result<(), kube::Error>> + Send;
-    /// `PUT cronjobs/status` (carries the copy's resourceVersion).
+    /// `PUT cronjobs/status` (carries the copy's resourceVersion); the answer carries the
+    /// CronJob's identity only.
     fn update_status(
         &self,
         cj: &CronJob,
@@ -77,9 +81,11 @@ impl CronJobApi for KubeApi {
             .await
     }
     async fn create_job(&self, ns: &str, job: &Job) -> Result<Job, kube::Error> {
-        Api::<Job>::namespaced(self.client.clone(), ns)
-            .create(&PostParams::default(), job)
-            .await
+        let created = write::create(&self.client, Some(ns), job).await?;
+        Ok(Job {
+            metadata: created.into_meta(),
+            ..Job::default()
+        })
     }
     async fn delete_job(&self, ns: &str, name: &str, uid: Option<&str>) -> Result<(), kube::Error> {
         let mut dp = DeleteParams {
@@ -92,17 +98,14 @@ impl CronJobApi for KubeApi {
                 resource_version: None,
             });
         }
-        Api::<Job>::namespaced(self.client.clone(), ns)
-            .delete(name, &dp)
-            .await
-            .map(|_| ())
+        write::delete::<Job>(&self.client, Some(ns), name, &dp).await
     }
     async fn update_status(&self, cj: &CronJob) -> Result<CronJob, kube::Error> {
-        let name = cj.metadata.name.clone().unwrap_or_default();
-        let ns = cj.metadata.namespace.clone().unwrap_or_default();
-        Api::<CronJob>::namespaced(self.client.clone(), &ns)
-            .replace_status(&name, &PostParams::default(), cj)
-            .await
+        let written = write::replace_status(&self.client, cj).await?;
+        Ok(CronJob {
+            metadata: written.into_meta(),
+            ..CronJob::default()
+        })
     }
 }
 

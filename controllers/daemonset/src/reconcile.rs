@@ -527,7 +527,7 @@ impl Controller {
                         .await
                     {
                         Ok(pod) => {
-                            self.wrote(key, &ds, GroupResource::of::<Pod>(), pod.metadata.resource_version.as_deref());
+                            self.wrote(key, &ds, GroupResource::of::<Pod>(), pod.resource_version.as_deref());
                             Ok(())
                         }
                         // The namespace is going away: every later create fails the same way.

@@ -285,7 +285,17 @@ impl Controller {
 
     /// Records a write made for the Job `key` (identified by `job_uid`).
     fn wrote<K: kube::Resource<DynamicType = ()>>(&self, key: &str, job_uid: &str, obj: &K) {
-        if let Some(rv) = obj.meta().resource_version.as_deref() {
+        self.wrote_version::<K>(key, job_uid, obj.meta().resource_version.as_deref());
+    }
+
+    /// [`Self::wrote`] for a write of which only the identity was read back.
+    fn wrote_version<K: kube::Resource<DynamicType = ()>>(
+        &self,
+        key: &str,
+        job_uid: &str,
+        resource_version: Option<&str>,
+    ) {
+        if let Some(rv) = resource_version {
             self.consistency
                 .wrote_at(key, job_uid, GroupResource::of::<K>(), rv);
         }
@@ -631,7 +641,11 @@ impl Controller {
                     .await
                 {
                     Ok(pod) => {
-                        self.wrote(key, job.metadata.uid.as_deref().unwrap_or_default(), &pod);
+                        self.wrote_version::<Pod>(
+                            key,
+                            job.metadata.uid.as_deref().unwrap_or_default(),
+                            pod.resource_version.as_deref(),
+                        );
                         Ok(())
                     }
                     // A terminating namespace refuses every create: nothing to retry.
@@ -795,7 +809,7 @@ impl Controller {
                 .await
             {
                 Ok(patched) => {
-                    self.wrote(key, job_uid, &patched);
+                    self.wrote_version::<Pod>(key, job_uid, patched.resource_version.as_deref());
                     Ok(uid(pod).to_owned())
                 }
                 Err(e) => {

@@ -82,10 +82,7 @@ impl PodGcApi for KubeApi {
             }),
             ..DeleteParams::default()
         };
-        Api::<Pod>::namespaced(self.client.clone(), namespace)
-            .delete(name, &params)
-            .await
-            .map(drop)
+        rkcm_runtime::write::delete::<Pod>(&self.client, Some(namespace), name, &params).await
     }
 
     async fn node_exists(&self, name: &str) -> Result<bool, kube::Error> {

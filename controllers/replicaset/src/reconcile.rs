@@ -515,7 +515,7 @@ impl<O: ReplicaOwner> Controller<O> {
                             key,
                             &*owner,
                             GroupResource::of::<Pod>(),
-                            pod.metadata.resource_version.as_deref(),
+                            pod.resource_version.as_deref(),
                         );
                         Ok(())
                     }

@@ -499,18 +499,21 @@ impl History {
     ) -> Result<(), Error> {
         let namespace = revision.metadata.namespace.clone().unwrap_or_default();
         let name = revision.metadata.name.clone().unwrap_or_default();
-        self.api(&namespace)
-            .delete(&name, &DeleteParams::default())
-            .await
-            .map(|_| ())
-            .map_err(|e| {
-                Error::api(
-                    "delete",
-                    "ControllerRevision",
-                    crate::keys::key(Some(&namespace), &name),
-                    e,
-                )
-            })
+        crate::write::delete::<ControllerRevision>(
+            &self.client,
+            Some(&namespace),
+            &name,
+            &DeleteParams::default(),
+        )
+        .await
+        .map_err(|e| {
+            Error::api(
+                "delete",
+                "ControllerRevision",
+                crate::keys::key(Some(&namespace), &name),
+                e,
+            )
+        })
     }
 }
 

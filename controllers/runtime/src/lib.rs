@@ -38,6 +38,7 @@ pub mod podcontrol;
 pub mod projection;
 pub mod selector;
 pub mod workqueue;
+pub mod write;
 
 pub use context::ControllerContext;
 pub use error::Error;

@@ -24,11 +24,12 @@ use std::future::Future;
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{DeleteParams, Patch, Preconditions};
 
 use crate::controller_ref::controller_owner_ref;
 use crate::error::Error;
 use crate::events::{EventRecorder, EventType, object_reference};
+use crate::write::{self, Written};
 
 /// Upstream event reasons of pod writes (`pkg/controller/controller_utils.go`).
 pub mod reasons {
@@ -189,14 +190,14 @@ impl PodControl {
     }
 
     /// Creates one pod from `template` in `namespace`, controlled by `owner`. Returns the
-    /// created pod (with its generated name).
+    /// created pod's identity (its generated name, UID and resourceVersion).
     pub async fn create_pod<O: Resource<DynamicType = ()>>(
         &self,
         namespace: &str,
         template: &PodTemplateSpec,
         owner: &O,
         opts: &PodOptions,
-    ) -> Result<Pod, Error> {
+    ) -> Result<Written, Error> {
         let owner_name = owner.meta().name.as_deref().unwrap_or_default();
         let controller_ref = controller_owner_ref(owner).ok_or_else(|| {
             Error::Other(format!(
@@ -208,10 +209,9 @@ impl PodControl {
         if pod.metadata.labels.as_ref().is_none_or(|l| l.is_empty()) {
             return Err(Error::Other(messages::NO_LABELS.to_string()));
         }
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        match api.create(&PostParams::default(), &pod).await {
+        match write::create(&self.client, Some(namespace), &pod).await {
             Ok(created) => {
-                let name = created.metadata.name.as_deref().unwrap_or_default();
+                let name = created.name.as_deref().unwrap_or_default();
                 tracing::debug!(owner = %owner_key(owner), namespace, pod = name, "controller created pod");
                 self.recorder.event(
                     &object_reference(owner),
@@ -252,10 +252,9 @@ impl PodControl {
         owner: &O,
     ) -> Result<(), Error> {
         tracing::debug!(owner = %owner_key(owner), namespace, pod = name, "deleting pod");
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let params = delete_params(uid);
         let key = crate::keys::key(Some(namespace), name);
-        match api.delete(name, &params).await {
+        match write::delete::<Pod>(&self.client, Some(namespace), name, &params).await {
             Ok(_) => {
                 self.recorder.event(
                     &object_reference(owner),
@@ -281,17 +280,21 @@ impl PodControl {
         }
     }
 
-    /// Strategic-merge-patches a pod.
+    /// Strategic-merge-patches a pod; returns the patched pod's identity.
     pub async fn patch_pod(
         &self,
         namespace: &str,
         name: &str,
         patch: &serde_json::Value,
-    ) -> Result<Pod, Error> {
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        api.patch(name, &PatchParams::default(), &Patch::Strategic(patch))
-            .await
-            .map_err(|e| Error::api("patch", "Pod", crate::keys::key(Some(namespace), name), e))
+    ) -> Result<Written, Error> {
+        write::patch::<Pod, _>(
+            &self.client,
+            Some(namespace),
+            name,
+            &Patch::Strategic(patch),
+        )
+        .await
+        .map_err(|e| Error::api("patch", "Pod", crate::keys::key(Some(namespace), name), e))
     }
 }
 
@@ -561,7 +564,7 @@ mod tests {
             .create_pod("ns", &template(), &rs("web"), &PodOptions::default())
             .await;
         assert_eq!(
-            pod.ok().and_then(|p| p.metadata.name).as_deref(),
+            pod.ok().and_then(|p| p.name).as_deref(),
             Some("web-abcde")
         );
         let reqs = api.requests();

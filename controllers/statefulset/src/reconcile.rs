@@ -504,9 +504,8 @@ impl Controller {
         let name = name_of(pod);
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         tracing::info!(controller = crate::NAME, statefulset = %ctx.key, pod = %name, reason = ?reason, "deleting pod");
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
-        match api
-            .delete(&name, &delete_params(pod.metadata.uid.as_deref()))
+        let params = delete_params(pod.metadata.uid.as_deref());
+        match rkcm_runtime::write::delete::<Pod>(&self.client, Some(&namespace), &name, &params)
             .await
         {
             Ok(_) => {

@@ -103,9 +103,13 @@ async fn pod_control_creates_from_template_and_deletes_gracefully() -> anyhow::R
         EventRecorder::new(client.clone(), "replicaset-controller"),
     );
 
-    let pod = control
+    let written = control
         .create_pod(ns.name(), &template("web"), &rs, &PodOptions::default())
         .await?;
+    // The create answers the pod's identity; the pod itself is read back from the server.
+    let pod = pods.get(written.name.as_deref().unwrap_or_default()).await?;
+    assert_eq!(written.uid, pod.metadata.uid);
+    assert_eq!(written.resource_version, pod.metadata.resource_version);
     let name = pod.name_any();
     assert!(name.starts_with("web-") && name.len() > 4, "{name}");
     assert_eq!(pod.metadata.generate_name.as_deref(), Some("web-"));
