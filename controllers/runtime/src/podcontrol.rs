@@ -563,10 +563,7 @@ mod tests {
         let pod = pc
             .create_pod("ns", &template(), &rs("web"), &PodOptions::default())
             .await;
-        assert_eq!(
-            pod.ok().and_then(|p| p.name).as_deref(),
-            Some("web-abcde")
-        );
+        assert_eq!(pod.ok().and_then(|p| p.name).as_deref(), Some("web-abcde"));
         let reqs = api.requests();
         assert_eq!(reqs.len(), 1);
         assert_eq!(reqs[0].method, "POST");

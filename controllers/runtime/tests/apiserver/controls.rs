@@ -107,7 +107,9 @@ async fn pod_control_creates_from_template_and_deletes_gracefully() -> anyhow::R
         .create_pod(ns.name(), &template("web"), &rs, &PodOptions::default())
         .await?;
     // The create answers the pod's identity; the pod itself is read back from the server.
-    let pod = pods.get(written.name.as_deref().unwrap_or_default()).await?;
+    let pod = pods
+        .get(written.name.as_deref().unwrap_or_default())
+        .await?;
     assert_eq!(written.uid, pod.metadata.uid);
     // The scheduler may have bound the pod since: its version is the written one or newer.
     let version = |v: Option<&str>| v.and_then(|v| v.parse::<u64>().ok());
@@ -115,7 +117,10 @@ async fn pod_control_creates_from_template_and_deletes_gracefully() -> anyhow::R
         version(written.resource_version.as_deref()),
         version(pod.metadata.resource_version.as_deref()),
     );
-    assert!(at_create.is_some() && at_create <= now, "{at_create:?} {now:?}");
+    assert!(
+        at_create.is_some() && at_create <= now,
+        "{at_create:?} {now:?}"
+    );
     let name = pod.name_any();
     assert!(name.starts_with("web-") && name.len() > 4, "{name}");
     assert_eq!(pod.metadata.generate_name.as_deref(), Some("web-"));
