@@ -13,6 +13,17 @@
 #                Deployments scaled and rolled, ReplicaSets scaled, pods deleted ~10/s
 #   watch-gap    the manager's pod watch delivers every event CHAOS_WATCH_DELAY late for
 #                the second half of CHAOS_DURATION, under the same churn
+#   apiserver-restart  kube-apiserver stopped for CHAOS_APISERVER_DOWN and started again on
+#                the same etcd, in the middle of the churn and with the last change
+#   watch-410    first half: etcd compacted every 15 s and the manager's watches ended and
+#                answered 410 Gone from older revisions (informers relist); second half: the
+#                pod watch CHAOS_LONG_WATCH_DELAY late (longer than the 5-minute expectations
+#                timeout)
+#   reject-creates  a ValidatingAdmissionPolicy rejects pod creates for CHAOS_REJECT_FOR,
+#                once under churn, once measured (gap to the manager's first create after)
+#   partition    two leader-elected replicas behind their own proxies; the leader's proxy cut
+#                (CHAOS_CUTS) under churn: when it stepped down, failover gap, its writes
+#                after the Lease moved or after its renew deadline, convergence after healing
 # Convergence: a baseline change (every Deployment rolled, every ReplicaSet scaled) without
 # faults, and the same change made with the last fault (a kill right after it; the watch
 # delay lifted right after it): time to settled, and their ratio.
@@ -26,6 +37,11 @@
 #   CHAOS_DURATION=600        seconds of churn and faults per run
 #   CHAOS_WATCH_DELAY=30      seconds of pod watch delay in watch-gap
 #   CHAOS_DELETE_RATE=10      pod deletions per second
+#   CHAOS_APISERVER_DOWN=30   seconds the API server is down in apiserver-restart
+#   CHAOS_LONG_WATCH_DELAY=360  seconds of pod watch delay in watch-410
+#   CHAOS_CUTS=blackhole:60,refuse:300   partition's cuts (MODE:SECONDS, blackhole|refuse)
+#   CHAOS_REJECT_FOR=60       seconds pod creates are rejected in reject-creates
+#   CHAOS_MERGE=1             keep the other scenarios' rows of an existing report's JSON
 #   CHAOS_MANAGERS=upstream,rkcm
 #   CHAOS_SCENARIOS=kill-churn,watch-gap,leader
 #   CHAOS_NODES=5             kwok nodes of the plane
@@ -98,11 +114,20 @@ trap 'exit 130' INT TERM
 . "$DIR/env.sh"
 
 load=$(cut -d' ' -f1-3 /proc/loadavg)
-preamble="Command: \`make chaos\` (CHAOS_DURATION=$DURATION, CHAOS_WATCH_DELAY=$WATCH_DELAY, CHAOS_DELETE_RATE=$DELETE_RATE, $profile binaries), commit $(git rev-parse --short HEAD), $(date -u +%Y-%m-%dT%H:%MZ); plane: e2e/cluster.sh with audit log and $NODES kwok nodes; host load average at start: $load."
+preamble="Command: \`make chaos\` (CHAOS_DURATION=$DURATION, CHAOS_WATCH_DELAY=$WATCH_DELAY, CHAOS_DELETE_RATE=$DELETE_RATE, CHAOS_APISERVER_DOWN=${CHAOS_APISERVER_DOWN:-30}, CHAOS_LONG_WATCH_DELAY=${CHAOS_LONG_WATCH_DELAY:-360}, CHAOS_CUTS=${CHAOS_CUTS:-blackhole:60,refuse:300}, CHAOS_REJECT_FOR=${CHAOS_REJECT_FOR:-60}, $profile binaries), commit $(git rev-parse --short HEAD), $(date -u +%Y-%m-%dT%H:%MZ); plane: e2e/cluster.sh with audit log and $NODES kwok nodes; host load average at start: $load."
 mkdir -p "$(dirname "$REPORT")"
+merge=()
+if [ "${CHAOS_MERGE:-0}" = 1 ] && [ -f "${REPORT%.md}.json" ]; then
+  cp "${REPORT%.md}.json" "${REPORT%.md}.prev.json"
+  merge=(--merge "${REPORT%.md}.prev.json")
+fi
 rc=0
 "$CHAOS" --managers "$MANAGERS" --scenarios "$SCENARIOS" --duration "$DURATION" \
   --watch-delay "$WATCH_DELAY" --delete-rate "$DELETE_RATE" \
+  --apiserver-down "${CHAOS_APISERVER_DOWN:-30}" --cluster-script "$here/cluster.sh" \
+  --long-watch-delay "${CHAOS_LONG_WATCH_DELAY:-360}" --cuts "${CHAOS_CUTS:-blackhole:60,refuse:300}" \
+  --reject-for "${CHAOS_REJECT_FOR:-60}" "${merge[@]}" \
   --md "$REPORT" --json "${REPORT%.md}.json" --preamble "$preamble" || rc=$?
+rm -f "${REPORT%.md}.prev.json"
 step "done in $(( $(date +%s) - t0 )) s: $REPORT (raw: ${REPORT%.md}.json); exit $rc"
 exit "$rc"

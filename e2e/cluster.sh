@@ -6,6 +6,9 @@
 #   e2e/cluster.sh down     stop the processes this script started (pid files) and remove state
 #   e2e/cluster.sh env      print the shell exports for the running plane
 #   e2e/cluster.sh status   say what runs
+#   e2e/cluster.sh stop NAME   stop one component (e.g. kube-apiserver), state kept
+#   e2e/cluster.sh start NAME  start a stopped component again with its first command line
+#                              (a fault of `make chaos`: the API server down, same etcd)
 #
 # Settings (environment):
 #   NODES=3                 simulated nodes (kwok-node-0 ...); NODES=1000 works
@@ -59,6 +62,8 @@ wait_until() {
 start_proc() { # start_proc NAME BINARY ARGS...: background process, logs and pid in $RUN
   local name=$1 bin=$2; shift 2
   [ -x "$bin" ] || die "binary $bin is missing (run e2e/build.sh)"
+  mkdir -p "$RUN/cmd"
+  printf '%s\0' "$bin" "$@" >"$RUN/cmd/$name"
   setsid "$bin" "$@" >"$RUN/logs/$name.log" 2>&1 < /dev/null &
   echo $! >"$RUN/pids/$name.pid"
   log "started $name (pid $!, log $RUN/logs/$name.log)"
@@ -304,10 +309,47 @@ cmd_status() {
   done
 }
 
+stop_one() { # stop_one NAME: SIGTERM, SIGKILL after 15 s
+  local pid
+  [ -f "$RUN/pids/$1.pid" ] || return 0
+  pid=$(cat "$RUN/pids/$1.pid")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+    log "stopped $1 (pid $pid)"
+  fi
+  rm -f "$RUN/pids/$1.pid"
+}
+
+cmd_stop() {
+  [ -n "${1:-}" ] || die "usage: $0 stop NAME"
+  [ -f "$RUN/cmd/$1" ] || die "no component $1 in $RUN"
+  stop_one "$1"
+}
+
+cmd_start() {
+  local name=${1:-} argv
+  [ -n "$name" ] || die "usage: $0 start NAME"
+  [ -f "$RUN/cmd/$name" ] || die "no component $name in $RUN"
+  if alive "$name"; then log "$name already runs"; return 0; fi
+  mapfile -d '' argv <"$RUN/cmd/$name"
+  setsid "${argv[@]}" >>"$RUN/logs/$name.log" 2>&1 < /dev/null &
+  echo $! >"$RUN/pids/$name.pid"
+  log "started $name again (pid $!)"
+  if [ "$name" = kube-apiserver ]; then
+    BIN=$(. "$RUN/env.sh"; echo "$RKCM_E2E_BIN")
+    wait_until "kube-apiserver ready" 90 kc get --raw /readyz ||
+      { check_started kube-apiserver; die "kube-apiserver not ready after 90 s"; }
+  fi
+}
+
 case "${1:-}" in
   up) cmd_up ;;
+  stop) cmd_stop "${2:-}" ;;
+  start) cmd_start "${2:-}" ;;
   down) cmd_down ;;
   env) cmd_env ;;
   status) cmd_status ;;
-  *) echo "usage: $0 up|down|env|status" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|env|status|stop NAME|start NAME" >&2; exit 2 ;;
 esac

@@ -22,6 +22,13 @@
 //! their order, as from a slow or overloaded API server. The proxy serves plain HTTP/1.1 on a loopback port and writes a
 //! kubeconfig pointing at it ([`ScopedProxy::kubeconfig`]); [`ScopedProxy::stop`] (or drop)
 //! closes the listener and every open connection, ending the manager's watches.
+//!
+//! Faults for `make chaos`: [`ScopedProxy::cut`] drops the manager's traffic as a network
+//! partition would ([`Cut::Blackhole`]: connections held open with nothing passing;
+//! [`Cut::Refuse`]: connections closed as soon as they open) until it is healed
+//! ([`Cut::Open`]); [`ScopedProxy::expire_watches`] ends every open watch and answers later
+//! watches from an older resourceVersion with 410 Gone, as an API server without a watch
+//! cache does after an etcd compaction.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -72,6 +79,20 @@ pub const NAMESPACED_RESOURCES: &[&str] = &[
     "horizontalpodautoscalers",
 ];
 
+/// How the proxy passes traffic ([`ScopedProxy::cut`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Cut {
+    /// Everything passes.
+    Open,
+    /// A partition that drops packets: open connections are held with nothing read or
+    /// written, new ones are accepted and held the same way. When the cut heals, the held
+    /// connections are closed (as TCP gives up on a long partition); requests sent on them
+    /// never reach the API server.
+    Blackhole,
+    /// Open connections are closed and new ones closed as soon as they are accepted.
+    Refuse,
+}
+
 /// One request that went through the proxy (or was refused).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProxiedRequest {
@@ -102,6 +123,16 @@ pub struct ScopedProxy {
     stop: CancellationToken,
     journal: Arc<Mutex<Journal>>,
     delays: WatchDelays,
+    cut: tokio::sync::watch::Sender<Cut>,
+    expiry: Expiry,
+}
+
+/// Forced watch expiry: a generation that ends open watches when it changes, and the
+/// resourceVersion below which a watch request is answered 410 Gone (0: none).
+#[derive(Clone)]
+struct Expiry {
+    generation: tokio::sync::watch::Sender<u64>,
+    below: Arc<std::sync::atomic::AtomicI64>,
 }
 
 /// Per resource (`pods`, `jobs`, ...): how late the proxy hands on watch events.
@@ -160,6 +191,11 @@ impl ScopedProxy {
         let stop = CancellationToken::new();
         let journal = Arc::new(Mutex::new(Journal::default()));
         let delays = WatchDelays::default();
+        let (cut, _) = tokio::sync::watch::channel(Cut::Open);
+        let expiry = Expiry {
+            generation: tokio::sync::watch::channel(0).0,
+            below: Arc::new(std::sync::atomic::AtomicI64::new(0)),
+        };
         let scope = Arc::new(Scope {
             client,
             pass_credentials,
@@ -167,8 +203,9 @@ impl ScopedProxy {
             namespace: namespace.to_owned(),
             journal: journal.clone(),
             delays: delays.clone(),
+            expiry: expiry.clone(),
         });
-        tokio::spawn(serve(listener, scope, stop.clone()));
+        tokio::spawn(serve(listener, scope, stop.clone(), cut.subscribe()));
         Ok(Self {
             url,
             namespace: namespace.to_owned(),
@@ -177,7 +214,26 @@ impl ScopedProxy {
             stop,
             journal,
             delays,
+            cut,
+            expiry,
         })
+    }
+
+    /// Cuts the client off ([`Cut::Blackhole`], [`Cut::Refuse`]) or heals the cut
+    /// ([`Cut::Open`]); applies to open connections at once.
+    pub fn cut(&self, mode: Cut) {
+        self.cut.send_replace(mode);
+    }
+
+    /// Ends every open watch (the client re-watches from its last resourceVersion) and answers
+    /// later watch requests from a resourceVersion below `below` with 410 Gone, as the API
+    /// server does for a revision etcd compacted away when it has no watch cache: pass the
+    /// revision [`crate::TestCluster::compact_etcd`] returned.
+    pub fn expire_watches(&self, below: i64) {
+        self.expiry
+            .below
+            .fetch_max(below, std::sync::atomic::Ordering::SeqCst);
+        self.expiry.generation.send_modify(|g| *g += 1);
     }
 
     /// From now on, every chunk of a watch response on `resource` (the collection's last path
@@ -252,6 +308,7 @@ struct Scope {
     namespace: String,
     journal: Arc<Mutex<Journal>>,
     delays: WatchDelays,
+    expiry: Expiry,
 }
 
 /// Whether a request's query asks for a watch (`watch=true` or `watch=1`).
@@ -261,14 +318,37 @@ fn is_watch(query: Option<&str>) -> bool {
     })
 }
 
+/// The `resourceVersion` a watch request starts from, if it names one (not `0`, not empty).
+fn watch_from(query: Option<&str>) -> Option<i64> {
+    query.and_then(|q| {
+        form_urlencoded::parse(q.as_bytes())
+            .find(|(k, _)| k == "resourceVersion")
+            .and_then(|(_, v)| v.parse::<i64>().ok())
+            .filter(|rv| *rv > 0)
+    })
+}
+
 /// Hands the chunks of `body` on, each `delays[resource]` (looked up when the chunk arrives)
-/// after it arrived; order is kept.
-fn delayed(body: ProxyBody, resource: String, delays: WatchDelays) -> ProxyBody {
+/// after it arrived; order is kept. The stream ends (after the chunks already taken) when
+/// the expiry generation changes.
+fn delayed(
+    body: ProxyBody,
+    resource: String,
+    delays: WatchDelays,
+    mut expiry: tokio::sync::watch::Receiver<u64>,
+) -> ProxyBody {
     use futures::StreamExt as _;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    expiry.mark_unchanged();
     tokio::spawn(async move {
         let mut body = body;
-        while let Some(frame) = body.frame().await {
+        loop {
+            let frame = tokio::select! {
+                biased;
+                _ = expiry.changed() => return,
+                frame = body.frame() => frame,
+            };
+            let Some(frame) = frame else { return };
             let delay = delays
                 .lock()
                 .ok()
@@ -292,7 +372,25 @@ fn delayed(body: ProxyBody, resource: String, delays: WatchDelays) -> ProxyBody 
     http_body_util::StreamBody::new(stream.boxed()).boxed_unsync()
 }
 
-async fn serve(listener: tokio::net::TcpListener, scope: Arc<Scope>, stop: CancellationToken) {
+/// Waits until the cut is healed (or the proxy stops).
+async fn healed(cut: &mut tokio::sync::watch::Receiver<Cut>, stop: &CancellationToken) {
+    loop {
+        if *cut.borrow_and_update() == Cut::Open {
+            return;
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            changed = cut.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
+async fn serve(
+    listener: tokio::net::TcpListener,
+    scope: Arc<Scope>,
+    stop: CancellationToken,
+    cut: tokio::sync::watch::Receiver<Cut>,
+) {
     loop {
         let stream = tokio::select! {
             () = stop.cancelled() => return,
@@ -301,14 +399,48 @@ async fn serve(listener: tokio::net::TcpListener, scope: Arc<Scope>, stop: Cance
                 Err(_) => continue,
             },
         };
-        let (scope, stop) = (scope.clone(), stop.clone());
+        let (scope, stop, mut cut) = (scope.clone(), stop.clone(), cut.clone());
+        let now = *cut.borrow_and_update();
+        match now {
+            Cut::Refuse => {
+                drop(stream);
+                continue;
+            }
+            Cut::Blackhole => {
+                tokio::spawn(async move {
+                    healed(&mut cut, &stop).await;
+                    drop(stream);
+                });
+                continue;
+            }
+            Cut::Open => {}
+        }
         tokio::spawn(async move {
             let svc = hyper::service::service_fn(move |req| forward(scope.clone(), req));
             let conn = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), svc);
-            tokio::select! {
-                () = stop.cancelled() => {}
-                _ = conn => {}
+            tokio::pin!(conn);
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    _ = &mut conn => return,
+                    changed = cut.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                        let mode = *cut.borrow_and_update();
+                        match mode {
+                            Cut::Open => {}
+                            // Dropping the connection closes the socket.
+                            Cut::Refuse => return,
+                            // Not polled: nothing is read or written until the cut heals.
+                            Cut::Blackhole => {
+                                healed(&mut cut, &stop).await;
+                                return;
+                            }
+                        }
+                    }
+                }
             }
         });
     }
@@ -369,6 +501,21 @@ fn forbidden(method: &http::Method, path: &str, namespace: &str) -> http::Respon
         ),
     });
     let mut resp = text(http::StatusCode::FORBIDDEN, body.to_string());
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+/// The API server's answer to a watch from a compacted resourceVersion.
+fn gone(below: i64) -> http::Response<ProxyBody> {
+    let body = serde_json::json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "reason": "Expired", "code": 410,
+        "message": format!("too old resource version (compacted to {below}; scoped test proxy)"),
+    });
+    let mut resp = text(http::StatusCode::GONE, body.to_string());
     resp.headers_mut().insert(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("application/json"),
@@ -442,6 +589,10 @@ async fn forward(
         Err(e) => return Ok(text(http::StatusCode::BAD_REQUEST, e.to_string())),
     };
     let watch = is_watch(parts.uri.query());
+    let below = scope.expiry.below.load(std::sync::atomic::Ordering::SeqCst);
+    if watch && watch_from(parts.uri.query()).is_some_and(|rv| rv < below) {
+        return Ok(gone(below));
+    }
     let resource = path.rsplit('/').next().unwrap_or_default().to_owned();
     let resp = match scope.client.send(request).await {
         Ok(resp) => resp.map(|b| {
@@ -449,7 +600,12 @@ async fn forward(
                 .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
                 .boxed_unsync();
             if watch {
-                delayed(body, resource, scope.delays.clone())
+                delayed(
+                    body,
+                    resource,
+                    scope.delays.clone(),
+                    scope.expiry.generation.subscribe(),
+                )
             } else {
                 body
             }
@@ -506,6 +662,15 @@ mod tests {
         assert!(!is_watch(Some("watch=false")));
         assert!(!is_watch(Some("limit=500")));
         assert!(!is_watch(None));
+    }
+
+    #[test]
+    fn watches_name_the_resource_version_they_start_from() {
+        assert_eq!(watch_from(Some("watch=true&resourceVersion=57")), Some(57));
+        assert_eq!(watch_from(Some("watch=1&resourceVersion=0")), None);
+        assert_eq!(watch_from(Some("watch=1&resourceVersion=")), None);
+        assert_eq!(watch_from(Some("watch=1")), None);
+        assert_eq!(watch_from(None), None);
     }
 
     #[test]

@@ -13,6 +13,8 @@ use clap::Parser;
 use rkcm_testkit::TestCluster;
 use rkcm_testkit::harness::ManagerKind;
 use rkcm_testkit::invariants::faults::{self, Options, Outcome};
+use rkcm_testkit::invariants::outages;
+use rkcm_testkit::proxy::Cut;
 
 #[derive(Parser, Debug)]
 #[command(name = "rkcm-chaos", about = "Fault scenarios for upstream and rkcm")]
@@ -20,7 +22,8 @@ struct Args {
     /// Comma-separated: upstream, rkcm (always run in that order).
     #[arg(long, default_value = "upstream,rkcm")]
     managers: String,
-    /// Comma-separated: kill-churn, watch-gap, leader.
+    /// Comma-separated: kill-churn, watch-gap, leader, apiserver-restart, partition,
+    /// watch-410, reject-creates.
     #[arg(long, default_value = "kill-churn,watch-gap,leader")]
     scenarios: String,
     /// Churn and fault time of each run, in seconds.
@@ -32,6 +35,21 @@ struct Args {
     /// Pod deletions per second.
     #[arg(long, default_value_t = 10)]
     delete_rate: u32,
+    /// API server downtime of apiserver-restart, in seconds.
+    #[arg(long, default_value_t = 30)]
+    apiserver_down: u64,
+    /// The plane's e2e/cluster.sh (apiserver-restart stops and starts the API server with it).
+    #[arg(long)]
+    cluster_script: Option<PathBuf>,
+    /// Pod watch delay of watch-410's second half, in seconds.
+    #[arg(long, default_value_t = 360)]
+    long_watch_delay: u64,
+    /// Cuts of partition: comma-separated MODE:SECONDS, MODE blackhole or refuse.
+    #[arg(long, default_value = "blackhole:60,refuse:300")]
+    cuts: String,
+    /// How long reject-creates rejects pod creates, in seconds.
+    #[arg(long, default_value_t = 60)]
+    reject_for: u64,
     #[arg(long)]
     md: PathBuf,
     #[arg(long)]
@@ -50,6 +68,11 @@ async fn run(args: Args) -> Result<bool> {
         duration: Duration::from_secs(args.duration),
         watch_delay: Duration::from_secs(args.watch_delay),
         delete_rate: args.delete_rate,
+        apiserver_down: Duration::from_secs(args.apiserver_down),
+        cluster_script: args.cluster_script.clone(),
+        long_watch_delay: Duration::from_secs(args.long_watch_delay),
+        cuts: parse_cuts(&args.cuts)?,
+        reject_for: Duration::from_secs(args.reject_for),
         ..Options::default()
     };
     let mut outcomes: Vec<Outcome> = match &args.merge {
@@ -74,10 +97,10 @@ async fn run(args: Args) -> Result<bool> {
                 continue;
             }
             eprintln!("rkcm-chaos: {scenario} / {name} for {} s", args.duration);
-            let o = if scenario == "leader" {
-                faults::run_leader(&cluster, kind, &opts).await
-            } else {
-                faults::run(&cluster, kind, scenario, &opts).await
+            let o = match scenario {
+                "leader" => faults::run_leader(&cluster, kind, &opts).await,
+                "partition" => outages::run_partition(&cluster, kind, &opts).await,
+                _ => faults::run(&cluster, kind, scenario, &opts).await,
             }
             .with_context(|| format!("{scenario} / {name}"))?;
             eprintln!(
@@ -103,7 +126,31 @@ async fn run(args: Args) -> Result<bool> {
                 && o.panics == 0
                 && o.converge_after_fault_s.is_some()
                 && o.handovers.iter().all(|h| h.overlapping_writes == 0)
+                && o.cuts.iter().all(|c| {
+                    c.writes_after_lease_lost == 0
+                        && c.writes_after_renew_deadline == 0
+                        && c.converge_after_heal_s.is_some()
+                })
         }))
+}
+
+/// `blackhole:60,refuse:300` → the cuts of `partition`.
+fn parse_cuts(text: &str) -> Result<Vec<(Cut, Duration)>> {
+    text.split(',')
+        .filter(|c| !c.is_empty())
+        .map(|c| {
+            let (mode, secs) = c.split_once(':').context("a cut is MODE:SECONDS")?;
+            let mode = match mode {
+                "blackhole" => Cut::Blackhole,
+                "refuse" => Cut::Refuse,
+                other => anyhow::bail!("unknown cut mode {other} (blackhole or refuse)"),
+            };
+            Ok((
+                mode,
+                Duration::from_secs(secs.parse().context("cut seconds")?),
+            ))
+        })
+        .collect()
 }
 
 #[tokio::main]

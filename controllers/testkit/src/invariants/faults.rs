@@ -57,6 +57,19 @@ pub struct Options {
     pub converge_timeout: Duration,
     /// Client rate limits of the manager.
     pub qps: u32,
+    /// `apiserver-restart`: how long the API server stays down.
+    pub apiserver_down: Duration,
+    /// `apiserver-restart`: the plane's `e2e/cluster.sh` (its `stop`/`start` commands).
+    pub cluster_script: Option<std::path::PathBuf>,
+    /// `watch-410`: the pod watch delay of its second half (longer than the 5-minute
+    /// expectations timeout).
+    pub long_watch_delay: Duration,
+    /// `watch-410`: time between two forced expiries (etcd compaction + 410) in its first half.
+    pub expire_every: Duration,
+    /// `partition`: the cuts, in order (each cuts the current leader off).
+    pub cuts: Vec<(crate::proxy::Cut, Duration)>,
+    /// `reject-creates`: how long pod creates are rejected.
+    pub reject_for: Duration,
 }
 
 impl Default for Options {
@@ -71,6 +84,15 @@ impl Default for Options {
             watch_delay: Duration::from_secs(30),
             converge_timeout: Duration::from_secs(300),
             qps: 100,
+            apiserver_down: Duration::from_secs(30),
+            cluster_script: None,
+            long_watch_delay: Duration::from_secs(360),
+            expire_every: Duration::from_secs(15),
+            cuts: vec![
+                (crate::proxy::Cut::Blackhole, Duration::from_secs(60)),
+                (crate::proxy::Cut::Refuse, Duration::from_secs(300)),
+            ],
+            reject_for: Duration::from_secs(60),
         }
     }
 }
@@ -98,6 +120,12 @@ pub struct Outcome {
     pub error: Option<String>,
     /// `leader` only: one entry per handover.
     pub handovers: Vec<Handover>,
+    /// `partition` only: one entry per cut.
+    #[serde(default)]
+    pub cuts: Vec<super::outages::CutRecord>,
+    /// `reject-creates` only: the last rejection window, measured.
+    #[serde(default)]
+    pub rejection: Option<super::outages::Rejection>,
 }
 
 /// One leader handover measured from the audit log.
@@ -115,7 +143,7 @@ pub struct Handover {
     pub overlapping_writes: usize,
 }
 
-fn kwok_template(app: &str, image: &str) -> Value {
+pub(super) fn kwok_template(app: &str, image: &str) -> Value {
     json!({
         "metadata": {"labels": {"app": app}},
         "spec": {
@@ -128,9 +156,9 @@ fn kwok_template(app: &str, image: &str) -> Value {
 }
 
 /// The churned workload of one namespace.
-struct Workload<'a> {
-    ns: &'a TestNamespace,
-    opts: &'a Options,
+pub(super) struct Workload<'a> {
+    pub(super) ns: &'a TestNamespace,
+    pub(super) opts: &'a Options,
 }
 
 impl Workload<'_> {
@@ -142,7 +170,7 @@ impl Workload<'_> {
         format!("r{i}")
     }
 
-    async fn create(&self) -> Result<()> {
+    pub(super) async fn create(&self) -> Result<()> {
         let pp = PostParams::default();
         for i in 0..self.opts.deployments {
             let name = Self::deploy_name(i);
@@ -171,7 +199,7 @@ impl Workload<'_> {
 
     /// The same change for the undisturbed baseline and after the last fault: every
     /// Deployment rolled to a new image, every ReplicaSet scaled by two.
-    async fn bump(&self, round: u32) -> Result<()> {
+    pub(super) async fn bump(&self, round: u32) -> Result<()> {
         let pp = PatchParams::default();
         for i in 0..self.opts.deployments {
             let image = format!("registry.example/app:bump{round}");
@@ -200,7 +228,7 @@ impl Workload<'_> {
     }
 
     /// Why the namespace is not settled, or `None`.
-    async fn unsettled(&self) -> Result<Option<String>> {
+    pub(super) async fn unsettled(&self) -> Result<Option<String>> {
         for d in self
             .ns
             .api::<Deployment>()
@@ -238,7 +266,7 @@ impl Workload<'_> {
         Ok(None)
     }
 
-    async fn wait_settled(&self, timeout: Duration) -> Result<Duration> {
+    pub(super) async fn wait_settled(&self, timeout: Duration) -> Result<Duration> {
         let start = Instant::now();
         wait_for("the namespace to settle", timeout, || async {
             Ok(self.unsettled().await?.is_none().then_some(()))
@@ -249,7 +277,7 @@ impl Workload<'_> {
 
     /// Churns until `until`: pods deleted at the configured rate (gracefully), a spec change
     /// every 10 s. Returns (pod deletions, spec changes).
-    async fn churn(&self, until: Instant) -> Result<(u64, u64)> {
+    pub(super) async fn churn(&self, until: Instant) -> Result<(u64, u64)> {
         let pods = self.ns.api::<Pod>();
         let (mut deleted, mut changes) = (0u64, 0u64);
         let mut last_change = Instant::now();
@@ -326,7 +354,7 @@ impl Workload<'_> {
     }
 }
 
-fn count_panics(log: &str) -> usize {
+pub(super) fn count_panics(log: &str) -> usize {
     log.lines()
         .filter(|l| l.contains("panicked at") || l.starts_with("panic:"))
         .count()
@@ -358,6 +386,12 @@ pub async fn run(
     let mut manager =
         Manager::start_with(kind, cluster, ns.name(), CONTROLLERS, &[&qps, &burst]).await?;
     let work = Workload { ns: &ns, opts };
+    let gate = if scenario == "reject-creates" {
+        Some(super::outages::AdmissionGate::install(cluster, &ns).await?)
+    } else {
+        None
+    };
+    let audit = super::outages::Audit::open();
     let mut outcome = Outcome {
         scenario: scenario.to_owned(),
         manager: kind.name().to_owned(),
@@ -374,6 +408,8 @@ pub async fn run(
         unexpected_exits: 0,
         error: None,
         handovers: Vec::new(),
+        cuts: Vec::new(),
+        rejection: None,
     };
     let result = async {
         work.create().await?;
@@ -415,6 +451,31 @@ pub async fn run(
                     manager.proxy().delay_watches("pods", opts.watch_delay);
                     n += 1;
                 }
+                "apiserver-restart" => {
+                    tokio::time::sleep(opts.duration / 2).await;
+                    super::outages::apiserver_outage(opts).await?;
+                    n += 1;
+                }
+                "watch-410" => {
+                    let half = Instant::now() + opts.duration / 2;
+                    while Instant::now() + opts.expire_every < half {
+                        tokio::time::sleep(opts.expire_every).await;
+                        let rev = cluster.compact_etcd().await?;
+                        manager.proxy().expire_watches(rev);
+                        n += 1;
+                    }
+                    tokio::time::sleep_until(half.into()).await;
+                    manager.proxy().delay_watches("pods", opts.long_watch_delay);
+                    n += 1;
+                }
+                "reject-creates" => {
+                    tokio::time::sleep(opts.duration / 3).await;
+                    let gate = gate.as_ref().context("no admission gate")?;
+                    gate.close().await?;
+                    tokio::time::sleep(opts.reject_for).await;
+                    gate.open().await?;
+                    n += 1;
+                }
                 other => anyhow::bail!("unknown scenario {other}"),
             }
             anyhow::Ok((n, exits))
@@ -426,18 +487,45 @@ pub async fn run(
         outcome.unexpected_exits = exits;
         // The last fault comes with the same change as the baseline: a kill right after
         // it, or the end of the watch delay (events already held back still arrive late).
-        let start = Instant::now();
-        work.bump(1).await?;
-        if scenario == "kill-churn" {
-            manager.kill_and_restart().await?;
-            outcome.faults += 1;
-        } else {
-            manager.proxy().delay_watches("pods", Duration::ZERO);
+        let mut start = Instant::now();
+        let mut timeout = opts.converge_timeout;
+        match scenario {
+            "kill-churn" => {
+                work.bump(1).await?;
+                manager.kill_and_restart().await?;
+                outcome.faults += 1;
+            }
+            "apiserver-restart" => {
+                // The change is made, the API server goes down at once; timed from its
+                // return.
+                work.bump(1).await?;
+                super::outages::apiserver_outage(opts).await?;
+                outcome.faults += 1;
+                start = Instant::now();
+            }
+            "watch-410" => {
+                // The long delay is lifted with the change (events already held back still
+                // arrive up to that long after), and the watches are expired once more.
+                work.bump(1).await?;
+                manager.proxy().delay_watches("pods", Duration::ZERO);
+                let rev = cluster.compact_etcd().await?;
+                manager.proxy().expire_watches(rev);
+                outcome.faults += 1;
+                timeout += opts.long_watch_delay;
+            }
+            "reject-creates" => {
+                let gate = gate.as_ref().context("no admission gate")?;
+                let r = super::outages::measured_rejection(&work, gate, &audit).await?;
+                start = r.1;
+                outcome.rejection = Some(r.0);
+                outcome.faults += 1;
+            }
+            _ => {
+                work.bump(1).await?;
+                manager.proxy().delay_watches("pods", Duration::ZERO);
+            }
         }
-        let converged = work
-            .wait_settled(opts.converge_timeout)
-            .await
-            .map(|_| start.elapsed());
+        let converged = work.wait_settled(timeout).await.map(|_| start.elapsed());
         match converged {
             Ok(t) => outcome.converge_after_fault_s = Some(t.as_secs_f64()),
             Err(e) => {
@@ -453,6 +541,9 @@ pub async fn run(
     .await;
     if let Err(e) = result {
         outcome.error = Some(format!("{e:#}"));
+    }
+    if let Some(gate) = gate {
+        gate.remove().await;
     }
     let report = watcher.finish().await;
     outcome.violations = report.violations;
@@ -516,6 +607,46 @@ pub fn markdown(outcomes: &[Outcome], preamble: &str) -> String {
             }
         }
     }
+    let cuts: Vec<_> = outcomes.iter().filter(|o| !o.cuts.is_empty()).collect();
+    if !cuts.is_empty() {
+        out.push_str("\n## Partition (from the audit log)\n\n| manager | cut | length | leader | leader exited after | Lease moved after | new leader's first write after | old leader's writes after the cut | after the Lease moved | after its renew deadline | converge after heal |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+        let s = |v: Option<f64>| v.map_or("-".to_owned(), |g| format!("{g:.1} s"));
+        for o in cuts {
+            for c in &o.cuts {
+                out.push_str(&format!(
+                    "| {} | {} | {:.0} s | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                    o.manager,
+                    c.mode,
+                    c.cut_s,
+                    c.leader,
+                    s(c.stepped_down_s),
+                    s(c.lease_moved_s),
+                    s(c.failover_gap_s),
+                    c.old_writes_after_cut,
+                    c.writes_after_lease_lost,
+                    c.writes_after_renew_deadline,
+                    secs(c.converge_after_heal_s),
+                ));
+            }
+        }
+    }
+    let rejections: Vec<_> = outcomes.iter().filter(|o| o.rejection.is_some()).collect();
+    if !rejections.is_empty() {
+        out.push_str("\n## Pod creates rejected (measured window, audit log)\n\n| manager | rejected for | pods deleted at its start | admission open again after the end | manager's first pod create after the end |\n|---|---|---|---|---|\n");
+        for o in rejections {
+            if let Some(r) = &o.rejection {
+                out.push_str(&format!(
+                    "| {} | {:.0} s | {} | {:.1} s | {} |\n",
+                    o.manager,
+                    r.rejected_s,
+                    r.pods_deleted,
+                    r.admission_reopened_s,
+                    r.first_create_s
+                        .map_or("none in 120 s".to_owned(), |g| format!("{g:.1} s")),
+                ));
+            }
+        }
+    }
     for o in outcomes {
         if o.violations.is_empty() && o.error.is_none() {
             continue;
@@ -561,7 +692,7 @@ write.
 // ---- leader failover ------------------------------------------------------------------
 
 /// One workload write of the audit log: (time, user).
-fn audit_writes(log: &str, namespace: &str) -> Vec<(jiff::Timestamp, String)> {
+pub(super) fn audit_writes(log: &str, namespace: &str) -> Vec<(jiff::Timestamp, String)> {
     log.lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|e| e["stage"] == "ResponseComplete")
@@ -612,16 +743,16 @@ pub fn handover(
     }
 }
 
-struct Replica {
-    user: &'static str,
-    child: tokio::process::Child,
+pub(super) struct Replica {
+    pub(super) user: &'static str,
+    pub(super) child: tokio::process::Child,
     args: Vec<String>,
     bin: std::path::PathBuf,
-    log: std::path::PathBuf,
+    pub(super) log: std::path::PathBuf,
 }
 
 impl Replica {
-    fn spawn(
+    pub(super) fn spawn(
         bin: &std::path::Path,
         user: &'static str,
         args: &[String],
@@ -650,7 +781,7 @@ impl Replica {
         })
     }
 
-    fn signal(&self, sig: &str) -> Result<()> {
+    pub(super) fn signal(&self, sig: &str) -> Result<()> {
         let pid = self.child.id().context("process already reaped")?;
         let status = std::process::Command::new("kill")
             .arg(format!("-{sig}"))
@@ -660,7 +791,7 @@ impl Replica {
         Ok(())
     }
 
-    async fn restart(&mut self) -> Result<()> {
+    pub(super) async fn restart(&mut self) -> Result<()> {
         let _ = self.child.kill().await;
         *self = Self::spawn(&self.bin, self.user, &self.args, &self.log)?;
         Ok(())
@@ -668,7 +799,7 @@ impl Replica {
 }
 
 /// The user of the replica holding the Lease: the last one that wrote it (audit log).
-fn lease_writer(log: &str, namespace: &str) -> Option<String> {
+pub(super) fn lease_writer(log: &str, namespace: &str) -> Option<String> {
     log.lines()
         .rev()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -773,6 +904,8 @@ pub async fn run_leader(
         unexpected_exits: 0,
         error: None,
         handovers: Vec::new(),
+        cuts: Vec::new(),
+        rejection: None,
     };
     let begun = Instant::now();
     let result = async {

@@ -40,6 +40,7 @@ use kube::Resource;
 use serde::Serialize;
 
 pub mod faults;
+pub mod outages;
 pub mod watch;
 
 #[cfg(test)]
