@@ -82,6 +82,13 @@ pub enum RateLimiter {
     #[default]
     Default,
     /// Per-key exponential backoff only: `base × 2^failures`, capped at `max` (Job: 1 s..60 s).
+    ///
+    /// Unlike client-go's `ItemExponentialFailureRateLimiter`, a failure that comes before
+    /// the key's current backoff has elapsed (the key was synced early, because an event
+    /// added it again) does not count: it keeps the pending retry time. Otherwise every
+    /// unrelated event during an outage doubles the delay again, and a ReplicaSet whose pod
+    /// creates were rejected for a minute waits up to the 1000 s cap after they are allowed
+    /// again (kubernetes/kubernetes#132805).
     ItemExponential { base: Duration, max: Duration },
     /// One token bucket shared by all keys ([`crate::flowcontrol::TokenBucket`]): every call
     /// takes a token and waits until it is available. An infinite `qps` never delays; a
@@ -92,12 +99,19 @@ pub enum RateLimiter {
     MaxOf(Vec<RateLimiter>),
 }
 
+/// One key's backoff: failures counted, and when the current backoff ends.
+#[derive(Debug, Clone, Copy)]
+struct Backoff {
+    failures: u32,
+    until: Instant,
+}
+
 /// The live state of a [`RateLimiter`].
 enum Limiter<K> {
     ItemExponential {
         base: Duration,
         max: Duration,
-        failures: HashMap<K, u32>,
+        failures: HashMap<K, Backoff>,
     },
     Bucket(TokenBucket),
     MaxOf(Vec<Limiter<K>>),
@@ -136,10 +150,18 @@ impl<K: QueueKey> Limiter<K> {
                 max,
                 failures,
             } => {
-                let count = failures.entry(key.clone()).or_insert(0);
-                let previous = *count;
-                *count = count.saturating_add(1);
-                exponential_delay(*base, *max, previous)
+                let backoff = failures.entry(key.clone()).or_insert(Backoff {
+                    failures: 0,
+                    until: now,
+                });
+                if backoff.failures > 0 && now < backoff.until {
+                    // Synced early and failed again: the pending retry stands.
+                    return backoff.until - now;
+                }
+                let delay = exponential_delay(*base, *max, backoff.failures);
+                backoff.failures = backoff.failures.saturating_add(1);
+                backoff.until = now.checked_add(delay).unwrap_or(now);
+                delay
             }
             Limiter::Bucket(bucket) => bucket.reserve(now),
             Limiter::MaxOf(limiters) => limiters
@@ -162,7 +184,9 @@ impl<K: QueueKey> Limiter<K> {
 
     fn num_requeues(&self, key: &K) -> u32 {
         match self {
-            Limiter::ItemExponential { failures, .. } => failures.get(key).copied().unwrap_or(0),
+            Limiter::ItemExponential { failures, .. } => {
+                failures.get(key).map_or(0, |b| b.failures)
+            }
             Limiter::Bucket(_) => 0,
             Limiter::MaxOf(limiters) => limiters
                 .iter()
@@ -1101,8 +1125,14 @@ mod tests {
     async fn item_backoff_is_capped() {
         let mut limiter = Limiter::new(&RateLimiter::Default);
         let key = k("a");
-        let now = Instant::now();
-        let delays: Vec<Duration> = (0..100).map(|_| limiter.when(&key, now)).collect();
+        let mut now = Instant::now();
+        let delays: Vec<Duration> = (0..100)
+            .map(|_| {
+                let d = limiter.when(&key, now);
+                now += d;
+                d
+            })
+            .collect();
         // The bucket is irrelevant for the first 100 reservations.
         assert_eq!(delays[17], ms(5 << 17));
         assert_eq!(delays[18], DEFAULT_ITEM_MAX_DELAY);
@@ -1113,8 +1143,36 @@ mod tests {
             base: Duration::from_secs(1),
             max: Duration::from_secs(60),
         });
-        let delays: Vec<u64> = (0..8).map(|_| job.when(&key, now).as_secs()).collect();
+        let delays: Vec<u64> = (0..8)
+            .map(|_| {
+                let d = job.when(&key, now);
+                now += d;
+                d.as_secs()
+            })
+            .collect();
         assert_eq!(delays, [1, 2, 4, 8, 16, 32, 60, 60]);
+    }
+
+    /// kubernetes/kubernetes#132805: failures of syncs that events started before the
+    /// backoff elapsed keep the pending retry instead of doubling it again.
+    #[tokio::test(start_paused = true)]
+    async fn early_failures_do_not_inflate_the_backoff() {
+        let mut limiter = Limiter::new(&RateLimiter::ItemExponential {
+            base: ms(5),
+            max: DEFAULT_ITEM_MAX_DELAY,
+        });
+        let key = k("a");
+        let now = Instant::now();
+        assert_eq!(limiter.when(&key, now), ms(5));
+        for _ in 0..100 {
+            assert_eq!(limiter.when(&key, now + ms(1)), ms(4));
+        }
+        assert_eq!(limiter.num_requeues(&key), 1);
+        // Once the backoff has elapsed, a failure doubles it as usual.
+        assert_eq!(limiter.when(&key, now + ms(5)), ms(10));
+        assert_eq!(limiter.when(&key, now + ms(6)), ms(9));
+        assert_eq!(limiter.when(&key, now + ms(15)), ms(20));
+        assert_eq!(limiter.num_requeues(&key), 3);
     }
 
     #[tokio::test(start_paused = true)]
