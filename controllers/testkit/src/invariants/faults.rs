@@ -632,17 +632,24 @@ pub fn markdown(outcomes: &[Outcome], preamble: &str) -> String {
     }
     let rejections: Vec<_> = outcomes.iter().filter(|o| o.rejection.is_some()).collect();
     if !rejections.is_empty() {
-        out.push_str("\n## Pod creates rejected (measured window, audit log)\n\n| manager | rejected for | pods deleted at its start | admission open again after the end | manager's first pod create after the end |\n|---|---|---|---|---|\n");
+        out.push_str("\n## Pod creates rejected (measured window, audit log)\n\n| manager | rejected for | pods deleted at its start | admission open again after the end | manager's first pod create after the end | ReplicaSets short at the end | all of them created again after | none within 150 s |\n|---|---|---|---|---|---|---|---|\n");
         for o in rejections {
             if let Some(r) = &o.rejection {
                 out.push_str(&format!(
-                    "| {} | {:.0} s | {} | {:.1} s | {} |\n",
+                    "| {} | {:.0} s | {} | {:.1} s | {} | {} | {} | {} |\n",
                     o.manager,
                     r.rejected_s,
                     r.pods_deleted,
                     r.admission_reopened_s,
                     r.first_create_s
                         .map_or("none in 120 s".to_owned(), |g| format!("{g:.1} s")),
+                    r.short_replicasets,
+                    secs(r.all_resumed_s),
+                    if r.stuck.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        r.stuck.join(", ")
+                    },
                 ));
             }
         }

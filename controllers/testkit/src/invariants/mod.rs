@@ -172,6 +172,9 @@ pub enum Observation {
     /// A change after the list.
     Applied(Object),
     Deleted(Object),
+    /// The watch of `Kind` failed (the API server went away, a 410): its view is stale
+    /// until the next [`Observation::ListDone`] of that kind.
+    WatchLost(Kind, Option<String>),
 }
 
 /// Tuning of the checker.
@@ -270,6 +273,10 @@ pub struct Checker {
     violations: Vec<Violation>,
     gaps: Vec<Gap>,
     observed: u64,
+    /// Kinds whose watch failed and has not relisted yet: since when.
+    lost: BTreeMap<Kind, Timestamp>,
+    /// Past outages of a kind's watch: (lost at, relisted at).
+    outages: BTreeMap<Kind, Vec<(Timestamp, Timestamp)>>,
 }
 
 fn key_of(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
@@ -443,10 +450,38 @@ impl Checker {
                 }
                 self.apply(at, obj, true);
             }
-            Observation::ListDone(kind, ns) => self.list_done(at, kind, ns),
+            Observation::ListDone(kind, ns) => {
+                if let Some(since) = self.lost.remove(&kind) {
+                    self.outages.entry(kind).or_default().push((since, at));
+                }
+                self.list_done(at, kind, ns);
+            }
             Observation::Applied(obj) => self.apply(at, obj, false),
             Observation::Deleted(obj) => self.delete(at, obj),
+            Observation::WatchLost(kind, _) => {
+                self.lost.entry(kind).or_insert(at);
+            }
         }
+    }
+
+    /// The end of the window in which a bound (from `kind`'s watch) is looked up for a
+    /// suspicion at `at`: `at + grace`, or later if `kind`'s watch was down around `at`
+    /// (its relist then shows the value it missed). `None` while it is still down: the
+    /// suspicion waits.
+    fn bound_window_end(&self, kind: Kind, at: Timestamp) -> Option<Timestamp> {
+        let grace = self.config.grace;
+        if self.lost.contains_key(&kind) {
+            return None;
+        }
+        let end = self
+            .outages
+            .get(&kind)
+            .into_iter()
+            .flatten()
+            .filter(|(lost, relisted)| *lost <= at + grace && *relisted >= at - grace)
+            .map(|(_, relisted)| *relisted)
+            .fold(at + grace, Timestamp::max);
+        Some(end)
     }
 
     fn list_done(&mut self, at: Timestamp, kind: Kind, ns: Option<String>) {
@@ -879,11 +914,14 @@ impl Checker {
                     key,
                     live,
                     pod,
-                } if ripe(at) => {
+                } if ripe(at) && self.bound_window_end(Kind::ReplicaSet, at).is_some() => {
+                    let end = self
+                        .bound_window_end(Kind::ReplicaSet, at)
+                        .unwrap_or(at + grace);
                     let bound = self
                         .rs_replicas
                         .get(&key)
-                        .and_then(|h| max_within(h, at - grace, at + grace));
+                        .and_then(|h| max_within(h, at - grace, end));
                     if let Some(bound) = bound
                         && live > bound
                     {
@@ -900,11 +938,14 @@ impl Checker {
                     deployment,
                     key,
                     sum,
-                } if ripe(at) => {
+                } if ripe(at) && self.bound_window_end(Kind::Deployment, at).is_some() => {
+                    let end = self
+                        .bound_window_end(Kind::Deployment, at)
+                        .unwrap_or(at + grace);
                     let bound = self
                         .deploy_bound
                         .get(&key)
-                        .and_then(|h| max_within(h, at - grace, at + grace));
+                        .and_then(|h| max_within(h, at - grace, end));
                     if let Some(bound) = bound
                         && sum > bound
                     {

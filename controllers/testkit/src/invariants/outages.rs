@@ -278,6 +278,52 @@ pub struct Rejection {
     /// The binding's deletion to the manager's first successful pod create; `None` if none
     /// within 120 s.
     pub first_create_s: Option<f64>,
+    /// ReplicaSets short of pods when the rejection ended.
+    #[serde(default)]
+    pub short_replicasets: usize,
+    /// The binding's deletion until every one of them had a new pod (seen by polling the
+    /// API every 250 ms); `None` if one had none within [`RESUME_TIMEOUT`].
+    #[serde(default)]
+    pub all_resumed_s: Option<f64>,
+    /// The ReplicaSets that created no pod within [`RESUME_TIMEOUT`].
+    #[serde(default)]
+    pub stuck: Vec<String>,
+}
+
+/// How long `reject-creates` waits for every short ReplicaSet to create a pod again.
+pub const RESUME_TIMEOUT: Duration = Duration::from_secs(150);
+
+/// The ReplicaSets (uid, name) with fewer live pods than `spec.replicas`, and the uids of the
+/// pods that exist now.
+async fn short_replicasets(
+    ns: &TestNamespace,
+) -> Result<(Vec<(String, String)>, std::collections::BTreeSet<String>)> {
+    let pods = ns.api::<Pod>().list(&ListParams::default()).await?.items;
+    let existing = pods.iter().filter_map(|p| p.metadata.uid.clone()).collect();
+    let mut short = Vec::new();
+    for rs in ns
+        .api::<k8s_openapi::api::apps::v1::ReplicaSet>()
+        .list(&ListParams::default())
+        .await?
+    {
+        let uid = rs.metadata.uid.clone().unwrap_or_default();
+        let live = pods
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| {
+                p.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.uid == uid)
+            })
+            .count();
+        let want = rs.spec.replicas.unwrap_or(1);
+        if usize::try_from(want).unwrap_or(0) > live {
+            short.push((uid, rs.metadata.name.clone().unwrap_or_default()));
+        }
+    }
+    Ok((short, existing))
 }
 
 /// Closes the gate, makes the baseline's change and deletes one running pod of every
@@ -312,9 +358,39 @@ pub(super) async fn measured_rejection(
         }
     }
     tokio::time::sleep_until((closed + work.opts.reject_for).into()).await;
+    let (short, existing) = short_replicasets(work.ns).await?;
     let lift = Instant::now();
     let lift_wall = jiff::Timestamp::now();
     let opened = gate.open().await?;
+    // Every short ReplicaSet's first new pod.
+    let mut waiting: Vec<(String, String)> = short.clone();
+    let mut all_resumed = None;
+    while lift.elapsed() < RESUME_TIMEOUT {
+        let pods = work
+            .ns
+            .api::<Pod>()
+            .list(&ListParams::default())
+            .await?
+            .items;
+        waiting.retain(|(uid, _)| {
+            !pods.iter().any(|p| {
+                p.metadata
+                    .uid
+                    .as_ref()
+                    .is_some_and(|u| !existing.contains(u))
+                    && p.metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .any(|o| &o.uid == uid)
+            })
+        });
+        if waiting.is_empty() {
+            all_resumed = Some(lift.elapsed().as_secs_f64());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     let first = match audit {
         Some(audit) => wait_for(
             "the manager's first pod create",
@@ -335,6 +411,9 @@ pub(super) async fn measured_rejection(
             pods_deleted: deleted,
             admission_reopened_s: opened.duration_since(lift).as_secs_f64(),
             first_create_s: first.map(|t| t.duration_since(lift_wall).as_secs_f64()),
+            short_replicasets: short.len(),
+            all_resumed_s: all_resumed,
+            stuck: waiting.into_iter().map(|(_, name)| name).collect(),
         },
         opened,
     ))

@@ -166,6 +166,33 @@ fn deployment_above_replicas_plus_surge_is_caught() {
     assert_eq!(bad, vec![Invariant::DeploymentAboveSurge]);
 }
 
+/// The API server restarted: the Deployment's watch was down when it was scaled up and
+/// relisted only after the ReplicaSets followed; the bound is the relisted one.
+#[test]
+fn a_bound_missed_while_its_watch_was_down_is_taken_from_the_relist() {
+    let d = || owner("Deployment", "d", "d1");
+    let scope = || Some("ns".to_owned());
+    let ok = run(vec![
+        (1, A(deploy(3, json!("25%")))), // bound 4
+        (2, A(rs("old", "o", 3, d()))),
+        (3, Observation::WatchLost(Kind::Deployment, scope())),
+        // Scaled to 5 (bound 7) while the Deployment watch was down.
+        (10, A(rs("new", "n", 2, d()))),
+        (40, Observation::ListStart(Kind::Deployment, scope())),
+        (40, Observation::Listed(deploy(5, json!("25%")))),
+        (40, Observation::ListDone(Kind::Deployment, scope())),
+    ]);
+    assert!(ok.is_empty(), "{ok:?}");
+    // With the watch up, the same sum is a violation.
+    let bad = run(vec![
+        (1, A(deploy(3, json!("25%")))),
+        (2, A(rs("old", "o", 3, d()))),
+        (10, A(rs("new", "n", 2, d()))),
+        (40, A(deploy(5, json!("25%")))),
+    ]);
+    assert_eq!(bad, vec![Invariant::DeploymentAboveSurge]);
+}
+
 #[test]
 fn deployment_rollout_within_surge_and_scale_down_race_pass() {
     let d = || owner("Deployment", "d", "d1");

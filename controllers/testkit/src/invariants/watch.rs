@@ -103,7 +103,7 @@ where
                 Ok(watcher::Event::Delete(o)) => Observation::Deleted(wrap(o)),
                 Err(e) => {
                     tracing::debug!(?kind, error = %e, "invariant watch error");
-                    continue;
+                    Observation::WatchLost(kind, ns.clone())
                 }
             };
             if feed.send((now, obs)).is_err() {
