@@ -39,6 +39,10 @@ use crate::{TestCluster, TestNamespace, wait_for};
 /// The controllers both managers run in these scenarios.
 pub const CONTROLLERS: &str = "replicaset-controller,deployment-controller";
 
+/// The controllers of the `-all` variants (`kill-churn-all`, ...): every workload controller
+/// rkcm runs.
+pub const ALL_CONTROLLERS: &str = "replicaset-controller,deployment-controller,statefulset-controller,daemonset-controller,job-controller,cronjob-controller";
+
 /// Sizes and timings of a run.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -159,6 +163,14 @@ pub(super) fn kwok_template(app: &str, image: &str) -> Value {
 pub(super) struct Workload<'a> {
     pub(super) ns: &'a TestNamespace,
     pub(super) opts: &'a Options,
+    /// Also a StatefulSet, a DaemonSet, an Indexed Job and a CronJob (the `-all` variants).
+    pub(super) all: bool,
+}
+
+fn kwok_job_template(image: &str) -> Value {
+    let mut t = kwok_template("job", image);
+    t["spec"]["restartPolicy"] = json!("Never");
+    t
 }
 
 impl Workload<'_> {
@@ -194,6 +206,67 @@ impl Workload<'_> {
             }))?;
             self.ns.api::<ReplicaSet>().create(&pp, &rs).await?;
         }
+        if self.all {
+            self.create_others().await?;
+        }
+        Ok(())
+    }
+
+    /// The StatefulSet `s0`, the DaemonSet `ds0` (one pod per kwok node), the Indexed Job
+    /// `j0` (long: 10 000 completions, so it runs through the churn; a deleted pod counts as
+    /// failed, hence the high backoff limit) and the CronJob `cj0` (every minute).
+    async fn create_others(&self) -> Result<()> {
+        use k8s_openapi::api::apps::v1::{DaemonSet, StatefulSet};
+        use k8s_openapi::api::batch::v1::{CronJob, Job};
+        let pp = PostParams::default();
+        let sts: StatefulSet = serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "s0"},
+            "spec": {"replicas": 3, "serviceName": "s0",
+                     "selector": {"matchLabels": {"app": "s0"}},
+                     "template": kwok_template("s0", "registry.example/app:v0")},
+        }))?;
+        self.ns.api::<StatefulSet>().create(&pp, &sts).await?;
+        let ds: DaemonSet = serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": "ds0"},
+            "spec": {"selector": {"matchLabels": {"app": "ds0"}},
+                     "template": kwok_template("ds0", "registry.example/app:v0")},
+        }))?;
+        self.ns.api::<DaemonSet>().create(&pp, &ds).await?;
+        let job: Job = serde_json::from_value(json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "j0"},
+            "spec": {"completions": 10000, "parallelism": 3, "completionMode": "Indexed",
+                     "backoffLimit": 100000,
+                     "template": kwok_job_template("registry.example/job:v0")},
+        }))?;
+        self.ns.api::<Job>().create(&pp, &job).await?;
+        let cj: CronJob = serde_json::from_value(json!({
+            "apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": "cj0"},
+            "spec": {"schedule": "* * * * *", "concurrencyPolicy": "Allow",
+                     "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 3,
+                     "jobTemplate": {"spec": {"backoffLimit": 100,
+                         "template": kwok_job_template("registry.example/cron:v0")}}},
+        }))?;
+        self.ns.api::<CronJob>().create(&pp, &cj).await?;
+        Ok(())
+    }
+
+    /// Rolls the StatefulSet and the DaemonSet to `image`.
+    async fn roll_others(&self, image: &str) -> Result<()> {
+        use k8s_openapi::api::apps::v1::{DaemonSet, StatefulSet};
+        let body = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": image}]}}}});
+        let pp = PatchParams::default();
+        self.ns
+            .api::<StatefulSet>()
+            .patch("s0", &pp, &Patch::Strategic(body.clone()))
+            .await?;
+        self.ns
+            .api::<DaemonSet>()
+            .patch("ds0", &pp, &Patch::Strategic(body))
+            .await?;
         Ok(())
     }
 
@@ -222,6 +295,10 @@ impl Workload<'_> {
                     &pp,
                     &Patch::Merge(json!({"spec": {"replicas": replicas}})),
                 )
+                .await?;
+        }
+        if self.all {
+            self.roll_others(&format!("registry.example/app:bump{round}"))
                 .await?;
         }
         Ok(())
@@ -261,6 +338,47 @@ impl Workload<'_> {
                     "replicaset {:?}: want {want}, status {s:?}",
                     rs.metadata.name
                 )));
+            }
+        }
+        if self.all {
+            use k8s_openapi::api::apps::v1::{DaemonSet, StatefulSet};
+            for sts in self
+                .ns
+                .api::<StatefulSet>()
+                .list(&ListParams::default())
+                .await?
+            {
+                let want = sts.spec.replicas.unwrap_or(1);
+                let s = sts.status.clone().unwrap_or_default();
+                if s.observed_generation != sts.metadata.generation
+                    || s.ready_replicas != Some(want)
+                    || s.updated_replicas != Some(want)
+                    || s.current_revision != s.update_revision
+                {
+                    return Ok(Some(format!(
+                        "statefulset {:?}: want {want}, status {s:?}",
+                        sts.metadata.name
+                    )));
+                }
+            }
+            for ds in self
+                .ns
+                .api::<DaemonSet>()
+                .list(&ListParams::default())
+                .await?
+            {
+                let s = ds.status.clone().unwrap_or_default();
+                if s.observed_generation != ds.metadata.generation
+                    || s.desired_number_scheduled == 0
+                    || s.number_ready != s.desired_number_scheduled
+                    || s.updated_number_scheduled != Some(s.desired_number_scheduled)
+                    || s.number_available != Some(s.desired_number_scheduled)
+                {
+                    return Ok(Some(format!(
+                        "daemonset {:?}: status {s:?}",
+                        ds.metadata.name
+                    )));
+                }
             }
         }
         Ok(None)
@@ -345,6 +463,11 @@ impl Workload<'_> {
                         )
                         .await;
                 }
+                if self.all && changes.is_multiple_of(3) {
+                    let _ = self
+                        .roll_others(&format!("registry.example/app:v{changes}"))
+                        .await;
+                }
             }
             if round.elapsed() < Duration::from_millis(200) {
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -383,9 +506,14 @@ pub async fn run(
     .await?;
     let qps = format!("--kube-api-qps={}", opts.qps);
     let burst = format!("--kube-api-burst={}", opts.qps * 2);
+    // `<scenario>-all`: the same faults, every workload controller and kind.
+    let full_name = scenario;
+    let all = scenario.ends_with("-all");
+    let scenario = scenario.strip_suffix("-all").unwrap_or(scenario);
+    let controllers = if all { ALL_CONTROLLERS } else { CONTROLLERS };
     let mut manager =
-        Manager::start_with(kind, cluster, ns.name(), CONTROLLERS, &[&qps, &burst]).await?;
-    let work = Workload { ns: &ns, opts };
+        Manager::start_with(kind, cluster, ns.name(), controllers, &[&qps, &burst]).await?;
+    let work = Workload { ns: &ns, opts, all };
     let gate = if scenario == "reject-creates" {
         Some(super::outages::AdmissionGate::install(cluster, &ns).await?)
     } else {
@@ -393,7 +521,7 @@ pub async fn run(
     };
     let audit = super::outages::Audit::open();
     let mut outcome = Outcome {
-        scenario: scenario.to_owned(),
+        scenario: full_name.to_owned(),
         manager: kind.name().to_owned(),
         duration_s: opts.duration.as_secs_f64(),
         faults: 0,
@@ -894,7 +1022,11 @@ pub async fn run_leader(
                 .with_extension("log"),
         )?,
     ];
-    let work = Workload { ns: &ns, opts };
+    let work = Workload {
+        ns: &ns,
+        opts,
+        all: false,
+    };
     let mut outcome = Outcome {
         scenario: "leader".into(),
         manager: kind.name().to_owned(),

@@ -558,7 +558,11 @@ pub async fn run_partition(
     };
     let begun = Instant::now();
     let mut replicas: Vec<Replica> = Vec::new();
-    let work = Workload { ns: &ns, opts };
+    let work = Workload {
+        ns: &ns,
+        opts,
+        all: false,
+    };
     let result = async {
         // "rkcm" leads first: the other replica starts once it holds the Lease.
         replicas.push(Replica::spawn(
