@@ -117,6 +117,11 @@ async fn run(args: Args) -> Result<bool> {
                 .with_context(|| format!("writing {}", args.md.display()))?;
         }
     }
+    // Also with no scenario to run (`--scenarios '' --merge old.json`): the report again.
+    std::fs::write(&args.json, serde_json::to_string_pretty(&outcomes)?)
+        .with_context(|| format!("writing {}", args.json.display()))?;
+    std::fs::write(&args.md, faults::markdown(&outcomes, &args.preamble))
+        .with_context(|| format!("writing {}", args.md.display()))?;
     Ok(outcomes
         .iter()
         .filter(|o| o.manager == ManagerKind::Rkcm.name())
