@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make chaos`: the long fault suite, for upstream kube-controller-manager and for rkcm
-# running the same controllers (ReplicaSet, Deployment), on a dedicated plane.
+# running the same controllers (ReplicaSet, Deployment; every workload controller in the
+# -all variants), on a dedicated plane.
 #
 # Brings up its own plane (audit log on, upstream kube-controller-manager running every
 # controller except rkcm's, so the garbage collector and ServiceAccounts work), builds rkcm
@@ -24,14 +25,17 @@
 #   partition    two leader-elected replicas behind their own proxies; the leader's proxy cut
 #                (CHAOS_CUTS) under churn: when it stepped down, failover gap, its writes
 #                after the Lease moved or after its renew deadline, convergence after healing
-# Convergence: a baseline change (every Deployment rolled, every ReplicaSet scaled) without
-# faults, and the same change made with the last fault (a kill right after it; the watch
-# delay lifted right after it): time to settled, and their ratio.
+#   <scenario>-all   kill-churn-all, watch-gap-all, watch-410-all, apiserver-restart-all,
+#                reject-creates-all: the same faults with every workload controller on and a
+#                StatefulSet, a DaemonSet, an Indexed Job and a CronJob in the churn as well
 #   leader       two leader-elected replicas (plane users rkcm and kcm, so the audit log
 #                tells their writes apart), default timings (lease 15 s, renew 10 s, retry
 #                2 s), under churn: the leader SIGKILLed (then restarted as a standby), the
 #                next leader SIGTERMed; gap to the new leader's first write, the old
 #                leader's writes after the fault and after the new leader's first write
+# Convergence: a baseline change (every Deployment rolled, every ReplicaSet scaled) without
+# faults, and the same change made with the last fault (a kill right after it; the watch
+# delay lifted right after it): time to settled, and their ratio.
 #
 # Settings (environment):
 #   CHAOS_DURATION=600        seconds of churn and faults per run
@@ -43,7 +47,7 @@
 #   CHAOS_REJECT_FOR=60       seconds pod creates are rejected in reject-creates
 #   CHAOS_MERGE=1             keep the other scenarios' rows of an existing report's JSON
 #   CHAOS_MANAGERS=upstream,rkcm
-#   CHAOS_SCENARIOS=kill-churn,watch-gap,leader
+#   CHAOS_SCENARIOS=kill-churn,watch-gap,leader,apiserver-restart,partition,watch-410,reject-creates,kill-churn-all
 #   CHAOS_NODES=5             kwok nodes of the plane
 #   CHAOS_RELEASE=0           1: release binaries (needs release dependencies built)
 #   CHAOS_REPORT=bench/reports/chaos.md   (raw numbers: same name, .json)
@@ -69,7 +73,7 @@ DURATION=${CHAOS_DURATION:-600}
 WATCH_DELAY=${CHAOS_WATCH_DELAY:-30}
 DELETE_RATE=${CHAOS_DELETE_RATE:-10}
 MANAGERS=${CHAOS_MANAGERS:-upstream,rkcm}
-SCENARIOS=${CHAOS_SCENARIOS:-kill-churn,watch-gap,leader}
+SCENARIOS=${CHAOS_SCENARIOS:-kill-churn,watch-gap,leader,apiserver-restart,partition,watch-410,reject-creates,kill-churn-all}
 NODES=${CHAOS_NODES:-5}
 REPORT=${CHAOS_REPORT:-bench/reports/chaos.md}
 DIR=${RKCM_BENCH_CLUSTER_DIR:-${TMPDIR:-/tmp}/rkcm-chaos-$(id -u)}

@@ -23,8 +23,11 @@ struct Args {
     #[arg(long, default_value = "upstream,rkcm")]
     managers: String,
     /// Comma-separated: kill-churn, watch-gap, leader, apiserver-restart, partition,
-    /// watch-410, reject-creates.
-    #[arg(long, default_value = "kill-churn,watch-gap,leader")]
+    /// watch-410, reject-creates; `<scenario>-all` for every workload kind.
+    #[arg(
+        long,
+        default_value = "kill-churn,watch-gap,leader,apiserver-restart,partition,watch-410,reject-creates,kill-churn-all"
+    )]
     scenarios: String,
     /// Churn and fault time of each run, in seconds.
     #[arg(long, default_value_t = 600)]
