@@ -7,6 +7,9 @@
 //! (`rkcm_testkit::invariants`) runs from before the first object to after convergence:
 //! no violation may appear, and everything converges after the last fault.
 //!
+//! A third test rejects pod creates by admission while the ReplicaSet keeps changing, and
+//! requires creates to resume soon after the rejection ends (no backoff inflation).
+//!
 //! A second test injects violations (no controller running: the test itself creates a pod
 //! too many for a ReplicaSet and force-deletes a running pod) and requires the watcher to
 //! report both: the suite can fail.
@@ -45,6 +48,14 @@ const LAG: Duration = Duration::from_secs(3);
 const CONVERGE: Duration = Duration::from_secs(45);
 /// How far one watch may lag another in the invariant watcher.
 const GRACE: jiff::SignedDuration = jiff::SignedDuration::from_secs(2);
+/// How long pod creates are rejected in the rejection test, and the ReplicaSet's updates
+/// (one every [`TICK`]) during it.
+const REJECTED: Duration = Duration::from_secs(12);
+const TICK: Duration = Duration::from_millis(200);
+/// How soon creates must resume once they pass again: about the rejection's length with a
+/// backoff that doubles in time; client-go's, which counts every failed sync, is at its
+/// 1000 s cap by then.
+const RESUME: Duration = Duration::from_secs(30);
 
 fn kwok_placement() -> Value {
     json!({
@@ -312,6 +323,79 @@ async fn rkcm_keeps_invariants_under_kills_watch_lag_and_churn() -> anyhow::Resu
         r?;
         judge(&report)?;
         rkcm.stop_scoped().await
+    }
+    .await;
+    env.finish(result).await
+}
+
+/// Pod creates rejected by a ValidatingAdmissionPolicy for [`REJECTED`], while the
+/// ReplicaSet is annotated every [`TICK`] (each update a sync that fails again): once creates
+/// pass, its pods appear within [`RESUME`] (kubernetes/kubernetes#132805).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs apiserver: make test"]
+async fn rkcm_resumes_pod_creates_soon_after_admission_rejected_them() -> anyhow::Result<()> {
+    use kube::api::{Patch, PatchParams};
+    use rkcm_testkit::invariants::outages::AdmissionGate;
+    let env = Env::new("chaos-reject").await?;
+    let result = async {
+        wait_default_service_account(&env.ns).await?;
+        let gate = AdmissionGate::install(&env.cluster, &env.ns).await?;
+        let r = async {
+            let mut rkcm = Manager::start(
+                ManagerKind::Rkcm,
+                &env.cluster,
+                env.name(),
+                "replicaset-controller",
+            )
+            .await?;
+            let r = async {
+                gate.close().await?;
+                let rs: ReplicaSet = env.create(replicaset_manifest("r", 2)).await?;
+                let uid = rs.metadata.uid.clone().unwrap_or_default();
+                let api = env.ns.api::<ReplicaSet>();
+                let until = Instant::now() + REJECTED;
+                let mut tick = 0u32;
+                while Instant::now() < until {
+                    tick += 1;
+                    api.patch(
+                        "r",
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"metadata": {"annotations": {"chaos/tick": tick.to_string()}}})),
+                    )
+                    .await?;
+                    tokio::time::sleep(TICK).await;
+                }
+                let pods = env.ns.api::<Pod>();
+                let none = pods.list(&ListParams::default()).await?.items.len();
+                anyhow::ensure!(none == 0, "{none} pods were created while creates were rejected");
+                let opened = gate.open().await?;
+                wait_for("the ReplicaSet's two pods", RESUME, || async {
+                    let owned = pods
+                        .list(&ListParams::default())
+                        .await?
+                        .items
+                        .into_iter()
+                        .filter(|p| {
+                            p.metadata.owner_references.iter().flatten().any(|o| o.uid == uid)
+                        })
+                        .count();
+                    Ok((owned == 2).then_some(()))
+                })
+                .await?;
+                println!(
+                    "creates resumed {:?} after admission passed again ({tick} updates during the rejection)",
+                    opened.elapsed()
+                );
+                anyhow::Ok(())
+            }
+            .await;
+            let r = Manager::with_logs(r, &mut [&mut rkcm]);
+            rkcm.stop_scoped().await?;
+            r
+        }
+        .await;
+        gate.remove().await;
+        r
     }
     .await;
     env.finish(result).await

@@ -83,10 +83,22 @@ async fn run(args: Args) -> Result<bool> {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading {}", path.display()))?;
             let earlier: Vec<Outcome> = serde_json::from_str(&text)?;
+            // Rows of the scenarios and managers run now are replaced, the others kept.
             let rerun: Vec<&str> = args.scenarios.split(',').collect();
+            let managers: Vec<&str> = args
+                .managers
+                .split(',')
+                .map(|m| match m {
+                    "upstream" => ManagerKind::Upstream.name(),
+                    _ => ManagerKind::Rkcm.name(),
+                })
+                .collect();
             earlier
                 .into_iter()
-                .filter(|o| !rerun.contains(&o.scenario.as_str()))
+                .filter(|o| {
+                    !(rerun.contains(&o.scenario.as_str())
+                        && managers.contains(&o.manager.as_str()))
+                })
                 .collect()
         }
         None => Vec::new(),
@@ -114,6 +126,7 @@ async fn run(args: Args) -> Result<bool> {
                 o.error
             );
             outcomes.push(o);
+            order(&mut outcomes);
             std::fs::write(&args.json, serde_json::to_string_pretty(&outcomes)?)
                 .with_context(|| format!("writing {}", args.json.display()))?;
             std::fs::write(&args.md, faults::markdown(&outcomes, &args.preamble))
@@ -140,6 +153,22 @@ async fn run(args: Args) -> Result<bool> {
                         && c.converge_after_heal_s.is_some()
                 })
         }))
+}
+
+/// Rows grouped by scenario (in first-seen order), upstream before rkcm.
+fn order(outcomes: &mut [Outcome]) {
+    let mut first: Vec<String> = Vec::new();
+    for o in outcomes.iter() {
+        if !first.contains(&o.scenario) {
+            first.push(o.scenario.clone());
+        }
+    }
+    outcomes.sort_by_key(|o| {
+        (
+            first.iter().position(|s| *s == o.scenario),
+            o.manager != ManagerKind::Upstream.name(),
+        )
+    });
 }
 
 /// `blackhole:60,refuse:300` → the cuts of `partition`.
