@@ -130,6 +130,9 @@ pub struct Outcome {
     /// `reject-creates` only: the last rejection window, measured.
     #[serde(default)]
     pub rejection: Option<super::outages::Rejection>,
+    /// Where the manager's log was kept (a row with a violation or an error).
+    #[serde(default)]
+    pub kept_log: Option<String>,
 }
 
 /// One leader handover measured from the audit log.
@@ -538,6 +541,7 @@ pub async fn run(
         handovers: Vec::new(),
         cuts: Vec::new(),
         rejection: None,
+        kept_log: None,
     };
     let result = async {
         work.create().await?;
@@ -678,6 +682,17 @@ pub async fn run(
     outcome.watch_gaps = report.gaps.len();
     outcome.changes_observed = report.observed;
     outcome.panics = count_panics(&manager.log_tail(usize::MAX));
+    if !outcome.violations.is_empty() || outcome.error.is_some() {
+        // "<name> log: <path> (last lines:)": the file's name only (it is in $TMPDIR).
+        let kept = manager.keep_log();
+        outcome.kept_log = kept
+            .lines()
+            .next()
+            .and_then(|l| l.split(" log: ").nth(1))
+            .and_then(|l| l.split(' ').next())
+            .and_then(|p| std::path::Path::new(p).file_name())
+            .map(|f| format!("$TMPDIR/{}", f.to_string_lossy()));
+    }
     manager.stop().await.context("stopping the manager")?;
     Ok(outcome)
 }
@@ -789,6 +804,9 @@ pub fn markdown(outcomes: &[Outcome], preamble: &str) -> String {
         out.push_str(&format!("\n## {} / {}\n\n", o.scenario, o.manager));
         if let Some(e) = &o.error {
             out.push_str(&format!("Error: {e}\n\n"));
+        }
+        if let Some(log) = &o.kept_log {
+            out.push_str(&format!("The manager's log was kept: {log}\n\n"));
         }
         for v in &o.violations {
             out.push_str(&format!("- {v}\n"));
@@ -1046,6 +1064,7 @@ pub async fn run_leader(
         handovers: Vec::new(),
         cuts: Vec::new(),
         rejection: None,
+        kept_log: None,
     };
     let begun = Instant::now();
     let result = async {

@@ -555,6 +555,7 @@ pub async fn run_partition(
         handovers: Vec::new(),
         cuts: Vec::new(),
         rejection: None,
+        kept_log: None,
     };
     let begun = Instant::now();
     let mut replicas: Vec<Replica> = Vec::new();
