@@ -464,6 +464,25 @@ impl Checker {
         }
     }
 
+    /// The start of the window in which a bound is looked up for a suspicion at `at`:
+    /// `at - grace`, or earlier after an outage of the checker's watches (the API server went
+    /// away): the manager's watches broke at the same moment, and until it relisted, its
+    /// view was as old as the outage's start. The checker cannot see when the manager
+    /// relisted; it allows three graces after its own relist.
+    fn bound_window_start(&self, at: Timestamp) -> Timestamp {
+        let grace = self.config.grace;
+        let past = self
+            .outages
+            .values()
+            .flatten()
+            .filter(|(lost, relisted)| *lost <= at && at <= *relisted + grace * 3)
+            .map(|(lost, _)| *lost);
+        let ongoing = self.lost.values().copied().filter(|lost| *lost <= at);
+        past.chain(ongoing)
+            .map(|lost| lost - grace)
+            .fold(at - grace, Timestamp::min)
+    }
+
     /// The end of the window in which a bound (from `kind`'s watch) is looked up for a
     /// suspicion at `at`: `at + grace`, or later if `kind`'s watch was down around `at`
     /// (its relist then shows the value it missed). `None` while it is still down: the
@@ -918,10 +937,11 @@ impl Checker {
                     let end = self
                         .bound_window_end(Kind::ReplicaSet, at)
                         .unwrap_or(at + grace);
+                    let start = self.bound_window_start(at);
                     let bound = self
                         .rs_replicas
                         .get(&key)
-                        .and_then(|h| max_within(h, at - grace, end));
+                        .and_then(|h| max_within(h, start, end));
                     if let Some(bound) = bound
                         && live > bound
                     {
@@ -942,10 +962,11 @@ impl Checker {
                     let end = self
                         .bound_window_end(Kind::Deployment, at)
                         .unwrap_or(at + grace);
+                    let start = self.bound_window_start(at);
                     let bound = self
                         .deploy_bound
                         .get(&key)
-                        .and_then(|h| max_within(h, at - grace, end));
+                        .and_then(|h| max_within(h, start, end));
                     if let Some(bound) = bound
                         && sum > bound
                     {

@@ -193,6 +193,34 @@ fn a_bound_missed_while_its_watch_was_down_is_taken_from_the_relist() {
     assert_eq!(bad, vec![Invariant::DeploymentAboveSurge]);
 }
 
+/// The API server went away right after a scale-down: the manager's view stayed as old as
+/// the outage until it relisted, so right after the outage a create following the old
+/// replicas is not judged against the new ones; later it is.
+#[test]
+fn a_create_on_the_view_from_before_an_outage_passes_right_after_it() {
+    let scope = || Some("ns".to_owned());
+    let steps = |create_at: i64| {
+        vec![
+            (1, A(rs("r", "r1", 7, json!(null)))),
+            (2, A(rs_pod("a", json!({})))),
+            (30, A(rs("r", "r1", 1, json!(null)))),
+            (31, Observation::WatchLost(Kind::Pod, scope())),
+            (31, Observation::WatchLost(Kind::ReplicaSet, scope())),
+            (60, Observation::ListStart(Kind::ReplicaSet, scope())),
+            (60, Observation::Listed(rs("r", "r1", 1, json!(null)))),
+            (60, Observation::ListDone(Kind::ReplicaSet, scope())),
+            (60, Observation::ListStart(Kind::Pod, scope())),
+            (60, Observation::Listed(rs_pod("a", json!({})))),
+            (60, Observation::ListDone(Kind::Pod, scope())),
+            (create_at, A(rs_pod("b", json!({})))),
+        ]
+    };
+    let ok = run(steps(70));
+    assert!(ok.is_empty(), "{ok:?}");
+    let bad = run(steps(200));
+    assert_eq!(bad, vec![Invariant::ReplicaSetAboveReplicas]);
+}
+
 #[test]
 fn deployment_rollout_within_surge_and_scale_down_race_pass() {
     let d = || owner("Deployment", "d", "d1");
