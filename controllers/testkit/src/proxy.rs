@@ -112,6 +112,8 @@ pub struct ProxiedRequest {
 struct Journal {
     writes: Vec<ProxiedRequest>,
     refused: Vec<ProxiedRequest>,
+    /// Watch requests answered 410 Gone ([`ScopedProxy::expire_watches`]).
+    gone: u64,
 }
 
 /// A namespace-scoping proxy in front of the cluster under test. Stopped when dropped.
@@ -275,6 +277,11 @@ impl ScopedProxy {
             .lock()
             .map(|j| j.refused.clone())
             .unwrap_or_default()
+    }
+
+    /// How many watch requests were answered 410 Gone after [`ScopedProxy::expire_watches`].
+    pub fn gone_answers(&self) -> u64 {
+        self.journal.lock().map(|j| j.gone).unwrap_or_default()
     }
 
     /// Closes the listener and every open connection (watches end).
@@ -591,6 +598,9 @@ async fn forward(
     let watch = is_watch(parts.uri.query());
     let below = scope.expiry.below.load(std::sync::atomic::Ordering::SeqCst);
     if watch && watch_from(parts.uri.query()).is_some_and(|rv| rv < below) {
+        if let Ok(mut j) = scope.journal.lock() {
+            j.gone += 1;
+        }
         return Ok(gone(below));
     }
     let resource = path.rsplit('/').next().unwrap_or_default().to_owned();

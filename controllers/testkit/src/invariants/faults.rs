@@ -133,6 +133,9 @@ pub struct Outcome {
     /// Where the manager's log was kept (a row with a violation or an error).
     #[serde(default)]
     pub kept_log: Option<String>,
+    /// `watch-410`: the manager's watch requests answered 410 Gone (each one a relist).
+    #[serde(default)]
+    pub gone_answers: u64,
 }
 
 /// One leader handover measured from the audit log.
@@ -542,6 +545,7 @@ pub async fn run(
         cuts: Vec::new(),
         rejection: None,
         kept_log: None,
+        gone_answers: 0,
     };
     let result = async {
         work.create().await?;
@@ -682,6 +686,7 @@ pub async fn run(
     outcome.watch_gaps = report.gaps.len();
     outcome.changes_observed = report.observed;
     outcome.panics = count_panics(&manager.log_tail(usize::MAX));
+    outcome.gone_answers = manager.proxy().gone_answers();
     if !outcome.violations.is_empty() || outcome.error.is_some() {
         // "<name> log: <path> (last lines:)": the file's name only (it is in $TMPDIR).
         let kept = manager.keep_log();
@@ -749,6 +754,12 @@ pub fn markdown(outcomes: &[Outcome], preamble: &str) -> String {
                 ));
             }
         }
+    }
+    for o in outcomes.iter().filter(|o| o.gone_answers > 0) {
+        out.push_str(&format!(
+            "\n{} / {}: {} watch requests of the manager answered 410 Gone (a relist each).\n",
+            o.scenario, o.manager, o.gone_answers
+        ));
     }
     let cuts: Vec<_> = outcomes.iter().filter(|o| !o.cuts.is_empty()).collect();
     if !cuts.is_empty() {
@@ -1065,6 +1076,7 @@ pub async fn run_leader(
         cuts: Vec::new(),
         rejection: None,
         kept_log: None,
+        gone_answers: 0,
     };
     let begun = Instant::now();
     let result = async {

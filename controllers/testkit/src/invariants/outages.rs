@@ -556,6 +556,7 @@ pub async fn run_partition(
         cuts: Vec::new(),
         rejection: None,
         kept_log: None,
+        gone_answers: 0,
     };
     let begun = Instant::now();
     let mut replicas: Vec<Replica> = Vec::new();
