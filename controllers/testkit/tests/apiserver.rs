@@ -581,6 +581,7 @@ async fn proxy_expires_watches_with_410_after_compaction() -> anyhow::Result<()>
         Err(e) => anyhow::bail!("expected 410 Gone, got {e}"),
         Ok(_) => anyhow::bail!("a watch from compacted revision {rv} was not answered 410"),
     }
+    assert_eq!(proxy.gone_answers(), 1, "the 410 answer is counted");
     let fresh = through_proxy
         .list(&ListParams::default())
         .await?
