@@ -711,7 +711,7 @@ pub fn markdown(outcomes: &[Outcome], preamble: &str) -> String {
     let mut out = String::from("# Fault suite (`make chaos`)\n\n");
     out.push_str(preamble);
     out.push_str(
-        "\n| scenario | manager | duration | faults | pod deletions | spec changes | violations | watch gaps | undisturbed converge | converge after last fault | ratio | panics | unexpected exits |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "\n\n| scenario | manager | duration | faults | pod deletions | spec changes | violations | watch gaps | undisturbed converge | converge after last fault | ratio | panics | unexpected exits |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for o in outcomes {
         let ratio = o.converge_after_fault_s.map_or("-".to_owned(), |c| {
