@@ -126,12 +126,14 @@ if [ "${CHAOS_MERGE:-0}" = 1 ] && [ -f "${REPORT%.md}.json" ]; then
   merge=(--merge "${REPORT%.md}.prev.json")
 fi
 rc=0
+# 9>&-: rkcm-chaos restarts the API server (apiserver-restart); a process it starts must not
+# inherit the bench lock, or the lock outlives this script.
 "$CHAOS" --managers "$MANAGERS" --scenarios "$SCENARIOS" --duration "$DURATION" \
   --watch-delay "$WATCH_DELAY" --delete-rate "$DELETE_RATE" \
   --apiserver-down "${CHAOS_APISERVER_DOWN:-30}" --cluster-script "$here/cluster.sh" \
   --long-watch-delay "${CHAOS_LONG_WATCH_DELAY:-360}" --cuts "${CHAOS_CUTS:-blackhole:60,refuse:300}" \
   --reject-for "${CHAOS_REJECT_FOR:-60}" "${merge[@]}" \
-  --md "$REPORT" --json "${REPORT%.md}.json" --preamble "$preamble" || rc=$?
+  --md "$REPORT" --json "${REPORT%.md}.json" --preamble "$preamble" 9>&- || rc=$?
 rm -f "${REPORT%.md}.prev.json"
 step "done in $(( $(date +%s) - t0 )) s: $REPORT (raw: ${REPORT%.md}.json); exit $rc"
 exit "$rc"

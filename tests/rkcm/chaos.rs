@@ -100,14 +100,8 @@ fn job_manifest(name: &str, completions: i32, parallelism: i32) -> Value {
 /// Why the namespace has not converged yet, or `None` when it has.
 async fn unsettled(env: &Env) -> anyhow::Result<Option<String>> {
     let d: Deployment = env.get("d").await?;
-    let want = d.spec.replicas.unwrap_or(1);
-    let s = d.status.clone().unwrap_or_default();
-    if s.observed_generation != d.metadata.generation
-        || s.updated_replicas != Some(want)
-        || s.replicas != Some(want)
-        || s.available_replicas != Some(want)
-    {
-        return Ok(Some(format!("deployment d: want {want}, status {s:?}")));
+    if let Some(why) = rkcm_testkit::invariants::deployment_unsettled(&d) {
+        return Ok(Some(why));
     }
     let r: ReplicaSet = env.get("r").await?;
     let want = r.spec.replicas.unwrap_or(1);

@@ -318,17 +318,8 @@ impl Workload<'_> {
             .list(&ListParams::default())
             .await?
         {
-            let want = d.spec.replicas.unwrap_or(1);
-            let s = d.status.clone().unwrap_or_default();
-            if s.observed_generation != d.metadata.generation
-                || s.updated_replicas != Some(want)
-                || s.replicas != Some(want)
-                || s.available_replicas != Some(want)
-            {
-                return Ok(Some(format!(
-                    "deployment {:?}: want {want}, status {s:?}",
-                    d.metadata.name
-                )));
+            if let Some(why) = super::deployment_unsettled(&d) {
+                return Ok(Some(why));
             }
         }
         for rs in self

@@ -319,6 +319,23 @@ fn node_of(p: &Pod) -> &str {
         .unwrap_or_default()
 }
 
+/// Why a Deployment has not finished rolling out (observed its generation with every
+/// replica updated and available), or `None` when it has.
+pub fn deployment_unsettled(d: &Deployment) -> Option<String> {
+    let want = d.spec.replicas.unwrap_or(1);
+    let s = d.status.clone().unwrap_or_default();
+    let settled = s.observed_generation == d.metadata.generation
+        && s.updated_replicas == Some(want)
+        && s.replicas == Some(want)
+        && s.available_replicas == Some(want);
+    (!settled).then(|| {
+        format!(
+            "deployment {}: want {want}, status {s:?}",
+            d.metadata.name.as_deref().unwrap_or_default()
+        )
+    })
+}
+
 /// `maxSurge` of a Deployment as a pod count: 0 for Recreate; percentages round up
 /// (`pkg/controller/deployment/util/deployment_util.go`, `ResolveFenceposts`).
 pub fn max_surge(d: &Deployment) -> i64 {

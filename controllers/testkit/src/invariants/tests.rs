@@ -592,3 +592,34 @@ fn parses_interval_strings() {
     assert_eq!(parse_indexes("2-1"), None);
     assert_eq!(parse_indexes("a"), None);
 }
+
+#[test]
+fn a_deployment_is_settled_only_when_every_replica_of_its_generation_is_available() {
+    let d = |generation: i64, status: Value| -> Deployment {
+        serde_json::from_value(json!({
+            "metadata": {"name": "d", "generation": generation},
+            "spec": {"replicas": 3, "selector": {}, "template": {}},
+            "status": status,
+        }))
+        .unwrap_or_default()
+    };
+    let done = json!({"observedGeneration": 2, "replicas": 3, "updatedReplicas": 3,
+                      "availableReplicas": 3});
+    assert_eq!(deployment_unsettled(&d(2, done.clone())), None);
+    assert!(
+        deployment_unsettled(&d(3, done)).is_some(),
+        "generation not observed"
+    );
+    let rolling = json!({"observedGeneration": 2, "replicas": 4, "updatedReplicas": 3,
+                         "availableReplicas": 3});
+    assert!(
+        deployment_unsettled(&d(2, rolling)).is_some(),
+        "surge pod left"
+    );
+    let unavailable = json!({"observedGeneration": 2, "replicas": 3, "updatedReplicas": 3,
+                             "availableReplicas": 2});
+    assert!(
+        deployment_unsettled(&d(2, unavailable)).is_some(),
+        "one unavailable"
+    );
+}
