@@ -59,16 +59,14 @@ pub enum Error {
 }
 
 impl Error {
-    /// An expected requeue in normal operation, not a failure to warn about: the stale-cache
-    /// guard held the sync back (counted by `statefulset_controller_stale_sync_skips_total`),
-    /// or a write made from a cached copy met a 409 conflict. Retried with backoff like any
-    /// error; the worker logs it at debug.
+    /// Whether the worker retries this quietly (debug, not WARN; with backoff all the same):
+    /// a sync the stale-cache guard held back (`statefulset_controller_stale_sync_skips_total`)
+    /// and a 409 conflict on a write made from a cached copy are normal operation.
     pub fn is_expected_requeue(&self) -> bool {
         match self {
             Error::StaleCache { .. } => true,
-            Error::Pod { source, .. } | Error::UpdateStatus(StatusError { source, .. }) => {
-                is_write_conflict(source)
-            }
+            Error::UpdateStatus(e) => e.is_write_conflict(),
+            Error::Pod { source, .. } => is_write_conflict(source),
             Error::Claim { source, .. } | Error::Revision { source, .. } => match source {
                 rkcm_runtime::Error::Api { source, .. }
                 | rkcm_runtime::Error::ForOwner { source, .. } => is_write_conflict(source),
