@@ -9,6 +9,9 @@ use rkcm_runtime::podcontrol::is_namespace_terminating;
 /// Errors of one sync of one StatefulSet.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Writing the status subresource failed.
+    #[error(transparent)]
+    UpdateStatus(#[from] StatusError),
     /// The stale-cache guard held the sync back (a cache lags the controller's own writes).
     #[error("statefulset {key}: {source}")]
     StaleCache {
@@ -53,19 +56,15 @@ pub enum Error {
         message: String,
         namespace_terminating: bool,
     },
-    /// Writing the status subresource failed.
-    #[error(transparent)]
-    UpdateStatus(#[from] StatusError),
 }
 
 impl Error {
-    /// Whether the worker retries this quietly (debug, not WARN; with backoff all the same):
-    /// a sync the stale-cache guard held back (`statefulset_controller_stale_sync_skips_total`)
-    /// and a 409 conflict on a write made from a cached copy are normal operation.
+    /// Retried quietly: a 409 on a write from a cached copy, or a stale-cache skip.
     pub fn is_expected_requeue(&self) -> bool {
         match self {
-            Error::StaleCache { .. } => true,
             Error::UpdateStatus(e) => e.is_write_conflict(),
+            // Counted by `statefulset_controller_stale_sync_skips_total`.
+            Error::StaleCache { .. } => true,
             Error::Pod { source, .. } => is_write_conflict(source),
             Error::Claim { source, .. } | Error::Revision { source, .. } => match source {
                 rkcm_runtime::Error::Api { source, .. }
