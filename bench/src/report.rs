@@ -538,8 +538,8 @@ fn write_rss_curves(o: &mut String, s: &ScenarioResult) {
     let per_char = longest.div_ceil(SPARK_WIDTH).max(1);
     let _ = writeln!(
         o,
-        "Resident memory over the run (`VmRSS` sampled every 100 ms; each character is the          largest sample of {:.0} s, one scale for both managers, █ = {} MiB):
-",
+        "Resident memory over the run (`VmRSS` sampled every 100 ms; each character is the \
+         largest sample of {:.0} s, one scale for both managers, █ = {} MiB):\n",
         per_char as f64 * bucket,
         mib(Some(top))
     );
@@ -553,11 +553,7 @@ fn write_rss_curves(o: &mut String, s: &ScenarioResult) {
             mib(r.rss_curve.iter().copied().max())
         );
     }
-    let _ = writeln!(
-        o,
-        "```
-"
-    );
+    let _ = writeln!(o, "```\n");
     let per_row = longest.div_ceil(CURVE_ROWS).max(1);
     let _ = write!(o, "| Seconds after start |");
     for (r, _) in &runs {

@@ -330,6 +330,10 @@ impl Scenario for Idle {
         }
         let window = Duration::from_secs(self.args.idle_seconds);
         let idle = probe.begin(&format!("idle {} s", window.as_secs()));
+        probe.progress(format!(
+            "synced; idle window of {} s (nothing to wait for)",
+            window.as_secs()
+        ));
         let cpu_before = probe.manager_cpu_seconds();
         // The window is the measurement itself: nothing is waited for, time passes.
         tokio::time::sleep(window).await;
