@@ -17,7 +17,8 @@
 # Settings (environment):
 #   BENCH_QPS=100 BENCH_BURST=200  client limits of both managers
 #   BENCH_MANAGERS=upstream,rkcm   which managers run (the order is always upstream, rkcm)
-#   BENCH_SCENARIOS=podgc,replicaset,deployment,cronjob,daemonset,statefulset   scenarios to run (comma separated)
+#   BENCH_SCENARIOS=podgc,replicaset,deployment,...   scenarios to run (comma separated; all
+#                                  of ALL_SCENARIOS below by default)
 #   PODGC_PODS=20000 PODGC_THRESHOLD=5000   podgc size
 #   RS_REPLICAS=1000               replicaset: scale 0 -> RS_REPLICAS -> 0 on the kwok nodes
 #   DEPLOY_COUNT=100 DEPLOY_REPLICAS=20   deployment: DEPLOY_COUNT Deployments of
@@ -37,6 +38,16 @@
 #   JOB_LARGE_COMPLETIONS=10000 JOB_LARGE_PARALLELISM=500   job-10k: the same, larger
 #   JOB_TTL_JOBS=500               job-ttl: one-pod Jobs with ttlSecondsAfterFinished 0,
 #                                  run and deleted (job + ttl-after-finished controllers)
+#   MASS_DEPLOYMENTS=1000 MASS_REPLICAS=10   mass-rollout (upstream issue #117123): that
+#                                  many Deployments in ONE namespace created and available,
+#                                  then all updated at once, on kwok nodes of its own (not
+#                                  BENCH_NODES); the RSS curve of both managers is reported;
+#                                  its timeout is at least MASS_TIMEOUT=1800
+#   IDLE_NODES=1000 IDLE_PODS=10000 IDLE_SECONDS=60   idle: every controller rkcm implements,
+#                                  on IDLE_NODES kwok nodes of its own with IDLE_PODS running
+#                                  bare pods, until synced plus IDLE_SECONDS idle; idle-empty
+#                                  is the same on an empty plane (run first: bytes per cached
+#                                  pod = settled RSS difference / IDLE_PODS)
 #   BENCH_TIMEOUT=900              seconds one manager may take to converge (cronjob: at
 #                                  least its minutes plus 3, the schedule sets the pace)
 #   BENCH_CONCURRENCY=32           requests in flight while the bench creates/deletes objects
@@ -80,10 +91,12 @@ if [ "$quick" = 1 ]; then
   : "${STS_PARALLEL:=30}" "${STS_ORDERED:=10}"
   : "${JOB_COMPLETIONS:=100}" "${JOB_PARALLELISM:=10}" "${JOB_LARGE_COMPLETIONS:=500}"
   : "${JOB_LARGE_PARALLELISM:=50}" "${JOB_TTL_JOBS:=50}"
+  : "${MASS_DEPLOYMENTS:=50}" "${MASS_REPLICAS:=4}" "${MASS_TIMEOUT:=300}"
+  : "${IDLE_NODES:=50}" "${IDLE_PODS:=500}" "${IDLE_SECONDS:=15}"
   : "${BENCH_REPORT:=bench/reports/quick.md}"
 fi
 # Every scenario, in report order.
-ALL_SCENARIOS=podgc,replicaset,deployment,cronjob,daemonset,statefulset,job-1k,job-10k,job-ttl
+ALL_SCENARIOS=podgc,replicaset,deployment,cronjob,daemonset,statefulset,job-1k,job-10k,job-ttl,mass-rollout,idle-empty,idle
 QPS=${BENCH_QPS:-100}
 BURST=${BENCH_BURST:-200}
 MANAGERS=${BENCH_MANAGERS:-upstream,rkcm}
@@ -105,6 +118,12 @@ JOB_PARALLELISM=${JOB_PARALLELISM:-100}
 JOB_LARGE_COMPLETIONS=${JOB_LARGE_COMPLETIONS:-10000}
 JOB_LARGE_PARALLELISM=${JOB_LARGE_PARALLELISM:-500}
 JOB_TTL_JOBS=${JOB_TTL_JOBS:-500}
+MASS_DEPLOYMENTS=${MASS_DEPLOYMENTS:-1000}
+MASS_REPLICAS=${MASS_REPLICAS:-10}
+MASS_TIMEOUT=${MASS_TIMEOUT:-1800}
+IDLE_NODES=${IDLE_NODES:-1000}
+IDLE_PODS=${IDLE_PODS:-10000}
+IDLE_SECONDS=${IDLE_SECONDS:-60}
 TIMEOUT=${BENCH_TIMEOUT:-900}
 CONCURRENCY=${BENCH_CONCURRENCY:-32}
 NODES=${BENCH_NODES:-30}
@@ -224,6 +243,18 @@ for s in ${SCENARIOS//,/ }; do
     job-ttl)
       step "scenario job-ttl: $JOB_TTL_JOBS one-pod Jobs with ttlSecondsAfterFinished 0 (managers: $MANAGERS; qps $QPS, burst $BURST)"
       args=(job-ttl --jobs "$JOB_TTL_JOBS") ;;
+    mass-rollout)
+      step "scenario mass-rollout: $MASS_DEPLOYMENTS Deployments x $MASS_REPLICAS replicas in one namespace, created, then all updated at once, on kwok nodes of its own (managers: $MANAGERS; qps $QPS, burst $BURST)"
+      [ "$timeout" -ge "$MASS_TIMEOUT" ] || timeout=$MASS_TIMEOUT
+      args=(mass-rollout --deployments "$MASS_DEPLOYMENTS" --replicas "$MASS_REPLICAS") ;;
+    idle-empty)
+      step "scenario idle-empty: every implemented controller on an empty plane, synced + $IDLE_SECONDS s idle (managers: $MANAGERS; qps $QPS, burst $BURST)"
+      args=(idle --id idle-empty --nodes 0 --pods 0 --idle-seconds "$IDLE_SECONDS") ;;
+    idle)
+      step "scenario idle: every implemented controller, $IDLE_NODES nodes and $IDLE_PODS running pods, synced + $IDLE_SECONDS s idle (managers: $MANAGERS; qps $QPS, burst $BURST)"
+      [ -f "$RESULTS/idle-empty.json" ] || warn "idle: no idle-empty result in $RESULTS, so no bytes per cached pod (run idle-empty first)"
+      args=(idle --nodes "$IDLE_NODES" --pods "$IDLE_PODS" --idle-seconds "$IDLE_SECONDS"
+        --baseline "$RESULTS/idle-empty.json") ;;
   esac
   rc=0
   "$BENCH" "${args[@]}" --timeout "$timeout" --out "$WORK/$s.json" "${common[@]}" || rc=$?

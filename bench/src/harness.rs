@@ -45,6 +45,7 @@ pub struct Env {
 pub struct Probe {
     started: Instant,
     pid: u32,
+    log: PathBuf,
     audit_log: PathBuf,
     milestones: Arc<Mutex<Vec<Milestone>>>,
     phases: Arc<Mutex<Vec<PhaseRecord>>>,
@@ -66,10 +67,11 @@ struct PhaseRecord {
 }
 
 impl Probe {
-    fn new(started: Instant, pid: u32, audit_log: PathBuf) -> Self {
+    fn new(started: Instant, pid: u32, log: PathBuf, audit_log: PathBuf) -> Self {
         Self {
             started,
             pid,
+            log,
             audit_log,
             milestones: Arc::default(),
             phases: Arc::default(),
@@ -187,6 +189,16 @@ impl Probe {
     pub fn elapsed(&self) -> Duration {
         self.started.elapsed()
     }
+
+    /// The manager's log (stdout and stderr), e.g. to wait for a line it writes.
+    pub fn log(&self) -> &Path {
+        &self.log
+    }
+
+    /// The manager's resident memory now (`VmRSS`).
+    pub fn manager_rss_bytes(&self) -> Option<u64> {
+        procfs::status_bytes(self.pid, "VmRSS")
+    }
 }
 
 /// One benchmark scenario. The harness calls, per manager: `setup` → (manager starts) →
@@ -222,6 +234,16 @@ pub trait Scenario {
     /// Scenario-specific numbers of the run, read after `verify` (e.g. Job lateness).
     fn metrics(&self, _state: &Self::State) -> Vec<Metric> {
         Vec::new()
+    }
+    /// Numbers derived from the run's own measurements (RSS, CPU) once they are read, just
+    /// before the manager stops (e.g. bytes per cached object against a baseline run).
+    fn run_metrics(&self, _run: &RunResult) -> Vec<Metric> {
+        Vec::new()
+    }
+    /// When set, the run keeps its RSS curve: the largest `VmRSS` sample of each such
+    /// stretch of time (reported as a table and a sparkline).
+    fn rss_curve(&self) -> Option<Duration> {
+        None
     }
     /// Removes what the run left in `ns` (also after a failed setup), so the next manager
     /// starts from the same cluster state. The run's `State` has been dropped already.
@@ -355,8 +377,9 @@ async fn measure<S: Scenario>(
         }
     };
     let pid = proc.pid;
-    let sampler = RssSampler::start(pid, Duration::from_millis(100));
-    let probe = Probe::new(started, pid, env.audit_log.clone());
+    let curve_bucket = scenario.rss_curve();
+    let sampler = RssSampler::start_with_curve(pid, Duration::from_millis(100), curve_bucket);
+    let probe = Probe::new(started, pid, proc.log.clone(), env.audit_log.clone());
 
     let outcome = {
         let converge = scenario.converge(env, state, &probe);
@@ -458,10 +481,21 @@ async fn measure<S: Scenario>(
         }
     }
 
+    if let Some(b) = curve_bucket {
+        r.rss_curve = sampler.curve();
+        r.rss_curve_seconds = Some(b.as_secs_f64());
+    }
     r.max_sampled_rss_bytes = Some(sampler.stop().await).filter(|&b| b > 0);
     if proc.exited().is_none() {
         r.cpu_seconds_total = procfs::cpu_seconds(pid);
         r.peak_rss_bytes = procfs::status_bytes(pid, "VmHWM");
+    }
+    if matches!(r.status, Status::Ok | Status::Incorrect) {
+        let more = scenario.run_metrics(r);
+        for x in &more {
+            say!("  {}: {} {}", x.name, x.value, x.unit);
+        }
+        r.metrics.extend(more);
     }
     r.run_seconds = Some(started.elapsed().as_secs_f64());
     let plane_cpu_after = plane_cpu(&plane);

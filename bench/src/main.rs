@@ -115,6 +115,22 @@ enum Command {
         #[command(flatten)]
         args: scenarios::job::TtlArgs,
     },
+    /// Mass rollout (upstream issue #117123): N Deployments × R replicas in one namespace,
+    /// created and available, then all updated at once; RSS curve kept.
+    MassRollout {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        args: scenarios::mass_rollout::Args,
+    },
+    /// Idle: every implemented controller on a plane with N nodes and P running pods, until
+    /// synced plus an idle window; RSS settled and per cached pod.
+    Idle {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        args: scenarios::idle::Args,
+    },
     /// Memory per cached object, per type and projection (in process, no plane needed).
     Memory(memory::Args),
     /// Merge scenario result files into the Markdown report and one JSON file.
@@ -286,6 +302,12 @@ async fn main() -> std::process::ExitCode {
             }
             Command::JobTtl { common, args } => {
                 run_scenario(scenarios::job::TtlJobs { args }, &common).await
+            }
+            Command::MassRollout { common, args } => {
+                run_scenario(scenarios::mass_rollout::MassRollout::new(args), &common).await
+            }
+            Command::Idle { common, args } => {
+                run_scenario(scenarios::idle::Idle::new(args), &common).await
             }
             Command::Memory(args) => {
                 memory::run(&args)?;

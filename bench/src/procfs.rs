@@ -1,9 +1,9 @@
 //! What the kernel says about the manager under test: CPU time from `/proc/<pid>/stat`,
 //! resident memory from `/proc/<pid>/status`.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 /// Clock ticks per second of `utime`/`stime` (`getconf CLK_TCK`); 100 if unknown.
 pub fn clock_ticks() -> u64 {
@@ -45,33 +45,62 @@ pub fn load_average() -> Option<f64> {
         .ok()
 }
 
-/// Samples `VmRSS` in the background and keeps the maximum seen.
+/// Samples `VmRSS` in the background and keeps the maximum seen, and, when asked for, the
+/// curve: the largest sample of each `bucket` of time since the start.
 pub struct RssSampler {
     max: Arc<AtomicU64>,
+    curve: Arc<Mutex<Vec<u64>>>,
     stop: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl RssSampler {
-    pub fn start(pid: u32, every: Duration) -> Self {
+    /// Samples every `every`; with `bucket`, also keeps the largest sample of each bucket of
+    /// time (see [`RssSampler::curve`]).
+    pub fn start_with_curve(pid: u32, every: Duration, bucket: Option<Duration>) -> Self {
         let max = Arc::new(AtomicU64::new(0));
+        let curve = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let task = tokio::spawn({
-            let (max, stop) = (max.clone(), stop.clone());
+            let (max, curve, stop) = (max.clone(), curve.clone(), stop.clone());
             async move {
+                let started = Instant::now();
                 let mut tick = tokio::time::interval(every);
                 while !stop.load(Ordering::Relaxed) {
                     tick.tick().await;
                     match status_bytes(pid, "VmRSS") {
                         Some(rss) => {
                             max.fetch_max(rss, Ordering::Relaxed);
+                            if let Some(b) = bucket.filter(|b| !b.is_zero()) {
+                                let i =
+                                    (started.elapsed().as_secs_f64() / b.as_secs_f64()) as usize;
+                                let mut c = curve.lock().unwrap_or_else(PoisonError::into_inner);
+                                if c.len() <= i {
+                                    c.resize(i + 1, 0);
+                                }
+                                c[i] = c[i].max(rss);
+                            }
                         }
                         None => break, // the process is gone
                     }
                 }
             }
         });
-        Self { max, stop, task }
+        Self {
+            max,
+            curve,
+            stop,
+            task,
+        }
+    }
+
+    /// The largest sample of each bucket so far, from the start (0 for a bucket without a
+    /// sample).
+    pub fn curve(&self) -> Vec<u64> {
+        self.curve
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Largest `VmRSS` sampled so far, in bytes.

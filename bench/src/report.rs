@@ -364,6 +364,7 @@ fn write_scenario(o: &mut String, s: &ScenarioResult, r: &Report) {
     let _ = writeln!(o);
     write_metrics(o, s);
     write_phases(o, s);
+    write_rss_curves(o, s);
     for run in &s.runs {
         write_run(o, run);
     }
@@ -477,6 +478,107 @@ fn write_phases(o: &mut String, s: &ScenarioResult) {
                 ),
             );
         }
+    }
+    let _ = writeln!(o);
+}
+
+/// Characters of the RSS sparkline of the longest run.
+const SPARK_WIDTH: usize = 60;
+/// Rows of the RSS table (at most).
+const CURVE_ROWS: usize = 20;
+
+/// The largest value of each of `n` consecutive groups of `curve`, groups of `per` items.
+fn regroup(curve: &[u64], per: usize) -> Vec<u64> {
+    curve
+        .chunks(per.max(1))
+        .map(|c| c.iter().copied().max().unwrap_or(0))
+        .collect()
+}
+
+/// One character per value, ▁ to █ on the scale 0 ..= `top` (a space for no sample).
+fn sparkline(values: &[u64], top: u64) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    values
+        .iter()
+        .map(|&v| {
+            if v == 0 || top == 0 {
+                ' '
+            } else {
+                let i = (v as f64 / top as f64 * 8.0).ceil() as usize;
+                BARS[i.clamp(1, 8) - 1]
+            }
+        })
+        .collect()
+}
+
+/// The RSS curve of each run that kept one: a sparkline on one time and memory scale for
+/// both managers, and a table of the largest `VmRSS` per stretch of time.
+fn write_rss_curves(o: &mut String, s: &ScenarioResult) {
+    let runs: Vec<(&RunResult, f64)> = s
+        .runs
+        .iter()
+        .filter_map(|r| Some((r, r.rss_curve_seconds?)).filter(|_| !r.rss_curve.is_empty()))
+        .collect();
+    let Some(&(_, bucket)) = runs.first() else {
+        return;
+    };
+    if runs.iter().any(|(_, b)| (b - bucket).abs() > 1e-9) {
+        return; // not on one time scale; the raw curves are in the JSON
+    }
+    let longest = runs
+        .iter()
+        .map(|(r, _)| r.rss_curve.len())
+        .max()
+        .unwrap_or(0);
+    let top = runs
+        .iter()
+        .flat_map(|(r, _)| r.rss_curve.iter().copied())
+        .max()
+        .unwrap_or(0);
+    let per_char = longest.div_ceil(SPARK_WIDTH).max(1);
+    let _ = writeln!(
+        o,
+        "Resident memory over the run (`VmRSS` sampled every 100 ms; each character is the \
+         largest sample of {:.0} s, one scale for both managers, █ = {} MiB):\n",
+        per_char as f64 * bucket,
+        mib(Some(top))
+    );
+    let _ = writeln!(o, "```");
+    for (r, _) in &runs {
+        let _ = writeln!(
+            o,
+            "{:<9} {}  peak {} MiB",
+            r.manager.name(),
+            sparkline(&regroup(&r.rss_curve, per_char), top),
+            mib(r.rss_curve.iter().copied().max())
+        );
+    }
+    let _ = writeln!(o, "```\n");
+    let per_row = longest.div_ceil(CURVE_ROWS).max(1);
+    let _ = write!(o, "| Seconds after start |");
+    for (r, _) in &runs {
+        let _ = write!(o, " {} RSS (MiB) |", manager_label(r.manager));
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(o, "|---:|{}", "---:|".repeat(runs.len()));
+    let rows: Vec<Vec<u64>> = runs
+        .iter()
+        .map(|(r, _)| regroup(&r.rss_curve, per_row))
+        .collect();
+    for i in 0..longest.div_ceil(per_row) {
+        let from = i * per_row;
+        let to = ((i + 1) * per_row).min(longest);
+        let _ = write!(
+            o,
+            "| {:.0}–{:.0} |",
+            from as f64 * bucket,
+            to as f64 * bucket
+        );
+        for row in &rows {
+            let v = row.get(i).copied().filter(|&v| v > 0);
+            let _ = write!(o, " {} |", mib(v));
+        }
+        let _ = writeln!(o);
     }
     let _ = writeln!(o);
 }
@@ -694,6 +796,32 @@ mod tests {
         assert!(md.contains(
             "| *rkcm / upstream* | scale up 0 → 1 000 | 0.50× | 0.50× | 1.10× | 1.00× | |"
         ));
+    }
+
+    #[test]
+    fn renders_rss_curves_on_one_scale() {
+        let mut s = scenario("mass-rollout", "now");
+        let run = |m, curve: Vec<u64>| {
+            let mut r = RunResult::new(m, "bin".into(), "ns".into());
+            r.status = Status::Ok;
+            r.rss_curve = curve.into_iter().map(|v| v << 20).collect();
+            r.rss_curve_seconds = Some(5.0);
+            r
+        };
+        s.runs = vec![
+            run(Manager::Upstream, vec![10, 40, 80, 80]),
+            run(Manager::Rkcm, vec![10, 20]),
+        ];
+        let mut o = String::new();
+        write_rss_curves(&mut o, &s);
+        assert!(o.contains("█ = 80.0 MiB"), "{o}");
+        assert!(o.contains("upstream  ▁▄██  peak 80.0 MiB"), "{o}");
+        assert!(o.contains("rkcm      ▁▂  peak 20.0 MiB"), "{o}");
+        assert!(o.contains("| 0–5 | 10.0 | 10.0 |"), "{o}");
+        assert!(o.contains("| 15–20 | 80.0 | – |"), "{o}");
+        let mut none = String::new();
+        write_rss_curves(&mut none, &scenario("rs", "now"));
+        assert!(none.is_empty());
     }
 
     #[test]

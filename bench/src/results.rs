@@ -122,6 +122,12 @@ pub struct RunResult {
     pub peak_rss_bytes: Option<u64>,
     /// The largest VmRSS sampled every 100 ms.
     pub max_sampled_rss_bytes: Option<u64>,
+    /// VmRSS over the run, for scenarios that report it: the largest sample of each
+    /// `rss_curve_seconds` since the manager's start.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rss_curve: Vec<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_curve_seconds: Option<f64>,
     /// Requests of the manager's user over the whole run (start to stop).
     pub requests: Option<Counts>,
     /// Requests completed between start and convergence.
@@ -159,6 +165,8 @@ impl RunResult {
             cpu_seconds_total: None,
             peak_rss_bytes: None,
             max_sampled_rss_bytes: None,
+            rss_curve: Vec::new(),
+            rss_curve_seconds: None,
             requests: None,
             requests_converge: None,
             correctness: None,

@@ -15,7 +15,9 @@
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
+pub mod idle;
 pub mod job;
+pub mod mass_rollout;
 pub mod podgc;
 pub mod replicaset;
 pub mod statefulset;
