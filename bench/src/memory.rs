@@ -14,8 +14,9 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, ReplicaSet};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1 as core;
 use kube::runtime::watcher;
+use rkcm_runtime::cached::{Node, Pod};
 use rkcm_runtime::informer::{INDEX_NODE_NAME, Informable, Informer, pods_by_node};
 use rkcm_runtime::projection::{self, Fields};
 use serde_json::{Value, json};
@@ -102,7 +103,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let n = args.count.max(1);
     let mut rows = Vec::new();
     let all_pods = [
-        ("whole", None),
+        ("no declaration (every group)", None),
         ("base (PodGC, Deployment)", Some(Fields::BASE)),
         (
             "+ container statuses (Job, ReplicaSet)",
@@ -123,6 +124,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         ("Pod: ReplicaSet (running, kwok)", replica_pod),
         ("Pod: Job (succeeded)", job_pod),
     ] {
+        rows.push(measure::<core::Pod>(
+            object,
+            "k8s-openapi `Pod`, whole (before)",
+            n,
+            make,
+            &|_| {},
+        ));
         for (cache, keep) in all_pods {
             let declare = |pods: &Informer<Pod>| {
                 if let Some(keep) = keep {
@@ -132,7 +140,20 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             rows.push(measure::<Pod>(object, cache, n, make, &declare));
         }
     }
-    rows.push(measure::<Node>("Node (kwok)", "whole", n, node, &|_| {}));
+    rows.push(measure::<core::Node>(
+        "Node (kwok)",
+        "k8s-openapi `Node`, whole (before)",
+        n,
+        node,
+        &|_| {},
+    ));
+    rows.push(measure::<Node>(
+        "Node (kwok)",
+        "cached `Node`",
+        n,
+        node,
+        &|_| {},
+    ));
     for (cache, keep) in [
         ("whole", None),
         ("base (CronJob, TTL-after-finished)", Some(Fields::BASE)),
@@ -175,8 +196,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
          informer (namespace, controller-UID and orphan indexes; pods also by node). *Heap* is \
          the live heap the objects add, per object, in bytes requested from the allocator (the \
          allocator rounds each request up to its size class on top); it includes the cache key \
-         and index entries. *Projection* is what the cache keeps (`rkcm_runtime::projection`): \
-         whole objects, or the base plus the groups the enabled controllers declare.\n"
+         and index entries. *Projection* is what the cache keeps: pods and nodes are held as \
+         `rkcm_runtime::cached` types (the fields some controller reads; the k8s-openapi row \
+         is what a whole object costs), trimmed to the base plus the groups the enabled \
+         controllers declare (`rkcm_runtime::projection`).\n"
     );
     let _ = writeln!(
         md,

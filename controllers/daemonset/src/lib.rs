@@ -69,8 +69,8 @@ mod testutil;
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
-use k8s_openapi::api::core::v1::{Node, Pod};
 use rkcm_runtime::ControllerContext;
+use rkcm_runtime::cached::{Node, Pod};
 use rkcm_runtime::controller::{Run, SyncProbe, probes};
 use rkcm_runtime::events::EventRecorder;
 use rkcm_runtime::expectations::ControllerExpectations;

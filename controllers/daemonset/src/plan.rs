@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use rkcm_runtime::cached::{Node, Pod};
 
 use crate::backoff::{Backoff, backoff_key};
 use crate::consts::strategy;

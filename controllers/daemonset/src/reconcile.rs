@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
-use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use rkcm_runtime::cached::{Node, Pod};
 use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::consistency::{GroupResource, Stale, StaleGuard};
 use rkcm_runtime::controller::Reconcile;

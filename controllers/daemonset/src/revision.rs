@@ -18,9 +18,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use rkcm_runtime::cached::Pod;
 use rkcm_runtime::controller_ref::controller_owner_ref;
 use rkcm_runtime::history::{compute_hash, go_json_bytes};
 use serde_json::{Value, json};

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
-use k8s_openapi::api::core::v1::Pod;
+use rkcm_runtime::cached::Pod;
 
 use crate::eligibility::Placement;
 use crate::plan::{Snapshot, compare_pods};

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use rkcm_runtime::cached::{Node, Pod};
 use serde_json::{Value, json};
 
 pub fn ts(s: i64) -> Timestamp {
@@ -130,7 +130,10 @@ impl PodSpec {
     /// The pod as the controller's projected pod cache holds it.
     pub fn build(self) -> Arc<Pod> {
         let pod: Pod = serde_json::from_value(self.v).unwrap_or_else(|e| panic!("bad Pod: {e}"));
-        Arc::new(rkcm_runtime::projection::projected(&pod, crate::POD_FIELDS))
+        Arc::new(
+            rkcm_runtime::projection::projected(&pod, crate::POD_FIELDS)
+                .expect("a fixture reads as the cache reads it"),
+        )
     }
 }
 

@@ -11,9 +11,9 @@
 use std::sync::{Arc, PoisonError};
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ListParams};
+use rkcm_runtime::cached::Pod;
 use rkcm_runtime::children::{ChildHandler, on_child_change};
 use rkcm_runtime::controller_ref::{controller_of, resolve_controller_ref};
 use rkcm_runtime::informer::Change;

@@ -70,8 +70,8 @@ pub mod status;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::Pod;
 use rkcm_runtime::ControllerContext;
+use rkcm_runtime::cached::Pod;
 use rkcm_runtime::controller::{Run, SyncProbe, probes};
 use rkcm_runtime::events::EventRecorder;
 use rkcm_runtime::informer::InformerFactory;

@@ -20,8 +20,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, ReplicaSetSpec};
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use rkcm_runtime::cached::Pod;
 use rkcm_runtime::controller_ref::{controller_of, controller_owner_ref};
 use rkcm_runtime::events::EventType;
 use rkcm_runtime::history::compute_hash;

@@ -20,8 +20,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use rkcm_runtime::cached::Pod;
 use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::controller::Reconcile;
 use rkcm_runtime::controller_ref::ControllerRefManager;

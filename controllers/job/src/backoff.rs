@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use rkcm_runtime::cached::Pod;
 
 use crate::consts::{POD_FAILURE_BACKOFF_BASE, POD_FAILURE_BACKOFF_MAX};
 use crate::indexes::index_absolute_failure_count;

@@ -7,8 +7,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, EnvVarSource, ObjectFieldSelector, Pod, PodTemplateSpec,
+    Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodTemplateSpec,
 };
+use rkcm_runtime::cached::Pod;
 
 use crate::consts::{
     COMPLETION_INDEX_ANNOTATION, COMPLETION_INDEX_ENV, INDEX_FAILURE_COUNT_ANNOTATION,

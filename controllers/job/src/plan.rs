@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus};
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use rkcm_runtime::cached::Pod;
 
 use crate::backoff::{BackoffRecord, remaining_for_index};
 use crate::consts::{

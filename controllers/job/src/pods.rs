@@ -9,7 +9,7 @@
 use std::cmp::Ordering;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
+use rkcm_runtime::cached::Pod;
 
 use crate::consts::{REPLACEMENT_FAILED, TRACKING_FINALIZER, pod as phase};
 

@@ -6,7 +6,8 @@ use k8s_openapi::api::batch::v1::{
     PodFailurePolicy, PodFailurePolicyOnExitCodesRequirement,
     PodFailurePolicyOnPodConditionsPattern, SuccessPolicy,
 };
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition};
+use k8s_openapi::api::core::v1::PodCondition;
+use rkcm_runtime::cached::{ContainerStatus, Pod};
 
 use crate::consts::{message, policy as p};
 use crate::indexes::Intervals;

@@ -45,8 +45,8 @@ mod force_delete_scan;
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
 use rkcm_runtime::ControllerContext;
+use rkcm_runtime::cached::{Node, Pod};
 use rkcm_runtime::controller::{SyncProbe, probes, run_when_synced};
 use rkcm_runtime::informer::InformerFactory;
 use rkcm_runtime::projection;

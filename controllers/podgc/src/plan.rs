@@ -17,7 +17,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use rkcm_runtime::cached::{Node, Pod};
 
 use crate::consts;
 use rkcm_runtime::pod::{
@@ -221,10 +221,9 @@ pub fn orphaned_pods(pods: &[Arc<Pod>], deleted_nodes: &BTreeSet<String>) -> Vec
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{
-        NodeCondition, NodeSpec, NodeStatus, PodSpec, PodStatus, Taint,
-    };
+    use k8s_openapi::api::core::v1::Taint;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use rkcm_runtime::cached::{NodeCondition, NodeSpec, NodeStatus, PodSpec, PodStatus};
 
     pub(crate) fn ts(secs: i64) -> Time {
         Time(jiff::Timestamp::from_second(1_700_000_000 + secs).expect("valid test timestamp"))
@@ -284,10 +283,8 @@ pub(crate) mod tests {
                 vec![NodeCondition {
                     type_: "Ready".into(),
                     status: s.into(),
-                    ..Default::default()
                 }]
             }),
-            ..Default::default()
         });
         n
     }

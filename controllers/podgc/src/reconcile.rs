@@ -14,8 +14,9 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1 as core;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use rkcm_runtime::cached::{Node, Pod};
 use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::workqueue::{RateLimiter, WorkQueue};
 
@@ -29,7 +30,10 @@ use crate::status;
 /// The three API calls PodGC makes.
 pub(crate) trait PodGcApi: Send + Sync {
     /// Server-side apply of a pod status (field manager `PodGC`, forced).
-    fn apply_status(&self, body: &Pod) -> impl Future<Output = Result<(), kube::Error>> + Send;
+    fn apply_status(
+        &self,
+        body: &core::Pod,
+    ) -> impl Future<Output = Result<(), kube::Error>> + Send;
     /// `DELETE` with grace period 0 and, when known, a UID precondition.
     fn force_delete(
         &self,
@@ -54,7 +58,7 @@ impl KubeApi {
 }
 
 impl PodGcApi for KubeApi {
-    async fn apply_status(&self, body: &Pod) -> Result<(), kube::Error> {
+    async fn apply_status(&self, body: &core::Pod) -> Result<(), kube::Error> {
         let namespace = body.metadata.namespace.as_deref().unwrap_or_default();
         let name = body.metadata.name.as_deref().unwrap_or_default();
         // Forced: PodGC must win the phase even when the kubelet (or a test) owns it; the

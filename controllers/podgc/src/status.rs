@@ -14,8 +14,9 @@
 //! Mirrors `markFailedAndDeletePodWithCondition` in upstream
 //! `pkg/controller/podgc/gc_controller.go` and `UpdatePodCondition` in `pkg/api/v1/pod`.
 
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
+use k8s_openapi::api::core::v1::{self as core, PodCondition, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use rkcm_runtime::cached::Pod;
 
 use crate::consts;
 use crate::plan::Reason;
@@ -52,14 +53,14 @@ pub fn disruption_condition(pod: &Pod, now: jiff::Timestamp) -> PodCondition {
 /// The server-side-apply body that marks `pod` failed before its force delete, or `None` if
 /// the pod is already `Succeeded` or `Failed`: a terminal status is never rewritten and
 /// terminal pods never get the condition.
-pub fn failed_status_apply(pod: &Pod, reason: Reason, now: jiff::Timestamp) -> Option<Pod> {
+pub fn failed_status_apply(pod: &Pod, reason: Reason, now: jiff::Timestamp) -> Option<core::Pod> {
     if is_terminal(pod) {
         return None;
     }
     let conditions = reason
         .adds_disruption_condition()
         .then(|| vec![disruption_condition(pod, now)]);
-    Some(Pod {
+    Some(core::Pod {
         metadata: ObjectMeta {
             name: pod.metadata.name.clone(),
             namespace: pod.metadata.namespace.clone(),

@@ -34,8 +34,8 @@ pub(crate) fn stale_guard(controller: &'static str) -> StaleGuard {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::core::v1::Pod;
     use kube::runtime::watcher;
+    use rkcm_runtime::cached::Pod;
     use rkcm_runtime::consistency::GroupResource;
     use rkcm_runtime::informer::Informer;
 

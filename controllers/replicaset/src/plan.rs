@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use rkcm_runtime::cached::Pod;
 
 use rkcm_runtime::pod::{
     PHASE_RUNNING, PHASE_UNKNOWN, is_pod_active, is_pod_available, is_pod_ready, phase, ready_since,

@@ -27,9 +27,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, PostParams};
+use rkcm_runtime::cached::Pod;
 use rkcm_runtime::children::{ChildHandler, on_child_change};
 use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::consistency::{GroupResource, Stale, StaleGuard};

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use rkcm_runtime::cached::Pod;
 
 use crate::consts;
 use crate::owner::{Condition, ReplicaStatus};

@@ -17,6 +17,7 @@
 //!   [`controller`] (the one start loop, and the [`controller::SyncProbe`] declaration of the
 //!   informers a controller reads). Namespace scoping for tests: [`informer::Scope`].
 
+pub mod cached;
 pub mod children;
 pub mod client;
 pub mod clock;

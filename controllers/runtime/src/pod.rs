@@ -6,7 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{PodCondition, PodTemplateSpec};
+
+use crate::cached::Pod;
 
 /// `core/v1` pod phases.
 pub const PHASE_PENDING: &str = "Pending";

@@ -19,9 +19,11 @@
 use std::ops::BitOr;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{
-    Container, ContainerState, ContainerStatus, Pod, PodSpec, PodStatus, PodTemplateSpec, Volume,
-};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::cached::Pod;
 
 /// A set of optional field groups of one type (the groups are the type's constants, e.g.
 /// [`pod::CONTAINER_STATUSES`]).
@@ -56,19 +58,21 @@ pub trait Projectable {
     fn project(&mut self, keep: Fields);
 }
 
-/// A copy of `obj` as a cache keeping the groups `keep` holds it. Controller crates run their
-/// decision tables on such copies, with the groups they declare, so a decision that reads a
-/// field the projection drops fails its table.
-pub fn projected<K: Projectable + Clone>(obj: &K, keep: Fields) -> K {
-    let mut copy = obj.clone();
+/// `obj` (a k8s-openapi object, or the cached type itself) as a cache keeping the groups
+/// `keep` holds it: decoded from its JSON into the cached type `K`, then trimmed. Controller
+/// crates run their decision tables on such copies, with the groups they declare, so a
+/// decision that reads a field the projection drops fails its table.
+pub fn projected<K: Projectable + DeserializeOwned>(
+    obj: &impl Serialize,
+    keep: Fields,
+) -> Result<K, serde_json::Error> {
+    let mut copy: K = crate::cached::from_full(obj)?;
     copy.project(keep);
-    copy
+    Ok(copy)
 }
 
-/// Pod field groups. The base is all of `metadata` (no `managedFields`), `spec` without
-/// `affinity` and `volumes` and with each container reduced to its `name` and
-/// `restartPolicy` (no ephemeral containers), and `status` without container statuses, pod
-/// and host IPs, `qosClass`, `nominatedNodeName`, `resize` and `resourceClaimStatuses`.
+/// Pod field groups of [`crate::cached::Pod`]. The base is every field of that type but the
+/// groups (fields that type does not have are never decoded).
 pub mod pod {
     use super::Fields;
 
@@ -111,97 +115,34 @@ impl Projectable for Pod {
     fn project(&mut self, keep: Fields) {
         self.metadata.managed_fields = None;
         if let Some(spec) = self.spec.as_mut() {
-            project_pod_spec(spec, keep);
-        }
-        if let Some(status) = self.status.as_mut() {
-            project_pod_status(status, keep);
-        }
-    }
-}
-
-fn project_pod_spec(spec: &mut PodSpec, keep: Fields) {
-    for c in spec.containers.iter_mut() {
-        slim_container(c);
-    }
-    for c in spec.init_containers.iter_mut().flatten() {
-        slim_container(c);
-    }
-    spec.ephemeral_containers = None;
-    // A `Volume` holds every volume source inline (kilobytes each): only claim volumes stay.
-    let claims: Vec<Volume> = match spec.volumes.take() {
-        Some(volumes) if keep.contains(pod::VOLUME_CLAIMS) => volumes
-            .into_iter()
-            .filter(|v| v.persistent_volume_claim.is_some())
-            .map(|v| Volume {
-                name: v.name,
-                persistent_volume_claim: v.persistent_volume_claim,
-                ..Volume::default()
-            })
-            .collect(),
-        _ => Vec::new(),
-    };
-    spec.volumes = (!claims.is_empty()).then_some(claims);
-    if !keep.contains(pod::AFFINITY) {
-        spec.affinity = None;
-    }
-}
-
-/// A container as the base keeps it: name and restart policy (sidecar detection).
-fn slim_container(c: &mut Container) {
-    *c = Container {
-        name: std::mem::take(&mut c.name),
-        restart_policy: c.restart_policy.take(),
-        ..Container::default()
-    };
-}
-
-fn project_pod_status(status: &mut PodStatus, keep: Fields) {
-    status.host_ip = None;
-    status.host_ips = None;
-    status.pod_ip = None;
-    status.pod_ips = None;
-    status.qos_class = None;
-    status.nominated_node_name = None;
-    status.resize = None;
-    status.resource_claim_statuses = None;
-    let lists = [
-        &mut status.container_statuses,
-        &mut status.init_container_statuses,
-        &mut status.ephemeral_container_statuses,
-    ];
-    for list in lists {
-        if keep.contains(pod::CONTAINER_STATUSES) {
-            for s in list.iter_mut().flatten() {
-                slim_container_status(s);
+            // Only claim volumes stay (another kind of volume decodes to a name alone).
+            spec.volumes = match spec.volumes.take() {
+                Some(volumes) if keep.contains(pod::VOLUME_CLAIMS) => {
+                    let claims: Vec<_> = volumes
+                        .into_iter()
+                        .filter(|v| v.persistent_volume_claim.is_some())
+                        .collect();
+                    (!claims.is_empty()).then_some(claims)
+                }
+                _ => None,
+            };
+            if !keep.contains(pod::AFFINITY) {
+                spec.affinity = None;
             }
-        } else {
-            *list = None;
+        }
+        if let Some(status) = self.status.as_mut()
+            && !keep.contains(pod::CONTAINER_STATUSES)
+        {
+            status.container_statuses = None;
+            status.init_container_statuses = None;
         }
     }
-}
-
-fn slim_container_status(s: &mut ContainerStatus) {
-    *s = ContainerStatus {
-        name: std::mem::take(&mut s.name),
-        ready: s.ready,
-        started: s.started,
-        restart_count: s.restart_count,
-        state: s.state.take().map(slim_state),
-        last_state: s.last_state.take().map(slim_state),
-        ..ContainerStatus::default()
-    };
-}
-
-fn slim_state(mut state: ContainerState) -> ContainerState {
-    if let Some(t) = state.terminated.as_mut() {
-        t.container_id = None;
-    }
-    state
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cached::Container;
 
     fn pod() -> Pod {
         serde_json::from_value(serde_json::json!({
@@ -247,14 +188,11 @@ mod tests {
         );
         let init = spec.init_containers.as_ref().expect("init containers");
         assert_eq!(init[0].restart_policy.as_deref(), Some("Always"));
-        assert_eq!(init[0].env, None);
         assert_eq!(spec.volumes, None);
         assert_eq!(spec.affinity, None);
         let status = p.status.as_ref().expect("status");
         assert_eq!(status.phase.as_deref(), Some("Running"));
         assert_eq!(status.conditions.as_ref().map(Vec::len), Some(1));
-        assert_eq!(status.pod_ip, None);
-        assert_eq!(status.qos_class, None);
         assert_eq!(status.container_statuses, None);
     }
 
@@ -280,18 +218,12 @@ mod tests {
             .and_then(|s| s.container_statuses.as_ref())
             .expect("statuses");
         assert_eq!(statuses[0].restart_count, 3);
-        assert!(statuses[0].ready);
-        assert_eq!(statuses[0].image, "");
-        assert_eq!(statuses[0].container_id, None);
         let terminated = statuses[0]
             .state
             .as_ref()
             .and_then(|s| s.terminated.as_ref())
             .expect("terminated");
-        assert_eq!(
-            (terminated.exit_code, terminated.container_id.as_deref()),
-            (2, None)
-        );
+        assert_eq!(terminated.exit_code, 2);
     }
 
     #[test]
@@ -302,12 +234,15 @@ mod tests {
             "status": {"succeeded": 1}
         }))
         .expect("valid job");
-        let base = projected(&job, Fields::BASE);
+        let base: Job = projected(&job, Fields::BASE).expect("a job reads back");
         let spec = base.spec.as_ref().expect("spec");
         assert_eq!(spec.template, PodTemplateSpec::default());
         assert_eq!(spec.ttl_seconds_after_finished, Some(5));
         assert_eq!(base.status, job.status);
-        assert_eq!(projected(&job, job::TEMPLATE), job);
+        assert_eq!(
+            projected::<Job>(&job, job::TEMPLATE).expect("a job reads back"),
+            job
+        );
     }
 
     #[test]

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use rkcm_runtime::cached::Pod;
 use rkcm_runtime::children::{ChildHandler, on_child_change};
 use rkcm_runtime::controller_ref::resolve_controller_ref;
 use rkcm_runtime::informer::Change;

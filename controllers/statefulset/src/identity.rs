@@ -9,10 +9,13 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::Metadata;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{
-    PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, Volume,
+    self as core, PersistentVolumeClaim, PersistentVolumeClaimVolumeSource,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use rkcm_runtime::cached::{self, Pod};
 use rkcm_runtime::controller_ref::controller_owner_ref;
 use rkcm_runtime::podcontrol::{PodOptions, pod_from_template};
 
@@ -41,7 +44,12 @@ fn name_of(pod: &Pod) -> &str {
 
 /// The pod's ordinal, or `None` (upstream -1).
 pub fn ordinal(pod: &Pod) -> Option<i32> {
-    parent_and_ordinal(name_of(pod)).1
+    meta_ordinal(&pod.metadata)
+}
+
+/// [`ordinal`] of a pod's metadata.
+fn meta_ordinal(meta: &ObjectMeta) -> Option<i32> {
+    parent_and_ordinal(meta.name.as_deref().unwrap_or_default()).1
 }
 
 /// `<set>-<ordinal>`.
@@ -154,8 +162,8 @@ pub fn pod_revision(pod: &Pod) -> &str {
         .map_or("", String::as_str)
 }
 
-pub fn set_pod_revision(pod: &mut Pod, revision: &str) {
-    pod.metadata
+pub fn set_pod_revision(pod: &mut impl Metadata<Ty = ObjectMeta>, revision: &str) {
+    pod.metadata_mut()
         .labels
         .get_or_insert_with(BTreeMap::new)
         .insert(labels::REVISION.to_string(), revision.to_string());
@@ -221,48 +229,97 @@ pub fn claims_for(set: &StatefulSet, ord: i32) -> Vec<(String, PersistentVolumeC
         .collect()
 }
 
-/// `updateStorage`: template volumes point at their claims (replacing same-named volumes);
-/// other volumes are kept after them.
-pub fn update_storage(set: &StatefulSet, pod: &mut Pod) {
-    let Some(ord) = ordinal(pod) else { return };
-    let claims = claims_for(set, ord);
-    if claims.is_empty() {
-        return;
+/// A pod volume as [`update_storage`] rewrites it: the cached one or the whole one.
+pub trait ClaimVolume: Sized {
+    fn name(&self) -> &str;
+    /// A volume `name` using claim `claim_name`.
+    fn for_claim(name: String, claim_name: String) -> Self;
+}
+
+impl ClaimVolume for core::Volume {
+    fn name(&self) -> &str {
+        &self.name
     }
-    let spec = pod.spec.get_or_insert_with(Default::default);
-    let current = spec.volumes.take().unwrap_or_default();
-    let mut volumes: Vec<Volume> = claims
-        .iter()
-        .map(|(tname, claim)| Volume {
-            name: tname.clone(),
+    fn for_claim(name: String, claim_name: String) -> Self {
+        core::Volume {
+            name,
             persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                claim_name: claim.metadata.name.clone().unwrap_or_default(),
+                claim_name,
                 read_only: None,
             }),
-            ..Volume::default()
+            ..core::Volume::default()
+        }
+    }
+}
+
+impl ClaimVolume for cached::Volume {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn for_claim(name: String, claim_name: String) -> Self {
+        cached::Volume {
+            name,
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name,
+                read_only: None,
+            }),
+        }
+    }
+}
+
+/// `updateStorage`: template volumes point at their claims (replacing same-named volumes);
+/// other volumes are kept after them. `None` when the set has no claim templates (nothing
+/// changes).
+pub fn storage_volumes<V: ClaimVolume>(
+    set: &StatefulSet,
+    ord: i32,
+    current: Option<Vec<V>>,
+) -> Option<Vec<V>> {
+    let claims = claims_for(set, ord);
+    if claims.is_empty() {
+        return current;
+    }
+    let mut volumes: Vec<V> = claims
+        .iter()
+        .map(|(tname, claim)| {
+            V::for_claim(
+                tname.clone(),
+                claim.metadata.name.clone().unwrap_or_default(),
+            )
         })
         .collect();
     volumes.extend(
         current
+            .unwrap_or_default()
             .into_iter()
-            .filter(|v| !claims.iter().any(|(t, _)| *t == v.name)),
+            .filter(|v| !claims.iter().any(|(t, _)| t == v.name())),
     );
-    spec.volumes = Some(volumes);
+    Some(volumes)
+}
+
+/// [`storage_volumes`] on a cached pod.
+pub fn update_storage(set: &StatefulSet, pod: &mut Pod) {
+    let Some(ord) = ordinal(pod) else { return };
+    let spec = pod.spec.get_or_insert_with(Default::default);
+    spec.volumes = storage_volumes(set, ord, spec.volumes.take());
 }
 
 /// `updateIdentity`: name, namespace, pod-name and pod-index labels.
-pub fn update_identity(set: &StatefulSet, pod: &mut Pod) {
-    let Some(ord) = ordinal(pod) else { return };
+pub fn update_identity(set: &StatefulSet, pod: &mut impl Metadata<Ty = ObjectMeta>) {
+    let Some(ord) = meta_ordinal(pod.metadata()) else {
+        return;
+    };
     let name = pod_name(set_name(set), ord);
-    pod.metadata.name = Some(name.clone());
-    pod.metadata.namespace = Some(set_namespace(set).to_string());
-    let l = pod.metadata.labels.get_or_insert_with(BTreeMap::new);
+    let meta = pod.metadata_mut();
+    meta.name = Some(name.clone());
+    meta.namespace = Some(set_namespace(set).to_string());
+    let l = meta.labels.get_or_insert_with(BTreeMap::new);
     l.insert(labels::POD_NAME.to_string(), name);
     l.insert(labels::POD_INDEX.to_string(), ord.to_string());
 }
 
 /// `initIdentity`: [`update_identity`] plus the immutable hostname and subdomain.
-pub fn init_identity(set: &StatefulSet, pod: &mut Pod) {
+pub fn init_identity(set: &StatefulSet, pod: &mut core::Pod) {
     update_identity(set, pod);
     let spec = pod.spec.get_or_insert_with(Default::default);
     spec.hostname = pod.metadata.name.clone();
@@ -270,7 +327,7 @@ pub fn init_identity(set: &StatefulSet, pod: &mut Pod) {
 }
 
 /// `newStatefulSetPod`: the pod of ordinal `ord` from `set`'s template.
-pub fn new_pod(set: &StatefulSet, ord: i32) -> Pod {
+pub fn new_pod(set: &StatefulSet, ord: i32) -> core::Pod {
     let template = Some(&set.spec)
         .map(|s| s.template.clone())
         .unwrap_or_default();
@@ -282,7 +339,9 @@ pub fn new_pod(set: &StatefulSet, ord: i32) -> Pod {
     );
     pod.metadata.name = Some(pod_name(set_name(set), ord));
     init_identity(set, &mut pod);
-    update_storage(set, &mut pod);
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.volumes = storage_volumes(set, ord, spec.volumes.take());
+    }
     pod
 }
 
@@ -296,7 +355,7 @@ pub fn new_versioned_pod(
     current_revision: &str,
     update_revision: &str,
     ord: i32,
-) -> Pod {
+) -> core::Pod {
     let start = start_ordinal(current_set);
     let current_replicas = current_set
         .status

@@ -22,16 +22,17 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetStatus};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use rkcm_runtime::cached::Pod;
 
 use crate::consts::{policy, strategy};
 use crate::identity::{
     claims_for, end_ordinal, identity_matches, is_created, is_failed, is_healthy, is_monotonic,
     is_pending, is_running_and_available, is_running_and_ready, is_succeeded, is_terminating,
     is_unavailable, min_ready_seconds, new_versioned_pod, ordinal, partition, pod_revision,
-    replicas, retention_policy, start_ordinal, storage_matches, strategy_type, update_identity,
-    update_storage,
+    replicas, retention_policy, start_ordinal, storage_matches, storage_volumes, strategy_type,
+    update_identity, update_storage,
 };
 use crate::retention::{
     claim_is_stale_for_pod, has_unexpected_controller, is_claim_owner_up_to_date,
@@ -107,7 +108,10 @@ pub enum Action {
     DeletePod { pod: Arc<Pod>, reason: DeleteReason },
     /// `CreateStatefulPod`: create the missing claims (fails if one is being deleted), then
     /// the pod, then bring the claims' owner references in line with the policy.
-    CreatePod { pod: Box<Pod>, claims: ClaimWork },
+    CreatePod {
+        pod: Box<k8s_openapi::api::core::v1::Pod>,
+        claims: ClaimWork,
+    },
     /// A `Pending` pod: recreate missing claims and fix their owner references.
     EnsureClaims {
         pod: Arc<Pod>,
@@ -269,6 +273,28 @@ pub fn repair(set: &StatefulSet, pod: &Pod, claims: &Claims) -> Repair {
     }
 }
 
+/// [`repair`] of the whole pod as the server has it, for the update the executor writes: the
+/// decision is taken on the pod's cached view, and the identity and storage changes are made
+/// on the whole pod, so fields the cache does not hold (volume sources, containers) survive.
+pub fn repair_whole(
+    set: &StatefulSet,
+    mut whole: k8s_openapi::api::core::v1::Pod,
+    claims: &Claims,
+) -> (k8s_openapi::api::core::v1::Pod, Repair) {
+    let view = Pod::from(&whole);
+    if !identity_matches(set, &view) {
+        update_identity(set, &mut whole);
+    }
+    if !storage_matches(set, &view)
+        && let Some(ord) = ordinal(&view)
+    {
+        let spec = whole.spec.get_or_insert_with(Default::default);
+        spec.volumes = storage_volumes(set, ord, spec.volumes.take());
+    }
+    let repair = repair(set, &view, claims);
+    (whole, repair)
+}
+
 /// `getStatefulSetMaxUnavailable`: `maxUnavailable` scaled against `spec.replicas` and
 /// rounded down, at least 1; 1 when unset. An unparsable string counts as 1.
 pub fn max_unavailable(set: &StatefulSet) -> i32 {
@@ -319,13 +345,13 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
         .map(|(i, slot)| {
             slot.unwrap_or_else(|| {
                 let ord = start.saturating_add(i32::try_from(i).unwrap_or(i32::MAX));
-                Arc::new(new_versioned_pod(
+                Arc::new(Pod::from(new_versioned_pod(
                     s.current_set,
                     s.update_set,
                     s.current_revision,
                     s.update_revision,
                     ord,
-                ))
+                )))
             })
         })
         .collect();
@@ -547,7 +573,13 @@ fn process_replica(s: &Snapshot<'_>, pod: &Arc<Pod>, monotonic: bool) -> (Vec<Ac
         let claims = claim_work(set, pod, s.claims);
         return (
             vec![Action::CreatePod {
-                pod: Box::new((**pod).clone()),
+                pod: Box::new(new_versioned_pod(
+                    s.current_set,
+                    s.update_set,
+                    s.current_revision,
+                    s.update_revision,
+                    ordinal(pod).unwrap_or_default(),
+                )),
                 claims,
             }],
             monotonic,

@@ -11,9 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet, StatefulSetStatus};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{self as core, PersistentVolumeClaim};
 use kube::Resource;
 use kube::api::{Api, PostParams};
+use rkcm_runtime::cached::Pod;
 use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::controller::Reconcile;
 use rkcm_runtime::controller_ref::{ControllerRefManager, controller_of};
@@ -616,7 +617,12 @@ impl Controller {
     }
 
     /// `CreateStatefulPod`.
-    async fn create_pod(&self, ctx: &Ctx<'_>, pod: &Pod, work: &ClaimWork) -> Result<(), Error> {
+    async fn create_pod(
+        &self,
+        ctx: &Ctx<'_>,
+        pod: &core::Pod,
+        work: &ClaimWork,
+    ) -> Result<(), Error> {
         let name = name_of(pod);
         let created_claims = match self.create_claims(ctx, &name, work).await {
             Ok(c) => c,
@@ -630,7 +636,7 @@ impl Controller {
             }
         };
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+        let api: Api<core::Pod> = Api::namespaced(self.client.clone(), &namespace);
         self.expectations.raise_expectations(ctx.key, 1, 0);
         let result = api.create(&PostParams::default(), pod).await;
         let created = match result {
@@ -655,7 +661,7 @@ impl Controller {
         for c in created_claims {
             claims.insert(name_of(&c), Arc::new(c));
         }
-        let owners = plan::owner_work(ctx.set, &created, &claims);
+        let owners = plan::owner_work(ctx.set, &Pod::from(&created), &claims);
         if let Err(e) = self.apply_owner_work(ctx, &name, &owners).await {
             self.pod_event(ctx, "update", &name, Some(&e.to_string()));
             return Err(e);
@@ -673,7 +679,7 @@ impl Controller {
     ) -> Result<(), Error> {
         let name = name_of(&**pod);
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+        let api: Api<core::Pod> = Api::namespaced(self.client.clone(), &namespace);
         let mut current: Pod = (**pod).clone();
         let mut delay = Duration::from_millis(10);
         for attempt in 1..=CONFLICT_STEPS {
@@ -706,11 +712,11 @@ impl Controller {
                     });
                 }
             };
-            let body = plan::repair(update_set, &whole, ctx.claims);
-            if !body.dirty {
+            let (body, repair) = plan::repair_whole(update_set, whole, ctx.claims);
+            if !repair.dirty {
                 return Ok(());
             }
-            match api.replace(&name, &PostParams::default(), &body.pod).await {
+            match api.replace(&name, &PostParams::default(), &body).await {
                 Ok(updated) => {
                     self.wrote(ctx, &updated);
                     self.pod_event(ctx, "update", &name, None);

@@ -12,8 +12,9 @@
 //! | Delete | Delete | set | pod |
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use rkcm_runtime::cached::Pod;
 
 use crate::identity::{in_ordinal_range, retention_policy};
 

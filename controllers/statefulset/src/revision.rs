@@ -15,7 +15,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
-use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use rkcm_runtime::cached::Pod;
 use rkcm_runtime::history::{
     equal_revision, find_equal_revisions, new_controller_revision, next_revision,
 };

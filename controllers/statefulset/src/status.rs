@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetStatus};
-use k8s_openapi::api::core::v1::Pod;
+use rkcm_runtime::cached::Pod;
 
 use crate::consts::strategy;
 use crate::identity::{

@@ -16,6 +16,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, ObjectMeta, OwnerReference, Time,
 };
 
+use rkcm_runtime::cached::Pod as CachedPod;
+
 use crate::identity::{new_pod, set_pod_revision};
 
 pub const NS: &str = "ns";
@@ -123,8 +125,13 @@ pub enum State {
     Succeeded,
 }
 
-/// An existing pod of `set` at ordinal `ord` and revision `rev`.
-pub fn pod(set: &StatefulSet, ord: i32, rev: &str, state: State) -> Pod {
+/// An existing pod of `set` at ordinal `ord` and revision `rev`, as the pod cache holds it.
+pub fn pod(set: &StatefulSet, ord: i32, rev: &str, state: State) -> CachedPod {
+    CachedPod::from(whole_pod(set, ord, rev, state))
+}
+
+/// [`pod`] as the API server has it.
+pub fn whole_pod(set: &StatefulSet, ord: i32, rev: &str, state: State) -> Pod {
     let mut p = new_pod(set, ord);
     set_pod_revision(&mut p, rev);
     p.metadata.uid = Some(format!("pod-uid-{ord}"));
@@ -152,15 +159,20 @@ pub fn pod(set: &StatefulSet, ord: i32, rev: &str, state: State) -> Pod {
     p
 }
 
-pub fn terminating(mut p: Pod) -> Pod {
+pub fn terminating(mut p: CachedPod) -> CachedPod {
     p.metadata.deletion_timestamp = Some(Time(now()));
     p
 }
 
 /// Pods as the controller's projected pod cache holds them.
-pub fn arcs(pods: Vec<Pod>) -> Vec<Arc<Pod>> {
+pub fn arcs(pods: Vec<CachedPod>) -> Vec<Arc<CachedPod>> {
     pods.into_iter()
-        .map(|p| Arc::new(rkcm_runtime::projection::projected(&p, crate::POD_FIELDS)))
+        .map(|p| {
+            Arc::new(
+                rkcm_runtime::projection::projected(&p, crate::POD_FIELDS)
+                    .expect("a fixture reads as the cache reads it"),
+            )
+        })
         .collect()
 }
 

@@ -3,8 +3,8 @@
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
-use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::watcher;
+use rkcm_runtime::cached::{Node, Pod};
 use rkcm_runtime::events::EventRecorder;
 use rkcm_runtime::expectations::ControllerExpectations;
 use rkcm_runtime::history::History;

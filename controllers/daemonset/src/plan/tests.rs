@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use rkcm_runtime::cached::{Node, Pod};
 use serde_json::json;
 
 use super::*;

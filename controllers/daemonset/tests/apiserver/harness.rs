@@ -378,15 +378,16 @@ pub fn merge(target: &mut Value, patch: &Value) {
 
 /// `spec.nodeName`, or the node of the `metadata.name` affinity term.
 pub fn target_node(p: &Pod) -> Option<String> {
-    rkcm_daemonset::template::target_node_name(p).map(str::to_owned)
+    rkcm_daemonset::template::target_node_name(&rkcm_runtime::cached::Pod::from(p))
+        .map(str::to_owned)
 }
 
 pub fn is_ready(p: &Pod) -> bool {
-    rkcm_runtime::pod::is_pod_ready(p)
+    rkcm_runtime::pod::is_pod_ready(&rkcm_runtime::cached::Pod::from(p))
 }
 
 pub fn pod_hash(p: &Pod) -> String {
-    rkcm_daemonset::template::pod_hash(p).to_owned()
+    rkcm_daemonset::template::pod_hash(&rkcm_runtime::cached::Pod::from(p)).to_owned()
 }
 
 pub fn label<'a>(p: &'a Pod, key: &str) -> Option<&'a str> {

@@ -10,8 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DeploymentCondition, DeploymentStatus};
-use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cached::PodStatus;
 
 use super::*;
 use crate::model::tests::{R, ago, dep25, now, recreate, template};

@@ -7,8 +7,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cached::PodStatus;
 
 use super::*;
 use crate::model::tests::{

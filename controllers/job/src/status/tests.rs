@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
-use k8s_openapi::api::core::v1::Pod;
+use rkcm_runtime::cached::Pod;
 use serde_json::json;
 
 use super::*;

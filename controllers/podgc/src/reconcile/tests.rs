@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Pod, Taint};
+use k8s_openapi::api::core::v1::Taint;
+use rkcm_runtime::cached::Node;
+use rkcm_runtime::cached::{NodeCondition, NodeSpec, NodeStatus};
 use rkcm_runtime::clock::{FakeClock, SharedClock};
 use rkcm_testkit::fake_api::{FakeApi, Reply};
 use tokio::time::Instant;
@@ -23,7 +25,7 @@ enum NodeAnswer {
 /// One PodGC call the fake API server saw, read back from its request log.
 #[derive(Debug, Clone, PartialEq)]
 enum Call {
-    Apply(Box<Pod>),
+    Apply(Box<core::Pod>),
     Delete { key: String, uid: Option<String> },
     GetNode(String),
 }
@@ -111,7 +113,7 @@ impl Api {
             })
             .collect()
     }
-    fn applied(&self) -> Vec<Pod> {
+    fn applied(&self) -> Vec<core::Pod> {
         self.calls()
             .into_iter()
             .filter_map(|c| match c {
@@ -178,9 +180,7 @@ fn node(name: &str, ready: &str, out_of_service: bool) -> Node {
         conditions: Some(vec![NodeCondition {
             type_: "Ready".into(),
             status: ready.into(),
-            ..Default::default()
         }]),
-        ..Default::default()
     });
     n
 }

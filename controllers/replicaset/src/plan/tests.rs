@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{
-    Container, ContainerStatus, Pod, PodCondition, PodSpec, PodStatus,
-};
+use k8s_openapi::api::core::v1::PodCondition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cached::{Container, ContainerStatus, PodSpec, PodStatus};
 
 use super::*;
 
@@ -46,10 +46,10 @@ pub(crate) struct P {
 impl P {
     /// The pod as the controller's projected pod cache holds it.
     pub(crate) fn build(&self) -> Arc<Pod> {
-        Arc::new(rkcm_runtime::projection::projected(
-            &self.whole(),
-            crate::POD_FIELDS,
-        ))
+        Arc::new(
+            rkcm_runtime::projection::projected(&self.whole(), crate::POD_FIELDS)
+                .expect("a fixture reads as the cache reads it"),
+        )
     }
 
     fn whole(&self) -> Pod {
@@ -103,7 +103,6 @@ impl P {
                 init_containers: Some(vec![Container {
                     name: "sidecar".into(),
                     restart_policy: Some("Always".into()),
-                    ..Container::default()
                 }]),
                 ..PodSpec::default()
             }),

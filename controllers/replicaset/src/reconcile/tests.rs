@@ -10,12 +10,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec};
 use k8s_openapi::api::core::v1::{
-    Pod, PodTemplateSpec, ReplicationController, ReplicationControllerSpec,
+    PodTemplateSpec, ReplicationController, ReplicationControllerSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, ObjectMeta, OwnerReference, Time,
 };
 use kube::runtime::watcher;
+use rkcm_runtime::cached::Pod;
 use rkcm_runtime::clock::FakeClock;
 use rkcm_runtime::events::{EventRecorder, FakeEvents};
 use rkcm_runtime::informer::Informer;

@@ -35,15 +35,15 @@ fn new_pod_has_identity_storage_and_owner() {
     // A template volume named like the claim template is replaced; others are kept.
     if let Some(spec) = s.spec.template.spec.as_mut() {
         spec.volumes = Some(vec![
-            Volume {
+            core::Volume {
                 name: "data".into(),
                 empty_dir: Some(EmptyDirVolumeSource::default()),
-                ..Volume::default()
+                ..core::Volume::default()
             },
-            Volume {
+            core::Volume {
                 name: "scratch".into(),
                 empty_dir: Some(EmptyDirVolumeSource::default()),
-                ..Volume::default()
+                ..core::Volume::default()
             },
         ]);
     }
@@ -82,9 +82,10 @@ fn new_pod_has_identity_storage_and_owner() {
         ),
         ("StatefulSet", SET_UID, Some(true), Some(true))
     );
-    assert!(identity_matches(&s, &p));
-    assert!(storage_matches(&s, &p));
-    assert!(in_ordinal_range(&s, &p));
+    let cached = Pod::from(&p);
+    assert!(identity_matches(&s, &cached));
+    assert!(storage_matches(&s, &cached));
+    assert!(in_ordinal_range(&s, &cached));
     assert_eq!((start_ordinal(&s), end_ordinal(&s)), (5, 7));
 }
 
@@ -150,7 +151,7 @@ fn versioned_pods_below_the_partition_use_the_current_revision() {
     current.spec.template = crate::testutil::template("old");
     let mut update = set(4);
     update.spec.template = crate::testutil::template("new");
-    let image = |p: &Pod| {
+    let image = |p: &core::Pod| {
         p.spec
             .as_ref()
             .and_then(|s| s.containers.first())
@@ -176,7 +177,7 @@ fn versioned_pods_below_the_partition_use_the_current_revision() {
         }
         let p = new_versioned_pod(&c, &u, "web-old", "web-new", ord);
         assert_eq!(
-            pod_revision(&p),
+            pod_revision(&Pod::from(&p)),
             want_rev,
             "partition {partition} ordinal {ord}"
         );
@@ -192,7 +193,9 @@ fn versioned_pods_below_the_partition_use_the_current_revision() {
         st.current_replicas = Some(3);
     }
     assert_eq!(
-        pod_revision(&new_versioned_pod(&c, &update, "web-old", "web-new", 0)),
+        pod_revision(&Pod::from(new_versioned_pod(
+            &c, &update, "web-old", "web-new", 0
+        ))),
         "web-new"
     );
 }
@@ -217,7 +220,7 @@ fn predicates() {
     assert!(is_succeeded(&pod(&s, 0, "r", State::Succeeded)));
     assert!(is_pending(&pod(&s, 0, "r", State::Pending)));
     assert!(!is_running_and_ready(&pod(&s, 0, "r", State::Unready)));
-    assert!(!is_created(&new_pod(&s, 0)));
+    assert!(!is_created(&Pod::from(new_pod(&s, 0))));
 }
 
 #[test]

@@ -1,5 +1,7 @@
 use super::*;
 use crate::testutil::*;
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 const CUR: &str = "web-cur";
 const UPD: &str = "web-upd";
@@ -26,23 +28,25 @@ fn run(s: &StatefulSet, pods: Vec<Pod>) -> Plan {
     run_with(s, pods, Claims::new(), true, CUR)
 }
 
-fn name(p: &Pod) -> String {
-    p.metadata.name.clone().unwrap_or_default()
+fn name(meta: &ObjectMeta) -> String {
+    meta.name.clone().unwrap_or_default()
 }
 
 /// Every action as a short string.
 fn ops(plan: &Plan) -> Vec<String> {
     plan.actions()
         .map(|a| match a {
-            Action::DeletePod { pod, reason } => format!("delete {} {reason:?}", name(pod)),
+            Action::DeletePod { pod, reason } => {
+                format!("delete {} {reason:?}", name(&pod.metadata))
+            }
             Action::CreatePod { pod, .. } => format!(
                 "create {} {}",
-                name(pod),
-                crate::identity::pod_revision(pod)
+                name(&pod.metadata),
+                crate::identity::pod_revision(&Pod::from(&**pod))
             ),
-            Action::EnsureClaims { pod, .. } => format!("claims {}", name(pod)),
-            Action::UpdatePod { pod } => format!("update {}", name(pod)),
-            Action::FixClaimOwners { pod, .. } => format!("fix {}", name(pod)),
+            Action::EnsureClaims { pod, .. } => format!("claims {}", name(&pod.metadata)),
+            Action::UpdatePod { pod } => format!("update {}", name(&pod.metadata)),
+            Action::FixClaimOwners { pod, .. } => format!("fix {}", name(&pod.metadata)),
         })
         .collect()
 }
@@ -537,6 +541,38 @@ fn invariants_are_repaired_on_existing_pods() {
     let r = repair(&s, &broken, &claims);
     assert!(r.dirty && r.owners.is_empty() && r.claims.is_empty());
     assert!(identity_matches(&s, &r.pod));
+    // The write body: the whole pod, repaired the same way, keeping what the cache drops.
+    let mut whole = whole_pod(&s, 1, CUR, State::Ready(600));
+    if let Some(l) = whole.metadata.labels.as_mut() {
+        l.remove(crate::consts::labels::POD_NAME);
+    }
+    assert_eq!(Pod::from(&whole), broken);
+    if let Some(spec) = whole.spec.as_mut() {
+        spec.containers[0].image = Some("kept".into());
+        spec.volumes
+            .get_or_insert_with(Vec::new)
+            .push(core::Volume {
+                name: "scratch".into(),
+                empty_dir: Some(core::EmptyDirVolumeSource::default()),
+                ..core::Volume::default()
+            });
+    }
+    let (body, again) = repair_whole(&s, whole, &claims);
+    assert_eq!(
+        (again.dirty, &again.claims, &again.owners),
+        (r.dirty, &r.claims, &r.owners),
+        "the decision is the cached view's"
+    );
+    assert_eq!(Pod::from(&body).metadata, r.pod.metadata);
+    let spec = body.spec.as_ref().expect("spec");
+    assert_eq!(spec.containers[0].image.as_deref(), Some("kept"));
+    assert!(
+        spec.volumes
+            .iter()
+            .flatten()
+            .any(|v| v.name == "scratch" && v.empty_dir.is_some()),
+        "a volume the cache does not hold survives the repair"
+    );
     // A policy change alone: the claim of web-0 lacks the set ref.
     let claims = claims_map(vec![
         claim("data-web-0", vec![]),

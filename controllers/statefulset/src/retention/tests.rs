@@ -89,7 +89,7 @@ fn stale_refs_leave_the_claim_alone() {
     assert!(is_claim_owner_up_to_date(&old_pod, &s, &p));
     assert!(claim_is_stale_for_pod(&old_pod, &p));
     // A pod not yet created has no UID: any ref to its name is stale.
-    let placeholder = crate::identity::new_pod(&s, 0);
+    let placeholder = Pod::from(crate::identity::new_pod(&s, 0));
     assert!(claim_is_stale_for_pod(&old_pod, &placeholder));
     assert!(!claim_is_stale_for_pod(&claim("c", vec![]), &placeholder));
     assert!(!claim_is_stale_for_pod(

@@ -10,7 +10,7 @@ fn counts_follow_upstream() {
         pod(&s, 2, "upd", State::Ready(1)),
         terminating(pod(&s, 3, "cur", State::Ready(100))),
         pod(&s, 4, "upd", State::Pending),
-        crate::identity::new_pod(&s, 5),
+        Pod::from(crate::identity::new_pod(&s, 5)),
     ];
     let c = count(pods.iter(), 10, "cur", "upd", now());
     assert_eq!(
