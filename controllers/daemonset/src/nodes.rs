@@ -26,7 +26,9 @@ fn taints(node: &Node) -> &[Taint] {
 /// rkcm's rolling update leaves NotReady nodes out (see `plan::node_is_not_ready`), so a
 /// rollout must look again when that changes. Heartbeats never flip it.
 pub fn node_update_matters(old: &Node, new: &Node) -> bool {
-    let labels = |n: &Node| n.metadata.labels.clone().unwrap_or_default();
+    fn labels(n: &Node) -> Option<&std::collections::BTreeMap<String, String>> {
+        n.metadata.labels.as_ref().filter(|l| !l.is_empty())
+    }
     labels(old) != labels(new)
         || taints(old) != taints(new)
         || node_is_not_ready(old) != node_is_not_ready(new)
