@@ -12,7 +12,7 @@
 //! creates and deletes each.
 
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -151,6 +151,18 @@ fn node_name(node: &Node) -> &str {
     node.metadata.name.as_deref().unwrap_or_default()
 }
 
+/// Position of each node in the snapshot's node list, by name: one sync looks nodes up by
+/// name once per node, so a linear search would make it quadratic in the nodes.
+type NodeIndex<'a> = HashMap<&'a str, usize>;
+
+fn node_index<'a>(nodes: &'a [Arc<Node>]) -> NodeIndex<'a> {
+    nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (node_name(n), i))
+        .collect()
+}
+
 fn pod_name(pod: &Pod) -> &str {
     pod.metadata.name.as_deref().unwrap_or_default()
 }
@@ -167,6 +179,7 @@ pub fn plan(snap: &Snapshot<'_>, now: Timestamp) -> Plan {
         .iter()
         .map(|n| node_should_run_daemon_pod(n, snap.ds))
         .collect();
+    let index = node_index(snap.nodes);
     let status = calculate_status(snap, &by_node, &placements, now);
     let mut plan = Plan {
         step: Step::WaitForExpectations,
@@ -185,11 +198,11 @@ pub fn plan(snap: &Snapshot<'_>, now: Timestamp) -> Plan {
     }
     plan.update_observed_generation = true;
     plan.step = Step::Manage;
-    manage(snap, &by_node, &placements, now, &mut plan);
+    manage(snap, &index, &by_node, &placements, now, &mut plan);
     if plan.is_idle() && strategy_type(snap.ds) == strategy::ROLLING_UPDATE {
         plan.step = Step::RollingUpdate;
         let mut by_node = by_node;
-        match rolling_update(snap, &mut by_node, &placements, now) {
+        match rolling_update(snap, &index, &mut by_node, &placements, now) {
             Ok((deletes, creates)) => {
                 plan.deletes = deletes;
                 plan.creates = creates;
@@ -230,6 +243,7 @@ fn requeue_min(current: Option<Duration>, d: Duration) -> Option<Duration> {
 /// `manage`: per node, `podsShouldBeOnNode`; then unscheduled pods whose node is gone.
 fn manage(
     snap: &Snapshot<'_>,
+    index: &NodeIndex<'_>,
     by_node: &BTreeMap<String, Vec<Arc<Pod>>>,
     placements: &[Placement],
     now: Timestamp,
@@ -347,7 +361,7 @@ fn manage(
     }
     // Unbound pods aimed at a node that no longer exists: nothing else deletes them.
     for (node, pods) in by_node {
-        if snap.nodes.iter().any(|n| node_name(n) == node) {
+        if index.contains_key(node.as_str()) {
             continue;
         }
         plan.deletes.extend(
@@ -443,6 +457,7 @@ pub fn node_is_not_ready(node: &Node) -> bool {
 /// order, then pods aimed at unknown nodes by name (upstream's order is a map's).
 fn rolling_update(
     snap: &Snapshot<'_>,
+    index: &NodeIndex<'_>,
     by_node: &mut BTreeMap<String, Vec<Arc<Pod>>>,
     placements: &[Placement],
     now: Timestamp,
@@ -461,20 +476,15 @@ fn rolling_update(
         by_node
             .keys()
             .map(String::as_str)
-            .filter(|k| !snap.nodes.iter().any(|n| node_name(n) == *k)),
+            .filter(|k| !index.contains_key(k)),
     );
-    let placement_of = |node: &str| {
-        snap.nodes
-            .iter()
-            .position(|n| node_name(n) == node)
-            .map(|i| placements[i])
-    };
+    let placement_of = |node: &str| index.get(node).and_then(|&i| placements.get(i)).copied();
     // Nodes whose Ready condition is not True sit the rollout out (see `node_is_not_ready`).
     order.retain(|node| {
-        !snap
-            .nodes
-            .iter()
-            .any(|n| node_name(n) == *node && node_is_not_ready(n))
+        index
+            .get(node)
+            .and_then(|&i| snap.nodes.get(i))
+            .is_none_or(|n| !node_is_not_ready(n))
     });
 
     if max_surge == 0 {
