@@ -36,6 +36,7 @@ use rkcm_runtime::podcontrol::{
 };
 use rkcm_runtime::selector::Selector;
 use rkcm_runtime::workqueue::WorkQueue;
+use rkcm_runtime::write;
 
 use crate::Config;
 use crate::backoff::Backoff;
@@ -635,13 +636,12 @@ impl Controller {
             obj
         };
         tracing::debug!(daemonset = key, status = ?plan.status, update_observed_generation = plan.update_observed_generation, "updating daemon set status");
-        let pp = PostParams::default();
-        let updated = match api.replace_status(&name, &pp, &build(ds)).await {
+        let updated = match write::replace_status(&self.client, &build(ds)).await {
             Ok(u) => u,
             Err(first) => {
                 tracing::debug!(daemonset = key, error = %first, "status update failed; retrying on a fresh copy");
                 let fresh = api.get(&name).await.map_err(err)?;
-                api.replace_status(&name, &pp, &build(&fresh))
+                write::replace_status(&self.client, &build(&fresh))
                     .await
                     .map_err(err)?
             }
@@ -650,7 +650,7 @@ impl Controller {
             key,
             ds,
             GroupResource::of::<DaemonSet>(),
-            updated.metadata.resource_version.as_deref(),
+            updated.resource_version.as_deref(),
         );
         self.requeue_for_availability(ds, key, plan);
         Ok(())
