@@ -43,70 +43,101 @@ impl Placement {
     };
 }
 
-/// Upstream `NodeShouldRunDaemonPod(node, ds)`.
-pub fn node_should_run_daemon_pod(node: &Node, ds: &DaemonSet) -> Placement {
-    let node_name = node.metadata.name.as_deref().unwrap_or_default();
-    let mut spec: PodSpec = ds.spec.template.spec.clone().unwrap_or_default();
-    // A fixed node name in the template pins the DaemonSet to that node alone.
-    if let Some(fixed) = spec.node_name.as_deref()
-        && !fixed.is_empty()
-        && fixed != node_name
-    {
-        return Placement::NONE;
-    }
-    add_or_update_daemon_pod_tolerations(&mut spec);
-    if !matches_required_node_affinity(&spec, node) {
-        return Placement::NONE;
-    }
-    let node_taints: &[Taint] = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.as_deref())
-        .unwrap_or_default();
-    let tolerations: &[Toleration] = spec.tolerations.as_deref().unwrap_or_default();
-    let untolerated = |effects: &[&str]| {
-        find_matching_untolerated_taint(node_taints, tolerations, |t| {
-            effects.contains(&t.effect.as_str())
-        })
-        .is_some()
-    };
-    if untolerated(&[taints::NO_SCHEDULE, taints::NO_EXECUTE]) {
-        // A running pod stays unless some untolerated taint evicts it.
-        return Placement {
-            should_run: false,
-            should_continue_running: !untolerated(&[taints::NO_EXECUTE]),
-        };
-    }
-    Placement::RUN
+/// What [`node_should_run_daemon_pod`] reads of a DaemonSet, worked out once per DaemonSet
+/// rather than once per node: the hypothetical daemon pod's fixed node, node selector,
+/// required node affinity and tolerations (the template's, with the defaults added).
+pub struct Eligibility<'a> {
+    fixed_node: Option<&'a str>,
+    node_selector: Option<&'a BTreeMap<String, String>>,
+    required: Option<&'a NodeSelector>,
+    tolerations: Vec<Toleration>,
 }
 
-/// `nodeaffinity.GetRequiredNodeAffinity(pod).Match(node)`: the `nodeSelector` (every
-/// key=value) and the required node affinity terms. Parse errors count as "no match".
-pub fn matches_required_node_affinity(spec: &PodSpec, node: &Node) -> bool {
-    let labels = node.metadata.labels.clone().unwrap_or_default();
-    if let Some(selector) = &spec.node_selector
-        && !selector.iter().all(|(k, v)| labels.get(k) == Some(v))
-    {
-        return false;
+impl<'a> Eligibility<'a> {
+    pub fn of(ds: &'a DaemonSet) -> Self {
+        let spec = ds.spec.template.spec.as_ref();
+        let mut with_defaults = PodSpec {
+            host_network: spec.and_then(|s| s.host_network),
+            tolerations: spec.and_then(|s| s.tolerations.clone()),
+            ..PodSpec::default()
+        };
+        add_or_update_daemon_pod_tolerations(&mut with_defaults);
+        Eligibility {
+            fixed_node: spec
+                .and_then(|s| s.node_name.as_deref())
+                .filter(|n| !n.is_empty()),
+            node_selector: spec.and_then(|s| s.node_selector.as_ref()),
+            required: spec
+                .and_then(|s| s.affinity.as_ref())
+                .and_then(|a| a.node_affinity.as_ref())
+                .and_then(|n| {
+                    n.required_during_scheduling_ignored_during_execution
+                        .as_ref()
+                }),
+            tolerations: with_defaults.tolerations.unwrap_or_default(),
+        }
     }
-    let required = spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| {
-            n.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        });
-    match required {
-        None => true,
-        Some(selector) => node_selector_matches(selector, node),
+
+    /// Upstream `NodeShouldRunDaemonPod(node, ds)`.
+    pub fn placement(&self, node: &Node) -> Placement {
+        let node_name = node.metadata.name.as_deref().unwrap_or_default();
+        // A fixed node name in the template pins the DaemonSet to that node alone.
+        if self.fixed_node.is_some_and(|fixed| fixed != node_name) {
+            return Placement::NONE;
+        }
+        if !self.matches_required_node_affinity(node) {
+            return Placement::NONE;
+        }
+        let node_taints: &[Taint] = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_deref())
+            .unwrap_or_default();
+        let untolerated = |effects: &[&str]| {
+            find_matching_untolerated_taint(node_taints, &self.tolerations, |t| {
+                effects.contains(&t.effect.as_str())
+            })
+            .is_some()
+        };
+        if untolerated(&[taints::NO_SCHEDULE, taints::NO_EXECUTE]) {
+            // A running pod stays unless some untolerated taint evicts it.
+            return Placement {
+                should_run: false,
+                should_continue_running: !untolerated(&[taints::NO_EXECUTE]),
+            };
+        }
+        Placement::RUN
     }
+
+    /// `nodeaffinity.GetRequiredNodeAffinity(pod).Match(node)`: the `nodeSelector` (every
+    /// key=value) and the required node affinity terms. Parse errors count as "no match".
+    fn matches_required_node_affinity(&self, node: &Node) -> bool {
+        let labels = labels_of(node);
+        if let Some(selector) = self.node_selector
+            && !selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+        {
+            return false;
+        }
+        self.required
+            .is_none_or(|selector| node_selector_matches(selector, node))
+    }
+}
+
+/// Upstream `NodeShouldRunDaemonPod(node, ds)` for one node (see [`Eligibility`] for many).
+pub fn node_should_run_daemon_pod(node: &Node, ds: &DaemonSet) -> Placement {
+    Eligibility::of(ds).placement(node)
+}
+
+/// A node's labels (an absent map reads as empty).
+fn labels_of(node: &Node) -> &BTreeMap<String, String> {
+    static NONE: BTreeMap<String, String> = BTreeMap::new();
+    node.metadata.labels.as_ref().unwrap_or(&NONE)
 }
 
 /// A required node selector: an OR over its terms. An empty term selects nothing; a term
 /// that does not parse is skipped.
 pub fn node_selector_matches(selector: &NodeSelector, node: &Node) -> bool {
-    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let labels = labels_of(node);
     let name = node.metadata.name.as_deref().unwrap_or_default();
     selector.node_selector_terms.iter().any(|term| {
         let exprs = term.match_expressions.as_deref().unwrap_or_default();
@@ -116,7 +147,7 @@ pub fn node_selector_matches(selector: &NodeSelector, node: &Node) -> bool {
         }
         let labels_ok = exprs
             .iter()
-            .map(|r| label_requirement_matches(r, &labels))
+            .map(|r| label_requirement_matches(r, labels))
             .collect::<Option<Vec<bool>>>();
         let fields_ok = fields
             .iter()

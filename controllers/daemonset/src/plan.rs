@@ -22,7 +22,7 @@ use rkcm_runtime::cached::{Node, Pod};
 
 use crate::backoff::{Backoff, backoff_key};
 use crate::consts::strategy;
-use crate::eligibility::{Placement, node_should_run_daemon_pod};
+use crate::eligibility::{Eligibility, Placement};
 use crate::status::{Counts, calculate_status};
 use crate::template::{
     IntOrPercentError, allows_surge, is_pod_updated, min_ready_seconds, pod_hash, strategy_type,
@@ -127,11 +127,8 @@ pub fn compare_pods(a: &Pod, b: &Pod) -> Ordering {
 /// `getNodesToDaemonPods`: claimed pods grouped by target node (`spec.nodeName` or the
 /// `metadata.name` affinity term), pods without one skipped. Terminal pods being deleted are
 /// dropped unless `include_deleted_terminal`.
-pub fn pods_by_node(
-    pods: &[Arc<Pod>],
-    include_deleted_terminal: bool,
-) -> BTreeMap<String, Vec<Arc<Pod>>> {
-    let mut map: BTreeMap<String, Vec<Arc<Pod>>> = BTreeMap::new();
+pub fn pods_by_node(pods: &[Arc<Pod>], include_deleted_terminal: bool) -> PodsByNode<'_> {
+    let mut map: PodsByNode<'_> = BTreeMap::new();
     for pod in pods {
         if !include_deleted_terminal
             && is_terminal(pod)
@@ -142,10 +139,13 @@ pub fn pods_by_node(
         let Some(node) = target_node_name(pod) else {
             continue;
         };
-        map.entry(node.to_owned()).or_default().push(pod.clone());
+        map.entry(node).or_default().push(pod.clone());
     }
     map
 }
+
+/// Pods by the node they are bound to or aimed at (keys borrowed from the snapshot).
+pub type PodsByNode<'a> = BTreeMap<&'a str, Vec<Arc<Pod>>>;
 
 fn node_name(node: &Node) -> &str {
     node.metadata.name.as_deref().unwrap_or_default()
@@ -174,10 +174,11 @@ fn pod_namespace(pod: &Pod) -> &str {
 /// The decisions of one sync.
 pub fn plan(snap: &Snapshot<'_>, now: Timestamp) -> Plan {
     let by_node = pods_by_node(snap.pods, false);
+    let eligibility = Eligibility::of(snap.ds);
     let placements: Vec<Placement> = snap
         .nodes
         .iter()
-        .map(|n| node_should_run_daemon_pod(n, snap.ds))
+        .map(|n| eligibility.placement(n))
         .collect();
     let index = node_index(snap.nodes);
     let status = calculate_status(snap, &by_node, &placements, now);
@@ -244,7 +245,7 @@ fn requeue_min(current: Option<Duration>, d: Duration) -> Option<Duration> {
 fn manage(
     snap: &Snapshot<'_>,
     index: &NodeIndex<'_>,
-    by_node: &BTreeMap<String, Vec<Arc<Pod>>>,
+    by_node: &PodsByNode<'_>,
     placements: &[Placement],
     now: Timestamp,
     plan: &mut Plan,
@@ -361,7 +362,7 @@ fn manage(
     }
     // Unbound pods aimed at a node that no longer exists: nothing else deletes them.
     for (node, pods) in by_node {
-        if index.contains_key(node.as_str()) {
+        if index.contains_key(node) {
             continue;
         }
         plan.deletes.extend(
@@ -407,9 +408,9 @@ fn updated_pods_on_node<'p>(
 
 /// `updatedDesiredNodeCounts`: `(maxSurge, maxUnavailable, desiredNumberScheduled)`, adding
 /// an empty entry for every desired node without pods.
-fn desired_node_counts(
-    snap: &Snapshot<'_>,
-    by_node: &mut BTreeMap<String, Vec<Arc<Pod>>>,
+fn desired_node_counts<'a>(
+    snap: &Snapshot<'a>,
+    by_node: &mut PodsByNode<'a>,
     placements: &[Placement],
 ) -> Result<(i32, i32, i32), PlanError> {
     let mut desired = 0i32;
@@ -418,7 +419,7 @@ fn desired_node_counts(
             continue;
         }
         desired += 1;
-        by_node.entry(node_name(node).to_owned()).or_default();
+        by_node.entry(node_name(node)).or_default();
     }
     let mut max_unavailable =
         unavailable_count(snap.ds, desired).map_err(PlanError::MaxUnavailable)?;
@@ -455,10 +456,10 @@ pub fn node_is_not_ready(node: &Node) -> bool {
 
 /// `rollingUpdate`: `(pods to delete, nodes to create on)`. Nodes are visited in node-list
 /// order, then pods aimed at unknown nodes by name (upstream's order is a map's).
-fn rolling_update(
-    snap: &Snapshot<'_>,
+fn rolling_update<'a>(
+    snap: &Snapshot<'a>,
     index: &NodeIndex<'_>,
-    by_node: &mut BTreeMap<String, Vec<Arc<Pod>>>,
+    by_node: &mut PodsByNode<'a>,
     placements: &[Placement],
     now: Timestamp,
 ) -> Result<(Vec<Arc<Pod>>, Vec<String>), PlanError> {
@@ -472,12 +473,7 @@ fn rolling_update(
         .map(|n| node_name(n))
         .filter(|n| by_node.contains_key(*n))
         .collect();
-    order.extend(
-        by_node
-            .keys()
-            .map(String::as_str)
-            .filter(|k| !index.contains_key(k)),
-    );
+    order.extend(by_node.keys().copied().filter(|k| !index.contains_key(k)));
     let placement_of = |node: &str| index.get(node).and_then(|&i| placements.get(i)).copied();
     // Nodes whose Ready condition is not True sit the rollout out (see `node_is_not_ready`).
     order.retain(|node| {

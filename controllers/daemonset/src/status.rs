@@ -5,7 +5,6 @@
 //! in [`compare_pods`] order (bound first, then oldest); terminal pods being deleted do not
 //! count. `conditions` and `collisionCount` are never touched here.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -66,7 +65,7 @@ fn first_pod(pods: &[Arc<Pod>]) -> Option<&Arc<Pod>> {
 /// `snap.nodes`).
 pub fn calculate_status(
     snap: &Snapshot<'_>,
-    by_node: &BTreeMap<String, Vec<Arc<Pod>>>,
+    by_node: &crate::plan::PodsByNode<'_>,
     placements: &[Placement],
     now: Timestamp,
 ) -> Counts {

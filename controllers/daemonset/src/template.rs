@@ -186,12 +186,12 @@ fn pod_label<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
 
 /// `IsPodUpdated`: the pod carries the current hash, or the current template generation.
 pub fn is_pod_updated(pod: &Pod, hash: &str, generation: Option<i64>) -> bool {
-    let template_matches = generation.is_some_and(|g| {
-        pod_label(pod, labels::POD_TEMPLATE_GENERATION) == Some(g.to_string().as_str())
-    });
     let hash_matches =
         !hash.is_empty() && pod_label(pod, labels::CONTROLLER_REVISION_HASH) == Some(hash);
-    hash_matches || template_matches
+    hash_matches
+        || generation.is_some_and(|g| {
+            pod_label(pod, labels::POD_TEMPLATE_GENERATION) == Some(g.to_string().as_str())
+        })
 }
 
 /// The `controller-revision-hash` label of a pod (empty when absent).
