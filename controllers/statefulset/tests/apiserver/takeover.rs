@@ -184,8 +184,10 @@ async fn handover(base: &Base) -> Result<()> {
 
         let mut rolled = Vec::new();
         for image in [V2, V3] {
-            env.set_image("web", image).await?;
+            // The revision before the change: read after it, a fast rollout may already have
+            // moved it, and the wait below would never end.
             let prev = env.status("web").await?.update_revision;
+            env.set_image("web", image).await?;
             rolled.push(
                 env.wait_status("web", &format!("rkcm rolled {image}"), |s, st| {
                     st.observed_generation == s.metadata.generation
