@@ -346,10 +346,11 @@ impl From<core::Node> for Node {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn wire_pod() -> serde_json::Value {
+    /// A pod as the API server sends it, with fields of every kind the cache drops.
+    pub(crate) fn wire_pod() -> serde_json::Value {
         serde_json::json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "7",

@@ -145,30 +145,7 @@ mod tests {
     use crate::cached::Container;
 
     fn pod() -> Pod {
-        serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "p", "namespace": "ns", "labels": {"a": "b"},
-                "managedFields": [{"manager": "m"}]},
-            "spec": {
-                "nodeName": "n1",
-                "affinity": {"nodeAffinity": {}},
-                "initContainers": [{"name": "side", "image": "i", "restartPolicy": "Always",
-                    "env": [{"name": "E", "value": "v"}]}],
-                "containers": [{"name": "c", "image": "i", "command": ["x"],
-                    "ports": [{"containerPort": 80}]}],
-                "volumes": [
-                    {"name": "data", "persistentVolumeClaim": {"claimName": "data-p"}},
-                    {"name": "tok", "projected": {"sources": []}}
-                ]
-            },
-            "status": {
-                "phase": "Running", "podIP": "10.0.0.1", "qosClass": "BestEffort",
-                "conditions": [{"type": "Ready", "status": "True"}],
-                "containerStatuses": [{"name": "c", "image": "i", "imageID": "id",
-                    "containerID": "cid", "ready": true, "restartCount": 3,
-                    "state": {"terminated": {"exitCode": 2, "containerID": "cid"}}}]
-            }
-        }))
-        .expect("valid pod")
+        serde_json::from_value(crate::cached::tests::wire_pod()).expect("valid pod")
     }
 
     #[test]
@@ -191,7 +168,7 @@ mod tests {
         assert_eq!(spec.volumes, None);
         assert_eq!(spec.affinity, None);
         let status = p.status.as_ref().expect("status");
-        assert_eq!(status.phase.as_deref(), Some("Running"));
+        assert_eq!(status.phase.as_deref(), Some("Failed"));
         assert_eq!(status.conditions.as_ref().map(Vec::len), Some(1));
         assert_eq!(status.container_statuses, None);
     }
