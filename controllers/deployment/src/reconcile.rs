@@ -28,6 +28,7 @@ use rkcm_runtime::controller_ref::ControllerRefManager;
 use rkcm_runtime::events::EventRecorder;
 use rkcm_runtime::informer::{INDEX_CONTROLLER_UID, Store};
 use rkcm_runtime::keys::split_key;
+use rkcm_runtime::pacing::StatusPacer;
 use rkcm_runtime::podcontrol::{error_message, is_namespace_terminating};
 use rkcm_runtime::selector::Selector;
 use rkcm_runtime::workqueue::RetryPolicy;
@@ -53,6 +54,8 @@ pub(crate) struct Controller {
     /// Recreate Deployments with a pod-deletion check scheduled but not yet started: more
     /// deletions meanwhile need no check of their own.
     pub(crate) pending_pod_checks: Mutex<HashSet<String>>,
+    /// Spaces out one Deployment's routine status writes ([`rkcm_runtime::pacing`]).
+    pub(crate) pacer: StatusPacer,
     pub(crate) clock: SharedClock,
     pub(crate) cfg: Config,
 }
@@ -61,6 +64,7 @@ impl Controller {
     async fn sync_inner(&self, key: &str) -> Result<(), Error> {
         let Some(cached) = self.deployments.get(key) else {
             tracing::debug!(controller = crate::NAME, key, "deployment has been deleted");
+            self.pacer.forget(key);
             return Ok(());
         };
         let (namespace, _) = split_key(key);
@@ -642,8 +646,16 @@ impl SyncPass<'_> {
                 Ok(())
             }
             StatusStep::Write(status) => {
+                if let Some(wait) = self.c.pacer.hold(self.key, self.c.clock.now()) {
+                    // Written moments ago: the next write counts whatever else arrives
+                    // meanwhile.
+                    self.c.queue.add_after(self.key.to_owned(), wait);
+                    return Ok(());
+                }
                 self.set_status(&status);
-                self.write_status().await
+                self.write_status().await?;
+                self.c.pacer.wrote(self.key, self.c.clock.now());
+                Ok(())
             }
         }
     }

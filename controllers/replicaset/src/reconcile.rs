@@ -41,6 +41,7 @@ use rkcm_runtime::informer::{
     Change, INDEX_CONTROLLER_UID, INDEX_ORPHANS_BY_NAMESPACE, Store, compare_resource_versions,
 };
 use rkcm_runtime::keys::{controller_uid, key_of, split_key};
+use rkcm_runtime::pacing::StatusPacer;
 use rkcm_runtime::pod::{is_pod_active, is_pod_ready, is_terminal};
 use rkcm_runtime::podcontrol::{
     PodControl, PodOptions, SLOW_START_INITIAL_BATCH_SIZE, is_namespace_terminating,
@@ -75,6 +76,8 @@ pub(crate) struct Controller<O: ReplicaOwner> {
     pub(crate) consistency: Option<StaleGuard>,
     /// Per owner key, the object the controller's last successful status write returned.
     pub(crate) written: Mutex<HashMap<String, Arc<O>>>,
+    /// Spaces out one owner's status writes ([`rkcm_runtime::pacing`]).
+    pub(crate) pacer: StatusPacer,
 }
 
 /// The owner a sync works on: the cached one, or the object the controller's own last status
@@ -196,6 +199,7 @@ impl<O: ReplicaOwner> Controller<O> {
             store.clear(&key, owner.meta().uid.as_deref());
         }
         self.forget_written(&key, owner.meta().uid.as_deref());
+        self.pacer.forget(&key);
         self.expectations.delete_expectations(&key);
         self.queue.add(key);
     }
@@ -273,6 +277,7 @@ impl<O: ReplicaOwner> Controller<O> {
                 store.clear(key, None);
             }
             self.forget_written(key, None);
+            self.pacer.forget(key);
             self.expectations.delete_expectations(key);
             return Ok(());
         };
@@ -348,7 +353,13 @@ impl<O: ReplicaOwner> Controller<O> {
             now,
         );
         let generation = owner.meta().generation.unwrap_or(0);
-        let written = if needs_write(&current, &status, generation) {
+        let hold = needs_write(&current, &status, generation)
+            .then(|| self.pacer.hold(key, self.clock.now()));
+        let written = if let Some(Some(wait)) = hold {
+            // Written moments ago: the next write counts whatever else arrives meanwhile.
+            self.queue.add_after(key.to_owned(), wait);
+            current
+        } else if hold.is_some() {
             status.observed_generation = generation;
             let updated = self.write_status(&owner, key, &namespace, &status).await?;
             self.wrote(
@@ -358,6 +369,7 @@ impl<O: ReplicaOwner> Controller<O> {
                 updated.meta().resource_version.as_deref(),
             );
             self.written_map().insert(key.to_owned(), Arc::new(updated));
+            self.pacer.wrote(key, self.clock.now());
             status
         } else {
             current

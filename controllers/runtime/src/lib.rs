@@ -34,6 +34,7 @@ pub mod history;
 pub mod informer;
 pub mod keys;
 pub mod metrics;
+pub mod pacing;
 pub mod pod;
 pub mod podcontrol;
 pub mod projection;

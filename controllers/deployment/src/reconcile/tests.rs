@@ -55,6 +55,7 @@ impl Harness {
             recorder,
             queue: WorkQueue::new("", RateLimiter::Default),
             pending_pod_checks: Mutex::default(),
+            pacer: rkcm_runtime::pacing::StatusPacer::default(),
             clock: Arc::new(FakeClock::new(now())),
             cfg: Config::default(),
         });
@@ -786,4 +787,58 @@ async fn paused_cleanup_deletes_empty_old_replica_sets_with_preconditions() {
         h.requests("DELETE", "/replicasets/v2").is_empty(),
         "the current RS stays"
     );
+}
+
+/// A routine status write right after the previous one waits for the end of the pacing
+/// interval; the sync then writes what the caches say by that time.
+#[tokio::test(start_paused = true)]
+async fn a_status_write_right_after_another_waits_for_the_interval() {
+    let h = Harness::new(accepting()).await;
+    let mut d = stored(5);
+    d.metadata.deletion_timestamp = Some(Time(ago(5)));
+    d.metadata.generation = Some(3);
+    h.deployment(d);
+    let rs = |available| {
+        let mut rs = owned(R {
+            name: "only",
+            replicas: 3,
+            status_replicas: 3,
+            available,
+            image: "v2",
+            annotations: &[("deployment.kubernetes.io/revision", "1")],
+            ..R::default()
+        });
+        rs.metadata.resource_version = Some(format!("{}", 10 + available));
+        rs
+    };
+    h.rs(rs(3));
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    let statuses = h.requests("PUT", "/status");
+    let first = statuses.len();
+    assert!(first >= 1, "the status is written");
+    // The cache catches up with what was written (revision, conditions, counts).
+    let written: Deployment =
+        serde_json::from_value(statuses[first - 1].body.clone()).expect("a Deployment");
+    h.deployment(written);
+
+    h.rs(rs(2));
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    assert_eq!(
+        h.requests("PUT", "/status").len(),
+        first,
+        "held within the interval"
+    );
+
+    let key = tokio::time::timeout(
+        rkcm_runtime::pacing::STATUS_WRITE_INTERVAL * 2,
+        h.ctrl.queue.get(),
+    )
+    .await
+    .expect("re-queued within the interval")
+    .expect("queued");
+    h.ctrl.queue.done(&key);
+    h.ctrl.sync(key).await.expect("sync");
+    let statuses = h.requests("PUT", "/status");
+    assert_eq!(statuses.len(), first + 1);
+    assert_eq!(statuses[first].body["status"]["availableReplicas"], 2);
 }

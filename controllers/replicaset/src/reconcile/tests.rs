@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec};
 use k8s_openapi::api::core::v1::{
@@ -20,6 +21,7 @@ use rkcm_runtime::cached::Pod;
 use rkcm_runtime::clock::FakeClock;
 use rkcm_runtime::events::{EventRecorder, FakeEvents};
 use rkcm_runtime::informer::Informer;
+use rkcm_runtime::pacing::{STATUS_WRITE_INTERVAL, StatusPacer};
 use rkcm_runtime::workqueue::RateLimiter;
 use rkcm_testkit::fake_api::{FakeApi, Reply, Request};
 use serde_json::{Value, json};
@@ -121,6 +123,11 @@ impl<O: ReplicaOwner> Harness<O> {
     }
 
     fn with_config(api: FakeApi, cfg: Config) -> Self {
+        // Syncs back to back write as soon as something changed; pacing has its own test.
+        Self::build(api, cfg, StatusPacer::new(Duration::ZERO))
+    }
+
+    fn build(api: FakeApi, cfg: Config, pacer: StatusPacer) -> Self {
         let client = api.client();
         let owners = Informer::<O>::detached();
         let pods = Informer::<Pod>::detached();
@@ -137,6 +144,7 @@ impl<O: ReplicaOwner> Harness<O> {
             consistency: (O::HAS_STALE_CACHE_GUARD && cfg.stale_cache_guard)
                 .then(|| crate::metrics::stale_guard(O::CONTROLLER_NAME)),
             written: Mutex::new(HashMap::new()),
+            pacer,
             cfg,
         };
         Self {
@@ -1013,4 +1021,58 @@ async fn stale_cache_guard_waits_for_adoptions() {
         1,
         "no second adoption on the stale cache"
     );
+}
+
+/// A status write right after the previous one waits for the end of the pacing interval,
+/// and the sync then writes what the caches say by that time.
+#[tokio::test(start_paused = true)]
+async fn a_status_write_right_after_another_waits_for_the_interval() {
+    let h = Harness::<ReplicaSet>::build(
+        versioned(json!({})),
+        Config {
+            stale_cache_guard: false,
+            ..Config::default()
+        },
+        StatusPacer::default(),
+    );
+    h.owner(rs_at(2, "1"));
+    h.pods
+        .feed(watcher::Event::Apply(with_rv(&owned("a"), "2")));
+    h.pods
+        .feed(watcher::Event::Apply(with_rv(&owned("b"), "3")));
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    assert_eq!(
+        h.requests("PUT").len(),
+        1,
+        "the first status is written at once"
+    );
+
+    // Both pods turn ready one after the other: the first sync after the write holds it.
+    for (name, rv) in [("a", "4"), ("b", "5")] {
+        let ready = P {
+            ready: true,
+            ready_since: Some(now()),
+            ..owned(name)
+        };
+        h.pods.feed(watcher::Event::Apply(with_rv(&ready, rv)));
+        h.ctrl.sync("ns/web".into()).await.expect("sync");
+    }
+    assert_eq!(h.requests("PUT").len(), 1, "held within the interval");
+    assert_eq!(
+        h.requests("POST").len(),
+        0,
+        "nothing else is held back: no pod is missing"
+    );
+
+    // The key comes back at the end of the interval, and one write counts both pods.
+    let key = tokio::time::timeout(STATUS_WRITE_INTERVAL * 2, h.ctrl.queue.get())
+        .await
+        .expect("re-queued within the interval")
+        .expect("queued");
+    assert_eq!(key, "ns/web");
+    h.ctrl.queue.done(&key);
+    h.ctrl.sync(key).await.expect("sync");
+    let puts = h.requests("PUT");
+    assert_eq!(puts.len(), 2);
+    assert_eq!(puts[1].body["status"]["readyReplicas"], 2);
 }

@@ -1,0 +1,182 @@
+//! Spacing out routine status writes of one object.
+//!
+//! A controller writes an owner's status from its caches after each sync. When the watch
+//! delivers a burst of changes for one owner (ten pods of a ReplicaSet turning ready within
+//! a few milliseconds, or a backlog the informer catches up on after a slow moment), each
+//! change can wake a sync that finds one more pod counted and writes again; the writes right
+//! after one another are superseded within milliseconds. On a busy cluster this turns into
+//! two or three status writes where one would do, on the controller's own QPS budget, and
+//! each ReplicaSet status write wakes its Deployment, which writes its status as well.
+//!
+//! [`StatusPacer`] keeps, per owner key, when the controller last wrote a routine status.
+//! A sync that wants to write again sooner than [`STATUS_WRITE_INTERVAL`] after it leaves
+//! the status for a sync at the end of the interval instead (the caller re-queues the key
+//! for then), and that sync writes whatever the caches say by then. Pod creates and deletes
+//! are never held back, only the counting that follows them, by at most the interval.
+//! Writes that record decisions (a revision, a collision count, a failed create) do not go
+//! through the pacer.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::time::Instant;
+
+/// The least time between two routine status writes of one object.
+pub const STATUS_WRITE_INTERVAL: Duration = Duration::from_millis(200);
+
+/// How long a write at `now` must wait when the last one was at `last`: `None` to write
+/// now.
+pub fn hold_for(last: Option<Instant>, now: Instant, interval: Duration) -> Option<Duration> {
+    let since = now.saturating_duration_since(last?);
+    (since < interval).then(|| interval - since)
+}
+
+/// Per owner key, the time of the last routine status write (see the module documentation).
+#[derive(Debug)]
+pub struct StatusPacer {
+    interval: Duration,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    last: HashMap<String, Instant>,
+    /// Entries after the last prune; the next prune comes when the map has doubled.
+    after_prune: usize,
+}
+
+/// The map is pruned no smaller than this.
+const PRUNE_FLOOR: usize = 256;
+
+impl Default for StatusPacer {
+    fn default() -> Self {
+        Self::new(STATUS_WRITE_INTERVAL)
+    }
+}
+
+impl StatusPacer {
+    /// A pacer with `interval` between writes; zero never holds a write back.
+    pub fn new(interval: Duration) -> Self {
+        Self {
+            interval,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// `None`: write now (then call [`Self::wrote`]). `Some(d)`: `key` was written less than
+    /// the interval ago; re-queue it after `d` and write then.
+    pub fn hold(&self, key: &str, now: Instant) -> Option<Duration> {
+        let mut state = self.state.lock();
+        let last = state.last.get(key).copied();
+        let hold = hold_for(last, now, self.interval);
+        if hold.is_none() && last.is_some() {
+            // Older than the interval: no longer needed.
+            state.last.remove(key);
+        }
+        hold
+    }
+
+    /// Records a routine status write of `key` at `now`.
+    pub fn wrote(&self, key: &str, now: Instant) {
+        if self.interval.is_zero() {
+            return;
+        }
+        let mut state = self.state.lock();
+        state.last.insert(key.to_owned(), now);
+        // Entries only matter for one interval: drop the expired ones whenever the map has
+        // doubled since the last prune, so it stays the size of one interval's writes.
+        if state.last.len() >= PRUNE_FLOOR.max(2 * state.after_prune) {
+            let interval = self.interval;
+            state
+                .last
+                .retain(|_, t| now.saturating_duration_since(*t) < interval);
+            state.after_prune = state.last.len();
+        }
+    }
+
+    /// Forgets `key` (its object was deleted).
+    pub fn forget(&self, key: &str) {
+        self.state.lock().last.remove(key);
+    }
+
+    /// Keys currently remembered.
+    pub fn len(&self) -> usize {
+        self.state.lock().last.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn holds_a_write_only_within_the_interval() {
+        let t0 = Instant::now();
+        let i = 200 * MS;
+        // (last write, now) → hold
+        let cases = [
+            (None, t0, None),
+            (Some(t0), t0, Some(200 * MS)),
+            (Some(t0), t0 + 50 * MS, Some(150 * MS)),
+            (Some(t0), t0 + 199 * MS, Some(MS)),
+            (Some(t0), t0 + 200 * MS, None),
+            (Some(t0), t0 + 10_000 * MS, None),
+            // A clock that went backwards counts as no time passed.
+            (Some(t0 + 100 * MS), t0, Some(200 * MS)),
+        ];
+        for (last, now, want) in cases {
+            assert_eq!(hold_for(last, now, i), want, "last {last:?} now {now:?}");
+        }
+        assert_eq!(hold_for(Some(t0), t0, Duration::ZERO), None);
+    }
+
+    #[test]
+    fn a_key_is_held_after_a_write_and_free_after_the_interval() {
+        let pacer = StatusPacer::new(200 * MS);
+        let t0 = Instant::now();
+        assert_eq!(pacer.hold("ns/a", t0), None);
+        pacer.wrote("ns/a", t0);
+        assert_eq!(pacer.hold("ns/a", t0 + 80 * MS), Some(120 * MS));
+        assert_eq!(
+            pacer.hold("ns/b", t0 + 80 * MS),
+            None,
+            "other keys are free"
+        );
+        assert_eq!(pacer.hold("ns/a", t0 + 200 * MS), None);
+        assert!(
+            pacer.is_empty(),
+            "an expired entry is dropped when looked at"
+        );
+        pacer.wrote("ns/a", t0);
+        pacer.forget("ns/a");
+        assert_eq!(pacer.hold("ns/a", t0), None);
+    }
+
+    #[test]
+    fn expired_entries_do_not_pile_up() {
+        let pacer = StatusPacer::new(200 * MS);
+        let t0 = Instant::now();
+        // 10 000 owners written once each, 1 ms apart: at most about one interval's worth
+        // (plus the doubling slack) stays remembered.
+        for i in 0..10_000u32 {
+            pacer.wrote(&format!("ns/rs-{i}"), t0 + MS * i);
+        }
+        assert!(pacer.len() <= 2 * PRUNE_FLOOR, "{} entries", pacer.len());
+    }
+
+    #[test]
+    fn a_zero_interval_remembers_nothing() {
+        let pacer = StatusPacer::new(Duration::ZERO);
+        let t0 = Instant::now();
+        pacer.wrote("ns/a", t0);
+        assert_eq!(pacer.hold("ns/a", t0), None);
+        assert!(pacer.is_empty());
+    }
+}
