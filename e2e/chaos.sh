@@ -28,6 +28,10 @@
 #   <scenario>-all   kill-churn-all, watch-gap-all, watch-410-all, apiserver-restart-all,
 #                reject-creates-all: the same faults with every workload controller on and a
 #                StatefulSet, a DaemonSet, an Indexed Job and a CronJob in the churn as well
+#   soak         no fault: CHAOS_SOAK_DURATION of steady churn (the same, plus a short-lived
+#                Deployment and ReplicaSet created and the previous one deleted every 10 s),
+#                the manager's VmRSS sampled every CHAOS_RSS_EVERY; growth and slope after
+#                CHAOS_SOAK_WARMUP (rkcm fails when the slope adds more than 5% per hour)
 #   leader       two leader-elected replicas (plane users rkcm and kcm, so the audit log
 #                tells their writes apart), default timings (lease 15 s, renew 10 s, retry
 #                2 s), under churn: the leader SIGKILLed (then restarted as a standby), the
@@ -45,9 +49,12 @@
 #   CHAOS_LONG_WATCH_DELAY=360  seconds of pod watch delay in watch-410
 #   CHAOS_CUTS=blackhole:60,refuse:300   partition's cuts (MODE:SECONDS, blackhole|refuse)
 #   CHAOS_REJECT_FOR=60       seconds pod creates are rejected in reject-creates
+#   CHAOS_SOAK_DURATION=3600  seconds of churn in soak
+#   CHAOS_SOAK_WARMUP=600     seconds of soak before RSS growth is judged
+#   CHAOS_RSS_EVERY=60        seconds between two RSS samples in soak
 #   CHAOS_MERGE=1             keep the other scenarios' rows of an existing report's JSON
 #   CHAOS_MANAGERS=upstream,rkcm
-#   CHAOS_SCENARIOS=kill-churn,watch-gap,leader,apiserver-restart,partition,watch-410,reject-creates,kill-churn-all
+#   CHAOS_SCENARIOS=kill-churn,watch-gap,leader,apiserver-restart,partition,watch-410,reject-creates,kill-churn-all,soak
 #   CHAOS_NODES=5             kwok nodes of the plane
 #   CHAOS_RELEASE=0           1: release binaries (needs release dependencies built)
 #   CHAOS_REPORT=bench/reports/chaos.md   (raw numbers: same name, .json)
@@ -73,7 +80,7 @@ DURATION=${CHAOS_DURATION:-600}
 WATCH_DELAY=${CHAOS_WATCH_DELAY:-30}
 DELETE_RATE=${CHAOS_DELETE_RATE:-10}
 MANAGERS=${CHAOS_MANAGERS:-upstream,rkcm}
-SCENARIOS=${CHAOS_SCENARIOS:-kill-churn,watch-gap,leader,apiserver-restart,partition,watch-410,reject-creates,kill-churn-all}
+SCENARIOS=${CHAOS_SCENARIOS:-kill-churn,watch-gap,leader,apiserver-restart,partition,watch-410,reject-creates,kill-churn-all,soak}
 NODES=${CHAOS_NODES:-5}
 REPORT=${CHAOS_REPORT:-bench/reports/chaos.md}
 DIR=${RKCM_BENCH_CLUSTER_DIR:-${TMPDIR:-/tmp}/rkcm-chaos-$(id -u)}
@@ -118,7 +125,7 @@ trap 'exit 130' INT TERM
 . "$DIR/env.sh"
 
 load=$(cut -d' ' -f1-3 /proc/loadavg)
-preamble="Command: \`make chaos\` (CHAOS_DURATION=$DURATION, CHAOS_WATCH_DELAY=$WATCH_DELAY, CHAOS_DELETE_RATE=$DELETE_RATE, CHAOS_APISERVER_DOWN=${CHAOS_APISERVER_DOWN:-30}, CHAOS_LONG_WATCH_DELAY=${CHAOS_LONG_WATCH_DELAY:-360}, CHAOS_CUTS=${CHAOS_CUTS:-blackhole:60,refuse:300}, CHAOS_REJECT_FOR=${CHAOS_REJECT_FOR:-60}, $profile binaries), commit $(git rev-parse --short HEAD), $(date -u +%Y-%m-%dT%H:%MZ); plane: e2e/cluster.sh with audit log and $NODES kwok nodes; host load average at start: $load."
+preamble="Command: \`make chaos\` (CHAOS_DURATION=$DURATION, CHAOS_WATCH_DELAY=$WATCH_DELAY, CHAOS_DELETE_RATE=$DELETE_RATE, CHAOS_APISERVER_DOWN=${CHAOS_APISERVER_DOWN:-30}, CHAOS_LONG_WATCH_DELAY=${CHAOS_LONG_WATCH_DELAY:-360}, CHAOS_CUTS=${CHAOS_CUTS:-blackhole:60,refuse:300}, CHAOS_REJECT_FOR=${CHAOS_REJECT_FOR:-60}, CHAOS_SOAK_DURATION=${CHAOS_SOAK_DURATION:-3600}, $profile binaries), commit $(git rev-parse --short HEAD), $(date -u +%Y-%m-%dT%H:%MZ); plane: e2e/cluster.sh with audit log and $NODES kwok nodes; host load average at start: $load."
 mkdir -p "$(dirname "$REPORT")"
 merge=()
 if [ "${CHAOS_MERGE:-0}" = 1 ] && [ -f "${REPORT%.md}.json" ]; then
@@ -132,7 +139,8 @@ rc=0
   --watch-delay "$WATCH_DELAY" --delete-rate "$DELETE_RATE" \
   --apiserver-down "${CHAOS_APISERVER_DOWN:-30}" --cluster-script "$here/cluster.sh" \
   --long-watch-delay "${CHAOS_LONG_WATCH_DELAY:-360}" --cuts "${CHAOS_CUTS:-blackhole:60,refuse:300}" \
-  --reject-for "${CHAOS_REJECT_FOR:-60}" "${merge[@]}" \
+  --reject-for "${CHAOS_REJECT_FOR:-60}" --soak-duration "${CHAOS_SOAK_DURATION:-3600}" \
+  --soak-warmup "${CHAOS_SOAK_WARMUP:-600}" --rss-every "${CHAOS_RSS_EVERY:-60}" "${merge[@]}" \
   --md "$REPORT" --json "${REPORT%.md}.json" --preamble "$preamble" 9>&- || rc=$?
 rm -f "${REPORT%.md}.prev.json"
 step "done in $(( $(date +%s) - t0 )) s: $REPORT (raw: ${REPORT%.md}.json); exit $rc"

@@ -23,10 +23,10 @@ struct Args {
     #[arg(long, default_value = "upstream,rkcm")]
     managers: String,
     /// Comma-separated: kill-churn, watch-gap, leader, apiserver-restart, partition,
-    /// watch-410, reject-creates; `<scenario>-all` for every workload kind.
+    /// watch-410, reject-creates, soak; `<scenario>-all` for every workload kind.
     #[arg(
         long,
-        default_value = "kill-churn,watch-gap,leader,apiserver-restart,partition,watch-410,reject-creates,kill-churn-all"
+        default_value = "kill-churn,watch-gap,leader,apiserver-restart,partition,watch-410,reject-creates,kill-churn-all,soak"
     )]
     scenarios: String,
     /// Churn and fault time of each run, in seconds.
@@ -53,6 +53,15 @@ struct Args {
     /// How long reject-creates rejects pod creates, in seconds.
     #[arg(long, default_value_t = 60)]
     reject_for: u64,
+    /// How long the soak's churn lasts, in seconds.
+    #[arg(long, default_value_t = 3600)]
+    soak_duration: u64,
+    /// The soak's warm-up (samples before it are not judged), in seconds.
+    #[arg(long, default_value_t = 600)]
+    soak_warmup: u64,
+    /// Time between two RSS samples of the soak, in seconds.
+    #[arg(long, default_value_t = 60)]
+    rss_every: u64,
     #[arg(long)]
     md: PathBuf,
     #[arg(long)]
@@ -76,6 +85,9 @@ async fn run(args: Args) -> Result<bool> {
         long_watch_delay: Duration::from_secs(args.long_watch_delay),
         cuts: parse_cuts(&args.cuts)?,
         reject_for: Duration::from_secs(args.reject_for),
+        soak_duration: Duration::from_secs(args.soak_duration),
+        soak_warmup: Duration::from_secs(args.soak_warmup),
+        rss_every: Duration::from_secs(args.rss_every.max(1)),
         ..Options::default()
     };
     let mut outcomes: Vec<Outcome> = match &args.merge {
@@ -111,7 +123,12 @@ async fn run(args: Args) -> Result<bool> {
             if !args.managers.split(',').any(|m| m == name) {
                 continue;
             }
-            eprintln!("rkcm-chaos: {scenario} / {name} for {} s", args.duration);
+            let secs = if scenario.starts_with("soak") {
+                args.soak_duration
+            } else {
+                args.duration
+            };
+            eprintln!("rkcm-chaos: {scenario} / {name} for {secs} s");
             let o = match scenario {
                 "leader" => faults::run_leader(&cluster, kind, &opts).await,
                 "partition" => outages::run_partition(&cluster, kind, &opts).await,
@@ -152,7 +169,15 @@ async fn run(args: Args) -> Result<bool> {
                         && c.writes_after_renew_deadline == 0
                         && c.converge_after_heal_s.is_some()
                 })
+                && soak_flat(o)
         }))
+}
+
+/// A soak row's memory is flat after its warm-up (rows without samples, or too short to
+/// judge, pass).
+fn soak_flat(o: &Outcome) -> bool {
+    use rkcm_testkit::invariants::soak::Growth;
+    Growth::of(&o.rss, Duration::from_secs_f64(o.rss_warmup_s.max(0.0))).is_none_or(|g| g.is_flat())
 }
 
 /// Rows grouped by scenario (in first-seen order), upstream before rkcm.

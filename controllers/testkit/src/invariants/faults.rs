@@ -74,6 +74,12 @@ pub struct Options {
     pub cuts: Vec<(crate::proxy::Cut, Duration)>,
     /// `reject-creates`: how long pod creates are rejected.
     pub reject_for: Duration,
+    /// `soak`: how long the steady churn lasts (instead of `duration`).
+    pub soak_duration: Duration,
+    /// `soak`: time between two RSS samples of the manager.
+    pub rss_every: Duration,
+    /// `soak`: samples before this are the warm-up, left out of the growth verdict.
+    pub soak_warmup: Duration,
 }
 
 impl Default for Options {
@@ -97,6 +103,9 @@ impl Default for Options {
                 (crate::proxy::Cut::Refuse, Duration::from_secs(300)),
             ],
             reject_for: Duration::from_secs(60),
+            soak_duration: Duration::from_secs(3600),
+            rss_every: Duration::from_secs(60),
+            soak_warmup: Duration::from_secs(600),
         }
     }
 }
@@ -136,6 +145,12 @@ pub struct Outcome {
     /// `watch-410`: the manager's watch requests answered 410 Gone (each one a relist).
     #[serde(default)]
     pub gone_answers: u64,
+    /// `soak`: the manager's `VmRSS` sampled every [`Options::rss_every`].
+    #[serde(default)]
+    pub rss: Vec<super::soak::RssSample>,
+    /// `soak`: samples before this many seconds are the warm-up.
+    #[serde(default)]
+    pub rss_warmup_s: f64,
 }
 
 /// One leader handover measured from the audit log.
@@ -393,6 +408,13 @@ impl Workload<'_> {
     /// Churns until `until`: pods deleted at the configured rate (gracefully), a spec change
     /// every 10 s. Returns (pod deletions, spec changes).
     pub(super) async fn churn(&self, until: Instant) -> Result<(u64, u64)> {
+        self.churn_with(until, false).await
+    }
+
+    /// [`Self::churn`]; with `ephemeral`, each spec change also creates a short-lived
+    /// Deployment and ReplicaSet and deletes the previous round's, so objects keep coming
+    /// and going (anything a manager keeps per object must go with them).
+    pub(super) async fn churn_with(&self, until: Instant, ephemeral: bool) -> Result<(u64, u64)> {
         let pods = self.ns.api::<Pod>();
         let (mut deleted, mut changes) = (0u64, 0u64);
         let mut last_change = Instant::now();
@@ -465,12 +487,56 @@ impl Workload<'_> {
                         .roll_others(&format!("registry.example/app:v{changes}"))
                         .await;
                 }
+                if ephemeral {
+                    if changes > 1 {
+                        self.delete_ephemeral(changes - 1).await;
+                    }
+                    // A failed create is churn lost, not a reason to stop the run.
+                    let _ = self.create_ephemeral(changes).await;
+                }
             }
             if round.elapsed() < Duration::from_millis(200) {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
+        if ephemeral && changes > 0 {
+            self.delete_ephemeral(changes).await;
+        }
         Ok((deleted, changes))
+    }
+
+    fn ephemeral_names(round: u64) -> (String, String) {
+        (format!("e{round}"), format!("er{round}"))
+    }
+
+    /// The Deployment `e<round>` and the ReplicaSet `er<round>`, two replicas each.
+    async fn create_ephemeral(&self, round: u64) -> Result<()> {
+        let (d, r) = Self::ephemeral_names(round);
+        let pp = PostParams::default();
+        let deploy: Deployment = serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": d},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": d}},
+                     "template": kwok_template(&d, "registry.example/app:v0")},
+        }))?;
+        self.ns.api::<Deployment>().create(&pp, &deploy).await?;
+        let rs: ReplicaSet = serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": r},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": r}},
+                     "template": kwok_template(&r, "registry.example/app:v0")},
+        }))?;
+        self.ns.api::<ReplicaSet>().create(&pp, &rs).await?;
+        Ok(())
+    }
+
+    /// Deletes `e<round>` and `er<round>` (background propagation: the plane's garbage
+    /// collector removes their pods); a missing one is fine.
+    async fn delete_ephemeral(&self, round: u64) {
+        let (d, r) = Self::ephemeral_names(round);
+        let dp = DeleteParams::background();
+        let _ = self.ns.api::<Deployment>().delete(&d, &dp).await;
+        let _ = self.ns.api::<ReplicaSet>().delete(&r, &dp).await;
     }
 }
 
@@ -520,7 +586,12 @@ pub async fn run(
     let mut outcome = Outcome {
         scenario: full_name.to_owned(),
         manager: kind.name().to_owned(),
-        duration_s: opts.duration.as_secs_f64(),
+        duration_s: if scenario == "soak" {
+            opts.soak_duration
+        } else {
+            opts.duration
+        }
+        .as_secs_f64(),
         faults: 0,
         pod_deletions: 0,
         spec_changes: 0,
@@ -537,6 +608,8 @@ pub async fn run(
         rejection: None,
         kept_log: None,
         gone_answers: 0,
+        rss: Vec::new(),
+        rss_warmup_s: 0.0,
     };
     let result = async {
         work.create().await?;
@@ -548,7 +621,14 @@ pub async fn run(
         work.wait_settled(opts.converge_timeout).await?;
         outcome.undisturbed_converge_s = start.elapsed().as_secs_f64();
 
-        let until = Instant::now() + opts.duration;
+        let churn_for = if scenario == "soak" {
+            opts.soak_duration
+        } else {
+            opts.duration
+        };
+        let churn_start = Instant::now();
+        let until = churn_start + churn_for;
+        let pid = manager.pid();
         let faults = async {
             let mut n = 0u32;
             let mut exits = 0u32;
@@ -603,11 +683,34 @@ pub async fn run(
                     gate.open().await?;
                     n += 1;
                 }
+                "soak" => {
+                    // No fault: the manager's memory sampled through steady churn.
+                    let pid = pid.context("the manager has no process id")?;
+                    let mut rss = Vec::new();
+                    loop {
+                        let at = churn_start.elapsed();
+                        match super::soak::rss_mib(pid) {
+                            Some(mib) => rss.push(super::soak::RssSample {
+                                at_s: at.as_secs_f64(),
+                                mib,
+                            }),
+                            None => exits += 1,
+                        }
+                        if Instant::now() + opts.rss_every > until {
+                            break;
+                        }
+                        tokio::time::sleep(opts.rss_every).await;
+                    }
+                    return anyhow::Ok((n, exits, rss));
+                }
                 other => anyhow::bail!("unknown scenario {other}"),
             }
-            anyhow::Ok((n, exits))
+            anyhow::Ok((n, exits, Vec::new()))
         };
-        let ((deleted, changes), (n, exits)) = tokio::try_join!(work.churn(until), faults)?;
+        let ((deleted, changes), (n, exits, rss)) =
+            tokio::try_join!(work.churn_with(until, scenario == "soak"), faults)?;
+        outcome.rss = rss;
+        outcome.rss_warmup_s = opts.soak_warmup.as_secs_f64();
         outcome.pod_deletions = deleted;
         outcome.spec_changes = changes;
         outcome.faults = n;
@@ -799,6 +902,17 @@ pub fn markdown(outcomes: &[Outcome], preamble: &str) -> String {
             }
         }
     }
+    let soaks: Vec<super::soak::Run<'_>> = outcomes
+        .iter()
+        .filter(|o| !o.rss.is_empty())
+        .map(|o| super::soak::Run {
+            scenario: &o.scenario,
+            manager: &o.manager,
+            samples: &o.rss,
+            warmup: Duration::from_secs_f64(o.rss_warmup_s.max(0.0)),
+        })
+        .collect();
+    out.push_str(&super::soak::markdown(&soaks));
     for o in outcomes {
         if o.violations.is_empty() && o.error.is_none() {
             continue;
@@ -837,9 +951,12 @@ change comes with each fault (SIGKILL, then SIGTERM of the leader) 20 s into 60 
 the convergence column is timed from the end of that churn; the failover table gives the gap to
 the new leader's first write.
 
+`soak` has no fault: an hour of the same churn, plus a short-lived Deployment and ReplicaSet
+created and the previous round's deleted every 10 s, with the manager's `VmRSS` sampled every
+minute; its convergence row is the final change made when the churn stops.
+
 ## Not covered yet
 
-- the 1-hour soak with RSS sampled every minute;
 - the -all workload (StatefulSet, DaemonSet, Indexed Job, CronJob) in the scenarios other than
   kill-churn (`CHAOS_SCENARIOS=watch-gap-all` etc. run them; the partition, leader and
   reject-creates scenarios use Deployments and ReplicaSets only).
@@ -1068,6 +1185,8 @@ pub async fn run_leader(
         rejection: None,
         kept_log: None,
         gone_answers: 0,
+        rss: Vec::new(),
+        rss_warmup_s: 0.0,
     };
     let begun = Instant::now();
     let result = async {

@@ -557,6 +557,8 @@ pub async fn run_partition(
         rejection: None,
         kept_log: None,
         gone_answers: 0,
+        rss: Vec::new(),
+        rss_warmup_s: 0.0,
     };
     let begun = Instant::now();
     let mut replicas: Vec<Replica> = Vec::new();
