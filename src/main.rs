@@ -51,6 +51,8 @@ use crate::registry::SyncProbe;
 // without its transparent-huge-page advice (`no_thp`): with it, every 2 MiB region touched
 // became resident whole, 13 MiB of an idle process's 18 MiB of heap. On hosts whose THP mode
 // is `always` (not `madvise`), `MIMALLOC_ALLOW_THP=0` opts the process out as well.
+// Feature `system-alloc` leaves the C library's malloc in place, for heap profilers.
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
