@@ -158,7 +158,7 @@ pub fn markdown(runs: &[Run<'_>]) -> String {
             .iter()
             .find_map(|r| r.samples.get(i))
             .map_or(0.0, |s| s.at_s / 60.0);
-        out.push_str(&format!("| {minute:.0} |"));
+        out.push_str(&format!("| {minute:.1} |"));
         for r in runs {
             match r.samples.get(i) {
                 Some(s) => out.push_str(&format!(" {:.1} |", s.mib)),
@@ -260,6 +260,6 @@ mod tests {
             "{}",
             rows[1]
         );
-        assert!(md.contains("| 10 | 40.0 | 40.0 |"), "{md}");
+        assert!(md.contains("| 10.0 | 40.0 | 40.0 |"), "{md}");
     }
 }
