@@ -781,7 +781,11 @@ pub async fn run(
     outcome.changes_observed = report.observed;
     outcome.panics = count_panics(&manager.log_tail(usize::MAX));
     outcome.gone_answers = manager.proxy().gone_answers();
-    if !outcome.violations.is_empty() || outcome.error.is_some() {
+    let stuck = outcome
+        .rejection
+        .as_ref()
+        .is_some_and(|r| !r.stuck.is_empty());
+    if !outcome.violations.is_empty() || outcome.error.is_some() || stuck {
         // "<name> log: <path> (last lines:)": the file's name only (it is in $TMPDIR).
         let kept = manager.keep_log();
         outcome.kept_log = kept
