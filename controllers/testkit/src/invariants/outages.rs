@@ -116,30 +116,6 @@ pub fn pod_creates(log: &str, namespace: &str) -> Vec<jiff::Timestamp> {
         .collect()
 }
 
-/// Names of the pods created (201) in `namespace` at or after `after`, from the audit log.
-/// A pod the manager created and that was gone again before the next poll of the pod list
-/// (a ReplicaSet scaled down right as it resumed) is only seen here.
-pub fn pods_created_since(log: &str, namespace: &str, after: jiff::Timestamp) -> Vec<String> {
-    log.lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| {
-            e["stage"] == "ResponseComplete"
-                && e["verb"] == "create"
-                && e["objectRef"]["resource"] == "pods"
-                && e["objectRef"]["namespace"] == namespace
-                && e["objectRef"]["subresource"].is_null()
-                && e["responseStatus"]["code"].as_i64() == Some(201)
-        })
-        .filter(|e| {
-            e["requestReceivedTimestamp"]
-                .as_str()
-                .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-                .is_some_and(|t| t >= after)
-        })
-        .filter_map(|e| e["objectRef"]["name"].as_str().map(str::to_owned))
-        .collect()
-}
-
 /// Successful Lease writes in `namespace`: (time, user).
 pub fn lease_writes(log: &str, namespace: &str) -> Vec<(jiff::Timestamp, String)> {
     log.lines()
@@ -396,21 +372,6 @@ pub(super) async fn measured_rejection(
             .list(&ListParams::default())
             .await?
             .items;
-        // Pods created since the lift, from the audit log: a ReplicaSet's new pod may be gone
-        // again before the list above (its Deployment scaled it down as it resumed).
-        let created: Vec<String> = match audit {
-            Some(audit) => pods_created_since(&audit.read()?, work.ns.name(), lift_wall),
-            None => Vec::new(),
-        };
-        waiting.retain(|(_, name)| {
-            let prefix = format!("{name}-");
-            // `<rs>-<suffix>`: the generated suffix has no dash, so `d1-` does not match the
-            // pods of `d1-<hash>`.
-            !created.iter().any(|p| {
-                p.strip_prefix(&prefix)
-                    .is_some_and(|rest| !rest.is_empty() && !rest.contains('-'))
-            })
-        });
         waiting.retain(|(uid, _)| {
             !pods.iter().any(|p| {
                 p.metadata
@@ -807,29 +768,5 @@ mod tests {
         ]
         .join("\n");
         assert_eq!(pod_creates(&log, "ns"), vec![at("04")]);
-    }
-
-    #[test]
-    fn pods_created_since_names_the_new_pods_after_the_lift() {
-        let line = |t: &str, ns: &str, code: i64, name: &str| {
-            json!({"stage": "ResponseComplete", "verb": "create",
-                   "objectRef": {"resource": "pods", "namespace": ns, "name": name},
-                   "responseStatus": {"code": code},
-                   "requestReceivedTimestamp": format!("2026-01-01T00:00:{t}Z")})
-            .to_string()
-        };
-        let log = [
-            line("01", "ns", 201, "d2-8fcf75f4d-aaaaa"),
-            line("03", "ns", 403, "d2-8fcf75f4d-bbbbb"),
-            line("04", "other", 201, "d2-8fcf75f4d-ccccc"),
-            line("05", "ns", 201, "d2-8fcf75f4d-ddddd"),
-            line("06", "ns", 201, "r0-eeeee"),
-        ]
-        .join("\n");
-        assert_eq!(
-            pods_created_since(&log, "ns", at("02")),
-            vec!["d2-8fcf75f4d-ddddd".to_owned(), "r0-eeeee".to_owned()]
-        );
-        assert!(pods_created_since(&log, "ns", at("07")).is_empty());
     }
 }
