@@ -281,8 +281,9 @@ pub struct Rejection {
     /// ReplicaSets short of pods when the rejection ended.
     #[serde(default)]
     pub short_replicasets: usize,
-    /// The binding's deletion until every one of them had a new pod (seen by polling the
-    /// API every 250 ms); `None` if one had none within [`RESUME_TIMEOUT`].
+    /// The binding's deletion until every one of them had a new pod or was no longer short
+    /// (scaled down by its Deployment; seen by polling the API every 250 ms); `None` if one
+    /// had neither within [`RESUME_TIMEOUT`].
     #[serde(default)]
     pub all_resumed_s: Option<f64>,
     /// The ReplicaSets that created no pod within [`RESUME_TIMEOUT`].
@@ -300,30 +301,38 @@ async fn short_replicasets(
 ) -> Result<(Vec<(String, String)>, std::collections::BTreeSet<String>)> {
     let pods = ns.api::<Pod>().list(&ListParams::default()).await?.items;
     let existing = pods.iter().filter_map(|p| p.metadata.uid.clone()).collect();
-    let mut short = Vec::new();
-    for rs in ns
+    let short = ns
         .api::<k8s_openapi::api::apps::v1::ReplicaSet>()
         .list(&ListParams::default())
         .await?
-    {
-        let uid = rs.metadata.uid.clone().unwrap_or_default();
-        let live = pods
-            .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .filter(|p| {
-                p.metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .any(|o| o.uid == uid)
-            })
-            .count();
-        let want = rs.spec.replicas.unwrap_or(1);
-        if usize::try_from(want).unwrap_or(0) > live {
-            short.push((uid, rs.metadata.name.clone().unwrap_or_default()));
-        }
-    }
+        .items
+        .iter()
+        .filter(|rs| is_short(rs, &pods))
+        .map(|rs| {
+            (
+                rs.metadata.uid.clone().unwrap_or_default(),
+                rs.metadata.name.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
     Ok((short, existing))
+}
+
+/// `rs` has fewer live (not terminating) pods than `spec.replicas`.
+fn is_short(rs: &k8s_openapi::api::apps::v1::ReplicaSet, pods: &[Pod]) -> bool {
+    let uid = rs.metadata.uid.as_deref().unwrap_or_default();
+    let live = pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            p.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.uid == uid)
+        })
+        .count();
+    usize::try_from(rs.spec.replicas.unwrap_or(1)).unwrap_or(0) > live
 }
 
 /// Closes the gate, makes the baseline's change and deletes one running pod of every
@@ -372,6 +381,20 @@ pub(super) async fn measured_rejection(
             .list(&ListParams::default())
             .await?
             .items;
+        // A ReplicaSet its Deployment scaled down meanwhile is short no longer: nothing is
+        // owed (its new pod may even have come and gone between two polls).
+        let replica_sets = work
+            .ns
+            .api::<k8s_openapi::api::apps::v1::ReplicaSet>()
+            .list(&ListParams::default())
+            .await?
+            .items;
+        waiting.retain(|(uid, _)| {
+            replica_sets
+                .iter()
+                .find(|rs| rs.metadata.uid.as_deref() == Some(uid.as_str()))
+                .is_some_and(|rs| is_short(rs, &pods))
+        });
         waiting.retain(|(uid, _)| {
             !pods.iter().any(|p| {
                 p.metadata
@@ -749,6 +772,40 @@ mod tests {
         let c = measure_cut(&writes, &leases, "rkcm", at("04"), at("10"));
         assert_eq!(c.old_writes_after_cut, 1);
         assert_eq!(c.writes_after_lease_lost, 0);
+    }
+
+    #[test]
+    fn a_replica_set_is_short_while_its_live_pods_are_fewer_than_its_replicas() {
+        let rs = |replicas: i32| -> k8s_openapi::api::apps::v1::ReplicaSet {
+            serde_json::from_value(json!({
+                "metadata": {"name": "d2-8fcf75f4d", "uid": "rs-uid"},
+                "spec": {"replicas": replicas, "selector": {}},
+            }))
+            .expect("a ReplicaSet")
+        };
+        let pod = |name: &str, owner: &str, terminating: bool| -> Pod {
+            let mut p: Pod = serde_json::from_value(json!({
+                "metadata": {"name": name, "ownerReferences": [{"apiVersion": "apps/v1",
+                    "kind": "ReplicaSet", "name": "x", "uid": owner, "controller": true}]},
+            }))
+            .expect("a Pod");
+            if terminating {
+                p.metadata.deletion_timestamp =
+                    Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                        jiff::Timestamp::UNIX_EPOCH,
+                    ));
+            }
+            p
+        };
+        let pods = vec![
+            pod("a", "rs-uid", false),
+            pod("b", "rs-uid", true),
+            pod("c", "other", false),
+        ];
+        assert!(is_short(&rs(2), &pods), "one live pod of two");
+        assert!(!is_short(&rs(1), &pods));
+        assert!(!is_short(&rs(0), &pods), "scaled to zero: nothing owed");
+        assert!(is_short(&rs(1), &[]));
     }
 
     #[test]
