@@ -353,13 +353,13 @@ impl<O: ReplicaOwner> Controller<O> {
             now,
         );
         let generation = owner.meta().generation.unwrap_or(0);
-        let hold = needs_write(&current, &status, generation)
-            .then(|| self.pacer.hold(key, self.clock.now()));
-        let written = if let Some(Some(wait)) = hold {
+        let written = if !needs_write(&current, &status, generation) {
+            current
+        } else if let Some(wait) = self.pacer.hold(key, self.clock.now()) {
             // Written moments ago: the next write counts whatever else arrives meanwhile.
             self.queue.add_after(key.to_owned(), wait);
             current
-        } else if hold.is_some() {
+        } else {
             status.observed_generation = generation;
             let updated = self.write_status(&owner, key, &namespace, &status).await?;
             self.wrote(
@@ -371,8 +371,6 @@ impl<O: ReplicaOwner> Controller<O> {
             self.written_map().insert(key.to_owned(), Arc::new(updated));
             self.pacer.wrote(key, self.clock.now());
             status
-        } else {
-            current
         };
 
         let min_ready = owner.min_ready_seconds();

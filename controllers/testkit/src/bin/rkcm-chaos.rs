@@ -123,12 +123,10 @@ async fn run(args: Args) -> Result<bool> {
             if !args.managers.split(',').any(|m| m == name) {
                 continue;
             }
-            let secs = if scenario.starts_with("soak") {
-                args.soak_duration
-            } else {
-                args.duration
-            };
-            eprintln!("rkcm-chaos: {scenario} / {name} for {secs} s");
+            eprintln!(
+                "rkcm-chaos: {scenario} / {name} for {} s",
+                opts.churn_time(scenario).as_secs()
+            );
             let o = match scenario {
                 "leader" => faults::run_leader(&cluster, kind, &opts).await,
                 "partition" => outages::run_partition(&cluster, kind, &opts).await,

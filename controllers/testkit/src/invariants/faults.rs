@@ -82,6 +82,17 @@ pub struct Options {
     pub soak_warmup: Duration,
 }
 
+impl Options {
+    /// How long `scenario` churns: the soak's own duration, or [`Self::duration`].
+    pub fn churn_time(&self, scenario: &str) -> Duration {
+        if scenario.starts_with("soak") {
+            self.soak_duration
+        } else {
+            self.duration
+        }
+    }
+}
+
 impl Default for Options {
     fn default() -> Self {
         Self {
@@ -204,28 +215,13 @@ impl Workload<'_> {
     }
 
     pub(super) async fn create(&self) -> Result<()> {
-        let pp = PostParams::default();
         for i in 0..self.opts.deployments {
-            let name = Self::deploy_name(i);
-            let d: Deployment = serde_json::from_value(json!({
-                "apiVersion": "apps/v1", "kind": "Deployment",
-                "metadata": {"name": name},
-                "spec": {"replicas": self.opts.replicas,
-                         "selector": {"matchLabels": {"app": name}},
-                         "template": kwok_template(&name, "registry.example/app:v0")},
-            }))?;
-            self.ns.api::<Deployment>().create(&pp, &d).await?;
+            self.create_deployment(&Self::deploy_name(i), self.opts.replicas)
+                .await?;
         }
         for i in 0..self.opts.replicasets {
-            let name = Self::rs_name(i);
-            let rs: ReplicaSet = serde_json::from_value(json!({
-                "apiVersion": "apps/v1", "kind": "ReplicaSet",
-                "metadata": {"name": name},
-                "spec": {"replicas": self.opts.replicas,
-                         "selector": {"matchLabels": {"app": name}},
-                         "template": kwok_template(&name, "registry.example/app:v0")},
-            }))?;
-            self.ns.api::<ReplicaSet>().create(&pp, &rs).await?;
+            self.create_replicaset(&Self::rs_name(i), self.opts.replicas)
+                .await?;
         }
         if self.all {
             self.create_others().await?;
@@ -512,21 +508,37 @@ impl Workload<'_> {
     /// The Deployment `e<round>` and the ReplicaSet `er<round>`, two replicas each.
     async fn create_ephemeral(&self, round: u64) -> Result<()> {
         let (d, r) = Self::ephemeral_names(round);
-        let pp = PostParams::default();
-        let deploy: Deployment = serde_json::from_value(json!({
+        self.create_deployment(&d, 2).await?;
+        self.create_replicaset(&r, 2).await
+    }
+
+    /// A Deployment `name` of `replicas` kwok pods labelled `app: <name>`.
+    async fn create_deployment(&self, name: &str, replicas: i32) -> Result<()> {
+        let d: Deployment = serde_json::from_value(json!({
             "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": d},
-            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": d}},
-                     "template": kwok_template(&d, "registry.example/app:v0")},
+            "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": kwok_template(name, "registry.example/app:v0")},
         }))?;
-        self.ns.api::<Deployment>().create(&pp, &deploy).await?;
+        self.ns
+            .api::<Deployment>()
+            .create(&PostParams::default(), &d)
+            .await?;
+        Ok(())
+    }
+
+    /// A ReplicaSet `name` of `replicas` kwok pods labelled `app: <name>`.
+    async fn create_replicaset(&self, name: &str, replicas: i32) -> Result<()> {
         let rs: ReplicaSet = serde_json::from_value(json!({
             "apiVersion": "apps/v1", "kind": "ReplicaSet",
-            "metadata": {"name": r},
-            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": r}},
-                     "template": kwok_template(&r, "registry.example/app:v0")},
+            "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": kwok_template(name, "registry.example/app:v0")},
         }))?;
-        self.ns.api::<ReplicaSet>().create(&pp, &rs).await?;
+        self.ns
+            .api::<ReplicaSet>()
+            .create(&PostParams::default(), &rs)
+            .await?;
         Ok(())
     }
 
@@ -586,12 +598,7 @@ pub async fn run(
     let mut outcome = Outcome {
         scenario: full_name.to_owned(),
         manager: kind.name().to_owned(),
-        duration_s: if scenario == "soak" {
-            opts.soak_duration
-        } else {
-            opts.duration
-        }
-        .as_secs_f64(),
+        duration_s: opts.churn_time(scenario).as_secs_f64(),
         faults: 0,
         pod_deletions: 0,
         spec_changes: 0,
@@ -621,13 +628,8 @@ pub async fn run(
         work.wait_settled(opts.converge_timeout).await?;
         outcome.undisturbed_converge_s = start.elapsed().as_secs_f64();
 
-        let churn_for = if scenario == "soak" {
-            opts.soak_duration
-        } else {
-            opts.duration
-        };
         let churn_start = Instant::now();
-        let until = churn_start + churn_for;
+        let until = churn_start + opts.churn_time(scenario);
         let pid = manager.pid();
         let faults = async {
             let mut n = 0u32;
