@@ -179,13 +179,17 @@ impl<O: ReplicaOwner> Controller<O> {
 
     pub(crate) fn on_owner_change(&self, change: Change<O>) {
         match change {
-            Change::Added(owner) => self.enqueue(&owner),
+            Change::Added(owner) => {
+                self.forget_caught_up_write(&owner);
+                self.enqueue(&owner);
+            }
             Change::Updated { old, new } => {
                 // A delete and re-create under the same name seen as one update: the old
                 // object's expectations must not gate the new one.
                 if old.meta().uid != new.meta().uid {
                     self.on_owner_deleted(&old);
                 }
+                self.forget_caught_up_write(&new);
                 self.enqueue(&new);
             }
             Change::Deleted { obj, .. } => self.on_owner_deleted(&obj),
@@ -228,6 +232,21 @@ impl<O: ReplicaOwner> Controller<O> {
             .is_some_and(|w| uid.is_none_or(|uid| w.meta().uid.as_deref() == Some(uid)))
         {
             written.remove(key);
+        }
+    }
+
+    /// Drops the remembered status write of `cached`'s key once the cache holds that version
+    /// or a newer one (or another object of that name): from then on the cache serves it, and
+    /// a mass rollout must not keep a second copy of every ReplicaSet it touched until each
+    /// one's next sync.
+    fn forget_caught_up_write(&self, cached: &Arc<O>) {
+        let key = key_of(&**cached);
+        let mut written = self.written_map();
+        if written
+            .get(&key)
+            .is_some_and(|w| !freshest(cached.clone(), Some(w)).1)
+        {
+            written.remove(&key);
         }
     }
 
@@ -361,7 +380,10 @@ impl<O: ReplicaOwner> Controller<O> {
             current
         } else {
             status.observed_generation = generation;
-            let updated = self.write_status(&owner, key, &namespace, &status).await?;
+            let mut updated = self.write_status(&owner, key, &namespace, &status).await?;
+            // Remembered like a cached object: without managedFields, often larger than the
+            // rest of the object.
+            updated.meta_mut().managed_fields = None;
             self.wrote(
                 key,
                 &updated,

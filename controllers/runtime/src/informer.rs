@@ -11,8 +11,9 @@
 //! - [`InformerFactory::informer`] returns the same informer for the same type, so a type is
 //!   listed and watched once no matter how many controllers read it.
 //! - The engine is `kube::runtime::watcher` (paged LIST of 500 served from the watch cache,
-//!   bookmarks, re-watch from the last resourceVersion, relist on an in-stream 410) with
-//!   kube's default exponential backoff; a watch *request* answered with 410 also forces a
+//!   bookmarks, re-watch from the last resourceVersion, relist on an in-stream 410), retried
+//!   with a backoff of 0.8 s doubling to 4 s (kube's and client-go's go up to 30 s, which
+//!   delays recovery after an API server outage); a watch *request* answered with 410 also forces a
 //!   relist (kube-rs would retry the expired resourceVersion forever). Errors are logged and
 //!   retried until shutdown; they never end the informer.
 //! - A relist replaces the cache atomically and delivers the difference, so a delete missed
@@ -91,6 +92,46 @@ const PAGE_SIZE: u32 = 500;
 const WATCH_TIMEOUT_SECS: std::ops::Range<u32> = 300..600;
 /// Pause before rebuilding the list+watch stream should it ever end.
 const RESTART_DELAY: Duration = Duration::from_secs(1);
+/// First wait before retrying a failed list or watch (kube's and client-go's: 0.8 s).
+const RETRY_FIRST: Duration = Duration::from_millis(800);
+/// Longest wait between two retries. kube's and client-go's default is 30 s, so after an API
+/// server outage of half a minute or more an informer may sit out another 30 s (plus jitter)
+/// after the server is back, and every controller with it. A controller-manager holds a
+/// handful of watches: a retry every few seconds costs the server nothing.
+const RETRY_MAX: Duration = Duration::from_secs(4);
+/// Retrying without failure for this long starts the backoff over (kube's reset timer).
+const RETRY_RESET_AFTER: Duration = Duration::from_secs(120);
+
+/// The wait before retry number `attempt` (0 for the first) of a failed list or watch:
+/// [`RETRY_FIRST`] doubling per attempt up to [`RETRY_MAX`], scaled by `jitter` (in `[0, 1)`)
+/// into `[d/2, d)` so that the informers of a process do not all retry at once.
+fn retry_wait(attempt: u32, jitter: f64) -> Duration {
+    let full = RETRY_FIRST
+        .saturating_mul(1u32 << attempt.min(16))
+        .min(RETRY_MAX);
+    full.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0))
+}
+
+/// The informers' retry backoff (see [`retry_wait`]); starts over after a success.
+#[derive(Debug, Default)]
+struct RetryBackoff {
+    attempt: u32,
+}
+
+impl Iterator for RetryBackoff {
+    type Item = Duration;
+    fn next(&mut self) -> Option<Duration> {
+        let wait = retry_wait(self.attempt, rand::random::<f64>());
+        self.attempt = self.attempt.saturating_add(1);
+        Some(wait)
+    }
+}
+
+impl kube::runtime::utils::Backoff for RetryBackoff {
+    fn reset(&mut self) {
+        self.attempt = 0;
+    }
+}
 
 /// Bounds every informed type satisfies.
 pub trait Informable:
@@ -1042,7 +1083,12 @@ impl<K: Informable> Informer<K> {
         let mut errors = ErrorLog::default();
         while !shutdown.is_cancelled() {
             let mut stream = Box::pin(
-                list_watch(Api::<K>::all(client.clone()), config.clone()).default_backoff(),
+                list_watch(Api::<K>::all(client.clone()), config.clone()).backoff(
+                    kube::runtime::utils::ResetTimerBackoff::new(
+                        RetryBackoff::default(),
+                        RETRY_RESET_AFTER,
+                    ),
+                ),
             );
             loop {
                 let item = tokio::select! {
@@ -1120,8 +1166,8 @@ fn is_gone(status: &kube::core::Status) -> bool {
     status.code == 410 || status.reason == "Expired" || status.reason == "Gone"
 }
 
-/// Logs list/watch errors without flooding: kube's backoff already spaces retries (0.8 s
-/// doubling to 30 s), and a run of identical errors is logged at warn only on its 1st, 2nd,
+/// Logs list/watch errors without flooding: the backoff already spaces retries (0.8 s
+/// doubling to 4 s), and a run of identical errors is logged at warn only on its 1st, 2nd,
 /// 4th, 8th, ... occurrence.
 #[derive(Default)]
 struct ErrorLog {
@@ -1220,6 +1266,31 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
         ManagedFieldsEntry, ObjectMeta, OwnerReference,
     };
+
+    #[test]
+    fn retries_double_from_0_8_s_to_a_4_s_cap_with_jitter_below_the_full_wait() {
+        let ms = |attempt, jitter| retry_wait(attempt, jitter).as_millis();
+        // Without jitter's upper half: d/2 .. d.
+        for (attempt, full) in [
+            (0, 800),
+            (1, 1600),
+            (2, 3200),
+            (3, 4000),
+            (9, 4000),
+            (40, 4000),
+        ] {
+            assert_eq!(ms(attempt, 1.0), full, "attempt {attempt}, largest");
+            assert_eq!(ms(attempt, 0.0), full / 2, "attempt {attempt}, smallest");
+        }
+        assert_eq!(ms(1, 0.5), 1200);
+        // A restart after a long outage is at most 4 s away once the server is back.
+        let mut b = RetryBackoff::default();
+        let waits: Vec<Duration> = (&mut b).take(20).collect();
+        assert!(waits.iter().all(|w| *w <= RETRY_MAX));
+        assert!(waits[10] >= RETRY_MAX / 2);
+        kube::runtime::utils::Backoff::reset(&mut b);
+        assert!(b.next().is_some_and(|w| w <= RETRY_FIRST));
+    }
 
     fn cm(ns: &str, name: &str, rv: &str) -> ConfigMap {
         ConfigMap {

@@ -874,6 +874,52 @@ async fn status_write_builds_on_the_controllers_own_last_write() {
     assert!(h.ctrl.written_map().is_empty(), "forgotten with the owner");
 }
 
+/// The object a status write returned is remembered only until the cache has caught up, and
+/// without its managedFields (a mass rollout touches every ReplicaSet at once).
+#[tokio::test]
+async fn a_remembered_status_write_is_lean_and_dropped_once_the_cache_has_it() {
+    let cfg = Config {
+        stale_cache_guard: false,
+        ..Config::default()
+    };
+    let api = FakeApi::new();
+    api.on_fn("PUT", "**", |req| {
+        let mut body = req.body.clone();
+        body["metadata"]["resourceVersion"] = json!("100");
+        body["metadata"]["managedFields"] = json!([{"manager": "rkcm", "operation": "Update",
+            "apiVersion": "apps/v1", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:status": {"f:replicas": {}}}}]);
+        Reply::ok(body)
+    });
+    let h = Harness::<ReplicaSet>::with_config(api, cfg);
+    h.owner(rs_at(1, "1"));
+    h.pods
+        .feed(watcher::Event::Apply(with_rv(&owned("a"), "2")));
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    assert_eq!(h.requests("PUT").len(), 1);
+    let remembered = h.ctrl.written_map().get("ns/web").cloned();
+    let remembered = remembered.expect("the write is remembered while the cache is behind");
+    assert_eq!(remembered.metadata.resource_version.as_deref(), Some("100"));
+    assert_eq!(remembered.metadata.managed_fields, None);
+
+    // An update the cache delivers at an older version keeps it ...
+    let older = Arc::new(rs_at(1, "50"));
+    h.ctrl.on_owner_change(Change::Updated {
+        old: Arc::new(rs_at(1, "1")),
+        new: older.clone(),
+    });
+    assert!(h.ctrl.written_map().contains_key("ns/web"));
+    // ... the written version itself (or a newer one) drops it, before any sync.
+    h.ctrl.on_owner_change(Change::Updated {
+        old: older,
+        new: Arc::new(rs_at(1, "100")),
+    });
+    assert!(
+        h.ctrl.written_map().is_empty(),
+        "dropped once the cache has caught up"
+    );
+}
+
 #[tokio::test]
 async fn stale_cache_guard_waits_for_own_creates_and_status() {
     let h = Harness::<ReplicaSet>::new(versioned(json!({})));
