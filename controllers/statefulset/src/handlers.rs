@@ -27,6 +27,7 @@ impl Controller {
             let k = key_of(&**obj);
             self.expectations.delete_expectations(&k);
             self.consistency.clear(&k, obj.metadata.uid.as_deref());
+            self.pacer.forget(&k);
         }
         self.queue.add(key_of(&**set));
     }

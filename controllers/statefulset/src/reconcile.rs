@@ -23,6 +23,7 @@ use rkcm_runtime::expectations::UidTrackingExpectations;
 use rkcm_runtime::history::{History, owned_or_orphan_revisions, sort_controller_revisions};
 use rkcm_runtime::informer::{INDEX_CONTROLLER_UID, INDEX_ORPHANS_BY_NAMESPACE, Informer};
 use rkcm_runtime::keys::{key, key_of};
+use rkcm_runtime::pacing::StatusPacer;
 use rkcm_runtime::podcontrol::{delete_params, error_message, is_namespace_terminating};
 use rkcm_runtime::workqueue::RetryPolicy;
 use rkcm_runtime::workqueue::WorkQueue;
@@ -54,6 +55,8 @@ pub(crate) struct Controller {
     pub(crate) consistency: StaleGuard,
     pub(crate) clock: SharedClock,
     pub(crate) cfg: Config,
+    /// Spaces out one set's status writes that only move counts ([`rkcm_runtime::pacing`]).
+    pub(crate) pacer: StatusPacer,
 }
 
 /// One sync's context for the writes.
@@ -171,6 +174,7 @@ impl Controller {
             );
             self.expectations.delete_expectations(key);
             self.consistency.clear(key, None);
+            self.pacer.forget(key);
             return Ok(());
         };
         if !self.expectations.satisfied_expectations(key) {
@@ -346,10 +350,22 @@ impl Controller {
         st.current_replicas = Some(st.current_replicas.unwrap_or(0) - update_deletions);
         status::complete_rollout(&set, &mut st);
         self.set_gauges(&set, &plan);
-        let status_result = if status::needs_write(&set, &st) {
-            self.write_status(&ctx, st.clone()).await
-        } else {
+        let status_result = if !status::needs_write(&set, &st) {
             Ok(())
+        } else if let Some(wait) = status::is_routine(&set, &st)
+            .then(|| self.pacer.hold(key, self.clock.now()))
+            .flatten()
+        {
+            // Counts written moments ago: the next write counts whatever else arrives
+            // meanwhile.
+            self.queue.add_after(key.to_string(), wait);
+            Ok(())
+        } else {
+            let written = self.write_status(&ctx, st.clone()).await;
+            if written.is_ok() {
+                self.pacer.wrote(key, self.clock.now());
+            }
+            written
         };
 
         // History, even after a failed sync.

@@ -121,6 +121,22 @@ pub fn needs_write(set: &StatefulSet, status: &StatefulSetStatus) -> bool {
         || s(&status.update_revision) != s(&old.update_revision)
 }
 
+/// Whether writing `status` over the set's cached status only moves counts (the kind of
+/// write [`rkcm_runtime::pacing`] may hold back for a moment): the same observed generation,
+/// revisions and collision count. A write that records a new generation, a revision or a
+/// collision count goes out at once: the next sync reads the current revision back from the
+/// status, and `kubectl rollout status` waits for the generation.
+pub fn is_routine(set: &StatefulSet, status: &StatefulSetStatus) -> bool {
+    let Some(old) = set.status.as_ref() else {
+        return false;
+    };
+    let s = |v: &Option<String>| v.clone().unwrap_or_default();
+    old.observed_generation == status.observed_generation
+        && s(&old.current_revision) == s(&status.current_revision)
+        && s(&old.update_revision) == s(&status.update_revision)
+        && old.collision_count.unwrap_or(0) == status.collision_count.unwrap_or(0)
+}
+
 /// With `minReadySeconds > 0` and some ready pod not yet available: when to sync again (the
 /// earliest moment a ready pod becomes available, at least one second away; the full
 /// `minReadySeconds` when the moment is unknown).

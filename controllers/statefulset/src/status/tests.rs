@@ -96,6 +96,47 @@ fn status_is_written_only_when_something_but_collision_count_changed() {
 }
 
 #[test]
+fn only_writes_that_move_counts_alone_are_routine() {
+    let mut s = set(3);
+    let c = Counts {
+        replicas: 3,
+        ready: 2,
+        available: 2,
+        current: 3,
+        updated: 3,
+    };
+    let first = new_status(&s, "a", "a", 0, c);
+    assert!(!is_routine(&s, &first), "a set without status yet");
+    s.status = Some(first.clone());
+    let ready = new_status(
+        &s,
+        "a",
+        "a",
+        0,
+        Counts {
+            ready: 3,
+            available: 3,
+            ..c
+        },
+    );
+    assert!(is_routine(&s, &ready), "one more pod ready");
+
+    let rolled = new_status(&s, "a", "b", 0, c);
+    let completed = new_status(&s, "b", "b", 0, c);
+    let collided = new_status(&s, "a", "a", 1, c);
+    let mut newer = ready.clone();
+    newer.observed_generation = Some(2);
+    for (what, st) in [
+        ("new update revision", rolled),
+        ("rollout complete", completed),
+        ("collision count", collided),
+        ("new generation", newer),
+    ] {
+        assert!(!is_routine(&s, &st), "{what}");
+    }
+}
+
+#[test]
 fn requeue_when_a_ready_pod_becomes_available() {
     let mut s = set(2);
     s.spec.min_ready_seconds = Some(10);
