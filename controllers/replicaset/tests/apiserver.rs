@@ -24,12 +24,12 @@ mod harness;
 mod lag;
 #[path = "apiserver/namespace_terminating.rs"]
 mod namespace_terminating;
+#[path = "apiserver/pacing.rs"]
+mod pacing;
 #[path = "apiserver/podgc.rs"]
 mod podgc;
 #[path = "apiserver/rc.rs"]
 mod rc;
-#[path = "apiserver/recorder.rs"]
-mod recorder;
 #[path = "apiserver/scale_down.rs"]
 mod scale_down;
 #[path = "apiserver/stale_cache.rs"]

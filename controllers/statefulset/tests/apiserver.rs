@@ -19,6 +19,8 @@ mod harness;
 mod manual;
 #[path = "apiserver/ordering.rs"]
 mod ordering;
+#[path = "apiserver/pacing.rs"]
+mod pacing;
 #[path = "apiserver/safety.rs"]
 mod safety;
 #[path = "apiserver/takeover.rs"]

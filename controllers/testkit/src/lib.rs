@@ -18,6 +18,8 @@
 //!   `rkcm-check`.
 //! - [`volumes::TestVolumes`] pre-creates volumes so that claims bind.
 //! - [`fake_api::FakeApi`] is the one fake API server of unit tests.
+//! - [`recorder::Recorder`] records the requests an in-process controller sends and how they
+//!   were answered (an audit log of its own traffic).
 
 // Test support only: a panic here is a failing test, which is what tests want.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -37,6 +39,7 @@ pub mod fake_api;
 pub mod harness;
 pub mod invariants;
 pub mod proxy;
+pub mod recorder;
 pub mod volumes;
 
 pub use builders::NodeBuilder;

@@ -13,7 +13,7 @@ use anyhow::Result;
 use rkcm_testkit::wait_for;
 
 use crate::harness::*;
-use crate::recorder::{Call, Recorder};
+use rkcm_testkit::recorder::{Call, Recorder};
 
 const REPLICAS: usize = 600;
 const LAG: Duration = Duration::from_secs(2);

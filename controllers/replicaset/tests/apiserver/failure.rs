@@ -47,7 +47,7 @@ rkcm_testkit::scenario! {
 
 async fn quota_failure(env: &Env) -> Result<()> {
     quota(env, 2).await?;
-    let recorder = crate::recorder::Recorder::new();
+    let recorder = rkcm_testkit::recorder::Recorder::new();
     let ctrl = start_recorded(
         env,
         env.config(),

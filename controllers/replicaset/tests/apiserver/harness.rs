@@ -34,7 +34,7 @@ pub fn start_recorded(
     env: &Env,
     cfg: rkcm_replicaset::Config,
     lag: Duration,
-    recorder: Option<&crate::recorder::Recorder>,
+    recorder: Option<&rkcm_testkit::recorder::Recorder>,
 ) -> Controllers {
     let client = env.cluster.client();
     let informer_client = if lag.is_zero() {

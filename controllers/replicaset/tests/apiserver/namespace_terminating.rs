@@ -20,7 +20,7 @@ use rkcm_testkit::{holds_for, wait_for};
 use serde_json::{Value, json};
 
 use crate::harness::*;
-use crate::recorder::Recorder;
+use rkcm_testkit::recorder::Recorder;
 
 const DENIED: &str = "rkcm test: ReplicaSets in this namespace are kept";
 

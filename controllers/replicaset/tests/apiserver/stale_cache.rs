@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use crate::harness::*;
-use crate::recorder::Recorder;
+use rkcm_testkit::recorder::Recorder;
 
 const LAG: Duration = Duration::from_secs(3);
 

@@ -16,7 +16,7 @@ use anyhow::Result;
 use rkcm_testkit::wait_for;
 
 use crate::harness::*;
-use crate::recorder::Recorder;
+use rkcm_testkit::recorder::Recorder;
 
 const REPLICAS: usize = 200;
 

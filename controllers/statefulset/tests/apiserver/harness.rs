@@ -54,6 +54,22 @@ impl<'a> Env<'a> {
         env
     }
 
+    /// `base` with the controller started on a client whose requests `recorder` records (its
+    /// informers read through the plain client). Not restarted by [`Env::start_controller`].
+    pub fn recorded(base: &'a Base, recorder: &rkcm_testkit::recorder::Recorder) -> Self {
+        let client = base.cluster.client();
+        let controller =
+            Controllers::with_clients(recorder.wrap(client.clone()), client, &[base.name()])
+                .spawn("statefulset", |ctx| {
+                    rkcm_statefulset::start(ctx, rkcm_statefulset::Config::default())
+                })
+                .run();
+        Self {
+            base,
+            controller: Some(controller),
+        }
+    }
+
     pub fn start_controller(&mut self) {
         if self.controller.is_none() {
             self.controller = Some(

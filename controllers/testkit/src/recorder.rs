@@ -2,8 +2,6 @@
 //! (method, path, status code, the body of error answers, when it was sent and answered): an
 //! audit log of the controllers' own traffic, without configuring the API server's.
 
-#![allow(dead_code)]
-
 use std::sync::{Arc, Mutex};
 
 use http_body_util::BodyExt;
@@ -31,9 +29,21 @@ impl Call {
 
     /// A `PUT` of the status of ReplicaSet `name` in `namespace`.
     pub fn is_rs_status_write(&self, namespace: &str, name: &str) -> bool {
+        self.is_status_write("apps/v1", "replicasets", namespace, name)
+    }
+
+    /// A `PUT` of the status of object `name` of `resource` (plural) in API group/version
+    /// `group_version` (`apps/v1`, `batch/v1`) in `namespace`.
+    pub fn is_status_write(
+        &self,
+        group_version: &str,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+    ) -> bool {
         self.method == "PUT"
             && self.path
-                == format!("/apis/apps/v1/namespaces/{namespace}/replicasets/{name}/status")
+                == format!("/apis/{group_version}/namespaces/{namespace}/{resource}/{name}/status")
     }
 
     /// A `PATCH` of pod `name` in `namespace`.
