@@ -721,6 +721,8 @@ pub async fn run(
         // it, or the end of the watch delay (events already held back still arrive late).
         let mut start = Instant::now();
         let mut timeout = opts.converge_timeout;
+        // A scenario that waited for convergence alongside its last fault's measurement.
+        let mut settled_already = None;
         match scenario {
             "kill-churn" => {
                 work.bump(1).await?;
@@ -747,9 +749,16 @@ pub async fn run(
             }
             "reject-creates" => {
                 let gate = gate.as_ref().context("no admission gate")?;
-                let r = super::outages::measured_rejection(&work, gate, &audit).await?;
-                start = r.1;
-                outcome.rejection = Some(r.0);
+                let lifted = super::outages::reject_then_lift(&work, gate).await?;
+                start = lifted.opened;
+                // Timed from the lift on its own: the resume watch may wait longer (for a
+                // ReplicaSet that never gets its pod), which is its own finding.
+                let (rejection, settled) =
+                    tokio::join!(super::outages::watch_resume(&work, lifted, &audit), async {
+                        work.wait_settled(timeout).await.map(|_| start.elapsed())
+                    },);
+                outcome.rejection = Some(rejection?);
+                settled_already = Some(settled);
                 outcome.faults += 1;
             }
             _ => {
@@ -757,7 +766,10 @@ pub async fn run(
                 manager.proxy().delay_watches("pods", Duration::ZERO);
             }
         }
-        let converged = work.wait_settled(timeout).await.map(|_| start.elapsed());
+        let converged = match settled_already {
+            Some(settled) => settled,
+            None => work.wait_settled(timeout).await.map(|_| start.elapsed()),
+        };
         match converged {
             Ok(t) => outcome.converge_after_fault_s = Some(t.as_secs_f64()),
             Err(e) => {

@@ -335,15 +335,24 @@ fn is_short(rs: &k8s_openapi::api::apps::v1::ReplicaSet, pods: &[Pod]) -> bool {
     usize::try_from(rs.spec.replicas.unwrap_or(1)).unwrap_or(0) > live
 }
 
+/// The rejection of `reject-creates`, up to the moment creates pass again.
+pub(super) struct Lifted {
+    closed: Instant,
+    lift: Instant,
+    lift_wall: jiff::Timestamp,
+    /// When the gate was open again (convergence is timed from it).
+    pub(super) opened: Instant,
+    deleted: usize,
+    /// (uid, name) of the ReplicaSets short of pods at the lift.
+    short: Vec<(String, String)>,
+    /// The pods that existed at the lift.
+    existing: std::collections::BTreeSet<String>,
+}
+
 /// Closes the gate, makes the baseline's change and deletes one running pod of every
-/// ReplicaSet, keeps the gate closed for [`Options::reject_for`] with no other change, opens
-/// it and measures the gap to the manager's first pod create. Returns the measure and the
-/// instant creates passed again (convergence is timed from it).
-pub(super) async fn measured_rejection(
-    work: &Workload<'_>,
-    gate: &AdmissionGate,
-    audit: &Option<Audit>,
-) -> Result<(Rejection, Instant)> {
+/// ReplicaSet, keeps the gate closed for [`Options::reject_for`] with no other change, then
+/// opens it.
+pub(super) async fn reject_then_lift(work: &Workload<'_>, gate: &AdmissionGate) -> Result<Lifted> {
     gate.close().await?;
     let closed = Instant::now();
     work.bump(1).await?;
@@ -371,6 +380,33 @@ pub(super) async fn measured_rejection(
     let lift = Instant::now();
     let lift_wall = jiff::Timestamp::now();
     let opened = gate.open().await?;
+    Ok(Lifted {
+        closed,
+        lift,
+        lift_wall,
+        opened,
+        deleted,
+        short,
+        existing,
+    })
+}
+
+/// After [`reject_then_lift`]: the gap to the manager's first pod create, and whether (and
+/// when) every ReplicaSet short at the lift got a new pod or stopped being short.
+pub(super) async fn watch_resume(
+    work: &Workload<'_>,
+    lifted: Lifted,
+    audit: &Option<Audit>,
+) -> Result<Rejection> {
+    let Lifted {
+        closed,
+        lift,
+        lift_wall,
+        opened,
+        deleted,
+        short,
+        existing,
+    } = lifted;
     // Every short ReplicaSet's first new pod.
     let mut waiting: Vec<(String, String)> = short.clone();
     let mut all_resumed = None;
@@ -428,18 +464,15 @@ pub(super) async fn measured_rejection(
         .ok(),
         None => None,
     };
-    Ok((
-        Rejection {
-            rejected_s: lift.duration_since(closed).as_secs_f64(),
-            pods_deleted: deleted,
-            admission_reopened_s: opened.duration_since(lift).as_secs_f64(),
-            first_create_s: first.map(|t| t.duration_since(lift_wall).as_secs_f64()),
-            short_replicasets: short.len(),
-            all_resumed_s: all_resumed,
-            stuck: waiting.into_iter().map(|(_, name)| name).collect(),
-        },
-        opened,
-    ))
+    Ok(Rejection {
+        rejected_s: lift.duration_since(closed).as_secs_f64(),
+        pods_deleted: deleted,
+        admission_reopened_s: opened.duration_since(lift).as_secs_f64(),
+        first_create_s: first.map(|t| t.duration_since(lift_wall).as_secs_f64()),
+        short_replicasets: short.len(),
+        all_resumed_s: all_resumed,
+        stuck: waiting.into_iter().map(|(_, name)| name).collect(),
+    })
 }
 
 // ---- partition --------------------------------------------------------------------------------
