@@ -230,6 +230,8 @@ enum Suspect {
         key: String,
         live: i64,
         pod: String,
+        /// The live pods counted (names), for the report.
+        counted: Vec<String>,
     },
     Deployment {
         at: Timestamp,
@@ -667,11 +669,13 @@ impl Checker {
             && let Some(("ReplicaSet", _, rs_uid)) = controller_of(&p.metadata)
         {
             let rs_uid = rs_uid.to_owned();
-            let live = self
+            let counted: Vec<String> = self
                 .pods
                 .values()
                 .filter(|q| is_live(q) && controller_of(&q.metadata).map(|c| c.2) == Some(&rs_uid))
-                .count();
+                .map(|q| q.metadata.name.clone().unwrap_or_default())
+                .collect();
+            let live = counted.len();
             let rs = self
                 .replicasets
                 .get(&rs_uid)
@@ -689,6 +693,7 @@ impl Checker {
                 key: rs_uid,
                 live: i64::try_from(live).unwrap_or(i64::MAX),
                 pod: key_of(&p.metadata),
+                counted,
             });
         }
     }
@@ -951,6 +956,7 @@ impl Checker {
                     key,
                     live,
                     pod,
+                    counted,
                 } if ripe(at) && self.bound_window_end(Kind::ReplicaSet, at).is_some() => {
                     let end = self
                         .bound_window_end(Kind::ReplicaSet, at)
@@ -967,7 +973,16 @@ impl Checker {
                             at,
                             Invariant::ReplicaSetAboveReplicas,
                             &rs,
-                            format!("created {pod}: {live} live pods, replicas at most {bound}"),
+                            format!(
+                                "created {pod}: {live} live pods, replicas at most {bound} \
+                                 (counted {counted:?}; last bounds seen {:?}; window {start}..{end}; \
+                                 checker watch outages: replica sets {:?}, pods {:?})",
+                                self.rs_replicas
+                                    .get(&key)
+                                    .map(|h| h.iter().rev().take(6).collect::<Vec<_>>()),
+                                self.outages.get(&Kind::ReplicaSet),
+                                self.outages.get(&Kind::Pod),
+                            ),
                         );
                     }
                 }
