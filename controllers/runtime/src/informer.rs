@@ -133,6 +133,12 @@ impl kube::runtime::utils::Backoff for RetryBackoff {
     }
 }
 
+/// The retry backoff of the shared informers (see [`retry_wait`]), for any other watch that
+/// should come back as quickly after an API server outage (`.backoff(retry_backoff())`).
+pub fn retry_backoff() -> impl kube::runtime::utils::Backoff {
+    kube::runtime::utils::ResetTimerBackoff::new(RetryBackoff::default(), RETRY_RESET_AFTER)
+}
+
 /// Bounds every informed type satisfies.
 pub trait Informable:
     Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
@@ -1083,12 +1089,7 @@ impl<K: Informable> Informer<K> {
         let mut errors = ErrorLog::default();
         while !shutdown.is_cancelled() {
             let mut stream = Box::pin(
-                list_watch(Api::<K>::all(client.clone()), config.clone()).backoff(
-                    kube::runtime::utils::ResetTimerBackoff::new(
-                        RetryBackoff::default(),
-                        RETRY_RESET_AFTER,
-                    ),
-                ),
+                list_watch(Api::<K>::all(client.clone()), config.clone()).backoff(retry_backoff()),
             );
             loop {
                 let item = tokio::select! {

@@ -132,6 +132,10 @@ pub struct Outcome {
     pub pod_deletions: u64,
     pub spec_changes: u64,
     pub violations: Vec<Violation>,
+    /// Suspicions the checker could not judge: the watch their bound comes from was down
+    /// around them (see `invariants::Checker::unjudged`).
+    #[serde(default)]
+    pub unjudged: u64,
     pub watch_gaps: usize,
     pub changes_observed: u64,
     /// The baseline change to settled, no fault.
@@ -603,6 +607,7 @@ pub async fn run(
         pod_deletions: 0,
         spec_changes: 0,
         violations: Vec::new(),
+        unjudged: 0,
         watch_gaps: 0,
         changes_observed: 0,
         undisturbed_converge_s: 0.0,
@@ -792,6 +797,7 @@ pub async fn run(
     let report = watcher.finish().await;
     outcome.violations = report.violations;
     outcome.watch_gaps = report.gaps.len();
+    outcome.unjudged = report.unjudged;
     outcome.changes_observed = report.observed;
     outcome.panics = count_panics(&manager.log_tail(usize::MAX));
     outcome.gone_answers = manager.proxy().gone_answers();
@@ -837,7 +843,10 @@ pub fn markdown(outcomes: &[Outcome], preamble: &str) -> String {
             o.faults,
             o.pod_deletions,
             o.spec_changes,
-            o.violations.len(),
+            match o.unjudged {
+                0 => o.violations.len().to_string(),
+                n => format!("{} ({n} unjudged)", o.violations.len()),
+            },
             o.watch_gaps,
             o.undisturbed_converge_s,
             secs(o.converge_after_fault_s),
@@ -1191,6 +1200,7 @@ pub async fn run_leader(
         pod_deletions: 0,
         spec_changes: 0,
         violations: Vec::new(),
+        unjudged: 0,
         watch_gaps: 0,
         changes_observed: 0,
         undisturbed_converge_s: 0.0,
@@ -1262,6 +1272,7 @@ pub async fn run_leader(
     let report = watcher.finish().await;
     outcome.violations = report.violations;
     outcome.watch_gaps = report.gaps.len();
+    outcome.unjudged = report.unjudged;
     outcome.changes_observed = report.observed;
     for r in &mut replicas {
         outcome.panics += count_panics(&std::fs::read_to_string(&r.log).unwrap_or_default());

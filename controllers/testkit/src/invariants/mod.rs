@@ -276,6 +276,8 @@ pub struct Checker {
     violations: Vec<Violation>,
     gaps: Vec<Gap>,
     observed: u64,
+    /// Suspicions left unjudged: the watch their bound comes from was down around them.
+    unjudged: u64,
     /// Kinds whose watch failed and has not relisted yet: since when.
     lost: BTreeMap<Kind, Timestamp>,
     /// Past outages of a kind's watch: (lost at, relisted at).
@@ -476,12 +478,49 @@ impl Checker {
                 }
                 self.list_done(at, kind, ns);
             }
-            Observation::Applied(obj) => self.apply(at, obj, false),
-            Observation::Deleted(obj) => self.delete(at, obj),
+            Observation::Applied(obj) => {
+                self.resumed(at, obj.kind());
+                self.apply(at, obj, false)
+            }
+            Observation::Deleted(obj) => {
+                self.resumed(at, obj.kind());
+                self.delete(at, obj)
+            }
             Observation::WatchLost(kind, _) => {
                 self.lost.entry(kind).or_insert(at);
             }
         }
+    }
+
+    /// A watch of `kind` that broke delivers again without a relist (it went on from its
+    /// last resourceVersion): its outage ends here. The changes it missed arrive now, stamped
+    /// late.
+    fn resumed(&mut self, at: Timestamp, kind: Kind) {
+        if let Some(since) = self.lost.remove(&kind) {
+            self.outages.entry(kind).or_default().push((since, at));
+        }
+    }
+
+    /// Whether a watch of one of `kinds` was down within `grace` of `at`: a bound it delivers
+    /// for that moment is unknown, since a value that came and went while it was down was
+    /// never seen (the relist or the resumed watch shows only what came after). The manager's
+    /// own watches may well have been back sooner and acted on that value.
+    fn blind(&self, kinds: &[Kind], at: Timestamp) -> bool {
+        let grace = self.config.grace;
+        kinds.iter().any(|kind| {
+            self.outages
+                .get(kind)
+                .into_iter()
+                .flatten()
+                .any(|(lost, back)| *lost <= at + grace && *back >= at - grace)
+                || self.lost.get(kind).is_some_and(|lost| *lost <= at + grace)
+        })
+    }
+
+    /// Suspicions that were dropped unjudged because a watch their bound comes from was
+    /// down around them.
+    pub fn unjudged(&self) -> u64 {
+        self.unjudged
     }
 
     /// The start of the window in which a bound is looked up for a suspicion at `at`:
@@ -958,6 +997,11 @@ impl Checker {
                     pod,
                     counted,
                 } if ripe(at) && self.bound_window_end(Kind::ReplicaSet, at).is_some() => {
+                    // The pod watch too: a create it delivered late is stamped late.
+                    if self.blind(&[Kind::ReplicaSet, Kind::Pod], at) {
+                        self.unjudged += 1;
+                        continue;
+                    }
                     let end = self
                         .bound_window_end(Kind::ReplicaSet, at)
                         .unwrap_or(at + grace);
@@ -992,6 +1036,10 @@ impl Checker {
                     key,
                     sum,
                 } if ripe(at) && self.bound_window_end(Kind::Deployment, at).is_some() => {
+                    if self.blind(&[Kind::Deployment, Kind::ReplicaSet], at) {
+                        self.unjudged += 1;
+                        continue;
+                    }
                     let end = self
                         .bound_window_end(Kind::Deployment, at)
                         .unwrap_or(at + grace);

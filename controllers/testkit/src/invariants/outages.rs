@@ -601,6 +601,7 @@ pub async fn run_partition(
         pod_deletions: 0,
         spec_changes: 0,
         violations: Vec::new(),
+        unjudged: 0,
         watch_gaps: 0,
         changes_observed: 0,
         undisturbed_converge_s: 0.0,
@@ -741,6 +742,7 @@ pub async fn run_partition(
     let report = watcher.finish().await;
     outcome.violations = report.violations;
     outcome.watch_gaps = report.gaps.len();
+    outcome.unjudged = report.unjudged;
     outcome.changes_observed = report.observed;
     for r in &mut replicas {
         outcome.panics += count_panics(&std::fs::read_to_string(&r.log).unwrap_or_default());

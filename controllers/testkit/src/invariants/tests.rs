@@ -221,6 +221,48 @@ fn a_create_on_the_view_from_before_an_outage_passes_right_after_it() {
     assert_eq!(bad, vec![Invariant::ReplicaSetAboveReplicas]);
 }
 
+/// The checker's ReplicaSet watch was down while the ReplicaSet was scaled up and down again
+/// (the manager's watches were back sooner and created for the larger size): nothing the
+/// checker saw tells the bound at the create, so the create is not judged.
+#[test]
+fn a_create_while_the_checkers_replicaset_watch_was_down_is_not_judged() {
+    let scope = || Some("ns".to_owned());
+    let steps = |create_at: i64| {
+        vec![
+            (1, A(rs("r", "r1", 1, json!(null)))),
+            (2, A(rs_pod("a", json!({})))),
+            (30, Observation::WatchLost(Kind::ReplicaSet, scope())),
+            // Scaled to 2 and back to 1 unseen; the manager created "b" meanwhile.
+            (create_at, A(rs_pod("b", json!({})))),
+            (120, Observation::ListStart(Kind::ReplicaSet, scope())),
+            (120, Observation::Listed(rs("r", "r1", 1, json!(null)))),
+            (120, Observation::ListDone(Kind::ReplicaSet, scope())),
+        ]
+    };
+    let ok = run(steps(90));
+    assert!(ok.is_empty(), "{ok:?}");
+    // Well before the outage, the same create is judged.
+    let bad = run(steps(10));
+    assert_eq!(bad, vec![Invariant::ReplicaSetAboveReplicas]);
+}
+
+/// A watch that breaks and goes on from its last resourceVersion (no relist) ends its outage
+/// when it delivers again: later suspicions are judged on the bounds of their own moment, not
+/// on a window stretched back to the old outage.
+#[test]
+fn a_watch_resumed_without_a_relist_ends_its_outage() {
+    let scope = || Some("ns".to_owned());
+    let bad = run(vec![
+        (1, A(rs("r", "r1", 5, json!(null)))),
+        (2, A(rs_pod("a", json!({})))),
+        (3, Observation::WatchLost(Kind::Pod, scope())),
+        (4, A(rs_pod("b", json!({})))),
+        (40, A(rs("r", "r1", 1, json!(null)))),
+        (200, A(rs_pod("c", json!({})))),
+    ]);
+    assert_eq!(bad, vec![Invariant::ReplicaSetAboveReplicas]);
+}
+
 #[test]
 fn deployment_rollout_within_surge_and_scale_down_race_pass() {
     let d = || owner("Deployment", "d", "d1");

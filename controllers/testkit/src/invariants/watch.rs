@@ -40,18 +40,21 @@ pub struct Report {
     pub observed: u64,
     pub violations: Vec<Violation>,
     pub gaps: Vec<Gap>,
+    /// Suspicions not judged: the watch their bound comes from was down around them.
+    pub unjudged: u64,
 }
 
 impl Report {
     /// A human-readable report: one line per violation and gap.
     pub fn text(&self) -> String {
         let mut out = format!(
-            "invariant check {} .. {}: {} changes observed, {} violations, {} watch gaps\n",
+            "invariant check {} .. {}: {} changes observed, {} violations, {} watch gaps, {} unjudged\n",
             self.started,
             self.finished,
             self.observed,
             self.violations.len(),
-            self.gaps.len()
+            self.gaps.len(),
+            self.unjudged
         );
         for v in &self.violations {
             out.push_str(&format!("VIOLATION {v}\n"));
@@ -84,8 +87,10 @@ where
 {
     tokio::spawn(async move {
         let mut first = true;
+        // The managers' informers come back within seconds of an API server outage; the
+        // checker's watches must not lag them by a longer backoff of their own.
         let mut stream = watcher(api, watcher::Config::default())
-            .default_backoff()
+            .backoff(rkcm_runtime::informer::retry_backoff())
             .boxed();
         while let Some(ev) = stream.next().await {
             let now = Timestamp::now();
@@ -227,6 +232,7 @@ impl InvariantWatcher {
             observed: c.observed(),
             violations: c.violations().to_vec(),
             gaps: c.gaps().to_vec(),
+            unjudged: c.unjudged(),
         }
     }
 }
