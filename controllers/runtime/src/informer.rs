@@ -457,6 +457,16 @@ impl<K: Resource + Clone> State<K> {
                         // silently, subscribers saw this version already.
                         self.index_insert(&key, Some(&old), &new);
                         self.objects.insert(key, new);
+                    } else {
+                        // As client-go's `Replace`: a known object listed again is an update
+                        // even at the same version. Owner handlers enqueue on any update, so
+                        // after an outage every owner is synced at once, including those
+                        // whose retries the outage's failures left waiting in a long backoff;
+                        // child handlers ignore updates that keep the version.
+                        changes.push(Change::Updated {
+                            old: old.clone(),
+                            new: old,
+                        });
                     }
                 }
                 Some(old) => {
@@ -1460,8 +1470,12 @@ mod tests {
                 cm("a", "new", "8"),
             ],
         );
-        // Unchanged `keep` yields nothing; `gone` becomes a tombstone with its last state.
-        assert_eq!(changes, ["~a/changed@3->7", "+a/new@8", "?a/gone@2"]);
+        // Unchanged `keep` is an update at the same version (client-go's `Replace`); `gone`
+        // becomes a tombstone with its last state.
+        assert_eq!(
+            changes,
+            ["~a/changed@3->7", "~a/keep@1->1", "+a/new@8", "?a/gone@2"]
+        );
         assert_eq!(
             keys_of(state.list()),
             ["a/changed", "a/keep", "a/new"].map(String::from)
@@ -1478,7 +1492,7 @@ mod tests {
         state.apply(watcher::Event::InitApply(cm("a", "partial", "5")));
         assert_eq!(state.len(), 1);
         let changes = list(&mut state, vec![cm("a", "x", "1"), cm("a", "y", "6")]);
-        assert_eq!(changes, ["+a/y@6"]);
+        assert_eq!(changes, ["~a/x@1->1", "+a/y@6"]);
     }
 
     #[test]
