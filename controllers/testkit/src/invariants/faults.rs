@@ -966,7 +966,10 @@ pub const NOT_COVERED: &str = "
 Every row ran under the invariant watcher (`rkcm_testkit::invariants`) from before the first
 object to after convergence. Upstream's violations are reported, not judged; `make chaos` fails
 on rkcm's rows only (a violation, a panic, no convergence, overlapping leader writes, or a
-partitioned leader's write after its Lease moved or after its renew deadline).
+partitioned leader's write after its Lease moved or after its renew deadline). A count of
+unjudged suspicions beside the violations: creates the checker could not judge because a
+watch it takes the bound from was down around them (a value that came and went unseen cannot
+be ruled out).
 Convergence: the same change (every Deployment rolled, every ReplicaSet scaled; in the `-all`
 rows also the StatefulSet and the DaemonSet rolled) timed without a fault (undisturbed) and
 made with the last fault: a kill right after it (`kill-churn`); the end of the watch delay
