@@ -3,6 +3,7 @@
 //! audit log of the controllers' own traffic, without configuring the API server's.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use http_body_util::BodyExt;
 use kube::client::Body;
@@ -50,6 +51,28 @@ impl Call {
     pub fn is_pod_patch(&self, namespace: &str, name: &str) -> bool {
         self.method == "PATCH" && self.path == format!("/api/v1/namespaces/{namespace}/pods/{name}")
     }
+}
+
+/// Checks that each of `calls` (ordered by sending time) was sent at least `least` after the
+/// previous one was answered, less `slack` for the clock difference between this log and the
+/// sender's own timing, and that there are at least two to compare (status write pacing).
+pub fn ensure_spaced(calls: &[Call], least: Duration, slack: Duration) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        calls.len() >= 2,
+        "at least two calls to compare, got {}",
+        calls.len()
+    );
+    for (n, pair) in calls.windows(2).enumerate() {
+        let gap = pair[1].sent.saturating_duration_since(pair[0].answered);
+        anyhow::ensure!(
+            gap + slack >= least,
+            "call #{} was sent {gap:?} after #{} was answered (least {least:?}); {} calls in all",
+            n + 2,
+            n + 1,
+            calls.len()
+        );
+    }
+    Ok(())
 }
 
 /// The log; cheap to clone.
@@ -116,5 +139,38 @@ impl Recorder {
             }
         });
         kube::Client::new(svc, "default")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(sent_ms: u64, answered_ms: u64, at: Instant) -> Call {
+        Call {
+            method: "PUT".into(),
+            path: "/x/status".into(),
+            code: 200,
+            error_body: String::new(),
+            sent: at + Duration::from_millis(sent_ms),
+            answered: at + Duration::from_millis(answered_ms),
+        }
+    }
+
+    #[test]
+    fn calls_are_spaced_from_the_previous_answer() {
+        let t = Instant::now();
+        let ms = Duration::from_millis;
+        let spaced = [call(0, 10, t), call(210, 215, t), call(420, 430, t)];
+        assert!(ensure_spaced(&spaced, ms(200), ms(0)).is_ok());
+        // 195 ms after the answer: too close, unless the slack covers it.
+        let close = [call(0, 10, t), call(205, 210, t)];
+        let err = ensure_spaced(&close, ms(200), ms(0)).expect_err("too close");
+        assert!(err.to_string().contains("call #2"), "{err}");
+        assert!(ensure_spaced(&close, ms(200), ms(10)).is_ok());
+        assert!(
+            ensure_spaced(&spaced[..1], ms(200), ms(0)).is_err(),
+            "one call proves nothing"
+        );
     }
 }

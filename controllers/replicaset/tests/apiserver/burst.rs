@@ -2,7 +2,7 @@
 //! (1, 2, 4, …, each batch only after the previous one answered); the rest follow in a later
 //! sync, once the first 500 are observed.
 //!
-//! The controllers' own requests are recorded ([`crate::recorder`]), and their pod watch lags
+//! The controllers' own requests are recorded ([`rkcm_testkit::recorder`]), and their pod watch lags
 //! 2 s: a sync that follows the first must wait for the 500th pod to show up in the cache, so
 //! the creates of different syncs are separated by a gap of at least the lag, and a sync's
 //! creates can be told apart from the next sync's without an audit log.

@@ -2,7 +2,7 @@
 //! (every pod turning Ready within a moment) is counted in status writes spaced at least
 //! `STATUS_WRITE_INTERVAL` apart, and the last write still counts every pod.
 //!
-//! The controllers' own requests are recorded ([`crate::recorder`]); the pacer times a write
+//! The controllers' own requests are recorded ([`rkcm_testkit::recorder`]); the pacer times a write
 //! from its answer, so the next one may be sent no sooner than the interval after it.
 
 use std::time::Duration;
@@ -11,7 +11,7 @@ use anyhow::Result;
 use rkcm_runtime::pacing::STATUS_WRITE_INTERVAL;
 
 use crate::harness::*;
-use rkcm_testkit::recorder::Recorder;
+use rkcm_testkit::recorder::{Recorder, ensure_spaced};
 
 const REPLICAS: usize = 30;
 /// Clock slack between the recorder's timestamps and the pacer's.
@@ -42,21 +42,6 @@ async fn pacing(env: &Env) -> Result<()> {
 
     let ns = env.name();
     let writes = recorder.matching(|c| c.is_rs_status_write(ns, "paced") && c.code == 200);
-    ensure(
-        writes.len() >= 2,
-        format!("at least two status writes, got {}", writes.len()),
-    )?;
-    for (n, pair) in writes.windows(2).enumerate() {
-        let gap = pair[1].sent.saturating_duration_since(pair[0].answered);
-        ensure(
-            gap + SLACK >= STATUS_WRITE_INTERVAL,
-            format!(
-                "status write #{} was sent {gap:?} after #{} was answered (least {STATUS_WRITE_INTERVAL:?}); {} writes in all",
-                n + 2,
-                n + 1,
-                writes.len()
-            ),
-        )?;
-    }
+    ensure_spaced(&writes, STATUS_WRITE_INTERVAL, SLACK)?;
     ctrl.stop().await
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use rkcm_runtime::pacing::STATUS_WRITE_INTERVAL;
-use rkcm_testkit::recorder::Recorder;
+use rkcm_testkit::recorder::{Recorder, ensure_spaced};
 use serde_json::json;
 
 use crate::harness::*;
@@ -37,22 +37,7 @@ async fn status_writes_of_one_set_are_spaced_out_in(base: &Base) -> Result<()> {
         let writes = recorder.matching(|c| {
             c.is_status_write("apps/v1", "statefulsets", env.name(), "paced") && c.code == 200
         });
-        ensure(
-            writes.len() >= 2,
-            format!("at least two status writes, got {}", writes.len()),
-        )?;
-        for (n, pair) in writes.windows(2).enumerate() {
-            let gap = pair[1].sent.saturating_duration_since(pair[0].answered);
-            ensure(
-                gap + SLACK >= STATUS_WRITE_INTERVAL,
-                format!(
-                    "status write #{} was sent {gap:?} after #{} was answered (least {STATUS_WRITE_INTERVAL:?}); {} writes in all",
-                    n + 2,
-                    n + 1,
-                    writes.len()
-                ),
-            )?;
-        }
+        ensure_spaced(&writes, STATUS_WRITE_INTERVAL, SLACK)?;
         Ok(())
     }
     .await;
