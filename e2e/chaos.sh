@@ -90,8 +90,13 @@ if [ "${CHAOS_RELEASE:-0}" = 1 ]; then profile=release; cargo_profile=(--release
 t0=$(date +%s)
 step "build rkcm and rkcm-chaos ($profile)"
 cargo build "${cargo_profile[@]}" -p rkcm -p rkcm-testkit --bins || die "build failed"
-export RKCM_TEST_BIN=$CARGO_TARGET_DIR/$profile/rkcm
-CHAOS=$CARGO_TARGET_DIR/$profile/rkcm-chaos
+# Run copies: a build in the same target directory while the suite runs (hours) must not
+# swap the binary that the next restart of a scenario starts.
+bindir=$(mktemp -d "${TMPDIR:-/tmp}/rkcm-chaos-bin.XXXXXX")
+cp "$CARGO_TARGET_DIR/$profile/rkcm" "$CARGO_TARGET_DIR/$profile/rkcm-chaos" "$bindir/" \
+  || die "copying the binaries to $bindir failed"
+export RKCM_TEST_BIN=$bindir/rkcm
+CHAOS=$bindir/rkcm-chaos
 
 LOCK=${CHAOS_LOCK-/tmp/rkcm-bench.lock}
 if [ -n "$LOCK" ]; then
@@ -112,6 +117,7 @@ else
 fi
 cleanup() {
   local rc=$?
+  rm -rf "$bindir"
   if [ "$started" = 1 ] && [ "${CHAOS_KEEP_PLANE:-0}" != 1 ]; then
     step "tear down the chaos plane"
     plane down || true
