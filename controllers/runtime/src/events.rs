@@ -46,6 +46,9 @@ pub mod consts {
     pub const AGGREGATE_MAX_EVENTS: usize = 10;
     /// Window of the aggregation (`defaultAggregateIntervalInSeconds`).
     pub const AGGREGATE_INTERVAL_SECONDS: i64 = 600;
+    /// How often the correlator drops entries that can no longer change an outcome (rkcm's
+    /// own; upstream relies on the LRU alone).
+    pub const SWEEP_EVERY_SECONDS: i64 = 60;
     /// Spam filter bucket size per source+object (`defaultSpamBurst`).
     pub const SPAM_BURST: f64 = 25.0;
     /// Spam filter refill, tokens per second (`defaultSpamQPS`).
@@ -289,13 +292,14 @@ fn event_name(involved_name: &str, now: jiff::Timestamp) -> String {
 // ---------------------------------------------------------------------------------------------
 
 /// A string-keyed LRU cache with groupcache `lru` semantics: `get` refreshes recency, `add`
-/// evicts the least recently used entry beyond capacity.
+/// evicts the least recently used entry beyond capacity. The key is stored once, shared by the
+/// map and the recency order.
 #[derive(Debug)]
 struct Lru<V> {
     cap: usize,
     tick: u64,
-    entries: HashMap<String, (V, u64)>,
-    order: BTreeMap<u64, String>,
+    entries: HashMap<Arc<str>, (V, u64)>,
+    order: BTreeMap<u64, Arc<str>>,
 }
 
 impl<V> Lru<V> {
@@ -311,10 +315,13 @@ impl<V> Lru<V> {
     fn touch(&mut self, key: &str) {
         self.tick += 1;
         let tick = self.tick;
-        if let Some((_, t)) = self.entries.get_mut(key) {
-            self.order.remove(t);
-            *t = tick;
-            self.order.insert(tick, key.to_string());
+        if let Some((k, (_, t))) = self.entries.get_key_value(key) {
+            let (k, old) = (k.clone(), *t);
+            self.order.remove(&old);
+            self.order.insert(tick, k);
+            if let Some((_, t)) = self.entries.get_mut(key) {
+                *t = tick;
+            }
         }
     }
 
@@ -325,6 +332,7 @@ impl<V> Lru<V> {
 
     fn add(&mut self, key: String, value: V) {
         self.tick += 1;
+        let key: Arc<str> = key.into();
         if let Some((_, old)) = self.entries.insert(key.clone(), (value, self.tick)) {
             self.order.remove(&old);
         }
@@ -335,6 +343,18 @@ impl<V> Lru<V> {
             };
             self.entries.remove(&oldest);
         }
+    }
+
+    /// Drops every entry `keep` refuses.
+    fn retain(&mut self, mut keep: impl FnMut(&V) -> bool) {
+        let order = &mut self.order;
+        self.entries.retain(|_, (v, tick)| {
+            let kept = keep(v);
+            if !kept {
+                order.remove(tick);
+            }
+            kept
+        });
     }
 
     #[cfg(test)]
@@ -448,6 +468,8 @@ pub struct EventCorrelator {
     spam: Lru<TokenBucket<jiff::Timestamp>>,
     aggregates: Lru<AggregateRecord>,
     logs: Lru<EventLog>,
+    /// When [`EventCorrelator::sweep`] last ran.
+    swept: Option<jiff::Timestamp>,
 }
 
 impl EventCorrelator {
@@ -457,12 +479,36 @@ impl EventCorrelator {
             spam: Lru::new(consts::LRU_CACHE_ENTRIES),
             aggregates: Lru::new(consts::LRU_CACHE_ENTRIES),
             logs: Lru::new(consts::LRU_CACHE_ENTRIES),
+            swept: None,
         }
+    }
+
+    /// Drops, at most once per [`consts::SWEEP_EVERY_SECONDS`], the entries that can no longer
+    /// change an outcome: aggregation records older than the aggregation window (the next
+    /// event of that key starts a new record either way) and spam buckets that have refilled
+    /// completely (a new bucket is full too). Without it both caches keep an entry for every
+    /// object that ever had an event until 4 096 others push it out, so a manager whose objects
+    /// come and go grows for hours before the caches are full (upstream does the same). The
+    /// logger's cache is left to its LRU: an entry there lets a repeat patch the existing
+    /// Event, for as long as upstream's would.
+    fn sweep(&mut self, now: jiff::Timestamp) {
+        let due = self.swept.is_none_or(|at| {
+            now.duration_since(at) >= jiff::SignedDuration::from_secs(consts::SWEEP_EVERY_SECONDS)
+        });
+        if !due {
+            return;
+        }
+        self.swept = Some(now);
+        let window = jiff::SignedDuration::from_secs(consts::AGGREGATE_INTERVAL_SECONDS);
+        self.aggregates
+            .retain(|r| now.duration_since(r.last) <= window);
+        self.spam.retain(|bucket| !bucket.is_full_at(now));
     }
 
     /// client-go `EventCorrelate`: aggregate, then observe (count), then spam-filter.
     pub fn correlate(&mut self, event: Event) -> Correlation {
         let now = self.clock.wall();
+        self.sweep(now);
         let (event, key) = self.aggregate(event, now);
         let (event, patch) = self.observe(event, key);
         if self.filtered(&event, now) {
@@ -955,6 +1001,71 @@ mod tests {
         assert!(l.get_mut("b").is_none());
         assert!(l.get_mut("a").is_some());
         assert!(l.get_mut("c").is_some());
+    }
+
+    /// An event about pod `name` (its own uid).
+    fn ev_about(clock: &FakeClock, name: &str, reason: &str, message: &str) -> Event {
+        let mut object = pod_ref();
+        object.name = Some(name.into());
+        object.uid = Some(format!("uid-{name}"));
+        make_event(
+            &source(),
+            &object,
+            EventType::Normal,
+            reason,
+            message,
+            clock.wall(),
+        )
+    }
+
+    #[test]
+    fn objects_gone_quiet_leave_the_aggregation_and_spam_caches() {
+        let (clock, mut c) = setup();
+        for i in 0..50 {
+            let name = format!("gone-{i}");
+            write(&mut c, ev_about(&clock, &name, "Created", "created it"));
+        }
+        assert_eq!(
+            (c.aggregates.len(), c.spam.len(), c.logs.len()),
+            (50, 50, 50)
+        );
+        // Within the aggregation window nothing is dropped, even after a sweep.
+        clock.advance(Duration::from_secs(120));
+        write(&mut c, ev_about(&clock, "other", "Created", "created it"));
+        assert_eq!((c.aggregates.len(), c.spam.len()), (51, 51));
+        // Past the window and the bucket refill, the quiet objects' entries are gone; the
+        // logger keeps its entries (bounded by its LRU, as upstream's).
+        clock.advance(Duration::from_secs(500));
+        write(&mut c, ev_about(&clock, "new", "Created", "created it"));
+        assert_eq!((c.aggregates.len(), c.spam.len(), c.logs.len()), (2, 1, 52));
+        // "other" had its record refreshed 500 s ago: still within the window.
+        assert!(
+            c.aggregates
+                .get_mut(&aggregate_keys(&ev_about(&clock, "other", "Created", "x")).0)
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn sweeping_keeps_every_bucket_that_still_limits() {
+        let (clock, mut c) = setup();
+        // 30 events in a burst: 25 pass, the spam filter drops 5; the bucket is empty.
+        let passed = (0..30)
+            .filter(|i| {
+                let e = ev(&clock, "Unhealthy", &format!("probe failed {i}"));
+                write(&mut c, e) != Correlation::Skip
+            })
+            .count();
+        assert_eq!(passed, 25);
+        // 601 s later two tokens have come back (one per 300 s): two events pass, the third
+        // is dropped, exactly as if nothing had been swept.
+        clock.advance(Duration::from_secs(601));
+        let after: Vec<bool> = (0..3)
+            .map(|i| {
+                write(&mut c, ev(&clock, "Unhealthy", &format!("later {i}"))) != Correlation::Skip
+            })
+            .collect();
+        assert_eq!(after, vec![true, true, false]);
     }
 
     /// A writer whose requests go to `api`.

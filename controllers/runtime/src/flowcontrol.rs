@@ -115,6 +115,23 @@ impl<T: Moment> TokenBucket<T> {
         }
     }
 
+    /// Whether the bucket would hold `burst` tokens at `now`, i.e. behaves from `now` on
+    /// exactly as a new bucket would. Takes nothing.
+    pub fn is_full_at(&self, now: T) -> bool {
+        if self.qps == f64::INFINITY {
+            return true;
+        }
+        let Some(last) = self.last else {
+            return true;
+        };
+        let refilled = if self.refills() {
+            now.seconds_since(last) * self.qps
+        } else {
+            0.0
+        };
+        self.tokens + refilled >= self.burst
+    }
+
     /// Adds the tokens refilled since the previous call, up to `burst`.
     fn advance(&mut self, now: T) {
         if let Some(last) = self.last
@@ -291,6 +308,29 @@ mod tests {
         assert!(bucket.try_accept(t0 + jiff::SignedDuration::from_secs(300)));
         // A clock that went back refills nothing.
         assert!(!bucket.try_accept(t0));
+    }
+
+    #[test]
+    fn a_bucket_is_full_again_once_every_token_taken_has_refilled() {
+        let t0 = jiff::Timestamp::from_second(1_000).unwrap();
+        let at = |s: i64| t0 + jiff::SignedDuration::from_secs(s);
+        // One token per 10 s, burst 3.
+        let mut b: TokenBucket<jiff::Timestamp> = TokenBucket::new(0.1, 3);
+        assert!(b.is_full_at(t0), "a new bucket is full");
+        assert!(b.try_accept(t0));
+        assert!(b.try_accept(t0));
+        assert!(!b.is_full_at(at(19)), "two tokens taken, 1.9 refilled");
+        assert!(b.is_full_at(at(20)), "two tokens taken, two refilled");
+        assert!(b.is_full_at(at(3_600)), "never above burst, still full");
+        // Asking takes nothing.
+        assert!(b.try_accept(at(20)));
+        assert!(!b.is_full_at(at(20)));
+        let mut never: TokenBucket<jiff::Timestamp> = TokenBucket::new(0.0, 1);
+        assert!(never.try_accept(t0));
+        assert!(
+            !never.is_full_at(at(1_000_000)),
+            "a bucket that never refills stays empty"
+        );
     }
 
     #[test]
