@@ -646,7 +646,13 @@ impl SyncPass<'_> {
                 Ok(())
             }
             StatusStep::Write(status) => {
-                if let Some(wait) = self.c.pacer.hold(self.key, self.c.clock.now()) {
+                let now = self.c.clock.now();
+                let hold = if Status::of(&self.d).only_terminating_moved(&status) {
+                    self.c.pacer.hold_slow(self.key, now)
+                } else {
+                    self.c.pacer.hold(self.key, now)
+                };
+                if let Some(wait) = hold {
                     // Written moments ago: the next write counts whatever else arrives
                     // meanwhile.
                     self.c.queue.add_after(self.key.to_owned(), wait);

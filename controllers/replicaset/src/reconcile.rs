@@ -56,7 +56,7 @@ use crate::error::Error;
 use crate::metrics;
 use crate::owner::{ReplicaOwner, ReplicaStatus};
 use crate::plan::{self, Plan, PlanConfig, Snapshot};
-use crate::status::{StatusInputs, calculate_status, needs_write};
+use crate::status::{StatusInputs, calculate_status, needs_write, only_terminating_moved};
 
 /// Upstream pads the minReadySeconds re-check after a pod turns ready by one second against
 /// clock skew between the kubelet and the controller.
@@ -374,7 +374,11 @@ impl<O: ReplicaOwner> Controller<O> {
         let generation = owner.meta().generation.unwrap_or(0);
         let written = if !needs_write(&current, &status, generation) {
             current
-        } else if let Some(wait) = self.pacer.hold(key, self.clock.now()) {
+        } else if let Some(wait) = if only_terminating_moved(&current, &status, generation) {
+            self.pacer.hold_slow(key, self.clock.now())
+        } else {
+            self.pacer.hold(key, self.clock.now())
+        } {
             // Written moments ago: the next write counts whatever else arrives meanwhile.
             self.queue.add_after(key.to_owned(), wait);
             current

@@ -101,5 +101,24 @@ pub fn needs_write(current: &ReplicaStatus, new: &ReplicaStatus, generation: i64
         && generation == current.observed_generation)
 }
 
+/// Whether the write [`needs_write`] asks for changes nothing but the count of terminating
+/// pods: such a write is paced more coarsely
+/// ([`rkcm_runtime::pacing::StatusPacer::hold_slow`]).
+pub fn only_terminating_moved(
+    current: &ReplicaStatus,
+    new: &ReplicaStatus,
+    generation: i64,
+) -> bool {
+    current.terminating_replicas != new.terminating_replicas
+        && !needs_write(
+            current,
+            &ReplicaStatus {
+                terminating_replicas: current.terminating_replicas,
+                ..new.clone()
+            },
+            generation,
+        )
+}
+
 #[cfg(test)]
 mod tests;

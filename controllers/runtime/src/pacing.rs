@@ -25,6 +25,12 @@ use tokio::time::Instant;
 /// The least time between two routine status writes of one object.
 pub const STATUS_WRITE_INTERVAL: Duration = Duration::from_millis(200);
 
+/// The least time between two status writes of one object when the later one changes nothing
+/// but the count of terminating pods. While a rollout drains, the node agents remove deleted
+/// pods one by one, seconds after they were deleted; each removal moves that count of the
+/// ReplicaSet and then of its Deployment, and nothing reads the count to decide anything.
+pub const TERMINATING_WRITE_INTERVAL: Duration = Duration::from_secs(1);
+
 /// How long a write at `now` must wait when the last one was at `last`: `None` to write
 /// now.
 pub fn hold_for(last: Option<Instant>, now: Instant, interval: Duration) -> Option<Duration> {
@@ -36,6 +42,9 @@ pub fn hold_for(last: Option<Instant>, now: Instant, interval: Duration) -> Opti
 #[derive(Debug)]
 pub struct StatusPacer {
     interval: Duration,
+    /// For writes that only move the count of terminating pods ([`StatusPacer::hold_slow`]):
+    /// never shorter than `interval`, zero when `interval` is.
+    slow: Duration,
     state: Mutex<State>,
 }
 
@@ -58,8 +67,14 @@ impl Default for StatusPacer {
 impl StatusPacer {
     /// A pacer with `interval` between writes; zero never holds a write back.
     pub fn new(interval: Duration) -> Self {
+        let slow = if interval.is_zero() {
+            Duration::ZERO
+        } else {
+            interval.max(TERMINATING_WRITE_INTERVAL)
+        };
         Self {
             interval,
+            slow,
             state: Mutex::new(State::default()),
         }
     }
@@ -67,11 +82,21 @@ impl StatusPacer {
     /// `None`: write now (then call [`Self::wrote`]). `Some(d)`: `key` was written less than
     /// the interval ago; re-queue it after `d` and write then.
     pub fn hold(&self, key: &str, now: Instant) -> Option<Duration> {
+        self.hold_within(key, now, self.interval)
+    }
+
+    /// [`Self::hold`] for a write that changes nothing but the count of terminating pods:
+    /// held until [`TERMINATING_WRITE_INTERVAL`] after the last write.
+    pub fn hold_slow(&self, key: &str, now: Instant) -> Option<Duration> {
+        self.hold_within(key, now, self.slow)
+    }
+
+    fn hold_within(&self, key: &str, now: Instant, interval: Duration) -> Option<Duration> {
         let mut state = self.state.lock();
         let last = state.last.get(key).copied();
-        let hold = hold_for(last, now, self.interval);
-        if hold.is_none() && last.is_some() {
-            // Older than the interval: no longer needed.
+        let hold = hold_for(last, now, interval);
+        if last.is_some_and(|t| now.saturating_duration_since(t) >= self.slow) {
+            // Older than either interval: no longer needed.
             state.last.remove(key);
         }
         hold
@@ -87,7 +112,7 @@ impl StatusPacer {
         // Entries only matter for one interval: drop the expired ones whenever the map has
         // doubled since the last prune, so it stays the size of one interval's writes.
         if state.last.len() >= PRUNE_FLOOR.max(2 * state.after_prune) {
-            let interval = self.interval;
+            let interval = self.slow;
             state
                 .last
                 .retain(|_, t| now.saturating_duration_since(*t) < interval);
@@ -150,9 +175,10 @@ mod tests {
             "other keys are free"
         );
         assert_eq!(pacer.hold("ns/a", t0 + 200 * MS), None);
+        assert_eq!(pacer.hold("ns/a", t0 + TERMINATING_WRITE_INTERVAL), None);
         assert!(
             pacer.is_empty(),
-            "an expired entry is dropped when looked at"
+            "an entry past both intervals is dropped when looked at"
         );
         pacer.wrote("ns/a", t0);
         pacer.forget("ns/a");
@@ -160,15 +186,48 @@ mod tests {
     }
 
     #[test]
+    fn a_write_of_terminating_pods_alone_waits_the_longer_interval() {
+        let pacer = StatusPacer::new(200 * MS);
+        let t0 = Instant::now();
+        pacer.wrote("ns/a", t0);
+        // (now, routine hold, terminating-only hold)
+        let cases = [
+            (t0 + 100 * MS, Some(100 * MS), Some(900 * MS)),
+            (t0 + 200 * MS, None, Some(800 * MS)),
+            (t0 + 999 * MS, None, Some(MS)),
+            (t0 + 1_000 * MS, None, None),
+        ];
+        for (now, routine, slow) in cases {
+            assert_eq!(pacer.hold_slow("ns/a", now), slow, "terminating at {now:?}");
+            assert_eq!(pacer.hold("ns/a", now), routine, "routine at {now:?}");
+        }
+        assert!(pacer.is_empty(), "dropped once past the longer interval");
+        // A routine check past the short interval keeps the entry for a later slow check.
+        pacer.wrote("ns/a", t0);
+        assert_eq!(pacer.hold("ns/a", t0 + 300 * MS), None);
+        assert_eq!(pacer.hold_slow("ns/a", t0 + 300 * MS), Some(700 * MS));
+        // Zero disables both.
+        let off = StatusPacer::new(Duration::ZERO);
+        off.wrote("ns/a", t0);
+        assert_eq!(off.hold_slow("ns/a", t0), None);
+    }
+
+    #[test]
     fn expired_entries_do_not_pile_up() {
         let pacer = StatusPacer::new(200 * MS);
         let t0 = Instant::now();
-        // 10 000 owners written once each, 1 ms apart: at most about one interval's worth
-        // (plus the doubling slack) stays remembered.
+        // 10 000 owners written once each, 1 ms apart: at most about one longer interval's
+        // worth (1 000 writes, kept for a terminating-only check) plus the doubling slack
+        // stays remembered.
         for i in 0..10_000u32 {
             pacer.wrote(&format!("ns/rs-{i}"), t0 + MS * i);
         }
-        assert!(pacer.len() <= 2 * PRUNE_FLOOR, "{} entries", pacer.len());
+        let per_interval = TERMINATING_WRITE_INTERVAL.as_millis() as usize;
+        assert!(
+            pacer.len() <= 2 * PRUNE_FLOOR.max(per_interval),
+            "{} entries",
+            pacer.len()
+        );
     }
 
     #[test]

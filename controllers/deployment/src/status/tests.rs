@@ -635,3 +635,57 @@ fn pause_and_resume_conditions() {
         None
     );
 }
+
+#[test]
+fn only_a_moved_terminating_count_is_a_slow_write() {
+    let current = Status {
+        observed_generation: 2,
+        replicas: 3,
+        updated_replicas: 3,
+        ready_replicas: 3,
+        available_replicas: 3,
+        terminating_replicas: Some(4),
+        conditions: vec![cond("Available", "True", "MinimumReplicasAvailable", 5, 5)],
+        ..Status::default()
+    };
+    let with = |f: &dyn Fn(&mut Status)| {
+        let mut s = current.clone();
+        f(&mut s);
+        s
+    };
+    // (new status, slow?)
+    let cases = [
+        (with(&|s| s.terminating_replicas = Some(3)), true),
+        (with(&|s| s.terminating_replicas = None), true),
+        (current.clone(), false),
+        (
+            with(&|s| {
+                s.terminating_replicas = Some(3);
+                s.observed_generation = 3;
+            }),
+            false,
+        ),
+        (
+            with(&|s| {
+                s.terminating_replicas = Some(3);
+                s.available_replicas = 2;
+            }),
+            false,
+        ),
+        (
+            with(&|s| {
+                s.terminating_replicas = Some(3);
+                s.conditions[0].last_update_time = Some(ago(1));
+            }),
+            false,
+        ),
+        (with(&|s| s.unavailable_replicas = 1), false),
+    ];
+    for (i, (new, want)) in cases.iter().enumerate() {
+        assert_eq!(
+            current.only_terminating_moved(new),
+            *want,
+            "case {i}: {new:?}"
+        );
+    }
+}

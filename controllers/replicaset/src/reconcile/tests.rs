@@ -21,7 +21,7 @@ use rkcm_runtime::cached::Pod;
 use rkcm_runtime::clock::FakeClock;
 use rkcm_runtime::events::{EventRecorder, FakeEvents};
 use rkcm_runtime::informer::Informer;
-use rkcm_runtime::pacing::{STATUS_WRITE_INTERVAL, StatusPacer};
+use rkcm_runtime::pacing::{STATUS_WRITE_INTERVAL, StatusPacer, TERMINATING_WRITE_INTERVAL};
 use rkcm_runtime::workqueue::RateLimiter;
 use rkcm_testkit::fake_api::{FakeApi, Reply, Request};
 use serde_json::{Value, json};
@@ -1069,18 +1069,24 @@ async fn stale_cache_guard_waits_for_adoptions() {
     );
 }
 
-/// A status write right after the previous one waits for the end of the pacing interval,
-/// and the sync then writes what the caches say by that time.
-#[tokio::test(start_paused = true)]
-async fn a_status_write_right_after_another_waits_for_the_interval() {
-    let h = Harness::<ReplicaSet>::build(
+/// A harness whose controller paces status writes as in production, on a fake that answers
+/// every write with a new resourceVersion.
+fn paced() -> Harness<ReplicaSet> {
+    Harness::build(
         versioned(json!({})),
         Config {
             stale_cache_guard: false,
             ..Config::default()
         },
         StatusPacer::default(),
-    );
+    )
+}
+
+/// A status write right after the previous one waits for the end of the pacing interval,
+/// and the sync then writes what the caches say by that time.
+#[tokio::test(start_paused = true)]
+async fn a_status_write_right_after_another_waits_for_the_interval() {
+    let h = paced();
     h.owner(rs_at(2, "1"));
     h.pods
         .feed(watcher::Event::Apply(with_rv(&owned("a"), "2")));
@@ -1121,4 +1127,46 @@ async fn a_status_write_right_after_another_waits_for_the_interval() {
     let puts = h.requests("PUT");
     assert_eq!(puts.len(), 2);
     assert_eq!(puts[1].body["status"]["readyReplicas"], 2);
+}
+
+/// A write that changes nothing but the count of terminating pods waits for the longer
+/// interval; the write that follows counts the pod gone.
+#[tokio::test(start_paused = true)]
+async fn a_write_of_terminating_pods_alone_waits_the_longer_interval() {
+    let h = paced();
+    h.owner(rs_at(2, "1"));
+    let leaving = P {
+        deleting: true,
+        ..owned("leaving")
+    };
+    h.pods
+        .feed(watcher::Event::Apply(with_rv(&owned("a"), "2")));
+    h.pods
+        .feed(watcher::Event::Apply(with_rv(&owned("b"), "3")));
+    h.pods.feed(watcher::Event::Apply(with_rv(&leaving, "4")));
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    let puts = h.requests("PUT");
+    assert_eq!(puts.len(), 1, "the first status is written at once");
+    assert_eq!(puts[0].body["status"]["terminatingReplicas"], 1);
+
+    // The terminating pod goes away: only its count moves.
+    h.pods.feed(watcher::Event::Delete(with_rv(&leaving, "5")));
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    assert_eq!(h.requests("PUT").len(), 1, "held");
+    assert!(
+        tokio::time::timeout(STATUS_WRITE_INTERVAL * 2, h.ctrl.queue.get())
+            .await
+            .is_err(),
+        "not back after the routine interval"
+    );
+    let key = tokio::time::timeout(TERMINATING_WRITE_INTERVAL, h.ctrl.queue.get())
+        .await
+        .expect("re-queued within the longer interval")
+        .expect("queued");
+    h.ctrl.queue.done(&key);
+    h.ctrl.sync(key).await.expect("sync");
+    let puts = h.requests("PUT");
+    assert_eq!(puts.len(), 2);
+    assert_eq!(puts[1].body["status"]["terminatingReplicas"], 0);
+    assert_eq!(puts[1].body["status"]["replicas"], 2);
 }

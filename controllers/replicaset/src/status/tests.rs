@@ -224,3 +224,50 @@ fn write_only_on_change_or_generation_lag() {
         "nil vs 0 terminating differs"
     );
 }
+
+#[test]
+fn only_a_moved_terminating_count_is_a_slow_write() {
+    let current = ReplicaStatus {
+        replicas: 2,
+        ready_replicas: 2,
+        terminating_replicas: Some(3),
+        observed_generation: 3,
+        ..ReplicaStatus::default()
+    };
+    let with = |f: &dyn Fn(&mut ReplicaStatus)| {
+        let mut s = current.clone();
+        f(&mut s);
+        s
+    };
+    // (new status, generation, slow?)
+    let cases = [
+        (with(&|s| s.terminating_replicas = Some(2)), 3, true),
+        (with(&|s| s.terminating_replicas = None), 3, true),
+        (current.clone(), 3, false),
+        (with(&|s| s.terminating_replicas = Some(2)), 4, false),
+        (
+            with(&|s| {
+                s.terminating_replicas = Some(2);
+                s.replicas = 1;
+            }),
+            3,
+            false,
+        ),
+        (
+            with(&|s| {
+                s.terminating_replicas = Some(2);
+                s.ready_replicas = 1;
+            }),
+            3,
+            false,
+        ),
+        (with(&|s| s.available_replicas = 2), 3, false),
+    ];
+    for (i, (new, generation, want)) in cases.iter().enumerate() {
+        assert_eq!(
+            only_terminating_moved(&current, new, *generation),
+            *want,
+            "case {i}: {new:?} at generation {generation}"
+        );
+    }
+}
