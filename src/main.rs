@@ -37,7 +37,7 @@ use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;
 use prometheus::{IntGaugeVec, Opts};
 use rkcm_runtime::client::{ClientOptions, build_config, make_client};
-use rkcm_runtime::informer::{InformerFactory, ListMode};
+use rkcm_runtime::informer::{ContentType, InformerFactory, ListMode};
 use rkcm_runtime::metrics::{get_or_register, register};
 use rkcm_runtime::{CancellationToken, ControllerContext};
 use tokio::signal::unix::{SignalKind, signal};
@@ -207,7 +207,11 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     } else {
         ListMode::Paged
     };
-    let factory = InformerFactory::with_list_mode(informer_client, list_mode);
+    // Protobuf (upstream's default) for the types rkcm reads in it, JSON otherwise; the CLI
+    // has noticed any other value.
+    let content_type =
+        ContentType::from_media_type(&cli.api.kube_api_content_type).unwrap_or(ContentType::Json);
+    let factory = InformerFactory::with_options(informer_client, list_mode, content_type);
     let started = start_controllers(
         &cli,
         &config,

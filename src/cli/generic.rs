@@ -117,7 +117,8 @@ pub struct ApiFlags {
     )]
     pub kube_api_burst: i32,
 
-    /// Content type of requests sent to apiserver. rkcm always uses application/json.
+    /// Content type of requests sent to apiserver. With protobuf, rkcm lists and watches pods
+    /// and nodes in protobuf and sends every other request in JSON.
     #[arg(
         long,
         default_value = "application/vnd.kubernetes.protobuf",

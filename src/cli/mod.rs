@@ -37,8 +37,9 @@
 //! kubeadm's command line works unchanged.
 //!
 //! **Accepted because harmless, logged once at startup when given:**
-//! `--kube-api-content-type` (kube-rs speaks JSON only; logged whenever not JSON, including
-//! the protobuf default), the `--concurrent-*-syncs` flags of controllers rkcm does not
+//! `--kube-api-content-type` when neither `application/json` nor
+//! `application/vnd.kubernetes.protobuf` (with protobuf, the default, informers read pods and
+//! nodes in protobuf and everything else in JSON), the `--concurrent-*-syncs` flags of controllers rkcm does not
 //! implement, `--deployment-controller-sync-period` (removed upstream),
 //! `--leader-migration-config`, `--profiling`, `--contention-profiling`,
 //! `--permit-port-sharing`, `--permit-address-sharing`, `--http2-max-streams-per-connection`,
@@ -56,6 +57,8 @@ use std::ffi::OsString;
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
+
+use rkcm_runtime::informer::ContentType;
 
 use crate::registry;
 
@@ -407,7 +410,7 @@ fn notices(cli: &Cli, cmd: &clap::Command, matches: &ArgMatches) -> Vec<Notice> 
             });
         }
     }
-    if cli.api.kube_api_content_type != "application/json" {
+    if ContentType::from_media_type(&cli.api.kube_api_content_type).is_none() {
         out.push(Notice {
             flag: format!("--kube-api-content-type={}", cli.api.kube_api_content_type),
             reason: "not supported, using application/json",
@@ -797,13 +800,7 @@ mod tests {
         assert_eq!(cli.podgc.terminated_pod_gc_threshold, 12500);
         assert_eq!(cli.controllers, vec!["*".to_string()]);
         assert_eq!(cli.logging.v, 0);
-        assert_eq!(
-            cli.notices,
-            vec![Notice {
-                flag: "--kube-api-content-type=application/vnd.kubernetes.protobuf".into(),
-                reason: "not supported, using application/json",
-            }]
-        );
+        assert_eq!(cli.notices, vec![], "the protobuf default is honoured");
     }
 
     #[test]
@@ -1057,7 +1054,7 @@ mod tests {
             "--enable-taint-manager",
         ])
         .expect("accepted");
-        assert_eq!(cli.notices.len(), 6, "{:?}", cli.notices);
+        assert_eq!(cli.notices.len(), 5, "{:?}", cli.notices);
         // Values are checked as pflag would: a bad one names the flag.
         for bad in [
             &["--node-monitor-grace-period=50"][..],
@@ -1112,6 +1109,25 @@ mod tests {
                 "--concurrent-namespace-syncs"
             ]
         );
+    }
+
+    #[test]
+    fn only_json_and_protobuf_content_types_are_honoured() {
+        for (value, noticed) in [
+            ("application/json", false),
+            ("application/vnd.kubernetes.protobuf", false),
+            ("application/yaml", true),
+        ] {
+            let cli = run(&[&format!("--kube-api-content-type={value}")]).expect("accepted");
+            let flags: Vec<&str> = cli.notices.iter().map(|n| n.flag.as_str()).collect();
+            assert_eq!(
+                flags
+                    .iter()
+                    .any(|f| f.starts_with("--kube-api-content-type")),
+                noticed,
+                "{value}: {flags:?}"
+            );
+        }
     }
 
     #[test]

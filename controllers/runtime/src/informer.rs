@@ -648,6 +648,29 @@ struct FactoryInner {
 struct Source {
     list_mode: ListMode,
     scope: Scope,
+    content_type: ContentType,
+}
+
+/// The encoding informers ask the API server for (`--kube-api-content-type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ContentType {
+    /// JSON for every type.
+    Json,
+    /// Protobuf for the types [`crate::protobuf`] reads (pods and nodes: most of the bytes a
+    /// manager receives), JSON for the others. Upstream's default.
+    #[default]
+    Protobuf,
+}
+
+impl ContentType {
+    /// The value of `--kube-api-content-type`: `None` for a media type informers cannot use.
+    pub fn from_media_type(media_type: &str) -> Option<Self> {
+        match media_type {
+            "application/json" => Some(ContentType::Json),
+            crate::protobuf::MEDIA_TYPE => Some(ContentType::Protobuf),
+            _ => None,
+        }
+    }
 }
 
 /// Which objects the informers of a factory hold.
@@ -763,13 +786,16 @@ impl InformerFactory {
 
     /// A factory whose informers list the given way.
     pub fn with_list_mode(client: kube::Client, list_mode: ListMode) -> Self {
-        Self::build(
-            client,
-            Source {
-                list_mode,
-                scope: Scope::Cluster,
-            },
-        )
+        Self::with_options(client, list_mode, ContentType::default())
+    }
+
+    /// A factory whose informers list the given way, asking for `content_type`.
+    pub fn with_options(
+        client: kube::Client,
+        list_mode: ListMode,
+        content_type: ContentType,
+    ) -> Self {
+        Self::scoped_with(client, Scope::Cluster, list_mode, content_type)
     }
 
     /// A factory whose informers hold only objects of namespace `ns` (and every object of a
@@ -780,11 +806,22 @@ impl InformerFactory {
 
     /// A factory whose informers hold only the objects `scope` admits.
     pub fn scoped(client: kube::Client, scope: Scope) -> Self {
+        Self::scoped_with(client, scope, ListMode::default(), ContentType::default())
+    }
+
+    /// [`InformerFactory::scoped`], listing the given way and asking for `content_type`.
+    pub fn scoped_with(
+        client: kube::Client,
+        scope: Scope,
+        list_mode: ListMode,
+        content_type: ContentType,
+    ) -> Self {
         Self::build(
             client,
             Source {
-                list_mode: ListMode::default(),
+                list_mode,
                 scope,
+                content_type,
             },
         )
     }
@@ -1085,22 +1122,40 @@ impl<K: Informable> Informer<K> {
 
     async fn run(self, client: kube::Client, source: Source, shutdown: CancellationToken) {
         let resource = self.shared.resource.clone();
+        let timeout = rand::random_range(WATCH_TIMEOUT_SECS);
         let mut config = watcher::Config::default()
             .page_size(PAGE_SIZE)
             .list_semantic(ListSemantic::Any)
-            .timeout(rand::random_range(WATCH_TIMEOUT_SECS));
+            .timeout(timeout);
         if source.list_mode == ListMode::Streaming {
             config = config.streaming_lists();
         }
         if let Some(fields) = source.scope.field_selector::<K>() {
             config = config.fields(&fields);
         }
-        debug!(resource = %resource, "Starting informer");
+        let codec = match source.content_type {
+            ContentType::Protobuf => crate::protobuf::codec::<K>(),
+            ContentType::Json => None,
+        };
+        debug!(resource = %resource, protobuf = codec.is_some(), "Starting informer");
         let mut errors = ErrorLog::default();
         while !shutdown.is_cancelled() {
-            let mut stream = Box::pin(
-                list_watch(Api::<K>::all(client.clone()), config.clone()).backoff(retry_backoff()),
-            );
+            let events: BoxStream<'static, watcher::Result<watcher::Event<K>>> = match &codec {
+                Some(codec) => {
+                    let params = crate::protobuf::watcher::Params {
+                        path: K::url_path(&(), None),
+                        kind: codec.kind,
+                        list_kind: codec.list_kind,
+                        field_selector: source.scope.field_selector::<K>(),
+                        page_size: PAGE_SIZE,
+                        timeout,
+                        streaming: source.list_mode == ListMode::Streaming,
+                    };
+                    crate::protobuf::watcher::watch(client.clone(), params, codec.decode).boxed()
+                }
+                None => list_watch(Api::<K>::all(client.clone()), config.clone()).boxed(),
+            };
+            let mut stream = Box::pin(events.backoff(retry_backoff()));
             loop {
                 let item = tokio::select! {
                     biased;
@@ -1173,7 +1228,7 @@ fn list_watch<K: Informable>(
 }
 
 /// 410 Gone / `Expired`: the requested resourceVersion is compacted away.
-fn is_gone(status: &kube::core::Status) -> bool {
+pub(crate) fn is_gone(status: &kube::core::Status) -> bool {
     status.code == 410 || status.reason == "Expired" || status.reason == "Gone"
 }
 

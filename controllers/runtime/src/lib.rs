@@ -38,6 +38,7 @@ pub mod pacing;
 pub mod pod;
 pub mod podcontrol;
 pub mod projection;
+pub mod protobuf;
 pub mod selector;
 pub mod workqueue;
 pub mod write;

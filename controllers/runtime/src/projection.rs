@@ -85,7 +85,8 @@ pub mod pod {
     /// only. Read by the StatefulSet controller (storage checks, to which a volume of
     /// another kind counts as no volume).
     pub const VOLUME_CLAIMS: Fields = Fields(1 << 1);
-    /// `spec.affinity`. Read by the DaemonSet controller (the node a daemon pod targets).
+    /// `spec.affinity.nodeAffinity` (pod affinities are never kept). Read by the DaemonSet
+    /// controller (the node a daemon pod targets).
     pub const AFFINITY: Fields = Fields(1 << 2);
     /// Every group.
     pub const ALL: Fields = CONTAINER_STATUSES.union(VOLUME_CLAIMS).union(AFFINITY);
@@ -126,7 +127,17 @@ impl Projectable for Pod {
                 }
                 _ => None,
             };
-            if !keep.contains(pod::AFFINITY) {
+            // Of the affinity, only the node affinity is read.
+            if let Some(affinity) = spec.affinity.as_mut() {
+                affinity.pod_affinity = None;
+                affinity.pod_anti_affinity = None;
+            }
+            if !keep.contains(pod::AFFINITY)
+                || spec
+                    .affinity
+                    .as_ref()
+                    .is_some_and(|a| a.node_affinity.is_none())
+            {
                 spec.affinity = None;
             }
         }

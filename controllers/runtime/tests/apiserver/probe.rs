@@ -32,6 +32,8 @@ struct Trap {
 
 struct ProbeState {
     counts: Mutex<HashMap<(Verb, String), usize>>,
+    /// The same, for requests that asked for protobuf.
+    protobuf: Mutex<HashMap<(Verb, String), usize>>,
     /// Server-side `timeoutSeconds` forced onto every watch, so watches end (and the
     /// informer re-watches) within seconds.
     watch_timeout: Mutex<Option<u32>>,
@@ -44,6 +46,7 @@ impl Default for ProbeState {
     fn default() -> Self {
         Self {
             counts: Mutex::default(),
+            protobuf: Mutex::default(),
             watch_timeout: Mutex::default(),
             traps: Mutex::default(),
             parked: AtomicUsize::new(0),
@@ -78,6 +81,16 @@ impl Probe {
     pub fn count(&self, verb: Verb, path: &str) -> usize {
         self.state
             .counts
+            .lock()
+            .get(&(verb, path.to_string()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Requests of `verb` on exactly `path` that asked for protobuf.
+    pub fn protobuf_count(&self, verb: Verb, path: &str) -> usize {
+        self.state
+            .protobuf
             .lock()
             .get(&(verb, path.to_string()))
             .copied()
@@ -126,6 +139,19 @@ impl Probe {
             .lock()
             .entry((verb, path.clone()))
             .or_default() += 1;
+        let accept = req
+            .headers()
+            .get(http::header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if accept.contains("protobuf") {
+            *self
+                .state
+                .protobuf
+                .lock()
+                .entry((verb, path.clone()))
+                .or_default() += 1;
+        }
         if verb != Verb::Watch {
             return Trap::default();
         }
