@@ -193,7 +193,6 @@ impl SyncPass<'_> {
 
     /// `PUT deployments/status` with the working copy; keeps the new resourceVersion.
     async fn write_status(&mut self) -> Result<(), Error> {
-        let name = self.name().to_owned();
         let status = self.status();
         tracing::debug!(
             controller = crate::NAME,
@@ -206,12 +205,11 @@ impl SyncPass<'_> {
             observed_generation = status.observed_generation,
             "updating deployment status"
         );
-        let written = self
-            .deployment_api()
-            .replace_status(&name, &PostParams::default(), &self.d)
+        // Only the new resourceVersion is read from the answer.
+        let written = rkcm_runtime::write::replace_status(&self.c.client, &self.d)
             .await
             .map_err(|source| StatusError::new("deployment", self.key.to_owned(), source))?;
-        self.d.metadata.resource_version = written.metadata.resource_version;
+        self.d.metadata.resource_version = written.resource_version;
         Ok(())
     }
 
@@ -534,7 +532,13 @@ impl SyncPass<'_> {
     async fn scale_down_old(&mut self, step: OldScaleDown) -> bool {
         for op in &step.ops {
             if let Err(error) = self.scale_op(op, false).await {
-                tracing::warn!(controller = crate::NAME, key = self.key, %error, "scaling down old replica sets failed");
+                // A conflict means the cached ReplicaSet was older than the server's (its own
+                // controller wrote status meanwhile): the next sync sees the new version.
+                if error.is_expected_requeue() {
+                    tracing::debug!(controller = crate::NAME, key = self.key, %error, "scaling down old replica sets deferred");
+                } else {
+                    tracing::warn!(controller = crate::NAME, key = self.key, %error, "scaling down old replica sets failed");
+                }
                 return false;
             }
         }
