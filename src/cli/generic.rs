@@ -118,7 +118,8 @@ pub struct ApiFlags {
     pub kube_api_burst: i32,
 
     /// Content type of requests sent to apiserver. With protobuf, rkcm lists and watches pods
-    /// and nodes in protobuf and sends every other request in JSON.
+    /// and nodes in protobuf and asks for the answers of its writes in protobuf; every other
+    /// request is JSON.
     #[arg(
         long,
         default_value = "application/vnd.kubernetes.protobuf",

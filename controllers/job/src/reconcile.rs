@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use rkcm_runtime::cached::Pod;
 use rkcm_runtime::children::{ChildHandler, on_child_change};
 use rkcm_runtime::clock::SharedClock;
@@ -449,7 +449,7 @@ impl Controller {
             self.emit(job, e);
         }
         let tracked = status::track(job, &pods, &expected_rm, &plan, managed, now);
-        self.track_and_remove_finalizers(job, key, &namespace, &plan, tracked, now)
+        self.track_and_remove_finalizers(job, key, &plan, tracked, now)
             .await?;
         manage_err.map_or(Ok(()), Err)
     }
@@ -693,7 +693,6 @@ impl Controller {
         &self,
         job: &Arc<Job>,
         key: &str,
-        namespace: &str,
         plan: &Plan,
         tracked: Tracked,
         now: jiff::Timestamp,
@@ -712,7 +711,7 @@ impl Controller {
         current.status = Some(new_status);
         if needs_flush {
             current = self
-                .write_status(&current, key, namespace, "adding uncounted pods")
+                .write_status(&current, key, "adding uncounted pods")
                 .await?;
             self.backoff.update(key, plan.new_backoff);
             self.record_pods_finished(&current, &old_status);
@@ -744,7 +743,7 @@ impl Controller {
             if needs_flush {
                 current.status = Some(status);
                 let written = self
-                    .write_status(&current, key, namespace, "removing uncounted pods")
+                    .write_status(&current, key, "removing uncounted pods")
                     .await?;
                 self.record_pods_finished(&written, &old_status);
             }
@@ -763,7 +762,7 @@ impl Controller {
         if needs_flush {
             current.status = Some(status);
             let written = self
-                .write_status(&current, key, namespace, "removing uncounted pods")
+                .write_status(&current, key, "removing uncounted pods")
                 .await?;
             if finishing && let Some(f) = finished.as_ref() {
                 let written_status = written.status.clone().unwrap_or_default();
@@ -841,15 +840,7 @@ impl Controller {
 
     /// `PUT …/jobs/{name}/status` carrying the resourceVersion of `job`. A conflict fails the
     /// sync: the status was computed from an outdated Job.
-    async fn write_status(
-        &self,
-        job: &Job,
-        key: &str,
-        namespace: &str,
-        step: &'static str,
-    ) -> Result<Job, Error> {
-        let api: Api<Job> = Api::namespaced(self.client.clone(), namespace);
-        let name = job.metadata.name.clone().unwrap_or_default();
+    async fn write_status(&self, job: &Job, key: &str, step: &'static str) -> Result<Job, Error> {
         let s = job.status.clone().unwrap_or_default();
         tracing::debug!(
             key,
@@ -862,8 +853,8 @@ impl Controller {
             uncounted = ?s.uncounted_terminated_pods,
             "updating job status"
         );
-        let written = api
-            .replace_status(&name, &PostParams::default(), job)
+        // The Job as the server now keeps it: only its new resourceVersion is read back.
+        let written = rkcm_runtime::write::replace_status_object(&self.client, job.clone())
             .await
             .map_err(|source| Error::UpdateStatus {
                 key: key.to_owned(),

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use rkcm_runtime::cached::Pod;
 use rkcm_runtime::children::{ChildHandler, on_child_change};
 use rkcm_runtime::clock::SharedClock;
@@ -50,6 +50,7 @@ use rkcm_runtime::podcontrol::{
 use rkcm_runtime::selector::Selector;
 use rkcm_runtime::workqueue::RetryPolicy;
 use rkcm_runtime::workqueue::WorkQueue;
+use rkcm_runtime::write;
 
 use crate::Config;
 use crate::error::Error;
@@ -384,10 +385,8 @@ impl<O: ReplicaOwner> Controller<O> {
             current
         } else {
             status.observed_generation = generation;
-            let mut updated = self.write_status(&owner, key, &namespace, &status).await?;
-            // Remembered like a cached object: without managedFields, often larger than the
-            // rest of the object.
-            updated.meta_mut().managed_fields = None;
+            // Remembered like a cached object: without managedFields.
+            let updated = self.write_status(&owner, key, &namespace, &status).await?;
             self.wrote(
                 key,
                 &updated,
@@ -642,16 +641,12 @@ impl<O: ReplicaOwner> Controller<O> {
             observed_generation = status.observed_generation,
             "updating status"
         );
-        let pp = PostParams::default();
-        match api
-            .replace_status(&name, &pp, &owner.with_status(status))
-            .await
-        {
+        match write::replace_status_object(&self.client, owner.with_status(status)).await {
             Ok(updated) => Ok(updated),
             Err(first) => {
                 tracing::debug!(controller = O::CONTROLLER_NAME, key, error = %first, "status update failed; retrying on a fresh copy");
                 let fresh = api.get(&name).await.map_err(err)?;
-                api.replace_status(&name, &pp, &fresh.with_status(status))
+                write::replace_status_object(&self.client, fresh.with_status(status))
                     .await
                     .map_err(err)
             }

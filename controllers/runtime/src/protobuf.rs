@@ -386,6 +386,51 @@ pub fn status(raw: &[u8]) -> Result<kube::core::Status> {
     Ok(st)
 }
 
+/// The `Status` of an error response: protobuf, JSON, or else a status built from the code
+/// and the text (as kube does for a body that is no `Status`).
+pub(crate) fn error_status(code: u16, body: &[u8]) -> kube::core::Status {
+    if let Ok(env) = envelope(body)
+        && env.kind == "Status"
+        && let Ok(mut st) = status(env.raw)
+    {
+        if st.code == 0 {
+            st.code = code;
+        }
+        return st;
+    }
+    if let Ok(st) = serde_json::from_slice::<kube::core::Status>(body) {
+        return st;
+    }
+    let text = String::from_utf8_lossy(body);
+    kube::core::Status::failure(text.trim(), "Failed to parse error data").with_code(code)
+}
+
+/// The identity of the object in a write's answer (an enveloped object of any kind): the
+/// name, namespace, UID, resourceVersion and creation time of its `metadata` (field 1 of
+/// every top-level object); every other field is skipped unread.
+pub fn identity(buf: &[u8]) -> Result<crate::write::Written> {
+    let env = envelope(buf)?;
+    let mut w = crate::write::Written::default();
+    let mut f = Fields::new(env.raw);
+    while let Some((n, v)) = f.next()? {
+        if n != 1 {
+            continue;
+        }
+        let mut m = Fields::new(bytes(v, "metadata")?);
+        while let Some((n, v)) = m.next()? {
+            match n {
+                1 => w.name = non_empty(string(v, "metadata.name")?),
+                3 => w.namespace = non_empty(string(v, "metadata.namespace")?),
+                5 => w.uid = non_empty(string(v, "metadata.uid")?),
+                6 => w.resource_version = non_empty(string(v, "metadata.resourceVersion")?),
+                8 => w.creation_timestamp = time(v, "metadata.creationTimestamp")?,
+                _ => {}
+            }
+        }
+    }
+    Ok(w)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Objects
 // ---------------------------------------------------------------------------------------------

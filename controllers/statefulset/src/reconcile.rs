@@ -133,9 +133,13 @@ pub(crate) fn claim_event_text(
 
 impl Controller {
     fn wrote<K: Resource<DynamicType = ()>>(&self, ctx: &Ctx<'_>, obj: &K) {
+        self.wrote_version::<K>(ctx, obj.meta().resource_version.as_deref());
+    }
+
+    /// [`Self::wrote`] for a write of which only the identity was read back.
+    fn wrote_version<K: Resource<DynamicType = ()>>(&self, ctx: &Ctx<'_>, rv: Option<&str>) {
         if self.cfg.stale_cache_guard {
             let uid = ctx.set.metadata.uid.as_deref().unwrap_or_default();
-            let rv = obj.meta().resource_version.as_deref();
             self.consistency
                 .wrote(ctx.key, uid, GroupResource::of::<K>(), rv);
         }
@@ -762,18 +766,13 @@ impl Controller {
     /// `UpdateStatefulSetStatus`: PUT the whole status with the cached resourceVersion,
     /// retrying conflicts on a fresh cache copy.
     async fn write_status(&self, ctx: &Ctx<'_>, status: StatefulSetStatus) -> Result<(), Error> {
-        let namespace = ctx.set.metadata.namespace.clone().unwrap_or_default();
-        let name = set_name(ctx.set).to_string();
-        let api: Api<StatefulSet> = Api::namespaced(self.client.clone(), &namespace);
         let mut current = ctx.set.clone();
         for attempt in 1..=CONFLICT_STEPS {
             current.status = Some(status.clone());
-            match api
-                .replace_status(&name, &PostParams::default(), &current)
-                .await
-            {
+            // Only the new resourceVersion is read from the answer.
+            match rkcm_runtime::write::replace_status(&self.client, &current).await {
                 Ok(updated) => {
-                    self.wrote(ctx, &updated);
+                    self.wrote_version::<StatefulSet>(ctx, updated.resource_version.as_deref());
                     return Ok(());
                 }
                 Err(kube::Error::Api(s)) if s.is_conflict() && attempt < CONFLICT_STEPS => {

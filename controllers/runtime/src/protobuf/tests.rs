@@ -211,6 +211,33 @@ fn an_error_status_decodes() {
 }
 
 #[test]
+fn a_write_answer_yields_the_identity_its_json_has() {
+    let from_pb = identity(fixture!("pod-rich.pb")).expect("identity");
+    let pod: k8s_openapi::api::core::v1::Pod = json(fixture!("pod-rich.json"));
+    let m = pod.metadata;
+    assert_eq!(from_pb.name.as_deref(), Some("rich"));
+    assert_eq!(
+        (
+            from_pb.name,
+            from_pb.namespace,
+            from_pb.uid,
+            from_pb.resource_version,
+            from_pb.creation_timestamp
+        ),
+        (
+            m.name,
+            m.namespace,
+            m.uid,
+            m.resource_version,
+            m.creation_timestamp
+        )
+    );
+    let node = identity(fixture!("node-tainted.pb")).expect("identity of a node");
+    assert!(node.name.is_some() && node.namespace.is_none() && node.uid.is_some());
+    assert!(identity(&fixture!("pod-rich.pb")[1..]).is_err(), "no magic");
+}
+
+#[test]
 fn damaged_input_is_an_error_not_a_panic() {
     let whole = fixture!("pod-rich.pb");
     assert!(envelope(&whole[1..]).is_err(), "no magic");

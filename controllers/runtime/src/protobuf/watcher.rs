@@ -17,7 +17,7 @@ use futures::Stream;
 use http_body_util::BodyExt;
 use kube::runtime::watcher::{Error, Event, Result};
 
-use super::{DecodeError, Frames, MEDIA_TYPE, WATCH_MEDIA_TYPE};
+use super::{DecodeError, Frames, MEDIA_TYPE, WATCH_MEDIA_TYPE, error_status};
 use crate::informer::is_gone;
 
 /// Decodes one object message (without envelope).
@@ -387,25 +387,6 @@ enum Stop {
     Status(Box<kube::core::Status>),
     /// Undecodable: list again.
     Broken(DecodeError),
-}
-
-/// The `Status` of an error response: protobuf, JSON, or else a status built from the code
-/// and the text (as kube does for a body that is no `Status`).
-fn error_status(code: u16, body: &[u8]) -> kube::core::Status {
-    if let Ok(env) = super::envelope(body)
-        && env.kind == "Status"
-        && let Ok(mut st) = super::status(env.raw)
-    {
-        if st.code == 0 {
-            st.code = code;
-        }
-        return st;
-    }
-    if let Ok(st) = serde_json::from_slice::<kube::core::Status>(body) {
-        return st;
-    }
-    let text = String::from_utf8_lossy(body);
-    kube::core::Status::failure(text.trim(), "Failed to parse error data").with_code(code)
 }
 
 #[cfg(test)]

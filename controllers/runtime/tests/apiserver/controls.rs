@@ -21,6 +21,8 @@ use rkcm_runtime::podcontrol::{PodControl, PodOptions};
 use rkcm_testkit::{TestCluster, wait_for};
 use serde_json::json;
 
+use crate::probe::{Probe, Verb};
+
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 fn template(app: &str) -> PodTemplateSpec {
@@ -98,14 +100,22 @@ async fn pod_control_creates_from_template_and_deletes_gracefully() -> anyhow::R
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns.name());
     let events: Api<Event> = Api::namespaced(client.clone(), ns.name());
     let rs = create_rs(ns.name(), &rs_api, "web", "web").await?;
+    // The control's writes go through a probe that sees what they ask for.
+    let probe = Probe::new();
     let control = PodControl::new(
-        client.clone(),
+        probe.client(&cluster).await?,
         EventRecorder::new(client.clone(), "replicaset-controller"),
     );
+    let pods_path = format!("/api/v1/namespaces/{}/pods", ns.name());
 
     let written = control
         .create_pod(ns.name(), &template("web"), &rs, &PodOptions::default())
         .await?;
+    assert_eq!(
+        probe.protobuf_count(Verb::Write, &pods_path),
+        1,
+        "the create asks for its answer in protobuf"
+    );
     // The create answers the pod's identity; the pod itself is read back from the server.
     let pod = pods
         .get(written.name.as_deref().unwrap_or_default())
@@ -197,6 +207,11 @@ async fn pod_control_creates_from_template_and_deletes_gracefully() -> anyhow::R
         }
     })
     .await?;
+    assert_eq!(
+        probe.protobuf_count(Verb::Write, &format!("{pods_path}/{name}")),
+        2,
+        "both deletes (the refused one and this) ask for protobuf; the refusal's Status was read from it"
+    );
     let deleted = events_with(&events, "SuccessfulDelete", 1).await?;
     assert_eq!(
         deleted[0].message.as_deref(),
@@ -208,6 +223,63 @@ async fn pod_control_creates_from_template_and_deletes_gracefully() -> anyhow::R
         .delete_pod(ns.name(), "does-not-exist", None, &rs)
         .await;
     assert!(gone.is_err_and(|e| e.is_not_found()));
+    Ok(())
+}
+
+/// A status write asks for a protobuf answer and reads only the identity back: the object it
+/// returns is the one sent with the server's new resourceVersion, so a later write from it
+/// passes the resourceVersion precondition, and a write from the older copy is refused.
+#[tokio::test]
+#[ignore = "needs apiserver: make test"]
+async fn a_status_write_returns_the_object_at_the_servers_new_version() -> anyhow::Result<()> {
+    let cluster = TestCluster::connect().await?;
+    let ns = cluster.namespace("rkcm-statuswrite").await?;
+    let rs_api: Api<ReplicaSet> = Api::namespaced(cluster.client(), ns.name());
+    let created = create_rs(ns.name(), &rs_api, "web", "web").await?;
+    let probe = Probe::new();
+    let client = probe.client(&cluster).await?;
+    let path = format!(
+        "/apis/apps/v1/namespaces/{}/replicasets/web/status",
+        ns.name()
+    );
+
+    let mut sent = created.clone();
+    sent.status
+        .get_or_insert_with(Default::default)
+        .observed_generation = Some(1);
+    let written = rkcm_runtime::write::replace_status_object(&client, sent.clone()).await?;
+    assert_eq!(
+        probe.protobuf_count(Verb::Write, &path),
+        1,
+        "the status write asks for its answer in protobuf"
+    );
+    let stored = rs_api.get("web").await?;
+    assert_eq!(
+        written.metadata.resource_version, stored.metadata.resource_version,
+        "the returned object carries the server's new resourceVersion"
+    );
+    assert_ne!(
+        written.metadata.resource_version,
+        created.metadata.resource_version
+    );
+    assert_eq!(
+        written.status, stored.status,
+        "the status sent is the one stored"
+    );
+    assert!(written.metadata.managed_fields.is_none());
+
+    // A second write from the returned object passes the precondition; one from the copy
+    // the first write started from is refused as a conflict, decoded from the answer.
+    let mut next = written.clone();
+    next.status.get_or_insert_with(Default::default).replicas = 0;
+    next.status
+        .get_or_insert_with(Default::default)
+        .observed_generation = Some(2);
+    rkcm_runtime::write::replace_status_object(&client, next).await?;
+    match rkcm_runtime::write::replace_status_object(&client, sent).await {
+        Err(kube::Error::Api(status)) => assert!(status.is_conflict(), "{status:?}"),
+        other => anyhow::bail!("a write from an outdated copy was not refused: {other:?}"),
+    }
     Ok(())
 }
 

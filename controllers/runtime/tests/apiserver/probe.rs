@@ -1,4 +1,4 @@
-//! A tower layer between a kube client and the API server that counts list and watch
+//! A tower layer between a kube client and the API server that counts list, watch and write
 //! requests per path and can hold or fail the next watch request of a path, so tests can
 //! prove "one watch per type" and force an informer through a watch gap and a 410 relist.
 
@@ -19,6 +19,8 @@ use tower::{Layer, Service};
 pub enum Verb {
     List,
     Watch,
+    /// Any request but a GET (create, update, patch, delete).
+    Write,
 }
 
 /// What to do to the next watch request of one path.
@@ -129,10 +131,15 @@ impl Probe {
         let watch = params.contains(&"watch=true");
         // A list is a GET of a collection: the path names no single object.
         let is_collection = path.ends_with('s') && !params.is_empty();
-        if req.method() != http::Method::GET || !(watch || is_collection) {
+        let verb = if req.method() != http::Method::GET {
+            Verb::Write
+        } else if watch {
+            Verb::Watch
+        } else if is_collection {
+            Verb::List
+        } else {
             return Trap::default();
-        }
-        let verb = if watch { Verb::Watch } else { Verb::List };
+        };
         *self
             .state
             .counts
