@@ -30,6 +30,7 @@ use rkcm_runtime::expectations::ControllerExpectations;
 use rkcm_runtime::history::History;
 use rkcm_runtime::informer::{INDEX_CONTROLLER_UID, INDEX_ORPHANS_BY_NAMESPACE, Store};
 use rkcm_runtime::keys::split_key;
+use rkcm_runtime::pacing::StatusPacer;
 use rkcm_runtime::podcontrol::{
     PodControl, PodOptions, SLOW_START_INITIAL_BATCH_SIZE, is_namespace_terminating,
     slow_start_batch,
@@ -44,7 +45,7 @@ use crate::consts::{labels, messages, reasons};
 use crate::error::Error;
 use crate::plan::{Plan, Snapshot, plan};
 use crate::revision;
-use crate::status::{desired_status, needs_write};
+use crate::status::{desired_status, is_routine, needs_write};
 use crate::template::{
     create_pod_template, min_ready_seconds, replace_node_name_affinity, template_generation,
 };
@@ -66,6 +67,9 @@ pub(crate) struct Controller {
     pub(crate) cfg: Config,
     pub(crate) consistency: Option<StaleGuard>,
     pub(crate) backoff: Mutex<Backoff>,
+    /// Spaces out one DaemonSet's status writes that only move counts
+    /// ([`rkcm_runtime::pacing`]).
+    pub(crate) pacer: StatusPacer,
 }
 
 fn labels_of<K: kube::Resource>(obj: &K) -> Option<&std::collections::BTreeMap<String, String>> {
@@ -114,6 +118,7 @@ impl Controller {
             if let Some(store) = &self.consistency {
                 store.clear(key, None);
             }
+            self.pacer.forget(key);
             return Ok(());
         };
         let nodes = self.nodes.list();
@@ -619,6 +624,14 @@ impl Controller {
             self.requeue_for_availability(ds, key, plan);
             return Ok(());
         }
+        if is_routine(ds, plan.update_observed_generation)
+            && let Some(wait) = self.pacer.hold(key, self.clock.now())
+        {
+            // Counts written moments ago: the sync at the end of the interval writes whatever
+            // the caches count by then.
+            self.queue.add_after(key.to_owned(), wait);
+            return Ok(());
+        }
         let err = |source| Error::UpdateStatus {
             key: key.to_owned(),
             source,
@@ -652,6 +665,7 @@ impl Controller {
             GroupResource::of::<DaemonSet>(),
             updated.resource_version.as_deref(),
         );
+        self.pacer.wrote(key, self.clock.now());
         self.requeue_for_availability(ds, key, plan);
         Ok(())
     }

@@ -107,6 +107,16 @@ pub fn needs_write(ds: &DaemonSet, counts: &Counts) -> bool {
     Counts::of(status) != *counts || observed < generation
 }
 
+/// A write that only moves counts: the stored `observedGeneration` already equals the
+/// generation, or this sync may not record a newer one (`update_observed_generation` false,
+/// the rollout's pods not yet created). Such writes go through the status pacer; recording a
+/// new generation goes out at once, as `kubectl rollout status` waits for it.
+pub fn is_routine(ds: &DaemonSet, update_observed_generation: bool) -> bool {
+    let observed = ds.status.as_ref().and_then(|s| s.observed_generation);
+    let generation = ds.metadata.generation;
+    !update_observed_generation || observed.unwrap_or(0) >= generation.unwrap_or(0)
+}
+
 /// The status to write: the stored one with the new counters and, when allowed, the object's
 /// generation as `observedGeneration`.
 pub fn desired_status(

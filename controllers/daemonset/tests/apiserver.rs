@@ -21,6 +21,8 @@ mod lifecycle;
 mod nodes;
 #[path = "apiserver/notready.rs"]
 mod notready;
+#[path = "apiserver/pacing.rs"]
+mod pacing;
 #[path = "apiserver/rollout.rs"]
 mod rollout;
 #[path = "apiserver/takeover.rs"]

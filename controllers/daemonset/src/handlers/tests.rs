@@ -57,6 +57,7 @@ fn fixture() -> Fixture {
         cfg: crate::Config::default(),
         consistency: None,
         backoff: Mutex::new(crate::backoff::Backoff::default()),
+        pacer: rkcm_runtime::pacing::StatusPacer::default(),
     });
     Fixture {
         c,

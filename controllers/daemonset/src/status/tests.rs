@@ -180,3 +180,27 @@ fn write_is_skipped_only_when_counters_and_generation_are_current() {
     );
     assert_eq!(desired_status(&d, &c, true).observed_generation, Some(5));
 }
+
+#[test]
+fn only_writes_that_record_no_new_generation_are_routine() {
+    let at = |generation: i64, observed: Option<i64>| {
+        let status = observed.map_or(json!(null), |o| json!({"observedGeneration": o}));
+        ds_with(json!({"metadata": {"generation": generation}, "status": status}))
+    };
+    // (generation, stored observedGeneration, may this sync record the generation, routine)
+    let table = [
+        (2, Some(2), true, true),
+        (2, Some(3), true, true),
+        (3, Some(2), true, false),
+        (1, None, true, false),
+        (3, Some(2), false, true),
+        (1, None, false, true),
+    ];
+    for (generation, observed, may_record, routine) in table {
+        assert_eq!(
+            is_routine(&at(generation, observed), may_record),
+            routine,
+            "generation {generation}, observed {observed:?}, may record {may_record}"
+        );
+    }
+}

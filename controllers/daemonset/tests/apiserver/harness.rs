@@ -56,6 +56,17 @@ impl Env {
         self.start_with(rkcm_daemonset::Config::default())
     }
 
+    /// Starts the controller with upstream defaults on a client whose requests `recorder`
+    /// records (its informers read through the plain client).
+    pub fn start_recorded(&self, recorder: &rkcm_testkit::recorder::Recorder) -> Controllers {
+        let client = self.cluster.client();
+        Controllers::with_clients(recorder.wrap(client.clone()), client, &[self.name()])
+            .spawn("daemonset", |ctx| {
+                rkcm_daemonset::start(ctx, rkcm_daemonset::Config::default())
+            })
+            .run()
+    }
+
     pub fn start_with(&self, cfg: rkcm_daemonset::Config) -> Controllers {
         Controllers::new(self.cluster.client(), &[self.name()])
             .spawn("daemonset", |ctx| rkcm_daemonset::start(ctx, cfg))
