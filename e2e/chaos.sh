@@ -57,6 +57,8 @@
 #   CHAOS_SCENARIOS=kill-churn,watch-gap,leader,apiserver-restart,partition,watch-410,reject-creates,kill-churn-all,soak
 #   CHAOS_NODES=5             kwok nodes of the plane
 #   CHAOS_RELEASE=0           1: release binaries (needs release dependencies built)
+#   CHAOS_RKCM_FEATURES=      cargo features of the rkcm binary, e.g. system-alloc for a heap
+#                             profiler attached to the soak (heaptrack -p)
 #   CHAOS_REPORT=bench/reports/chaos.md   (raw numbers: same name, .json)
 #   RKCM_BENCH_CLUSTER_DIR=...   plane state (default $TMPDIR/rkcm-chaos-$UID)
 #   CHAOS_KEEP_PLANE=1        leave the plane running afterwards
@@ -89,7 +91,9 @@ if [ "${CHAOS_RELEASE:-0}" = 1 ]; then profile=release; cargo_profile=(--release
 
 t0=$(date +%s)
 step "build rkcm and rkcm-chaos ($profile)"
-cargo build "${cargo_profile[@]}" -p rkcm -p rkcm-testkit --bins || die "build failed"
+features=()
+[ -z "${CHAOS_RKCM_FEATURES:-}" ] || features=(--features "rkcm/$CHAOS_RKCM_FEATURES")
+cargo build "${cargo_profile[@]}" "${features[@]}" -p rkcm -p rkcm-testkit --bins || die "build failed"
 # Run copies: a build in the same target directory while the suite runs (hours) must not
 # swap the binary that the next restart of a scenario starts.
 bindir=$(mktemp -d "${TMPDIR:-/tmp}/rkcm-chaos-bin.XXXXXX")
