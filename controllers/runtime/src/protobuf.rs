@@ -379,11 +379,57 @@ pub fn status(raw: &[u8]) -> Result<kube::core::Status> {
             }
             3 => st.message = string(v, "status.message")?,
             4 => st.reason = string(v, "status.reason")?,
+            5 => st.details = Some(status_details(bytes(v, "status.details")?)?),
             6 => st.code = u16::try_from(int32(v, "status.code")?).unwrap_or(0),
             _ => {}
         }
     }
     Ok(st)
+}
+
+/// `metav1.StatusDetails`: callers read its causes (a create refused with cause
+/// `NamespaceTerminating` is not retried).
+fn status_details(raw: &[u8]) -> Result<kube::core::response::StatusDetails> {
+    let mut d = kube::core::response::StatusDetails {
+        name: String::new(),
+        group: String::new(),
+        kind: String::new(),
+        uid: String::new(),
+        causes: Vec::new(),
+        retry_after_seconds: 0,
+    };
+    let mut f = Fields::new(raw);
+    while let Some((n, v)) = f.next()? {
+        match n {
+            1 => d.name = string(v, "status.details.name")?,
+            2 => d.group = string(v, "status.details.group")?,
+            3 => d.kind = string(v, "status.details.kind")?,
+            4 => {
+                let mut cause = kube::core::response::StatusCause {
+                    reason: String::new(),
+                    message: String::new(),
+                    field: String::new(),
+                };
+                let mut c = Fields::new(bytes(v, "status.details.causes")?);
+                while let Some((n, v)) = c.next()? {
+                    match n {
+                        1 => cause.reason = string(v, "status.details.causes.reason")?,
+                        2 => cause.message = string(v, "status.details.causes.message")?,
+                        3 => cause.field = string(v, "status.details.causes.field")?,
+                        _ => {}
+                    }
+                }
+                d.causes.push(cause);
+            }
+            5 => {
+                let after = int32(v, "status.details.retryAfterSeconds")?;
+                d.retry_after_seconds = u32::try_from(after).unwrap_or(0);
+            }
+            6 => d.uid = string(v, "status.details.uid")?,
+            _ => {}
+        }
+    }
+    Ok(d)
 }
 
 /// The `Status` of an error response: protobuf, JSON, or else a status built from the code

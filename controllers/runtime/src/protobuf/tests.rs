@@ -211,6 +211,23 @@ fn an_error_status_decodes() {
 }
 
 #[test]
+fn an_error_status_keeps_the_details_its_json_has() {
+    let env = envelope(fixture!("status-invalid.pb")).expect("envelope");
+    let from_pb = status(env.raw).expect("status");
+    let mut from_json: kube::core::Status = json(fixture!("status-invalid.json"));
+    // An error's list metadata is empty and not read.
+    from_json.metadata = None;
+    let details = from_pb.details.as_ref().expect("details decoded");
+    assert_eq!(details.causes.len(), 1);
+    assert_eq!(details.causes[0].field, "metadata.name");
+    assert_eq!(from_pb, from_json);
+    // The error path of a write reads the same from either encoding.
+    let mut from_json = error_status(422, fixture!("status-invalid.json"));
+    from_json.metadata = None;
+    assert_eq!(error_status(422, fixture!("status-invalid.pb")), from_json);
+}
+
+#[test]
 fn a_write_answer_yields_the_identity_its_json_has() {
     let from_pb = identity(fixture!("pod-rich.pb")).expect("identity");
     let pod: k8s_openapi::api::core::v1::Pod = json(fixture!("pod-rich.json"));
