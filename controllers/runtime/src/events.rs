@@ -25,7 +25,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::Resource;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::Patch;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
@@ -683,13 +683,16 @@ impl Writer {
 
     async fn attempt(&mut self, event: &Event, patch: Option<&serde_json::Value>) -> Attempt {
         let namespace = s(&event.metadata.namespace);
-        let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
         let mut result = None;
         if let Some(patch) = patch {
             let name = s(&event.metadata.name);
-            let r = api
-                .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
-                .await;
+            let r = crate::write::patch::<Event, _>(
+                &self.client,
+                Some(namespace),
+                name,
+                &Patch::Strategic(patch),
+            )
+            .await;
             // The aggregated-into Event may have expired or been deleted: create it anew.
             let gone = matches!(&r, Err(kube::Error::Api(st)) if st.is_not_found());
             if !gone {
@@ -701,11 +704,18 @@ impl Writer {
             None => {
                 let mut fresh = event.clone();
                 fresh.metadata.resource_version = None;
-                api.create(&PostParams::default(), &fresh).await
+                crate::write::create(&self.client, Some(namespace), &fresh).await
             }
         };
         match result {
-            Ok(server) => {
+            Ok(written) => {
+                // The server stores what was sent (the patch sets the count, message and last
+                // time the correlator computed): only its name and resourceVersion are new.
+                let mut server = event.clone();
+                server.metadata.resource_version = written.resource_version;
+                if written.name.is_some() {
+                    server.metadata.name = written.name;
+                }
                 self.correlator.update_state(&server);
                 Attempt::Done
             }
