@@ -711,7 +711,7 @@ impl Controller {
         current.status = Some(new_status);
         if needs_flush {
             current = self
-                .write_status(&current, key, "adding uncounted pods")
+                .write_status(current, key, "adding uncounted pods")
                 .await?;
             self.backoff.update(key, plan.new_backoff);
             self.record_pods_finished(&current, &old_status);
@@ -743,7 +743,7 @@ impl Controller {
             if needs_flush {
                 current.status = Some(status);
                 let written = self
-                    .write_status(&current, key, "removing uncounted pods")
+                    .write_status(current, key, "removing uncounted pods")
                     .await?;
                 self.record_pods_finished(&written, &old_status);
             }
@@ -762,7 +762,7 @@ impl Controller {
         if needs_flush {
             current.status = Some(status);
             let written = self
-                .write_status(&current, key, "removing uncounted pods")
+                .write_status(current, key, "removing uncounted pods")
                 .await?;
             if finishing && let Some(f) = finished.as_ref() {
                 let written_status = written.status.clone().unwrap_or_default();
@@ -840,7 +840,7 @@ impl Controller {
 
     /// `PUT …/jobs/{name}/status` carrying the resourceVersion of `job`. A conflict fails the
     /// sync: the status was computed from an outdated Job.
-    async fn write_status(&self, job: &Job, key: &str, step: &'static str) -> Result<Job, Error> {
+    async fn write_status(&self, job: Job, key: &str, step: &'static str) -> Result<Job, Error> {
         let s = job.status.clone().unwrap_or_default();
         tracing::debug!(
             key,
@@ -854,7 +854,7 @@ impl Controller {
             "updating job status"
         );
         // The Job as the server now keeps it: only its new resourceVersion is read back.
-        let written = rkcm_runtime::write::replace_status_object(&self.client, job.clone())
+        let written = rkcm_runtime::write::replace_status_object(&self.client, job)
             .await
             .map_err(|source| Error::UpdateStatus {
                 key: key.to_owned(),
