@@ -30,8 +30,8 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::time::Instant;
 use tower::BoxError;
 
-use rkcm_runtime::client::{ClientOptions, Credential, RestClientLayer, user_agent};
-use rkcm_runtime::flowcontrol::client_limiter;
+use rkcm_runtime::client::{Credential, RestClientLayer, user_agent};
+use rkcm_runtime::flowcontrol::RateLimiter;
 
 /// Where the controllers' ServiceAccounts live (upstream `metav1.NamespaceSystem`).
 pub const NAMESPACE: &str = "kube-system";
@@ -247,28 +247,28 @@ impl Credential for TokenSource {
 pub struct ControllerClientBuilder {
     root: kube::Client,
     anonymous: kube::Config,
-    opts: ClientOptions,
 }
 
 impl ControllerClientBuilder {
     /// `root_config` is the manager's config; `root` a client with the manager's identity
     /// (it gets ServiceAccounts and tokens).
-    pub fn new(root: kube::Client, root_config: &kube::Config, opts: &ClientOptions) -> Self {
+    pub fn new(root: kube::Client, root_config: &kube::Config) -> Self {
         let mut anonymous = root_config.clone();
         // Upstream `AnonymousClientConfig`: keep the server and its CA, drop every credential.
         anonymous.auth_info = kube::config::AuthInfo::default();
         // Our layer implements client-go's Retry-After handling; see `make_client`.
         anonymous.default_retry = false;
-        Self {
-            root,
-            anonymous,
-            opts: opts.clone(),
-        }
+        Self { root, anonymous }
     }
 
     /// The client of `controller` (canonical name): gets or creates its ServiceAccount now
     /// (an error here stops the start, as upstream's `ClientOrDie`), tokens on first use.
-    pub async fn client(&self, controller: &str) -> Result<kube::Client, CredentialsError> {
+    /// `limiter` is the client's token bucket (`None`: unlimited).
+    pub async fn client(
+        &self,
+        controller: &str,
+        limiter: Option<Arc<RateLimiter>>,
+    ) -> Result<kube::Client, CredentialsError> {
         let sa =
             service_account(controller).ok_or_else(|| CredentialsError::UnknownController {
                 controller: controller.to_owned(),
@@ -281,7 +281,7 @@ impl ControllerClientBuilder {
             })?;
         let token = Arc::new(TokenSource::new(self.root.clone(), sa));
         let rest = RestClientLayer::new(
-            client_limiter(self.opts.qps, self.opts.burst),
+            limiter,
             user_agent(&format!(
                 "{controller}/system:serviceaccount:{NAMESPACE}:{sa}"
             )),

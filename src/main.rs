@@ -36,7 +36,8 @@ use anyhow::Context as _;
 use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;
 use prometheus::{IntGaugeVec, Opts};
-use rkcm_runtime::client::{ClientOptions, build_config, make_client};
+use rkcm_runtime::client::{ClientOptions, build_config, make_client, make_client_limited};
+use rkcm_runtime::flowcontrol::client_limiter;
 use rkcm_runtime::informer::{ContentType, InformerFactory, ListMode};
 use rkcm_runtime::metrics::{get_or_register, register};
 use rkcm_runtime::{CancellationToken, ControllerContext};
@@ -417,9 +418,7 @@ async fn start_controllers(
         }
         let root = make_client(config, opts, "controller-client-builder")
             .context("building the controller client builder's client")?;
-        Some(credentials::ControllerClientBuilder::new(
-            root, config, opts,
-        ))
+        Some(credentials::ControllerClientBuilder::new(root, config))
     } else {
         None
     };
@@ -450,16 +449,19 @@ async fn start_controllers(
             }
         }
         probes.extend((imp.informers)(factory));
+        // The controller's own token bucket: its client spends it, its status pacer reads it.
+        let budget = client_limiter(opts.qps, opts.burst);
         let client = match &sa_clients {
             Some(builder) => builder
-                .client(def.name)
+                .client(def.name, budget.clone())
                 .await
                 .with_context(|| format!("building the client of {}", def.name))?,
-            None => make_client(config, opts, def.name)
+            None => make_client_limited(config, def.name, budget.clone())
                 .with_context(|| format!("building the client of {}", def.name))?,
         };
         let ctx = ControllerContext {
             client,
+            budget,
             informers: factory.clone(),
             shutdown: shutdown.clone(),
             clock: rkcm_runtime::clock::system(),

@@ -146,7 +146,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         clock: ctx.clock.clone(),
         consistency: cfg.stale_cache_guard.then(metrics::stale_guard),
         backoff: Mutex::new(backoff::Backoff::default()),
-        pacer: rkcm_runtime::pacing::StatusPacer::default(),
+        pacer: rkcm_runtime::pacing::StatusPacer::default().with_budget(ctx.budget.clone()),
         cfg,
     });
     daemonsets.subscribe_with(&controller, reconcile::Controller::on_daemonset_change);

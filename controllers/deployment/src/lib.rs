@@ -137,7 +137,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         recorder: EventRecorder::new(ctx.client.clone(), consts::EVENT_COMPONENT),
         queue: queue.clone(),
         pending_pod_checks: std::sync::Mutex::default(),
-        pacer: rkcm_runtime::pacing::StatusPacer::default(),
+        pacer: rkcm_runtime::pacing::StatusPacer::default().with_budget(ctx.budget.clone()),
         clock: ctx.clock.clone(),
         cfg,
     });

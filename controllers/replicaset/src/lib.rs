@@ -155,7 +155,7 @@ pub async fn start<O: ReplicaOwner>(ctx: ControllerContext, cfg: Config) -> Resu
         consistency: (O::HAS_STALE_CACHE_GUARD && cfg.stale_cache_guard)
             .then(|| metrics::stale_guard(O::CONTROLLER_NAME)),
         written: std::sync::Mutex::new(std::collections::HashMap::new()),
-        pacer: rkcm_runtime::pacing::StatusPacer::default(),
+        pacer: rkcm_runtime::pacing::StatusPacer::default().with_budget(ctx.budget.clone()),
         cfg,
     });
     owners.subscribe_with(&controller, reconcile::Controller::on_owner_change);

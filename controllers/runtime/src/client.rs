@@ -147,12 +147,23 @@ pub fn make_client(
     opts: &ClientOptions,
     client_name: &str,
 ) -> Result<kube::Client, Error> {
+    make_client_limited(config, client_name, client_limiter(opts.qps, opts.burst))
+}
+
+/// [`make_client`] with the token bucket given (`None`: unlimited), so the caller can also
+/// hand it to whoever paces work by the client's budget
+/// ([`crate::pacing::StatusPacer::with_budget`]).
+pub fn make_client_limited(
+    config: &kube::Config,
+    client_name: &str,
+    limiter: Option<Arc<RateLimiter>>,
+) -> Result<kube::Client, Error> {
     let mut config = config.clone();
     // Our layer implements client-go's Retry-After handling; kube's own retry would run
     // beneath it, unthrottled and with different rules.
     config.default_retry = false;
     let layer = RestClientLayer::new(
-        client_limiter(opts.qps, opts.burst),
+        limiter,
         user_agent(client_name),
         host_label(&config.cluster_url),
     );

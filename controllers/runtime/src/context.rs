@@ -1,8 +1,11 @@
 //! What the manager hands each controller when it starts it.
 
+use std::sync::Arc;
+
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
+use crate::flowcontrol::RateLimiter;
 use crate::informer::InformerFactory;
 
 /// Everything a controller needs from the process.
@@ -11,6 +14,9 @@ pub struct ControllerContext {
     /// An API client of this controller's own, with its own QPS/burst token bucket and a
     /// user agent naming the controller.
     pub client: kube::Client,
+    /// The token bucket of `client` (`None`: unlimited). Controllers pace routine status
+    /// writes by it ([`crate::pacing::StatusPacer::with_budget`]); they never take from it.
+    pub budget: Option<Arc<RateLimiter>>,
     /// The process-wide informers: ask for a type here, never open a watch yourself. Tests
     /// pass a factory scoped to their namespace ([`InformerFactory::namespaced`]).
     pub informers: InformerFactory,
@@ -28,6 +34,7 @@ impl ControllerContext {
     ) -> Self {
         Self {
             client,
+            budget: None,
             informers,
             shutdown,
             clock: crate::clock::system(),

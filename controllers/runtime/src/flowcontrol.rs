@@ -118,18 +118,24 @@ impl<T: Moment> TokenBucket<T> {
     /// Whether the bucket would hold `burst` tokens at `now`, i.e. behaves from `now` on
     /// exactly as a new bucket would. Takes nothing.
     pub fn is_full_at(&self, now: T) -> bool {
+        self.tokens_at(now) >= self.burst
+    }
+
+    /// Tokens the bucket would hold at `now` (negative while reservations are outstanding).
+    /// Takes nothing.
+    pub fn tokens_at(&self, now: T) -> f64 {
         if self.qps == f64::INFINITY {
-            return true;
+            return self.burst;
         }
         let Some(last) = self.last else {
-            return true;
+            return self.burst;
         };
         let refilled = if self.refills() {
             now.seconds_since(last) * self.qps
         } else {
             0.0
         };
-        self.tokens + refilled >= self.burst
+        (self.tokens + refilled).min(self.burst)
     }
 
     /// Adds the tokens refilled since the previous call, up to `burst`.
@@ -177,6 +183,14 @@ impl RateLimiter {
 
     pub fn burst(&self) -> u32 {
         self.bucket.lock().burst()
+    }
+
+    /// Whether less than half the burst is left at `now`: the client has been sending faster
+    /// than its QPS for a while, so a request it adds now waits behind the others (or soon
+    /// will). Takes nothing.
+    pub fn is_pressed(&self, now: Instant) -> bool {
+        let bucket = self.bucket.lock();
+        bucket.tokens_at(now) < bucket.burst / 2.0
     }
 
     /// Takes one token now, returning how long the caller must wait before using it.

@@ -15,12 +15,22 @@
 //! are never held back, only the counting that follows them, by at most the interval.
 //! Writes that record decisions (a revision, a collision count, a failed create) do not go
 //! through the pacer.
+//!
+//! When the controller's API client is short of its QPS budget ([`StatusPacer::with_budget`],
+//! less than half its burst left), every request it adds waits behind the pod creates and
+//! deletes it has queued, and the next sync of the owner is likely to see more changes
+//! anyway: routine writes then wait the longer [`TERMINATING_WRITE_INTERVAL`]. Upstream gets
+//! the same effect unasked, because under such load its queues back up and one sync covers
+//! many changes.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::time::Instant;
+
+use crate::flowcontrol::RateLimiter;
 
 /// The least time between two routine status writes of one object.
 pub const STATUS_WRITE_INTERVAL: Duration = Duration::from_millis(200);
@@ -45,6 +55,8 @@ pub struct StatusPacer {
     /// For writes that only move the count of terminating pods ([`StatusPacer::hold_slow`]):
     /// never shorter than `interval`, zero when `interval` is.
     slow: Duration,
+    /// The controller client's token bucket: while it is pressed, routine writes wait `slow`.
+    budget: Option<Arc<RateLimiter>>,
     state: Mutex<State>,
 }
 
@@ -75,14 +87,24 @@ impl StatusPacer {
         Self {
             interval,
             slow,
+            budget: None,
             state: Mutex::new(State::default()),
         }
+    }
+
+    /// Routine writes wait the longer interval while `budget` (the controller's client
+    /// limiter, `None` when unlimited) has less than half its burst left.
+    pub fn with_budget(mut self, budget: Option<Arc<RateLimiter>>) -> Self {
+        self.budget = budget;
+        self
     }
 
     /// `None`: write now (then call [`Self::wrote`]). `Some(d)`: `key` was written less than
     /// the interval ago; re-queue it after `d` and write then.
     pub fn hold(&self, key: &str, now: Instant) -> Option<Duration> {
-        self.hold_within(key, now, self.interval)
+        let pressed = self.budget.as_ref().is_some_and(|b| b.is_pressed(now));
+        let interval = if pressed { self.slow } else { self.interval };
+        self.hold_within(key, now, interval)
     }
 
     /// [`Self::hold`] for a write that changes nothing but the count of terminating pods:
@@ -210,6 +232,28 @@ mod tests {
         let off = StatusPacer::new(Duration::ZERO);
         off.wrote("ns/a", t0);
         assert_eq!(off.hold_slow("ns/a", t0), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn routine_writes_wait_longer_while_the_client_is_short_of_budget() {
+        // 10 requests per second, burst 10: pressed below 5 tokens.
+        let budget = Arc::new(RateLimiter::new(10.0, 10));
+        let pacer = StatusPacer::new(200 * MS).with_budget(Some(budget.clone()));
+        let t0 = Instant::now();
+        pacer.wrote("ns/a", t0);
+        assert_eq!(pacer.hold("ns/a", t0 + 300 * MS), None, "full bucket");
+        for _ in 0..6 {
+            budget.reserve();
+        }
+        // 4 tokens left at t0: pressed, the longer interval applies.
+        assert_eq!(pacer.hold("ns/a", t0 + 50 * MS), Some(950 * MS));
+        // 100 ms refill one token: 5 left at t0 + 100 ms, no longer pressed.
+        assert_eq!(pacer.hold("ns/a", t0 + 150 * MS), Some(50 * MS));
+        assert_eq!(pacer.hold("ns/a", t0 + 300 * MS), None);
+        // Without a budget (an unlimited client) the short interval always applies.
+        let free = StatusPacer::new(200 * MS).with_budget(None);
+        free.wrote("ns/a", t0);
+        assert_eq!(free.hold("ns/a", t0 + 300 * MS), None);
     }
 
     #[test]

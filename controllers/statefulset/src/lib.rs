@@ -150,7 +150,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         consistency: metrics::stale_guard(),
         clock: ctx.clock.clone(),
         cfg,
-        pacer: rkcm_runtime::pacing::StatusPacer::default(),
+        pacer: rkcm_runtime::pacing::StatusPacer::default().with_budget(ctx.budget.clone()),
     });
     sets.subscribe_with(&controller, reconcile::Controller::on_set);
     pods.subscribe_with(&controller, reconcile::Controller::on_pod);

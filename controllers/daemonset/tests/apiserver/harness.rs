@@ -59,8 +59,22 @@ impl Env {
     /// Starts the controller with upstream defaults on a client whose requests `recorder`
     /// records (its informers read through the plain client).
     pub fn start_recorded(&self, recorder: &rkcm_testkit::recorder::Recorder) -> Controllers {
+        self.start_recorded_on(recorder, None)
+    }
+
+    /// [`Env::start_recorded`], the controller seeing `budget` as its client's token bucket.
+    pub fn start_recorded_on(
+        &self,
+        recorder: &rkcm_testkit::recorder::Recorder,
+        budget: Option<std::sync::Arc<rkcm_runtime::flowcontrol::RateLimiter>>,
+    ) -> Controllers {
         let client = self.cluster.client();
-        Controllers::with_clients(recorder.wrap(client.clone()), client, &[self.name()])
+        let mut controllers =
+            Controllers::with_clients(recorder.wrap(client.clone()), client, &[self.name()]);
+        if let Some(budget) = budget {
+            controllers = controllers.with_budget(budget);
+        }
+        controllers
             .spawn("daemonset", |ctx| {
                 rkcm_daemonset::start(ctx, rkcm_daemonset::Config::default())
             })

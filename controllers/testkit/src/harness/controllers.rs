@@ -2,11 +2,13 @@
 
 use std::fmt::Display;
 use std::future::Future;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
 use rkcm_runtime::clock::SharedClock;
+use rkcm_runtime::flowcontrol::RateLimiter;
 use rkcm_runtime::informer::{InformerFactory, Scope};
 use rkcm_runtime::{CancellationToken, ControllerContext};
 use tokio::task::JoinHandle;
@@ -60,6 +62,14 @@ impl Controllers {
     /// [`OffsetClock`](super::OffsetClock)) instead of the system clock.
     pub fn with_clock(mut self, clock: SharedClock) -> Self {
         self.ctx.clock = clock;
+        self
+    }
+
+    /// Controllers added from now on see `budget` as their client's token bucket
+    /// ([`ControllerContext::budget`]), e.g. a drained one to put their status pacers under
+    /// pressure. Their requests are not throttled by it.
+    pub fn with_budget(mut self, budget: Arc<RateLimiter>) -> Self {
+        self.ctx.budget = Some(budget);
         self
     }
 
