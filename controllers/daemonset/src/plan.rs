@@ -11,8 +11,8 @@
 //! to old ones within `maxSurge`). At most [`BURST_REPLICAS`](crate::consts::BURST_REPLICAS)
 //! creates and deletes each.
 
+use rkcm_runtime::fasthash::HashMap;
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,7 +26,7 @@ use crate::eligibility::{Eligibility, Placement};
 use crate::status::{Counts, calculate_status};
 use crate::template::{
     IntOrPercentError, allows_surge, is_pod_updated, min_ready_seconds, pod_hash, strategy_type,
-    surge_count, target_node_name, template_generation, unavailable_count,
+    surge_count, target_node_name, template_generation_label, unavailable_count,
 };
 use rkcm_runtime::pod::{is_pod_available, is_pod_ready, is_terminal, phase};
 
@@ -128,7 +128,7 @@ pub fn compare_pods(a: &Pod, b: &Pod) -> Ordering {
 /// `metadata.name` affinity term), pods without one skipped. Terminal pods being deleted are
 /// dropped unless `include_deleted_terminal`.
 pub fn pods_by_node(pods: &[Arc<Pod>], include_deleted_terminal: bool) -> PodsByNode<'_> {
-    let mut map: PodsByNode<'_> = BTreeMap::new();
+    let mut map: PodsByNode<'_> = HashMap::default();
     for pod in pods {
         if !include_deleted_terminal
             && is_terminal(pod)
@@ -144,8 +144,20 @@ pub fn pods_by_node(pods: &[Arc<Pod>], include_deleted_terminal: bool) -> PodsBy
     map
 }
 
-/// Pods by the node they are bound to or aimed at (keys borrowed from the snapshot).
-pub type PodsByNode<'a> = BTreeMap<&'a str, Vec<Arc<Pod>>>;
+/// Pods by the node they are bound to or aimed at (keys borrowed from the snapshot). Looked
+/// up once per node and sync; iterate it only through [`unknown_nodes`], which sorts.
+pub type PodsByNode<'a> = HashMap<&'a str, Vec<Arc<Pod>>>;
+
+/// The nodes pods are aimed at that are not in the node list, by name.
+fn unknown_nodes<'a>(by_node: &PodsByNode<'a>, index: &NodeIndex<'_>) -> Vec<&'a str> {
+    let mut names: Vec<&str> = by_node
+        .keys()
+        .copied()
+        .filter(|k| !index.contains_key(k))
+        .collect();
+    names.sort_unstable();
+    names
+}
 
 fn node_name(node: &Node) -> &str {
     node.metadata.name.as_deref().unwrap_or_default()
@@ -156,11 +168,9 @@ fn node_name(node: &Node) -> &str {
 type NodeIndex<'a> = HashMap<&'a str, usize>;
 
 fn node_index<'a>(nodes: &'a [Arc<Node>]) -> NodeIndex<'a> {
-    nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (node_name(n), i))
-        .collect()
+    let mut index = NodeIndex::with_capacity_and_hasher(nodes.len(), Default::default());
+    index.extend(nodes.iter().enumerate().map(|(i, n)| (node_name(n), i)));
+    index
 }
 
 fn pod_name(pod: &Pod) -> &str {
@@ -361,10 +371,8 @@ fn manage(
         }
     }
     // Unbound pods aimed at a node that no longer exists: nothing else deletes them.
-    for (node, pods) in by_node {
-        if index.contains_key(node) {
-            continue;
-        }
+    for node in unknown_nodes(by_node, index) {
+        let pods = by_node.get(node).map(Vec::as_slice).unwrap_or_default();
         plan.deletes.extend(
             pods.iter()
                 .filter(|p| {
@@ -386,7 +394,7 @@ type NewAndOld<'p> = (Option<&'p Arc<Pod>>, Option<&'p Arc<Pod>>);
 fn updated_pods_on_node<'p>(
     pods: &'p [Arc<Pod>],
     hash: &str,
-    generation: Option<i64>,
+    generation: Option<&str>,
 ) -> Option<NewAndOld<'p>> {
     let (mut new, mut old) = (None, None);
     for pod in pods {
@@ -464,7 +472,8 @@ fn rolling_update<'a>(
     now: Timestamp,
 ) -> Result<(Vec<Arc<Pod>>, Vec<String>), PlanError> {
     let (max_surge, max_unavailable, desired) = desired_node_counts(snap, by_node, placements)?;
-    let generation = template_generation(snap.ds);
+    let generation = template_generation_label(snap.ds);
+    let generation = generation.as_deref();
     let min_ready = min_ready_seconds(snap.ds);
     let available = |p: &Pod| is_pod_available(p, min_ready, now);
     let mut order: Vec<&str> = snap
@@ -473,7 +482,7 @@ fn rolling_update<'a>(
         .map(|n| node_name(n))
         .filter(|n| by_node.contains_key(*n))
         .collect();
-    order.extend(by_node.keys().copied().filter(|k| !index.contains_key(k)));
+    order.extend(unknown_nodes(by_node, index));
     let placement_of = |node: &str| index.get(node).and_then(|&i| placements.get(i)).copied();
     // Nodes whose Ready condition is not True sit the rollout out (see `node_is_not_ready`).
     order.retain(|node| {

@@ -14,7 +14,6 @@
 //! - Deletes are graceful (no grace period is ever sent) with a UID precondition; adoption
 //!   re-reads the DaemonSet first; status writes carry the resourceVersion.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -27,6 +26,7 @@ use rkcm_runtime::controller::Reconcile;
 use rkcm_runtime::controller_ref::ControllerRefManager;
 use rkcm_runtime::events::{EventRecorder, EventType};
 use rkcm_runtime::expectations::ControllerExpectations;
+use rkcm_runtime::fasthash::HashMap;
 use rkcm_runtime::history::History;
 use rkcm_runtime::informer::{INDEX_CONTROLLER_UID, INDEX_ORPHANS_BY_NAMESPACE, Store};
 use rkcm_runtime::keys::split_key;

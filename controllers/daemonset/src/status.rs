@@ -13,7 +13,7 @@ use rkcm_runtime::cached::Pod;
 
 use crate::eligibility::Placement;
 use crate::plan::{Snapshot, compare_pods};
-use crate::template::{is_pod_updated, min_ready_seconds, template_generation};
+use crate::template::{is_pod_updated, min_ready_seconds, template_generation_label};
 use rkcm_runtime::pod::{is_pod_available, is_pod_ready};
 
 /// The seven counters upstream writes.
@@ -69,7 +69,8 @@ pub fn calculate_status(
     placements: &[Placement],
     now: Timestamp,
 ) -> Counts {
-    let generation = template_generation(snap.ds);
+    let generation = template_generation_label(snap.ds);
+    let generation = generation.as_deref();
     let min_ready = min_ready_seconds(snap.ds);
     let mut c = Counts::default();
     for (node, placement) in snap.nodes.iter().zip(placements) {

@@ -184,14 +184,19 @@ fn pod_label<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
     pod.metadata.labels.as_ref()?.get(key).map(String::as_str)
 }
 
-/// `IsPodUpdated`: the pod carries the current hash, or the current template generation.
-pub fn is_pod_updated(pod: &Pod, hash: &str, generation: Option<i64>) -> bool {
+/// [`template_generation`] as the `pod-template-generation` label spells it: computed once
+/// per sync for [`is_pod_updated`].
+pub fn template_generation_label(ds: &DaemonSet) -> Option<String> {
+    template_generation(ds).map(|g| g.to_string())
+}
+
+/// `IsPodUpdated`: the pod carries the current hash, or the current template generation
+/// (`generation`: from [`template_generation_label`]).
+pub fn is_pod_updated(pod: &Pod, hash: &str, generation: Option<&str>) -> bool {
     let hash_matches =
         !hash.is_empty() && pod_label(pod, labels::CONTROLLER_REVISION_HASH) == Some(hash);
     hash_matches
-        || generation.is_some_and(|g| {
-            pod_label(pod, labels::POD_TEMPLATE_GENERATION) == Some(g.to_string().as_str())
-        })
+        || generation.is_some_and(|g| pod_label(pod, labels::POD_TEMPLATE_GENERATION) == Some(g))
 }
 
 /// The `controller-revision-hash` label of a pod (empty when absent).

@@ -59,6 +59,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
+use crate::fasthash::HashMap as FastMap;
 use crate::keys;
 use crate::metrics::{get_or_register, register};
 use crate::projection::{Fields, Projectable};
@@ -215,19 +216,19 @@ fn index_orphans_by_namespace<K: Resource>(obj: &K) -> Vec<String> {
 
 /// Index value -> key -> object. The objects themselves are kept (as in `objects`), so a
 /// lookup clones `Arc`s without hashing every key a second time.
-type Index<K> = HashMap<String, HashMap<String, Arc<K>>>;
+type Index<K> = FastMap<String, FastMap<String, Arc<K>>>;
 /// Index name -> index.
-type Indices<K> = HashMap<&'static str, Index<K>>;
+type Indices<K> = FastMap<&'static str, Index<K>>;
 
 /// The cache of one informer and the state machine that turns watcher events into changes.
 /// No I/O and no locking: the informer wraps it in a lock and delivers what it returns.
 pub(crate) struct State<K> {
-    objects: HashMap<String, Arc<K>>,
+    objects: FastMap<String, Arc<K>>,
     indexers: BTreeMap<&'static str, IndexFn<K>>,
     indices: Indices<K>,
     /// Objects of a relist in progress (between `Init` and `InitDone`); `None` when not
     /// relisting. Kept apart so readers see the old cache until the new list is complete.
-    relist: Option<HashMap<String, Arc<K>>>,
+    relist: Option<FastMap<String, Arc<K>>>,
     synced: bool,
     /// The newest resourceVersion the contents reflect; `None` before any versioned object.
     last_synced_rv: Option<String>,
@@ -250,9 +251,9 @@ struct Projection<K> {
 impl<K: Resource + Clone> State<K> {
     pub(crate) fn new() -> Self {
         let mut state = Self {
-            objects: HashMap::new(),
+            objects: FastMap::default(),
             indexers: BTreeMap::new(),
-            indices: HashMap::new(),
+            indices: FastMap::default(),
             relist: None,
             synced: false,
             last_synced_rv: None,
@@ -272,7 +273,7 @@ impl<K: Resource + Clone> State<K> {
             return;
         }
         self.indexers.insert(name, f);
-        let mut index: Index<K> = HashMap::new();
+        let mut index: Index<K> = FastMap::default();
         for (key, obj) in &self.objects {
             for value in f(obj) {
                 index
@@ -324,7 +325,7 @@ impl<K: Resource + Clone> State<K> {
         match event {
             watcher::Event::Init => {
                 // A new list starts; a partial list left by a failed one is discarded.
-                self.relist = Some(HashMap::new());
+                self.relist = Some(FastMap::default());
                 self.reprojecting = std::mem::take(&mut self.reproject_pending);
                 Vec::new()
             }
@@ -432,7 +433,7 @@ impl<K: Resource + Clone> State<K> {
 
     /// Swaps in a complete list and returns the difference to the old contents: adds and
     /// updates in key order, then tombstones for keys that vanished, in key order.
-    fn replace(&mut self, listed: HashMap<String, Arc<K>>) -> Vec<Change<K>> {
+    fn replace(&mut self, listed: FastMap<String, Arc<K>>) -> Vec<Change<K>> {
         let mut listed: Vec<(String, Arc<K>)> = listed.into_iter().collect();
         listed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let mut vanished: Vec<String> = self

@@ -29,6 +29,7 @@ pub mod duration;
 pub mod error;
 pub mod events;
 pub mod expectations;
+pub mod fasthash;
 pub mod flowcontrol;
 pub mod history;
 pub mod informer;

@@ -269,6 +269,22 @@ fn unscheduled_pods_of_missing_nodes_are_deleted() {
     );
 }
 
+#[test]
+fn pods_of_missing_nodes_are_deleted_in_node_name_order() {
+    // The plan is a function of the snapshot: the same pods give the same deletes in the same
+    // order, whatever order the pods are grouped in.
+    let gone = ["gone-d", "gone-b", "gone-e", "gone-a", "gone-c"];
+    let pods = gone
+        .iter()
+        .map(|n| pod(&format!("p-{n}"), n, "new", 0).build())
+        .collect();
+    let p = case(ds(), nodes(&["a"]), pods).plan();
+    assert_eq!(
+        names(&p.deletes),
+        vec!["p-gone-a", "p-gone-b", "p-gone-c", "p-gone-d", "p-gone-e"]
+    );
+}
+
 fn surge_ds(max_surge: serde_json::Value, max_unavailable: serde_json::Value) -> DaemonSet {
     ds_with(
         json!({"spec": {"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": max_surge, "maxUnavailable": max_unavailable}}}}),
