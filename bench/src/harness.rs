@@ -300,6 +300,13 @@ enum Outcome {
     Unsupported(&'static str),
 }
 
+/// A manager starts once the host's CPU has been at most this busy (all cores together) over
+/// [`QUIET_WINDOW`], after the scenario's setup and the previous run's cleanup, waiting at most
+/// [`QUIET_WAIT_LIMIT`].
+const QUIET_HOST_SHARE: f64 = 0.25;
+const QUIET_WINDOW: Duration = Duration::from_secs(5);
+const QUIET_WAIT_LIMIT: Duration = Duration::from_secs(180);
+
 async fn run_one<S: Scenario>(scenario: &S, env: &Env, m: Manager) -> RunResult {
     let bin = env.bins[&m].clone();
     let ns = format!("bench-{}-{}", scenario.id(), m.name());
@@ -364,6 +371,16 @@ async fn measure<S: Scenario>(
         }
     };
 
+    let (waited, busy) =
+        procfs::wait_for_quiet_host(QUIET_HOST_SHARE, QUIET_WINDOW, QUIET_WAIT_LIMIT).await;
+    if waited > QUIET_WINDOW * 2 {
+        say!(
+            "waited {:.0} s for a quiet host ({:.0}% busy over the last 5 s)",
+            waited.as_secs_f64(),
+            busy * 100.0
+        );
+    }
+    r.quiet_wait = Some((waited.as_secs_f64(), busy));
     let plane = plane_pids(&env.cluster_dir);
     let plane_cpu_before = plane_cpu(&plane);
     r.load_average_at_start = procfs::load_average();

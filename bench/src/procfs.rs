@@ -35,6 +35,33 @@ pub fn status_bytes(pid: u32, field: &str) -> Option<u64> {
     })
 }
 
+/// Busy and total jiffies of the whole host so far (`cpu` line of `/proc/stat`; idle and
+/// iowait count as not busy).
+pub fn host_cpu_jiffies() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let values: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let total: u64 = values.iter().sum();
+    let idle = values.get(3).copied().unwrap_or(0) + values.get(4).copied().unwrap_or(0);
+    Some((total.saturating_sub(idle), total))
+}
+
+/// The share of the host's CPU (0 to 1, all cores together) that was busy between two
+/// [`host_cpu_jiffies`] readings.
+pub fn busy_share(before: (u64, u64), after: (u64, u64)) -> f64 {
+    let busy = after.0.saturating_sub(before.0);
+    let total = after.1.saturating_sub(before.1);
+    if total == 0 {
+        0.0
+    } else {
+        busy as f64 / total as f64
+    }
+}
+
 /// The 1-minute load average of the host.
 pub fn load_average() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg")
@@ -43,6 +70,27 @@ pub fn load_average() -> Option<f64> {
         .next()?
         .parse()
         .ok()
+}
+
+/// Waits until the host has been quiet (at most `quiet` of its CPU busy) over a whole
+/// `window`, or until `limit` has passed. Returns the time waited and the busy share of the
+/// last window. The cleanup of a large scenario leaves the plane working for a while (etcd,
+/// the API server's caches, kwok); a manager started into that would be measured on a
+/// slower plane than the one before it.
+pub async fn wait_for_quiet_host(quiet: f64, window: Duration, limit: Duration) -> (Duration, f64) {
+    let start = Instant::now();
+    let mut busy = 1.0;
+    while let Some(before) = host_cpu_jiffies() {
+        tokio::time::sleep(window).await;
+        let Some(after) = host_cpu_jiffies() else {
+            break;
+        };
+        busy = busy_share(before, after);
+        if busy <= quiet || start.elapsed() >= limit {
+            break;
+        }
+    }
+    (start.elapsed(), busy)
 }
 
 /// Samples `VmRSS` in the background and keeps the maximum seen, and, when asked for, the
@@ -120,6 +168,24 @@ impl RssSampler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn busy_share_of_two_readings() {
+        // (before, after) as (busy, total) jiffies → share
+        let cases = [
+            ((100, 1_000), (150, 1_100), 0.5),
+            ((100, 1_000), (100, 1_200), 0.0),
+            ((100, 1_000), (300, 1_200), 1.0),
+            // No time passed, or a counter that went backwards: nothing busy.
+            ((100, 1_000), (100, 1_000), 0.0),
+            ((100, 1_000), (90, 900), 0.0),
+        ];
+        for (before, after, want) in cases {
+            assert_eq!(busy_share(before, after), want, "{before:?} -> {after:?}");
+        }
+        let (busy, total) = host_cpu_jiffies().expect("/proc/stat is readable");
+        assert!(busy <= total && total > 0);
+    }
 
     #[test]
     fn reads_own_process() {

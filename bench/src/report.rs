@@ -691,6 +691,13 @@ fn write_run(o: &mut String, run: &RunResult) {
             "- Host load average (1 min, so it includes the bench's own setup) when the manager started: {l:.2}"
         );
     }
+    if let Some((waited, busy)) = run.quiet_wait {
+        let _ = writeln!(
+            o,
+            "- Waited {waited:.0} s for a quiet host before starting the manager; host CPU {:.0}% busy over the last 5 s of the wait",
+            busy * 100.0
+        );
+    }
     if let Some(c) = &run.requests_converge {
         let _ = writeln!(o, "- Requests completed by convergence: {}", c.total);
     }

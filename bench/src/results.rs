@@ -143,6 +143,10 @@ pub struct RunResult {
     /// machine skews CPU and time).
     #[serde(default)]
     pub load_average_at_start: Option<f64>,
+    /// Seconds the bench waited for a quiet host before starting the manager, and the busy
+    /// share of the host's CPU (all cores, 0 to 1) over the last 5 s of that wait.
+    #[serde(default)]
+    pub quiet_wait: Option<(f64, f64)>,
     pub log: String,
 }
 
@@ -173,6 +177,7 @@ impl RunResult {
             metrics: Vec::new(),
             plane_cpu_seconds: None,
             load_average_at_start: None,
+            quiet_wait: None,
             log: String::new(),
         }
     }
