@@ -375,9 +375,10 @@ async fn measure<S: Scenario>(
         procfs::wait_for_quiet_host(QUIET_HOST_SHARE, QUIET_WINDOW, QUIET_WAIT_LIMIT).await;
     if waited > QUIET_WINDOW * 2 {
         say!(
-            "waited {:.0} s for a quiet host ({:.0}% busy over the last 5 s)",
+            "waited {:.0} s for a quiet host ({:.0}% busy over the last {} s)",
             waited.as_secs_f64(),
-            busy * 100.0
+            busy * 100.0,
+            QUIET_WINDOW.as_secs()
         );
     }
     r.quiet_wait = Some((waited.as_secs_f64(), busy));

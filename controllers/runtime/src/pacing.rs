@@ -20,7 +20,7 @@
 //! less than half its burst left), every request it adds waits behind the pod creates and
 //! deletes it has queued, and the next sync of the owner is likely to see more changes
 //! anyway: routine writes then wait the longer [`TERMINATING_WRITE_INTERVAL`]. Upstream gets
-//! the same effect unasked, because under such load its queues back up and one sync covers
+//! a similar effect unasked, because under such load its queues back up and one sync covers
 //! many changes.
 
 use std::collections::HashMap;
