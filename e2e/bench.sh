@@ -16,7 +16,7 @@
 #
 # Settings (environment):
 #   BENCH_QPS=100 BENCH_BURST=200  client limits of both managers
-#   BENCH_MANAGERS=upstream,rkcm   which managers run (the order is always upstream, rkcm)
+#   BENCH_MANAGERS=upstream,rkcm   which managers run, in this order (rkcm,upstream runs rkcm first)
 #   BENCH_SCENARIOS=podgc,replicaset,deployment,...   scenarios to run (comma separated; all
 #                                  of ALL_SCENARIOS below by default)
 #   PODGC_PODS=20000 PODGC_THRESHOLD=5000   podgc size

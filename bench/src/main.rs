@@ -150,7 +150,7 @@ struct Common {
     /// rkcm binary [default: $CARGO_TARGET_DIR/release/rkcm].
     #[arg(long)]
     rkcm_bin: Option<PathBuf>,
-    /// Managers to run; they always run upstream first, then rkcm.
+    /// Managers to run, one after the other in this order (a repeated name runs once).
     #[arg(
         long,
         value_enum,
@@ -191,6 +191,17 @@ struct Common {
     plane: String,
 }
 
+/// The managers in the order given, each once (its first place counts).
+fn run_order(given: &[Manager]) -> Vec<Manager> {
+    let mut order = Vec::new();
+    for &m in given {
+        if !order.contains(&m) {
+            order.push(m);
+        }
+    }
+    order
+}
+
 impl Common {
     async fn env(&self) -> anyhow::Result<Env> {
         let dir = self.cluster_dir.clone();
@@ -216,9 +227,7 @@ impl Common {
                 target.join("release/rkcm")
             }
         };
-        let mut managers = self.managers.clone();
-        managers.sort();
-        managers.dedup();
+        let managers = run_order(&self.managers);
         let logs_dir = self.logs_dir.clone().unwrap_or_else(|| {
             std::env::temp_dir().join(format!("rkcm-bench-logs-{}", unsafe_uid()))
         });
@@ -340,5 +349,19 @@ async fn main() -> std::process::ExitCode {
             say!("error: {e:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn managers_run_in_the_order_given_each_once() {
+        use Manager::{Rkcm, Upstream};
+        assert_eq!(run_order(&[Upstream, Rkcm]), [Upstream, Rkcm]);
+        assert_eq!(run_order(&[Rkcm, Upstream]), [Rkcm, Upstream]);
+        assert_eq!(run_order(&[Rkcm, Upstream, Rkcm]), [Rkcm, Upstream]);
+        assert_eq!(run_order(&[Upstream]), [Upstream]);
     }
 }

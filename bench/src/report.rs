@@ -235,7 +235,7 @@ pub fn markdown(r: &Report, json_path: &Path) -> String {
     let _ = writeln!(
         o,
         "- **Order:** for each scenario, upstream kube-controller-manager runs first, then \
-         rkcm, on the same plane. Each run sets the scenario up from scratch in its own \
+         rkcm, on the same plane, unless the scenario says otherwise. Each run sets the scenario up from scratch in its own \
          namespace, and its objects are deleted afterwards, so both start from the same \
          cluster state."
     );
@@ -269,6 +269,20 @@ fn host_line(h: &Host) -> String {
     )
 }
 
+/// The run order, when it is not the usual upstream first (`BENCH_MANAGERS=rkcm,upstream`).
+fn swapped_order(s: &ScenarioResult) -> Option<String> {
+    let first = s.runs.first()?;
+    if first.manager == Manager::Upstream || s.runs.len() < 2 {
+        return None;
+    }
+    let names: Vec<&str> = s.runs.iter().map(|r| manager_label(r.manager)).collect();
+    Some(format!(
+        "{} first, then {}",
+        names[0],
+        names[1..].join(", then ")
+    ))
+}
+
 fn write_scenario(o: &mut String, s: &ScenarioResult, r: &Report) {
     let _ = writeln!(o, "## {}\n", s.title);
     let _ = writeln!(o, "{}\n", s.description);
@@ -290,6 +304,9 @@ fn write_scenario(o: &mut String, s: &ScenarioResult, r: &Report) {
         None => {
             let _ = writeln!(o, "Ran {} – {}.", s.started_at, s.finished_at);
         }
+    }
+    if let Some(order) = swapped_order(s) {
+        let _ = writeln!(o, "Run order: {order}.");
     }
     let _ = writeln!(
         o,
@@ -747,6 +764,21 @@ mod tests {
             note: "1000 pods owned".into(),
         });
         r
+    }
+
+    #[test]
+    fn names_the_run_order_only_when_rkcm_ran_first() {
+        let run = |m| RunResult::new(m, "bin".into(), "ns".into());
+        let mut s = scenario("mass-rollout", "2026-01-01 00:05:00 UTC");
+        s.runs = vec![run(Manager::Upstream), run(Manager::Rkcm)];
+        assert_eq!(swapped_order(&s), None);
+        s.runs = vec![run(Manager::Rkcm)];
+        assert_eq!(swapped_order(&s), None);
+        s.runs = vec![run(Manager::Rkcm), run(Manager::Upstream)];
+        assert_eq!(
+            swapped_order(&s).as_deref(),
+            Some("rkcm first, then upstream kube-controller-manager")
+        );
     }
 
     #[test]
