@@ -9,10 +9,10 @@
 //! `observedGeneration`, `updatedReplicas = availableReplicas = replicas`, old ReplicaSets at
 //! 0; the same correctness verdict). What this scenario adds:
 //! - the size (1 000 × 10 by default: 10 000 pods, up to 13 000 at once with maxSurge 25%);
-//! - kwok nodes of its own, enough for that peak (110 pods each, labelled `type: kwok` like
-//!   the plane's so the Deployments' pods may use them, and `rkcm-bench/mass=<namespace>`),
-//!   created and Ready before the manager starts and deleted in cleanup, so `BENCH_NODES`
-//!   needs no raising;
+//! - kwok nodes of its own, enough for that peak plus every old pod still terminating (110
+//!   pods each, labelled `type: kwok` like the plane's so the Deployments' pods may use them,
+//!   and `rkcm-bench/mass=<namespace>`), created and Ready before the manager starts and
+//!   deleted in cleanup, so `BENCH_NODES` needs no raising;
 //! - the manager's RSS curve over the run (largest `VmRSS` sample of every 5 s), to show
 //!   whether memory stays bounded while the rollout runs.
 
@@ -71,9 +71,18 @@ impl MassRollout {
         self.args.deployments * (self.args.replicas + (self.args.replicas * 25).div_ceil(100))
     }
 
-    /// Nodes of the run's own: the peak's worth, plus one.
+    /// Pods that may hold a place on a node at once: the surge peak, plus every old pod still
+    /// terminating beside it. A deleted pod keeps its place until kwok removes it, and kwok
+    /// falls behind a fast rollout by thousands of pods; without this room the new pods wait
+    /// for places, the scheduler retries them on every removal, and the run measures that
+    /// crunch more than the manager.
+    fn placed_pods(&self) -> usize {
+        self.peak_pods() + self.args.deployments * self.args.replicas
+    }
+
+    /// Nodes of the run's own: room for [`Self::placed_pods`], plus one.
     fn nodes(&self) -> usize {
-        self.peak_pods().div_ceil(PODS_PER_NODE) + 1
+        self.placed_pods().div_ceil(PODS_PER_NODE) + 1
     }
 }
 
@@ -101,8 +110,9 @@ impl Scenario for MassRollout {
             "The case of upstream issue kubernetes/kubernetes#117123 (a namespace of ~3 000 \
              Deployments and ~10 000 pods rolled at once drove the controller-manager's memory \
              and CPU up without bound). {nodes} kwok nodes of the run's own (110 pods each, \
-             enough for the peak of {peak} pods) are created and Ready before the manager \
-             starts, and deleted afterwards. Then, as in the Deployment scenario: {d} \
+             room for the surge peak of {peak} pods plus every old pod still terminating, \
+             {placed} in all, so no new pod waits for a place while kwok removes deleted ones) \
+             are created and Ready before the manager starts, and deleted afterwards. Then, as in the Deployment scenario: {d} \
              Deployments of {r} replicas in ONE namespace, created before the manager starts; \
              **create** until every one is available; then every pod template is patched at \
              once and **rolling update** runs until every Deployment has rolled out \
@@ -115,6 +125,7 @@ impl Scenario for MassRollout {
              its memory stays bounded through the rollout.",
             nodes = group(self.nodes()),
             peak = group(self.peak_pods()),
+            placed = group(self.placed_pods()),
             d = group(self.args.deployments),
             r = group(self.args.replicas),
             c = self.args.curve_seconds,
@@ -269,7 +280,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn own_nodes_hold_the_surge_peak() {
+    fn own_nodes_hold_the_surge_peak_and_the_terminating_pods() {
         let s = MassRollout::new(Args {
             deployments: 1_000,
             replicas: 10,
@@ -277,7 +288,9 @@ mod tests {
         });
         // 10 replicas + maxSurge 3 (25% rounded up) = 13 per Deployment.
         assert_eq!(s.peak_pods(), 13_000);
-        assert!(s.nodes() * PODS_PER_NODE >= s.peak_pods());
-        assert_eq!(s.nodes(), 120);
+        // Plus the 10 000 old pods, all of them possibly still terminating.
+        assert_eq!(s.placed_pods(), 23_000);
+        assert!(s.nodes() * PODS_PER_NODE >= 23_000);
+        assert_eq!(s.nodes(), 211);
     }
 }
