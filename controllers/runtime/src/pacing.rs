@@ -19,14 +19,9 @@
 //! When the controller's API client is short of its QPS budget ([`StatusPacer::with_budget`],
 //! less than half its burst left), every request it adds waits behind the pod creates and
 //! deletes it has queued, and the next sync of the owner is likely to see more changes
-//! anyway. Routine writes then wait the longer [`TERMINATING_WRITE_INTERVAL`] per object, and
-//! all objects together take turns at [`PRESSED_SHARE`] of the client's QPS: a key without a
-//! turn gets the next free one and is looked at again by then (at the latest after
-//! [`PRESSED_RECHECK`], so it writes soon after the budget recovers). A mass rollout of a
-//! thousand Deployments otherwise spends as much of the ReplicaSet controller's budget on
-//! counting pods as on creating and deleting them, and each count wakes a Deployment sync
-//! that may take one more, smaller step. Upstream gets a similar effect unasked, because under
-//! such load its queues back up and one sync covers many changes.
+//! anyway: routine writes then wait the longer [`TERMINATING_WRITE_INTERVAL`]. Upstream gets
+//! a similar effect unasked, because under such load its queues back up and one sync covers
+//! many changes.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -45,21 +40,6 @@ pub const STATUS_WRITE_INTERVAL: Duration = Duration::from_millis(200);
 /// pods one by one, seconds after they were deleted; each removal moves that count of the
 /// ReplicaSet and then of its Deployment, and nothing reads the count to decide anything.
 pub const TERMINATING_WRITE_INTERVAL: Duration = Duration::from_secs(1);
-
-/// While the client is short of budget, routine status writes of all keys together take at
-/// most this share of its QPS.
-pub const PRESSED_SHARE: f64 = 0.2;
-
-/// While the client is short of budget, a key waiting for its turn is looked at again after at
-/// most this long.
-pub const PRESSED_RECHECK: Duration = Duration::from_secs(2);
-
-/// The time between two turns at `qps`: one write per [`PRESSED_SHARE`] of `qps` (at most an
-/// hour, for a budget that barely refills).
-pub fn turn_spacing(qps: f64) -> Duration {
-    const LONGEST: Duration = Duration::from_secs(3600);
-    Duration::try_from_secs_f64(1.0 / (qps * PRESSED_SHARE)).map_or(LONGEST, |d| d.min(LONGEST))
-}
 
 /// How long a write at `now` must wait when the last one was at `last`: `None` to write
 /// now.
@@ -85,47 +65,6 @@ struct State {
     last: HashMap<String, Instant>,
     /// Entries after the last prune; the next prune comes when the map has doubled.
     after_prune: usize,
-    /// While the budget is pressed: the earliest free turn.
-    next_turn: Option<Instant>,
-    /// While the budget is pressed: the turn each waiting key was given.
-    turns: HashMap<String, Instant>,
-}
-
-impl State {
-    fn hold_within(
-        &mut self,
-        key: &str,
-        now: Instant,
-        interval: Duration,
-        slow: Duration,
-    ) -> Option<Duration> {
-        let last = self.last.get(key).copied();
-        let hold = hold_for(last, now, interval);
-        if last.is_some_and(|t| now.saturating_duration_since(t) >= slow) {
-            // Older than either interval: no longer needed.
-            self.last.remove(key);
-        }
-        hold
-    }
-
-    /// `key`'s turn (a new one after the others' when it has none): `None` when it is now.
-    fn take_turn(&mut self, key: &str, now: Instant, spacing: Duration) -> Option<Duration> {
-        let turn = match self.turns.get(key) {
-            Some(&turn) => turn,
-            None => {
-                let turn = self.next_turn.map_or(now, |next| next.max(now));
-                self.next_turn = Some(turn + spacing);
-                self.turns.insert(key.to_owned(), turn);
-                turn
-            }
-        };
-        if turn <= now {
-            self.turns.remove(key);
-            None
-        } else {
-            Some((turn - now).min(PRESSED_RECHECK))
-        }
-    }
 }
 
 /// The map is pruned no smaller than this.
@@ -161,32 +100,28 @@ impl StatusPacer {
     }
 
     /// `None`: write now (then call [`Self::wrote`]). `Some(d)`: `key` was written less than
-    /// the interval ago, or waits for its turn; re-queue it after `d` and ask again then.
+    /// the interval ago; re-queue it after `d` and write then.
     pub fn hold(&self, key: &str, now: Instant) -> Option<Duration> {
-        self.hold_with(key, now, self.interval)
+        let pressed = self.budget.as_ref().is_some_and(|b| b.is_pressed(now));
+        let interval = if pressed { self.slow } else { self.interval };
+        self.hold_within(key, now, interval)
     }
 
     /// [`Self::hold`] for a write that changes nothing but the count of terminating pods:
     /// held until [`TERMINATING_WRITE_INTERVAL`] after the last write.
     pub fn hold_slow(&self, key: &str, now: Instant) -> Option<Duration> {
-        self.hold_with(key, now, self.slow)
+        self.hold_within(key, now, self.slow)
     }
 
-    fn hold_with(&self, key: &str, now: Instant, interval: Duration) -> Option<Duration> {
-        if self.interval.is_zero() {
-            return None;
-        }
-        let pressed = self.budget.as_ref().filter(|b| b.is_pressed(now));
+    fn hold_within(&self, key: &str, now: Instant, interval: Duration) -> Option<Duration> {
         let mut state = self.state.lock();
-        let Some(budget) = pressed else {
-            // Enough budget: no turns to wait for.
-            state.turns.remove(key);
-            return state.hold_within(key, now, interval, self.slow);
-        };
-        if let Some(hold) = state.hold_within(key, now, self.slow, self.slow) {
-            return Some(hold);
+        let last = state.last.get(key).copied();
+        let hold = hold_for(last, now, interval);
+        if last.is_some_and(|t| now.saturating_duration_since(t) >= self.slow) {
+            // Older than either interval: no longer needed.
+            state.last.remove(key);
         }
-        state.take_turn(key, now, turn_spacing(budget.qps()))
+        hold
     }
 
     /// Records a routine status write of `key` at `now`.
@@ -196,7 +131,6 @@ impl StatusPacer {
         }
         let mut state = self.state.lock();
         state.last.insert(key.to_owned(), now);
-        state.turns.remove(key);
         // Entries only matter for one interval: drop the expired ones whenever the map has
         // doubled since the last prune, so it stays the size of one interval's writes.
         if state.last.len() >= PRUNE_FLOOR.max(2 * state.after_prune) {
@@ -204,26 +138,18 @@ impl StatusPacer {
             state
                 .last
                 .retain(|_, t| now.saturating_duration_since(*t) < interval);
-            // A turn not taken for a whole interval belongs to a key that found nothing to
-            // write by then.
-            state
-                .turns
-                .retain(|_, t| now.saturating_duration_since(*t) < interval);
             state.after_prune = state.last.len();
         }
     }
 
     /// Forgets `key` (its object was deleted).
     pub fn forget(&self, key: &str) {
-        let mut state = self.state.lock();
-        state.last.remove(key);
-        state.turns.remove(key);
+        self.state.lock().last.remove(key);
     }
 
-    /// Keys currently remembered (written lately or waiting for a turn).
+    /// Keys currently remembered.
     pub fn len(&self) -> usize {
-        let state = self.state.lock();
-        state.last.len() + state.turns.len()
+        self.state.lock().last.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -328,54 +254,6 @@ mod tests {
         let free = StatusPacer::new(200 * MS).with_budget(None);
         free.wrote("ns/a", t0);
         assert_eq!(free.hold("ns/a", t0 + 300 * MS), None);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn keys_take_turns_at_a_share_of_the_budget_while_it_is_pressed() {
-        // 2 requests per second, burst 100, drained: pressed (below 50 tokens) for 25 s.
-        let budget = Arc::new(RateLimiter::new(2.0, 100));
-        for _ in 0..100 {
-            budget.reserve();
-        }
-        let pacer = StatusPacer::new(200 * MS).with_budget(Some(budget.clone()));
-        let t0 = Instant::now();
-        // A fifth of 2 per second: one turn every 2.5 s.
-        assert_eq!(turn_spacing(2.0), 2_500 * MS);
-        // (key, ms after t0, hold in ms); a key that may write does (the caller's `wrote`).
-        let cases: [(&str, u32, Option<u32>); 11] = [
-            ("ns/a", 0, None),
-            // b's turn is at 2.5 s, c's at 5 s; each is looked at again after at most 2 s.
-            ("ns/b", 0, Some(2_000)),
-            ("ns/c", 0, Some(2_000)),
-            // b keeps its turn instead of queueing again.
-            ("ns/b", 1_000, Some(1_500)),
-            ("ns/c", 2_000, Some(2_000)),
-            ("ns/b", 2_500, None),
-            // Written 0.5 s ago: the longer per-object interval applies first.
-            ("ns/b", 3_000, Some(500)),
-            // The next free turn is at 7.5 s.
-            ("ns/d", 3_000, Some(2_000)),
-            ("ns/c", 5_000, None),
-            // a wrote at 0 and waits again, behind d: its turn is at 10 s.
-            ("ns/a", 5_000, Some(2_000)),
-            ("ns/d", 7_500, None),
-        ];
-        for (key, at, want) in cases {
-            let now = t0 + at * MS;
-            let got = pacer.hold(key, now);
-            assert_eq!(got, want.map(|ms| ms * MS), "{key} at {at} ms");
-            if got.is_none() {
-                pacer.wrote(key, now);
-            }
-        }
-        // Terminating-only writes take turns as well.
-        assert_eq!(pacer.hold_slow("ns/e", t0 + 7_500 * MS), Some(2_000 * MS));
-        // At 30 s the bucket holds 60 tokens: no longer pressed, a waiting key writes at once
-        // and gives up its turn.
-        assert_eq!(pacer.hold("ns/a", t0 + 30_000 * MS), None);
-        pacer.forget("ns/e");
-        pacer.forget("ns/a");
-        assert_eq!(pacer.len(), 3, "b, c and d written lately; no turns left");
     }
 
     #[test]

@@ -75,30 +75,6 @@ pub fn ensure_spaced(calls: &[Call], least: Duration, slack: Duration) -> anyhow
     Ok(())
 }
 
-/// Checks that each of `calls` (ordered by sending time) was sent at least `least` after the
-/// previous one was sent, less `slack`, and that there are at least two to compare (turns of
-/// status writes across objects).
-pub fn ensure_sent_apart(calls: &[Call], least: Duration, slack: Duration) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        calls.len() >= 2,
-        "at least two calls to compare, got {}",
-        calls.len()
-    );
-    for (n, pair) in calls.windows(2).enumerate() {
-        let gap = pair[1].sent.saturating_duration_since(pair[0].sent);
-        anyhow::ensure!(
-            gap + slack >= least,
-            "call #{} ({}) was sent {gap:?} after #{} ({}) (least {least:?}); {} calls in all",
-            n + 2,
-            pair[1].path,
-            n + 1,
-            pair[0].path,
-            calls.len()
-        );
-    }
-    Ok(())
-}
-
 /// The log; cheap to clone.
 #[derive(Clone, Default)]
 pub struct Recorder {

@@ -36,18 +36,6 @@ pub fn start_recorded(
     lag: Duration,
     recorder: Option<&rkcm_testkit::recorder::Recorder>,
 ) -> Controllers {
-    start_recorded_on(env, cfg, lag, recorder, None)
-}
-
-/// Like [`start_recorded`]; the controllers see `budget` as their client's token bucket
-/// (`Controllers::with_budget`, which does not throttle their requests).
-pub fn start_recorded_on(
-    env: &Env,
-    cfg: rkcm_replicaset::Config,
-    lag: Duration,
-    recorder: Option<&rkcm_testkit::recorder::Recorder>,
-    budget: Option<std::sync::Arc<rkcm_runtime::flowcontrol::RateLimiter>>,
-) -> Controllers {
     let client = env.cluster.client();
     let informer_client = if lag.is_zero() {
         client.clone()
@@ -59,11 +47,7 @@ pub fn start_recorded_on(
         None => client,
     };
     let rc_cfg = cfg.clone();
-    let mut controllers = Controllers::with_clients(client, informer_client, &[env.name()]);
-    if let Some(budget) = budget {
-        controllers = controllers.with_budget(budget);
-    }
-    controllers
+    Controllers::with_clients(client, informer_client, &[env.name()])
         .spawn("replicaset-controller", |ctx| {
             rkcm_replicaset::start_replicaset(ctx, cfg)
         })
