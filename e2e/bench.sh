@@ -51,6 +51,9 @@
 #   BENCH_TIMEOUT=900              seconds one manager may take to converge (cronjob: at
 #                                  least its minutes plus 3, the schedule sets the pace)
 #   BENCH_CONCURRENCY=32           requests in flight while the bench creates/deletes objects
+#   BENCH_KWOK_POD_WORKERS=32      pod stages kwok plays at once (kwok's default is 4, which
+#                                  made every simulated kubelet wait on four workers: the mass
+#                                  rollout's deleted pods stayed terminating by thousands)
 #   BENCH_NODES=30                 simulated (kwok) nodes of the plane, 110 pods each
 #                                  (replicaset needs RS_REPLICAS/110 of them, deployment
 #                                  DEPLOY_COUNT * (DEPLOY_REPLICAS + maxSurge 25%) / 110,
@@ -127,6 +130,7 @@ IDLE_SECONDS=${IDLE_SECONDS:-60}
 TIMEOUT=${BENCH_TIMEOUT:-900}
 CONCURRENCY=${BENCH_CONCURRENCY:-32}
 NODES=${BENCH_NODES:-30}
+KWOK_POD_WORKERS=${BENCH_KWOK_POD_WORKERS:-32}
 REPORT=${BENCH_REPORT:-bench/reports/latest.md}
 REPORT_JSON=${REPORT%.md}.json
 if [ "$REPORT" = bench/reports/latest.md ]; then RESULTS=${BENCH_RESULTS:-bench/reports}
@@ -175,7 +179,10 @@ elif step "build rkcm (release)" && ! cargo build --release -p rkcm; then
 fi
 
 step "benchmark plane in $DIR (AUDIT=1, KCM=0, NODES=$NODES)"
-plane() { RKCM_CLUSTER_DIR=$DIR AUDIT=1 KCM=0 NODES=$NODES bash "$here/cluster.sh" "$@"; }
+plane() {
+  RKCM_CLUSTER_DIR=$DIR AUDIT=1 KCM=0 NODES=$NODES KWOK_POD_WORKERS=$KWOK_POD_WORKERS \
+    bash "$here/cluster.sh" "$@"
+}
 started=0
 if plane env >/dev/null 2>&1 && (. "$DIR/env.sh"; kubectl get --raw /readyz >/dev/null 2>&1); then
   [ -f "$DIR/logs/audit.log" ] || die "a plane without audit log runs in $DIR; stop it: RKCM_CLUSTER_DIR=$DIR bash e2e/cluster.sh down"
@@ -205,7 +212,7 @@ what="make bench"
 [ "$quick" = 0 ] || what="bash e2e/bench.sh --quick"
 [ -z "${BENCH_SCENARIOS:-}" ] || what="BENCH_SCENARIOS=$SCENARIOS $what"
 [ -z "${BENCH_RKCM_BIN:-}" ] || what="BENCH_RKCM_BIN=.../$(basename "$BENCH_RKCM_BIN") $what"
-plane_line="local plane from e2e/cluster.sh: etcd $ETCD_VERSION, kube-apiserver $K8S_VERSION with audit log (Metadata level, blocking), kube-scheduler, kwok $KWOK_VERSION with $NODES simulated nodes; no upstream manager besides the one under test"
+plane_line="local plane from e2e/cluster.sh: etcd $ETCD_VERSION, kube-apiserver $K8S_VERSION with audit log (Metadata level, blocking), kube-scheduler, kwok $KWOK_VERSION with $NODES simulated nodes and $KWOK_POD_WORKERS pod workers; no upstream manager besides the one under test"
 common=(--cluster-dir "$DIR" --managers "$MANAGERS" --qps "$QPS" --burst "$BURST"
   --concurrency "$CONCURRENCY" --logs-dir "$WORK/logs" "${rkcm_flags[@]}"
   --command "$what" --plane "$plane_line")
