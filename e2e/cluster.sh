@@ -231,8 +231,11 @@ cmd_up() {
       --service-account-private-key-file="$RUN/pki/sa.key" --root-ca-file="$RUN/pki/ca.crt"
   fi
 
+  # A configuration file gets none of kwok's defaults: its other workers are set to them.
   printf '%s\n' "apiVersion: config.kwok.x-k8s.io/v1alpha1" "kind: KwokConfiguration" \
-    "options:" "  podPlayStageParallelism: ${KWOK_POD_WORKERS:-4}" >"$RUN/kwok-config.yaml"
+    "options:" "  podPlayStageParallelism: ${KWOK_POD_WORKERS:-4}" \
+    "  nodePlayStageParallelism: 4" "  nodeLeaseParallelism: 4" \
+    "  podsOnNodeSyncParallelism: 1" >"$RUN/kwok-config.yaml"
   start_proc kwok "$BIN/kwok" --kubeconfig="$RUN/kubeconfig" --config="$BIN/kwok-stages.yaml" \
     --config="$RUN/kwok-config.yaml" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
