@@ -17,8 +17,8 @@
 #   RKCM_CLUSTER_DIR=...    state, logs and kubeconfig (default: $TMPDIR/rkcm-cluster-$UID)
 #   AUDIT=1                 apiserver audit log (metadata of every request) in logs/audit.log;
 #                           benchmarks count each manager's requests from it by user name
-#   KWOK_POD_WORKERS=4      pod stages kwok plays at once (kwok's podPlayStageParallelism,
-#                           default 4): every simulated kubelet shares these workers, so a
+#   KWOK_POD_WORKERS=N      pod stages kwok plays at once (kwok's podPlayStageParallelism,
+#                           4 when unset): every simulated kubelet shares these workers, so a
 #                           mass rollout waits on them; the benchmark plane raises it
 #
 # Besides the admin kubeconfig, the plane writes kubeconfig-<user> for the users "rkcm" and
@@ -231,13 +231,17 @@ cmd_up() {
       --service-account-private-key-file="$RUN/pki/sa.key" --root-ca-file="$RUN/pki/ca.crt"
   fi
 
-  # A configuration file gets none of kwok's defaults: its other workers are set to them.
-  printf '%s\n' "apiVersion: config.kwok.x-k8s.io/v1alpha1" "kind: KwokConfiguration" \
-    "options:" "  podPlayStageParallelism: ${KWOK_POD_WORKERS:-4}" \
-    "  nodePlayStageParallelism: 4" "  nodeLeaseParallelism: 4" \
-    "  podsOnNodeSyncParallelism: 1" >"$RUN/kwok-config.yaml"
+  local kwok_config=()
+  if [ -n "${KWOK_POD_WORKERS:-}" ]; then
+    # A configuration file gets none of kwok's defaults: its other workers are set to them.
+    printf '%s\n' "apiVersion: config.kwok.x-k8s.io/v1alpha1" "kind: KwokConfiguration" \
+      "options:" "  podPlayStageParallelism: $KWOK_POD_WORKERS" \
+      "  nodePlayStageParallelism: 4" "  nodeLeaseParallelism: 4" \
+      "  podsOnNodeSyncParallelism: 1" >"$RUN/kwok-config.yaml"
+    kwok_config=(--config="$RUN/kwok-config.yaml")
+  fi
   start_proc kwok "$BIN/kwok" --kubeconfig="$RUN/kubeconfig" --config="$BIN/kwok-stages.yaml" \
-    --config="$RUN/kwok-config.yaml" \
+    "${kwok_config[@]}" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
     --node-lease-duration-seconds=40 --server-address="127.0.0.1:$KP" --cidr=10.64.0.0/10
 
