@@ -73,9 +73,9 @@ impl MassRollout {
 
     /// Pods that may hold a place on a node at once: the surge peak, plus every old pod still
     /// terminating beside it. A deleted pod keeps its place until kwok removes it, and kwok
-    /// falls behind a fast rollout by thousands of pods; without this room the new pods wait
-    /// for places, the scheduler retries them on every removal, and the run measures that
-    /// crunch more than the manager.
+    /// can fall behind a fast rollout by thousands of pods (with its default four workers it
+    /// did); without this room the new pods wait for places, the scheduler retries them on
+    /// every removal, and the run measures that crunch more than the manager.
     fn placed_pods(&self) -> usize {
         self.peak_pods() + self.args.deployments * self.args.replicas
     }

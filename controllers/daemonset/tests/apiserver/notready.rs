@@ -298,16 +298,21 @@ async fn rollout_past_dead_nodes(
     .await?;
     let mut before = vec![pods_on(&env, &first).await?];
     kill(&env, &kubelets, &first).await?;
-    // Another node dies still running its old pod only.
-    let pods = env.live_pods("ds").await?;
+    // Another node dies still running its old pod only. Terminating pods count: if the first
+    // new pod turned ready before its node died, the rollout may have moved on, and a node
+    // whose old pod is already being deleted is about to get a new one.
+    let pods = env.all_pods("ds").await?;
     let second = nodes
         .iter()
         .find(|n| {
+            let on: Vec<&Pod> = pods
+                .iter()
+                .filter(|p| bound_node(p) == Some(n.as_str()))
+                .collect();
             **n != first
-                && pods
-                    .iter()
-                    .filter(|p| bound_node(p) == Some(n.as_str()))
-                    .all(|p| image(p) == V1)
+                && on.len() == 1
+                && on[0].metadata.deletion_timestamp.is_none()
+                && image(on[0]) == V1
         })
         .cloned()
         .ok_or_else(|| anyhow::anyhow!("no second node with only an old pod"))?;
