@@ -235,9 +235,9 @@ pub fn markdown(r: &Report, json_path: &Path) -> String {
     let _ = writeln!(
         o,
         "- **Order:** for each scenario, upstream kube-controller-manager runs first, then \
-         rkcm, on the same plane, unless the scenario says otherwise. Each run sets the scenario up from scratch in its own \
-         namespace, and its objects are deleted afterwards, so both start from the same \
-         cluster state."
+         rkcm, on the same plane, unless the scenario says otherwise. Each run sets the \
+         scenario up from scratch in its own namespace, and its objects are deleted \
+         afterwards, so both start from the same cluster state."
     );
     let _ = writeln!(
         o,

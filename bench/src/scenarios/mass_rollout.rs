@@ -112,8 +112,9 @@ impl Scenario for MassRollout {
              and CPU up without bound). {nodes} kwok nodes of the run's own (110 pods each, \
              room for the surge peak of {peak} pods plus every old pod still terminating, \
              {placed} in all, so no new pod waits for a place while kwok removes deleted ones) \
-             are created and Ready before the manager starts, and deleted afterwards. Then, as in the Deployment scenario: {d} \
-             Deployments of {r} replicas in ONE namespace, created before the manager starts; \
+             are created and Ready before the manager starts, and deleted afterwards. Then, \
+             as in the Deployment scenario: {d} Deployments of {r} replicas in ONE namespace, \
+             created before the manager starts; \
              **create** until every one is available; then every pod template is patched at \
              once and **rolling update** runs until every Deployment has rolled out \
              (`observedGeneration` = `generation`, `updatedReplicas` = `availableReplicas` = \
