@@ -178,7 +178,7 @@ elif step "build rkcm (release)" && ! cargo build --release -p rkcm; then
   rkcm_flags=(--rkcm-not-built "cargo build --release -p rkcm failed at this commit")
 fi
 
-step "benchmark plane in $DIR (AUDIT=1, KCM=0, NODES=$NODES)"
+step "benchmark plane in $DIR (AUDIT=1, KCM=0, NODES=$NODES, KWOK_POD_WORKERS=$KWOK_POD_WORKERS)"
 plane() {
   RKCM_CLUSTER_DIR=$DIR AUDIT=1 KCM=0 NODES=$NODES KWOK_POD_WORKERS=$KWOK_POD_WORKERS \
     bash "$here/cluster.sh" "$@"
@@ -187,6 +187,9 @@ started=0
 if plane env >/dev/null 2>&1 && (. "$DIR/env.sh"; kubectl get --raw /readyz >/dev/null 2>&1); then
   [ -f "$DIR/logs/audit.log" ] || die "a plane without audit log runs in $DIR; stop it: RKCM_CLUSTER_DIR=$DIR bash e2e/cluster.sh down"
   warn "reusing the benchmark plane already running in $DIR (left running afterwards)"
+  # The report names the workers the running kwok has, not the ones asked for now.
+  KWOK_POD_WORKERS=$(sed -n 's/^ *podPlayStageParallelism: *//p' "$DIR/kwok-config.yaml" 2>/dev/null)
+  KWOK_POD_WORKERS=${KWOK_POD_WORKERS:-4}
 else
   started=1
 fi
