@@ -16,6 +16,8 @@ mod cronjob_takeover;
 mod daemonset_takeover;
 #[path = "rkcm/flags.rs"]
 mod flags;
+#[path = "rkcm/forget.rs"]
+mod forget;
 #[path = "rkcm/job_faults.rs"]
 mod job_faults;
 #[path = "rkcm/job_takeover.rs"]

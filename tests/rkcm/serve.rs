@@ -16,11 +16,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
+pub(crate) use rkcm_testkit::scrape::{
+    AcceptAnyCert, HttpResponse, client_config, https_get, https_get_with, https_request,
+};
 use rkcm_testkit::{ScopedProxy, TestCluster, unique_name, wait_for};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 /// Generous bound for a process to start serving / acquire a free lease.
 pub(crate) const STARTUP: Duration = Duration::from_secs(30);
@@ -227,176 +226,6 @@ impl Drop for Rkcm {
         } else {
             let _ = std::fs::remove_file(&self.log_path);
         }
-    }
-}
-
-#[derive(Debug)]
-pub(crate) struct HttpResponse {
-    pub status: u16,
-    pub content_type: String,
-    pub body: String,
-}
-
-/// Accepts any server certificate (rkcm's default one is self-signed) but still checks the
-/// handshake signatures.
-#[derive(Debug)]
-pub(crate) struct AcceptAnyCert(Arc<rustls::crypto::CryptoProvider>);
-
-impl AcceptAnyCert {
-    pub(crate) fn new() -> Self {
-        Self(Arc::new(rustls::crypto::ring::default_provider()))
-    }
-}
-
-impl ServerCertVerifier for AcceptAnyCert {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-pub(crate) fn client_config(
-    verifier: Arc<dyn ServerCertVerifier>,
-) -> anyhow::Result<rustls::ClientConfig> {
-    Ok(rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()?
-    .dangerous()
-    .with_custom_certificate_verifier(verifier)
-    .with_no_client_auth())
-}
-
-/// One HTTP/1.1 GET over TLS to `127.0.0.1:port` (SNI `localhost`), `Connection: close`.
-pub(crate) async fn https_get(
-    port: u16,
-    path: &str,
-    verifier: Arc<dyn ServerCertVerifier>,
-) -> anyhow::Result<HttpResponse> {
-    https_get_with(port, path, client_config(verifier)?).await
-}
-
-pub(crate) async fn https_get_with(
-    port: u16,
-    path: &str,
-    config: rustls::ClientConfig,
-) -> anyhow::Result<HttpResponse> {
-    https_request(port, path, &[], config).await
-}
-
-/// One HTTP/1.1 GET with extra `headers` (`Name: value` lines) over TLS with `config`.
-pub(crate) async fn https_request(
-    port: u16,
-    path: &str,
-    headers: &[String],
-    config: rustls::ClientConfig,
-) -> anyhow::Result<HttpResponse> {
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
-    let exchange = async {
-        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-        let mut tls = connector
-            .connect(ServerName::try_from("localhost")?.to_owned(), tcp)
-            .await?;
-        let request = format!(
-            "GET {path} HTTP/1.1\r\nHost: localhost:{port}\r\n{extra}Connection: close\r\n\r\n"
-        );
-        tls.write_all(request.as_bytes()).await?;
-        let mut raw = Vec::new();
-        match tls.read_to_end(&mut raw).await {
-            Ok(_) => {}
-            // A peer that closes without close_notify still delivered the whole response.
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !raw.is_empty() => {}
-            Err(e) => return Err(e.into()),
-        }
-        anyhow::Ok(raw)
-    };
-    let raw = tokio::time::timeout(Duration::from_secs(10), exchange)
-        .await
-        .context("HTTPS request timed out")??;
-    parse_response(&raw)
-}
-
-fn parse_response(raw: &[u8]) -> anyhow::Result<HttpResponse> {
-    let text = String::from_utf8_lossy(raw);
-    let (head, body) = text.split_once("\r\n\r\n").context("no end of headers")?;
-    let mut lines = head.lines();
-    let status_line = lines.next().context("empty response")?;
-    let status: u16 = status_line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .with_context(|| format!("bad status line {status_line:?}"))?;
-    let mut content_type = String::new();
-    let mut chunked = false;
-    for line in lines {
-        if let Some((k, v)) = line.split_once(':') {
-            let (k, v) = (k.trim().to_ascii_lowercase(), v.trim());
-            if k == "content-type" {
-                content_type = v.to_owned();
-            }
-            if k == "transfer-encoding" && v.eq_ignore_ascii_case("chunked") {
-                chunked = true;
-            }
-        }
-    }
-    let body = if chunked {
-        dechunk(body)?
-    } else {
-        body.to_owned()
-    };
-    Ok(HttpResponse {
-        status,
-        content_type,
-        body,
-    })
-}
-
-fn dechunk(mut s: &str) -> anyhow::Result<String> {
-    let mut out = String::new();
-    loop {
-        let (size, rest) = s.split_once("\r\n").context("bad chunk header")?;
-        let size = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16)?;
-        if size == 0 {
-            return Ok(out);
-        }
-        out.push_str(rest.get(..size).context("short chunk")?);
-        s = rest.get(size + 2..).context("short chunk trailer")?;
     }
 }
 
@@ -662,23 +491,12 @@ impl Drop for TempDir {
 }
 
 #[test]
-fn parses_plain_and_chunked_responses() -> anyhow::Result<()> {
-    let r = parse_response(
-        b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain\r\n\r\n[-]x failed\n",
-    )?;
-    assert_eq!(
-        (r.status, r.content_type.as_str(), r.body.as_str()),
-        (500, "text/plain", "[-]x failed\n")
-    );
-    let r = parse_response(
-        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
-    )?;
-    assert_eq!(r.body, "ok");
+fn samples_are_found_by_exact_series() {
     assert_eq!(
         sample("a{x=\"1\"} 3\na{x=\"10\"} 4\n", "a{x=\"1\"}"),
         Some(3.0)
     );
-    Ok(())
+    assert_eq!(sample("a{x=\"10\"} 4\n", "a{x=\"1\"}"), None);
 }
 
 /// `cmd` without the environment that would point rkcm elsewhere than its flags say

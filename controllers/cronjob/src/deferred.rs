@@ -127,6 +127,29 @@ impl Deferred {
         }
     }
 
+    /// The CronJob of `key` is gone: drops a finished write's entry, which only a sync of a
+    /// CronJob still in the cache would otherwise drop. A queued or running write keeps its
+    /// entry: its outcome (refused for a deleted object, or written and synced again after
+    /// [`WRITTEN_GRACE`]) ends it.
+    pub fn forget(&self, key: &str) {
+        let mut pending = self.pending.lock();
+        if matches!(
+            pending.get(key),
+            Some(Pending {
+                entry: Entry::Written { .. },
+                ..
+            })
+        ) {
+            pending.remove(key);
+        }
+    }
+
+    /// Keys with a status write queued, running or not yet seen in the cache
+    /// (`rkcm_runtime::tracked`).
+    pub fn len(&self) -> usize {
+        self.pending.lock().len()
+    }
+
     /// Hands over the status a sync of `key` computed from the version `base_rv`.
     pub fn push(&self, key: String, status: CronJob, base_rv: Option<String>, now: Instant) {
         self.pending.lock().insert(
@@ -293,6 +316,23 @@ mod tests {
             "cache moved on"
         );
         assert_eq!(d.gate("ns/c", Some("5"), t0), Gate::Proceed, "entry gone");
+    }
+
+    /// A deleted CronJob's finished write leaves nothing behind; a queued one stays until its
+    /// write ends.
+    #[tokio::test(start_paused = true)]
+    async fn forgetting_a_deleted_cronjob_drops_only_a_finished_write() {
+        let d = Deferred::default();
+        let t0 = Instant::now();
+        d.push("ns/c".into(), cj("5"), Some("5".into()), t0);
+        d.forget("ns/c");
+        assert_eq!(d.len(), 1, "queued: its write decides");
+        let _ = d.next().await.expect("queued write");
+        d.forget("ns/c");
+        assert_eq!(d.len(), 1, "in flight: its outcome decides");
+        d.pending.lock().get_mut("ns/c").expect("pending").entry = Entry::Written { at: t0 };
+        d.forget("ns/c");
+        assert_eq!(d.len(), 0);
     }
 
     /// A graceful shutdown sends the queued writes at once instead of dropping them.

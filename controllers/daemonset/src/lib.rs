@@ -149,6 +149,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         pacer: rkcm_runtime::pacing::StatusPacer::default().with_budget(ctx.budget.clone()),
         cfg,
     });
+    rkcm_runtime::tracked::track(NAME, &controller, reconcile::Controller::tracked_sizes);
     daemonsets.subscribe_with(&controller, reconcile::Controller::on_daemonset_change);
     revisions.subscribe_with(&controller, reconcile::Controller::on_revision_change);
     pods.subscribe_with(&controller, reconcile::Controller::on_pod_change);

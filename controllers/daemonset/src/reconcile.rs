@@ -36,6 +36,7 @@ use rkcm_runtime::podcontrol::{
     slow_start_batch,
 };
 use rkcm_runtime::selector::Selector;
+use rkcm_runtime::tracked::Size;
 use rkcm_runtime::workqueue::WorkQueue;
 use rkcm_runtime::write;
 
@@ -77,6 +78,17 @@ fn labels_of<K: kube::Resource>(obj: &K) -> Option<&std::collections::BTreeMap<S
 }
 
 impl Controller {
+    /// The per-object maps, for `rkcm_runtime::tracked`. The failed-pod backoff is swept by
+    /// age (every `BACKOFF_GC_INTERVAL`), not by object.
+    pub(crate) fn tracked_sizes(&self, out: &mut Vec<Size>) {
+        out.push(Size::object("expectations", self.expectations.len()));
+        out.push(Size::object("status_pacing", self.pacer.len()));
+        if let Some(guard) = &self.consistency {
+            out.push(Size::object("stale_guard", guard.store().len()));
+        }
+        out.push(Size::time("failed_pod_backoff", self.backoff().len()));
+    }
+
     fn backoff(&self) -> std::sync::MutexGuard<'_, Backoff> {
         // Every mutation is a single map operation: a panic elsewhere cannot tear it.
         self.backoff

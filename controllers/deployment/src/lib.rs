@@ -141,6 +141,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         clock: ctx.clock.clone(),
         cfg,
     });
+    rkcm_runtime::tracked::track(NAME, &controller, reconcile::Controller::tracked_sizes);
     deployments.subscribe_with(&controller, reconcile::Controller::on_deployment);
     replica_sets.subscribe_with(&controller, reconcile::Controller::on_replica_set);
     let c = controller.clone();

@@ -16,6 +16,7 @@
 //! ReplicaSets after an update), so its own writes do not make its later writes conflict.
 
 use rkcm_runtime::error::StatusError;
+use rkcm_runtime::tracked::Size;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
@@ -61,6 +62,16 @@ pub(crate) struct Controller {
 }
 
 impl Controller {
+    /// The per-object maps, for `rkcm_runtime::tracked`.
+    pub(crate) fn tracked_sizes(&self, out: &mut Vec<Size>) {
+        let checks = self
+            .pending_pod_checks
+            .lock()
+            .map_or_else(|e| e.into_inner().len(), |s| s.len());
+        out.push(Size::object("pending_pod_checks", checks));
+        out.push(Size::object("status_pacing", self.pacer.len()));
+    }
+
     async fn sync_inner(&self, key: &str) -> Result<(), Error> {
         let Some(cached) = self.deployments.get(key) else {
             tracing::debug!(controller = crate::NAME, key, "deployment has been deleted");

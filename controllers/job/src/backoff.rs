@@ -121,6 +121,15 @@ impl BackoffStore {
     pub fn remove(&self, key: &str) {
         self.map().remove(key);
     }
+
+    /// Jobs with a record (`rkcm_runtime::tracked`).
+    pub fn len(&self) -> usize {
+        self.map().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 #[cfg(test)]

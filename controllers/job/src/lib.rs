@@ -128,6 +128,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         orphan_queue: orphan_queue.clone(),
         clock: ctx.clock.clone(),
     });
+    rkcm_runtime::tracked::track(NAME, &controller, reconcile::Controller::tracked_sizes);
     jobs.subscribe_with(&controller, reconcile::Controller::on_job_change);
     pods.subscribe_with(&controller, reconcile::Controller::on_pod_change);
     // Upstream runs one orphan-pod worker beside the Job workers; both retry with backoff.

@@ -36,6 +36,7 @@ use rkcm_runtime::podcontrol::{
     PodControl, PodOptions, is_namespace_terminating, slow_start_batch,
 };
 use rkcm_runtime::selector::Selector;
+use rkcm_runtime::tracked::Size;
 use rkcm_runtime::workqueue::WorkQueue;
 
 use crate::backoff::BackoffStore;
@@ -182,6 +183,17 @@ impl ChildHandler<Pod> for Controller {
 }
 
 impl Controller {
+    /// The per-object maps, for `rkcm_runtime::tracked`.
+    pub(crate) fn tracked_sizes(&self, out: &mut Vec<Size>) {
+        out.push(Size::object("expectations", self.expectations.len()));
+        out.push(Size::object(
+            "finalizer_expectations",
+            self.finalizer_expectations.len(),
+        ));
+        out.push(Size::object("pod_failure_backoff", self.backoff.len()));
+        out.push(Size::object("stale_guard", self.consistency.len()));
+    }
+
     fn enqueue_batched(&self, job: &Job) {
         self.queue.add_after(key_of(job), SYNC_BATCH_PERIOD);
     }

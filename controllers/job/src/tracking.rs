@@ -21,6 +21,15 @@ impl FinalizerExpectations {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Jobs with removals still unobserved (`rkcm_runtime::tracked`).
+    pub fn len(&self) -> usize {
+        self.map().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// UIDs of `job_key`'s pods whose finalizer removal is still unobserved.
     pub fn get(&self, job_key: &str) -> HashSet<String> {
         self.map().get(job_key).cloned().unwrap_or_default()

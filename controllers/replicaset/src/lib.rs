@@ -158,6 +158,11 @@ pub async fn start<O: ReplicaOwner>(ctx: ControllerContext, cfg: Config) -> Resu
         pacer: rkcm_runtime::pacing::StatusPacer::default().with_budget(ctx.budget.clone()),
         cfg,
     });
+    rkcm_runtime::tracked::track(
+        O::CONTROLLER_NAME,
+        &controller,
+        reconcile::Controller::tracked_sizes,
+    );
     owners.subscribe_with(&controller, reconcile::Controller::on_owner_change);
     pods.subscribe_with(&controller, reconcile::Controller::on_pod_change);
     let wait_for = informers::<O>(&ctx.informers);

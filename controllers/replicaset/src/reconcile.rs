@@ -23,6 +23,7 @@
 //!   a status it already wrote.
 
 use rkcm_runtime::error::StatusError;
+use rkcm_runtime::tracked::Size;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -214,6 +215,16 @@ impl<O: ReplicaOwner> Controller<O> {
     /// `addPod`, `updatePod`, `deletePod`.
     pub(crate) fn on_pod_change(&self, change: Change<Pod>) {
         on_child_change(self, change);
+    }
+
+    /// The per-object maps, for `rkcm_runtime::tracked`.
+    pub(crate) fn tracked_sizes(&self, out: &mut Vec<Size>) {
+        out.push(Size::object("expectations", self.expectations.len()));
+        out.push(Size::object("status_written", self.written_map().len()));
+        out.push(Size::object("status_pacing", self.pacer.len()));
+        if let Some(guard) = &self.consistency {
+            out.push(Size::object("stale_guard", guard.store().len()));
+        }
     }
 
     // ---- remembered writes ---------------------------------------------------------------

@@ -20,6 +20,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
@@ -31,6 +32,7 @@ use tokio::sync::mpsc;
 
 use crate::clock::{self, SharedClock};
 use crate::flowcontrol::TokenBucket;
+use crate::tracked;
 
 /// Upstream constants (client-go `tools/record`).
 pub mod consts {
@@ -157,10 +159,13 @@ impl EventRecorder {
         clock: SharedClock,
     ) -> Self {
         let (tx, rx) = mpsc::channel(consts::MAX_QUEUED_EVENTS);
+        let sizes = Arc::new(CacheSizes::default());
+        tracked::track(component, &sizes, CacheSizes::report);
         let writer = Writer {
             client,
             correlator: EventCorrelator::new(clock.clone()),
             sleep: consts::SLEEP_BETWEEN_TRIES,
+            sizes,
         };
         tokio::spawn(writer.run(rx));
         Self {
@@ -357,7 +362,6 @@ impl<V> Lru<V> {
         });
     }
 
-    #[cfg(test)]
     fn len(&self) -> usize {
         self.entries.len()
     }
@@ -505,6 +509,11 @@ impl EventCorrelator {
         self.spam.retain(|bucket| !bucket.is_full_at(now));
     }
 
+    /// Entries of the spam, aggregation and logger caches.
+    fn sizes(&self) -> (usize, usize, usize) {
+        (self.spam.len(), self.aggregates.len(), self.logs.len())
+    }
+
     /// client-go `EventCorrelate`: aggregate, then observe (count), then spam-filter.
     pub fn correlate(&mut self, event: Event) -> Correlation {
         let now = self.clock.wall();
@@ -633,6 +642,36 @@ struct Writer {
     client: kube::Client,
     correlator: EventCorrelator,
     sleep: Duration,
+    /// The correlator's cache sizes after its last event, for [`tracked`]; dropped with the
+    /// task, which ends the registration.
+    sizes: Arc<CacheSizes>,
+}
+
+/// The entries of the three correlation caches of one recorder.
+#[derive(Debug, Default)]
+struct CacheSizes {
+    spam: AtomicUsize,
+    aggregates: AtomicUsize,
+    logs: AtomicUsize,
+}
+
+impl CacheSizes {
+    fn report(&self, out: &mut Vec<tracked::Size>) {
+        let read = |n: &AtomicUsize| n.load(AtomicOrdering::Relaxed);
+        out.push(tracked::Size::capacity("events_spam", read(&self.spam)));
+        out.push(tracked::Size::capacity(
+            "events_aggregates",
+            read(&self.aggregates),
+        ));
+        out.push(tracked::Size::capacity("events_logs", read(&self.logs)));
+    }
+
+    fn update(&self, correlator: &EventCorrelator) {
+        let (spam, aggregates, logs) = correlator.sizes();
+        self.spam.store(spam, AtomicOrdering::Relaxed);
+        self.aggregates.store(aggregates, AtomicOrdering::Relaxed);
+        self.logs.store(logs, AtomicOrdering::Relaxed);
+    }
 }
 
 /// How one write attempt ended.
@@ -651,6 +690,7 @@ impl Writer {
 
     async fn record(&mut self, event: Event) {
         let decision = self.correlator.correlate(event);
+        self.sizes.update(&self.correlator);
         let (event, patch) = match decision {
             Correlation::Skip => return,
             Correlation::Create(e) => (e, None),
@@ -1085,6 +1125,7 @@ mod tests {
             client: api.client(),
             correlator: EventCorrelator::new(Arc::new(clock.clone())),
             sleep: Duration::from_millis(1),
+            sizes: Arc::default(),
         };
         (w, clock)
     }
@@ -1109,6 +1150,18 @@ mod tests {
                 .await;
             clock.advance(Duration::from_secs(1));
         }
+        // One key in each cache, as reported to `tracked`.
+        let mut sizes = Vec::new();
+        w.sizes.report(&mut sizes);
+        let entries: Vec<_> = sizes.iter().map(|s| (s.map, s.entries)).collect();
+        assert_eq!(
+            entries,
+            vec![
+                ("events_spam", 1),
+                ("events_aggregates", 1),
+                ("events_logs", 1)
+            ]
+        );
         let reqs = api.requests();
         let methods: Vec<_> = reqs.iter().map(|r| r.method.as_str()).collect();
         assert_eq!(methods, vec!["POST", "PATCH", "PATCH"]);

@@ -156,6 +156,15 @@ impl ControllerExpectations {
         self.records.lock().remove(key);
     }
 
+    /// Owners with a record (`rkcm_runtime::tracked`).
+    pub fn len(&self) -> usize {
+        self.records.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     fn adjust(&self, key: &str, add: i64, del: i64) {
         let mut records = self.records.lock();
         // Without a record there is nothing in flight to account for; creating one here
@@ -271,6 +280,18 @@ impl UidTrackingExpectations {
         let mut pending = self.pending_deletes.lock();
         self.expectations.delete_expectations(key);
         pending.remove(key);
+    }
+
+    /// Owners with a record, counted once whether they have counts, a pending child set or
+    /// both (`rkcm_runtime::tracked`).
+    pub fn len(&self) -> usize {
+        let pending = self.pending_deletes.lock();
+        let records = self.expectations.records.lock();
+        records.len() + pending.keys().filter(|k| !records.contains_key(*k)).count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 

@@ -16,6 +16,9 @@
 //!   [`controller_ref::resolve_controller_ref`], [`consistency`] (the stale-cache guard) and
 //!   [`controller`] (the one start loop, and the [`controller::SyncProbe`] declaration of the
 //!   informers a controller reads). Namespace scoping for tests: [`informer::Scope`].
+//! - [`tracked`]: the sizes of the maps controllers keep per object (expectations, backoff
+//!   records, work-queue retries, ...), exported as `rkcm_tracked_entries`, so a map that keeps
+//!   entries of deleted objects shows.
 
 pub mod cached;
 pub mod children;
@@ -41,6 +44,7 @@ pub mod podcontrol;
 pub mod projection;
 pub mod protobuf;
 pub mod selector;
+pub mod tracked;
 pub mod workqueue;
 pub mod write;
 

@@ -52,6 +52,7 @@ use tokio::time::Instant;
 
 use crate::flowcontrol::TokenBucket;
 use crate::metrics::register;
+use crate::tracked;
 
 /// Upper bound on how long the delay task sleeps without re-checking the heap (upstream
 /// `maxWait`), a safety net against a missed wake-up.
@@ -179,6 +180,15 @@ impl<K: QueueKey> Limiter<K> {
             }
             Limiter::Bucket(_) => {}
             Limiter::MaxOf(limiters) => limiters.iter_mut().for_each(|l| l.forget(key)),
+        }
+    }
+
+    /// Keys with a failure history (in the per-item limiters).
+    fn tracked(&self) -> usize {
+        match self {
+            Limiter::ItemExponential { failures, .. } => failures.len(),
+            Limiter::Bucket(_) => 0,
+            Limiter::MaxOf(limiters) => limiters.iter().map(Limiter::tracked).sum(),
         }
     }
 
@@ -420,6 +430,31 @@ struct Inner<K> {
 }
 
 impl<K: QueueKey> Inner<K> {
+    /// The per-key maps, for [`tracked`]: every key in them leaves by itself once its object
+    /// is gone (handed out, synced, found deleted, forgotten); a delayed key only at its due
+    /// time.
+    fn sizes(&self, out: &mut Vec<tracked::Size>) {
+        let (pending, processing, timestamps) = {
+            let state = self.state.lock();
+            (
+                state.dirty.len(),
+                state.processing.len(),
+                state.add_times.len() + state.processing_start.len(),
+            )
+        };
+        out.push(tracked::Size::object("queue_pending", pending));
+        out.push(tracked::Size::object("queue_processing", processing));
+        out.push(tracked::Size::object("queue_timestamps", timestamps));
+        out.push(tracked::Size::object(
+            "queue_failures",
+            self.limiter.lock().tracked(),
+        ));
+        out.push(tracked::Size::time(
+            "queue_waiting",
+            self.waiting.lock().live.len(),
+        ));
+    }
+
     fn add(&self, key: K) {
         let mut state = self.state.lock();
         if state.shutting_down || state.dirty.contains(&key) {
@@ -555,6 +590,9 @@ impl<K: QueueKey> WorkQueue<K> {
             }),
         };
         queue.ensure_driver();
+        if !name.is_empty() {
+            tracked::track(name, &queue.inner, Inner::sizes);
+        }
         queue
     }
 

@@ -152,6 +152,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         cfg,
         pacer: rkcm_runtime::pacing::StatusPacer::default().with_budget(ctx.budget.clone()),
     });
+    rkcm_runtime::tracked::track(NAME, &controller, reconcile::Controller::tracked_sizes);
     sets.subscribe_with(&controller, reconcile::Controller::on_set);
     pods.subscribe_with(&controller, reconcile::Controller::on_pod);
     Run::main(NAME, informers(&ctx.informers), &controller, queue, workers)

@@ -7,6 +7,7 @@
 //! and events of `stateful_pod_control.go`; `stateful_set_status_updater.go`.
 
 use rkcm_runtime::error::StatusError;
+use rkcm_runtime::tracked::Size;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -132,6 +133,13 @@ pub(crate) fn claim_event_text(
 }
 
 impl Controller {
+    /// The per-object maps, for `rkcm_runtime::tracked`.
+    pub(crate) fn tracked_sizes(&self, out: &mut Vec<Size>) {
+        out.push(Size::object("expectations", self.expectations.len()));
+        out.push(Size::object("stale_guard", self.consistency.store().len()));
+        out.push(Size::object("status_pacing", self.pacer.len()));
+    }
+
     fn wrote<K: Resource<DynamicType = ()>>(&self, ctx: &Ctx<'_>, obj: &K) {
         self.wrote_version::<K>(ctx, obj.meta().resource_version.as_deref());
     }

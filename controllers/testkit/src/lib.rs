@@ -40,6 +40,7 @@ pub mod harness;
 pub mod invariants;
 pub mod proxy;
 pub mod recorder;
+pub mod scrape;
 pub mod volumes;
 
 pub use builders::NodeBuilder;

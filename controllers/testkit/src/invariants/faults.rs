@@ -590,8 +590,29 @@ pub async fn run(
     let all = scenario.ends_with("-all");
     let scenario = scenario.strip_suffix("-all").unwrap_or(scenario);
     let controllers = if all { ALL_CONTROLLERS } else { CONTROLLERS };
-    let mut manager =
-        Manager::start_with(kind, cluster, ns.name(), controllers, &[&qps, &burst]).await?;
+    // rkcm in the soak serves `/metrics` on a port of its own, for its per-object maps
+    // (`rkcm_tracked_entries`) beside each RSS sample.
+    let metrics_port = if scenario == "soak" && kind == ManagerKind::Rkcm {
+        Some(
+            std::net::TcpListener::bind("127.0.0.1:0")?
+                .local_addr()?
+                .port(),
+        )
+    } else {
+        None
+    };
+    let serving: Vec<String> = metrics_port
+        .map(|port| {
+            vec![
+                format!("--secure-port={port}"),
+                "--bind-address=127.0.0.1".to_owned(),
+                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics".to_owned(),
+            ]
+        })
+        .unwrap_or_default();
+    let mut flags: Vec<&str> = vec![&qps, &burst];
+    flags.extend(serving.iter().map(String::as_str));
+    let mut manager = Manager::start_with(kind, cluster, ns.name(), controllers, &flags).await?;
     let work = Workload { ns: &ns, opts, all };
     let gate = if scenario == "reject-creates" {
         Some(super::outages::AdmissionGate::install(cluster, &ns).await?)
@@ -696,10 +717,15 @@ pub async fn run(
                     let mut rss = Vec::new();
                     loop {
                         let at = churn_start.elapsed();
+                        let tracked = match metrics_port {
+                            Some(port) => super::soak::tracked(port).await,
+                            None => None,
+                        };
                         match super::soak::rss_mib(pid) {
                             Some(mib) => rss.push(super::soak::RssSample {
                                 at_s: at.as_secs_f64(),
                                 mib,
+                                tracked,
                             }),
                             None => exits += 1,
                         }

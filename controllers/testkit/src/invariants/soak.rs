@@ -18,6 +18,35 @@ pub struct RssSample {
     pub at_s: f64,
     /// `VmRSS` in MiB.
     pub mib: f64,
+    /// rkcm's per-object maps at the same time (`None` for kube-controller-manager, and for
+    /// runs recorded before they were sampled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracked: Option<Tracked>,
+}
+
+/// The entries of rkcm's per-object maps (`rkcm_tracked_entries`), summed by how they forget.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Tracked {
+    /// Maps that forget with their objects: they follow the live objects of the churn.
+    pub object: f64,
+    /// Maps that forget when a delay is over.
+    pub time: f64,
+    /// Maps of fixed capacity (the event correlation caches).
+    pub capacity: f64,
+}
+
+/// The manager's per-object maps from its `/metrics` on `port`; `None` if it does not answer.
+pub async fn tracked(port: u16) -> Option<Tracked> {
+    let text = crate::scrape::metrics(port).await.ok()?;
+    let samples = crate::scrape::tracked_entries(&text);
+    if samples.is_empty() {
+        return None;
+    }
+    Some(Tracked {
+        object: crate::scrape::tracked_total(&samples, "object"),
+        time: crate::scrape::tracked_total(&samples, "time"),
+        capacity: crate::scrape::tracked_total(&samples, "capacity"),
+    })
 }
 
 /// `VmRSS` of process `pid` in MiB, from `/proc/<pid>/status`.
@@ -141,12 +170,23 @@ pub fn markdown(runs: &[Run<'_>]) -> String {
             )),
         }
     }
+    // rkcm's per-object maps join the table when they were sampled.
+    let tracked_runs: Vec<&Run<'_>> = runs
+        .iter()
+        .filter(|r| r.samples.iter().any(|s| s.tracked.is_some()))
+        .collect();
     out.push_str("\n| minute |");
     for r in runs {
         out.push_str(&format!(" {} / {} (MiB) |", r.scenario, r.manager));
     }
+    for r in &tracked_runs {
+        out.push_str(&format!(
+            " {} / {}: map entries by object / time / capacity |",
+            r.scenario, r.manager
+        ));
+    }
     out.push_str("\n|---:|");
-    for _ in runs {
+    for _ in 0..runs.len() + tracked_runs.len() {
         out.push_str("---:|");
     }
     out.push('\n');
@@ -165,6 +205,15 @@ pub fn markdown(runs: &[Run<'_>]) -> String {
                 None => out.push_str(" – |"),
             }
         }
+        for r in &tracked_runs {
+            match r.samples.get(i).and_then(|s| s.tracked) {
+                Some(t) => out.push_str(&format!(
+                    " {:.0} / {:.0} / {:.0} |",
+                    t.object, t.time, t.capacity
+                )),
+                None => out.push_str(" – |"),
+            }
+        }
         out.push('\n');
     }
     out
@@ -177,7 +226,11 @@ mod tests {
     fn samples(points: &[(f64, f64)]) -> Vec<RssSample> {
         points
             .iter()
-            .map(|&(at_s, mib)| RssSample { at_s, mib })
+            .map(|&(at_s, mib)| RssSample {
+                at_s,
+                mib,
+                tracked: None,
+            })
             .collect()
     }
 
@@ -261,5 +314,35 @@ mod tests {
             rows[1]
         );
         assert!(md.contains("| 10.0 | 40.0 | 40.0 |"), "{md}");
+        assert!(!md.contains("map entries"), "no maps sampled: {md}");
+    }
+
+    #[test]
+    fn sampled_maps_join_the_table_and_old_records_still_read() {
+        let mut with_maps = samples(&[(600.0, 40.0), (1200.0, 41.0)]);
+        with_maps[1].tracked = Some(Tracked {
+            object: 120.0,
+            time: 3.0,
+            capacity: 4096.0,
+        });
+        let without = samples(&[(600.0, 80.0), (1200.0, 80.0)]);
+        let md = markdown(&[
+            run("kube-controller-manager", &without),
+            run("rkcm", &with_maps),
+        ]);
+        assert!(
+            md.contains(
+                "| soak / rkcm: map entries by object / time / capacity |\n|---:|---:|---:|---:|\n"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("| 10.0 | 80.0 | 40.0 | – |"), "{md}");
+        assert!(
+            md.contains("| 20.0 | 80.0 | 41.0 | 120 / 3 / 4096 |"),
+            "{md}"
+        );
+        // A record written before the maps were sampled has no `tracked`.
+        let old: RssSample = serde_json::from_str(r#"{"at_s": 60.0, "mib": 42.5}"#).expect("json");
+        assert_eq!(old.tracked, None);
     }
 }
