@@ -297,14 +297,24 @@ fn event_name(involved_name: &str, now: jiff::Timestamp) -> String {
 // ---------------------------------------------------------------------------------------------
 
 /// A string-keyed LRU cache with groupcache `lru` semantics: `get` refreshes recency, `add`
-/// evicts the least recently used entry beyond capacity. The key is stored once, shared by the
-/// map and the recency order.
+/// evicts the least recently used entry beyond capacity.
+///
+/// Keys are kept as a 128-bit digest, not as the string: an event key (source, object kind,
+/// namespace, name, UID, type, reason and message) is 200 bytes or more, and a busy recorder
+/// keeps 4 096 of them per cache; the digest is 16. Two keys share a digest with a chance of
+/// about n²/2¹²⁹ (10⁻³¹ for a full cache); the digest is seeded at random per cache, so no
+/// input can be crafted to collide. A collision would count a repeat of one event against
+/// another's Event object, nothing worse.
 #[derive(Debug)]
 struct Lru<V> {
     cap: usize,
     tick: u64,
-    entries: HashMap<Arc<str>, (V, u64)>,
-    order: BTreeMap<u64, Arc<str>>,
+    seeds: (
+        foldhash::quality::RandomState,
+        foldhash::quality::RandomState,
+    ),
+    entries: HashMap<u128, (V, u64)>,
+    order: BTreeMap<u64, u128>,
 }
 
 impl<V> Lru<V> {
@@ -312,33 +322,37 @@ impl<V> Lru<V> {
         Self {
             cap: cap.max(1),
             tick: 0,
+            seeds: Default::default(),
             entries: HashMap::new(),
             order: BTreeMap::new(),
         }
     }
 
-    fn touch(&mut self, key: &str) {
+    fn digest(&self, key: &str) -> u128 {
+        use std::hash::BuildHasher as _;
+        (u128::from(self.seeds.0.hash_one(key)) << 64) | u128::from(self.seeds.1.hash_one(key))
+    }
+
+    fn touch(&mut self, key: u128) {
         self.tick += 1;
         let tick = self.tick;
-        if let Some((k, (_, t))) = self.entries.get_key_value(key) {
-            let (k, old) = (k.clone(), *t);
+        if let Some((_, t)) = self.entries.get_mut(&key) {
+            let old = std::mem::replace(t, tick);
             self.order.remove(&old);
-            self.order.insert(tick, k);
-            if let Some((_, t)) = self.entries.get_mut(key) {
-                *t = tick;
-            }
+            self.order.insert(tick, key);
         }
     }
 
     fn get_mut(&mut self, key: &str) -> Option<&mut V> {
+        let key = self.digest(key);
         self.touch(key);
-        self.entries.get_mut(key).map(|(v, _)| v)
+        self.entries.get_mut(&key).map(|(v, _)| v)
     }
 
     fn add(&mut self, key: String, value: V) {
+        let key = self.digest(&key);
         self.tick += 1;
-        let key: Arc<str> = key.into();
-        if let Some((_, old)) = self.entries.insert(key.clone(), (value, self.tick)) {
+        if let Some((_, old)) = self.entries.insert(key, (value, self.tick)) {
             self.order.remove(&old);
         }
         self.order.insert(self.tick, key);
