@@ -175,6 +175,9 @@ pub fn markdown(runs: &[Run<'_>]) -> String {
         .iter()
         .filter(|r| r.samples.iter().any(|s| s.tracked.is_some()))
         .collect();
+    for r in &tracked_runs {
+        out.push_str(&maps_summary(r));
+    }
     out.push_str("\n| minute |");
     for r in runs {
         out.push_str(&format!(" {} / {} (MiB) |", r.scenario, r.manager));
@@ -217,6 +220,44 @@ pub fn markdown(runs: &[Run<'_>]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// One sentence on a run's sampled maps after the warm-up: those keyed by objects (which
+/// must follow the live objects, not the objects ever seen) and those of fixed capacity.
+fn maps_summary(r: &Run<'_>) -> String {
+    let warm: Vec<(f64, Tracked)> = r
+        .samples
+        .iter()
+        .filter(|s| s.at_s >= r.warmup.as_secs_f64())
+        .filter_map(|s| s.tracked.map(|t| (s.at_s, t)))
+        .collect();
+    let (Some((_, first)), Some((_, last))) = (warm.first(), warm.last()) else {
+        return String::new();
+    };
+    let object_max = warm.iter().map(|(_, t)| t.object).fold(0.0, f64::max);
+    let as_rss: Vec<RssSample> = warm
+        .iter()
+        .map(|&(at_s, t)| RssSample {
+            at_s,
+            mib: t.object,
+            tracked: None,
+        })
+        .collect();
+    let slope = Growth::of(&as_rss, Duration::ZERO).map_or(0.0, |g| g.slope_mib_per_hour);
+    format!(
+        "\n{} / {}: after the warm-up, the maps keyed by objects held {:.0} entries at the first \
+         sample and {:.0} at the last (at most {:.0}; fitted slope {:+.0} entries per hour); the \
+         maps of fixed capacity (event correlation caches, 4 096 entries per cache and \
+         recorder) went from {:.0} to {:.0} entries.\n",
+        r.scenario,
+        r.manager,
+        first.object,
+        last.object,
+        object_max,
+        slope,
+        first.capacity,
+        last.capacity
+    )
 }
 
 #[cfg(test)]
@@ -339,6 +380,18 @@ mod tests {
         assert!(md.contains("| 10.0 | 80.0 | 40.0 | – |"), "{md}");
         assert!(
             md.contains("| 20.0 | 80.0 | 41.0 | 120 / 3 / 4096 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "soak / rkcm: after the warm-up, the maps keyed by objects held 120 entries at \
+                 the first sample and 120 at the last"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("went from 4096 to 4096 entries"), "{md}");
+        assert!(
+            !md.contains("kube-controller-manager: after the warm-up"),
             "{md}"
         );
         // A record written before the maps were sampled has no `tracked`.
