@@ -223,7 +223,7 @@ impl ChildHandler<Pod> for Controller {
             return;
         };
         let key = key_of(&*ds);
-        self.expectations.deletion_observed(&key);
+        self.expectations.deletion_observed(&key, &key_of(pod));
         self.queue.add(key);
     }
 

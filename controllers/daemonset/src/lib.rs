@@ -73,7 +73,7 @@ use rkcm_runtime::ControllerContext;
 use rkcm_runtime::cached::{Node, Pod};
 use rkcm_runtime::controller::{Run, SyncProbe, probes};
 use rkcm_runtime::events::EventRecorder;
-use rkcm_runtime::expectations::ControllerExpectations;
+use rkcm_runtime::expectations::UidTrackingExpectations;
 use rkcm_runtime::history::History;
 use rkcm_runtime::informer::{INDEX_NODE_NAME, InformerFactory, pods_by_node};
 use rkcm_runtime::podcontrol::PodControl;
@@ -137,7 +137,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         pods: pods.store(),
         nodes: nodes.store(),
         revisions: revisions.store(),
-        expectations: ControllerExpectations::new(ctx.clock.clone()),
+        expectations: UidTrackingExpectations::new(ctx.clock.clone()),
         pod_control: PodControl::new(ctx.client.clone(), recorder.clone()),
         recorder,
         history: History::new(ctx.client.clone()),

@@ -25,10 +25,11 @@ use rkcm_runtime::consistency::{GroupResource, Stale, StaleGuard};
 use rkcm_runtime::controller::Reconcile;
 use rkcm_runtime::controller_ref::ControllerRefManager;
 use rkcm_runtime::events::{EventRecorder, EventType};
-use rkcm_runtime::expectations::ControllerExpectations;
+use rkcm_runtime::expectations::UidTrackingExpectations;
 use rkcm_runtime::fasthash::HashMap;
 use rkcm_runtime::history::History;
 use rkcm_runtime::informer::{INDEX_CONTROLLER_UID, INDEX_ORPHANS_BY_NAMESPACE, Store};
+use rkcm_runtime::keys::key_of;
 use rkcm_runtime::keys::split_key;
 use rkcm_runtime::pacing::StatusPacer;
 use rkcm_runtime::podcontrol::{
@@ -58,7 +59,7 @@ pub(crate) struct Controller {
     pub(crate) pods: Store<Pod>,
     pub(crate) nodes: Store<Node>,
     pub(crate) revisions: Store<ControllerRevision>,
-    pub(crate) expectations: ControllerExpectations,
+    pub(crate) expectations: UidTrackingExpectations,
     pub(crate) pod_control: PodControl,
     pub(crate) recorder: EventRecorder,
     pub(crate) history: History,
@@ -519,8 +520,14 @@ impl Controller {
         deletes: &[Arc<Pod>],
     ) -> Result<(), Error> {
         let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-        self.expectations
-            .set_expectations(key, count(creates.len()), count(deletes.len()));
+        // Deletions are tracked by pod: a pod observed twice (its deletion timestamp, then its
+        // removal) counts once, so a batch is never taken as done while some of its pods still
+        // look alive in the cache (upstream counts both and may delete such a pod again).
+        self.expectations.set_expectations(
+            key,
+            count(creates.len()),
+            deletes.iter().map(|p| key_of(&**p)).collect(),
+        );
         let mut first_error: Option<rkcm_runtime::Error> = None;
         if !creates.is_empty() {
             tracing::debug!(
@@ -593,7 +600,7 @@ impl Controller {
                     {
                         Ok(()) => None,
                         Err(e) => {
-                            self.expectations.deletion_observed(key);
+                            self.expectations.deletion_observed(key, &key_of(&**pod));
                             (!e.is_not_found()).then_some(e)
                         }
                     }

@@ -244,6 +244,16 @@ impl UidTrackingExpectations {
         self.expectations.lower_expectations(key, add, del);
     }
 
+    /// Expects `adds` creations and the deletion of exactly these children of `key` at once
+    /// (a DaemonSet sync may do both), replacing any record and set still pending.
+    pub fn set_expectations(&self, key: &str, adds: i64, child_keys: Vec<String>) {
+        let children: HashSet<String> = child_keys.into_iter().collect();
+        let count = i64::try_from(children.len()).unwrap_or(i64::MAX);
+        let mut pending = self.pending_deletes.lock();
+        pending.insert(key.to_owned(), children);
+        self.expectations.set_expectations(key, adds, count);
+    }
+
     /// Expects the deletion of exactly these children of `key` (duplicates count once) and
     /// replaces any set still pending.
     pub fn expect_deletions(&self, key: &str, child_keys: Vec<String>) {
@@ -433,5 +443,23 @@ mod tests {
             "observation after delete created a record"
         );
         assert!(exp.satisfied_expectations(KEY));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn creations_and_tracked_deletions_set_at_once() {
+        let exp = UidTrackingExpectations::new(clock::system());
+        exp.set_expectations(KEY, 2, vec!["ns/a".into(), "ns/b".into(), "ns/a".into()]);
+        assert_eq!(exp.get(KEY), Some((2, 2)), "a duplicate child counts once");
+        assert_eq!(exp.len(), 1);
+        exp.creation_observed(KEY);
+        exp.creation_observed(KEY);
+        exp.deletion_observed(KEY, "ns/a");
+        exp.deletion_observed(KEY, "ns/a");
+        assert_eq!(exp.get(KEY), Some((0, 1)), "one child observed twice");
+        assert!(!exp.satisfied_expectations(KEY));
+        exp.deletion_observed(KEY, "ns/b");
+        assert!(exp.satisfied_expectations(KEY));
+        exp.delete_expectations(KEY);
+        assert_eq!(exp.len(), 0);
     }
 }

@@ -6,7 +6,7 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use kube::runtime::watcher;
 use rkcm_runtime::cached::{Node, Pod};
 use rkcm_runtime::events::EventRecorder;
-use rkcm_runtime::expectations::ControllerExpectations;
+use rkcm_runtime::expectations::UidTrackingExpectations;
 use rkcm_runtime::history::History;
 use rkcm_runtime::informer::{Change, INDEX_NODE_NAME, Informer, pods_by_node};
 use rkcm_runtime::podcontrol::PodControl;
@@ -47,7 +47,7 @@ fn fixture() -> Fixture {
         pods: pods.store(),
         nodes: nodes.store(),
         revisions: revisions.store(),
-        expectations: ControllerExpectations::new(clock.clone()),
+        expectations: UidTrackingExpectations::new(clock.clone()),
         pod_control: PodControl::new(client.clone(), recorder.clone()),
         recorder,
         history: History::new(client),
@@ -138,37 +138,59 @@ async fn pod_events_observe_expectations_and_map_to_the_owner() {
     f.daemonsets
         .feed(watcher::Event::Apply(with_rv(&ds(), "1")));
     let key = "ns/ds";
-    f.c.expectations.set_expectations(key, 1, 1);
+    f.c.expectations
+        .set_expectations(key, 1, vec!["ns/p".into(), "ns/q".into()]);
     let p = with_rv(&*pod("p", "a", "h", 0).build(), "1");
     f.c.on_pod_change(Change::Added(Arc::new(p.clone())));
-    assert_eq!(f.c.expectations.get(key), Some((0, 1)), "creation observed");
+    assert_eq!(f.c.expectations.get(key), Some((0, 2)), "creation observed");
     assert_eq!(f.c.queue.len(), 1);
     // Same resourceVersion: a resync, ignored; a deletion timestamp: observed as a delete.
     f.c.on_pod_change(Change::Updated {
         old: Arc::new(p.clone()),
         new: Arc::new(p.clone()),
     });
-    assert_eq!(f.c.expectations.get(key), Some((0, 1)));
+    assert_eq!(f.c.expectations.get(key), Some((0, 2)));
     let mut deleting = with_rv(&p, "2");
     deleting.metadata.deletion_timestamp = Some(
         k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
     );
     f.c.on_pod_change(Change::Updated {
         old: Arc::new(p.clone()),
-        new: Arc::new(deleting),
+        new: Arc::new(deleting.clone()),
     });
     assert_eq!(
         f.c.expectations.get(key),
-        Some((0, 0)),
+        Some((0, 1)),
         "deletion observed when it begins"
     );
+    // The same pod seen again (another update while it terminates, then its removal) is
+    // not a second deletion: `q` is still expected, so the batch is not done.
+    let mut later = with_rv(&deleting, "3");
+    later.metadata.labels = deleting.metadata.labels.clone();
+    f.c.on_pod_change(Change::Updated {
+        old: Arc::new(deleting.clone()),
+        new: Arc::new(later.clone()),
+    });
+    f.c.on_pod_change(Change::Deleted {
+        obj: Arc::new(later),
+        final_state_unknown: false,
+    });
+    assert_eq!(f.c.expectations.get(key), Some((0, 1)));
+    assert!(!f.c.expectations.satisfied_expectations(key));
+    let mut q = with_rv(&*pod("q", "b", "h", 0).build(), "5");
+    q.metadata.deletion_timestamp = deleting.metadata.deletion_timestamp.clone();
+    f.c.on_pod_change(Change::Updated {
+        old: Arc::new(q.clone()),
+        new: Arc::new(with_rv(&q, "6")),
+    });
+    assert_eq!(f.c.expectations.get(key), Some((0, 0)));
     assert!(f.c.expectations.satisfied_expectations(key));
     // A pod whose controllerRef names another UID maps to nobody.
     let mut foreign = with_rv(&p, "3");
     if let Some(refs) = foreign.metadata.owner_references.as_mut() {
         refs[0].uid = "other".into();
     }
-    f.c.expectations.set_expectations(key, 1, 0);
+    f.c.expectations.set_expectations(key, 1, Vec::new());
     f.c.on_pod_change(Change::Added(Arc::new(foreign)));
     assert_eq!(f.c.expectations.get(key), Some((1, 0)));
     // An orphan whose labels match wakes the DaemonSet (to adopt it), observing nothing.
