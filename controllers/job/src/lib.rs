@@ -62,7 +62,7 @@ use rkcm_runtime::ControllerContext;
 use rkcm_runtime::cached::Pod;
 use rkcm_runtime::controller::{Run, SyncProbe, probes};
 use rkcm_runtime::events::EventRecorder;
-use rkcm_runtime::expectations::ControllerExpectations;
+use rkcm_runtime::expectations::UidTrackingExpectations;
 use rkcm_runtime::informer::InformerFactory;
 use rkcm_runtime::podcontrol::PodControl;
 use rkcm_runtime::projection;
@@ -118,7 +118,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         client: ctx.client.clone(),
         jobs: jobs.store(),
         pods: pods.store(),
-        expectations: ControllerExpectations::new(ctx.clock.clone()),
+        expectations: UidTrackingExpectations::new(ctx.clock.clone()),
         finalizer_expectations: tracking::FinalizerExpectations::default(),
         backoff: backoff::BackoffStore::default(),
         consistency: rkcm_runtime::consistency::ConsistencyStore::new(),

@@ -29,7 +29,7 @@ use rkcm_runtime::controller::Reconcile;
 use rkcm_runtime::controller_ref::{ControllerRefManager, controller_of};
 use rkcm_runtime::error::PodStep;
 use rkcm_runtime::events::{EventRecorder, EventType, object_reference};
-use rkcm_runtime::expectations::ControllerExpectations;
+use rkcm_runtime::expectations::UidTrackingExpectations;
 use rkcm_runtime::informer::{Change, INDEX_CONTROLLER_UID, INDEX_ORPHANS_BY_NAMESPACE, Store};
 use rkcm_runtime::keys::{key_of, split_key};
 use rkcm_runtime::podcontrol::{
@@ -56,7 +56,7 @@ pub(crate) struct Controller {
     pub(crate) client: kube::Client,
     pub(crate) jobs: Store<Job>,
     pub(crate) pods: Store<Pod>,
-    pub(crate) expectations: ControllerExpectations,
+    pub(crate) expectations: UidTrackingExpectations,
     pub(crate) finalizer_expectations: FinalizerExpectations,
     pub(crate) backoff: BackoffStore,
     pub(crate) consistency: ConsistencyStore,
@@ -147,7 +147,9 @@ impl ChildHandler<Pod> for Controller {
             return;
         };
         let key = key_of(&*job);
-        self.expectations.deletion_observed(&key);
+        // Counted once per pod: a terminating pod is seen again when its status or finalizer
+        // changes and when it goes.
+        self.expectations.deletion_observed(&key, &key_of(pod));
         if final_delete || !has_finalizer {
             self.finalizer_expectations.observed(&key, uid(pod));
         }
@@ -567,12 +569,12 @@ impl Controller {
             return (Executed::default(), None);
         }
         self.expectations
-            .expect_deletions(key, i64::try_from(pods.len()).unwrap_or(i64::MAX));
+            .expect_deletions(key, pods.iter().map(|p| key_of(&**p)).collect());
         let results = futures::future::join_all(pods.iter().map(|pod| async move {
             let name = pod.metadata.name.as_deref().unwrap_or_default();
             let fail = |e: rkcm_runtime::Error| {
                 // This deletion will never be observed.
-                self.expectations.deletion_observed(key);
+                self.expectations.deletion_observed(key, &key_of(&**pod));
                 if e.is_not_found() {
                     Ok(is_ready(pod))
                 } else {
@@ -971,4 +973,97 @@ pub fn remove_finalizer_patch() -> serde_json::Value {
     serde_json::json!({
         "metadata": { "$deleteFromPrimitiveList/finalizers": [TRACKING_FINALIZER] }
     })
+}
+
+#[cfg(test)]
+mod handler_tests {
+    use kube::runtime::watcher;
+    use rkcm_runtime::informer::Informer;
+    use rkcm_runtime::workqueue::RateLimiter;
+    use serde_json::json;
+
+    use super::*;
+
+    fn pod(name: &str, rv: &str, deleting: bool) -> Arc<Pod> {
+        let mut p: Pod = serde_json::from_value(json!({
+            "metadata": {
+                "name": name, "namespace": "ns", "uid": format!("uid-{name}"),
+                "resourceVersion": rv,
+                "labels": {"app": "j"},
+                "finalizers": ["batch.kubernetes.io/job-tracking"],
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "j",
+                                     "uid": "job-uid", "controller": true}],
+            },
+            "status": {"phase": "Running"},
+        }))
+        .expect("pod");
+        if deleting {
+            p.metadata.deletion_timestamp = Some(
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
+            );
+        }
+        Arc::new(p)
+    }
+
+    /// A pod the controller deleted is seen while it terminates (deletion timestamp, its
+    /// status, its finalizer removed) and when it goes: one deletion, however often it is seen.
+    #[tokio::test]
+    async fn a_deleted_pod_counts_once_however_often_it_is_seen() {
+        let fake = rkcm_testkit::fake_api::FakeApi::new();
+        let client = fake.client();
+        let jobs = Informer::<Job>::detached();
+        let job: Job = serde_json::from_value(json!({
+            "metadata": {"name": "j", "namespace": "ns", "uid": "job-uid",
+                         "resourceVersion": "1"},
+            "spec": {"selector": {"matchLabels": {"app": "j"}},
+                     "template": {"metadata": {"labels": {"app": "j"}},
+                                  "spec": {"containers": []}}},
+        }))
+        .expect("job");
+        jobs.feed(watcher::Event::Apply(job));
+        let pods = Informer::<Pod>::detached();
+        let (recorder, _) = EventRecorder::fake("job-controller");
+        let clock = rkcm_runtime::clock::system();
+        let c = Controller {
+            client: client.clone(),
+            jobs: jobs.store(),
+            pods: pods.store(),
+            expectations: UidTrackingExpectations::new(clock.clone()),
+            finalizer_expectations: FinalizerExpectations::default(),
+            backoff: BackoffStore::default(),
+            consistency: ConsistencyStore::new(),
+            pod_control: PodControl::new(client, recorder.clone()),
+            recorder,
+            queue: WorkQueue::new("test-job", RateLimiter::Default),
+            orphan_queue: WorkQueue::new("test-job-orphans", RateLimiter::Default),
+            clock,
+        };
+        c.expectations
+            .expect_deletions("ns/j", vec!["ns/a".into(), "ns/b".into()]);
+        let (a1, a2, a3) = (
+            pod("a", "1", false),
+            pod("a", "2", true),
+            pod("a", "3", true),
+        );
+        c.on_pod_change(Change::Updated {
+            old: a1,
+            new: a2.clone(),
+        });
+        c.on_pod_change(Change::Updated {
+            old: a2,
+            new: a3.clone(),
+        });
+        c.on_pod_change(Change::Deleted {
+            obj: a3,
+            final_state_unknown: false,
+        });
+        assert_eq!(c.expectations.get("ns/j"), Some((0, 1)));
+        assert!(
+            !c.expectations.satisfied_expectations("ns/j"),
+            "b is not seen deleted yet"
+        );
+        let (b1, b2) = (pod("b", "1", false), pod("b", "2", true));
+        c.on_pod_change(Change::Updated { old: b1, new: b2 });
+        assert!(c.expectations.satisfied_expectations("ns/j"));
+    }
 }
