@@ -66,6 +66,8 @@
 #   BENCH_KEEP_PLANE=1             leave the plane running afterwards
 #   BENCH_RKCM_BIN=path            run this rkcm binary instead of building the tree's (a
 #                                  before/after comparison of two commits on one plane)
+#   BENCH_COMMIT=...               the commit results are stamped with (default: the tree's);
+#                                  with BENCH_RKCM_BIN, name the one the binary was built from
 # Manager logs and per-scenario results: $BENCH_WORK (default $TMPDIR/rkcm-bench-work-$UID).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -82,7 +82,16 @@ impl Host {
     }
 }
 
+/// The commit results are stamped with: `BENCH_COMMIT` when set (the commit an rkcm binary
+/// given with `BENCH_RKCM_BIN` was built from, which the tree's need not be), else the
+/// tree's, marked when it has uncommitted changes.
 fn git_commit() -> String {
+    if let Some(c) = std::env::var("BENCH_COMMIT")
+        .ok()
+        .filter(|c| !c.trim().is_empty())
+    {
+        return c.trim().to_owned();
+    }
     let run = |args: &[&str]| {
         std::process::Command::new("git")
             .args(args)
