@@ -38,7 +38,7 @@ use rkcm_runtime::podcontrol::{
 };
 use rkcm_runtime::selector::Selector;
 use rkcm_runtime::tracked::Size;
-use rkcm_runtime::workqueue::WorkQueue;
+use rkcm_runtime::workqueue::{RetryPolicy, WorkQueue};
 use rkcm_runtime::write;
 
 use crate::Config;
@@ -704,6 +704,11 @@ impl Controller {
 
 impl Reconcile for Controller {
     type Error = Error;
+
+    /// Upstream retries every failure for ever with backoff; the routine ones quietly.
+    fn retry_policy() -> RetryPolicy<Error> {
+        RetryPolicy::default().quiet_on(Error::is_expected_requeue)
+    }
 
     /// One sync of the DaemonSet `key` (`syncDaemonSet`).
     async fn sync(&self, key: String) -> Result<(), Error> {

@@ -871,6 +871,12 @@ enum Failure {
 }
 
 impl<E> RetryPolicy<E> {
+    /// Whether a first failure with `error` is retried and logged at debug only (for tests of
+    /// a controller's policy).
+    pub fn requeues_quietly(&self, error: &E) -> bool {
+        self.on_failure(error, 0) == Failure::RequeueQuietly
+    }
+
     /// Classifies a failed sync of a key that has been requeued `requeues` times in a row.
     fn on_failure(&self, error: &E, requeues: u32) -> Failure {
         if (self.give_up)(error) {
