@@ -272,13 +272,35 @@ mod tests {
 
     use super::*;
 
+    /// A controller on `cronjobs`, writing through `fake`, its clock at `now`.
+    fn controller_on(
+        fake: &rkcm_testkit::fake_api::FakeApi,
+        cronjobs: &rkcm_runtime::informer::Informer<CronJob>,
+        now: &str,
+    ) -> Controller {
+        let (recorder, _events) = EventRecorder::fake(consts::EVENT_COMPONENT);
+        Controller {
+            cronjobs: cronjobs.store(),
+            jobs: rkcm_runtime::informer::Informer::<Job>::detached().store(),
+            queue: WorkQueue::new("cronjob-test", RateLimiter::Default),
+            syncer: reconcile::Syncer {
+                api: reconcile::KubeApi::new(fake.client()),
+                recorder,
+                local: TimeZone::UTC,
+            },
+            clock: Arc::new(rkcm_runtime::clock::FakeClock::new(
+                now.parse().expect("ts"),
+            )),
+            deferred: Arc::new(deferred::Deferred::default()),
+        }
+    }
+
     /// A status write ends in an entry that only a sync of a cached CronJob drops; when the
     /// CronJob is deleted first, its sync finds nothing and must drop the entry itself, or one
     /// entry stays for every CronJob ever deleted that way.
     #[tokio::test(start_paused = true)]
     async fn a_deleted_cronjob_leaves_no_status_write_behind() {
         use kube::runtime::watcher;
-        use rkcm_runtime::clock::FakeClock;
         use rkcm_runtime::informer::Informer;
         use rkcm_testkit::fake_api::FakeApi;
 
@@ -287,20 +309,8 @@ mod tests {
         let cronjobs = Informer::<CronJob>::detached();
         cronjobs.feed(watcher::Event::Init);
         cronjobs.feed(watcher::Event::InitDone);
-        let (recorder, _events) = EventRecorder::fake(consts::EVENT_COMPONENT);
-        let queue = WorkQueue::new("cronjob-test", RateLimiter::Default);
-        let controller = Controller {
-            cronjobs: cronjobs.store(),
-            jobs: Informer::<Job>::detached().store(),
-            queue: queue.clone(),
-            syncer: reconcile::Syncer {
-                api: reconcile::KubeApi::new(fake.client()),
-                recorder,
-                local: TimeZone::UTC,
-            },
-            clock: Arc::new(FakeClock::new("2016-05-19T10:00:00Z".parse().expect("ts"))),
-            deferred: Arc::new(deferred::Deferred::default()),
-        };
+        let controller = controller_on(&fake, &cronjobs, "2016-05-19T10:00:00Z");
+        let queue = controller.queue.clone();
         let mut status = CronJob::default();
         status.metadata.name = Some("gone".into());
         status.metadata.namespace = Some("ns".into());
@@ -334,7 +344,6 @@ mod tests {
     async fn jobs_are_created_before_status_writes() {
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
         use kube::runtime::watcher;
-        use rkcm_runtime::clock::FakeClock;
         use rkcm_runtime::informer::Informer;
         use rkcm_testkit::fake_api::FakeApi;
 
@@ -358,22 +367,8 @@ mod tests {
             cronjobs.feed(watcher::Event::InitApply(cj));
         }
         cronjobs.feed(watcher::Event::InitDone);
-        let (recorder, _events) = EventRecorder::fake(consts::EVENT_COMPONENT);
-        let queue = WorkQueue::new("cronjob-test", RateLimiter::Default);
-        let controller = Arc::new(Controller {
-            cronjobs: cronjobs.store(),
-            jobs: Informer::<Job>::detached().store(),
-            queue: queue.clone(),
-            syncer: reconcile::Syncer {
-                api: reconcile::KubeApi::new(fake.client()),
-                recorder,
-                local: TimeZone::UTC,
-            },
-            clock: Arc::new(FakeClock::new(
-                "2016-05-19T10:00:00.5Z".parse().expect("ts"),
-            )),
-            deferred: Arc::new(deferred::Deferred::default()),
-        });
+        let controller = Arc::new(controller_on(&fake, &cronjobs, "2016-05-19T10:00:00.5Z"));
+        let queue = controller.queue.clone();
         let stop = tokio_util::sync::CancellationToken::new();
         let api = Arc::new(reconcile::KubeApi::new(fake.client()));
         for _ in 0..2 {
