@@ -116,12 +116,7 @@ async fn unsettled(env: &Env) -> anyhow::Result<Option<String>> {
         return Ok(Some(format!("statefulset web: want {want}, status {s:?}")));
     }
     let j: Job = env.get("idx").await?;
-    let complete = j
-        .status
-        .iter()
-        .flat_map(|s| s.conditions.iter().flatten())
-        .any(|c| c.type_ == "Complete" && c.status == "True");
-    if !complete {
+    if !rkcm_testkit::harness::job_complete(&j) {
         return Ok(Some(format!("job idx: status {:?}", j.status)));
     }
     Ok(None)

@@ -19,7 +19,7 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet}
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Pod, ReplicationController};
 use kube::api::{DeleteParams, ListParams};
-use rkcm_testkit::harness::{Env, JobPodRunner, Object, describe_status, merge_json};
+use rkcm_testkit::harness::{Env, JobPodRunner, Object, describe_status, job_complete, merge_json};
 use rkcm_testkit::scrape::{tracked_entries as tracked, tracked_nonzero as nonzero};
 use rkcm_testkit::wait_for;
 use serde_json::json;
@@ -157,16 +157,7 @@ async fn run_workloads(env: &Env) -> anyhow::Result<()> {
     })
     .await?;
     for name in ["idx", "flaky"] {
-        settled::<Job>(env, name, "complete", |j| {
-            j.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| {
-                    c.iter()
-                        .any(|c| c.type_ == "Complete" && c.status == "True")
-                })
-        })
-        .await?;
+        settled::<Job>(env, name, "complete", job_complete).await?;
     }
     settled::<CronJob>(env, "tick", "a successful run", |c| {
         c.status

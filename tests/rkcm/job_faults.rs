@@ -153,12 +153,7 @@ async fn run(env: &Env) -> anyhow::Result<()> {
 
     let done = wait_for("the Job complete", Duration::from_secs(120), || async {
         let j: Job = env.get("idx").await?;
-        let complete = j
-            .status
-            .iter()
-            .flat_map(|s| s.conditions.iter().flatten())
-            .any(|c| c.type_ == "Complete" && c.status == "True");
-        Ok(complete.then_some(()))
+        Ok(rkcm_testkit::harness::job_complete(&j).then_some(()))
     })
     .await
     .and_then(|()| rkcm.check_running());

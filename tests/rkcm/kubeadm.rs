@@ -322,13 +322,7 @@ async fn kubeadm_scenario(
     .await?;
     wait_for("the Job to complete", CONVERGE, || async {
         let j = jobs.get("once").await?;
-        let done = j
-            .status
-            .and_then(|s| s.conditions)
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.type_ == "Complete" && c.status == "True");
-        Ok(done.then_some(()))
+        Ok(rkcm_testkit::harness::job_complete(&j).then_some(()))
     })
     .await?;
 

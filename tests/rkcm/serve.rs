@@ -9,7 +9,6 @@
 //! address).
 
 use std::io::Write as _;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
@@ -17,7 +16,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 pub(crate) use rkcm_testkit::scrape::{
-    AcceptAnyCert, HttpResponse, client_config, https_get, https_get_with, https_request,
+    AcceptAnyCert, HttpResponse, client_config, free_port, https_get, https_get_with, https_request,
 };
 use rkcm_testkit::{ScopedProxy, TestCluster, unique_name, wait_for};
 
@@ -29,11 +28,6 @@ pub(crate) fn rkcm_bin() -> PathBuf {
     std::env::var_os("RKCM_TEST_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_rkcm")))
-}
-
-/// A port nobody listens on right now (the OS picks it; tiny race until rkcm binds it).
-pub(crate) fn free_port() -> anyhow::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 /// A running rkcm process. Dropping it kills the process (SIGKILL) and, when the test is

@@ -67,9 +67,7 @@ impl Error {
     pub fn is_expected_requeue(&self) -> bool {
         match self {
             Error::StaleCache { .. } => true,
-            Error::UpdateStatus { source, .. } => {
-                matches!(source, kube::Error::Api(s) if s.code == 409)
-            }
+            Error::UpdateStatus { source, .. } => rkcm_runtime::error::is_write_conflict(source),
             _ => false,
         }
     }

@@ -67,7 +67,8 @@ impl Controller {
         let checks = self
             .pending_pod_checks
             .lock()
-            .map_or_else(|e| e.into_inner().len(), |s| s.len());
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len();
         out.push(Size::object("pending_pod_checks", checks));
         out.push(Size::object("status_pacing", self.pacer.len()));
     }

@@ -245,18 +245,9 @@ impl UidTrackingExpectations {
     }
 
     /// Expects `adds` creations and the deletion of exactly these children of `key` at once
-    /// (a DaemonSet sync may do both), replacing any record and set still pending.
+    /// (duplicates count once; a DaemonSet sync may do both), replacing any record and set
+    /// still pending.
     pub fn set_expectations(&self, key: &str, adds: i64, child_keys: Vec<String>) {
-        let children: HashSet<String> = child_keys.into_iter().collect();
-        let count = i64::try_from(children.len()).unwrap_or(i64::MAX);
-        let mut pending = self.pending_deletes.lock();
-        pending.insert(key.to_owned(), children);
-        self.expectations.set_expectations(key, adds, count);
-    }
-
-    /// Expects the deletion of exactly these children of `key` (duplicates count once) and
-    /// replaces any set still pending.
-    pub fn expect_deletions(&self, key: &str, child_keys: Vec<String>) {
         let children: HashSet<String> = child_keys.into_iter().collect();
         let count = i64::try_from(children.len()).unwrap_or(i64::MAX);
         let mut pending = self.pending_deletes.lock();
@@ -269,7 +260,13 @@ impl UidTrackingExpectations {
         }
         pending.insert(key.to_owned(), children);
         // Under the set's lock so a concurrent deletion_observed sees set and count together.
-        self.expectations.expect_deletions(key, count);
+        self.expectations.set_expectations(key, adds, count);
+    }
+
+    /// Expects the deletion of exactly these children of `key` (and no creations), replacing
+    /// any set still pending.
+    pub fn expect_deletions(&self, key: &str, child_keys: Vec<String>) {
+        self.set_expectations(key, 0, child_keys);
     }
 
     /// The deletion of child `child_key` of `key` was observed; counted only if it was

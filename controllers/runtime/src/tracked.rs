@@ -1,6 +1,6 @@
 //! The sizes of the maps a controller keeps per object beside the informer caches
 //! (expectations, backoff records, the last status written, work queue retries, ...), exported
-//! as the gauge `rkcm_tracked_entries{controller, map}`.
+//! as the gauge `rkcm_tracked_entries{controller, map, bound}`.
 //!
 //! Every entry of such a map names one object. When the objects go, their entries must go too,
 //! or a manager whose objects come and go grows for as long as it runs. With every object a

@@ -189,6 +189,13 @@ fn dechunk(mut s: &str) -> anyhow::Result<String> {
     }
 }
 
+/// A port nobody listens on right now (the OS picks it; tiny race until a manager binds it).
+pub fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
 /// `/metrics` of the process serving on `127.0.0.1:port`, without credentials (the process
 /// must allow the path: `--authorization-always-allow-paths`).
 pub async fn metrics(port: u16) -> anyhow::Result<String> {

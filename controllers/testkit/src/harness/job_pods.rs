@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -31,6 +32,14 @@ pub fn completion_index(p: &Pod) -> Option<i32> {
         .get(COMPLETION_INDEX)?
         .parse()
         .ok()
+}
+
+/// Whether the Job has the `Complete=True` condition.
+pub fn job_complete(j: &Job) -> bool {
+    j.status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .any(|c| c.type_ == "Complete" && c.status == "True")
 }
 
 /// Whether the pod is controlled by a Job.

@@ -45,8 +45,8 @@ pub use clock::OffsetClock;
 pub use controllers::Controllers;
 pub use history::{History, Readier, Seen};
 pub use job_pods::{
-    COMPLETION_INDEX, IndexOverlap, JobPodRunner, completion_index, index_overlaps, job_controlled,
-    terminated_status,
+    COMPLETION_INDEX, IndexOverlap, JobPodRunner, completion_index, index_overlaps, job_complete,
+    job_controlled, terminated_status,
 };
 pub use manager::{E2E_BIN_ENV, Manager, ManagerKind, RKCM_BIN_ENV, e2e_bin, rkcm_binary};
 

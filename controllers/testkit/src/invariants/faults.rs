@@ -593,11 +593,7 @@ pub async fn run(
     // rkcm in the soak serves `/metrics` on a port of its own, for its per-object maps
     // (`rkcm_tracked_entries`) beside each RSS sample.
     let metrics_port = if scenario == "soak" && kind == ManagerKind::Rkcm {
-        Some(
-            std::net::TcpListener::bind("127.0.0.1:0")?
-                .local_addr()?
-                .port(),
-        )
+        Some(crate::scrape::free_port()?)
     } else {
         None
     };
