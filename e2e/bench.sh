@@ -17,6 +17,10 @@
 # Settings (environment):
 #   BENCH_QPS=100 BENCH_BURST=200  client limits of both managers
 #   BENCH_MANAGERS=upstream,rkcm   which managers run, in this order (rkcm,upstream runs rkcm first)
+#   BENCH_ORDERS=one               both: every scenario runs once more with the managers in the
+#                                  opposite order, and the report adds the means of both orders
+#                                  (the plane's CPU drifts through a bench, charging whoever
+#                                  runs second; doubles the time)
 #   BENCH_SCENARIOS=podgc,replicaset,deployment,...   scenarios to run (comma separated; all
 #                                  of ALL_SCENARIOS below by default)
 #   PODGC_PODS=20000 PODGC_THRESHOLD=5000   podgc size
@@ -105,6 +109,11 @@ ALL_SCENARIOS=podgc,replicaset,deployment,cronjob,daemonset,statefulset,job-1k,j
 QPS=${BENCH_QPS:-100}
 BURST=${BENCH_BURST:-200}
 MANAGERS=${BENCH_MANAGERS:-upstream,rkcm}
+case "${BENCH_ORDERS:-one}" in
+  one) orders=() ;;
+  both) orders=(--both-orders) ;;
+  *) die "BENCH_ORDERS must be one or both, not ${BENCH_ORDERS}" ;;
+esac
 SCENARIOS=${BENCH_SCENARIOS:-$ALL_SCENARIOS}
 PODGC_PODS=${PODGC_PODS:-20000}
 PODGC_THRESHOLD=${PODGC_THRESHOLD:-5000}
@@ -216,10 +225,11 @@ rm -f "$WORK"/*.json
 what="make bench"
 [ "$quick" = 0 ] || what="bash e2e/bench.sh --quick"
 [ -z "${BENCH_SCENARIOS:-}" ] || what="BENCH_SCENARIOS=$SCENARIOS $what"
+[ "${BENCH_ORDERS:-one}" = one ] || what="BENCH_ORDERS=$BENCH_ORDERS $what"
 [ -z "${BENCH_RKCM_BIN:-}" ] || what="BENCH_RKCM_BIN=.../$(basename "$BENCH_RKCM_BIN") $what"
 plane_line="local plane from e2e/cluster.sh: etcd $ETCD_VERSION, kube-apiserver $K8S_VERSION with audit log (Metadata level, blocking), kube-scheduler, kwok $KWOK_VERSION with $NODES simulated nodes and $KWOK_POD_WORKERS pod workers; no upstream manager besides the one under test"
 common=(--cluster-dir "$DIR" --managers "$MANAGERS" --qps "$QPS" --burst "$BURST"
-  --concurrency "$CONCURRENCY" --logs-dir "$WORK/logs" "${rkcm_flags[@]}"
+  --concurrency "$CONCURRENCY" --logs-dir "$WORK/logs" "${rkcm_flags[@]}" "${orders[@]}"
   --command "$what" --plane "$plane_line")
 failed=0
 for s in ${SCENARIOS//,/ }; do

@@ -37,6 +37,8 @@ pub struct Env {
     pub timeout: Duration,
     pub settle: Duration,
     pub logs_dir: PathBuf,
+    /// Run the managers a second time in the opposite order (`ScenarioResult::reversed`).
+    pub both_orders: bool,
 }
 
 /// Handed to [`Scenario::converge`]: records milestones, timed phases and what is left to
@@ -250,25 +252,19 @@ pub trait Scenario {
     async fn cleanup(&self, env: &Env, ns: &str) -> anyhow::Result<()>;
 }
 
-/// Runs `scenario` for every manager of `env` in order.
+/// Runs `scenario` for every manager of `env` in order, and with `env.both_orders` once
+/// more in the opposite order.
 pub async fn run<S: Scenario>(scenario: &S, env: &Env) -> ScenarioResult {
     let started_at = now();
     let mut runs = Vec::new();
     for &m in &env.managers {
-        say!("== {} / {}", scenario.id(), m.name());
-        let r = run_one(scenario, env, m).await;
-        say!(
-            "== {} / {}: {}{}",
-            scenario.id(),
-            m.name(),
-            r.status.label(),
-            if r.message.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", r.message.lines().next().unwrap_or(""))
-            }
-        );
-        runs.push(r);
+        runs.push(run_logged(scenario, env, m, "").await);
+    }
+    let mut reversed = Vec::new();
+    if env.both_orders && env.managers.len() > 1 {
+        for &m in env.managers.iter().rev() {
+            reversed.push(run_logged(scenario, env, m, " (opposite order)").await);
+        }
     }
     ScenarioResult {
         scenario: scenario.id().to_string(),
@@ -289,7 +285,25 @@ pub async fn run<S: Scenario>(scenario: &S, env: &Env) -> ScenarioResult {
         finished_at: now(),
         origin: None,
         runs,
+        reversed,
     }
+}
+
+async fn run_logged<S: Scenario>(scenario: &S, env: &Env, m: Manager, pass: &str) -> RunResult {
+    say!("== {} / {}{pass}", scenario.id(), m.name());
+    let r = run_one(scenario, env, m).await;
+    say!(
+        "== {} / {}{pass}: {}{}",
+        scenario.id(),
+        m.name(),
+        r.status.label(),
+        if r.message.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", r.message.lines().next().unwrap_or(""))
+        }
+    );
+    r
 }
 
 enum Outcome {

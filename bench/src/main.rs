@@ -158,6 +158,10 @@ struct Common {
         default_value = "upstream,rkcm"
     )]
     managers: Vec<Manager>,
+    /// Run the managers once more in the opposite order; the report compares the means of
+    /// both orders (the plane's CPU drifts through a bench).
+    #[arg(long)]
+    both_orders: bool,
     /// --kube-api-qps of both managers.
     #[arg(long, default_value_t = 100.0)]
     qps: f32,
@@ -248,6 +252,7 @@ impl Common {
             timeout: Duration::from_secs(self.timeout),
             settle: Duration::from_secs(self.settle),
             logs_dir,
+            both_orders: self.both_orders,
         })
     }
 }

@@ -244,9 +244,11 @@ pub fn markdown(r: &Report, json_path: &Path) -> String {
     let _ = writeln!(
         o,
         "- **Order:** for each scenario, upstream kube-controller-manager runs first, then \
-         rkcm, on the same plane, unless the scenario says otherwise. Each run sets the \
-         scenario up from scratch in its own namespace, and its objects are deleted \
-         afterwards, so both start from the same cluster state."
+         rkcm, on the same plane, unless the scenario says otherwise; with \
+         `BENCH_ORDERS=both` both run once more in the opposite order, and the scenario gives \
+         the means of both orders as well. Each run sets the scenario up from scratch in its \
+         own namespace, and its objects are deleted afterwards, so both start from the same \
+         cluster state."
     );
     let _ = writeln!(
         o,
@@ -265,6 +267,7 @@ pub fn markdown(r: &Report, json_path: &Path) -> String {
          stage `ResponseComplete`, from its start until after its stop (watches included).\n"
     );
 
+    write_summary(&mut o, r);
     for s in &r.scenarios {
         write_scenario(&mut o, s, r);
     }
@@ -334,9 +337,9 @@ fn write_scenario(o: &mut String, s: &ScenarioResult, r: &Report) {
     );
     let _ = writeln!(
         o,
-        "| Manager | Result | Converge (s) | CPU to converge (s) | CPU whole run (s) | Peak RSS (MiB) | API requests | Correct |"
+        "| Manager | Result | Converge (s) | CPU to converge (s) | CPU whole run (s) | Peak RSS (MiB) | API requests | API server CPU (s) | Correct |"
     );
-    let _ = writeln!(o, "|---|---|---:|---:|---:|---:|---:|---|");
+    let _ = writeln!(o, "|---|---|---:|---:|---:|---:|---:|---:|---|");
     for run in &s.runs {
         let correct = match &run.correctness {
             Some(c) => format!("{} {}", if c.ok { "yes:" } else { "**NO:**" }, c.detail),
@@ -351,7 +354,7 @@ fn write_scenario(o: &mut String, s: &ScenarioResult, r: &Report) {
         let num = |v: String| if converged { v } else { "–".into() };
         let _ = writeln!(
             o,
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             manager_label(run.manager),
             result,
             num(secs(run.converge_seconds)),
@@ -362,6 +365,7 @@ fn write_scenario(o: &mut String, s: &ScenarioResult, r: &Report) {
                 .requests
                 .as_ref()
                 .map_or("–".into(), |c| c.total.to_string())),
+            num(secs(plane_cpu(run, APISERVER))),
             correct
         );
     }
@@ -373,7 +377,7 @@ fn write_scenario(o: &mut String, s: &ScenarioResult, r: &Report) {
     if let (Some(u), Some(k)) = (find(Manager::Upstream), find(Manager::Rkcm)) {
         let _ = writeln!(
             o,
-            "| *rkcm / upstream* | | {} | {} | {} | {} | {} | |",
+            "| *rkcm / upstream* | | {} | {} | {} | {} | {} | {} | |",
             ratio(k.converge_seconds, u.converge_seconds),
             ratio(k.cpu_seconds_converge, u.cpu_seconds_converge),
             ratio(k.cpu_seconds_total, u.cpu_seconds_total),
@@ -385,15 +389,193 @@ fn write_scenario(o: &mut String, s: &ScenarioResult, r: &Report) {
                 k.requests.as_ref().map(|c| c.total as f64),
                 u.requests.as_ref().map(|c| c.total as f64)
             ),
+            ratio(plane_cpu(k, APISERVER), plane_cpu(u, APISERVER)),
         );
     }
     let _ = writeln!(o);
+    write_orders(o, s);
     write_metrics(o, s);
     write_phases(o, s);
     write_rss_curves(o, s);
     for run in &s.runs {
-        write_run(o, run);
+        write_run(o, run, "");
     }
+    for run in &s.reversed {
+        write_run(o, run, " (opposite order)");
+    }
+}
+
+/// The plane process whose CPU the issue compares ("the API server's CPU while serving").
+const APISERVER: &str = "kube-apiserver";
+
+/// CPU seconds `process` of the plane used while the run's manager ran.
+fn plane_cpu(run: &RunResult, process: &str) -> Option<f64> {
+    run.plane_cpu_seconds.as_ref()?.get(process).copied()
+}
+
+/// The successful run of `m` among `runs`.
+fn ok_run(runs: &[RunResult], m: Manager) -> Option<&RunResult> {
+    runs.iter()
+        .find(|r| r.manager == m && r.status == Status::Ok)
+}
+
+/// The mean of `f` over `m`'s successful runs in both orders; `None` unless both have one.
+fn mean_of_orders(
+    s: &ScenarioResult,
+    m: Manager,
+    f: impl Fn(&RunResult) -> Option<f64>,
+) -> Option<f64> {
+    Some((f(ok_run(&s.runs, m)?)? + f(ok_run(&s.reversed, m)?)?) / 2.0)
+}
+
+/// Who ran first in `runs`, for a row label.
+fn order_label(runs: &[RunResult]) -> String {
+    runs.first().map_or_else(String::new, |r| {
+        format!(
+            "{} first",
+            match r.manager {
+                Manager::Upstream => "upstream",
+                Manager::Rkcm => "rkcm",
+            }
+        )
+    })
+}
+
+/// Both orders side by side (`--both-orders`): each pass's numbers, and the means.
+fn write_orders(o: &mut String, s: &ScenarioResult) {
+    if s.reversed.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "Both orders: the plane's own CPU drifts through a bench, so the runs were made again \
+         in the opposite order and each manager's numbers are also given as the mean of its \
+         two runs.\n"
+    );
+    let _ = writeln!(
+        o,
+        "| Pass | Manager | Converge (s) | CPU whole run (s) | Peak RSS (MiB) | API requests | API server CPU (s) | etcd CPU (s) |"
+    );
+    let _ = writeln!(o, "|---|---|---:|---:|---:|---:|---:|---:|");
+    for runs in [&s.runs, &s.reversed] {
+        let pass = order_label(runs);
+        for run in runs.iter() {
+            let _ = writeln!(
+                o,
+                "| {pass} | {} | {} | {} | {} | {} | {} | {} |",
+                manager_label(run.manager),
+                secs(run.converge_seconds),
+                cpu(run.cpu_seconds_total),
+                mib(run.peak_rss_bytes),
+                run.requests
+                    .as_ref()
+                    .map_or("–".into(), |c| c.total.to_string()),
+                secs(plane_cpu(run, APISERVER)),
+                secs(plane_cpu(run, "etcd")),
+            );
+        }
+    }
+    let converge = |r: &RunResult| r.converge_seconds;
+    let cpu_total = |r: &RunResult| r.cpu_seconds_total;
+    let rss = |r: &RunResult| r.peak_rss_bytes.map(|b| b as f64);
+    let requests = |r: &RunResult| r.requests.as_ref().map(|c| c.total as f64);
+    let api = |r: &RunResult| plane_cpu(r, APISERVER);
+    let etcd = |r: &RunResult| plane_cpu(r, "etcd");
+    for m in [Manager::Upstream, Manager::Rkcm] {
+        let _ = writeln!(
+            o,
+            "| mean of both | {} | {} | {} | {} | {} | {} | {} |",
+            manager_label(m),
+            secs(mean_of_orders(s, m, converge)),
+            cpu(mean_of_orders(s, m, cpu_total)),
+            mib(mean_of_orders(s, m, rss).map(|b| b as u64)),
+            mean_of_orders(s, m, requests).map_or("–".into(), |n| format!("{n:.0}")),
+            secs(mean_of_orders(s, m, api)),
+            secs(mean_of_orders(s, m, etcd)),
+        );
+    }
+    let both = |f: &dyn Fn(&RunResult) -> Option<f64>| {
+        ratio(
+            mean_of_orders(s, Manager::Rkcm, f),
+            mean_of_orders(s, Manager::Upstream, f),
+        )
+    };
+    let _ = writeln!(
+        o,
+        "| *rkcm / upstream, means* | | {} | {} | {} | {} | {} | {} |\n",
+        both(&converge),
+        both(&cpu_total),
+        both(&rss),
+        both(&requests),
+        both(&api),
+        both(&etcd),
+    );
+}
+
+/// One row per scenario: rkcm / upstream for the numbers the issue's targets name, the API
+/// server's CPU also as the mean of both orders where the scenario ran in both.
+fn write_summary(o: &mut String, r: &Report) {
+    let _ = writeln!(o, "## Summary: rkcm / upstream\n");
+    let _ = writeln!(
+        o,
+        "Ratios of each scenario's successful runs (below 1: rkcm used less). API server CPU: \
+         the kube-apiserver's CPU while the manager ran (kwok and the bench's watch included); \
+         where a scenario ran in both orders, the ratio of the means of both orders, then each \
+         order's own.\n"
+    );
+    let _ = writeln!(
+        o,
+        "| Scenario | Converge | CPU whole run | Peak RSS | API requests | API server CPU |"
+    );
+    let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|");
+    for s in &r.scenarios {
+        let (Some(u), Some(k)) = (
+            ok_run(&s.runs, Manager::Upstream),
+            ok_run(&s.runs, Manager::Rkcm),
+        ) else {
+            let _ = writeln!(o, "| `{}` | – | – | – | – | – |", s.scenario);
+            continue;
+        };
+        let api = |r: &RunResult| plane_cpu(r, APISERVER);
+        let api_ratio = if s.reversed.is_empty() {
+            ratio(api(k), api(u))
+        } else {
+            let pass = |runs: &[RunResult]| {
+                let first = order_label(runs);
+                let v = match (ok_run(runs, Manager::Rkcm), ok_run(runs, Manager::Upstream)) {
+                    (Some(k), Some(u)) => ratio(api(k), api(u)),
+                    _ => "–".into(),
+                };
+                format!("{v} {first}")
+            };
+            format!(
+                "{} (both orders; {}, {})",
+                ratio(
+                    mean_of_orders(s, Manager::Rkcm, api),
+                    mean_of_orders(s, Manager::Upstream, api)
+                ),
+                pass(&s.runs),
+                pass(&s.reversed)
+            )
+        };
+        let _ = writeln!(
+            o,
+            "| `{}` | {} | {} | {} | {} | {} |",
+            s.scenario,
+            ratio(k.converge_seconds, u.converge_seconds),
+            ratio(k.cpu_seconds_total, u.cpu_seconds_total),
+            ratio(
+                k.peak_rss_bytes.map(|b| b as f64),
+                u.peak_rss_bytes.map(|b| b as f64)
+            ),
+            ratio(
+                k.requests.as_ref().map(|c| c.total as f64),
+                u.requests.as_ref().map(|c| c.total as f64)
+            ),
+            api_ratio,
+        );
+    }
+    let _ = writeln!(o);
 }
 
 /// Scenario-specific numbers (e.g. Job lateness), one row each, one column per manager.
@@ -629,10 +811,10 @@ fn requests_line(c: &crate::audit::Counts) -> String {
     )
 }
 
-fn write_run(o: &mut String, run: &RunResult) {
+fn write_run(o: &mut String, run: &RunResult, pass: &str) {
     let _ = writeln!(
         o,
-        "### {} — {}\n",
+        "### {}{pass} — {}\n",
         manager_label(run.manager),
         run.status.label()
     );
@@ -754,6 +936,7 @@ mod tests {
             finished_at: finished_at.into(),
             origin: None,
             runs: Vec::new(),
+            reversed: Vec::new(),
         }
     }
 
@@ -773,6 +956,84 @@ mod tests {
             note: "1000 pods owned".into(),
         });
         r
+    }
+
+    fn run_with_plane(m: Manager, apiserver: f64, etcd: f64) -> RunResult {
+        let mut r = RunResult::new(m, "bin".into(), "ns".into());
+        r.status = Status::Ok;
+        r.converge_seconds = Some(10.0);
+        r.cpu_seconds_total = Some(1.0);
+        r.plane_cpu_seconds = Some(
+            [
+                ("kube-apiserver".to_string(), apiserver),
+                ("etcd".to_string(), etcd),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        r
+    }
+
+    #[test]
+    fn both_orders_compare_the_means_of_the_api_servers_cpu() {
+        let mut s = scenario("daemonset", "2026-01-01 00:05:00 UTC");
+        // Upstream first: rkcm, second, is charged more; rkcm first: the other way round.
+        s.runs = vec![
+            run_with_plane(Manager::Upstream, 10.0, 4.0),
+            run_with_plane(Manager::Rkcm, 12.0, 5.0),
+        ];
+        s.reversed = vec![
+            run_with_plane(Manager::Rkcm, 8.0, 3.0),
+            run_with_plane(Manager::Upstream, 14.0, 6.0),
+        ];
+        let mut o = String::new();
+        write_orders(&mut o, &s);
+        assert!(
+            o.contains("| upstream first | rkcm | 10.0 | 1.00 | – | – | 12.0 | 5.0 |"),
+            "{o}"
+        );
+        assert!(o.contains("| rkcm first | upstream kube-controller-manager | 10.0 | 1.00 | – | – | 14.0 | 6.0 |"), "{o}");
+        assert!(o.contains("| mean of both | upstream kube-controller-manager | 10.0 | 1.00 | – | – | 12.0 | 5.0 |"), "{o}");
+        assert!(
+            o.contains("| mean of both | rkcm | 10.0 | 1.00 | – | – | 10.0 | 4.0 |"),
+            "{o}"
+        );
+        // 10 / 12 for the API server, 4 / 5 for etcd.
+        assert!(
+            o.contains("| *rkcm / upstream, means* | | 1.00× | 1.00× | – | – | 0.83× | 0.80× |"),
+            "{o}"
+        );
+
+        let report = Report {
+            generated_at: String::new(),
+            command: String::new(),
+            commit: String::new(),
+            host: Host::probe(),
+            plane: String::new(),
+            order: vec![Manager::Upstream, Manager::Rkcm],
+            scenarios: vec![s.clone()],
+        };
+        let mut o = String::new();
+        write_summary(&mut o, &report);
+        assert!(
+            o.contains("| `daemonset` | 1.00× | 1.00× | – | – | 0.83× (both orders; 1.20× upstream first, 0.57× rkcm first) |"),
+            "{o}"
+        );
+        // One order only: the single pair's ratio, no opposite-order table.
+        s.reversed.clear();
+        let mut o = String::new();
+        write_orders(&mut o, &s);
+        assert_eq!(o, "");
+        let report = Report {
+            scenarios: vec![s],
+            ..report
+        };
+        let mut o = String::new();
+        write_summary(&mut o, &report);
+        assert!(
+            o.contains("| `daemonset` | 1.00× | 1.00× | – | – | 1.20× |"),
+            "{o}"
+        );
     }
 
     #[test]

@@ -208,6 +208,12 @@ pub struct ScenarioResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<Origin>,
     pub runs: Vec<RunResult>,
+    /// The same runs once more in the opposite order (`--both-orders`). The plane's own CPU
+    /// drifts through a bench (etcd's history, the API server's caches and heap grow), so
+    /// the run that comes second tends to be charged more; the mean of both orders compares
+    /// the managers on equal terms.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reversed: Vec<RunResult>,
 }
 
 /// The circumstances of one scenario run.
