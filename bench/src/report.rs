@@ -369,26 +369,18 @@ fn write_scenario(o: &mut String, s: &ScenarioResult, r: &Report) {
             correct
         );
     }
-    let find = |m| {
-        s.runs
-            .iter()
-            .find(|r| r.manager == m && r.status == Status::Ok)
-    };
-    if let (Some(u), Some(k)) = (find(Manager::Upstream), find(Manager::Rkcm)) {
+    if let (Some(u), Some(k)) = (
+        ok_run(&s.runs, Manager::Upstream),
+        ok_run(&s.runs, Manager::Rkcm),
+    ) {
         let _ = writeln!(
             o,
             "| *rkcm / upstream* | | {} | {} | {} | {} | {} | {} | |",
             ratio(k.converge_seconds, u.converge_seconds),
             ratio(k.cpu_seconds_converge, u.cpu_seconds_converge),
             ratio(k.cpu_seconds_total, u.cpu_seconds_total),
-            ratio(
-                k.peak_rss_bytes.map(|b| b as f64),
-                u.peak_rss_bytes.map(|b| b as f64)
-            ),
-            ratio(
-                k.requests.as_ref().map(|c| c.total as f64),
-                u.requests.as_ref().map(|c| c.total as f64)
-            ),
+            ratio(peak_rss(k), peak_rss(u)),
+            ratio(total_requests(k), total_requests(u)),
             ratio(plane_cpu(k, APISERVER), plane_cpu(u, APISERVER)),
         );
     }
@@ -411,6 +403,16 @@ const APISERVER: &str = "kube-apiserver";
 /// CPU seconds `process` of the plane used while the run's manager ran.
 fn plane_cpu(run: &RunResult, process: &str) -> Option<f64> {
     run.plane_cpu_seconds.as_ref()?.get(process).copied()
+}
+
+/// Peak RSS in bytes, as a number for [`ratio`].
+fn peak_rss(run: &RunResult) -> Option<f64> {
+    run.peak_rss_bytes.map(|b| b as f64)
+}
+
+/// The manager's requests over the whole run, as a number for [`ratio`].
+fn total_requests(run: &RunResult) -> Option<f64> {
+    run.requests.as_ref().map(|c| c.total as f64)
 }
 
 /// The successful run of `m` among `runs`.
@@ -477,8 +479,8 @@ fn write_orders(o: &mut String, s: &ScenarioResult) {
     }
     let converge = |r: &RunResult| r.converge_seconds;
     let cpu_total = |r: &RunResult| r.cpu_seconds_total;
-    let rss = |r: &RunResult| r.peak_rss_bytes.map(|b| b as f64);
-    let requests = |r: &RunResult| r.requests.as_ref().map(|c| c.total as f64);
+    let rss = peak_rss;
+    let requests = total_requests;
     let api = |r: &RunResult| plane_cpu(r, APISERVER);
     let etcd = |r: &RunResult| plane_cpu(r, "etcd");
     for m in [Manager::Upstream, Manager::Rkcm] {
@@ -564,14 +566,8 @@ fn write_summary(o: &mut String, r: &Report) {
             s.scenario,
             ratio(k.converge_seconds, u.converge_seconds),
             ratio(k.cpu_seconds_total, u.cpu_seconds_total),
-            ratio(
-                k.peak_rss_bytes.map(|b| b as f64),
-                u.peak_rss_bytes.map(|b| b as f64)
-            ),
-            ratio(
-                k.requests.as_ref().map(|c| c.total as f64),
-                u.requests.as_ref().map(|c| c.total as f64)
-            ),
+            ratio(peak_rss(k), peak_rss(u)),
+            ratio(total_requests(k), total_requests(u)),
             api_ratio,
         );
     }
