@@ -34,7 +34,13 @@ use crate::serve::{
     rkcm_bin, sample, stdin_for,
 };
 
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+/// The workspace root the test runs for (cargo and e2e/run-tests.py set
+/// `CARGO_MANIFEST_DIR`), not the one it was built in: a target directory shared by two
+/// checkouts of one commit keeps the binary built in the other.
+fn root() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+}
 
 /// The controllers the chart knows (it grants RBAC to these only), canonical names.
 const IN_SCOPE: &[&str] = &[
@@ -139,7 +145,7 @@ fn run_ok(cmd: &mut Command, stdin: Option<&str>) -> anyhow::Result<Output> {
 
 fn helm_cmd(helm: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(helm);
-    c.current_dir(ROOT).args(args);
+    c.current_dir(root()).args(args);
     c
 }
 
@@ -516,12 +522,12 @@ fn deploy_manifests_match_the_chart() -> anyhow::Result<()> {
     let helm_dir = helm.parent().context("helm has no directory")?;
     let out = run_ok(
         Command::new("bash")
-            .current_dir(ROOT)
+            .current_dir(root())
             .args(["e2e/render-deploy.sh", "-"])
             .env("RKCM_E2E_BIN", helm_dir),
         None,
     )?;
-    let committed = std::fs::read_to_string(Path::new(ROOT).join("deploy/rkcm.yaml"))
+    let committed = std::fs::read_to_string(root().join("deploy/rkcm.yaml"))
         .context("reading deploy/rkcm.yaml")?;
     if committed != out.stdout {
         let first = committed
@@ -544,7 +550,7 @@ fn deploy_manifests_match_the_chart() -> anyhow::Result<()> {
 /// resources, the restricted security context, PDB, metrics Service, PodGC's role.
 #[test]
 fn deploy_manifests_are_hardened() -> anyhow::Result<()> {
-    let yaml = std::fs::read_to_string(Path::new(ROOT).join("deploy/rkcm.yaml"))?;
+    let yaml = std::fs::read_to_string(root().join("deploy/rkcm.yaml"))?;
     let docs = Docs::parse(&yaml)?;
     let ns = docs.one("Namespace")?;
     assert_eq!(str_at(ns, &["metadata", "name"]), Some("rkcm"));

@@ -20,8 +20,12 @@ const FORCE_DELETE_PATTERNS: &[&str] = &[
 const EXEMPT_CRATES: &[&str] = &["podgc", "testkit"];
 
 fn workspace_root() -> PathBuf {
-    // controllers/podgc -> workspace root.
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    // controllers/podgc -> workspace root. The directory the test runs for (cargo and
+    // e2e/run-tests.py set it) rather than the one it was built in: a target directory shared
+    // by two checkouts of one commit keeps the binary built in the other.
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+        .join("../..")
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

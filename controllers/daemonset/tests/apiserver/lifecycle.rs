@@ -102,12 +102,10 @@ async fn an_excess_orphan_is_adopted_and_the_newer_pod_deleted() -> Result<()> {
         Ok(env.pods().get_opt("orphan").await?.is_none().then_some(()))
     })
     .await?;
-    let adopted = env
-        .events("ds", "SuccessfulDelete")
-        .await?
-        .into_iter()
-        .any(|e| e.message.as_deref() == Some("Deleted pod: orphan"));
-    assert!(adopted, "deleted by the controller (so adopted first)");
+    // Deleted by the controller, so adopted first. The recorder writes its events in the
+    // background: the pod can be gone before the event about its deletion is stored.
+    env.wait_event("ds", "SuccessfulDelete", "Deleted pod: orphan")
+        .await?;
     let live = env.live_pods("ds").await?;
     assert_eq!(
         live.iter()
