@@ -75,7 +75,16 @@ struct Args {
 }
 
 async fn run(args: Args) -> Result<bool> {
-    let cluster = TestCluster::connect().await?;
+    let scenarios: Vec<&str> = args
+        .scenarios
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .collect();
+    // Only re-rendering a report (`--scenarios '' --merge old.json`) needs no plane.
+    let cluster = match scenarios.is_empty() {
+        true => None,
+        false => Some(TestCluster::connect().await?),
+    };
     let opts = Options {
         duration: Duration::from_secs(args.duration),
         watch_delay: Duration::from_secs(args.watch_delay),
@@ -115,7 +124,10 @@ async fn run(args: Args) -> Result<bool> {
         }
         None => Vec::new(),
     };
-    for scenario in args.scenarios.split(',').filter(|s| !s.is_empty()) {
+    for scenario in scenarios.iter().copied() {
+        let Some(cluster) = cluster.as_ref() else {
+            break;
+        };
         for (name, kind) in [
             ("upstream", ManagerKind::Upstream),
             ("rkcm", ManagerKind::Rkcm),
@@ -128,9 +140,9 @@ async fn run(args: Args) -> Result<bool> {
                 opts.churn_time(scenario).as_secs()
             );
             let o = match scenario {
-                "leader" => faults::run_leader(&cluster, kind, &opts).await,
-                "partition" => outages::run_partition(&cluster, kind, &opts).await,
-                _ => faults::run(&cluster, kind, scenario, &opts).await,
+                "leader" => faults::run_leader(cluster, kind, &opts).await,
+                "partition" => outages::run_partition(cluster, kind, &opts).await,
+                _ => faults::run(cluster, kind, scenario, &opts).await,
             }
             .with_context(|| format!("{scenario} / {name}"))?;
             eprintln!(
