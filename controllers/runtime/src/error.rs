@@ -138,6 +138,11 @@ pub fn is_write_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409 && s.reason == "Conflict")
 }
 
+/// True for a 404: the object is gone.
+pub fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,4 +1,5 @@
-//! The Job handler and the sync: cache -> [`plan::evaluate`] -> fresh GET -> re-check ->
+//! The Job handler and the sync: cache -> [`plan::evaluate`] -> DELETE of the cached copy
+//! (preconditions: its UID and resourceVersion) -> on a conflict, fresh GET -> re-check ->
 //! DELETE.
 //!
 //! Mirrors `addJob`/`updateJob`, `processJob` and the timer half of `processTTL` in upstream
@@ -9,9 +10,11 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, DeleteParams, Preconditions, PropagationPolicy};
 use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::controller::Reconcile;
+use rkcm_runtime::error::{is_not_found, is_write_conflict};
 use rkcm_runtime::informer::{Change, Store};
 use rkcm_runtime::keys::{key_of, split_key};
 use rkcm_runtime::workqueue::WorkQueue;
+use rkcm_runtime::write;
 
 use crate::error::Error;
 use crate::metrics;
@@ -67,19 +70,37 @@ impl Reconcile for Controller {
     type Error = Error;
 
     /// One sync of the Job `key` (upstream `processJob`): delete it if its TTL has expired
-    /// both on the cached copy and on a fresh copy read right before the delete.
+    /// on the newest copy of the Job.
+    ///
+    /// Upstream reads that copy with a GET before every delete. Here the cached copy is
+    /// deleted first, with its UID and resourceVersion as preconditions: when the cache is
+    /// current (the usual case: the update that finished the Job is what queued it) that copy
+    /// is the newest, and the server refuses the delete with a conflict when it is not. Only
+    /// then is the newest copy read and judged, as upstream does; a Job is never deleted on
+    /// a copy older than the server's, and the common case saves a GET (a quorum read).
     async fn sync(&self, key: String) -> Result<(), Error> {
         let Some(cached) = self.jobs.get(&key) else {
             return Ok(());
         };
         tracing::debug!(controller = crate::NAME, key = %key, "checking whether job is ready for cleanup");
-        if self.check(&key, &cached)?.is_none() {
+        let Some(expire_at) = self.check(&key, &cached)? else {
             return Ok(());
+        };
+        let (namespace, name) = split_key(&key);
+        match self.delete(namespace, name, &cached).await {
+            Ok(()) => {
+                self.deleted(&key, expire_at);
+                return Ok(());
+            }
+            Err(source) if is_not_found(&source) => return Ok(()),
+            Err(source) if is_write_conflict(&source) => {
+                tracing::debug!(controller = crate::NAME, key = %key, "cached job is not the newest; reading it");
+            }
+            Err(source) => return Err(Error::DeleteJob { key, source }),
         }
 
-        // The cached TTL may be stale: a user may just have raised it. Decide again on the
+        // The cached TTL was stale: a user may just have raised it. Decide again on the
         // newest copy; a Job re-created under the same name is judged on its own.
-        let (namespace, name) = split_key(&key);
         let api: Api<Job> = Api::namespaced(self.client.clone(), namespace.unwrap_or_default());
         let fresh = match api.get_opt(name).await {
             Ok(Some(job)) => job,
@@ -89,25 +110,43 @@ impl Reconcile for Controller {
         let Some(expire_at) = self.check(&key, &fresh)? else {
             return Ok(());
         };
+        match self.delete(namespace, name, &fresh).await {
+            Ok(()) => {
+                self.deleted(&key, expire_at);
+                Ok(())
+            }
+            Err(source) if is_not_found(&source) => Ok(()),
+            Err(source) => Err(Error::DeleteJob { key, source }),
+        }
+    }
+}
 
-        // Foreground: the Job goes only after its pods (`blockOwnerDeletion`) are gone. The
-        // preconditions make the delete apply to exactly the copy just judged.
+impl Controller {
+    /// Deletes exactly the copy `job` judged: its UID and resourceVersion are the delete's
+    /// preconditions. Foreground: the Job goes only after its pods (`blockOwnerDeletion`)
+    /// are gone.
+    async fn delete(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        job: &Job,
+    ) -> Result<(), kube::Error> {
         let params = DeleteParams {
             propagation_policy: Some(PropagationPolicy::Foreground),
             preconditions: Some(Preconditions {
-                uid: fresh.metadata.uid.clone(),
-                resource_version: fresh.metadata.resource_version.clone(),
+                uid: job.metadata.uid.clone(),
+                resource_version: job.metadata.resource_version.clone(),
             }),
             ..DeleteParams::default()
         };
-        tracing::debug!(controller = crate::NAME, key = %key, "cleaning up job");
-        if let Err(source) = api.delete(name, &params).await {
-            return Err(Error::DeleteJob { key, source });
-        }
+        tracing::debug!(controller = crate::NAME, namespace, name, "cleaning up job");
+        write::delete::<Job>(&self.client, namespace, name, &params).await
+    }
+
+    fn deleted(&self, key: &str, expire_at: Timestamp) {
         let late = self.clock.wall().duration_since(expire_at);
         metrics::observe_job_deletion(late.as_secs_f64());
-        tracing::info!(controller = crate::NAME, key = %key, %expire_at, "deleted job whose TTL expired");
-        Ok(())
+        tracing::info!(controller = crate::NAME, key, %expire_at, "deleted job whose TTL expired");
     }
 }
 

@@ -1,6 +1,7 @@
 //! The handler and the sync against a detached informer, a fake clock and a scripted API
-//! server: which Jobs are queued, when the timer fires, and what the fresh re-check and the
-//! DELETE send (upstream `processJob`/`processTTL`).
+//! server: which Jobs are queued, when the timer fires, and what the DELETE of the cached
+//! copy, the fresh re-check after a refusal and the DELETE of the fresh copy send (upstream
+//! `processJob`/`processTTL`).
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -107,22 +108,30 @@ struct Fixture {
 }
 
 impl Fixture {
-    /// A controller whose cache holds `cached` and whose API server answers GETs of `ns/pi`
-    /// with `fresh` (404 if `None`) and DELETEs with `delete_code`.
+    /// A controller whose cache holds `cached` and whose API server holds `fresh` (nothing if
+    /// `None`): it answers GETs of `ns/pi` with it, refuses a DELETE whose preconditions do not
+    /// match it with 409 (as the API server does), and answers the others with `delete_code`.
     fn new(queue: &str, cached: Option<Job>, fresh: Option<Job>, delete_code: u16) -> Self {
         let fresh = fresh.map(|j| json_of(&j));
         let handler: Arc<Handler> =
             Arc::new(
-                move |req: &Request| match (req.method.as_str(), req.path.as_str()) {
-                    ("GET", PATH) => match &fresh {
-                        Some(j) => (200, j.clone()),
-                        None => (404, status(404, "NotFound")),
-                    },
-                    ("DELETE", PATH) if delete_code == 200 => (
+                move |req: &Request| match (req.method.as_str(), req.path.as_str(), &fresh) {
+                    (_, PATH, None) => (404, status(404, "NotFound")),
+                    ("GET", PATH, Some(j)) => (200, j.clone()),
+                    ("DELETE", PATH, Some(j))
+                        if req.body["preconditions"]["uid"] != j["metadata"]["uid"]
+                            || req.body["preconditions"]["resourceVersion"]
+                                != j["metadata"]["resourceVersion"] =>
+                    {
+                        (409, status(409, "Conflict"))
+                    }
+                    ("DELETE", PATH, Some(_)) if delete_code == 200 => (
                         200,
                         json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
                     ),
-                    ("DELETE", PATH) => (delete_code, status(delete_code, "Conflict")),
+                    ("DELETE", PATH, Some(_)) => {
+                        (delete_code, status(delete_code, "InternalError"))
+                    }
                     _ => (404, status(404, "NotFound")),
                 },
             );
@@ -173,33 +182,59 @@ fn secs(n: i64) -> SignedDuration {
     SignedDuration::from_secs(n)
 }
 
+/// The (method, path, preconditions' resourceVersion) of each request.
+fn calls(f: &Fixture) -> Vec<(String, &'static str, String)> {
+    f.requests()
+        .iter()
+        .map(|r| {
+            let path = if r.path == PATH { PATH } else { "other" };
+            let rv = r.body["preconditions"]["resourceVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            (r.method.clone(), path, rv)
+        })
+        .collect()
+}
+
+fn call(method: &str, rv: &str) -> (String, &'static str, String) {
+    (method.to_string(), PATH, rv.to_string())
+}
+
+/// The cache is current: the cached copy is deleted under its own preconditions, and no GET
+/// is needed.
 #[tokio::test]
-async fn expired_job_is_deleted_foreground_with_fresh_preconditions() {
+async fn expired_job_is_deleted_foreground_with_the_cached_copys_preconditions() {
     let cached = job("u1", "10", Some(now() - secs(100)), Some(30));
-    let fresh = job("u1", "11", Some(now() - secs(100)), Some(30));
-    let f = Fixture::new("ttl-test-expired", Some(cached), Some(fresh), 200);
+    let f = Fixture::new("ttl-test-expired", Some(cached.clone()), Some(cached), 200);
     f.controller.sync(KEY.into()).await.expect("deleted");
-    let requests = f.requests();
-    assert_eq!(
-        requests
-            .iter()
-            .map(|r| (r.method.as_str(), r.path.as_str()))
-            .collect::<Vec<_>>(),
-        vec![("GET", PATH), ("DELETE", PATH)],
-        "a fresh GET, then the delete"
-    );
-    let body = &requests[1].body;
+    assert_eq!(calls(&f), vec![call("DELETE", "10")], "one delete, no GET");
+    let body = &f.requests()[0].body;
     assert_eq!(body["propagationPolicy"], "Foreground", "{body}");
     assert_eq!(body["preconditions"]["uid"], "u1", "{body}");
-    assert_eq!(
-        body["preconditions"]["resourceVersion"], "11",
-        "the fresh copy's resourceVersion: {body}"
-    );
     assert!(f.controller.queue.is_empty(), "no timer for a deleted job");
 }
 
-/// The cache still says TTL 30 (expired), the API server already has 3600: no delete, and a
-/// timer for the new expiry.
+/// The cache is behind the server: the server refuses the cached copy's delete, and the
+/// Job is read, judged again and deleted under the fresh copy's preconditions.
+#[tokio::test]
+async fn a_stale_cache_is_refused_and_the_fresh_copy_deleted() {
+    let cached = job("u1", "10", Some(now() - secs(100)), Some(30));
+    let fresh = job("u1", "11", Some(now() - secs(100)), Some(30));
+    let f = Fixture::new("ttl-test-stale", Some(cached), Some(fresh), 200);
+    f.controller.sync(KEY.into()).await.expect("deleted");
+    assert_eq!(
+        calls(&f),
+        vec![call("DELETE", "10"), call("GET", ""), call("DELETE", "11")],
+        "the refused delete, a fresh GET, then the delete of the fresh copy"
+    );
+    let body = &f.requests()[2].body;
+    assert_eq!(body["propagationPolicy"], "Foreground", "{body}");
+    assert_eq!(body["preconditions"]["uid"], "u1", "{body}");
+}
+
+/// The cache still says TTL 30 (expired), the API server already has 3600: its delete is
+/// refused, the fresh copy is not due, and a timer is armed for the new expiry.
 #[tokio::test(start_paused = true)]
 async fn ttl_raised_since_the_cache_saw_it_is_not_deleted() {
     let finished = now() - secs(100);
@@ -207,7 +242,11 @@ async fn ttl_raised_since_the_cache_saw_it_is_not_deleted() {
     let fresh = job("u1", "11", Some(finished), Some(3600));
     let f = Fixture::new("ttl-test-raised", Some(cached), Some(fresh), 200);
     f.controller.sync(KEY.into()).await.expect("no error");
-    assert!(f.deletes().is_empty(), "{:?}", f.requests());
+    assert_eq!(
+        calls(&f),
+        vec![call("DELETE", "10"), call("GET", "")],
+        "only the stale copy's delete, which the server refuses"
+    );
     // Re-armed for finish+3600 = now+3500 s.
     assert!(!f.ready_after(Duration::from_secs(3499)).await);
     assert!(f.ready_after(Duration::from_secs(2)).await);
@@ -224,14 +263,16 @@ async fn recreated_unfinished_job_is_not_deleted() {
     assert!(f.controller.queue.is_empty());
 }
 
-/// The cache says expired, the fresh copy is a new, unfinished Job with the same name.
+/// The cache says expired, the server has a new, unfinished Job with the same name: the
+/// old copy's delete is refused (its UID) and the new Job is left alone.
 #[tokio::test]
 async fn fresh_copy_not_finished_is_not_deleted() {
     let cached = job("u1", "10", Some(now() - secs(100)), Some(0));
     let fresh = job("u2", "30", None, Some(0));
     let f = Fixture::new("ttl-test-fresh-new", Some(cached), Some(fresh), 200);
     f.controller.sync(KEY.into()).await.expect("no error");
-    assert!(f.deletes().is_empty(), "{:?}", f.requests());
+    assert_eq!(calls(&f), vec![call("DELETE", "10"), call("GET", "")]);
+    assert_eq!(f.deletes()[0].body["preconditions"]["uid"], "u1");
 }
 
 /// Not yet expired: no API call; the key comes back on its own when the TTL has passed.
@@ -243,11 +284,11 @@ async fn not_expired_requeues_after_the_remaining_time() {
     assert!(f.requests().is_empty(), "{:?}", f.requests());
     assert!(!f.ready_after(Duration::from_millis(2990)).await);
     assert!(f.ready_after(Duration::from_millis(20)).await);
-    // Then, 3 s later by the wall clock, the same key deletes (the fresh copy is 404 here:
-    // gone meanwhile, which ends the sync quietly).
+    // Then, 3 s later by the wall clock, the same key deletes (the server has no such Job
+    // here: gone meanwhile, its 404 ends the sync quietly).
     f.clock.advance(Duration::from_secs(3));
     f.controller.sync(KEY.into()).await.expect("no error");
-    assert_eq!(f.requests().len(), 1, "the fresh GET");
+    assert_eq!(calls(&f), vec![call("DELETE", "10")]);
 }
 
 /// A finish time 20 s in the future with TTL 0: deferred by 20 s, not deleted.
@@ -267,24 +308,45 @@ async fn gone_jobs_end_the_sync() {
     let f = Fixture::new("ttl-test-gone-cache", None, None, 200);
     f.controller.sync(KEY.into()).await.expect("no error");
     assert!(f.requests().is_empty());
-    // In the cache, expired, but already gone on the server.
+    // In the cache, expired, but already gone on the server: the delete's 404 ends it.
     let cached = job("u1", "10", Some(now() - secs(100)), Some(0));
     let f = Fixture::new("ttl-test-gone-server", Some(cached), None, 200);
     f.controller.sync(KEY.into()).await.expect("no error");
-    assert!(f.deletes().is_empty());
+    assert_eq!(calls(&f), vec![call("DELETE", "10")]);
 }
 
 #[tokio::test]
 async fn failed_delete_is_an_error_naming_the_job() {
+    // Of the cached copy, current: no GET, the error at once.
     let cached = job("u1", "10", Some(now() - secs(100)), Some(0));
-    let fresh = job("u1", "11", Some(now() - secs(100)), Some(0));
-    let f = Fixture::new("ttl-test-conflict", Some(cached), Some(fresh), 409);
-    let err = f.controller.sync(KEY.into()).await.expect_err("conflict");
+    let f = Fixture::new("ttl-test-failed", Some(cached.clone()), Some(cached), 500);
+    let err = f
+        .controller
+        .sync(KEY.into())
+        .await
+        .expect_err("server error");
     assert!(
         matches!(err, Error::DeleteJob { ref key, .. } if key == KEY),
         "{err}"
     );
-    assert_eq!(f.deletes().len(), 1);
+    assert_eq!(calls(&f), vec![call("DELETE", "10")]);
+    // Of the fresh copy, after the cached one was refused.
+    let cached = job("u1", "10", Some(now() - secs(100)), Some(0));
+    let fresh = job("u1", "11", Some(now() - secs(100)), Some(0));
+    let f = Fixture::new("ttl-test-failed-fresh", Some(cached), Some(fresh), 500);
+    let err = f
+        .controller
+        .sync(KEY.into())
+        .await
+        .expect_err("server error");
+    assert!(
+        matches!(err, Error::DeleteJob { ref key, .. } if key == KEY),
+        "{err}"
+    );
+    assert_eq!(
+        calls(&f),
+        vec![call("DELETE", "10"), call("GET", ""), call("DELETE", "11")]
+    );
 }
 
 #[tokio::test]
