@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use futures::TryStreamExt;
-use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::PartialObjectMeta;
@@ -782,6 +782,16 @@ async fn remove(env: &Env, ns: &str) -> anyhow::Result<()> {
         Err(e) if k8s::is_status(&e, 404) => {}
         Err(e) => return Err(e).with_context(|| format!("deleting DaemonSet {ns}/{NAME}")),
     }
+    // No garbage collector runs on the plane: the DaemonSet's ControllerRevisions stay unless
+    // deleted here, and a later run in this namespace (the opposite order of
+    // `BENCH_ORDERS=both`) would find its revision names taken by them, an identical template
+    // owned by the deleted DaemonSet: each of its syncs then tries the create and reads the
+    // old revision back (upstream and rkcm alike).
+    let revs: Api<ControllerRevision> = Api::namespaced(env.client.clone(), ns);
+    let all = ListParams::default();
+    k8s::retry(|| revs.delete_collection(&dp, &all))
+        .await
+        .with_context(|| format!("deleting the ControllerRevisions of {ns}"))?;
     k8s::delete_all_pods(&env.client, ns, Duration::from_secs(600)).await?;
     let nodes: Api<Node> = Api::all(env.client.clone());
     let lp = ListParams::default().labels(&format!("{NODE_LABEL}={ns}"));
