@@ -317,36 +317,31 @@ async fn gone_jobs_end_the_sync() {
 
 #[tokio::test]
 async fn failed_delete_is_an_error_naming_the_job() {
-    // Of the cached copy, current: no GET, the error at once.
-    let cached = job("u1", "10", Some(now() - secs(100)), Some(0));
-    let f = Fixture::new("ttl-test-failed", Some(cached.clone()), Some(cached), 500);
-    let err = f
-        .controller
-        .sync(KEY.into())
-        .await
-        .expect_err("server error");
-    assert!(
-        matches!(err, Error::DeleteJob { ref key, .. } if key == KEY),
-        "{err}"
-    );
-    assert_eq!(calls(&f), vec![call("DELETE", "10")]);
-    // Of the fresh copy, after the cached one was refused.
-    let cached = job("u1", "10", Some(now() - secs(100)), Some(0));
-    let fresh = job("u1", "11", Some(now() - secs(100)), Some(0));
-    let f = Fixture::new("ttl-test-failed-fresh", Some(cached), Some(fresh), 500);
-    let err = f
-        .controller
-        .sync(KEY.into())
-        .await
-        .expect_err("server error");
-    assert!(
-        matches!(err, Error::DeleteJob { ref key, .. } if key == KEY),
-        "{err}"
-    );
-    assert_eq!(
-        calls(&f),
-        vec![call("DELETE", "10"), call("GET", ""), call("DELETE", "11")]
-    );
+    let finished = Some(now() - secs(100));
+    let current = job("u1", "10", finished, Some(0));
+    let cases = [
+        // Of the cached copy, current: no GET, the error at once.
+        (Some(current.clone()), vec![call("DELETE", "10")]),
+        // Of the fresh copy, after the cached one was refused.
+        (
+            Some(job("u1", "11", finished, Some(0))),
+            vec![call("DELETE", "10"), call("GET", ""), call("DELETE", "11")],
+        ),
+    ];
+    for (i, (server, want)) in cases.into_iter().enumerate() {
+        let queue = format!("ttl-test-failed-{i}");
+        let f = Fixture::new(&queue, Some(current.clone()), server, 500);
+        let err = f
+            .controller
+            .sync(KEY.into())
+            .await
+            .expect_err("server error");
+        assert!(
+            matches!(err, Error::DeleteJob { ref key, .. } if key == KEY),
+            "{err}"
+        );
+        assert_eq!(calls(&f), want, "case {i}");
+    }
 }
 
 #[tokio::test]
