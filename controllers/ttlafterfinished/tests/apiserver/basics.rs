@@ -1,6 +1,7 @@
 //! Scenarios 1-6 and 15: which Jobs are deleted, and when.
 
 use anyhow::{Result, ensure};
+use rkcm_testkit::recorder::Recorder;
 use rkcm_testkit::{holds_for, wait_for};
 
 use crate::harness::{
@@ -45,6 +46,32 @@ async fn ttl_zero_deletes_promptly_with_its_pods_in_foreground() -> Result<()> {
     ensure!(
         gone <= finished + secs(10),
         "job gone only at {gone}, finished at {finished}"
+    );
+    Ok(())
+}
+
+/// A Job whose cached copy is the newest is deleted under that copy's preconditions, without
+/// reading it from the API server first (upstream GETs every Job before deleting it).
+#[tokio::test]
+#[ignore = "needs apiserver: make test"]
+async fn a_current_cache_deletes_without_reading_the_job_first() -> Result<()> {
+    let _shared = DELETIONS.read().await;
+    let env = Env::new("ttl-noget").await?;
+    let history = History::start(&env, "noget").await?;
+    let recorder = Recorder::new();
+    let _controller = env.controller_recorded(&recorder);
+    let job_uid = uid(&env.create_job("noget", Some(0)).await?)?;
+    env.complete("noget", now_second()).await?;
+    history.wait_deleting(&job_uid, WITHIN).await?;
+    let path = format!("/apis/batch/v1/namespaces/{}/jobs/noget", env.ns.name());
+    let calls: Vec<(String, u16)> = recorder
+        .matching(|c| c.path == path)
+        .into_iter()
+        .map(|c| (c.method, c.code))
+        .collect();
+    ensure!(
+        calls == vec![("DELETE".to_string(), 200)],
+        "the controller's requests for the Job: {calls:?}"
     );
     Ok(())
 }

@@ -65,6 +65,17 @@ impl Env {
             .run()
     }
 
+    /// [`Env::controller`] on a client whose requests `recorder` records (its informers read
+    /// through the plain client).
+    pub fn controller_recorded(&self, recorder: &rkcm_testkit::recorder::Recorder) -> Controllers {
+        let client = self.cluster.client();
+        Controllers::with_clients(recorder.wrap(client.clone()), client, &[self.ns.name()])
+            .spawn("ttl-after-finished", |ctx| {
+                rkcm_ttlafterfinished::start(ctx, rkcm_ttlafterfinished::Config::default())
+            })
+            .run()
+    }
+
     /// Creates Job `name` with `ttl` (seconds, or none). Nothing runs it: its status is
     /// whatever the test writes.
     pub async fn create_job(&self, name: &str, ttl: Option<i32>) -> Result<Job> {
