@@ -87,16 +87,11 @@ impl Reconcile for Controller {
             return Ok(());
         };
         let (namespace, name) = split_key(&key);
-        match self.delete(namespace, name, &cached).await {
-            Ok(()) => {
-                self.deleted(&key, expire_at);
-                return Ok(());
-            }
-            Err(source) if is_not_found(&source) => return Ok(()),
+        match self.delete(&key, &cached, expire_at).await {
             Err(source) if is_write_conflict(&source) => {
                 tracing::debug!(controller = crate::NAME, key = %key, "cached job is not the newest; reading it");
             }
-            Err(source) => return Err(Error::DeleteJob { key, source }),
+            done => return done.map_err(|source| Error::DeleteJob { key, source }),
         }
 
         // The cached TTL was stale: a user may just have raised it. Decide again on the
@@ -110,27 +105,18 @@ impl Reconcile for Controller {
         let Some(expire_at) = self.check(&key, &fresh)? else {
             return Ok(());
         };
-        match self.delete(namespace, name, &fresh).await {
-            Ok(()) => {
-                self.deleted(&key, expire_at);
-                Ok(())
-            }
-            Err(source) if is_not_found(&source) => Ok(()),
-            Err(source) => Err(Error::DeleteJob { key, source }),
-        }
+        self.delete(&key, &fresh, expire_at)
+            .await
+            .map_err(|source| Error::DeleteJob { key, source })
     }
 }
 
 impl Controller {
-    /// Deletes exactly the copy `job` judged: its UID and resourceVersion are the delete's
-    /// preconditions. Foreground: the Job goes only after its pods (`blockOwnerDeletion`)
-    /// are gone.
-    async fn delete(
-        &self,
-        namespace: Option<&str>,
-        name: &str,
-        job: &Job,
-    ) -> Result<(), kube::Error> {
+    /// Deletes exactly the copy `job` judged, due since `expire_at`: its UID and
+    /// resourceVersion are the delete's preconditions. Foreground: the Job goes only after its
+    /// pods (`blockOwnerDeletion`) are gone. A Job already gone (404) counts as done.
+    async fn delete(&self, key: &str, job: &Job, expire_at: Timestamp) -> Result<(), kube::Error> {
+        let (namespace, name) = split_key(key);
         let params = DeleteParams {
             propagation_policy: Some(PropagationPolicy::Foreground),
             preconditions: Some(Preconditions {
@@ -139,14 +125,17 @@ impl Controller {
             }),
             ..DeleteParams::default()
         };
-        tracing::debug!(controller = crate::NAME, namespace, name, "cleaning up job");
-        write::delete::<Job>(&self.client, namespace, name, &params).await
-    }
-
-    fn deleted(&self, key: &str, expire_at: Timestamp) {
-        let late = self.clock.wall().duration_since(expire_at);
-        metrics::observe_job_deletion(late.as_secs_f64());
-        tracing::info!(controller = crate::NAME, key, %expire_at, "deleted job whose TTL expired");
+        tracing::debug!(controller = crate::NAME, key, "cleaning up job");
+        match write::delete::<Job>(&self.client, namespace, name, &params).await {
+            Ok(()) => {
+                let late = self.clock.wall().duration_since(expire_at);
+                metrics::observe_job_deletion(late.as_secs_f64());
+                tracing::info!(controller = crate::NAME, key, %expire_at, "deleted job whose TTL expired");
+                Ok(())
+            }
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 }
 
