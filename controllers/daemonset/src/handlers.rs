@@ -159,6 +159,15 @@ impl Controller {
 
     // ---- Pods ----------------------------------------------------------------------------
 
+    /// Queues the DaemonSet of a pod that changed: at once, or at the end of the spacing
+    /// after its last sync ([`rkcm_runtime::pacing::SyncSpacer`]).
+    pub(crate) fn enqueue_for_pod(&self, key: String) {
+        match self.spacer.hold(&key, self.clock.now()) {
+            Some(wait) => self.queue.add_after(key, wait),
+            None => self.queue.add(key),
+        }
+    }
+
     /// `addPod`, `updatePod`, `deletePod`.
     pub(crate) fn on_pod_change(&self, change: Change<Pod>) {
         on_child_change(self, change);
@@ -215,7 +224,7 @@ impl ChildHandler<Pod> for Controller {
     fn created(&self, ds: &DaemonSet) {
         let key = key_of(ds);
         self.expectations.creation_observed(&key);
-        self.queue.add(key);
+        self.enqueue_for_pod(key);
     }
 
     fn deleted(&self, namespace: &str, pod: &Pod, _final_state: bool) {
@@ -224,7 +233,7 @@ impl ChildHandler<Pod> for Controller {
         };
         let key = key_of(&*ds);
         self.expectations.deletion_observed(&key, &key_of(pod));
-        self.queue.add(key);
+        self.enqueue_for_pod(key);
     }
 
     /// Graceful deletion began: the deletion is observed now, not when the object goes.
@@ -237,7 +246,7 @@ impl ChildHandler<Pod> for Controller {
     }
 
     fn controlled_updated(&self, ds: &Arc<DaemonSet>, old: &Pod, new: &Pod) {
-        self.queue.add(key_of(&**ds));
+        self.enqueue_for_pod(key_of(&**ds));
         let min_ready = min_ready_seconds(ds);
         if min_ready > 0 && !is_pod_ready(old) && is_pod_ready(new) {
             let delay = Duration::from_secs(u64::try_from(min_ready).unwrap_or(0)) + MIN_READY_PAD;

@@ -147,6 +147,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         consistency: cfg.stale_cache_guard.then(metrics::stale_guard),
         backoff: Mutex::new(backoff::Backoff::default()),
         pacer: rkcm_runtime::pacing::StatusPacer::default().with_budget(ctx.budget.clone()),
+        spacer: rkcm_runtime::pacing::SyncSpacer::default(),
         cfg,
     });
     rkcm_runtime::tracked::track(NAME, &controller, reconcile::Controller::tracked_sizes);

@@ -31,7 +31,7 @@ use rkcm_runtime::history::History;
 use rkcm_runtime::informer::{INDEX_CONTROLLER_UID, INDEX_ORPHANS_BY_NAMESPACE, Store};
 use rkcm_runtime::keys::key_of;
 use rkcm_runtime::keys::split_key;
-use rkcm_runtime::pacing::StatusPacer;
+use rkcm_runtime::pacing::{StatusPacer, SyncSpacer};
 use rkcm_runtime::podcontrol::{
     PodControl, PodOptions, SLOW_START_INITIAL_BATCH_SIZE, is_namespace_terminating,
     slow_start_batch,
@@ -72,6 +72,8 @@ pub(crate) struct Controller {
     /// Spaces out one DaemonSet's status writes that only move counts
     /// ([`rkcm_runtime::pacing`]).
     pub(crate) pacer: StatusPacer,
+    /// Spaces out the syncs that pod changes ask for ([`rkcm_runtime::pacing::SyncSpacer`]).
+    pub(crate) spacer: SyncSpacer,
 }
 
 fn labels_of<K: kube::Resource>(obj: &K) -> Option<&std::collections::BTreeMap<String, String>> {
@@ -84,6 +86,7 @@ impl Controller {
     pub(crate) fn tracked_sizes(&self, out: &mut Vec<Size>) {
         out.push(Size::object("expectations", self.expectations.len()));
         out.push(Size::object("status_pacing", self.pacer.len()));
+        out.push(Size::object("sync_spacing", self.spacer.len()));
         if let Some(guard) = &self.consistency {
             out.push(Size::object("stale_guard", guard.store().len()));
         }
@@ -132,6 +135,7 @@ impl Controller {
                 store.clear(key, None);
             }
             self.pacer.forget(key);
+            self.spacer.forget(key);
             return Ok(());
         };
         let nodes = self.nodes.list();
@@ -176,7 +180,9 @@ impl Controller {
             backoff: &backoff,
             burst: self.cfg.burst_replicas,
         };
+        let started = std::time::Instant::now();
         let plan = plan(&snapshot, now);
+        let cost = started.elapsed();
         if let Some(delay) = plan.requeue_after {
             self.queue.add_after(key.to_owned(), delay);
         }
@@ -197,6 +203,7 @@ impl Controller {
             }
         }
         let status_result = self.update_status(&ds, key, &namespace, &plan).await;
+        self.spacer.synced(key, self.clock.now(), cost);
         match (pod_result, status_result) {
             (Err(e), Err(status)) => {
                 tracing::debug!(daemonset = key, error = %status, "failed to update status");

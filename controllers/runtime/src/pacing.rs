@@ -1,4 +1,4 @@
-//! Spacing out routine status writes of one object.
+//! Spacing out routine status writes of one object, and the syncs its children ask for.
 //!
 //! A controller writes an owner's status from its caches after each sync. When the watch
 //! delivers a burst of changes for one owner (ten pods of a ReplicaSet turning ready within
@@ -157,6 +157,98 @@ impl StatusPacer {
     }
 }
 
+/// A child's change waits for the next sync of its owner at most this long
+/// ([`SyncSpacer`]).
+pub const MAX_SYNC_SPACING: Duration = Duration::from_millis(500);
+
+/// How many times its own decision time a sync of one owner is spaced from the next one
+/// that a child's change asks for ([`SyncSpacer`]): the re-decisions of one owner take at
+/// most about 1/(1 + this) of a core, however fast its children change.
+pub const SYNC_SPACING_FACTOR: u32 = 40;
+
+/// The spacing after a sync whose decision took `cost`: `factor` times it, at most `max`.
+pub fn sync_spacing(cost: Duration, factor: u32, max: Duration) -> Duration {
+    cost.saturating_mul(factor).min(max)
+}
+
+/// Spacing out the syncs of one owner that its children's changes ask for.
+///
+/// A DaemonSet's sync looks at every node and every pod of the set, and each pod change
+/// (created, scheduled, running, ready, deleted) asks for another. On a thousand nodes a
+/// rolling update delivers about a hundred such changes a second, and the queue's dedup
+/// only merges the changes that arrive while a sync runs: with decisions that take a few
+/// milliseconds, the controller decides the same set again and again, one pod further each
+/// time. Upstream's slower syncs merge more changes by themselves.
+///
+/// [`SyncSpacer`] remembers, per owner key, when its last sync ended and how long that
+/// sync's decision took (the pure planning step, not its API calls). A child's change seen
+/// less than [`sync_spacing`] after that end is queued for the end of the spacing instead
+/// of at once; the queue keeps one delayed entry per key, so all the changes of that
+/// interval lead to one sync. Changes of the owner itself and of nodes are never held back,
+/// and nothing is lost: every change is followed by a sync that starts after it.
+#[derive(Debug)]
+pub struct SyncSpacer {
+    factor: u32,
+    max: Duration,
+    /// Per key, until when children's changes wait.
+    until: Mutex<HashMap<String, Instant>>,
+}
+
+impl Default for SyncSpacer {
+    fn default() -> Self {
+        Self::new(SYNC_SPACING_FACTOR, MAX_SYNC_SPACING)
+    }
+}
+
+impl SyncSpacer {
+    /// Spacing `factor` times a sync's decision time, at most `max`; a zero `max` or
+    /// `factor` never holds a change back.
+    pub fn new(factor: u32, max: Duration) -> Self {
+        Self {
+            factor,
+            max,
+            until: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Records that a sync of `key` ended at `end` after a decision of `cost`.
+    pub fn synced(&self, key: &str, end: Instant, cost: Duration) {
+        let spacing = sync_spacing(cost, self.factor, self.max);
+        let mut until = self.until.lock();
+        if spacing.is_zero() {
+            until.remove(key);
+        } else {
+            until.insert(key.to_owned(), end + spacing);
+        }
+    }
+
+    /// `None`: a child's change of `key` seen at `now` syncs it at once. `Some(d)`: queue
+    /// the key after `d`.
+    pub fn hold(&self, key: &str, now: Instant) -> Option<Duration> {
+        let mut until = self.until.lock();
+        let end = *until.get(key)?;
+        if now >= end {
+            until.remove(key);
+            return None;
+        }
+        Some(end - now)
+    }
+
+    /// Forgets `key` (its object was deleted).
+    pub fn forget(&self, key: &str) {
+        self.until.lock().remove(key);
+    }
+
+    /// Keys currently remembered.
+    pub fn len(&self) -> usize {
+        self.until.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,5 +373,69 @@ mod tests {
         pacer.wrote("ns/a", t0);
         assert_eq!(pacer.hold("ns/a", t0), None);
         assert!(pacer.is_empty());
+    }
+    #[test]
+    fn sync_spacing_is_a_multiple_of_the_decision_time_up_to_a_cap() {
+        // (decision time, factor, cap) -> spacing
+        let cases = [
+            (Duration::ZERO, 40, 500 * MS, Duration::ZERO),
+            (Duration::from_micros(25), 40, 500 * MS, MS),
+            (2 * MS, 40, 500 * MS, 80 * MS),
+            (12 * MS, 40, 500 * MS, 480 * MS),
+            (13 * MS, 40, 500 * MS, 500 * MS),
+            (Duration::from_secs(3600), 40, 500 * MS, 500 * MS),
+            (2 * MS, 0, 500 * MS, Duration::ZERO),
+            (2 * MS, 40, Duration::ZERO, Duration::ZERO),
+            (Duration::MAX, u32::MAX, 500 * MS, 500 * MS),
+        ];
+        for (cost, factor, max, want) in cases {
+            assert_eq!(
+                sync_spacing(cost, factor, max),
+                want,
+                "{cost:?} x{factor} <= {max:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_child_change_waits_only_within_the_spacing_of_the_last_sync() {
+        let spacer = SyncSpacer::new(40, 500 * MS);
+        let t0 = Instant::now();
+        assert_eq!(spacer.hold("ns/ds", t0), None, "never synced");
+        // A 2 ms decision: 80 ms of spacing from the sync's end.
+        spacer.synced("ns/ds", t0, 2 * MS);
+        // (now) -> hold
+        let cases = [
+            (t0, Some(80 * MS)),
+            (t0 + 30 * MS, Some(50 * MS)),
+            (t0 + 79 * MS, Some(MS)),
+        ];
+        for (now, want) in cases {
+            assert_eq!(spacer.hold("ns/ds", now), want, "at {now:?}");
+        }
+        assert_eq!(spacer.hold("ns/other", t0), None, "other keys are free");
+        assert_eq!(spacer.hold("ns/ds", t0 + 80 * MS), None);
+        assert!(
+            spacer.is_empty(),
+            "an entry past its spacing is dropped when looked at"
+        );
+        // A later sync replaces the entry; a decision too quick to space clears it.
+        spacer.synced("ns/ds", t0, 20 * MS);
+        assert_eq!(
+            spacer.hold("ns/ds", t0 + 100 * MS),
+            Some(400 * MS),
+            "capped at 500 ms"
+        );
+        spacer.synced("ns/ds", t0 + 200 * MS, Duration::ZERO);
+        assert_eq!(spacer.hold("ns/ds", t0 + 200 * MS), None);
+        assert!(spacer.is_empty());
+        spacer.synced("ns/ds", t0, 2 * MS);
+        spacer.forget("ns/ds");
+        assert_eq!(spacer.hold("ns/ds", t0), None);
+        // Off: never holds back.
+        let off = SyncSpacer::new(0, 500 * MS);
+        off.synced("ns/ds", t0, 2 * MS);
+        assert_eq!(off.hold("ns/ds", t0), None);
+        assert!(off.is_empty());
     }
 }

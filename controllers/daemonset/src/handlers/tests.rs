@@ -58,6 +58,7 @@ fn fixture() -> Fixture {
         consistency: None,
         backoff: Mutex::new(crate::backoff::Backoff::default()),
         pacer: rkcm_runtime::pacing::StatusPacer::default(),
+        spacer: rkcm_runtime::pacing::SyncSpacer::default(),
     });
     Fixture {
         c,
@@ -199,4 +200,55 @@ async fn pod_events_observe_expectations_and_map_to_the_owner() {
     orphan.metadata.name = Some("orphan".into());
     f.c.on_pod_change(Change::Added(Arc::new(orphan)));
     assert_eq!(f.c.expectations.get(key), Some((1, 0)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn pod_changes_right_after_a_sync_wait_for_its_spacing_and_nothing_else_does() {
+    let f = fixture();
+    f.daemonsets
+        .feed(watcher::Event::Apply(with_rv(&ds(), "1")));
+    let key = "ns/ds".to_string();
+    let p = with_rv(&*pod("p", "a", "h", 0).build(), "1");
+    // No sync yet: a pod change queues the DaemonSet at once.
+    f.c.on_pod_change(Change::Added(Arc::new(p.clone())));
+    assert_eq!(f.c.queue.len(), 1);
+    assert_eq!(f.c.queue.get().await, Some(key.clone()));
+    f.c.queue.done(&key);
+    // A sync that just ended after a 2 ms decision: 80 ms of spacing.
+    let t0 = tokio::time::Instant::now();
+    f.c.spacer
+        .synced(&key, t0, std::time::Duration::from_millis(2));
+    let mut ready = with_rv(&p, "2");
+    ready.status = Some(
+        serde_json::from_value(json!({"conditions": [{"type": "Ready", "status": "True"}]}))
+            .unwrap_or_default(),
+    );
+    f.c.on_pod_change(Change::Updated {
+        old: Arc::new(p.clone()),
+        new: Arc::new(ready.clone()),
+    });
+    f.c.on_pod_change(Change::Deleted {
+        obj: Arc::new(ready),
+        final_state_unknown: false,
+    });
+    assert_eq!(f.c.queue.len(), 0, "held back until the spacing ends");
+    assert_eq!(f.c.queue.get().await, Some(key.clone()), "not lost");
+    assert_eq!(
+        t0.elapsed(),
+        std::time::Duration::from_millis(80),
+        "synced at the end of the spacing"
+    );
+    assert_eq!(f.c.queue.len(), 0, "both changes lead to one sync");
+    f.c.queue.done(&key);
+    // A change of the DaemonSet itself is never held back.
+    f.c.spacer.synced(
+        &key,
+        tokio::time::Instant::now(),
+        std::time::Duration::from_millis(2),
+    );
+    f.c.on_daemonset_change(Change::Updated {
+        old: Arc::new(with_rv(&ds(), "1")),
+        new: Arc::new(with_rv(&ds(), "2")),
+    });
+    assert_eq!(f.c.queue.len(), 1);
 }
