@@ -199,8 +199,13 @@ if plane env >/dev/null 2>&1 && (. "$DIR/env.sh"; kubectl get --raw /readyz >/de
   [ -f "$DIR/logs/audit.log" ] || die "a plane without audit log runs in $DIR; stop it: RKCM_CLUSTER_DIR=$DIR bash e2e/cluster.sh down"
   warn "reusing the benchmark plane already running in $DIR (left running afterwards)"
   # The report names the workers the running kwok has, not the ones asked for now.
-  KWOK_POD_WORKERS=$(sed -n 's/^ *podPlayStageParallelism: *//p' "$DIR/kwok-config.yaml" 2>/dev/null)
+  KWOK_POD_WORKERS=$(sed -n 's/^ *podPlayStageParallelism: *//p' "$DIR/kwok-config.yaml" 2>/dev/null || true)
   KWOK_POD_WORKERS=${KWOK_POD_WORKERS:-4}
+  # The plane runs no namespace controller: a namespace deleted there stays Terminating with
+  # all its objects, and every manager under test would list and cache them.
+  stuck=$(. "$DIR/env.sh"; kubectl get namespaces -o jsonpath='{range .items[?(@.status.phase=="Terminating")]}{.metadata.name}{" "}{end}') \
+    || die "cannot list the namespaces of the benchmark plane in $DIR"
+  [ -z "$stuck" ] || die "namespaces stuck terminating on the benchmark plane (it runs no namespace controller, so their objects stay and every manager would cache them): ${stuck% }; stop the plane: RKCM_CLUSTER_DIR=$DIR bash e2e/cluster.sh down"
 else
   started=1
 fi
