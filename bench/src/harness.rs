@@ -521,6 +521,8 @@ async fn measure<S: Scenario>(
     if proc.exited().is_none() {
         r.cpu_seconds_total = procfs::cpu_seconds(pid);
         r.peak_rss_bytes = procfs::status_bytes(pid, "VmHWM");
+        r.rss_anon_bytes = procfs::status_bytes(pid, "RssAnon");
+        r.rss_file_bytes = procfs::status_bytes(pid, "RssFile");
     }
     if matches!(r.status, Status::Ok | Status::Incorrect) {
         let more = scenario.run_metrics(r);

@@ -807,6 +807,17 @@ fn requests_line(c: &crate::audit::Counts) -> String {
     )
 }
 
+/// What the resident memory at the end of a run was made of: the manager's own memory and
+/// the file pages it maps (mostly its binary's code, which both managers' VmHWM include).
+fn rss_split_line(run: &RunResult) -> Option<String> {
+    let (anon, file) = (run.rss_anon_bytes?, run.rss_file_bytes?);
+    Some(format!(
+        "- Resident at the end: anonymous (heap, stacks) {} MiB, file-backed (mapped binary and libraries) {} MiB",
+        mib(Some(anon)),
+        mib(Some(file))
+    ))
+}
+
 fn write_run(o: &mut String, run: &RunResult, pass: &str) {
     let _ = writeln!(
         o,
@@ -875,6 +886,9 @@ fn write_run(o: &mut String, run: &RunResult, pass: &str) {
             mib(Some(b))
         );
     }
+    if let Some(line) = rss_split_line(run) {
+        let _ = writeln!(o, "{line}");
+    }
     if let Some(t) = run.run_seconds {
         let _ = writeln!(o, "- Manager ran {t:.1} s in total");
     }
@@ -915,6 +929,28 @@ fn write_run(o: &mut String, run: &RunResult, pass: &str) {
 mod tests {
     use super::*;
     use crate::results::Phase;
+
+    #[test]
+    fn the_end_of_run_rss_is_split_into_anonymous_and_file_backed() {
+        let mut run = RunResult::new(Manager::Rkcm, "bin".into(), "ns".into());
+        assert_eq!(rss_split_line(&run), None, "older results have neither");
+        run.rss_anon_bytes = Some(4_718_592);
+        assert_eq!(
+            rss_split_line(&run),
+            None,
+            "one without the other is not shown"
+        );
+        run.rss_file_bytes = Some(27_262_976);
+        assert_eq!(
+            rss_split_line(&run).as_deref(),
+            Some(
+                "- Resident at the end: anonymous (heap, stacks) 4.5 MiB, file-backed (mapped binary and libraries) 26.0 MiB"
+            )
+        );
+        let mut o = String::new();
+        write_run(&mut o, &run, "");
+        assert!(o.contains("anonymous (heap, stacks) 4.5 MiB"), "{o}");
+    }
 
     fn scenario(id: &str, finished_at: &str) -> ScenarioResult {
         ScenarioResult {

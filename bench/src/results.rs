@@ -122,6 +122,14 @@ pub struct RunResult {
     pub peak_rss_bytes: Option<u64>,
     /// The largest VmRSS sampled every 100 ms.
     pub max_sampled_rss_bytes: Option<u64>,
+    /// `RssAnon` of `/proc/<pid>/status` just before the manager was stopped: its heap and
+    /// stacks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_anon_bytes: Option<u64>,
+    /// `RssFile` at the same moment: the file pages it maps, mostly its own binary's code
+    /// (shared with the page cache; counted in VmRSS and VmHWM all the same).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_file_bytes: Option<u64>,
     /// VmRSS over the run, for scenarios that report it: the largest sample of each
     /// `rss_curve_seconds` since the manager's start.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -169,6 +177,8 @@ impl RunResult {
             cpu_seconds_total: None,
             peak_rss_bytes: None,
             max_sampled_rss_bytes: None,
+            rss_anon_bytes: None,
+            rss_file_bytes: None,
             rss_curve: Vec::new(),
             rss_curve_seconds: None,
             requests: None,
