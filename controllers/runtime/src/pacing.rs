@@ -190,8 +190,8 @@ pub fn sync_spacing(cost: Duration, factor: u32, max: Duration) -> Duration {
 pub struct SyncSpacer {
     factor: u32,
     max: Duration,
-    /// Per key, until when children's changes wait.
-    until: Mutex<HashMap<String, Instant>>,
+    /// Per key, when its last sync ended and the spacing that sync set.
+    last: Mutex<HashMap<String, (Instant, Duration)>>,
 }
 
 impl Default for SyncSpacer {
@@ -207,41 +207,41 @@ impl SyncSpacer {
         Self {
             factor,
             max,
-            until: Mutex::new(HashMap::new()),
+            last: Mutex::new(HashMap::new()),
         }
     }
 
     /// Records that a sync of `key` ended at `end` after a decision of `cost`.
     pub fn synced(&self, key: &str, end: Instant, cost: Duration) {
         let spacing = sync_spacing(cost, self.factor, self.max);
-        let mut until = self.until.lock();
+        let mut last = self.last.lock();
         if spacing.is_zero() {
-            until.remove(key);
+            last.remove(key);
         } else {
-            until.insert(key.to_owned(), end + spacing);
+            last.insert(key.to_owned(), (end, spacing));
         }
     }
 
     /// `None`: a child's change of `key` seen at `now` syncs it at once. `Some(d)`: queue
     /// the key after `d`.
     pub fn hold(&self, key: &str, now: Instant) -> Option<Duration> {
-        let mut until = self.until.lock();
-        let end = *until.get(key)?;
-        if now >= end {
-            until.remove(key);
-            return None;
+        let mut last = self.last.lock();
+        let (end, spacing) = *last.get(key)?;
+        let hold = hold_for(Some(end), now, spacing);
+        if hold.is_none() {
+            last.remove(key);
         }
-        Some(end - now)
+        hold
     }
 
     /// Forgets `key` (its object was deleted).
     pub fn forget(&self, key: &str) {
-        self.until.lock().remove(key);
+        self.last.lock().remove(key);
     }
 
     /// Keys currently remembered.
     pub fn len(&self) -> usize {
-        self.until.lock().len()
+        self.last.lock().len()
     }
 
     pub fn is_empty(&self) -> bool {
