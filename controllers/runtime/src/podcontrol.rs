@@ -568,6 +568,10 @@ mod tests {
         assert_eq!(reqs.len(), 1);
         assert_eq!(reqs[0].method, "POST");
         assert_eq!(reqs[0].path, "/api/v1/namespaces/ns/pods");
+        assert_eq!(
+            reqs[0].content_type, "application/vnd.kubernetes.protobuf",
+            "the pod is sent in protobuf (the fake reads it back as JSON)"
+        );
         assert_eq!(reqs[0].body["metadata"]["generateName"], "web-");
         assert_eq!(
             reqs[0].body["metadata"]["ownerReferences"][0]["controller"],

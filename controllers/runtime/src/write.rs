@@ -10,8 +10,10 @@
 //! The answer is asked for in protobuf (as upstream's clients do for built-in types), with
 //! JSON as the fallback the server picks for a type it cannot encode so: the API server spends
 //! a fraction of the CPU on the protobuf of an object that it spends on its JSON. Which of
-//! the two came back is read from the answer's content type; [`accept_protobuf`] turns the
-//! protobuf request off (`--kube-api-content-type=application/json`).
+//! the two came back is read from the answer's content type. A pod is also created with a
+//! protobuf body ([`protobuf::encode`]), falling back to JSON for a pod the encoder cannot
+//! write whole; other bodies are JSON (patches always are). [`accept_protobuf`] turns protobuf
+//! off for both (`--kube-api-content-type=application/json`).
 //!
 //! Errors are kube's, as `Api` gives them: a status other than 2xx becomes `kube::Error::Api`
 //! with the server's `Status`, decoded from either encoding.
@@ -25,15 +27,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::protobuf;
 
-/// Whether writes ask for their answer in protobuf (the default, as upstream's).
-static ACCEPT_PROTOBUF: AtomicBool = AtomicBool::new(true);
+/// Whether writes ask for their answer in protobuf and create pods in it (the default, as
+/// upstream's).
+static PROTOBUF: AtomicBool = AtomicBool::new(true);
 
 /// The `Accept` header of a write: protobuf, else JSON.
 const ACCEPT: &str = "application/vnd.kubernetes.protobuf, application/json";
 
-/// Makes later writes ask for their answer in protobuf (`true`, the default) or in JSON only.
+/// Makes later writes use protobuf (`true`, the default: answers asked for in it, pods created
+/// in it) or JSON only.
 pub fn accept_protobuf(on: bool) {
-    ACCEPT_PROTOBUF.store(on, Ordering::Relaxed);
+    PROTOBUF.store(on, Ordering::Relaxed);
 }
 
 /// The identity of an object as the API server answered a write of it.
@@ -80,7 +84,7 @@ async fn answer(
     request: http::Request<Vec<u8>>,
 ) -> Result<(bool, bytes::Bytes), kube::Error> {
     let (mut parts, body) = request.into_parts();
-    if ACCEPT_PROTOBUF.load(Ordering::Relaxed) {
+    if PROTOBUF.load(Ordering::Relaxed) {
         parts
             .headers
             .insert(http::header::ACCEPT, http::HeaderValue::from_static(ACCEPT));
@@ -134,10 +138,33 @@ pub async fn create<K>(
 where
     K: Resource<DynamicType = ()> + Serialize,
 {
-    let req = collection::<K>(namespace)
-        .create(&PostParams::default(), body(obj)?)
+    let (data, is_protobuf) = create_body(obj)?;
+    let mut req = collection::<K>(namespace)
+        .create(&PostParams::default(), data)
         .map_err(kube::Error::BuildRequest)?;
+    if is_protobuf {
+        req.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static(protobuf::MEDIA_TYPE),
+        );
+    }
     send(client, req).await
+}
+
+/// The body of a create: a v1 Pod in protobuf when protobuf is on and the encoder knows every
+/// field of the pod, else JSON. The flag says which.
+fn create_body<K>(obj: &K) -> Result<(Vec<u8>, bool), kube::Error>
+where
+    K: Resource<DynamicType = ()> + Serialize,
+{
+    if PROTOBUF.load(Ordering::Relaxed) && K::group(&()).is_empty() && K::kind(&()) == "Pod" {
+        let value = serde_json::to_value(obj).map_err(kube::Error::SerdeError)?;
+        match protobuf::encode::pod(&value) {
+            Ok(bytes) => return Ok((bytes, true)),
+            Err(e) => tracing::debug!(error = %e, "pod create sent as JSON"),
+        }
+    }
+    Ok((body(obj)?, false))
 }
 
 /// `PUT` of `obj`'s status subresource (the object's name and namespace address it).

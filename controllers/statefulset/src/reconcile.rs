@@ -664,11 +664,22 @@ impl Controller {
             }
         };
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-        let api: Api<core::Pod> = Api::namespaced(self.client.clone(), &namespace);
         self.expectations.raise_expectations(ctx.key, 1, 0);
-        let result = api.create(&PostParams::default(), pod).await;
+        // Sent in protobuf, as upstream does; only the identity of the answer is read: the pod
+        // as sent, with the server's name, UID and resourceVersion, is all that follows needs.
+        let result = rkcm_runtime::write::create(&self.client, Some(&namespace), pod).await;
         let created = match result {
-            Ok(p) => p,
+            Ok(written) => {
+                let mut created = pod.clone();
+                let meta = &mut created.metadata;
+                meta.uid = written.uid;
+                meta.resource_version = written.resource_version;
+                meta.creation_timestamp = written.creation_timestamp;
+                if written.name.is_some() {
+                    meta.name = written.name;
+                }
+                created
+            }
             Err(e) => {
                 self.expectations.lower_expectations(ctx.key, 1, 0);
                 let already = matches!(&e, kube::Error::Api(s) if s.is_already_exists());

@@ -18,6 +18,87 @@ pub fn pod(namespace: &str, name: &str) -> PodBuilder {
     }
 }
 
+/// A pod with a value of most kinds a pod spec holds (volumes of several sources, probes of
+/// every handler, env from every source, quantities, int-or-strings, affinities, a sidecar),
+/// for tests of how a pod is written and read. A scheduling gate keeps it off every node; it
+/// has no namespace and no owner.
+pub fn rich_pod() -> Value {
+    const RICH_POD: &str = r#"{"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"generateName": "web-",
+            "labels": {"app": "web", "empty": ""},
+            "annotations": {"a/b": "c"}},
+        "spec": {
+            "restartPolicy": "OnFailure",
+            "terminationGracePeriodSeconds": 30,
+            "activeDeadlineSeconds": 600,
+            "automountServiceAccountToken": false,
+            "nodeSelector": {"disk": "ssd"},
+            "hostname": "web-0", "subdomain": "web",
+            "securityContext": {"runAsUser": 1000, "fsGroup": 2000,
+                "supplementalGroups": [1, 2], "sysctls": [{"name": "net.core.somaxconn", "value": "1024"}],
+                "seccompProfile": {"type": "RuntimeDefault"}},
+            "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoExecute",
+                "tolerationSeconds": 30}],
+            "affinity": {
+                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name",
+                        "operator": "In", "values": ["n1"]}]}]}},
+                "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+                    "weight": 10, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": {"app": "web"},
+                            "matchExpressions": [{"key": "tier", "operator": "NotIn",
+                                "values": ["db"]}]}}}]}},
+            "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": {"app": "web"}}}],
+            "dnsConfig": {"nameservers": ["1.1.1.1"], "options": [{"name": "ndots", "value": "2"}]},
+            "hostAliases": [{"ip": "10.0.0.1", "hostnames": ["a", "b"]}],
+            "readinessGates": [{"conditionType": "example.com/ready"}],
+            "schedulingGates": [{"name": "example.com/hold"}],
+            "volumes": [
+                {"name": "data", "persistentVolumeClaim": {"claimName": "data-web-0", "readOnly": true}},
+                {"name": "cfg", "configMap": {"name": "cfg", "defaultMode": 420,
+                    "items": [{"key": "k", "path": "p", "mode": 256}], "optional": false}},
+                {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
+                {"name": "proj", "projected": {"sources": [
+                    {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
+                    {"downwardAPI": {"items": [{"path": "labels",
+                        "fieldRef": {"fieldPath": "metadata.labels"}}]}}]}},
+                {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {
+                    "metadata": {"labels": {"k": "v"}},
+                    "spec": {"accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "1Gi"}}}}}}
+            ],
+            "initContainers": [{"name": "sidecar", "image": "busybox", "restartPolicy": "Always",
+                "command": ["sh", "-c", "sleep 1d"]}],
+            "containers": [{"name": "app", "image": "nginx:1.27", "imagePullPolicy": "IfNotPresent",
+                "args": ["--port", "8080"], "workingDir": "/srv",
+                "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
+                "env": [{"name": "A", "value": "1"},
+                    {"name": "IDX", "valueFrom": {"fieldRef": {"apiVersion": "v1",
+                        "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}},
+                    {"name": "MEM", "valueFrom": {"resourceFieldRef": {"resource": "limits.memory",
+                        "divisor": "1Mi"}}},
+                    {"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k",
+                        "optional": true}}}],
+                "envFrom": [{"prefix": "X_", "configMapRef": {"name": "cfg"}}],
+                "resources": {"limits": {"cpu": "1", "memory": "128Mi"},
+                    "requests": {"cpu": "100m"}},
+                "volumeMounts": [{"name": "data", "mountPath": "/data", "readOnly": true,
+                    "subPath": "x"}],
+                "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http",
+                    "httpHeaders": [{"name": "X", "value": "y"}]},
+                    "initialDelaySeconds": 3, "periodSeconds": 5, "failureThreshold": 2},
+                "readinessProbe": {"exec": {"command": ["true"]}},
+                "startupProbe": {"grpc": {"port": 9000}},
+                "lifecycle": {"preStop": {"sleep": {"seconds": 5}}},
+                "securityContext": {"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+                    "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}},
+                "terminationMessagePath": "/dev/termination-log",
+                "terminationMessagePolicy": "File", "stdin": false, "tty": false}]}}"#;
+    serde_json::from_str(RICH_POD).unwrap_or(Value::Null)
+}
+
 pub struct PodBuilder {
     value: Value,
 }

@@ -421,7 +421,7 @@ impl FakeApi {
                         .and_then(|v| v.to_str().ok())
                         .unwrap_or_default()
                         .to_owned(),
-                    body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+                    body: read_body(&parts.headers, &bytes),
                 };
                 let delay = api.enter(&request);
                 let _leave = InFlight(api.clone());
@@ -572,6 +572,20 @@ impl Drop for InFlight {
 }
 
 /// The namespace in a namespaced path (`/api/v1/namespaces/<ns>/...`).
+/// A request's body as JSON: a protobuf pod (rkcm creates pods in protobuf) is read back into
+/// the JSON it was written from; anything else that is not JSON is `null`.
+fn read_body(headers: &http::HeaderMap, bytes: &[u8]) -> Value {
+    let protobuf = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with(rkcm_runtime::protobuf::MEDIA_TYPE));
+    if protobuf {
+        rkcm_runtime::protobuf::encode::pod_json(bytes).unwrap_or(Value::Null)
+    } else {
+        serde_json::from_slice(bytes).unwrap_or(Value::Null)
+    }
+}
+
 fn namespace_of(path: &str) -> Option<&str> {
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     match segments.as_slice() {

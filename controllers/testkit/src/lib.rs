@@ -467,8 +467,53 @@ async fn etcd_post(endpoint: &str, path: &str, body: &str) -> anyhow::Result<ser
         .with_context(|| format!("parsing etcd answer to {path}"))
 }
 
+/// The JSON paths where `a` and `b` differ, each with both values (empty when equal), for
+/// assertion messages that name what differs in two large objects.
+pub fn json_diff(a: &serde_json::Value, b: &serde_json::Value) -> Vec<String> {
+    use serde_json::Value;
+    fn walk(path: String, a: &Value, b: &Value, out: &mut Vec<String>) {
+        match (a, b) {
+            (Value::Object(x), Value::Object(y)) => {
+                let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+                for k in keys {
+                    let (va, vb) = (
+                        x.get(k).unwrap_or(&Value::Null),
+                        y.get(k).unwrap_or(&Value::Null),
+                    );
+                    walk(format!("{path}.{k}"), va, vb, out);
+                }
+            }
+            (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+                for (i, (va, vb)) in x.iter().zip(y).enumerate() {
+                    walk(format!("{path}[{i}]"), va, vb, out);
+                }
+            }
+            _ if a != b => out.push(format!("{path}: {a} vs {b}")),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(String::new(), a, b, &mut out);
+    out
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn json_diff_names_each_differing_path() {
+        let a = serde_json::json!({"x": 1, "l": [1, 2], "o": {"p": "q"}, "only": true});
+        let b = serde_json::json!({"x": 1, "l": [1, 3], "o": {"p": "r"}});
+        assert_eq!(
+            super::json_diff(&a, &b),
+            vec![
+                ".l[1]: 2 vs 3",
+                ".o.p: \"q\" vs \"r\"",
+                ".only: true vs null"
+            ]
+        );
+        assert!(super::json_diff(&a, &a).is_empty());
+    }
+
     use super::*;
 
     #[test]

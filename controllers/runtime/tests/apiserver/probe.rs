@@ -36,6 +36,8 @@ struct ProbeState {
     counts: Mutex<HashMap<(Verb, String), usize>>,
     /// The same, for requests that asked for protobuf.
     protobuf: Mutex<HashMap<(Verb, String), usize>>,
+    /// The same, for requests whose body is protobuf.
+    protobuf_bodies: Mutex<HashMap<(Verb, String), usize>>,
     /// Server-side `timeoutSeconds` forced onto every watch, so watches end (and the
     /// informer re-watches) within seconds.
     watch_timeout: Mutex<Option<u32>>,
@@ -49,6 +51,7 @@ impl Default for ProbeState {
         Self {
             counts: Mutex::default(),
             protobuf: Mutex::default(),
+            protobuf_bodies: Mutex::default(),
             watch_timeout: Mutex::default(),
             traps: Mutex::default(),
             parked: AtomicUsize::new(0),
@@ -93,6 +96,16 @@ impl Probe {
     pub fn protobuf_count(&self, verb: Verb, path: &str) -> usize {
         self.state
             .protobuf
+            .lock()
+            .get(&(verb, path.to_string()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Requests of `verb` on exactly `path` whose body was protobuf.
+    pub fn protobuf_body_count(&self, verb: Verb, path: &str) -> usize {
+        self.state
+            .protobuf_bodies
             .lock()
             .get(&(verb, path.to_string()))
             .copied()
@@ -155,6 +168,19 @@ impl Probe {
             *self
                 .state
                 .protobuf
+                .lock()
+                .entry((verb, path.clone()))
+                .or_default() += 1;
+        }
+        let body_type = req
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if body_type.contains("protobuf") {
+            *self
+                .state
+                .protobuf_bodies
                 .lock()
                 .entry((verb, path.clone()))
                 .or_default() += 1;
