@@ -8,7 +8,7 @@ messages and fields, their types.go files say which fields JSON inlines into the
 embedded Go struct with an empty JSON name, such as Volume's VolumeSource).
 
     go mod download k8s.io/api@v0.37.1 k8s.io/apimachinery@v0.37.1   # if not cached yet
-    python3 e2e/gen-pod-schema.py && cargo fmt
+    python3 e2e/gen-pod-schema.py
 """
 
 import os

@@ -270,6 +270,39 @@ pub fn apply_index(
 mod tests {
     use super::*;
 
+    #[test]
+    fn an_indexed_pod_is_written_whole_in_protobuf() {
+        // The pod the controller creates for index 7: the completion-index env var (from a
+        // field reference), the index annotation and label, the hostname, the failure-count
+        // annotations and the tracking finalizer. The pod encoder must know every field of
+        // it, or the create falls back to JSON.
+        let mut t: PodTemplateSpec = serde_json::from_value(serde_json::json!({
+            "metadata": {"labels": {"app": "work"},
+                "finalizers": ["batch.kubernetes.io/job-tracking"]},
+            "spec": {"restartPolicy": "Never",
+                "initContainers": [{"name": "setup", "image": "busybox"}],
+                "containers": [{"name": "work", "image": "busybox",
+                    "env": [{"name": "A", "value": "1"}]}]}}))
+        .expect("template");
+        add_completion_index_env(&mut t);
+        apply_index(&mut t, "work", 7, Some((2, 1)));
+        let pod = rkcm_runtime::podcontrol::pod_from_template(
+            &t,
+            "work",
+            None,
+            &rkcm_runtime::podcontrol::PodOptions::default(),
+        );
+        let value = serde_json::to_value(&pod).expect("pod JSON");
+        assert!(
+            value.to_string().contains("JOB_COMPLETION_INDEX"),
+            "{value}"
+        );
+        let written = rkcm_runtime::protobuf::encode::pod(&value);
+        assert!(written.is_ok(), "{written:?}");
+        let back = rkcm_runtime::protobuf::encode::pod_json(&written.unwrap_or_default());
+        assert_eq!(back.ok(), Some(value));
+    }
+
     fn iv(pairs: &[(i32, i32)]) -> Intervals {
         Intervals(
             pairs

@@ -958,6 +958,7 @@ macro_rules! fixture {
 }
 
 pub mod encode;
+#[rustfmt::skip]
 mod pod_schema;
 pub mod watcher;
 

@@ -295,3 +295,29 @@ fn surge_and_unavailable_counts_round_up() {
     );
     assert!(!allows_surge(&ds(json!(1), json!(0))));
 }
+
+#[test]
+fn a_daemon_pod_is_written_whole_in_protobuf() {
+    // The pod the controller creates for a node: the template with the default tolerations,
+    // the generation and hash labels, and the node-name affinity. The pod encoder must know
+    // every field of it, or the create falls back to JSON.
+    let ds = ds_with(json!({"spec": {"template": {"spec": {"hostNetwork": true,
+        "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 1, "preference": {"matchExpressions": [
+                {"key": "zone", "operator": "In", "values": ["a"]}]}}]}}}}}}));
+    let mut t = create_pod_template(&ds.spec.template, Some(3), "5d4f8b7c9");
+    if let Some(spec) = t.spec.as_mut() {
+        spec.affinity = Some(replace_node_name_affinity(spec.affinity.take(), "node-1"));
+    }
+    let pod = rkcm_runtime::podcontrol::pod_from_template(
+        &t,
+        "ds",
+        None,
+        &rkcm_runtime::podcontrol::PodOptions::default(),
+    );
+    let value = serde_json::to_value(&pod).expect("pod JSON");
+    let written = rkcm_runtime::protobuf::encode::pod(&value);
+    assert!(written.is_ok(), "{written:?}");
+    let back = rkcm_runtime::protobuf::encode::pod_json(&written.unwrap_or_default());
+    assert_eq!(back.ok(), Some(value));
+}

@@ -240,3 +240,31 @@ fn policies_and_defaults() {
     s.spec.update_strategy = None;
     assert_eq!(partition(&s), None);
 }
+
+#[test]
+fn a_stateful_pod_is_written_whole_in_protobuf() {
+    // The pod of ordinal 1 with its identity (name, hostname, subdomain, labels) and a claim
+    // volume from a claim template. The pod encoder must know every field of it, or the create
+    // falls back to JSON.
+    let mut s = set(3);
+    s.spec.volume_claim_templates = Some(vec![
+        serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}}}}))
+        .expect("claim template"),
+    ]);
+    if let Some(spec) = s.spec.template.spec.as_mut() {
+        spec.containers[0].volume_mounts = Some(vec![
+            serde_json::from_value(serde_json::json!({"name": "data", "mountPath": "/data"}))
+                .expect("mount"),
+        ]);
+    }
+    let pod = new_pod(&s, 1);
+    let value = serde_json::to_value(&pod).expect("pod JSON");
+    assert!(value.to_string().contains("data-web-1"), "{value}");
+    let written = rkcm_runtime::protobuf::encode::pod(&value);
+    assert!(written.is_ok(), "{written:?}");
+    let back = rkcm_runtime::protobuf::encode::pod_json(&written.unwrap_or_default());
+    assert_eq!(back.ok(), Some(value));
+}
