@@ -5,6 +5,7 @@ use anyhow::Result;
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
+use kube::api::ListParams;
 use serde_json::json;
 
 use crate::harness::*;
@@ -103,6 +104,26 @@ async fn large_batch(env: &Env) -> Result<()> {
         .buffer_unordered(32)
         .try_collect::<Vec<()>>()
         .await?;
+    // The restarted controller lists pods from the API server's watch cache (resourceVersion
+    // 0, as upstream's informers do), which can lag behind the writes above under load. The
+    // cache only moves forward: once a list from it shows all 600 finished, so does the
+    // controller's first list.
+    wait_seen(
+        "600 finished pods in the API server's watch cache",
+        WITHIN,
+        || async {
+            let cached = env.pods().list(&ListParams::default().match_any()).await?;
+            Ok(cached
+                .items
+                .iter()
+                .filter(|p| controller_uid(*p) == Some(uid.as_str()))
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded"))
+                .count())
+        },
+        |n| *n == N,
+        |n| format!("{n} finished"),
+    )
+    .await?;
     let ctrl = env.start();
     let done = wait_job(env, "big", "Complete", WITHIN * 4, |j| {
         has_condition(j, "Complete")
