@@ -297,10 +297,7 @@ mod tests {
             value.to_string().contains("JOB_COMPLETION_INDEX"),
             "{value}"
         );
-        let written = rkcm_runtime::protobuf::encode::pod(&value);
-        assert!(written.is_ok(), "{written:?}");
-        let back = rkcm_runtime::protobuf::encode::pod_json(&written.unwrap_or_default());
-        assert_eq!(back.ok(), Some(value));
+        assert_eq!(rkcm_testkit::written_whole_in_protobuf(&pod), Ok(()));
     }
 
     fn iv(pairs: &[(i32, i32)]) -> Intervals {

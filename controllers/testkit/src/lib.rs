@@ -467,6 +467,21 @@ async fn etcd_post(endpoint: &str, path: &str, body: &str) -> anyhow::Result<ser
         .with_context(|| format!("parsing etcd answer to {path}"))
 }
 
+/// Whether `pod` is written whole in protobuf, as a pod create sends it: the encoder knows every
+/// field, and reading the bytes back gives the same JSON. `Err` says what went wrong.
+pub fn written_whole_in_protobuf(pod: &k8s_openapi::api::core::v1::Pod) -> Result<(), String> {
+    use rkcm_runtime::protobuf::encode;
+    let value = serde_json::to_value(pod).map_err(|e| e.to_string())?;
+    let bytes = encode::pod(&value).map_err(|e| e.to_string())?;
+    let back = encode::pod_json(&bytes).map_err(|e| e.to_string())?;
+    let diff = json_diff(&value, &back);
+    if diff.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("read back differently: {diff:?}"))
+    }
+}
+
 /// The JSON paths where `a` and `b` differ, each with both values (empty when equal), for
 /// assertion messages that name what differs in two large objects.
 pub fn json_diff(a: &serde_json::Value, b: &serde_json::Value) -> Vec<String> {
@@ -499,6 +514,22 @@ pub fn json_diff(a: &serde_json::Value, b: &serde_json::Value) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_pod_with_a_status_is_not_written_whole_in_protobuf() {
+        let mut pod: k8s_openapi::api::core::v1::Pod =
+            serde_json::from_value(super::builders::rich_pod()).expect("rich pod");
+        assert_eq!(super::written_whole_in_protobuf(&pod), Ok(()));
+        pod.status = Some(k8s_openapi::api::core::v1::PodStatus {
+            phase: Some("Running".into()),
+            ..Default::default()
+        });
+        let refused = super::written_whole_in_protobuf(&pod);
+        assert!(
+            refused.as_ref().is_err_and(|e| e.contains("pod.status")),
+            "{refused:?}"
+        );
+    }
+
     #[test]
     fn json_diff_names_each_differing_path() {
         let a = serde_json::json!({"x": 1, "l": [1, 2], "o": {"p": "q"}, "only": true});
