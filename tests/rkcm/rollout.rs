@@ -574,8 +574,16 @@ pub(crate) fn describe_state(d: &Deployment, rss: &[ReplicaSet]) -> String {
     // replicas == updatedReplicas == 0 with the previous rollout's NewReplicaSetAvailable
     // still in place, counts the rollout as complete and never rewrites the condition: it
     // keeps naming the *old* ReplicaSet, and the conditions' order differs. Which of the
-    // two outcomes upstream shows depends on timing, so for Recreate the conditions are
-    // compared sorted by type, with the ReplicaSet named in `Progressing` masked.
+    // two outcomes upstream shows depends on timing, so for Recreate the ReplicaSet named in
+    // `Progressing` is masked.
+    //
+    // The conditions are compared sorted by type, for every strategy: a condition that
+    // changes moves to the end of the list, so the order records which one changed last,
+    // and that depends on timing in both managers. Scaling 0 → 3, say, ends with
+    // `Available` last when no sync saw a partly available ReplicaSet (`Available` went
+    // False and back to True while `Progressing` stayed), and with `Progressing` last when
+    // one did (it went to ReplicaSetUpdated and back to NewReplicaSetAvailable). Types,
+    // statuses, reasons and messages are still compared.
     let recreate = spec.strategy.as_ref().and_then(|s| s.type_.as_deref()) == Some("Recreate");
     let mut conditions: Vec<String> = st
         .conditions
@@ -595,9 +603,7 @@ pub(crate) fn describe_state(d: &Deployment, rss: &[ReplicaSet]) -> String {
             )
         })
         .collect();
-    if recreate {
-        conditions.sort();
-    }
+    conditions.sort();
     for c in conditions {
         let _ = writeln!(s, "{c}");
     }
