@@ -60,6 +60,20 @@ pub async fn terminated_pod_is_replaced(
         ),
     )
     .await?;
+    // The event is recorded before the delete of the terminated pod is seen, and that pod may
+    // still carry its Ready condition: wait for the delete first, or it counts as the node's
+    // one ready pod.
+    wait_for("the terminated pod to be deleted", WITHIN, || async {
+        let pods = env.all_pods("ds").await?;
+        Ok(pods
+            .iter()
+            .all(|p| {
+                p.metadata.name.as_deref() != Some(victim.as_str())
+                    || p.metadata.deletion_timestamp.is_some()
+            })
+            .then_some(()))
+    })
+    .await?;
     let replaced = env.wait_one_per_node("ds", &[a.name()], None).await?;
     assert_ne!(
         replaced
