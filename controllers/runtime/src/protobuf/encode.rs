@@ -63,9 +63,30 @@ pub struct EncodeError {
 
 type Result<T> = std::result::Result<T, EncodeError>;
 
-fn fail<T>(path: &str, what: &'static str) -> Result<T> {
+/// Where a value sits in the pod. Kept as borrowed links and written out only for an error,
+/// so encoding a pod formats no strings.
+#[derive(Clone, Copy)]
+enum Path<'a> {
+    Root(&'a str),
+    Field(&'a Path<'a>, &'a str),
+    Index(&'a Path<'a>, usize),
+    Key(&'a Path<'a>, &'a str),
+}
+
+impl Path<'_> {
+    fn render(&self) -> String {
+        match self {
+            Path::Root(name) => (*name).to_string(),
+            Path::Field(parent, name) => format!("{}.{name}", parent.render()),
+            Path::Index(parent, i) => format!("{}[{i}]", parent.render()),
+            Path::Key(parent, k) => format!("{}[{k}]", parent.render()),
+        }
+    }
+}
+
+fn fail<T>(path: &Path<'_>, what: &'static str) -> Result<T> {
     Err(EncodeError {
-        path: path.to_string(),
+        path: path.render(),
         what,
     })
 }
@@ -129,7 +150,12 @@ fn accepts(msg: &Message, json: &str) -> bool {
 type Entries<'a> = Vec<(&'a str, &'a Value)>;
 
 /// Writes the entries of a JSON object as the fields of `msg`.
-fn object(buf: &mut Vec<u8>, msg: &Message, entries: &[(&str, &Value)], path: &str) -> Result<()> {
+fn object(
+    buf: &mut Vec<u8>,
+    msg: &Message,
+    entries: &[(&str, &Value)],
+    path: &Path<'_>,
+) -> Result<()> {
     // Entries of inlined fields, by field, written as nested messages after the direct ones.
     let mut inlined: Vec<(&'static Field, usize, Entries<'_>)> = Vec::new();
     for &(name, value) in entries {
@@ -137,7 +163,7 @@ fn object(buf: &mut Vec<u8>, msg: &Message, entries: &[(&str, &Value)], path: &s
             continue;
         }
         if let Some(field) = direct(msg, name) {
-            field_value(buf, field, value, &format!("{path}.{name}"))?;
+            field_value(buf, field, value, &Path::Field(path, name))?;
             continue;
         }
         let owner = msg.fields.iter().find_map(|f| match f.kind {
@@ -145,7 +171,7 @@ fn object(buf: &mut Vec<u8>, msg: &Message, entries: &[(&str, &Value)], path: &s
             _ => None,
         });
         let Some((field, index)) = owner else {
-            return fail(&format!("{path}.{name}"), "field not known");
+            return fail(&Path::Field(path, name), "field not known");
         };
         match inlined.iter_mut().find(|(f, _, _)| std::ptr::eq(*f, field)) {
             Some((_, _, part)) => part.push((name, value)),
@@ -160,7 +186,7 @@ fn object(buf: &mut Vec<u8>, msg: &Message, entries: &[(&str, &Value)], path: &s
     Ok(())
 }
 
-fn field_value(buf: &mut Vec<u8>, field: &Field, value: &Value, path: &str) -> Result<()> {
+fn field_value(buf: &mut Vec<u8>, field: &Field, value: &Value, path: &Path<'_>) -> Result<()> {
     if let Kind::Map(inner) = field.kind {
         let Value::Object(map) = value else {
             return fail(path, "expected an object");
@@ -171,7 +197,7 @@ fn field_value(buf: &mut Vec<u8>, field: &Field, value: &Value, path: &str) -> R
             }
             put_message(buf, field.number, |entry| {
                 put_bytes(entry, 1, k.as_bytes());
-                single(entry, 2, inner, v, &format!("{path}[{k}]"))
+                single(entry, 2, inner, v, &Path::Key(path, k))
             })?;
         }
         return Ok(());
@@ -182,22 +208,22 @@ fn field_value(buf: &mut Vec<u8>, field: &Field, value: &Value, path: &str) -> R
         };
         for (i, item) in items.iter().enumerate() {
             if item.is_null() {
-                return fail(&format!("{path}[{i}]"), "null in a list");
+                return fail(&Path::Index(path, i), "null in a list");
             }
-            single(
-                buf,
-                field.number,
-                &field.kind,
-                item,
-                &format!("{path}[{i}]"),
-            )?;
+            single(buf, field.number, &field.kind, item, &Path::Index(path, i))?;
         }
         return Ok(());
     }
     single(buf, field.number, &field.kind, value, path)
 }
 
-fn single(buf: &mut Vec<u8>, number: u32, kind: &Kind, value: &Value, path: &str) -> Result<()> {
+fn single(
+    buf: &mut Vec<u8>,
+    number: u32,
+    kind: &Kind,
+    value: &Value,
+    path: &Path<'_>,
+) -> Result<()> {
     match kind {
         Kind::Str => match value {
             Value::String(s) => put_bytes(buf, number, s.as_bytes()),
@@ -254,19 +280,19 @@ fn single(buf: &mut Vec<u8>, number: u32, kind: &Kind, value: &Value, path: &str
 /// `runtime.Unknown` of type meta `v1`/`Pod` and the message).
 pub fn pod(value: &Value) -> Result<Vec<u8>> {
     let Value::Object(map) = value else {
-        return fail("pod", "expected an object");
+        return fail(&Path::Root("pod"), "expected an object");
     };
     let mut entries: Entries<'_> = Vec::with_capacity(map.len());
     for (k, v) in map {
         match (k.as_str(), v) {
             ("apiVersion", Value::String(s)) if s == "v1" => {}
             ("kind", Value::String(s)) if s == "Pod" => {}
-            ("apiVersion" | "kind", _) => return fail(k, "not a v1 Pod"),
+            ("apiVersion" | "kind", _) => return fail(&Path::Root(k), "not a v1 Pod"),
             _ => entries.push((k.as_str(), v)),
         }
     }
     let mut raw = Vec::with_capacity(1024);
-    object(&mut raw, &MESSAGES[POD], &entries, "pod")?;
+    object(&mut raw, &MESSAGES[POD], &entries, &Path::Root("pod"))?;
     let mut out = Vec::with_capacity(raw.len() + 32);
     out.extend_from_slice(super::MAGIC);
     put_message(&mut out, 1, |type_meta| {

@@ -32,12 +32,35 @@ struct Trap {
     gone: bool,
 }
 
+/// Requests counted per verb and path.
+type Counts = Mutex<HashMap<(Verb, String), usize>>;
+
+fn read(counts: &Counts, verb: Verb, path: &str) -> usize {
+    counts
+        .lock()
+        .get(&(verb, path.to_string()))
+        .copied()
+        .unwrap_or(0)
+}
+
+fn bump(counts: &Counts, verb: Verb, path: &str) {
+    *counts.lock().entry((verb, path.to_string())).or_default() += 1;
+}
+
+/// Whether the request's header `name` names protobuf.
+fn names_protobuf(req: &Request<Body>, name: http::header::HeaderName) -> bool {
+    req.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("protobuf"))
+}
+
 struct ProbeState {
-    counts: Mutex<HashMap<(Verb, String), usize>>,
+    counts: Counts,
     /// The same, for requests that asked for protobuf.
-    protobuf: Mutex<HashMap<(Verb, String), usize>>,
+    protobuf: Counts,
     /// The same, for requests whose body is protobuf.
-    protobuf_bodies: Mutex<HashMap<(Verb, String), usize>>,
+    protobuf_bodies: Counts,
     /// Server-side `timeoutSeconds` forced onto every watch, so watches end (and the
     /// informer re-watches) within seconds.
     watch_timeout: Mutex<Option<u32>>,
@@ -84,32 +107,17 @@ impl Probe {
 
     /// Requests of `verb` on exactly `path` (e.g. `/api/v1/pods`) so far.
     pub fn count(&self, verb: Verb, path: &str) -> usize {
-        self.state
-            .counts
-            .lock()
-            .get(&(verb, path.to_string()))
-            .copied()
-            .unwrap_or(0)
+        read(&self.state.counts, verb, path)
     }
 
     /// Requests of `verb` on exactly `path` that asked for protobuf.
     pub fn protobuf_count(&self, verb: Verb, path: &str) -> usize {
-        self.state
-            .protobuf
-            .lock()
-            .get(&(verb, path.to_string()))
-            .copied()
-            .unwrap_or(0)
+        read(&self.state.protobuf, verb, path)
     }
 
     /// Requests of `verb` on exactly `path` whose body was protobuf.
     pub fn protobuf_body_count(&self, verb: Verb, path: &str) -> usize {
-        self.state
-            .protobuf_bodies
-            .lock()
-            .get(&(verb, path.to_string()))
-            .copied()
-            .unwrap_or(0)
+        read(&self.state.protobuf_bodies, verb, path)
     }
 
     /// Makes every later watch request ask the server to end it after `seconds`.
@@ -153,37 +161,12 @@ impl Probe {
         } else {
             return Trap::default();
         };
-        *self
-            .state
-            .counts
-            .lock()
-            .entry((verb, path.clone()))
-            .or_default() += 1;
-        let accept = req
-            .headers()
-            .get(http::header::ACCEPT)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default();
-        if accept.contains("protobuf") {
-            *self
-                .state
-                .protobuf
-                .lock()
-                .entry((verb, path.clone()))
-                .or_default() += 1;
+        bump(&self.state.counts, verb, &path);
+        if names_protobuf(req, http::header::ACCEPT) {
+            bump(&self.state.protobuf, verb, &path);
         }
-        let body_type = req
-            .headers()
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default();
-        if body_type.contains("protobuf") {
-            *self
-                .state
-                .protobuf_bodies
-                .lock()
-                .entry((verb, path.clone()))
-                .or_default() += 1;
+        if names_protobuf(req, http::header::CONTENT_TYPE) {
+            bump(&self.state.protobuf_bodies, verb, &path);
         }
         if verb != Verb::Watch {
             return Trap::default();
