@@ -92,12 +92,44 @@ else
       -o "$OUT/etcd" go.etcd.io/etcd/server/v3 )
 fi
 
-# ---------- kwok (no replace directives: go install works) ----------
-if have kwok "${KWOK_VERSION#v}" --version; then
+# ---------- kwok, built from its module with one change ----------
+# kwok deletes a pod that shows a deletionTimestamp by name only. Its delete can come late
+# (queued behind other stages), and then removes a pod re-created under the same name in the
+# meantime (a StatefulSet's pod, a test's pod): the simulator replaced pods no manager asked to
+# replace. A kubelet deletes with the pod's UID as precondition; the built kwok does the same
+# (a late delete then fails with a conflict, which kwok does not retry). The marker file records
+# that the binary in $OUT has the change.
+KWOK_MARK=$OUT/kwok.uid-precondition
+if have kwok "${KWOK_VERSION#v}" --version && [ -f "$KWOK_MARK" ]; then
   log "kwok $KWOK_VERSION: cached"
 else
-  log "kwok $KWOK_VERSION: building"
-  GOBIN="$OUT" go install -trimpath -ldflags="-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  log "kwok $KWOK_VERSION: building (pod deletes with a UID precondition)"
+  kmod=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | json 'd["Dir"]')
+  K=$SRC/kwok-$KWOK_VERSION
+  rm -rf "$K"; cp -r "$kmod" "$K"; chmod -R u+w "$K"
+  python3 - "$K/pkg/kwok/controllers/pod_controller.go" <<'PY'
+import sys
+path = sys.argv[1]
+text = open(path).read()
+call = "Pods(pod.Namespace).Delete(ctx, pod.Name, deleteOpt)"
+if text.count(call) != 1:
+    sys.exit(f"kwok: expected one pod delete call in {path}, found {text.count(call)}")
+text = text.replace(call, "Pods(pod.Namespace).Delete(ctx, pod.Name, withUID(deleteOpt, pod.UID))")
+text += """
+// withUID: the delete options with the pod's UID as precondition (added by rkcm's e2e build).
+func withUID(opt metav1.DeleteOptions, uid types.UID) metav1.DeleteOptions {
+	opt.Preconditions = metav1.NewUIDPreconditions(string(uid))
+	return opt
+}
+"""
+if '"k8s.io/apimachinery/pkg/types"' not in text:
+    text = text.replace("import (\n", 'import (\n\t"k8s.io/apimachinery/pkg/types"\n', 1)
+open(path, "w").write(text)
+PY
+  # Built beside and moved in place: a plane may be running the old binary.
+  ( cd "$K" && go build -trimpath -ldflags="-s -w" -o "$OUT/kwok.new" ./cmd/kwok )
+  mv -f "$OUT/kwok.new" "$OUT/kwok"
+  touch "$KWOK_MARK"
 fi
 
 # ---------- helm ----------

@@ -47,12 +47,15 @@ async fn create_rs(
     Ok(api.create(&PostParams::default(), &rs).await?)
 }
 
+/// A pod without owner, never scheduled: kwok then never handles it. kwok deletes a pod that
+/// shows a deletionTimestamp by name, without a UID precondition, possibly after a delay; a pod
+/// re-created under the same name in that window would be deleted by that late delete.
 async fn create_orphan(pods: &Api<Pod>, name: &str, app: &str) -> anyhow::Result<Pod> {
-    let pod: Pod = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": app}},
-        "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}
-    }))?;
+    let ns = pods.namespace().unwrap_or_default().to_string();
+    let pod = rkcm_testkit::builders::pod(&ns, name)
+        .label("app", app)
+        .unschedulable()
+        .build();
     Ok(pods.create(&PostParams::default(), &pod).await?)
 }
 
