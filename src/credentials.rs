@@ -291,12 +291,13 @@ impl ControllerClientBuilder {
                 .map(|a| a.to_string())
                 .unwrap_or_default(),
         );
-        let builder = rkcm_runtime::client::client_builder(&self.anonymous).map_err(|e| {
-            CredentialsError::Client {
-                controller: controller.to_owned(),
-                reason: e.to_string(),
-            }
-        })?;
+        let builder =
+            kube::client::ClientBuilder::try_from(self.anonymous.clone()).map_err(|e| {
+                CredentialsError::Client {
+                    controller: controller.to_owned(),
+                    reason: e.to_string(),
+                }
+            })?;
         Ok(builder.with_layer(&rest.with_credential(token)).build())
     }
 }

@@ -34,14 +34,12 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::{HeaderValue, Request, Response, StatusCode, header};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
-use kube::client::{Body, ClientBuilder, ConfigExt, DynBody};
+use kube::client::{Body, ClientBuilder};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use parking_lot::Mutex;
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts};
 use tokio::time::Instant;
-use tower::{BoxError, Layer, Service, ServiceExt};
+use tower::{BoxError, Layer, Service};
 
 use crate::error::Error;
 use crate::flowcontrol::{RateLimiter, client_limiter};
@@ -169,160 +167,9 @@ pub fn make_client_limited(
         user_agent(client_name),
         host_label(&config.cluster_url),
     );
-    let builder = client_builder(&config)
+    let builder = ClientBuilder::try_from(config)
         .map_err(|err| Error::Config(format!("building API client {client_name}: {err}")))?;
     Ok(builder.with_layer(&layer).build())
-}
-
-// ---------------------------------------------------------------------------------------
-// Transport
-
-/// The service under every kube client rkcm builds (kube's `GenericService`).
-pub type ClientService = tower::util::BoxService<Request<Body>, Response<Box<DynBody>>, BoxError>;
-
-/// The connection pool behind a client: TLS by rustls, HTTP/2 when the server offers it.
-type Transport = hyper_util::client::legacy::Client<
-    hyper_timeout::TimeoutConnector<hyper_rustls::HttpsConnector<HttpConnector>>,
-    Body,
->;
-
-/// HTTP/2 health check, as client-go sets it on its transport (`ReadIdleTimeout` 30 s,
-/// `PingTimeout` 15 s): a connection whose peer stopped answering is noticed and replaced
-/// instead of holding every request and watch that shares it.
-const PING_INTERVAL: Duration = Duration::from_secs(30);
-const PING_TIMEOUT: Duration = Duration::from_secs(15);
-
-/// What decides the connection: clients whose configs have equal keys, built on the same
-/// tokio runtime, share one transport.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct TransportKey {
-    runtime: tokio::runtime::Id,
-    url: String,
-    roots: Option<Vec<Vec<u8>>>,
-    root_file: Option<PathBuf>,
-    insecure: bool,
-    server_name: Option<String>,
-    // The certificate names the key pair, so the key itself is not part of the key.
-    cert: Option<String>,
-    cert_file: Option<String>,
-    key_file: Option<String>,
-    timeouts: [Option<Duration>; 3],
-}
-
-impl TransportKey {
-    /// `None` when the config's connection cannot be shared the simple way: a proxy (kube
-    /// builds its tunnel), an exec plugin (its client certificate may rotate), or no tokio
-    /// runtime to tie the connections to.
-    fn of(config: &kube::Config) -> Option<Self> {
-        if config.proxy_url.is_some() || config.auth_info.exec.is_some() {
-            return None;
-        }
-        let runtime = tokio::runtime::Handle::try_current().ok()?.id();
-        let auth = &config.auth_info;
-        Some(Self {
-            runtime,
-            url: config.cluster_url.to_string(),
-            roots: config.root_cert.clone(),
-            root_file: config.root_cert_file.clone(),
-            insecure: config.accept_invalid_certs,
-            server_name: config.tls_server_name.clone(),
-            cert: auth.client_certificate_data.clone(),
-            cert_file: auth.client_certificate.clone(),
-            key_file: auth.client_key.clone(),
-            timeouts: [
-                config.connect_timeout,
-                config.read_timeout,
-                config.write_timeout,
-            ],
-        })
-    }
-}
-
-fn transports() -> &'static Mutex<Vec<(TransportKey, Transport)>> {
-    static TRANSPORTS: OnceLock<Mutex<Vec<(TransportKey, Transport)>>> = OnceLock::new();
-    TRANSPORTS.get_or_init(|| Mutex::new(Vec::new()))
-}
-
-/// A new transport for `config`: its TLS identity and roots (kube's rustls config), ALPN
-/// offering `h2` then `http/1.1`, kube's connect/read/write timeouts, HTTP/2 pings.
-fn new_transport(config: &kube::Config) -> Result<Transport, BoxError> {
-    let tls = config.rustls_client_config()?;
-    let builder = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls)
-        .https_or_http();
-    let builder = match &config.tls_server_name {
-        Some(name) => {
-            let name = rustls_pki_name(name)?;
-            builder.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name))
-        }
-        None => builder,
-    };
-    let mut http = HttpConnector::new();
-    http.enforce_http(false);
-    let https = builder.enable_all_versions().wrap_connector(http);
-    let mut connector = hyper_timeout::TimeoutConnector::new(https);
-    connector.set_connect_timeout(config.connect_timeout);
-    connector.set_read_timeout(config.read_timeout);
-    connector.set_write_timeout(config.write_timeout);
-    connector.set_reset_reader_on_write(config.reset_reader_on_write);
-    Ok(
-        hyper_util::client::legacy::Builder::new(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .pool_timer(TokioTimer::new())
-            .http2_keep_alive_interval(PING_INTERVAL)
-            .http2_keep_alive_timeout(PING_TIMEOUT)
-            .http2_keep_alive_while_idle(true)
-            .http2_adaptive_window(true)
-            .build(connector),
-    )
-}
-
-fn rustls_pki_name(name: &str) -> Result<rustls::pki_types::ServerName<'static>, BoxError> {
-    Ok(rustls::pki_types::ServerName::try_from(name.to_owned())?)
-}
-
-/// The transport for `config`: the one already built for an equal config on this runtime,
-/// or a new one (kept for the next).
-fn shared_transport(config: &kube::Config, key: TransportKey) -> Result<Transport, BoxError> {
-    let mut cache = transports().lock();
-    if let Some((_, transport)) = cache.iter().find(|(k, _)| *k == key) {
-        return Ok(transport.clone());
-    }
-    let transport = new_transport(config)?;
-    cache.push((key, transport.clone()));
-    Ok(transport)
-}
-
-/// A kube client builder for `config` whose clients share their connections: kube's own
-/// builder opens HTTP/1.1 connections only, one per request in flight, and a pool per client,
-/// so a busy manager held dozens of connections to the API server (one TLS handshake each)
-/// where upstream holds one. Here every client of the same config and runtime sends its
-/// requests, watches included, over one HTTP/2 connection when the server offers HTTP/2
-/// (over HTTP/1.1 connections from one shared pool otherwise), as client-go does. The stack
-/// is kube's (base URI, authentication, extra headers) without its retry layer: rkcm's
-/// [`RestClientLayer`] retries. A config with a proxy or an exec plugin gets kube's builder.
-pub fn client_builder(config: &kube::Config) -> Result<ClientBuilder<ClientService>, BoxError> {
-    let Some(key) = TransportKey::of(config) else {
-        let mut config = config.clone();
-        config.default_retry = false;
-        return Ok(ClientBuilder::try_from(config)?);
-    };
-    let transport = shared_transport(config, key)?;
-    let service = tower::ServiceBuilder::new()
-        .layer(config.base_uri_layer())
-        .option_layer(config.auth_layer()?)
-        .layer(config.extra_headers_layer()?)
-        .map_err(BoxError::from)
-        .service(transport)
-        .map_response(|response: Response<hyper::body::Incoming>| {
-            response.map(|body| {
-                Box::new(http_body_util::BodyExt::map_err(body, BoxError::from)) as Box<DynBody>
-            })
-        });
-    Ok(ClientBuilder::new(
-        tower::util::BoxService::new(service),
-        config.default_namespace.clone(),
-    ))
 }
 
 /// `rkcm/<version> (<os>/<arch>) <client-name>`, with Go's os/arch spelling so tooling that
@@ -717,6 +564,7 @@ fn clone_request(req: &Request<Body>) -> Option<Request<Body>> {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use tower::ServiceExt as _;
 
     #[test]
     fn watch_detection() {
@@ -983,146 +831,5 @@ mod tests {
         .expect("tls kubeconfig");
         assert_eq!(cfg.cluster_url.scheme_str(), Some("https"));
         std::fs::remove_dir_all(&dir).ok();
-    }
-
-    /// What a local TLS server saw: connections accepted, and each request's HTTP version.
-    #[derive(Default)]
-    struct Served {
-        connections: AtomicUsize,
-        versions: Mutex<Vec<http::Version>>,
-    }
-
-    /// A TLS server on loopback offering `alpn` (a stand-in for the API server), its CA
-    /// certificate (DER) and what it saw. Every answer is `{}` after a short wait, so requests
-    /// sent together are in flight together.
-    async fn tls_server(alpn: &[&[u8]]) -> (std::net::SocketAddr, Vec<u8>, Arc<Served>) {
-        let key = rcgen::KeyPair::generate().expect("key");
-        let params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).expect("params");
-        let cert = params.self_signed(&key).expect("cert");
-        let der = cert.der().to_vec();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut tls = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .expect("versions")
-            .with_no_client_auth()
-            .with_single_cert(
-                vec![cert.der().clone()],
-                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-            )
-            .expect("server config");
-        tls.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let served = Arc::new(Served::default());
-        let seen = served.clone();
-        tokio::spawn(async move {
-            while let Ok((tcp, _)) = listener.accept().await {
-                seen.connections.fetch_add(1, Ordering::SeqCst);
-                let acceptor = acceptor.clone();
-                let seen = seen.clone();
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let service =
-                        hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-                            seen.versions.lock().push(req.version());
-                            async move {
-                                tokio::time::sleep(Duration::from_millis(50)).await;
-                                Ok::<_, std::convert::Infallible>(Response::new(
-                                    http_body_util::Full::new(bytes::Bytes::from_static(b"{}")),
-                                ))
-                            }
-                        });
-                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-                        .await;
-                });
-            }
-        });
-        (addr, der, served)
-    }
-
-    fn config_for(addr: std::net::SocketAddr, ca: &[u8]) -> kube::Config {
-        let mut config = kube::Config::new(format!("https://{addr}").parse().expect("url"));
-        config.root_cert = Some(vec![ca.to_vec()]);
-        config
-    }
-
-    /// Sends `n` requests at once through each client and waits for all answers.
-    async fn send_together(clients: &[kube::Client], n: usize) {
-        let mut calls = Vec::new();
-        for client in clients {
-            for _ in 0..n {
-                let client = client.clone();
-                calls.push(async move {
-                    let req = Request::get("/version").body(Vec::new()).expect("request");
-                    client.request_text(req).await
-                });
-            }
-        }
-        for answer in futures::future::join_all(calls).await {
-            assert_eq!(answer.expect("answered"), "{}");
-        }
-    }
-
-    #[tokio::test]
-    async fn clients_of_one_config_share_one_http2_connection() {
-        let (addr, ca, served) = tls_server(&[b"h2", b"http/1.1"]).await;
-        let config = config_for(addr, &ca);
-        let opts = ClientOptions {
-            qps: -1.0,
-            ..ClientOptions::default()
-        };
-        let clients = [
-            make_client(&config, &opts, "replicaset-controller").expect("client"),
-            make_client(&config, &opts, "shared-informers").expect("client"),
-            make_client(&config, &opts, "leader-election").expect("client"),
-        ];
-        // The first request finds no connection and opens one; the server's answer to ALPN
-        // says HTTP/2. (Requests sent together before any connection exists each open one:
-        // the pool learns the protocol only from the first handshake, keeps that connection and
-        // drops the others. A manager's first request is the version check, alone.)
-        send_together(&clients[..1], 1).await;
-        send_together(&clients, 8).await;
-        send_together(&clients, 8).await;
-        let versions = served.versions.lock().clone();
-        assert_eq!(versions.len(), 49);
-        assert!(
-            versions.iter().all(|v| *v == http::Version::HTTP_2),
-            "every request over HTTP/2: {versions:?}"
-        );
-        assert_eq!(
-            served.connections.load(Ordering::SeqCst),
-            1,
-            "three clients, 24 requests in flight at once, one connection"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_server_without_http2_is_reached_over_pooled_http1_connections() {
-        let (addr, ca, served) = tls_server(&[b"http/1.1"]).await;
-        let config = config_for(addr, &ca);
-        let opts = ClientOptions {
-            qps: -1.0,
-            ..ClientOptions::default()
-        };
-        let clients = [
-            make_client(&config, &opts, "job-controller").expect("client"),
-            make_client(&config, &opts, "cronjob-controller").expect("client"),
-        ];
-        send_together(&clients, 4).await;
-        send_together(&clients, 4).await;
-        let versions = served.versions.lock().clone();
-        assert_eq!(versions.len(), 16);
-        assert!(versions.iter().all(|v| *v == http::Version::HTTP_11));
-        let connections = served.connections.load(Ordering::SeqCst);
-        assert!(
-            (2..=8).contains(&connections),
-            "one per request in flight, reused for the second round and across clients: {connections}"
-        );
     }
 }
