@@ -3,6 +3,7 @@
 
 use anyhow::Result;
 use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use rkcm_testkit::{holds_for, wait_for};
 use serde_json::json;
@@ -64,14 +65,8 @@ pub async fn terminated_pod_is_replaced(
     // still carry its Ready condition: wait for the delete first, or it counts as the node's
     // one ready pod.
     wait_for("the terminated pod to be deleted", WITHIN, || async {
-        let pods = env.all_pods("ds").await?;
-        Ok(pods
-            .iter()
-            .all(|p| {
-                p.metadata.name.as_deref() != Some(victim.as_str())
-                    || p.metadata.deletion_timestamp.is_some()
-            })
-            .then_some(()))
+        let live = env.live_pods("ds").await?;
+        Ok((!live.iter().any(|p| p.name_any() == victim)).then_some(()))
     })
     .await?;
     let replaced = env.wait_one_per_node("ds", &[a.name()], None).await?;
