@@ -72,6 +72,9 @@
 #                                  before/after comparison of two commits on one plane)
 #   BENCH_COMMIT=...               the commit results are stamped with (default: the tree's);
 #                                  with BENCH_RKCM_BIN, name the one the binary was built from
+#   BENCH_LOCK=/tmp/rkcm-bench.lock   the machine-wide bench lock (`make chaos` takes it too),
+#                                  held from the plane's start to the report: timings of two
+#                                  benches at once mean nothing. BENCH_LOCK= runs without it.
 # Manager logs and per-scenario results: $BENCH_WORK (default $TMPDIR/rkcm-bench-work-$UID).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -189,10 +192,19 @@ elif step "build rkcm (release)" && ! cargo build --release -p rkcm; then
   rkcm_flags=(--rkcm-not-built "cargo build --release -p rkcm failed at this commit")
 fi
 
+LOCK=${BENCH_LOCK-/tmp/rkcm-bench.lock}
+if [ -n "$LOCK" ]; then
+  step "waiting for the bench lock $LOCK"
+  exec 9>"$LOCK"
+  flock 9
+fi
+
 step "benchmark plane in $DIR (AUDIT=1, KCM=0, NODES=$NODES, KWOK_POD_WORKERS=$KWOK_POD_WORKERS)"
+# 9>&-: the plane's processes (they outlive this script with BENCH_KEEP_PLANE=1) and the
+# managers the bench starts must not inherit the lock's descriptor.
 plane() {
   RKCM_CLUSTER_DIR=$DIR AUDIT=1 KCM=0 NODES=$NODES KWOK_POD_WORKERS=$KWOK_POD_WORKERS \
-    bash "$here/cluster.sh" "$@"
+    bash "$here/cluster.sh" "$@" 9>&-
 }
 started=0
 if plane env >/dev/null 2>&1 && (. "$DIR/env.sh"; kubectl get --raw /readyz >/dev/null 2>&1); then
@@ -284,7 +296,7 @@ for s in ${SCENARIOS//,/ }; do
         --baseline "$RESULTS/idle-empty.json") ;;
   esac
   rc=0
-  "$BENCH" "${args[@]}" --timeout "$timeout" --out "$WORK/$s.json" "${common[@]}" || rc=$?
+  "$BENCH" "${args[@]}" --timeout "$timeout" --out "$WORK/$s.json" "${common[@]}" 9>&- || rc=$?
   case "$rc" in
     0) ;;
     3) failed=1; warn "scenario $s: some runs failed (see the report)" ;;
