@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the pinned upstream binaries (etcd, kube-apiserver, kube-scheduler,
-# kube-controller-manager, kubectl, kwok, helm) from Go modules into a cache under $HOME.
+# kube-controller-manager, kubelet, kubectl, kwok, helm) from Go modules into a cache under $HOME.
 # Prints the binary directory on the last line of stdout. Re-runs are cheap: a finished
 # build is detected by version checks, and the Go build cache makes rebuilds fast.
 set -euo pipefail
@@ -30,17 +30,17 @@ mkdir -p "$OUT" "$SRC"
 start=$(date +%s)
 
 # ---------- Kubernetes: wrapper module requiring k8s.io/kubernetes, every staging repo replaced ----------
-k8s_ok=1
-for b in kube-apiserver kube-controller-manager kube-scheduler; do
-  have "$b" "Kubernetes $K8S_VERSION" --version || k8s_ok=0
-done
-have kubectl "$K8S_VERSION" version --client || k8s_ok=0
-if [ "$k8s_ok" = 1 ]; then
-  log "kubernetes $K8S_VERSION: cached"
-else
+K8S_TOOLS="kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet"
+W=$SRC/k8s-$K8S_VERSION
+k8s_module_ready=0
+# k8s_module: the wrapper module in $W (its go.mod lists every command as a tool) and the
+# version flags in $vf; done once per run, only when something has to be compiled.
+k8s_module() {
+  [ "$k8s_module_ready" = 1 ] && return 0
+  local minor staging dl err kk_gomod commit build_date kk go_line godebugs mods p c
   minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
   staging=v0.${K8S_VERSION#v1.}
-  W=$SRC/k8s-$K8S_VERSION; mkdir -p "$W"
+  mkdir -p "$W"
   log "kubernetes $K8S_VERSION: resolving modules (first time: downloads ~1-2 GB)"
   dl=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION") || true
   err=$(echo "$dl" | json 'd.get("Error","")')
@@ -59,22 +59,32 @@ else
     for g in $godebugs; do go mod edit -godebug="$g"; done
     go mod edit -require="k8s.io/kubernetes@$K8S_VERSION"
     for m in $mods; do go mod edit -replace="$m=$m@$staging"; done
-    for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
-      go mod edit -tool="k8s.io/kubernetes/cmd/$c"; done
-    go mod tidy )
+    for c in $K8S_TOOLS; do go mod edit -tool="k8s.io/kubernetes/cmd/$c"; done
+    go mod tidy ) || die "preparing the Kubernetes wrapper module in $W failed"
   vf=""
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     vf+=" -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
     vf+=" -X $p.gitTreeState=clean -X $p.buildDate=$build_date"
     [ -n "$commit" ] && vf+=" -X $p.gitCommit=$commit"
   done
-  for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
-    log "kubernetes $K8S_VERSION: compiling $c (cold: several minutes each)"
-    t0=$(date +%s)
-    ( cd "$W" && go build -trimpath -tags=selinux,notest -ldflags="-s -w$vf" -o "$OUT/$c" "k8s.io/kubernetes/cmd/$c" )
-    log "kubernetes $K8S_VERSION: $c done in $(( $(date +%s) - t0 ))s"
-  done
-fi
+  k8s_module_ready=1
+}
+
+k8s_build() { # k8s_build COMMAND
+  k8s_module
+  log "kubernetes $K8S_VERSION: compiling $1 (cold: several minutes)"
+  local t0; t0=$(date +%s)
+  ( cd "$W" && go build -trimpath -tags=selinux,notest -ldflags="-s -w$vf" -o "$OUT/$1.new" "k8s.io/kubernetes/cmd/$1" ) ||
+    die "compiling $1 failed"
+  # Moved in place: a running plane may be using the old binary.
+  mv -f "$OUT/$1.new" "$OUT/$1"
+  log "kubernetes $K8S_VERSION: $1 done in $(( $(date +%s) - t0 ))s"
+}
+
+for c in kube-apiserver kube-controller-manager kube-scheduler kubelet; do
+  if have "$c" "Kubernetes $K8S_VERSION" --version; then log "$c $K8S_VERSION: cached"; else k8s_build "$c"; fi
+done
+if have kubectl "$K8S_VERSION" version --client; then log "kubectl $K8S_VERSION: cached"; else k8s_build kubectl; fi
 
 # ---------- etcd: own wrapper module (its server module has replace directives) ----------
 if have etcd "etcd Version: ${ETCD_VERSION#v}" --version; then
@@ -161,7 +171,7 @@ if [ ! -s "$OUT/kwok-stages.yaml" ]; then
   mv "$OUT/kwok-stages.yaml.tmp" "$OUT/kwok-stages.yaml"
 fi
 
-for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm; do
+for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kwok helm; do
   [ -x "$OUT/$b" ] || die "$b missing in $OUT after build"
 done
 log "all binaries ready in $(( $(date +%s) - start ))s"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The local control plane: etcd, kube-apiserver, kube-scheduler, kwok (simulated kubelets)
-# and upstream kube-controller-manager, as plain processes on loopback.
+# and upstream kube-controller-manager, as plain processes on loopback; with REAL_NODES=N
+# also N real nodes (kubelets with containerd running real containers, e2e/real-nodes.sh).
 #
 #   e2e/cluster.sh up       start (idempotent: a healthy running plane is left as it is)
 #   e2e/cluster.sh down     stop the processes this script started (pid files) and remove state
@@ -12,6 +13,10 @@
 #
 # Settings (environment):
 #   NODES=3                 simulated nodes (kwok-node-0 ...); NODES=1000 works
+#   REAL_NODES=0            real nodes (real-node-0 ...; root only): kubelets with their own
+#                           containerd, labelled type=real and tainted
+#                           rkcm.test/real-node=true:NoSchedule (see e2e/real-nodes.sh); on a
+#                           running plane with fewer, the missing ones are added
 #   KCM_CONTROLLERS=...     --controllers for upstream kube-controller-manager (default below)
 #   KCM=0                   do not start upstream kube-controller-manager at all
 #   RKCM_CLUSTER_DIR=...    state, logs and kubeconfig (default: $TMPDIR/rkcm-cluster-$UID)
@@ -81,7 +86,25 @@ kc() { "$BIN/kubectl" --kubeconfig "$RUN/kubeconfig" "$@"; }
 healthy() {
   [ -f "$RUN/env.sh" ] && alive etcd && alive kube-apiserver && alive kube-scheduler && alive kwok &&
     { [ ! -f "$RUN/pids/kube-controller-manager.pid" ] || alive kube-controller-manager; } &&
-    BIN=$(. "$RUN/env.sh"; echo "$RKCM_E2E_BIN") && kc get --raw /readyz >/dev/null 2>&1
+    BIN=$(. "$RUN/env.sh"; echo "$RKCM_E2E_BIN") && kc get --raw /readyz >/dev/null 2>&1 &&
+    real_nodes_alive
+}
+
+real_nodes_alive() { # every real node started has its containerd and kubelet running
+  local f
+  for f in "$RUN"/pids/real-node-*.pid; do
+    [ -e "$f" ] || continue
+    kill -0 "$(cat "$f")" 2>/dev/null || return 1
+  done
+}
+
+real_count() { cat "$RUN/real/count" 2>/dev/null || echo 0; }
+
+start_real_nodes() { # adds real nodes up to REAL_NODES and records the count in env.sh
+  [ "${REAL_NODES:-0}" -gt "$(real_count)" ] || return 0
+  bash "$here/real-nodes.sh" up "$REAL_NODES"
+  sed -i '/^export RKCM_REAL_NODES=/d' "$RUN/env.sh"
+  echo "export RKCM_REAL_NODES=$REAL_NODES" >>"$RUN/env.sh"
 }
 
 make_pki() {
@@ -103,6 +126,11 @@ make_pki() {
       -keyout admin.key -out admin.csr 2>/dev/null
     openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
       -extfile client.ext -out admin.crt 2>/dev/null
+    # The API server's client certificate for kubelets (logs, exec, port-forward).
+    openssl req -newkey rsa:2048 -nodes -subj "/O=system:masters/CN=kube-apiserver-kubelet-client" \
+      -keyout kubelet-client.key -out kubelet-client.csr 2>/dev/null
+    openssl x509 -req -in kubelet-client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
+      -extfile client.ext -out kubelet-client.crt 2>/dev/null
     for u in rkcm kcm; do
       openssl req -newkey rsa:2048 -nodes -subj "/O=system:masters/CN=$u" \
         -keyout "$u.key" -out "$u.csr" 2>/dev/null
@@ -164,6 +192,8 @@ EOF
 cmd_up() {
   if healthy; then
     log "already running ($RUN); leaving it as it is"
+    [[ ${REAL_NODES:-0} =~ ^[0-9]+$ ]] || die "REAL_NODES must be a number"
+    start_real_nodes
     cmd_env_hint
     return 0
   fi
@@ -172,9 +202,11 @@ cmd_up() {
     cmd_down
   fi
   command -v openssl >/dev/null || die "openssl is needed to create certificates"
+  [[ ${REAL_NODES:-0} =~ ^[0-9]+$ ]] || die "REAL_NODES must be a number"
   local t0; t0=$(date +%s)
   BIN=$("$here/build.sh" | tail -1)
   [ -d "$BIN" ] || die "build did not produce a binary directory"
+  if [ -d "$RUN/real" ]; then bash "$here/real-nodes.sh" down || die "removing old real nodes in $RUN failed"; fi
   rm -rf "$RUN"; mkdir -p "$RUN/logs" "$RUN/pids" "$RUN/etcd"
   make_pki
 
@@ -217,6 +249,9 @@ cmd_up() {
     --authorization-mode=Node,RBAC \
     --allow-privileged=true \
     --watch-cache-sizes=podtemplates#0 \
+    --kubelet-preferred-address-types=InternalIP,Hostname \
+    --kubelet-client-certificate="$RUN/pki/kubelet-client.crt" --kubelet-client-key="$RUN/pki/kubelet-client.key" \
+    --kubelet-certificate-authority="$RUN/pki/ca.crt" \
     --disable-admission-plugins=TaintNodesByCondition "${audit[@]}"
   wait_until "kube-apiserver ready" 90 "$BIN/kubectl" --kubeconfig "$RUN/kubeconfig" get --raw /readyz ||
     { check_started kube-apiserver; die "kube-apiserver not ready after 90 s; log: $RUN/logs/kube-apiserver.log"; }
@@ -252,6 +287,7 @@ export RKCM_TEST_ETCD_ENDPOINT=http://127.0.0.1:$EP
 export RKCM_E2E_BIN=$BIN
 export RKCM_CLUSTER_DIR=$RUN
 export PATH=$BIN:\$PATH
+export RKCM_REAL_NODES=0
 EOF
 
   local n=0 batch=500
@@ -271,6 +307,7 @@ EOF
     wait_until "default ServiceAccount" 60 kc -n default get serviceaccount default ||
       die "no default ServiceAccount; log: $RUN/logs/kube-controller-manager.log"
   fi
+  start_real_nodes
   log "control plane up in $(( $(date +%s) - t0 ))s"
   cmd_env_hint
 }
@@ -294,6 +331,11 @@ EOF
 cmd_down() {
   local name pid
   [ -d "$RUN/pids" ] || { log "nothing to stop in $RUN"; return 0; }
+  # Real nodes first (their kubelets talk to the API server), and they hold mounts under
+  # $RUN that must be gone before it is removed.
+  if [ -d "$RUN/real" ]; then
+    bash "$here/real-nodes.sh" down || die "stopping the real nodes failed; $RUN kept"
+  fi
   # reverse start order: clients first, etcd last
   for name in kwok kube-controller-manager kube-scheduler kube-apiserver etcd; do
     [ -f "$RUN/pids/$name.pid" ] || continue
@@ -320,6 +362,7 @@ cmd_status() {
     if alive "$name"; then echo "$name: running (pid $(cat "$RUN/pids/$name.pid"))"
     else echo "$name: not running"; fi
   done
+  [ ! -d "$RUN/real" ] || bash "$here/real-nodes.sh" status
 }
 
 stop_one() { # stop_one NAME: SIGTERM, SIGKILL after 15 s

@@ -2,6 +2,7 @@
 # `make run`: build rkcm, bring up the local control plane (upstream kube-controller-manager
 # there runs everything except rkcm's controllers), and run rkcm against it in the foreground.
 # Extra rkcm flags: make run ARGS="--controllers=podgc -v=2"
+# Real nodes (kubelets running real containers; root only): make run REAL_NODES=1
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$here/.."
@@ -22,6 +23,17 @@ printf '%s\n' "" \
   "  curl -sk --cert $RKCM_CLUSTER_DIR/pki/admin.crt --key $RKCM_CLUSTER_DIR/pki/admin.key \\" \
   "    https://127.0.0.1:$port/metrics | grep -E '^(workqueue|pod_gc|leader)'" \
   "  make cluster-down                                 # when done" "" >&2
+if [ "${REAL_NODES:-0}" -gt 0 ]; then
+  printf '%s\n' \
+    "==> real nodes: $(kubectl get nodes -l type=real -o name | tr '\n' ' ')" \
+    "  kubectl apply -f e2e/examples/real-web.yaml        # two httpd pods on the real nodes" \
+    "  kubectl rollout status deployment/real-web" \
+    "  kubectl get pods -l app=real-web -o wide" \
+    "  kubectl logs deployment/real-web                   # the container's output, from its kubelet" \
+    "  kubectl exec -it deployment/real-web -- sh          # a shell in the container (busybox nc, httpd, ...)" \
+    "  kubectl set image deployment/real-web web=httpd:latest   # a rolling update rkcm drives" \
+    "" >&2
+fi
 # shellcheck disable=SC2086
 # /metrics needs an authorized identity, as upstream: the plane's admin certificate (group
 # system:masters) is accepted through --client-ca-file; tokens are reviewed through the

@@ -30,6 +30,8 @@ mod leader;
 mod packaging;
 #[path = "rkcm/quiet.rs"]
 mod quiet;
+#[path = "rkcm/real_nodes.rs"]
+mod real_nodes;
 #[path = "rkcm/rollout.rs"]
 mod rollout;
 #[path = "rkcm/rollout_daemonset.rs"]

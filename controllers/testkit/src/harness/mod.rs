@@ -9,6 +9,9 @@
 //!   started, stopped (checking they end cleanly), stopped when dropped.
 //! - [`Manager`]: a controller-manager process (the rkcm binary or upstream's) confined to
 //!   the test namespace by a [`ScopedProxy`](crate::ScopedProxy).
+//! - [`RealNodes`]: the real nodes (kubelets with containerd) of the local plane: placing
+//!   pods there ([`on_real_nodes`]), asking a node's containerd whether a container runs,
+//!   freezing a kubelet to cut its node off.
 //! - [`OffsetClock`]: a controller clock running at real speed from an instant the test sets.
 //! - [`History`]: every version of every object of one kind from a watch, for "never" and
 //!   "before" claims; [`Readier`]: plays the kubelet for pods as they appear.
@@ -40,6 +43,7 @@ mod controllers;
 mod history;
 mod job_pods;
 mod manager;
+mod real_nodes;
 
 pub use clock::OffsetClock;
 pub use controllers::Controllers;
@@ -49,6 +53,10 @@ pub use job_pods::{
     job_controlled, terminated_status,
 };
 pub use manager::{E2E_BIN_ENV, Manager, ManagerKind, RKCM_BIN_ENV, e2e_bin, rkcm_binary};
+pub use real_nodes::{
+    FrozenKubelet, OUT_OF_SERVICE, REAL_NODE_LABEL, REAL_NODE_TAINT, RealNodes, SKIP_ENV,
+    kwok_or_real_affinity, on_real_nodes, running_container,
+};
 
 /// The finalizer tests put on objects to observe them terminating; [`Env::finish`]
 /// removes it (and any other finalizer) before the namespace goes.
