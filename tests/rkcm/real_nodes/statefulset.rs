@@ -115,9 +115,11 @@ async fn out_of_service(t: &Tier<impl Sized>) -> anyhow::Result<()> {
         .delete("db-0", &DeleteParams::default())
         .await
         .context("deleting db-0")?;
+    // Longer than one PodGC period (20 s): a sweep sees the pod terminating on a node that
+    // is not Ready but not out of service, and must leave it.
     holds_for(
         "db-0 stays the old, terminating pod while its container runs on the cut-off node",
-        Duration::from_secs(10),
+        Duration::from_secs(25),
         || async {
             let p: Option<Pod> = env.get_opt("db-0").await?;
             let same =
@@ -174,10 +176,11 @@ async fn node_deleted(t: &Tier<impl Sized>) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("deleting node {node}"))?;
     let result = async {
-        // Quarantine: the pod of a node that is gone stays for 40 s.
+        // Quarantine: PodGC deletes the pod of a node that is gone no earlier than 40 s
+        // after a sweep first saw the node missing, which is after the node was deleted.
         holds_for(
-            "the orphaned db-0 stays through the start of its quarantine",
-            Duration::from_secs(20),
+            "the orphaned db-0 stays through its quarantine",
+            Duration::from_secs(38),
             || async {
                 let p: Option<Pod> = env.get_opt("db-0").await?;
                 Ok(p.is_some_and(|p| uid(&p) == old_uid))
