@@ -2,13 +2,17 @@
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/rkcm/target
 CARGO ?= cargo
 
-.PHONY: build release test lint unit run bench chaos cluster-up cluster-down cluster-env cluster-status e2e-bins deploy-manifests
+.PHONY: build release image test lint unit run bench chaos cluster-up cluster-down cluster-env cluster-status e2e-bins deploy-manifests
 
 build:
 	$(CARGO) build --workspace
 
 release:
 	$(CARGO) build --release -p rkcm
+
+# The container image as an OCI image archive, without a container engine (e2e/image.sh).
+image:
+	bash e2e/image.sh
 
 # Brings the local control plane up if none runs (and down again afterwards), then runs
 # lint, unit tests and every test marked as needing the apiserver.

@@ -14,14 +14,15 @@ The spec is JSON:
         {"path": "/bin/busybox", "src": "/usr/bin/busybox", "mode": 493},
         {"path": "/bin/sh", "symlink": "busybox"},
         {"path": "/tmp", "dir": true, "mode": 1023},
+        {"path": "/home/nonroot", "dir": true, "mode": 448, "uid": 65532, "gid": 65532},
         {"path": "/etc/passwd", "content": "root:x:0:0:root:/root:/bin/sh\\n"},
         {"path": "/usr/share/zoneinfo", "tree": "/usr/share/zoneinfo"}
       ],
       "created": "1970-01-01T00:00:00Z"
     }
 
-The archive is reproducible: entries sorted, owned by root, every time stamp 0, gzip
-without a name or time. A "src" file keeps its bytes; its mode is the spec's, else the
+The archive is reproducible: entries sorted, owned by root unless an entry gives "uid" and
+"gid", every time stamp 0, gzip without a name or time. A "src" file keeps its bytes; its mode is the spec's, else the
 source's. A "tree" copies a directory with its files, directories and symbolic links.
 Parent directories are added as needed (mode 0755).
 """
@@ -55,14 +56,14 @@ class Layer:
         for i in range(1, len(parts) + 1):
             parent = "/".join(parts[:i])
             if parent not in self.entries:
-                self.entries[parent] = ("dir", 0o755, None)
+                self.entries[parent] = ("dir", 0o755, None, (0, 0))
 
-    def add(self, path, kind, mode, data):
+    def add(self, path, kind, mode, data, owner=(0, 0)):
         path = path.strip("/")
         if not path:
             fail("an entry needs a path below /")
         self._parents(path)
-        self.entries[path] = (kind, mode, data)
+        self.entries[path] = (kind, mode, data, owner)
 
     def add_tree(self, dest, src):
         if not os.path.isdir(src):
@@ -88,11 +89,11 @@ class Layer:
         raw = io.BytesIO()
         with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
             for path in sorted(self.entries):
-                kind, mode, data = self.entries[path]
+                kind, mode, data, (uid, gid) = self.entries[path]
                 info = tarfile.TarInfo(path)
                 info.mode = mode
-                info.uid = info.gid = 0
-                info.uname = info.gname = "root"
+                info.uid, info.gid = uid, gid
+                info.uname = info.gname = "root" if (uid, gid) == (0, 0) else ""
                 info.mtime = 0
                 if kind == "dir":
                     info.type = tarfile.DIRTYPE
@@ -106,7 +107,7 @@ class Layer:
                     tar.addfile(info, io.BytesIO(data))
         diff_id = "sha256:" + hashlib.sha256(raw.getvalue()).hexdigest()
         out = io.BytesIO()
-        with gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0) as gz:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0, compresslevel=6) as gz:
             gz.write(raw.getvalue())
         return out.getvalue(), diff_id
 
@@ -128,7 +129,8 @@ def layer_from(spec):
         elif "symlink" in entry:
             layer.add(path, "symlink", 0o777, entry["symlink"])
         elif entry.get("dir"):
-            layer.add(path, "dir", entry.get("mode", 0o755), None)
+            owner = (entry.get("uid", 0), entry.get("gid", 0))
+            layer.add(path, "dir", entry.get("mode", 0o755), None, owner)
         elif "tree" in entry:
             layer.add_tree(path, entry["tree"])
         else:

@@ -20,6 +20,9 @@ step "lint: cargo fmt --check, cargo clippy -D warnings"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 
+# The real-node tier's image holds the dev-profile binary built here (e2e/image.sh).
+export RKCM_IMAGE_PROFILE=${RKCM_IMAGE_PROFILE:-dev}
+
 step "build tests and the rkcm binary (black-box tests run it)"
 cargo test --workspace --no-run
 cargo build -p rkcm
@@ -47,6 +50,11 @@ if [ -z "${RKCM_TEST_KUBECONFIG:-}" ]; then
   eval "$(bash "$here/cluster.sh" env)"
 else
   step "using the cluster in RKCM_TEST_KUBECONFIG=$RKCM_TEST_KUBECONFIG"
+fi
+
+if [ "${RKCM_SKIP_REAL_NODES:-0}" != 1 ]; then
+  step "the rkcm image for the real-node tier (e2e/image.sh, $RKCM_IMAGE_PROFILE profile)"
+  bash "$here/image.sh" rkcm:upgrade-test >/dev/null
 fi
 
 step "tests (unit and apiserver; RKCM_TEST_JOBS=${RKCM_TEST_JOBS:-1} test binaries at a time)"

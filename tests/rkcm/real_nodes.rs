@@ -30,6 +30,8 @@ mod cronjob;
 mod daemonset;
 #[path = "real_nodes/deployment.rs"]
 mod deployment;
+#[path = "real_nodes/in_pod.rs"]
+mod in_pod;
 #[path = "real_nodes/job.rs"]
 mod job;
 #[path = "real_nodes/podgc.rs"]

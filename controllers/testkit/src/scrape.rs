@@ -108,8 +108,20 @@ pub async fn https_get_with(
     https_request(port, path, &[], config).await
 }
 
-/// One HTTP/1.1 GET with extra `headers` (`Name: value` lines) over TLS with `config`.
+/// One HTTP/1.1 GET with extra `headers` (`Name: value` lines) over TLS with `config`, to
+/// `127.0.0.1:port`.
 pub async fn https_request(
+    port: u16,
+    path: &str,
+    headers: &[String],
+    config: rustls::ClientConfig,
+) -> anyhow::Result<HttpResponse> {
+    https_request_to("127.0.0.1", port, path, headers, config).await
+}
+
+/// [`https_request`] to `host:port` (an IP address, e.g. a pod's).
+pub async fn https_request_to(
+    host: &str,
     port: u16,
     path: &str,
     headers: &[String],
@@ -118,7 +130,7 @@ pub async fn https_request(
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
     let exchange = async {
-        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+        let tcp = tokio::net::TcpStream::connect((host, port)).await?;
         let mut tls = connector
             .connect(ServerName::try_from("localhost")?.to_owned(), tcp)
             .await?;

@@ -146,12 +146,48 @@ impl RealNodes {
         })
     }
 
-    /// Whether the container with `container_id` (a pod status's `containerID`,
-    /// `containerd://<id>`) runs on `node`, asked of the node's containerd.
-    pub async fn container_running(&self, node: &str, container_id: &str) -> Result<bool> {
+    /// The static pod directory of `node` (its kubelet's `staticPodPath`).
+    pub fn manifests_dir(&self, node: &str) -> Result<PathBuf> {
+        Ok(self.node_dir(node)?.join("manifests"))
+    }
+
+    /// Imports an OCI image archive into the containerd of every real node, as the local
+    /// images are (nothing can be pulled).
+    pub async fn import_image(&self, archive: &std::path::Path) -> Result<()> {
+        for node in &self.names {
+            let sock = self.node_dir(node)?.join("containerd.sock");
+            let out = tokio::process::Command::new("ctr")
+                .arg("--address")
+                .arg(&sock)
+                .args(["-n", "k8s.io", "images", "import"])
+                .arg(archive)
+                .output()
+                .await
+                .with_context(|| format!("running ctr images import on {node}"))?;
+            ensure!(
+                out.status.success(),
+                "importing {} into {node} failed: {}",
+                archive.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(())
+    }
+
+    /// The host pid of a running container's first process, from the node's containerd.
+    pub async fn container_pid(&self, node: &str, container_id: &str) -> Result<Option<u32>> {
         let id = container_id
             .strip_prefix("containerd://")
             .with_context(|| format!("{container_id:?} is not a containerd container id"))?;
+        Ok(self
+            .tasks(node)
+            .await?
+            .into_iter()
+            .find_map(|(task, pid, status)| (task == id && status == "RUNNING").then_some(pid)))
+    }
+
+    /// The node's containerd tasks: (container id, pid, status).
+    async fn tasks(&self, node: &str) -> Result<Vec<(String, u32, String)>> {
         let sock = self.node_dir(node)?.join("containerd.sock");
         let out = tokio::process::Command::new("ctr")
             .arg("--address")
@@ -165,11 +201,21 @@ impl RealNodes {
             "ctr tasks ls on {node} failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let text = String::from_utf8_lossy(&out.stdout);
-        Ok(text.lines().any(|line| {
-            let mut cols = line.split_whitespace();
-            cols.next() == Some(id) && cols.nth(1) == Some("RUNNING")
-        }))
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|line| {
+                let mut cols = line.split_whitespace();
+                let task = cols.next()?.to_owned();
+                let pid = cols.next()?.parse().ok()?;
+                Some((task, pid, cols.next()?.to_owned()))
+            })
+            .collect())
+    }
+
+    /// Whether the container with `container_id` (a pod status's `containerID`,
+    /// `containerd://<id>`) runs on `node`, asked of the node's containerd.
+    pub async fn container_running(&self, node: &str, container_id: &str) -> Result<bool> {
+        Ok(self.container_pid(node, container_id).await?.is_some())
     }
 
     /// Sets the node's Ready condition to Unknown, as the node lifecycle controller does when
