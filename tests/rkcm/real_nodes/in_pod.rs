@@ -944,9 +944,8 @@ async fn helm_scenario(env: &Env, nodes: &RealNodes) -> anyhow::Result<()> {
         .await
     }
     .await;
-    let _ = std::process::Command::new("kill")
-        .arg(boot.id().to_string())
-        .status();
+    // Normally gone already (it stepped down); on a failure before that, stopped here.
+    let _ = boot.kill();
     let _ = boot.wait();
     let uninstall = helm(&[
         "uninstall",
