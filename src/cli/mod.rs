@@ -58,7 +58,7 @@ use std::ffi::OsString;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
 
-use rkcm_runtime::informer::ContentType;
+use rkcm_runtime::cache::ContentType;
 
 use crate::registry;
 
@@ -358,7 +358,7 @@ fn version_raw() -> String {
          Platform:\"{}/{}\"}}",
         env!("CARGO_PKG_VERSION"),
         std::env::consts::OS,
-        rkcm_runtime::client::go_arch()
+        rkcm_runtime::api::client::go_arch()
     )
 }
 
@@ -629,8 +629,8 @@ impl Cli {
     }
 
     /// The client flags as the runtime's client builder takes them.
-    pub fn client_options(&self) -> rkcm_runtime::client::ClientOptions {
-        rkcm_runtime::client::ClientOptions {
+    pub fn client_options(&self) -> rkcm_runtime::api::client::ClientOptions {
+        rkcm_runtime::api::client::ClientOptions {
             kubeconfig: self
                 .api
                 .kubeconfig

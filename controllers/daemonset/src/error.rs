@@ -12,7 +12,7 @@ pub enum Error {
     StaleCache {
         key: String,
         #[source]
-        source: rkcm_runtime::consistency::Stale,
+        source: rkcm_runtime::workload::consistency::Stale,
     },
     /// Listing, adopting, labelling, creating, updating or deleting ControllerRevisions failed
     /// (`failed to construct revisions of DaemonSet`).
@@ -81,8 +81,8 @@ mod tests {
     fn stale_caches_and_conflicts_are_expected_requeues_other_failures_are_not() {
         let stale = Error::StaleCache {
             key: "ns/ds".into(),
-            source: rkcm_runtime::consistency::Stale {
-                resource: rkcm_runtime::consistency::GroupResource::of::<
+            source: rkcm_runtime::workload::consistency::Stale {
+                resource: rkcm_runtime::workload::consistency::GroupResource::of::<
                     k8s_openapi::api::core::v1::Pod,
                 >(),
                 written: "12".into(),

@@ -70,15 +70,15 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use rkcm_runtime::ControllerContext;
-use rkcm_runtime::cached::{Node, Pod};
+use rkcm_runtime::cache::cached::{Node, Pod};
+use rkcm_runtime::cache::projection;
+use rkcm_runtime::cache::{INDEX_NODE_NAME, InformerFactory, pods_by_node};
 use rkcm_runtime::controller::{Run, SyncProbe, probes};
 use rkcm_runtime::events::EventRecorder;
-use rkcm_runtime::expectations::UidTrackingExpectations;
-use rkcm_runtime::history::History;
-use rkcm_runtime::informer::{INDEX_NODE_NAME, InformerFactory, pods_by_node};
-use rkcm_runtime::podcontrol::PodControl;
-use rkcm_runtime::projection;
-use rkcm_runtime::workqueue::{RateLimiter, RetryPolicy, WorkQueue};
+use rkcm_runtime::queue::{RateLimiter, RetryPolicy, WorkQueue};
+use rkcm_runtime::workload::expectations::UidTrackingExpectations;
+use rkcm_runtime::workload::history::History;
+use rkcm_runtime::workload::podcontrol::PodControl;
 
 pub use error::Error;
 
@@ -108,7 +108,7 @@ impl Default for Config {
 }
 
 /// What this controller reads of a cached pod beyond the base fields (see
-/// `rkcm_runtime::projection`): the node a daemon pod targets may be in its node affinity.
+/// `rkcm_runtime::cache::projection`): the node a daemon pod targets may be in its node affinity.
 pub const POD_FIELDS: projection::Fields = projection::pod::AFFINITY;
 
 /// The informers the controller reads (requested from `factory`).
@@ -146,8 +146,8 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         clock: ctx.clock.clone(),
         consistency: cfg.stale_cache_guard.then(metrics::stale_guard),
         backoff: Mutex::new(backoff::Backoff::default()),
-        pacer: rkcm_runtime::pacing::StatusPacer::default().with_budget(ctx.budget.clone()),
-        spacer: rkcm_runtime::pacing::SyncSpacer::default(),
+        pacer: rkcm_runtime::queue::pacing::StatusPacer::default().with_budget(ctx.budget.clone()),
+        spacer: rkcm_runtime::queue::pacing::SyncSpacer::default(),
         cfg,
     });
     rkcm_runtime::tracked::track(NAME, &controller, reconcile::Controller::tracked_sizes);

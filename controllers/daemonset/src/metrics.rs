@@ -1,7 +1,7 @@
 //! `daemonset_controller_stale_sync_skips_total{group,resource}`, registered once in the
 //! process registry (upstream `pkg/controller/daemon/metrics`).
 
-use rkcm_runtime::consistency::StaleGuard;
+use rkcm_runtime::workload::consistency::StaleGuard;
 
 use crate::consts::metrics as m;
 
@@ -19,8 +19,10 @@ mod tests {
     #[test]
     fn stale_sync_skips_render_with_upstream_name_and_labels() {
         let _guard = stale_guard();
-        let skips =
-            rkcm_runtime::consistency::stale_sync_skips(m::SUBSYSTEM, m::STALE_SYNC_SKIPS_HELP);
+        let skips = rkcm_runtime::workload::consistency::stale_sync_skips(
+            m::SUBSYSTEM,
+            m::STALE_SYNC_SKIPS_HELP,
+        );
         skips
             .expect("valid")
             .with_label_values(&["apps", "daemonsets"])

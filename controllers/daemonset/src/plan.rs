@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use rkcm_runtime::cached::{Node, Pod};
+use rkcm_runtime::cache::cached::{Node, Pod};
 
 use crate::backoff::{Backoff, backoff_key};
 use crate::consts::strategy;
@@ -28,7 +28,7 @@ use crate::template::{
     IntOrPercentError, allows_surge, is_pod_updated, min_ready_seconds, pod_hash, strategy_type,
     surge_count, target_node_name, template_generation_label, unavailable_count,
 };
-use rkcm_runtime::pod::{is_pod_available, is_pod_ready, is_terminal, phase};
+use rkcm_runtime::workload::pod::{is_pod_available, is_pod_ready, is_terminal, phase};
 
 /// What a sync sees.
 #[derive(Debug, Clone, Copy)]
@@ -236,7 +236,7 @@ pub fn availability_requeue(pods: &[Arc<Pod>], min_ready: i32, now: Timestamp) -
     }
     pods.iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none() && !is_terminal(p))
-        .filter_map(|p| rkcm_runtime::pod::ready_since(p))
+        .filter_map(|p| rkcm_runtime::workload::pod::ready_since(p))
         .filter_map(|since| {
             let due = since
                 .checked_add(jiff::SignedDuration::from_secs(i64::from(min_ready) + 1))

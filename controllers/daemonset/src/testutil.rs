@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use rkcm_runtime::cached::{Node, Pod};
+use rkcm_runtime::cache::cached::{Node, Pod};
 use serde_json::{Value, json};
 
 pub fn ts(s: i64) -> Timestamp {
@@ -131,7 +131,7 @@ impl PodSpec {
     pub fn build(self) -> Arc<Pod> {
         let pod: Pod = serde_json::from_value(self.v).unwrap_or_else(|e| panic!("bad Pod: {e}"));
         Arc::new(
-            rkcm_runtime::projection::projected(&pod, crate::POD_FIELDS)
+            rkcm_runtime::cache::projection::projected(&pod, crate::POD_FIELDS)
                 .expect("a fixture reads as the cache reads it"),
         )
     }

@@ -13,12 +13,12 @@ use std::sync::{Arc, PoisonError};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ListParams};
-use rkcm_runtime::cached::Pod;
-use rkcm_runtime::children::{ChildHandler, on_child_change};
-use rkcm_runtime::controller_ref::{controller_of, resolve_controller_ref};
-use rkcm_runtime::informer::Change;
+use rkcm_runtime::cache::Change;
+use rkcm_runtime::cache::cached::Pod;
 use rkcm_runtime::keys::{controller_uid, key_of};
-use rkcm_runtime::selector::Selector;
+use rkcm_runtime::workload::children::{ChildHandler, on_child_change};
+use rkcm_runtime::workload::controller_ref::{controller_of, resolve_controller_ref};
+use rkcm_runtime::workload::selector::Selector;
 
 use crate::consts::strategy;
 use crate::model;

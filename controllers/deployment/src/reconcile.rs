@@ -22,18 +22,18 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
-use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cache::cached::Pod;
+use rkcm_runtime::cache::{INDEX_CONTROLLER_UID, Store};
 use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::controller::Reconcile;
-use rkcm_runtime::controller_ref::ControllerRefManager;
+use rkcm_runtime::error::{error_message, is_namespace_terminating};
 use rkcm_runtime::events::EventRecorder;
-use rkcm_runtime::informer::{INDEX_CONTROLLER_UID, Store};
 use rkcm_runtime::keys::split_key;
-use rkcm_runtime::pacing::StatusPacer;
-use rkcm_runtime::podcontrol::{error_message, is_namespace_terminating};
-use rkcm_runtime::selector::Selector;
-use rkcm_runtime::workqueue::RetryPolicy;
-use rkcm_runtime::workqueue::WorkQueue;
+use rkcm_runtime::queue::RetryPolicy;
+use rkcm_runtime::queue::WorkQueue;
+use rkcm_runtime::queue::pacing::StatusPacer;
+use rkcm_runtime::workload::controller_ref::ControllerRefManager;
+use rkcm_runtime::workload::selector::Selector;
 
 use crate::Config;
 use crate::error::Error;
@@ -55,7 +55,7 @@ pub(crate) struct Controller {
     /// Recreate Deployments with a pod-deletion check scheduled but not yet started: more
     /// deletions meanwhile need no check of their own.
     pub(crate) pending_pod_checks: Mutex<HashSet<String>>,
-    /// Spaces out one Deployment's routine status writes ([`rkcm_runtime::pacing`]).
+    /// Spaces out one Deployment's routine status writes ([`rkcm_runtime::queue::pacing`]).
     pub(crate) pacer: StatusPacer,
     pub(crate) clock: SharedClock,
     pub(crate) cfg: Config,
@@ -218,7 +218,7 @@ impl SyncPass<'_> {
             "updating deployment status"
         );
         // Only the new resourceVersion is read from the answer.
-        let written = rkcm_runtime::write::replace_status(&self.c.client, &self.d)
+        let written = rkcm_runtime::api::write::replace_status(&self.c.client, &self.d)
             .await
             .map_err(|source| StatusError::new("deployment", self.key.to_owned(), source))?;
         self.d.metadata.resource_version = written.resource_version;

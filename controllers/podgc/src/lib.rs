@@ -46,10 +46,10 @@ mod force_delete_scan;
 use std::time::Duration;
 
 use rkcm_runtime::ControllerContext;
-use rkcm_runtime::cached::{Node, Pod};
+use rkcm_runtime::cache::InformerFactory;
+use rkcm_runtime::cache::cached::{Node, Pod};
+use rkcm_runtime::cache::projection;
 use rkcm_runtime::controller::{SyncProbe, probes, run_when_synced};
-use rkcm_runtime::informer::InformerFactory;
-use rkcm_runtime::projection;
 
 pub use error::Error;
 pub use plan::Reason;
@@ -128,7 +128,7 @@ impl From<&Options> for Config {
 }
 
 /// What this controller reads of a cached pod beyond the base fields (see
-/// `rkcm_runtime::projection`): nothing; node name, phase, deletion and conditions are base
+/// `rkcm_runtime::cache::projection`): nothing; node name, phase, deletion and conditions are base
 /// fields.
 pub const POD_FIELDS: projection::Fields = projection::Fields::BASE;
 

@@ -56,14 +56,14 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::ReplicationController;
 use rkcm_runtime::ControllerContext;
-use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cache::InformerFactory;
+use rkcm_runtime::cache::cached::Pod;
+use rkcm_runtime::cache::projection;
 use rkcm_runtime::controller::{Run, SyncProbe, probes};
 use rkcm_runtime::events::EventRecorder;
-use rkcm_runtime::expectations::UidTrackingExpectations;
-use rkcm_runtime::informer::InformerFactory;
-use rkcm_runtime::podcontrol::PodControl;
-use rkcm_runtime::projection;
-use rkcm_runtime::workqueue::{RateLimiter, WorkQueue};
+use rkcm_runtime::queue::{RateLimiter, WorkQueue};
+use rkcm_runtime::workload::expectations::UidTrackingExpectations;
+use rkcm_runtime::workload::podcontrol::PodControl;
 
 pub use error::Error;
 pub use owner::{ReplicaOwner, ReplicaStatus};
@@ -122,7 +122,7 @@ pub async fn start_replication_controller(
 }
 
 /// What this controller reads of a cached pod beyond the base fields (see
-/// `rkcm_runtime::projection`): ranking for scale-down reads restart counts.
+/// `rkcm_runtime::cache::projection`): ranking for scale-down reads restart counts.
 pub const POD_FIELDS: projection::Fields = projection::pod::CONTAINER_STATUSES;
 
 /// The informers the controller for owner kind `O` reads (its owners and pods), requested
@@ -155,7 +155,7 @@ pub async fn start<O: ReplicaOwner>(ctx: ControllerContext, cfg: Config) -> Resu
         consistency: (O::HAS_STALE_CACHE_GUARD && cfg.stale_cache_guard)
             .then(|| metrics::stale_guard(O::CONTROLLER_NAME)),
         written: std::sync::Mutex::new(std::collections::HashMap::new()),
-        pacer: rkcm_runtime::pacing::StatusPacer::default().with_budget(ctx.budget.clone()),
+        pacer: rkcm_runtime::queue::pacing::StatusPacer::default().with_budget(ctx.budget.clone()),
         cfg,
     });
     rkcm_runtime::tracked::track(

@@ -7,8 +7,8 @@
 use std::sync::OnceLock;
 
 use prometheus::{IntGaugeVec, Opts};
-use rkcm_runtime::consistency::StaleGuard;
 use rkcm_runtime::metrics::{get_or_register, register};
+use rkcm_runtime::workload::consistency::StaleGuard;
 
 use crate::consts::metrics as m;
 
@@ -64,8 +64,10 @@ mod tests {
 
     #[test]
     fn metrics_render_with_upstream_names() {
-        let skips =
-            rkcm_runtime::consistency::stale_sync_skips(m::SUBSYSTEM, m::STALE_SYNC_SKIPS_HELP);
+        let skips = rkcm_runtime::workload::consistency::stale_sync_skips(
+            m::SUBSYSTEM,
+            m::STALE_SYNC_SKIPS_HELP,
+        );
         skips.expect("valid").with_label_values(&["", "pods"]).inc();
         set_max_unavailable("ns", "web", "Parallel", 2);
         set_unavailable_replicas("ns", "web", "Parallel", 1);

@@ -15,19 +15,22 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet, StatefulSetSta
 use k8s_openapi::api::core::v1::{self as core, PersistentVolumeClaim};
 use kube::Resource;
 use kube::api::{Api, PostParams};
-use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cache::cached::Pod;
+use rkcm_runtime::cache::{INDEX_CONTROLLER_UID, INDEX_ORPHANS_BY_NAMESPACE, Informer};
 use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::controller::Reconcile;
-use rkcm_runtime::controller_ref::{ControllerRefManager, controller_of};
+use rkcm_runtime::error::{error_message, is_namespace_terminating};
 use rkcm_runtime::events::{EventRecorder, EventType, object_reference};
-use rkcm_runtime::expectations::UidTrackingExpectations;
-use rkcm_runtime::history::{History, owned_or_orphan_revisions, sort_controller_revisions};
-use rkcm_runtime::informer::{INDEX_CONTROLLER_UID, INDEX_ORPHANS_BY_NAMESPACE, Informer};
 use rkcm_runtime::keys::{key, key_of};
-use rkcm_runtime::pacing::StatusPacer;
-use rkcm_runtime::podcontrol::{delete_params, error_message, is_namespace_terminating};
-use rkcm_runtime::workqueue::RetryPolicy;
-use rkcm_runtime::workqueue::WorkQueue;
+use rkcm_runtime::queue::RetryPolicy;
+use rkcm_runtime::queue::WorkQueue;
+use rkcm_runtime::queue::pacing::StatusPacer;
+use rkcm_runtime::workload::controller_ref::{ControllerRefManager, controller_of};
+use rkcm_runtime::workload::expectations::UidTrackingExpectations;
+use rkcm_runtime::workload::history::{
+    History, owned_or_orphan_revisions, sort_controller_revisions,
+};
+use rkcm_runtime::workload::podcontrol::delete_params;
 
 use crate::Config;
 use crate::consts::{MAX_BATCH_SIZE, reasons};
@@ -36,8 +39,8 @@ use crate::identity::{is_member_of, set_name};
 use crate::plan::{self, Action, ClaimWork, Claims, DeleteReason, OwnerWork, Plan, Snapshot};
 use crate::revision::{self, UpdateChoice};
 use crate::status;
-use rkcm_runtime::consistency::{GroupResource, StaleGuard};
-use rkcm_runtime::selector::Selector;
+use rkcm_runtime::workload::consistency::{GroupResource, StaleGuard};
+use rkcm_runtime::workload::selector::Selector;
 
 /// Conflict retries of pod and status updates (client-go `retry.DefaultRetry`: 5 steps).
 const CONFLICT_STEPS: u32 = 5;
@@ -56,7 +59,7 @@ pub(crate) struct Controller {
     pub(crate) consistency: StaleGuard,
     pub(crate) clock: SharedClock,
     pub(crate) cfg: Config,
-    /// Spaces out one set's status writes that only move counts ([`rkcm_runtime::pacing`]).
+    /// Spaces out one set's status writes that only move counts ([`rkcm_runtime::queue::pacing`]).
     pub(crate) pacer: StatusPacer,
 }
 
@@ -198,7 +201,7 @@ impl Controller {
             // The awaited events normally requeue the set; this covers one that never comes.
             self.queue.add_after(
                 key.to_string(),
-                rkcm_runtime::expectations::EXPECTATIONS_TIMEOUT,
+                rkcm_runtime::workload::expectations::EXPECTATIONS_TIMEOUT,
             );
             return Ok(());
         }
@@ -534,8 +537,13 @@ impl Controller {
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         tracing::info!(controller = crate::NAME, statefulset = %ctx.key, pod = %name, reason = ?reason, "deleting pod");
         let params = delete_params(pod.metadata.uid.as_deref());
-        match rkcm_runtime::write::delete::<Pod>(&self.client, Some(&namespace), &name, &params)
-            .await
+        match rkcm_runtime::api::write::delete::<Pod>(
+            &self.client,
+            Some(&namespace),
+            &name,
+            &params,
+        )
+        .await
         {
             Ok(_) => {
                 self.pod_event(ctx, "delete", &name, None);
@@ -667,7 +675,7 @@ impl Controller {
         self.expectations.raise_expectations(ctx.key, 1, 0);
         // Sent in protobuf, as upstream does; only the identity of the answer is read: the pod
         // as sent, with the server's name, UID and resourceVersion, is all that follows needs.
-        let result = rkcm_runtime::write::create(&self.client, Some(&namespace), pod).await;
+        let result = rkcm_runtime::api::write::create(&self.client, Some(&namespace), pod).await;
         let created = match result {
             Ok(written) => {
                 let mut created = pod.clone();
@@ -789,7 +797,7 @@ impl Controller {
         for attempt in 1..=CONFLICT_STEPS {
             current.status = Some(status.clone());
             // Only the new resourceVersion is read from the answer.
-            match rkcm_runtime::write::replace_status(&self.client, &current).await {
+            match rkcm_runtime::api::write::replace_status(&self.client, &current).await {
                 Ok(updated) => {
                     self.wrote_version::<StatefulSet>(ctx, updated.resource_version.as_deref());
                     return Ok(());

@@ -470,7 +470,7 @@ async fn etcd_post(endpoint: &str, path: &str, body: &str) -> anyhow::Result<ser
 /// Whether `pod` is written whole in protobuf, as a pod create sends it: the encoder knows every
 /// field, and reading the bytes back gives the same JSON. `Err` says what went wrong.
 pub fn written_whole_in_protobuf(pod: &k8s_openapi::api::core::v1::Pod) -> Result<(), String> {
-    use rkcm_runtime::protobuf::encode;
+    use rkcm_runtime::api::protobuf::encode;
     let value = serde_json::to_value(pod).map_err(|e| e.to_string())?;
     let bytes = encode::pod(&value).map_err(|e| e.to_string())?;
     let back = encode::pod_json(&bytes).map_err(|e| e.to_string())?;

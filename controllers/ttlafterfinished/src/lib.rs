@@ -45,9 +45,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
 use rkcm_runtime::ControllerContext;
+use rkcm_runtime::cache::InformerFactory;
 use rkcm_runtime::controller::{Run, SyncProbe};
-use rkcm_runtime::informer::InformerFactory;
-use rkcm_runtime::workqueue::{RateLimiter, WorkQueue};
+use rkcm_runtime::queue::{RateLimiter, WorkQueue};
 
 pub use error::Error;
 
@@ -66,7 +66,7 @@ pub type Config = rkcm_runtime::controller::Workers<DEFAULT_WORKERS>;
 pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
     // The TTL and finish time, not the template.
     let jobs = factory.informer::<Job>();
-    jobs.keep(rkcm_runtime::projection::Fields::BASE);
+    jobs.keep(rkcm_runtime::cache::projection::Fields::BASE);
     vec![SyncProbe::of(jobs)]
 }
 

@@ -8,13 +8,13 @@
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, DeleteParams, Preconditions, PropagationPolicy};
+use rkcm_runtime::api::write;
+use rkcm_runtime::cache::{Change, Store};
 use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::controller::Reconcile;
 use rkcm_runtime::error::{is_not_found, is_write_conflict};
-use rkcm_runtime::informer::{Change, Store};
 use rkcm_runtime::keys::{key_of, split_key};
-use rkcm_runtime::workqueue::WorkQueue;
-use rkcm_runtime::write;
+use rkcm_runtime::queue::WorkQueue;
 
 use crate::error::Error;
 use crate::metrics;

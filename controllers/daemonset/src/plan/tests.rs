@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use rkcm_runtime::cached::{Node, Pod};
+use rkcm_runtime::cache::cached::{Node, Pod};
 use serde_json::json;
 
 use super::*;

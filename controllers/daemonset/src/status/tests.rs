@@ -10,7 +10,7 @@ use crate::testutil::{ds, ds_with, node_from, nodes, pod, ts};
 
 fn counts(
     d: &DaemonSet,
-    nodes: &[Arc<rkcm_runtime::cached::Node>],
+    nodes: &[Arc<rkcm_runtime::cache::cached::Node>],
     pods: &[Arc<Pod>],
     now: i64,
 ) -> Counts {

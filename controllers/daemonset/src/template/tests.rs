@@ -309,11 +309,11 @@ fn a_daemon_pod_is_written_whole_in_protobuf() {
     if let Some(spec) = t.spec.as_mut() {
         spec.affinity = Some(replace_node_name_affinity(spec.affinity.take(), "node-1"));
     }
-    let pod = rkcm_runtime::podcontrol::pod_from_template(
+    let pod = rkcm_runtime::workload::podcontrol::pod_from_template(
         &t,
         "ds",
         None,
-        &rkcm_runtime::podcontrol::PodOptions::default(),
+        &rkcm_runtime::workload::podcontrol::PodOptions::default(),
     );
     assert_eq!(rkcm_testkit::written_whole_in_protobuf(&pod), Ok(()));
 }

@@ -56,7 +56,7 @@ async fn one_pod_per_node_with_upstream_shape_revision_and_status() -> Result<()
     // data.raw is upstream's getPatch of the live DaemonSet.
     let live = env.daemonsets().get("ds").await?;
     assert_eq!(
-        rkcm_runtime::history::go_json_bytes(&rev.data.0),
+        rkcm_runtime::workload::history::go_json_bytes(&rev.data.0),
         rkcm_daemonset::revision::patch_bytes(&live)
     );
     assert_eq!(rev.data.0["spec"]["template"]["$patch"], "replace");

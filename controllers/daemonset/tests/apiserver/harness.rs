@@ -66,7 +66,7 @@ impl Env {
     pub fn start_recorded_on(
         &self,
         recorder: &rkcm_testkit::recorder::Recorder,
-        budget: Option<std::sync::Arc<rkcm_runtime::flowcontrol::RateLimiter>>,
+        budget: Option<std::sync::Arc<rkcm_runtime::queue::flowcontrol::RateLimiter>>,
     ) -> Controllers {
         let client = self.cluster.client();
         let mut controllers =
@@ -403,16 +403,16 @@ pub fn merge(target: &mut Value, patch: &Value) {
 
 /// `spec.nodeName`, or the node of the `metadata.name` affinity term.
 pub fn target_node(p: &Pod) -> Option<String> {
-    rkcm_daemonset::template::target_node_name(&rkcm_runtime::cached::Pod::from(p))
+    rkcm_daemonset::template::target_node_name(&rkcm_runtime::cache::cached::Pod::from(p))
         .map(str::to_owned)
 }
 
 pub fn is_ready(p: &Pod) -> bool {
-    rkcm_runtime::pod::is_pod_ready(&rkcm_runtime::cached::Pod::from(p))
+    rkcm_runtime::workload::pod::is_pod_ready(&rkcm_runtime::cache::cached::Pod::from(p))
 }
 
 pub fn pod_hash(p: &Pod) -> String {
-    rkcm_daemonset::template::pod_hash(&rkcm_runtime::cached::Pod::from(p)).to_owned()
+    rkcm_daemonset::template::pod_hash(&rkcm_runtime::cache::cached::Pod::from(p)).to_owned()
 }
 
 pub fn label<'a>(p: &'a Pod, key: &str) -> Option<&'a str> {

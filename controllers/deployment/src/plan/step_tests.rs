@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DeploymentCondition, DeploymentStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use rkcm_runtime::cached::Pod;
-use rkcm_runtime::cached::PodStatus;
+use rkcm_runtime::cache::cached::Pod;
+use rkcm_runtime::cache::cached::PodStatus;
 
 use super::*;
 use crate::model::tests::{R, ago, dep25, now, recreate, template};
@@ -1129,7 +1129,7 @@ fn rollback_restores_or_refuses_and_always_clears() {
             .as_ref()
             .and_then(|s| s.containers[0].image.as_deref());
         assert_eq!(container_image, Some(image), "{name}");
-        let labels = rkcm_runtime::pod::template_labels(&out.spec.template)
+        let labels = rkcm_runtime::workload::pod::template_labels(&out.spec.template)
             .cloned()
             .unwrap_or_default();
         assert!(

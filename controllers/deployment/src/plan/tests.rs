@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use rkcm_runtime::cached::Pod;
-use rkcm_runtime::cached::PodStatus;
+use rkcm_runtime::cache::cached::Pod;
+use rkcm_runtime::cache::cached::PodStatus;
 
 use super::*;
 use crate::model::tests::{

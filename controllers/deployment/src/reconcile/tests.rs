@@ -11,12 +11,12 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::{DeploymentStatus, DeploymentStrategy};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::runtime::watcher;
+use rkcm_runtime::cache::{Change, Informer};
 use rkcm_runtime::clock::FakeClock;
 use rkcm_runtime::events::EventType;
 use rkcm_runtime::events::FakeEvents;
-use rkcm_runtime::history::compute_hash;
-use rkcm_runtime::informer::{Change, Informer};
-use rkcm_runtime::workqueue::RateLimiter;
+use rkcm_runtime::queue::RateLimiter;
+use rkcm_runtime::workload::history::compute_hash;
 use rkcm_testkit::fake_api::{FIRST_ECHO_RESOURCE_VERSION, FakeApi, Reply, Request};
 use serde_json::{Value, json};
 
@@ -55,7 +55,7 @@ impl Harness {
             recorder,
             queue: WorkQueue::new("", RateLimiter::Default),
             pending_pod_checks: Mutex::default(),
-            pacer: rkcm_runtime::pacing::StatusPacer::default(),
+            pacer: rkcm_runtime::queue::pacing::StatusPacer::default(),
             clock: Arc::new(FakeClock::new(now())),
             cfg: Config::default(),
         });
@@ -830,7 +830,7 @@ async fn a_status_write_right_after_another_waits_for_the_interval() {
     );
 
     let key = tokio::time::timeout(
-        rkcm_runtime::pacing::STATUS_WRITE_INTERVAL * 2,
+        rkcm_runtime::queue::pacing::STATUS_WRITE_INTERVAL * 2,
         h.ctrl.queue.get(),
     )
     .await

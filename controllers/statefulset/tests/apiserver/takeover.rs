@@ -15,7 +15,7 @@
 use anyhow::{Context, Result, ensure};
 use futures::AsyncReadExt as _;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use rkcm_runtime::history::hash_controller_revision;
+use rkcm_runtime::workload::history::hash_controller_revision;
 use rkcm_testkit::holds_for;
 use serde_json::json;
 
