@@ -67,7 +67,7 @@ const APISERVER_BUDGET: Duration = Duration::from_secs(10);
 const SYNC_PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 fn main() {
-    let invocation = match cli::parse(std::env::args_os()) {
+    let invocation = match cli::parse::parse(std::env::args_os()) {
         Ok(i) => i,
         Err(err) => {
             err.print();

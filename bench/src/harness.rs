@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use kube::Client;
 
+use crate::audit;
 use crate::manager::{self, Manager, Running};
 use crate::procfs::{self, RssSampler};
 use crate::results::{Correctness, Metric, Milestone, Phase, RunResult, ScenarioResult, Status};
-use crate::{audit, say};
 
 /// Everything a scenario run needs to know about the plane and the managers.
 pub struct Env {

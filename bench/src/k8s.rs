@@ -16,8 +16,6 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
 
-use crate::say;
-
 /// A client from a kubeconfig file (its current context).
 pub async fn client(kubeconfig: &Path) -> anyhow::Result<Client> {
     let kc = kube::config::Kubeconfig::read_from(kubeconfig)

@@ -283,7 +283,7 @@ fn measure_events(n: usize) -> EventsRow {
     let (bytes1, allocs1) = live();
     drop(correlator);
     let per = |d: i64| d as f64 / count.max(1) as f64;
-    crate::say!("memory: {count} events through one correlator");
+    say!("memory: {count} events through one correlator");
     EventsRow {
         count,
         bytes: per(bytes1 - bytes0),
@@ -320,7 +320,7 @@ fn measure<K: Informable>(
     drop(informer);
     drop(wire);
     let per = |d: i64| d as f64 / cached.max(1) as f64;
-    crate::say!("memory: {object} / {cache}: {cached} cached");
+    say!("memory: {object} / {cache}: {cached} cached");
     Row {
         object,
         cache: cache.to_owned(),

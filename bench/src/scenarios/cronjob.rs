@@ -37,7 +37,6 @@ use tokio::sync::watch;
 use crate::harness::{Env, Probe, Scenario};
 use crate::k8s;
 use crate::results::{Correctness, Metric};
-use crate::say;
 use crate::scenarios::podgc::group;
 
 /// The annotation both managers put on a Job: its scheduled instant, RFC 3339.

@@ -48,7 +48,6 @@ use tokio::sync::watch;
 use crate::harness::{Env, Probe, Scenario};
 use crate::k8s::{self, PodCount, PodWatch};
 use crate::results::{Correctness, Metric};
-use crate::say;
 use crate::scenarios::podgc::group;
 
 /// The DaemonSet's name in each run's namespace.

@@ -37,7 +37,6 @@ use tokio::sync::watch;
 use crate::harness::{Env, Probe, Scenario};
 use crate::k8s;
 use crate::results::{Correctness, Metric, RunResult, ScenarioResult};
-use crate::say;
 use crate::scenarios::podgc::group;
 
 /// The label that puts a node in a run (value: the run's namespace).

@@ -44,7 +44,6 @@ use crate::harness::{Env, Probe, Scenario};
 use crate::k8s;
 use crate::manager::Manager;
 use crate::results::{Correctness, Metric};
-use crate::say;
 use crate::scenarios::podgc::group;
 use crate::scenarios::replicaset::kwok_pod_capacity;
 

@@ -28,7 +28,6 @@ use serde_json::json;
 use crate::harness::{Env, Probe, Scenario};
 use crate::k8s;
 use crate::results::{Correctness, Metric};
-use crate::say;
 use crate::scenarios::deployment::{self, DeploymentRollout};
 use crate::scenarios::podgc::group;
 

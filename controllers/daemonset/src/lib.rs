@@ -51,6 +51,7 @@
 //! - Metric `daemonset_controller_expectations_waiting_total` (post-1.37 upstream).
 
 pub mod backoff;
+mod config;
 pub mod consts;
 pub mod eligibility;
 mod error;
@@ -60,6 +61,7 @@ pub mod nodes;
 pub mod plan;
 mod reconcile;
 pub mod revision;
+mod snapshot;
 pub mod status;
 pub mod template;
 
@@ -80,32 +82,8 @@ use rkcm_runtime::workload::expectations::UidTrackingExpectations;
 use rkcm_runtime::workload::history::History;
 use rkcm_runtime::workload::podcontrol::PodControl;
 
+pub use config::{Config, NAME};
 pub use error::Error;
-
-/// Canonical name (`--controllers`; alias `daemonset`).
-pub const NAME: &str = consts::CONTROLLER_NAME;
-
-/// Configuration; `Default` equals upstream. The flags (`--concurrent-daemonset-syncs`,
-/// `--feature-gates`) are defined once in the binary's command line, which builds this.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
-    /// Workers per queue (`--concurrent-daemonset-syncs`).
-    pub workers: usize,
-    /// Gate `StaleControllerConsistencyDaemonSet` (beta, on since v1.36; needs `AtomicFIFO`).
-    pub stale_cache_guard: bool,
-    /// Most creates and most deletes per sync (upstream `BurstReplicas`, not a flag).
-    pub burst_replicas: usize,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            workers: consts::DEFAULT_WORKERS,
-            stale_cache_guard: true,
-            burst_replicas: consts::BURST_REPLICAS,
-        }
-    }
-}
 
 /// What this controller reads of a cached pod beyond the base fields (see
 /// `rkcm_runtime::cache::projection`): the node a daemon pod targets may be in its node affinity.

@@ -9,7 +9,7 @@ use crate::consts::metrics as m;
 /// `daemonset_controller_stale_sync_skips_total` (registered now, so it renders before the
 /// first skip).
 pub(crate) fn stale_guard() -> StaleGuard {
-    StaleGuard::new(crate::NAME, m::SUBSYSTEM, m::STALE_SYNC_SKIPS_HELP)
+    StaleGuard::new(crate::config::NAME, m::SUBSYSTEM, m::STALE_SYNC_SKIPS_HELP)
 }
 
 #[cfg(test)]

@@ -41,8 +41,8 @@ use rkcm_runtime::workload::podcontrol::{
 };
 use rkcm_runtime::workload::selector::Selector;
 
-use crate::Config;
 use crate::backoff::Backoff;
+use crate::config::Config;
 use crate::consts::{labels, messages, reasons};
 use crate::error::Error;
 use crate::plan::{Plan, Snapshot, plan};

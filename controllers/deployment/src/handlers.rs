@@ -49,7 +49,7 @@ impl ChildHandler<ReplicaSet> for Controller {
 impl Controller {
     pub(crate) fn on_deployment(&self, change: Change<Deployment>) {
         let d = change.object();
-        tracing::debug!(controller = crate::NAME, key = %key_of(&**d), "deployment changed");
+        tracing::debug!(controller = crate::config::NAME, key = %key_of(&**d), "deployment changed");
         // A deleted Deployment is synced too: the sync finds it gone and stops.
         self.enqueue(d);
     }
@@ -131,7 +131,7 @@ impl Controller {
         {
             Ok(list) => list,
             Err(error) => {
-                tracing::debug!(controller = crate::NAME, key = %key_of(d), %error, "listing replica sets after a pod deletion failed");
+                tracing::debug!(controller = crate::config::NAME, key = %key_of(d), %error, "listing replica sets after a pod deletion failed");
                 return;
             }
         };

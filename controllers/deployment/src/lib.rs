@@ -57,6 +57,7 @@
 //!   ReplicaSet changed since the cache saw it is left for the next sync) and, on the paused
 //!   path, judges the sizes just written rather than the pre-scaling copies.
 
+mod config;
 pub mod consts;
 mod error;
 mod handlers;
@@ -78,33 +79,8 @@ use rkcm_runtime::controller::{Run, SyncProbe, probes};
 use rkcm_runtime::events::EventRecorder;
 use rkcm_runtime::queue::{RateLimiter, WorkQueue};
 
+pub use config::{Config, DEFAULT_WORKERS, NAME};
 pub use error::Error;
-
-/// Canonical name of the Deployment controller (`--controllers`; alias `deployment`).
-pub const NAME: &str = "deployment-controller";
-
-/// Upstream default of `--concurrent-deployment-syncs`.
-pub const DEFAULT_WORKERS: usize = 5;
-
-/// Configuration. `Default` equals upstream. The flags (`--concurrent-deployment-syncs`,
-/// `--feature-gates`) are defined once in the binary's command line, which builds this.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
-    /// Worker tasks (`--concurrent-deployment-syncs`).
-    pub workers: usize,
-    /// Gate `DeploymentReplicaSetTerminatingReplicas` (beta, on): report
-    /// `status.terminatingReplicas`.
-    pub terminating_replicas: bool,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            workers: DEFAULT_WORKERS,
-            terminating_replicas: true,
-        }
-    }
-}
 
 /// What this controller reads of a cached pod beyond the base fields (see
 /// `rkcm_runtime::cache::projection`): nothing; owners and phase (Recreate waits for old pods to

@@ -20,7 +20,7 @@ use rkcm_runtime::cache::cached::{Node, Pod};
 use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::queue::{RateLimiter, WorkQueue};
 
-use crate::Config;
+use crate::config::Config;
 use crate::consts;
 use crate::error::Error;
 use crate::metrics::{self, Metrics};

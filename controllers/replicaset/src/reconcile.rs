@@ -53,7 +53,7 @@ use rkcm_runtime::workload::podcontrol::{
 };
 use rkcm_runtime::workload::selector::Selector;
 
-use crate::Config;
+use crate::config::Config;
 use crate::error::Error;
 use crate::metrics;
 use crate::owner::{ReplicaOwner, ReplicaStatus};

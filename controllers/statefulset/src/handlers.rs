@@ -52,7 +52,7 @@ impl Controller {
             })
             .collect();
         if sets.len() > 1 {
-            tracing::warn!(controller = crate::NAME, pod = %key_of(pod), sets = sets.len(), "user error: more than one StatefulSet selects this pod");
+            tracing::warn!(controller = crate::config::NAME, pod = %key_of(pod), sets = sets.len(), "user error: more than one StatefulSet selects this pod");
         }
         sets
     }

@@ -61,6 +61,7 @@
 //! No `RecreatingFailedPod`/`RecreatingTerminatedPod` events: upstream removed them in
 //! v1.31; a failed pod is reported by its `SuccessfulDelete` event only.
 
+mod config;
 pub mod consts;
 mod error;
 mod handlers;
@@ -86,34 +87,8 @@ use rkcm_runtime::queue::{RateLimiter, WorkQueue};
 use rkcm_runtime::workload::expectations::UidTrackingExpectations;
 use rkcm_runtime::workload::history::History;
 
+pub use config::{Config, DEFAULT_WORKERS, NAME};
 pub use error::Error;
-
-/// Canonical name (`--controllers`; alias `statefulset`).
-pub const NAME: &str = "statefulset-controller";
-
-/// Upstream default of `--concurrent-statefulset-syncs`.
-pub const DEFAULT_WORKERS: usize = 5;
-
-/// Configuration; `Default` equals upstream v1.37.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
-    /// `--concurrent-statefulset-syncs`.
-    pub workers: usize,
-    /// Gate `MaxUnavailableStatefulSet` (beta, on in v1.37).
-    pub max_unavailable: bool,
-    /// Gate `StaleControllerConsistencyStatefulSet` (beta, on).
-    pub stale_cache_guard: bool,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            workers: DEFAULT_WORKERS,
-            max_unavailable: true,
-            stale_cache_guard: true,
-        }
-    }
-}
 
 /// What this controller reads of a cached pod beyond the base fields (see
 /// `rkcm_runtime::cache::projection`): storage checks read the pods' claim volumes.

@@ -41,7 +41,7 @@ fn unavailable_replicas() -> Option<&'static IntGaugeVec> {
 /// `statefulset_controller_stale_sync_skips_total` (registered now, so it renders before the
 /// first skip).
 pub(crate) fn stale_guard() -> StaleGuard {
-    StaleGuard::new(crate::NAME, m::SUBSYSTEM, m::STALE_SYNC_SKIPS_HELP)
+    StaleGuard::new(crate::config::NAME, m::SUBSYSTEM, m::STALE_SYNC_SKIPS_HELP)
 }
 
 pub(crate) fn set_max_unavailable(namespace: &str, name: &str, policy: &str, v: i32) {

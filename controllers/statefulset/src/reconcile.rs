@@ -32,7 +32,7 @@ use rkcm_runtime::workload::history::{
 };
 use rkcm_runtime::workload::podcontrol::delete_params;
 
-use crate::Config;
+use crate::config::Config;
 use crate::consts::{MAX_BATCH_SIZE, reasons};
 use crate::error::Error;
 use crate::identity::{is_member_of, set_name};
@@ -183,7 +183,7 @@ impl Controller {
         }
         let Some(set) = self.sets.store().get(key) else {
             tracing::debug!(
-                controller = crate::NAME,
+                controller = crate::config::NAME,
                 key,
                 "statefulset has been deleted"
             );
@@ -194,7 +194,7 @@ impl Controller {
         };
         if !self.expectations.satisfied_expectations(key) {
             tracing::debug!(
-                controller = crate::NAME,
+                controller = crate::config::NAME,
                 key,
                 "waiting for the cache to observe earlier creates and deletes"
             );
@@ -211,7 +211,7 @@ impl Controller {
         let selector = match Selector::from_label_selector(&spec_selector) {
             Ok(s) => s,
             Err(error) => {
-                tracing::warn!(controller = crate::NAME, key, %error, "statefulset has an invalid label selector");
+                tracing::warn!(controller = crate::config::NAME, key, %error, "statefulset has an invalid label selector");
                 return Ok(());
             }
         };
@@ -393,7 +393,7 @@ impl Controller {
         }
         match (result, status_result) {
             (Err(e), Err(status_error)) => {
-                tracing::debug!(controller = crate::NAME, key, %status_error, "status update failed after a failed sync");
+                tracing::debug!(controller = crate::config::NAME, key, %status_error, "status update failed after a failed sync");
                 Err(e)
             }
             (Err(e), _) | (_, Err(e)) => Err(e),
@@ -535,7 +535,7 @@ impl Controller {
     ) -> Result<(), Error> {
         let name = name_of(pod);
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-        tracing::info!(controller = crate::NAME, statefulset = %ctx.key, pod = %name, reason = ?reason, "deleting pod");
+        tracing::info!(controller = crate::config::NAME, statefulset = %ctx.key, pod = %name, reason = ?reason, "deleting pod");
         let params = delete_params(pod.metadata.uid.as_deref());
         match rkcm_runtime::api::write::delete::<Pod>(
             &self.client,
@@ -804,7 +804,7 @@ impl Controller {
                 }
                 Err(kube::Error::Api(s)) if s.is_conflict() && attempt < CONFLICT_STEPS => {
                     tracing::debug!(
-                        controller = crate::NAME,
+                        controller = crate::config::NAME,
                         key = ctx.key,
                         "status update conflict, retrying on a fresh copy"
                     );

@@ -54,7 +54,7 @@ fn fixture() -> Fixture {
         queue: WorkQueue::new("test-daemonset", RateLimiter::Default),
         node_queue: WorkQueue::new("test-daemonset-node-updates", RateLimiter::Default),
         clock,
-        cfg: crate::Config::default(),
+        cfg: crate::config::Config::default(),
         consistency: None,
         backoff: Mutex::new(crate::backoff::Backoff::default()),
         pacer: rkcm_runtime::queue::pacing::StatusPacer::default(),

@@ -19,7 +19,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
-use super::{Env, Seen, WITHIN, is_active, name_of, ready_status, uid_of};
+use super::env::Env;
+use super::history::Seen;
+use super::objects::{WITHIN, is_active, name_of, ready_status, uid_of};
 
 /// The annotation (and label) holding an Indexed Job pod's completion index.
 pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";

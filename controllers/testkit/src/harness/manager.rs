@@ -5,8 +5,8 @@ use std::process::Stdio;
 
 use anyhow::{Context, Result, bail, ensure};
 
+use crate::cluster::{TestCluster, unique_name};
 use crate::proxy::{ProxiedRequest, ScopedProxy};
-use crate::{TestCluster, unique_name};
 
 /// Environment variable naming the directory of the plane's upstream binaries.
 pub const E2E_BIN_ENV: &str = "RKCM_E2E_BIN";
