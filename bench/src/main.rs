@@ -18,6 +18,7 @@ mod harness;
 mod k8s;
 mod manager;
 mod memory;
+mod nodes;
 mod procfs;
 mod report;
 mod results;

@@ -47,6 +47,7 @@ use tokio::sync::watch;
 
 use crate::harness::{Env, Probe, Scenario};
 use crate::k8s::{self, PodCount, PodWatch};
+use crate::nodes;
 use crate::results::{Correctness, Metric};
 use crate::scenarios::podgc::group;
 
@@ -260,39 +261,6 @@ impl State {
     }
 }
 
-/// Creates kwok nodes `names` in the run (kwok makes them Ready and runs their pods).
-async fn create_nodes(env: &Env, ns: &str, names: &[String]) -> anyhow::Result<()> {
-    let api: Api<Node> = Api::all(env.client.clone());
-    k8s::bounded(
-        "nodes created",
-        names.len(),
-        env.concurrency,
-        names.len().div_ceil(4).max(1),
-        names.iter().map(|name| {
-            let api = api.clone();
-            let node: Result<Node, _> = serde_json::from_value(json!({
-                "metadata": {
-                    "name": name,
-                    "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-                    "labels": {NODE_LABEL: ns, "kubernetes.io/hostname": name,
-                               "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
-                },
-            }));
-            async move {
-                let node = node?;
-                let pp = PostParams::default();
-                match k8s::retry(|| api.create(&pp, &node)).await {
-                    Ok(_) => Ok(()),
-                    Err(e) if k8s::is_status(&e, 409) => Ok(()),
-                    Err(e) => Err(e).with_context(|| format!("creating node {}", node.name_any())),
-                }
-            }
-        }),
-    )
-    .await?;
-    Ok(())
-}
-
 /// Deletes nodes `names` (missing ones are fine).
 async fn delete_nodes(env: &Env, names: &[String]) -> anyhow::Result<()> {
     let api: Api<Node> = Api::all(env.client.clone());
@@ -315,36 +283,6 @@ async fn delete_nodes(env: &Env, names: &[String]) -> anyhow::Result<()> {
     )
     .await?;
     Ok(())
-}
-
-/// Waits until `want` nodes of the run report Ready.
-async fn wait_nodes_ready(env: &Env, ns: &str, want: usize) -> anyhow::Result<()> {
-    let api: Api<Node> = Api::all(env.client.clone());
-    let lp = ListParams::default().labels(&format!("{NODE_LABEL}={ns}"));
-    let deadline = std::time::Instant::now() + Duration::from_secs(300);
-    loop {
-        let list = k8s::retry(|| api.list(&lp))
-            .await
-            .context("listing nodes")?;
-        let ready = list
-            .items
-            .iter()
-            .filter(|n| {
-                n.status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-            })
-            .count();
-        if ready >= want {
-            return Ok(());
-        }
-        anyhow::ensure!(
-            std::time::Instant::now() < deadline,
-            "only {ready} of {want} nodes Ready after 300 s (is kwok running?)"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
 }
 
 /// Force-deletes the pods bound to `nodes`, as pod GC does for pods of deleted nodes.
@@ -488,8 +426,8 @@ impl Scenario for DaemonSetNodes {
         let extra: Vec<String> = (self.args.nodes..self.args.nodes + self.args.churn)
             .map(|i| node_name(ns, i))
             .collect();
-        create_nodes(env, ns, &base).await?;
-        wait_nodes_ready(env, ns, base.len()).await?;
+        nodes::create_nodes(env, &base, |name| nodes::kwok_node(name, NODE_LABEL, ns)).await?;
+        nodes::wait_nodes_ready(env, NODE_LABEL, ns, base.len()).await?;
 
         let api: Api<DaemonSet> = Api::namespaced(client.clone(), ns);
         let labels = json!({"app": "rkcm-bench-ds"});
@@ -595,7 +533,10 @@ impl Scenario for DaemonSetNodes {
         );
 
         let phase = probe.begin(&format!("add {} nodes", group(m)));
-        create_nodes(env, &ns, &state.extra).await?;
+        nodes::create_nodes(env, &state.extra, |name| {
+            nodes::kwok_node(name, NODE_LABEL, &ns)
+        })
+        .await?;
         let (_, pods) = state
             .wait(probe, |ds, p| ds.all(0, ni + mi) && p.owned == Some(n + m))
             .await?;
