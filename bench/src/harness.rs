@@ -217,8 +217,11 @@ pub trait Scenario {
     fn params(&self) -> BTreeMap<String, String>;
     /// Canonical controller names for `--controllers` of both managers.
     fn controllers(&self) -> Vec<&'static str>;
-    /// Scenario flags for both managers (`--terminated-pod-gc-threshold=5000`).
-    fn manager_flags(&self) -> Vec<String>;
+    /// Scenario flags for both managers (`--terminated-pod-gc-threshold=5000`); none unless
+    /// the scenario says.
+    fn manager_flags(&self) -> Vec<String> {
+        Vec::new()
+    }
 
     /// Creates the objects in `ns` (a namespace of this run) and arms observers, so that the
     /// manager can be started the moment this returns.

@@ -54,6 +54,24 @@ pub struct Correctness {
     pub detail: String,
 }
 
+impl Correctness {
+    /// Correct, said by `ok()`, when nothing is `wrong`; otherwise incorrect, with every wrong
+    /// thing.
+    pub fn unless(wrong: Vec<String>, ok: impl FnOnce() -> String) -> Self {
+        if wrong.is_empty() {
+            Correctness {
+                ok: true,
+                detail: ok(),
+            }
+        } else {
+            Correctness {
+                ok: false,
+                detail: wrong.join("; "),
+            }
+        }
+    }
+}
+
 /// A named moment of a run, in seconds after the manager was started.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Milestone {

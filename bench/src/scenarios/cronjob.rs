@@ -330,29 +330,21 @@ impl Judgement {
                 self.status_wrong[0]
             ));
         }
-        if wrong.is_empty() {
-            Correctness {
-                ok: true,
-                detail: format!(
-                    "{} Jobs, one per CronJob and minute: 0 duplicates, 0 missing, none \
+        Correctness::unless(wrong, || {
+            format!(
+                "{} Jobs, one per CronJob and minute: 0 duplicates, 0 missing, none \
                      deleted, status consistent{}",
-                    group(self.measured),
-                    if self.earlier > 0 {
-                        format!(
-                            " ({} more for a minute due before the measured ones)",
-                            self.earlier
-                        )
-                    } else {
-                        String::new()
-                    }
-                ),
-            }
-        } else {
-            Correctness {
-                ok: false,
-                detail: wrong.join("; "),
-            }
-        }
+                group(self.measured),
+                if self.earlier > 0 {
+                    format!(
+                        " ({} more for a minute due before the measured ones)",
+                        self.earlier
+                    )
+                } else {
+                    String::new()
+                }
+            )
+        })
     }
 
     pub fn metrics(&self) -> Vec<Metric> {
@@ -461,10 +453,6 @@ impl Scenario for CronJobSchedule {
 
     fn controllers(&self) -> Vec<&'static str> {
         vec!["cronjob-controller"]
-    }
-
-    fn manager_flags(&self) -> Vec<String> {
-        Vec::new()
     }
 
     async fn setup(&self, env: &Env, ns: &str) -> anyhow::Result<State> {

@@ -43,10 +43,9 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use tokio::sync::watch;
 
 use crate::harness::{Env, Probe, Scenario};
-use crate::k8s::{self, PodCount, PodWatch};
+use crate::k8s::{self, NamedWatch, PodCount, PodWatch};
 use crate::nodes;
 use crate::results::{Correctness, Metric};
 use crate::scenarios::podgc::group;
@@ -122,45 +121,6 @@ impl DsSeen {
     }
 }
 
-/// Follows the DaemonSet with a watch (field selector on its name).
-pub struct DsWatch {
-    rx: watch::Receiver<DsSeen>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl DsWatch {
-    fn start(client: &Client, ns: &str) -> Self {
-        let api: Api<DaemonSet> = Api::namespaced(client.clone(), ns);
-        let (tx, rx) = watch::channel(DsSeen::default());
-        let cfg = watcher::Config::default().fields(&format!("metadata.name={NAME}"));
-        let task = tokio::spawn(async move {
-            let stream = watcher(api, cfg).default_backoff().applied_objects();
-            futures::pin_mut!(stream);
-            loop {
-                match stream.try_next().await {
-                    Ok(Some(ds)) => {
-                        let seen = DsSeen::of(&ds);
-                        tx.send_if_modified(|c| std::mem::replace(c, seen) != seen);
-                    }
-                    Ok(None) => break,
-                    Err(e) => tracing::warn!(error = %e, "daemonset watch error (retrying)"),
-                }
-            }
-        });
-        Self { rx, task }
-    }
-
-    fn latest(&mut self) -> DsSeen {
-        *self.rx.borrow_and_update()
-    }
-}
-
-impl Drop for DsWatch {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
 /// Counts updates of the run's nodes (metadata watch; every status write is one).
 struct NodeUpdates {
     seen: Arc<AtomicUsize>,
@@ -203,7 +163,7 @@ impl Drop for NodeUpdates {
 
 pub struct State {
     ns: String,
-    ds: DsWatch,
+    ds: NamedWatch<DsSeen>,
     pods: PodWatch,
     /// The nodes that stay, and those added and deleted in the churn phases.
     base: Vec<String>,
@@ -414,10 +374,6 @@ impl Scenario for DaemonSetNodes {
         vec!["daemonset-controller"]
     }
 
-    fn manager_flags(&self) -> Vec<String> {
-        Vec::new()
-    }
-
     async fn setup(&self, env: &Env, ns: &str) -> anyhow::Result<State> {
         let client = &env.client;
         k8s::ensure_namespace(client, ns).await?;
@@ -439,16 +395,7 @@ impl Scenario for DaemonSetNodes {
                     "maxSurge": self.args.max_surge, "maxUnavailable": 0}},
                 "template": {
                     "metadata": {"labels": labels},
-                    "spec": {
-                        "nodeSelector": {NODE_LABEL: "none"},
-                        "automountServiceAccountToken": false,
-                        "terminationGracePeriodSeconds": 30,
-                        "containers": [{
-                            "name": "main",
-                            "image": IMAGE_1,
-                            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}
-                        }]
-                    }
+                    "spec": k8s::pod_spec(IMAGE_1, json!({"nodeSelector": {NODE_LABEL: "none"}}))
                 }
             }
         }))?;
@@ -457,15 +404,8 @@ impl Scenario for DaemonSetNodes {
             .await
             .with_context(|| format!("creating DaemonSet {ns}/{NAME}"))?;
         let uid = created.uid().context("the created DaemonSet has no uid")?;
-        let mut pods = PodWatch::start_owned(client, ns, Some(uid));
-        let c = tokio::time::timeout(
-            Duration::from_secs(120),
-            pods.wait_for(|c| c.count.is_some()),
-        )
-        .await
-        .context("the pod watch did not sync within 120 s")??;
-        anyhow::ensure!(c.count == Some(0), "{ns} has {:?} pods at start", c.count);
-        let mut ds = DsWatch::start(client, ns);
+        let pods = PodWatch::start_owned_empty(client, ns, uid).await?;
+        let mut ds = NamedWatch::start(client, ns, NAME, "daemonset", DsSeen::of);
         tokio::time::timeout(Duration::from_secs(120), ds.rx.wait_for(|d| d.exists))
             .await
             .context("the DaemonSet watch did not sync within 120 s")?
@@ -696,20 +636,12 @@ fn judge(nodes: &[String], pods: &[Pod], ds: &DsSeen) -> Correctness {
             ds.desired, ds.current, ds.updated, ds.ready, ds.available, ds.misscheduled
         ));
     }
-    if wrong.is_empty() {
-        Correctness {
-            ok: true,
-            detail: format!(
-                "one pod of the new revision on each of {} nodes, status agrees",
-                group(nodes.len())
-            ),
-        }
-    } else {
-        Correctness {
-            ok: false,
-            detail: wrong.join("; "),
-        }
-    }
+    Correctness::unless(wrong, || {
+        format!(
+            "one pod of the new revision on each of {} nodes, status agrees",
+            group(nodes.len())
+        )
+    })
 }
 
 /// Deletes the DaemonSet, every pod of `ns` and the run's nodes. No garbage collector runs

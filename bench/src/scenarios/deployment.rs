@@ -51,17 +51,17 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use futures::{Stream, TryStreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -803,10 +803,6 @@ impl Scenario for DeploymentRollout {
         vec!["deployment-controller", "replicaset-controller"]
     }
 
-    fn manager_flags(&self) -> Vec<String> {
-        Vec::new()
-    }
-
     async fn setup(&self, env: &Env, ns: &str) -> anyhow::Result<State> {
         let client = &env.client;
         anyhow::ensure!(
@@ -987,16 +983,7 @@ fn deployment(name: &str, replicas: usize) -> anyhow::Result<Deployment> {
             },
             "template": {
                 "metadata": {"labels": labels, "annotations": {VERSION_ANN: V_CREATE}},
-                "spec": {
-                    "nodeSelector": {"type": "kwok"},
-                    "automountServiceAccountToken": false,
-                    "terminationGracePeriodSeconds": 30,
-                    "containers": [{
-                        "name": "main",
-                        "image": "registry.k8s.io/pause:3.10",
-                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}
-                    }]
-                }
+                "spec": k8s::pod_spec(k8s::PAUSE, json!({"nodeSelector": {"type": "kwok"}}))
             }
         }
     }))
@@ -1007,41 +994,9 @@ fn deployment(name: &str, replicas: usize) -> anyhow::Result<Deployment> {
 /// garbage collector runs on the plane, so each kind is deleted directly (background
 /// propagation: no finalizer waits for a collector), the manager stopped first.
 async fn remove(env: &Env, ns: &str) -> anyhow::Result<()> {
-    let dp = DeleteParams {
-        propagation_policy: Some(PropagationPolicy::Background),
-        ..DeleteParams::default()
-    };
-    let deploys: Api<Deployment> = Api::namespaced(env.client.clone(), ns);
-    let rss: Api<ReplicaSet> = Api::namespaced(env.client.clone(), ns);
-    delete_kind(&deploys, &dp, "Deployments", ns).await?;
-    delete_kind(&rss, &dp, "ReplicaSets", ns).await?;
+    k8s::delete_every::<Deployment>(&env.client, ns, "Deployments").await?;
+    k8s::delete_every::<ReplicaSet>(&env.client, ns, "ReplicaSets").await?;
     k8s::delete_all_pods(&env.client, ns, Duration::from_secs(600)).await
-}
-
-async fn delete_kind<K>(api: &Api<K>, dp: &DeleteParams, what: &str, ns: &str) -> anyhow::Result<()>
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let all = ListParams::default();
-    let one = ListParams::default().limit(1);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let left = k8s::retry(|| api.list_metadata(&one))
-            .await
-            .with_context(|| format!("listing the {what} of {ns}"))?;
-        if left.items.is_empty() {
-            return Ok(());
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "{what} of {ns} still present 60 s after their deletion (e.g. {})",
-            left.items[0].name_any()
-        );
-        k8s::retry(|| api.delete_collection(dp, &all))
-            .await
-            .with_context(|| format!("deleting the {what} of {ns}"))?;
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// The verdict: `seen` is what the watches saw over the run, `now` fresh lists after the

@@ -223,10 +223,6 @@ impl Scenario for Idle {
         ALL_CONTROLLERS.to_vec()
     }
 
-    fn manager_flags(&self) -> Vec<String> {
-        Vec::new()
-    }
-
     fn rss_curve(&self) -> Option<Duration> {
         Some(Duration::from_secs(2))
     }
@@ -453,16 +449,7 @@ fn per_pod_metrics(run: &RunResult, base: &RunResult, pods: usize) -> Vec<Metric
 fn pod(name: &str, node: &str) -> anyhow::Result<Pod> {
     serde_json::from_value(json!({
         "metadata": {"name": name, "labels": {"app": APP}},
-        "spec": {
-            "nodeName": node,
-            "automountServiceAccountToken": false,
-            "terminationGracePeriodSeconds": 30,
-            "containers": [{
-                "name": "main",
-                "image": "registry.k8s.io/pause:3.10",
-                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}
-            }]
-        }
+        "spec": k8s::pod_spec(k8s::PAUSE, json!({"nodeName": node}))
     }))
     .with_context(|| format!("building pod {name}"))
 }

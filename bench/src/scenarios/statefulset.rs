@@ -51,7 +51,7 @@ use anyhow::Context;
 use futures::TryStreamExt;
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -555,10 +555,6 @@ impl Scenario for StatefulSetScale {
         vec!["statefulset-controller"]
     }
 
-    fn manager_flags(&self) -> Vec<String> {
-        Vec::new()
-    }
-
     async fn setup(&self, env: &Env, ns: &str) -> anyhow::Result<State> {
         let client = &env.client;
         anyhow::ensure!(
@@ -790,27 +786,19 @@ pub fn judge(
             "ControllerRevisions per set {revisions:?}, want {want_revs:?}"
         ));
     }
-    if wrong.is_empty() {
-        Correctness {
-            ok: true,
-            detail: format!(
-                "{} pods created ({} `par`, {} `ord`; {} deleted at once by the plane and \
+    Correctness::unless(wrong, || {
+        format!(
+            "{} pods created ({} `par`, {} `ord`; {} deleted at once by the plane and \
                  replaced): `ord` in order, each after all lower ordinals were Ready; end \
                  state complete, 2 + 1 revisions; at most {} `par` pods unavailable at once \
                  during the rolling update (reported, not judged)",
-                group(cp + co),
-                group(cp),
-                group(co),
-                seen.abrupt.len(),
-                seen.max_unavailable
-            ),
-        }
-    } else {
-        Correctness {
-            ok: false,
-            detail: wrong.join("; "),
-        }
-    }
+            group(cp + co),
+            group(cp),
+            group(co),
+            seen.abrupt.len(),
+            seen.max_unavailable
+        )
+    })
 }
 
 /// One StatefulSet of the scenario, 0 replicas.
@@ -829,16 +817,7 @@ fn statefulset(name: &str, policy: &str) -> anyhow::Result<StatefulSet> {
             },
             "template": {
                 "metadata": {"labels": labels, "annotations": {VERSION_ANN: "0"}},
-                "spec": {
-                    "nodeSelector": {"type": "kwok"},
-                    "automountServiceAccountToken": false,
-                    "terminationGracePeriodSeconds": 30,
-                    "containers": [{
-                        "name": "main",
-                        "image": "registry.k8s.io/pause:3.10",
-                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}
-                    }]
-                }
+                "spec": k8s::pod_spec(k8s::PAUSE, json!({"nodeSelector": {"type": "kwok"}}))
             }
         }
     }))
@@ -849,37 +828,8 @@ fn statefulset(name: &str, policy: &str) -> anyhow::Result<StatefulSet> {
 /// left. No garbage collector runs on the plane, so each kind is deleted directly (sets
 /// first, the manager stopped already).
 async fn remove(env: &Env, ns: &str) -> anyhow::Result<()> {
-    let dp = DeleteParams {
-        propagation_policy: Some(PropagationPolicy::Background),
-        ..DeleteParams::default()
-    };
-    let sets: Api<StatefulSet> = Api::namespaced(env.client.clone(), ns);
-    let revs: Api<ControllerRevision> = Api::namespaced(env.client.clone(), ns);
-    let all = ListParams::default();
-    let one = ListParams::default().limit(1);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let s = k8s::retry(|| sets.list_metadata(&one)).await?.items.len();
-        let r = k8s::retry(|| revs.list_metadata(&one)).await?.items.len();
-        if s == 0 && r == 0 {
-            break;
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "StatefulSets or ControllerRevisions of {ns} still present 60 s after their deletion"
-        );
-        if s > 0 {
-            k8s::retry(|| sets.delete_collection(&dp, &all))
-                .await
-                .with_context(|| format!("deleting the StatefulSets of {ns}"))?;
-        }
-        if r > 0 {
-            k8s::retry(|| revs.delete_collection(&dp, &all))
-                .await
-                .with_context(|| format!("deleting the ControllerRevisions of {ns}"))?;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    k8s::delete_every::<StatefulSet>(&env.client, ns, "StatefulSets").await?;
+    k8s::delete_every::<ControllerRevision>(&env.client, ns, "ControllerRevisions").await?;
     k8s::delete_all_pods(&env.client, ns, Duration::from_secs(600)).await
 }
 
