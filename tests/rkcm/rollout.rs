@@ -32,7 +32,7 @@ use anyhow::{Context as _, bail};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Event, ServiceAccount};
 use kube::api::ListParams;
-use rkcm_testkit::harness::e2e_bin;
+use rkcm_testkit::harness::{e2e_bin, kwok_template};
 
 use crate::serve::stdin_for;
 pub(crate) use rkcm_testkit::harness::{Manager, ManagerKind as Kind};
@@ -136,15 +136,7 @@ pub(crate) fn deployment_manifest(
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {
-                    "nodeSelector": {"type": "kwok"},
-                    "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists",
-                                     "effect": "NoSchedule"}],
-                    "containers": [{"name": "app", "image": image}],
-                },
-            },
+            "template": kwok_template(name, image),
         },
     });
     if let (Some(spec), Some(extra)) = (d["spec"].as_object_mut(), extra_spec.as_object()) {
@@ -1086,21 +1078,10 @@ pub(crate) async fn run_side(
     wait_default_service_account(&ns).await?;
     let mut manager = Manager::start(kind, cluster, ns.name(), controllers).await?;
     let result = session(&ns).await;
-    let result = match (result, manager.check_running()) {
+    let result = match (result, manager.check_running_in_namespace()) {
         (Ok(t), Ok(())) => Ok(t),
         (Err(e), _) | (Ok(_), Err(e)) => Err(e),
     };
-    let refused = manager.proxy().refused();
-    let result = result.and_then(|t| {
-        if refused.is_empty() {
-            Ok(t)
-        } else {
-            Err(anyhow::anyhow!(
-                "{} tried to write outside its namespace: {refused:?}",
-                kind.name()
-            ))
-        }
-    });
     let transcript = Manager::with_logs(result, &mut [&mut manager])
         .with_context(|| format!("{} side (namespace {})", kind.name(), ns.name()))?;
     Ok(Side {

@@ -19,9 +19,10 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use rkcm_testkit::harness::pod_image;
 use rkcm_testkit::{TestCluster, TestNamespace, wait_for};
 
 use crate::rollout::{
@@ -83,14 +84,6 @@ fn revision_image(r: &ControllerRevision) -> String {
         .to_owned()
 }
 
-fn pod_image(p: &Pod) -> &str {
-    p.spec
-        .as_ref()
-        .and_then(|s| s.containers.first())
-        .and_then(|c| c.image.as_deref())
-        .unwrap_or("")
-}
-
 fn annotation<'a>(meta: &'a kube::core::ObjectMeta, key: &str) -> Option<&'a str> {
     meta.annotations.as_ref()?.get(key).map(String::as_str)
 }
@@ -142,6 +135,21 @@ async fn wait_settled(
 }
 
 /// What must be equal on both sides after each settled step.
+/// A DaemonSet's status counters, as the DaemonSet tests compare them.
+pub(crate) fn counters(st: &DaemonSetStatus) -> String {
+    format!(
+        "desired={} current={} updated={:?} ready={} available={:?} unavailable={:?} misscheduled={} collisionCount={:?}",
+        st.desired_number_scheduled,
+        st.current_number_scheduled,
+        st.updated_number_scheduled,
+        st.number_ready,
+        st.number_available,
+        st.number_unavailable,
+        st.number_misscheduled,
+        st.collision_count,
+    )
+}
+
 fn describe(d: &DaemonSet, revs: &[ControllerRevision], pods: &[Pod]) -> String {
     let st = d.status.clone().unwrap_or_default();
     let mut s = String::new();
@@ -154,18 +162,7 @@ fn describe(d: &DaemonSet, revs: &[ControllerRevision], pods: &[Pod]) -> String 
         annotation(&d.metadata, "deprecated.daemonset.template.generation"),
         annotation(&d.metadata, CHANGE_CAUSE),
     );
-    let _ = writeln!(
-        s,
-        "  status: desired={} current={} updated={:?} ready={} available={:?} unavailable={:?} misscheduled={} collisionCount={:?}",
-        st.desired_number_scheduled,
-        st.current_number_scheduled,
-        st.updated_number_scheduled,
-        st.number_ready,
-        st.number_available,
-        st.number_unavailable,
-        st.number_misscheduled,
-        st.collision_count,
-    );
+    let _ = writeln!(s, "  status: {}", counters(&st));
     for r in revs {
         let _ = writeln!(
             s,

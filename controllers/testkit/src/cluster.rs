@@ -218,6 +218,19 @@ impl TestNamespace {
     {
         Api::namespaced(self.client.clone(), &self.name)
     }
+
+    /// Deletes every pod of the namespace with grace period 0, as a kubelet would: pods bound
+    /// to nodes that nothing runs never finish terminating otherwise. For cleanup: errors are
+    /// ignored.
+    pub async fn force_delete_pods(&self) {
+        let _ = self
+            .api::<Pod>()
+            .delete_collection(
+                &DeleteParams::default().grace_period(0),
+                &kube::api::ListParams::default(),
+            )
+            .await;
+    }
 }
 
 impl Drop for TestNamespace {

@@ -2,6 +2,7 @@
 //! `TestReplaceDaemonSetPodNodeNameNodeAffinity`, `TestGetTargetNodeName`,
 //! `TestIsPodUpdated`) and `TestSurgeCount`/`TestUnavailableCount`.
 
+use rkcm_testkit::harness::DAEMON_TOLERATIONS;
 use serde_json::json;
 
 use super::*;
@@ -23,15 +24,7 @@ fn default_tolerations_are_upstreams_six_plus_network_for_host_network() {
             .map(|t| (t.key.unwrap_or_default(), t.effect.unwrap_or_default()))
             .collect()
     };
-    let six = [
-        ("node.kubernetes.io/not-ready", "NoExecute"),
-        ("node.kubernetes.io/unreachable", "NoExecute"),
-        ("node.kubernetes.io/disk-pressure", "NoSchedule"),
-        ("node.kubernetes.io/memory-pressure", "NoSchedule"),
-        ("node.kubernetes.io/pid-pressure", "NoSchedule"),
-        ("node.kubernetes.io/unschedulable", "NoSchedule"),
-    ];
-    let want: Vec<(String, String)> = six
+    let want: Vec<(String, String)> = DAEMON_TOLERATIONS
         .iter()
         .map(|(k, e)| (k.to_string(), e.to_string()))
         .collect();

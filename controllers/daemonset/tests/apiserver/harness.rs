@@ -12,6 +12,7 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 pub use rkcm_testkit::harness::Controllers;
+pub use rkcm_testkit::harness::merge_patch as merge;
 use rkcm_testkit::{TestCluster, TestNamespace, wait_for};
 use serde_json::{Value, json};
 
@@ -384,21 +385,6 @@ impl Env {
 pub fn sorted(mut v: Vec<String>) -> Vec<String> {
     v.sort();
     v
-}
-
-pub fn merge(target: &mut Value, patch: &Value) {
-    match (target, patch) {
-        (Value::Object(t), Value::Object(p)) => {
-            for (k, v) in p {
-                if v.is_null() {
-                    t.remove(k);
-                } else {
-                    merge(t.entry(k.clone()).or_insert(Value::Null), v);
-                }
-            }
-        }
-        (t, p) => *t = p.clone(),
-    }
 }
 
 /// `spec.nodeName`, or the node of the `metadata.name` affinity term.

@@ -10,26 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DeploymentCondition, DeploymentStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use rkcm_runtime::cache::cached::Pod;
 use rkcm_runtime::cache::cached::PodStatus;
 
 use super::*;
-use crate::model::tests::{R, ago, dep25, now, recreate, template};
-
-/// `R` owned by the `web` Deployment (uid `d-uid`).
-fn owned(r: R) -> ReplicaSet {
-    let mut rs = r.rs();
-    rs.metadata.owner_references = Some(vec![OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: "Deployment".into(),
-        name: "web".into(),
-        uid: "d-uid".into(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }]);
-    rs
-}
+use crate::model::tests::{R, ago, dep25, now, owned, recreate, template};
 
 fn annotated(mut d: Deployment, pairs: &[(&str, &str)]) -> Deployment {
     let map = d.metadata.annotations.get_or_insert_with(BTreeMap::new);

@@ -13,7 +13,7 @@ use rkcm_runtime::cache::cached::PodStatus;
 
 use super::*;
 use crate::model::tests::{
-    R, dep, dep25, healthy, int, names, now, pct, recreate, with_status_replicas,
+    R, dep, dep25, healthy, int, names, now, pct, recreate, rs_new, rs_old, with_status_replicas,
 };
 
 fn sizes(ops: &[ScaleOp]) -> Vec<(&str, i32)> {
@@ -28,23 +28,8 @@ fn resized(rs: &Rs, to: i32) -> Rs {
 
 #[test]
 fn reconcile_new_cases() {
-    let new = |n| {
-        R {
-            name: "new",
-            replicas: n,
-            image: "v2",
-            ..R::default()
-        }
-        .build()
-    };
-    let old = |n| {
-        R {
-            name: "old",
-            replicas: n,
-            ..R::default()
-        }
-        .build()
-    };
+    let new = rs_new;
+    let old = rs_old;
     let d = dep25(10);
     let all = |o, n| vec![old(o), new(n)];
     assert_eq!(

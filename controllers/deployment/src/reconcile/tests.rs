@@ -104,17 +104,9 @@ fn stored(replicas: i32) -> Deployment {
     d
 }
 
-/// An RS owned by `stored()`.
+/// An RS owned by `stored()`, labelled as its pods.
 fn owned(r: R) -> ReplicaSet {
-    let mut rs = r.rs();
-    rs.metadata.owner_references = Some(vec![OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: "Deployment".into(),
-        name: "web".into(),
-        uid: "d-uid".into(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }]);
+    let mut rs = model::tests::owned(r);
     rs.metadata.labels = Some(BTreeMap::from([("app".to_owned(), "web".to_owned())]));
     rs
 }

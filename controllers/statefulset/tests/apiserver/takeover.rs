@@ -44,14 +44,7 @@ async fn snapshot(env: &Env<'_>) -> Result<(Vec<(String, i64)>, Vec<Option<Strin
         .into_iter()
         .map(|r| (r.metadata.name.unwrap_or_default(), r.revision.unwrap_or(0)))
         .collect();
-    let mut pods: Vec<_> = env
-        .pods()
-        .list(&Default::default())
-        .await?
-        .items
-        .into_iter()
-        .map(|p| p.metadata.uid)
-        .collect();
+    let mut pods = env.pod_uids().await?;
     pods.sort();
     Ok((revs, pods))
 }

@@ -198,6 +198,20 @@ impl Manager {
         Ok(())
     }
 
+    /// Fails if the process has exited ([`Manager::check_running`]) or tried to write outside
+    /// its namespace (the proxy refused it).
+    pub fn check_running_in_namespace(&mut self) -> Result<()> {
+        self.check_running()?;
+        let refused = self.proxy().refused();
+        if !refused.is_empty() {
+            bail!(
+                "{} tried to write outside its namespace: {refused:?}",
+                self.kind.name()
+            );
+        }
+        Ok(())
+    }
+
     /// The last `lines` lines of the process's log.
     pub fn log_tail(&self, lines: usize) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();

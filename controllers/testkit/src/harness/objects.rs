@@ -37,6 +37,31 @@ pub fn template(labels_: &[(&str, &str)], image: &str) -> Value {
     })
 }
 
+/// A pod template for kwok's nodes: labelled `app=<app>`, one container `app` running `image`,
+/// placed on and tolerating kwok nodes (`type=kwok`, taint `kwok.x-k8s.io/node`).
+pub fn kwok_template(app: &str, image: &str) -> Value {
+    json!({
+        "metadata": {"labels": {"app": app}},
+        "spec": {
+            "nodeSelector": {"type": "kwok"},
+            "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists",
+                             "effect": "NoSchedule"}],
+            "containers": [{"name": "app", "image": image}],
+        },
+    })
+}
+
+/// The tolerations (key, effect) upstream gives every daemon pod; a host-network pod also gets
+/// `node.kubernetes.io/network-unavailable`.
+pub const DAEMON_TOLERATIONS: [(&str, &str); 6] = [
+    ("node.kubernetes.io/not-ready", "NoExecute"),
+    ("node.kubernetes.io/unreachable", "NoExecute"),
+    ("node.kubernetes.io/disk-pressure", "NoSchedule"),
+    ("node.kubernetes.io/memory-pressure", "NoSchedule"),
+    ("node.kubernetes.io/pid-pressure", "NoSchedule"),
+    ("node.kubernetes.io/unschedulable", "NoSchedule"),
+];
+
 /// A bare pod (no owner) that the scheduler leaves alone.
 pub fn bare_pod(name: &str, labels_: &[(&str, &str)]) -> Value {
     json!({
@@ -59,6 +84,23 @@ pub fn merge_json(base: &mut Value, patch: &Value) {
             }
         }
         (b, p) => *b = p.clone(),
+    }
+}
+
+/// Applies `patch` to `target` as a JSON merge patch (RFC 7386): nested objects merge key by
+/// key, `null` removes the key, anything else replaces.
+pub fn merge_patch(target: &mut Value, patch: &Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        (t, p) => *t = p.clone(),
     }
 }
 
