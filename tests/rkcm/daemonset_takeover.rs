@@ -28,7 +28,7 @@ use rkcm_testkit::{TestCluster, TestNamespace, holds_for, wait_for};
 use serde_json::json;
 
 use crate::rollout_daemonset::counters;
-use crate::takeover::Churn;
+use crate::takeover::{Churn, handed_over};
 
 const CONTROLLERS: &str = "daemonset-controller";
 /// The label that puts a node in this test (value: the namespace).
@@ -345,7 +345,7 @@ async fn hand_over(
     let before = view(ns).await?;
     let churn = churn(ns).await?;
     from.stop_scoped().await?;
-    let mut manager = Manager::start(to, cluster, ns.name(), CONTROLLERS).await?;
+    let manager = Manager::start(to, cluster, ns.name(), CONTROLLERS).await?;
     let result = async {
         prove_synced(ns, limit).await?;
         holds_for(
@@ -365,14 +365,10 @@ async fn hand_over(
                 to.name()
             );
         }
-        manager.check_running_in_namespace()?;
         Ok(())
     }
     .await;
-    let writes = manager.proxy().writes();
-    Manager::with_logs(result, &mut [&mut manager])
-        .with_context(|| format!("handover to {} (its writes: {writes:#?})", to.name()))?;
-    Ok(manager)
+    handed_over(manager, result)
 }
 
 async fn run(cluster: &TestCluster, ns: &TestNamespace, nodes: &[String]) -> anyhow::Result<()> {

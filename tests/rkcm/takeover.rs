@@ -110,6 +110,20 @@ impl Drop for Churn {
     }
 }
 
+/// The outcome of a handover to `manager`: `result`, unless the manager has exited or tried
+/// to write outside its namespace; a failure carries the manager's log and writes.
+pub(crate) fn handed_over(
+    mut manager: Manager,
+    result: anyhow::Result<()>,
+) -> anyhow::Result<Manager> {
+    let result = result.and_then(|()| manager.check_running_in_namespace());
+    let writes = manager.proxy().writes();
+    let to = manager.kind();
+    Manager::with_logs(result, &mut [&mut manager])
+        .with_context(|| format!("handover to {} (its writes: {writes:#?})", to.name()))?;
+    Ok(manager)
+}
+
 /// Records pod and ReplicaSet churn in one namespace: pods added, deleted or marked for
 /// deletion; ReplicaSets added, deleted, marked for deletion or resized.
 async fn churn_watch(ns: &TestNamespace) -> anyhow::Result<Churn> {
@@ -394,7 +408,7 @@ async fn hand_over(
     let before = fleet.views(ns).await?;
     let churn = churn_watch(ns).await?;
     from.stop().await?;
-    let mut manager = start_manager(to, cluster, ns.name()).await?;
+    let manager = start_manager(to, cluster, ns.name()).await?;
     let result = async {
         prove_synced(ns, k, fleet, round).await?;
         holds_for(
@@ -427,14 +441,10 @@ async fn hand_over(
         if !diff.is_empty() {
             bail!("the handover to {} changed Deployments:\n{diff}", to.name());
         }
-        manager.check_running_in_namespace()?;
         Ok(())
     }
     .await;
-    let writes = manager.proxy().writes();
-    Manager::with_logs(result, &mut [&mut manager])
-        .with_context(|| format!("handover to {} (its writes: {writes:#?})", to.name()))?;
-    Ok(manager)
+    handed_over(manager, result)
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -212,6 +212,33 @@ pub(crate) fn rs_new(n: i32) -> Rs {
     .build()
 }
 
+/// RS `name` of `replicas` replicas carrying `annotations`.
+pub(crate) fn annotated(
+    name: &'static str,
+    replicas: i32,
+    annotations: &'static [(&'static str, &'static str)],
+) -> Rs {
+    R {
+        name,
+        replicas,
+        annotations,
+        ..R::default()
+    }
+    .build()
+}
+
+/// The Progressing condition `NewReplicaSetCreated` for RS `web-abc`, last changed `at`.
+pub(crate) fn new_rs_created(at: jiff::Timestamp) -> crate::status::Condition {
+    crate::status::Condition {
+        type_: "Progressing".into(),
+        status: "True".into(),
+        reason: "NewReplicaSetCreated".into(),
+        message: "Created new replica set \"web-abc\"".into(),
+        last_update_time: Some(at),
+        last_transition_time: Some(at),
+    }
+}
+
 /// `r` owned by the `web` Deployment (uid `d-uid`).
 pub(crate) fn owned(r: R) -> ReplicaSet {
     let mut rs = r.rs();

@@ -15,7 +15,7 @@ use rkcm_runtime::cache::cached::Pod;
 use rkcm_runtime::cache::cached::PodStatus;
 
 use super::*;
-use crate::model::tests::{R, ago, dep25, now, owned, recreate, template};
+use crate::model::tests::{R, ago, dep25, new_rs_created, now, owned, recreate, template};
 
 fn annotated(mut d: Deployment, pairs: &[(&str, &str)]) -> Deployment {
     let map = d.metadata.annotations.get_or_insert_with(BTreeMap::new);
@@ -1143,14 +1143,7 @@ fn status_step_writes_or_rechecks_the_deadline() {
             .checked_sub(jiff::SignedDuration::from_millis(age_ms))
             .expect("time");
         if deadline.is_some() {
-            st.set_condition(status::Condition {
-                type_: "Progressing".into(),
-                status: "True".into(),
-                reason: "NewReplicaSetCreated".into(),
-                message: "Created new replica set \"web-abc\"".into(),
-                last_update_time: Some(t),
-                last_transition_time: Some(t),
-            });
+            st.set_condition(new_rs_created(t));
         }
         d.status = Some(st.to_api());
         d

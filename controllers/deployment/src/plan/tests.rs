@@ -13,7 +13,8 @@ use rkcm_runtime::cache::cached::PodStatus;
 
 use super::*;
 use crate::model::tests::{
-    R, dep, dep25, healthy, int, names, now, pct, recreate, rs_new, rs_old, with_status_replicas,
+    R, annotated, dep, dep25, healthy, int, names, now, pct, recreate, rs_new, rs_old,
+    with_status_replicas,
 };
 
 fn sizes(ops: &[ScaleOp]) -> Vec<(&str, i32)> {
@@ -397,13 +398,7 @@ fn scaling_events() {
             "20" => &[("deployment.kubernetes.io/desired-replicas", "20")],
             _ => &[("deployment.kubernetes.io/desired-replicas", "x")],
         };
-        R {
-            name,
-            replicas,
-            annotations,
-            ..R::default()
-        }
-        .build()
+        annotated(name, replicas, annotations)
     };
     assert!(is_scaling_event(&d, Some(&sized_for("new", 5, "10")), &[]));
     assert!(!is_scaling_event(&d, Some(&sized_for("new", 5, "20")), &[]));

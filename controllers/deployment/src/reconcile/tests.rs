@@ -21,7 +21,7 @@ use rkcm_testkit::fake_api::{FIRST_ECHO_RESOURCE_VERSION, FakeApi, Reply, Reques
 use serde_json::{Value, json};
 
 use super::*;
-use crate::model::tests::{R, ago, dep25, now, template};
+use crate::model::tests::{R, ago, dep25, new_rs_created, now, template};
 use crate::status;
 
 /// An API server that accepts every write and echoes it (creates get a UID, writes a new
@@ -644,14 +644,7 @@ async fn stalled_rollout_is_rechecked_without_events() {
     let t = now()
         .checked_sub(jiff::SignedDuration::from_millis(9500))
         .expect("time");
-    st.set_condition(status::Condition {
-        type_: "Progressing".into(),
-        status: "True".into(),
-        reason: "NewReplicaSetCreated".into(),
-        message: "Created new replica set \"web-abc\"".into(),
-        last_update_time: Some(t),
-        last_transition_time: Some(t),
-    });
+    st.set_condition(new_rs_created(t));
     with_rs.status = Some(st.to_api());
     h.deployment(with_rs);
     h.rs(rs);

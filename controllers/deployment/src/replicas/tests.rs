@@ -9,7 +9,7 @@ use super::*;
 /// `(maxSurge, maxUnavailable, desired, expected (surge, unavailable))`.
 type FencepostCase = (IntOrString, IntOrString, i32, Result<(i32, i32), ()>);
 use crate::model::tests::{
-    R, dep, dep25, int, pct, recreate, rs_new, rs_old, with_status_replicas,
+    R, annotated, dep, dep25, int, pct, recreate, rs_new, rs_old, with_status_replicas,
 };
 
 #[test]
@@ -233,13 +233,7 @@ fn sized(name: &'static str, replicas: i32, max: &'static str) -> Rs {
         "0" => &[("deployment.kubernetes.io/max-replicas", "0")],
         _ => &[],
     };
-    R {
-        name,
-        replicas,
-        annotations,
-        ..R::default()
-    }
-    .build()
+    annotated(name, replicas, annotations)
 }
 
 #[test]
