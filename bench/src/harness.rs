@@ -255,6 +255,59 @@ pub trait Scenario {
     async fn cleanup(&self, env: &Env, ns: &str) -> anyhow::Result<()>;
 }
 
+/// Waits until `check` of the model returns `Ok`, checking again on every change signalled on
+/// `changed`; `Err(progress)` says what is still missing and goes to `probe`.
+pub async fn wait_model<M, T>(
+    model: &Mutex<M>,
+    changed: &mut tokio::sync::watch::Receiver<u64>,
+    probe: &Probe,
+    mut check: impl FnMut(&M) -> Result<T, String>,
+) -> anyhow::Result<T> {
+    loop {
+        changed.mark_unchanged();
+        let r = check(
+            &model
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        match r {
+            Ok(v) => return Ok(v),
+            Err(progress) => probe.progress(progress),
+        }
+        changed
+            .changed()
+            .await
+            .context("the watches of the scenario ended")?;
+    }
+}
+
+/// Waits (120 s at most) until `synced` holds of the model the watches of namespace `ns` keep,
+/// checking on every change signalled on `changed`.
+pub async fn wait_model_synced<M: Send + 'static>(
+    model: Arc<Mutex<M>>,
+    changed: &mut tokio::sync::watch::Receiver<u64>,
+    ns: &str,
+    synced: impl Fn(&M) -> bool,
+) -> anyhow::Result<()> {
+    let synced = tokio::time::timeout(
+        Duration::from_secs(120),
+        changed.wait_for(move |_| {
+            synced(
+                &model
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            )
+        }),
+    )
+    .await
+    .map(|r| r.is_ok());
+    match synced {
+        Ok(true) => Ok(()),
+        Ok(false) => anyhow::bail!("the watches of {ns} ended before they synced"),
+        Err(_) => anyhow::bail!("the watches of {ns} did not sync within 120 s"),
+    }
+}
+
 /// Runs `scenario` for every manager of `env` in order, and with `env.both_orders` once
 /// more in the opposite order.
 pub async fn run<S: Scenario>(scenario: &S, env: &Env) -> ScenarioResult {

@@ -379,6 +379,56 @@ pub fn pod_spec(image: &str, extra: serde_json::Value) -> serde_json::Value {
     spec
 }
 
+/// Every `K` of namespace `ns` (`what`: its kind, plural, for the error).
+pub async fn list_all<K>(client: &Client, ns: &str, what: &str) -> anyhow::Result<Vec<K>>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let lp = ListParams::default();
+    let list = retry(|| api.list(&lp))
+        .await
+        .with_context(|| format!("listing the {what} of {ns}"))?;
+    Ok(list.items)
+}
+
+/// The pod template of a workload on kwok's nodes: `labels` and `annotations`, and a
+/// [`pod_spec`] of [`PAUSE`] selecting kwok nodes.
+pub fn kwok_template(
+    labels: &serde_json::Value,
+    annotations: serde_json::Value,
+) -> serde_json::Value {
+    json!({
+        "metadata": {"labels": labels, "annotations": annotations},
+        "spec": pod_spec(PAUSE, json!({"nodeSelector": {"type": "kwok"}}))
+    })
+}
+
+/// Deletes every `A`, then every `B`, then every pod of namespace `ns` (see [`delete_every`]
+/// and [`delete_all_pods`]); `what` names `A` and `B` in the plural.
+pub async fn delete_workloads<A, B>(
+    client: &Client,
+    ns: &str,
+    what: (&str, &str),
+) -> anyhow::Result<()>
+where
+    A: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    B: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    delete_every::<A>(client, ns, what.0).await?;
+    delete_every::<B>(client, ns, what.1).await?;
+    delete_all_pods(client, ns, Duration::from_secs(600)).await
+}
+
 /// Deletes every `K` (`what`: its kind, plural) of namespace `ns`, again every 200 ms until
 /// none is left; fails when some are still there after 60 s. Background propagation: no
 /// garbage collector runs on the plane, so no finalizer may wait for one.
