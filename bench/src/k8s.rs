@@ -379,13 +379,27 @@ pub fn pod_spec(image: &str, extra: serde_json::Value) -> serde_json::Value {
     spec
 }
 
-/// Every `K` of namespace `ns` (`what`: its kind, plural, for the error).
-pub async fn list_all<K>(client: &Client, ns: &str, what: &str) -> anyhow::Result<Vec<K>>
-where
+/// A namespaced kind the helpers below list, watch and delete.
+pub trait Namespaced:
+    kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+{
+}
+
+impl<K> Namespaced for K where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
         + Clone
         + serde::de::DeserializeOwned
-        + std::fmt::Debug,
+        + std::fmt::Debug
+{
+}
+
+/// Every `K` of namespace `ns` (`what`: its kind, plural, for the error).
+pub async fn list_all<K>(client: &Client, ns: &str, what: &str) -> anyhow::Result<Vec<K>>
+where
+    K: Namespaced,
 {
     let api: Api<K> = Api::namespaced(client.clone(), ns);
     let lp = ListParams::default();
@@ -415,14 +429,8 @@ pub async fn delete_workloads<A, B>(
     what: (&str, &str),
 ) -> anyhow::Result<()>
 where
-    A: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-    B: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
+    A: Namespaced,
+    B: Namespaced,
 {
     delete_every::<A>(client, ns, what.0).await?;
     delete_every::<B>(client, ns, what.1).await?;
@@ -434,10 +442,7 @@ where
 /// garbage collector runs on the plane, so no finalizer may wait for one.
 pub async fn delete_every<K>(client: &Client, ns: &str, what: &str) -> anyhow::Result<()>
 where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
+    K: Namespaced,
 {
     let api: Api<K> = Api::namespaced(client.clone(), ns);
     let dp = &DeleteParams {
@@ -484,12 +489,7 @@ impl<S: Copy + Default + PartialEq + Send + Sync + 'static> NamedWatch<S> {
         summary: fn(&K) -> S,
     ) -> Self
     where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + 'static,
+        K: Namespaced + Send + 'static,
     {
         let api: Api<K> = Api::namespaced(client.clone(), ns);
         let (tx, rx) = watch::channel(S::default());

@@ -160,27 +160,7 @@ impl TestCluster {
             .get(name)
             .await
             .with_context(|| format!("reading pod {namespace}/{name}"))?;
-        let now = jiff::Timestamp::now().to_string();
-        let statuses: Vec<_> = pod
-            .spec
-            .iter()
-            .flat_map(|s| s.containers.iter())
-            .map(|c| {
-                json!({
-                    "name": c.name, "image": c.image.clone().unwrap_or_default(), "imageID": "",
-                    "ready": false, "restartCount": 0,
-                    "state": {"terminated": {
-                        "exitCode": exit_code,
-                        "reason": if exit_code == 0 { "Completed" } else { "Error" },
-                        "startedAt": now, "finishedAt": now}}
-                })
-            })
-            .collect();
-        let phase = if exit_code == 0 {
-            "Succeeded"
-        } else {
-            "Failed"
-        };
+        let (phase, statuses) = terminated(&pod, exit_code, &jiff::Timestamp::now().to_string());
         self.patch_pod_status(
             namespace,
             name,
@@ -345,6 +325,36 @@ pub fn unique_name(prefix: &str) -> String {
         .map(|_| CHARS[rng.random_range(0..CHARS.len())] as char)
         .collect();
     format!("{prefix}-{suffix}")
+}
+
+/// The phase and container statuses a kubelet reports for `pod` once every container exited
+/// with `exit_code` at `at`: Succeeded for 0, Failed otherwise.
+pub(crate) fn terminated(
+    pod: &Pod,
+    exit_code: i32,
+    at: &str,
+) -> (&'static str, Vec<serde_json::Value>) {
+    let statuses = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.containers.iter())
+        .map(|c| {
+            json!({
+                "name": c.name, "image": c.image.clone().unwrap_or_default(), "imageID": "",
+                "ready": false, "restartCount": 0,
+                "state": {"terminated": {
+                    "exitCode": exit_code,
+                    "reason": if exit_code == 0 { "Completed" } else { "Error" },
+                    "startedAt": at, "finishedAt": at}}
+            })
+        })
+        .collect();
+    let phase = if exit_code == 0 {
+        "Succeeded"
+    } else {
+        "Failed"
+    };
+    (phase, statuses)
 }
 
 async fn etcd_compact(endpoint: &str) -> anyhow::Result<i64> {

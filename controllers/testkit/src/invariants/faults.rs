@@ -217,6 +217,36 @@ pub struct CutRecord {
     pub converge_after_heal_s: Option<f64>,
 }
 
+impl Outcome {
+    /// The outcome of `scenario` for manager `kind`, nothing measured yet.
+    pub fn empty(scenario: &str, kind: ManagerKind, duration_s: f64) -> Self {
+        Outcome {
+            scenario: scenario.to_owned(),
+            manager: kind.name().to_owned(),
+            duration_s,
+            faults: 0,
+            pod_deletions: 0,
+            spec_changes: 0,
+            violations: Vec::new(),
+            unjudged: 0,
+            watch_gaps: 0,
+            changes_observed: 0,
+            undisturbed_converge_s: 0.0,
+            converge_after_fault_s: None,
+            panics: 0,
+            unexpected_exits: 0,
+            error: None,
+            handovers: Vec::new(),
+            cuts: Vec::new(),
+            rejection: None,
+            kept_log: None,
+            gone_answers: 0,
+            rss: Vec::new(),
+            rss_warmup_s: 0.0,
+        }
+    }
+}
+
 /// One leader handover measured from the audit log.
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Handover {
@@ -989,30 +1019,7 @@ pub async fn run_leader(
         opts,
         all: false,
     };
-    let mut outcome = Outcome {
-        scenario: "leader".into(),
-        manager: kind.name().to_owned(),
-        duration_s: 0.0,
-        faults: 0,
-        pod_deletions: 0,
-        spec_changes: 0,
-        violations: Vec::new(),
-        unjudged: 0,
-        watch_gaps: 0,
-        changes_observed: 0,
-        undisturbed_converge_s: 0.0,
-        converge_after_fault_s: None,
-        panics: 0,
-        unexpected_exits: 0,
-        error: None,
-        handovers: Vec::new(),
-        cuts: Vec::new(),
-        rejection: None,
-        kept_log: None,
-        gone_answers: 0,
-        rss: Vec::new(),
-        rss_warmup_s: 0.0,
-    };
+    let mut outcome = Outcome::empty("leader", kind, 0.0);
     let begun = Instant::now();
     let result = async {
         work.create().await?;

@@ -545,30 +545,7 @@ pub async fn run_partition(
         )))
         .with_extension("log")
     };
-    let mut outcome = Outcome {
-        scenario: "partition".into(),
-        manager: kind.name().to_owned(),
-        duration_s: 0.0,
-        faults: 0,
-        pod_deletions: 0,
-        spec_changes: 0,
-        violations: Vec::new(),
-        unjudged: 0,
-        watch_gaps: 0,
-        changes_observed: 0,
-        undisturbed_converge_s: 0.0,
-        converge_after_fault_s: None,
-        panics: 0,
-        unexpected_exits: 0,
-        error: None,
-        handovers: Vec::new(),
-        cuts: Vec::new(),
-        rejection: None,
-        kept_log: None,
-        gone_answers: 0,
-        rss: Vec::new(),
-        rss_warmup_s: 0.0,
-    };
+    let mut outcome = Outcome::empty("partition", kind, 0.0);
     let begun = Instant::now();
     let mut replicas: Vec<Replica> = Vec::new();
     let work = Workload {

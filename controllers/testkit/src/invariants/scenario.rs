@@ -71,30 +71,7 @@ pub async fn run(
         None
     };
     let audit = outages::Audit::open();
-    let mut outcome = Outcome {
-        scenario: full_name.to_owned(),
-        manager: kind.name().to_owned(),
-        duration_s: opts.churn_time(scenario).as_secs_f64(),
-        faults: 0,
-        pod_deletions: 0,
-        spec_changes: 0,
-        violations: Vec::new(),
-        unjudged: 0,
-        watch_gaps: 0,
-        changes_observed: 0,
-        undisturbed_converge_s: 0.0,
-        converge_after_fault_s: None,
-        panics: 0,
-        unexpected_exits: 0,
-        error: None,
-        handovers: Vec::new(),
-        cuts: Vec::new(),
-        rejection: None,
-        kept_log: None,
-        gone_answers: 0,
-        rss: Vec::new(),
-        rss_warmup_s: 0.0,
-    };
+    let mut outcome = Outcome::empty(full_name, kind, opts.churn_time(scenario).as_secs_f64());
     let result = async {
         work.create().await?;
         work.wait_settled(opts.converge_timeout).await?;
