@@ -217,6 +217,29 @@ pub struct CutRecord {
     pub converge_after_heal_s: Option<f64>,
 }
 
+/// A new namespace named after `prefix`, once its default ServiceAccount exists, and the
+/// invariant watcher of it, started before anything is created in it.
+pub(super) async fn watched_namespace(
+    cluster: &TestCluster,
+    prefix: &str,
+) -> Result<(TestNamespace, InvariantWatcher)> {
+    let ns = cluster.namespace(prefix).await?;
+    let sa = ns.api::<ServiceAccount>();
+    wait_for(
+        "the default ServiceAccount",
+        Duration::from_secs(60),
+        || async { Ok(sa.get_opt("default").await?.map(|_| ())) },
+    )
+    .await?;
+    let watcher = InvariantWatcher::start(
+        cluster.client(),
+        Scope::Namespaces(vec![ns.name().to_owned()]),
+        Config::default(),
+    )
+    .await?;
+    Ok((ns, watcher))
+}
+
 impl Outcome {
     /// The outcome of `scenario` for manager `kind`, nothing measured yet.
     pub fn empty(scenario: &str, kind: ManagerKind, duration_s: f64) -> Self {
@@ -289,6 +312,18 @@ fn kwok_job_template(image: &str) -> Value {
 }
 
 impl Workload<'_> {
+    /// Creates the workload, waits until it settled, then measures the undisturbed baseline:
+    /// a rollout of every Deployment and a scale of every ReplicaSet, no fault, to settled
+    /// (seconds).
+    pub(super) async fn baseline(&self, timeout: Duration) -> Result<f64> {
+        self.create().await?;
+        self.wait_settled(timeout).await?;
+        let start = Instant::now();
+        self.bump(0).await?;
+        self.wait_settled(timeout).await?;
+        Ok(start.elapsed().as_secs_f64())
+    }
+
     fn deploy_name(i: usize) -> String {
         format!("d{i}")
     }
@@ -961,20 +996,7 @@ pub async fn run_leader(
         f.read_to_string(&mut s)?;
         Ok(s)
     };
-    let ns = cluster.namespace("chaos-leader").await?;
-    let sa = ns.api::<ServiceAccount>();
-    wait_for(
-        "the default ServiceAccount",
-        Duration::from_secs(60),
-        || async { Ok(sa.get_opt("default").await?.map(|_| ())) },
-    )
-    .await?;
-    let watcher = InvariantWatcher::start(
-        cluster.client(),
-        Scope::Namespaces(vec![ns.name().to_owned()]),
-        Config::default(),
-    )
-    .await?;
+    let (ns, watcher) = watched_namespace(cluster, "chaos-leader").await?;
     let bin = kind.binary()?;
     let args = |user: &str| -> Vec<String> {
         vec![
@@ -1022,12 +1044,7 @@ pub async fn run_leader(
     let mut outcome = Outcome::empty("leader", kind, 0.0);
     let begun = Instant::now();
     let result = async {
-        work.create().await?;
-        work.wait_settled(opts.converge_timeout).await?;
-        let start = Instant::now();
-        work.bump(0).await?;
-        work.wait_settled(opts.converge_timeout).await?;
-        outcome.undisturbed_converge_s = start.elapsed().as_secs_f64();
+        outcome.undisturbed_converge_s = work.baseline(opts.converge_timeout).await?;
         let mut faults = Vec::new();
         for signal in ["KILL", "TERM"] {
             let leader = wait_for("a leader", Duration::from_secs(60), || async {

@@ -21,17 +21,15 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 
-use super::Config;
 use super::faults::{
     CONTROLLERS, CutRecord, Options, Outcome, Rejection, Replica, Workload, audit_writes,
-    count_panics, kwok_template, lease_writer,
+    count_panics, kwok_template, lease_writer, watched_namespace,
 };
-use super::watch::{InvariantWatcher, Scope};
 use crate::cluster::{TestCluster, TestNamespace};
 use crate::harness::ManagerKind;
 use crate::proxy::{Cut, ScopedProxy};
@@ -503,20 +501,7 @@ pub async fn run_partition(
     let dir =
         PathBuf::from(std::env::var_os("RKCM_CLUSTER_DIR").context("RKCM_CLUSTER_DIR is not set")?);
     let audit = Audit::open().context("no audit log in RKCM_CLUSTER_DIR")?;
-    let ns = cluster.namespace("chaos-partition").await?;
-    let sa = ns.api::<ServiceAccount>();
-    wait_for(
-        "the default ServiceAccount",
-        Duration::from_secs(60),
-        || async { Ok(sa.get_opt("default").await?.map(|_| ())) },
-    )
-    .await?;
-    let watcher = InvariantWatcher::start(
-        cluster.client(),
-        Scope::Namespaces(vec![ns.name().to_owned()]),
-        Config::default(),
-    )
-    .await?;
+    let (ns, watcher) = watched_namespace(cluster, "chaos-partition").await?;
     let bin = kind.binary()?;
     let mut proxies = Vec::new();
     for user in ["rkcm", "kcm"] {
@@ -573,12 +558,7 @@ pub async fn run_partition(
             &args(&proxies[1].1),
             &log_of("kcm"),
         )?);
-        work.create().await?;
-        work.wait_settled(opts.converge_timeout).await?;
-        let start = Instant::now();
-        work.bump(0).await?;
-        work.wait_settled(opts.converge_timeout).await?;
-        outcome.undisturbed_converge_s = start.elapsed().as_secs_f64();
+        outcome.undisturbed_converge_s = work.baseline(opts.converge_timeout).await?;
         let mut cuts = Vec::new();
         for (mode, length) in &opts.cuts {
             let leader = wait_for("a leader", Duration::from_secs(60), || async {

@@ -5,17 +5,15 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use k8s_openapi::api::core::v1::ServiceAccount;
 
 use rand::Rng;
 
-use super::Config;
-use super::faults::{ALL_CONTROLLERS, CONTROLLERS, Options, Outcome, Workload, count_panics};
+use super::faults::{
+    ALL_CONTROLLERS, CONTROLLERS, Options, Outcome, Workload, count_panics, watched_namespace,
+};
 use super::outages;
-use super::watch::{InvariantWatcher, Scope};
 use crate::cluster::TestCluster;
 use crate::harness::{Manager, ManagerKind};
-use crate::wait::wait_for;
 
 /// Runs `scenario` (`kill-churn` or `watch-gap`) for `kind` in a new namespace.
 pub async fn run(
@@ -24,20 +22,7 @@ pub async fn run(
     scenario: &str,
     opts: &Options,
 ) -> Result<Outcome> {
-    let ns = cluster.namespace(&format!("chaos-{scenario}")).await?;
-    let sa = ns.api::<ServiceAccount>();
-    wait_for(
-        "the default ServiceAccount",
-        Duration::from_secs(60),
-        || async { Ok(sa.get_opt("default").await?.map(|_| ())) },
-    )
-    .await?;
-    let watcher = InvariantWatcher::start(
-        cluster.client(),
-        Scope::Namespaces(vec![ns.name().to_owned()]),
-        Config::default(),
-    )
-    .await?;
+    let (ns, watcher) = watched_namespace(cluster, &format!("chaos-{scenario}")).await?;
     let qps = format!("--kube-api-qps={}", opts.qps);
     let burst = format!("--kube-api-burst={}", opts.qps * 2);
     // `<scenario>-all`: the same faults, every workload controller and kind.
@@ -73,14 +58,7 @@ pub async fn run(
     let audit = outages::Audit::open();
     let mut outcome = Outcome::empty(full_name, kind, opts.churn_time(scenario).as_secs_f64());
     let result = async {
-        work.create().await?;
-        work.wait_settled(opts.converge_timeout).await?;
-        // The undisturbed baseline: a rollout of every Deployment and a scale of every
-        // ReplicaSet, no fault.
-        let start = Instant::now();
-        work.bump(0).await?;
-        work.wait_settled(opts.converge_timeout).await?;
-        outcome.undisturbed_converge_s = start.elapsed().as_secs_f64();
+        outcome.undisturbed_converge_s = work.baseline(opts.converge_timeout).await?;
 
         let churn_start = Instant::now();
         let until = churn_start + opts.churn_time(scenario);
