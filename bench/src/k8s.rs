@@ -379,6 +379,20 @@ pub fn pod_spec(image: &str, extra: serde_json::Value) -> serde_json::Value {
     spec
 }
 
+/// The next event of a watcher stream, `None` once it ends. An error is logged with `what`
+/// (the kind watched) and skipped: the watcher retries by itself.
+pub async fn next_event<K, S>(stream: &mut S, what: &'static str) -> Option<watcher::Event<K>>
+where
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Unpin,
+{
+    loop {
+        match stream.try_next().await {
+            Ok(ev) => return ev,
+            Err(e) => tracing::warn!(error = %e, kind = what, "watch error (retrying)"),
+        }
+    }
+}
+
 /// A namespaced kind the helpers below list, watch and delete.
 pub trait Namespaced:
     kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>

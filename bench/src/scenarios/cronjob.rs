@@ -25,7 +25,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
-use futures::TryStreamExt;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::api::{Api, DeleteParams, ListParams, PostParams, PropagationPolicy};
 use kube::core::PartialObjectMeta;
@@ -128,15 +127,7 @@ impl JobWatch {
             futures::pin_mut!(stream);
             let mut known: HashSet<String> = HashSet::new();
             let mut synced = false;
-            loop {
-                let ev = match stream.try_next().await {
-                    Ok(Some(ev)) => ev,
-                    Ok(None) => break,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "job watch error (retrying)");
-                        continue;
-                    }
-                };
+            while let Some(ev) = k8s::next_event(&mut stream, "job").await {
                 let now_ms = jiff::Timestamp::now().as_millisecond();
                 let mut log = match shared.lock() {
                     Ok(l) => l,

@@ -53,7 +53,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use futures::{Stream, TryStreamExt};
+use futures::Stream;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -587,15 +587,7 @@ where
     tokio::spawn(async move {
         futures::pin_mut!(stream);
         let mut pending = Vec::new();
-        loop {
-            let ev = match stream.try_next().await {
-                Ok(Some(ev)) => ev,
-                Ok(None) => break,
-                Err(e) => {
-                    tracing::warn!(error = %e, watch = what, "watch error (retrying)");
-                    continue;
-                }
-            };
+        while let Some(ev) = k8s::next_event(&mut stream, what).await {
             let change = match ev {
                 watcher::Event::Init => {
                     pending.clear();

@@ -26,7 +26,6 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -129,15 +128,7 @@ impl RunningWatch {
                 p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
                     && p.metadata.deletion_timestamp.is_none()
             };
-            loop {
-                let ev = match stream.try_next().await {
-                    Ok(Some(ev)) => ev,
-                    Ok(None) => break,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "pod watch error (retrying)");
-                        continue;
-                    }
-                };
+            while let Some(ev) = k8s::next_event(&mut stream, "pod").await {
                 match ev {
                     watcher::Event::Init => pending.clear(),
                     watcher::Event::InitApply(p) => {

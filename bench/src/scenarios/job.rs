@@ -30,7 +30,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use futures::TryStreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -171,15 +170,7 @@ impl JobWatch {
             let stream = watcher(api, watcher::Config::default()).default_backoff();
             futures::pin_mut!(stream);
             let mut pending = BTreeMap::new();
-            loop {
-                let ev = match stream.try_next().await {
-                    Ok(Some(ev)) => ev,
-                    Ok(None) => break,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "job watch error (retrying)");
-                        continue;
-                    }
-                };
+            while let Some(ev) = k8s::next_event(&mut stream, "job").await {
                 match ev {
                     watcher::Event::Init => pending.clear(),
                     watcher::Event::InitApply(j) => {
