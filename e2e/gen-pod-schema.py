@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes controllers/runtime/src/protobuf/pod_schema.rs: the protobuf field numbers of every
+"""Writes controllers/runtime/src/api/protobuf/pod_schema.rs: the protobuf field numbers of every
 message a Pod's metadata and spec can hold, for rkcm's protobuf encoder of pod creates.
 
 The numbers come from the pinned upstream modules (k8s.io/api and k8s.io/apimachinery at the
@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OUT = os.path.join(ROOT, "controllers/runtime/src/protobuf/pod_schema.rs")
+OUT = os.path.join(ROOT, "controllers/runtime/src/api/protobuf/pod_schema.rs")
 
 
 def version():
@@ -157,7 +157,7 @@ def main():
     out.append(f"//! generated.proto files of k8s.io/api and k8s.io/apimachinery {ver}.")
     out.append("//! Written by `e2e/gen-pod-schema.py`; do not edit by hand.")
     out.append("")
-    out.append("use super::encode::{Field, Kind, Message};")
+    out.append("use super::schema::{Field, Kind, Message};")
     out.append("")
     out.append("/// Index of `Pod` in [`MESSAGES`].")
     out.append("pub const POD: usize = 0;")

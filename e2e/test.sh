@@ -16,9 +16,11 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/rkcm/target}
 
 step() { printf '\n==> %s\n' "$*" >&2; }
 
-step "lint: cargo fmt --check, cargo clippy -D warnings"
+step "lint: cargo fmt --check, cargo clippy -D warnings, no import circle"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
+python3 "$here/import-circles.py" --self-test
+python3 "$here/import-circles.py"
 
 # The real-node tier's image holds the dev-profile binary built here (e2e/image.sh).
 export RKCM_IMAGE_PROFILE=${RKCM_IMAGE_PROFILE:-dev}

@@ -628,15 +628,17 @@ async fn delegated_client(
     what: &'static str,
 ) -> Result<Option<kube::Client>, AuthError> {
     let config = match kubeconfig.filter(|p| !p.as_os_str().is_empty()) {
-        Some(path) => rkcm_runtime::client::build_config(&rkcm_runtime::client::ClientOptions {
-            kubeconfig: Some(path.clone()),
-            ..rkcm_runtime::client::ClientOptions::default()
-        })
-        .await
-        .map_err(|e| AuthError::Client {
-            what,
-            reason: e.to_string(),
-        })?,
+        Some(path) => {
+            rkcm_runtime::api::client::build_config(&rkcm_runtime::api::client::ClientOptions {
+                kubeconfig: Some(path.clone()),
+                ..rkcm_runtime::api::client::ClientOptions::default()
+            })
+            .await
+            .map_err(|e| AuthError::Client {
+                what,
+                reason: e.to_string(),
+            })?
+        }
         None => match kube::Config::incluster() {
             Ok(c) => c,
             Err(err) => {
@@ -645,12 +647,12 @@ async fn delegated_client(
             }
         },
     };
-    let opts = rkcm_runtime::client::ClientOptions {
+    let opts = rkcm_runtime::api::client::ClientOptions {
         qps: DELEGATED_QPS,
         burst: DELEGATED_BURST,
-        ..rkcm_runtime::client::ClientOptions::default()
+        ..rkcm_runtime::api::client::ClientOptions::default()
     };
-    rkcm_runtime::client::make_client(&config, &opts, what)
+    rkcm_runtime::api::client::make_client(&config, &opts, what)
         .map(Some)
         .map_err(|e| AuthError::Client {
             what,

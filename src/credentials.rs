@@ -30,8 +30,8 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::time::Instant;
 use tower::BoxError;
 
-use rkcm_runtime::client::{Credential, RestClientLayer, user_agent};
-use rkcm_runtime::flowcontrol::RateLimiter;
+use rkcm_runtime::api::client::{Credential, RestClientLayer, user_agent};
+use rkcm_runtime::queue::flowcontrol::RateLimiter;
 
 /// Where the controllers' ServiceAccounts live (upstream `metav1.NamespaceSystem`).
 pub const NAMESPACE: &str = "kube-system";

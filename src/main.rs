@@ -36,10 +36,10 @@ use anyhow::Context as _;
 use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;
 use prometheus::{IntGaugeVec, Opts};
-use rkcm_runtime::client::{ClientOptions, build_config, make_client, make_client_limited};
-use rkcm_runtime::flowcontrol::client_limiter;
-use rkcm_runtime::informer::{ContentType, InformerFactory, ListMode};
+use rkcm_runtime::api::client::{ClientOptions, build_config, make_client, make_client_limited};
+use rkcm_runtime::cache::{ContentType, InformerFactory, ListMode};
 use rkcm_runtime::metrics::{get_or_register, register};
+use rkcm_runtime::queue::flowcontrol::client_limiter;
 use rkcm_runtime::{CancellationToken, ControllerContext};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
@@ -67,7 +67,7 @@ const APISERVER_BUDGET: Duration = Duration::from_secs(10);
 const SYNC_PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 fn main() {
-    let invocation = match cli::parse(std::env::args_os()) {
+    let invocation = match cli::parse::parse(std::env::args_os()) {
         Ok(i) => i,
         Err(err) => {
             err.print();
@@ -213,7 +213,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     let content_type =
         ContentType::from_media_type(&cli.api.kube_api_content_type).unwrap_or(ContentType::Json);
     // Writes read only the identity of their answer; it comes in the same encoding.
-    rkcm_runtime::write::accept_protobuf(content_type == ContentType::Protobuf);
+    rkcm_runtime::api::write::accept_protobuf(content_type == ContentType::Protobuf);
     let factory = InformerFactory::with_options(informer_client, list_mode, content_type);
     let started = start_controllers(
         &cli,

@@ -13,7 +13,7 @@ use std::pin::Pin;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::ReplicationController;
 use rkcm_runtime::ControllerContext;
-use rkcm_runtime::informer::InformerFactory;
+use rkcm_runtime::cache::InformerFactory;
 
 use crate::cli::Cli;
 

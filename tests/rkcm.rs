@@ -24,6 +24,8 @@ mod job_faults;
 mod job_takeover;
 #[path = "rkcm/kubeadm.rs"]
 mod kubeadm;
+#[path = "rkcm/kubeconfig.rs"]
+mod kubeconfig;
 #[path = "rkcm/leader.rs"]
 mod leader;
 #[path = "rkcm/packaging.rs"]

@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use kube::Client;
 
+use crate::audit;
 use crate::manager::{self, Manager, Running};
 use crate::procfs::{self, RssSampler};
 use crate::results::{Correctness, Metric, Milestone, Phase, RunResult, ScenarioResult, Status};
-use crate::{audit, say};
 
 /// Everything a scenario run needs to know about the plane and the managers.
 pub struct Env {
@@ -217,8 +217,11 @@ pub trait Scenario {
     fn params(&self) -> BTreeMap<String, String>;
     /// Canonical controller names for `--controllers` of both managers.
     fn controllers(&self) -> Vec<&'static str>;
-    /// Scenario flags for both managers (`--terminated-pod-gc-threshold=5000`).
-    fn manager_flags(&self) -> Vec<String>;
+    /// Scenario flags for both managers (`--terminated-pod-gc-threshold=5000`); none unless
+    /// the scenario says.
+    fn manager_flags(&self) -> Vec<String> {
+        Vec::new()
+    }
 
     /// Creates the objects in `ns` (a namespace of this run) and arms observers, so that the
     /// manager can be started the moment this returns.
@@ -250,6 +253,59 @@ pub trait Scenario {
     /// Removes what the run left in `ns` (also after a failed setup), so the next manager
     /// starts from the same cluster state. The run's `State` has been dropped already.
     async fn cleanup(&self, env: &Env, ns: &str) -> anyhow::Result<()>;
+}
+
+/// Waits until `check` of the model returns `Ok`, checking again on every change signalled on
+/// `changed`; `Err(progress)` says what is still missing and goes to `probe`.
+pub async fn wait_model<M, T>(
+    model: &Mutex<M>,
+    changed: &mut tokio::sync::watch::Receiver<u64>,
+    probe: &Probe,
+    mut check: impl FnMut(&M) -> Result<T, String>,
+) -> anyhow::Result<T> {
+    loop {
+        changed.mark_unchanged();
+        let r = check(
+            &model
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        match r {
+            Ok(v) => return Ok(v),
+            Err(progress) => probe.progress(progress),
+        }
+        changed
+            .changed()
+            .await
+            .context("the watches of the scenario ended")?;
+    }
+}
+
+/// Waits (120 s at most) until `synced` holds of the model the watches of namespace `ns` keep,
+/// checking on every change signalled on `changed`.
+pub async fn wait_model_synced<M: Send + 'static>(
+    model: Arc<Mutex<M>>,
+    changed: &mut tokio::sync::watch::Receiver<u64>,
+    ns: &str,
+    synced: impl Fn(&M) -> bool,
+) -> anyhow::Result<()> {
+    let synced = tokio::time::timeout(
+        Duration::from_secs(120),
+        changed.wait_for(move |_| {
+            synced(
+                &model
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            )
+        }),
+    )
+    .await
+    .map(|r| r.is_ok());
+    match synced {
+        Ok(true) => Ok(()),
+        Ok(false) => anyhow::bail!("the watches of {ns} ended before they synced"),
+        Err(_) => anyhow::bail!("the watches of {ns} did not sync within 120 s"),
+    }
 }
 
 /// Runs `scenario` for every manager of `env` in order, and with `env.both_orders` once

@@ -16,8 +16,6 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
 
-use crate::say;
-
 /// A client from a kubeconfig file (its current context).
 pub async fn client(kubeconfig: &Path) -> anyhow::Result<Client> {
     let kc = kube::config::Kubeconfig::read_from(kubeconfig)
@@ -235,6 +233,24 @@ impl PodWatch {
 
     /// Like [`PodWatch::start`], and also counts the pods whose controller owner reference
     /// has `owner_uid` (`PodCount::owned`, `PodCount::max_owned`).
+    /// Watches the pods `owner_uid` owns and waits (120 s at most) until the watch has listed
+    /// them; fails unless there are none yet.
+    pub async fn start_owned_empty(
+        client: &Client,
+        ns: &str,
+        owner_uid: String,
+    ) -> anyhow::Result<Self> {
+        let mut pods = Self::start_owned(client, ns, Some(owner_uid));
+        let c = tokio::time::timeout(
+            Duration::from_secs(120),
+            pods.wait_for(|c| c.count.is_some()),
+        )
+        .await
+        .context("the pod watch did not sync within 120 s")??;
+        anyhow::ensure!(c.count == Some(0), "{ns} has {:?} pods at start", c.count);
+        Ok(pods)
+    }
+
     pub fn start_owned(client: &Client, ns: &str, owner_uid: Option<String>) -> Self {
         let api: Api<PartialObjectMeta<Pod>> = Api::namespaced(client.clone(), ns);
         let (tx, rx) = watch::channel(PodCount::default());
@@ -336,6 +352,186 @@ impl PodWatch {
 }
 
 impl Drop for PodWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The image of the bench's pods.
+pub const PAUSE: &str = "registry.k8s.io/pause:3.10";
+
+/// The spec of a bench pod: one `image` container named `main` requesting 10m CPU and
+/// 16 MiB, no service account token, 30 s grace, plus the fields of `extra` (where it runs:
+/// `nodeSelector` or `nodeName`; its restart policy).
+pub fn pod_spec(image: &str, extra: serde_json::Value) -> serde_json::Value {
+    let mut spec = json!({
+        "automountServiceAccountToken": false,
+        "terminationGracePeriodSeconds": 30,
+        "containers": [{
+            "name": "main",
+            "image": image,
+            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}
+        }]
+    });
+    if let (Some(spec), serde_json::Value::Object(extra)) = (spec.as_object_mut(), extra) {
+        spec.extend(extra);
+    }
+    spec
+}
+
+/// The next event of a watcher stream, `None` once it ends. An error is logged with `what`
+/// (the kind watched) and skipped: the watcher retries by itself.
+pub async fn next_event<K, S>(stream: &mut S, what: &'static str) -> Option<watcher::Event<K>>
+where
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Unpin,
+{
+    loop {
+        match stream.try_next().await {
+            Ok(ev) => return ev,
+            Err(e) => tracing::warn!(error = %e, kind = what, "watch error (retrying)"),
+        }
+    }
+}
+
+/// A namespaced kind the helpers below list, watch and delete.
+pub trait Namespaced:
+    kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+{
+}
+
+impl<K> Namespaced for K where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+{
+}
+
+/// Every `K` of namespace `ns` (`what`: its kind, plural, for the error).
+pub async fn list_all<K>(client: &Client, ns: &str, what: &str) -> anyhow::Result<Vec<K>>
+where
+    K: Namespaced,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let lp = ListParams::default();
+    let list = retry(|| api.list(&lp))
+        .await
+        .with_context(|| format!("listing the {what} of {ns}"))?;
+    Ok(list.items)
+}
+
+/// The pod template of a workload on kwok's nodes: `labels` and `annotations`, and a
+/// [`pod_spec`] of [`PAUSE`] selecting kwok nodes.
+pub fn kwok_template(
+    labels: &serde_json::Value,
+    annotations: serde_json::Value,
+) -> serde_json::Value {
+    json!({
+        "metadata": {"labels": labels, "annotations": annotations},
+        "spec": pod_spec(PAUSE, json!({"nodeSelector": {"type": "kwok"}}))
+    })
+}
+
+/// Deletes every `A`, then every `B`, then every pod of namespace `ns` (see [`delete_every`]
+/// and [`delete_all_pods`]); `what` names `A` and `B` in the plural.
+pub async fn delete_workloads<A, B>(
+    client: &Client,
+    ns: &str,
+    what: (&str, &str),
+) -> anyhow::Result<()>
+where
+    A: Namespaced,
+    B: Namespaced,
+{
+    delete_every::<A>(client, ns, what.0).await?;
+    delete_every::<B>(client, ns, what.1).await?;
+    delete_all_pods(client, ns, Duration::from_secs(600)).await
+}
+
+/// Deletes every `K` (`what`: its kind, plural) of namespace `ns`, again every 200 ms until
+/// none is left; fails when some are still there after 60 s. Background propagation: no
+/// garbage collector runs on the plane, so no finalizer may wait for one.
+pub async fn delete_every<K>(client: &Client, ns: &str, what: &str) -> anyhow::Result<()>
+where
+    K: Namespaced,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let dp = &DeleteParams {
+        propagation_policy: Some(kube::api::PropagationPolicy::Background),
+        ..DeleteParams::default()
+    };
+    let all = ListParams::default();
+    let one = ListParams::default().limit(1);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = retry(|| api.list_metadata(&one))
+            .await
+            .with_context(|| format!("listing the {what} of {ns}"))?;
+        if left.items.is_empty() {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{what} of {ns} still present 60 s after their deletion (e.g. {})",
+            left.items[0].name_any()
+        );
+        retry(|| api.delete_collection(dp, &all))
+            .await
+            .with_context(|| format!("deleting the {what} of {ns}"))?;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Follows one object of `ns` by name with a watch (field selector on its name), keeping a
+/// summary of its latest state.
+pub struct NamedWatch<S> {
+    /// The summaries, for waiting on a change.
+    pub rx: watch::Receiver<S>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl<S: Copy + Default + PartialEq + Send + Sync + 'static> NamedWatch<S> {
+    /// Starts watching the `K` named `name`; `kind` names it in the log of watch errors.
+    pub fn start<K>(
+        client: &Client,
+        ns: &str,
+        name: &str,
+        kind: &'static str,
+        summary: fn(&K) -> S,
+    ) -> Self
+    where
+        K: Namespaced + Send + 'static,
+    {
+        let api: Api<K> = Api::namespaced(client.clone(), ns);
+        let (tx, rx) = watch::channel(S::default());
+        let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        let task = tokio::spawn(async move {
+            let stream = watcher(api, cfg).default_backoff().applied_objects();
+            futures::pin_mut!(stream);
+            loop {
+                match stream.try_next().await {
+                    Ok(Some(obj)) => {
+                        let seen = summary(&obj);
+                        tx.send_if_modified(|c| std::mem::replace(c, seen) != seen);
+                    }
+                    Ok(None) => break,
+                    Err(e) => tracing::warn!(error = %e, kind, "watch error (retrying)"),
+                }
+            }
+        });
+        Self { rx, task }
+    }
+
+    /// The latest summary, marking it seen.
+    pub fn latest(&mut self) -> S {
+        *self.rx.borrow_and_update()
+    }
+}
+
+impl<S> Drop for NamedWatch<S> {
     fn drop(&mut self) {
         self.task.abort();
     }

@@ -9,11 +9,16 @@
 //! JSON file (stamped with the command, commit, host and plane); `report` merges such files,
 //! each possibly from a different run, into the Markdown report.
 
+// First, so that `say!` is in scope in every module after it.
+#[macro_use]
+mod say;
+
 mod audit;
 mod harness;
 mod k8s;
 mod manager;
 mod memory;
+mod nodes;
 mod procfs;
 mod report;
 mod results;
@@ -32,14 +37,6 @@ use crate::manager::Manager;
 // Counts the live heap for `memory`; otherwise the system allocator.
 #[global_allocator]
 static GLOBAL: memory::Counting = memory::Counting;
-
-/// Progress on stderr, timestamped like the plane's scripts.
-#[macro_export]
-macro_rules! say {
-    ($($arg:tt)*) => {
-        eprintln!("[bench {}] {}", jiff::Zoned::now().strftime("%H:%M:%S"), format_args!($($arg)*))
-    };
-}
 
 #[derive(Parser)]
 #[command(

@@ -6,7 +6,7 @@
 //! from the allocator, counted by the bench's global allocator) before and after, divided by
 //! N, is the cost of one cached object: the object, its key, and its entries in the
 //! informer's indexes. Measured for whole objects and for each projection the controllers
-//! declare (see `rkcm_runtime::projection`). No API server is needed.
+//! declare (see `rkcm_runtime::cache::projection`). No API server is needed.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -16,9 +16,9 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, ReplicaSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1 as core;
 use kube::runtime::watcher;
-use rkcm_runtime::cached::{Node, Pod};
-use rkcm_runtime::informer::{INDEX_NODE_NAME, Informable, Informer, pods_by_node};
-use rkcm_runtime::projection::{self, Fields};
+use rkcm_runtime::cache::cached::{Node, Pod};
+use rkcm_runtime::cache::projection::{self, Fields};
+use rkcm_runtime::cache::{INDEX_NODE_NAME, Informable, Informer, pods_by_node};
 use serde_json::{Value, json};
 
 /// Live heap bytes and allocation counts, kept by the bench's global allocator.
@@ -199,9 +199,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
          the live heap the objects add, per object, in bytes requested from the allocator (the \
          allocator rounds each request up to its size class on top); it includes the cache key \
          and index entries. *Projection* is what the cache keeps: pods and nodes are held as \
-         `rkcm_runtime::cached` types (the fields some controller reads; the k8s-openapi row \
+         `rkcm_runtime::cache::cached` types (the fields some controller reads; the k8s-openapi row \
          is what a whole object costs), trimmed to the base plus the groups the enabled \
-         controllers declare (`rkcm_runtime::projection`).\n"
+         controllers declare (`rkcm_runtime::cache::projection`).\n"
     );
     let _ = writeln!(
         md,
@@ -283,7 +283,7 @@ fn measure_events(n: usize) -> EventsRow {
     let (bytes1, allocs1) = live();
     drop(correlator);
     let per = |d: i64| d as f64 / count.max(1) as f64;
-    crate::say!("memory: {count} events through one correlator");
+    say!("memory: {count} events through one correlator");
     EventsRow {
         count,
         bytes: per(bytes1 - bytes0),
@@ -320,7 +320,7 @@ fn measure<K: Informable>(
     drop(informer);
     drop(wire);
     let per = |d: i64| d as f64 / cached.max(1) as f64;
-    crate::say!("memory: {object} / {cache}: {cached} cached");
+    say!("memory: {object} / {cache}: {cached} cached");
     Row {
         object,
         cache: cache.to_owned(),

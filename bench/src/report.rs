@@ -7,7 +7,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::manager::Manager;
-use crate::results::{Origin, RunResult, ScenarioResult, Status};
+use crate::results::{Host, Origin, RunResult, ScenarioResult, Status};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
@@ -37,49 +37,6 @@ pub struct Report {
     pub plane: String,
     pub order: Vec<Manager>,
     pub scenarios: Vec<ScenarioResult>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Host {
-    pub cpu: String,
-    pub cpus: usize,
-    pub memory_gib: f64,
-    pub kernel: String,
-}
-
-impl Host {
-    pub fn probe() -> Self {
-        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let cpu = cpuinfo
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix("model name")?
-                    .split_once(':')
-                    .map(|(_, v)| v.trim().to_string())
-            })
-            .unwrap_or_else(|| "unknown".into());
-        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-        let mem_kb: f64 = meminfo
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix("MemTotal:")?
-                    .trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse()
-                    .ok()
-            })
-            .unwrap_or(0.0);
-        Self {
-            cpu,
-            cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
-            memory_gib: (mem_kb / 1048576.0 * 10.0).round() / 10.0,
-            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-                .unwrap_or_default()
-                .trim()
-                .to_string(),
-        }
-    }
 }
 
 /// The commit results are stamped with: `BENCH_COMMIT` when set (the commit an rkcm binary

@@ -6,7 +6,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::audit::Counts;
 use crate::manager::Manager;
-use crate::report::Host;
 
 /// How one manager's run ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,6 +52,24 @@ impl Status {
 pub struct Correctness {
     pub ok: bool,
     pub detail: String,
+}
+
+impl Correctness {
+    /// Correct, said by `ok()`, when nothing is `wrong`; otherwise incorrect, with every wrong
+    /// thing.
+    pub fn unless(wrong: Vec<String>, ok: impl FnOnce() -> String) -> Self {
+        if wrong.is_empty() {
+            Correctness {
+                ok: true,
+                detail: ok(),
+            }
+        } else {
+            Correctness {
+                ok: false,
+                detail: wrong.join("; "),
+            }
+        }
+    }
 }
 
 /// A named moment of a run, in seconds after the manager was started.
@@ -254,6 +271,49 @@ pub fn without_home(text: &str) -> String {
         out = out.replace(&format!("{tmp}/"), "$TMPDIR/");
     }
     out
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Host {
+    pub cpu: String,
+    pub cpus: usize,
+    pub memory_gib: f64,
+    pub kernel: String,
+}
+
+impl Host {
+    pub fn probe() -> Self {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu = cpuinfo
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("model name")?
+                    .split_once(':')
+                    .map(|(_, v)| v.trim().to_string())
+            })
+            .unwrap_or_else(|| "unknown".into());
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let mem_kb: f64 = meminfo
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("MemTotal:")?
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(0.0);
+        Self {
+            cpu,
+            cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            memory_gib: (mem_kb / 1048576.0 * 10.0).round() / 10.0,
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .unwrap_or_default()
+                .trim()
+                .to_string(),
+        }
+    }
 }
 
 #[cfg(test)]

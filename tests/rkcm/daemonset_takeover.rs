@@ -20,14 +20,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::api::{WatchEvent, WatchParams};
-use rkcm_testkit::harness::{Manager, ManagerKind};
+use rkcm_testkit::harness::{Manager, ManagerKind, pod_image};
 use rkcm_testkit::{TestCluster, TestNamespace, holds_for, wait_for};
 use serde_json::json;
+
+use crate::rollout_daemonset::counters;
+use crate::takeover::{Churn, handed_over};
 
 const CONTROLLERS: &str = "daemonset-controller";
 /// The label that puts a node in this test (value: the namespace).
@@ -42,14 +43,6 @@ const QUIET: Duration = Duration::from_secs(3);
 
 fn name(meta: &kube::core::ObjectMeta) -> &str {
     meta.name.as_deref().unwrap_or("")
-}
-
-fn image(p: &Pod) -> &str {
-    p.spec
-        .as_ref()
-        .and_then(|s| s.containers.first())
-        .and_then(|c| c.image.as_deref())
-        .unwrap_or("")
 }
 
 fn app(p: &Pod) -> &str {
@@ -76,72 +69,13 @@ fn ready(p: &Pod) -> bool {
 
 /// Pod and ControllerRevision additions and deletions in the namespace, from the moment
 /// it starts.
-struct Churn {
-    seen: Arc<Mutex<Vec<String>>>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-}
-
-impl Churn {
-    async fn start(ns: &TestNamespace) -> anyhow::Result<Self> {
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let tasks = vec![
-            Self::follow(ns.api::<Pod>(), "pod", seen.clone()).await?,
-            Self::follow(ns.api::<ControllerRevision>(), "revision", seen.clone()).await?,
-        ];
-        Ok(Self { seen, tasks })
-    }
-
-    async fn follow<K>(
-        api: Api<K>,
-        what: &'static str,
-        log: Arc<Mutex<Vec<String>>>,
-    ) -> anyhow::Result<tokio::task::JoinHandle<()>>
-    where
-        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
-    {
-        let list = api.list(&ListParams::default()).await?;
-        let rv = list.metadata.resource_version.unwrap_or_default();
-        let mut stream = api
-            .watch(&WatchParams::default().timeout(290), &rv)
-            .await?
-            .boxed();
-        Ok(tokio::spawn(async move {
-            loop {
-                let line = match stream.try_next().await {
-                    Ok(Some(WatchEvent::Added(o))) => format!("{what} {} ADDED", name(o.meta())),
-                    Ok(Some(WatchEvent::Deleted(o))) => {
-                        format!("{what} {} DELETED", name(o.meta()))
-                    }
-                    Ok(Some(WatchEvent::Modified(o))) if o.meta().deletion_timestamp.is_some() => {
-                        format!("{what} {} marked for deletion", name(o.meta()))
-                    }
-                    Ok(Some(WatchEvent::Modified(_) | WatchEvent::Bookmark(_))) => continue,
-                    Ok(Some(WatchEvent::Error(e))) => format!("{what} watch error: {e:?}"),
-                    Ok(None) => format!("{what} watch ended"),
-                    Err(e) => format!("{what} watch failed: {e}"),
-                };
-                let end = line.contains(" watch ");
-                if let Ok(mut s) = log.lock() {
-                    s.push(line);
-                }
-                if end {
-                    return;
-                }
-            }
-        }))
-    }
-
-    fn seen(&self) -> Vec<String> {
-        self.seen.lock().map(|s| s.clone()).unwrap_or_default()
-    }
-}
-
-impl Drop for Churn {
-    fn drop(&mut self) {
-        for t in &self.tasks {
-            t.abort();
-        }
-    }
+async fn churn(ns: &TestNamespace) -> anyhow::Result<Churn> {
+    let mut churn = Churn::default();
+    churn.follow(ns.api::<Pod>(), "pod").await?;
+    churn
+        .follow(ns.api::<ControllerRevision>(), "revision")
+        .await?;
+    Ok(churn)
 }
 
 /// What a handover must leave exactly as it was: every pod (name, UID, node, revision,
@@ -156,19 +90,7 @@ async fn view(ns: &TestNamespace) -> anyhow::Result<String> {
         .items
     {
         let st = d.status.clone().unwrap_or_default();
-        let _ = writeln!(
-            s,
-            "ds {}: desired={} current={} updated={:?} ready={} available={:?} unavailable={:?} misscheduled={} collisionCount={:?}",
-            name(&d.metadata),
-            st.desired_number_scheduled,
-            st.current_number_scheduled,
-            st.updated_number_scheduled,
-            st.number_ready,
-            st.number_available,
-            st.number_unavailable,
-            st.number_misscheduled,
-            st.collision_count,
-        );
+        let _ = writeln!(s, "ds {}: {}", name(&d.metadata), counters(&st));
     }
     let mut pods = ns.api::<Pod>().list(&ListParams::default()).await?.items;
     pods.sort_by(|a, b| name(&a.metadata).cmp(name(&b.metadata)));
@@ -180,7 +102,7 @@ async fn view(ns: &TestNamespace) -> anyhow::Result<String> {
             p.metadata.uid,
             p.spec.as_ref().and_then(|s| s.node_name.clone()),
             p.metadata.labels.as_ref().and_then(|l| l.get(HASH_LABEL)),
-            image(p),
+            pod_image(p),
             gated(p),
             ready(p),
             p.metadata.deletion_timestamp.is_some(),
@@ -227,13 +149,7 @@ async fn create_nodes(cluster: &TestCluster, ns: &TestNamespace) -> anyhow::Resu
 /// Pods bound to the test's nodes never finish terminating once the nodes are gone: remove
 /// them as the kubelet would (grace period 0), then the nodes.
 async fn cleanup(cluster: &TestCluster, ns: &TestNamespace, nodes: &[String]) {
-    let pods = ns.api::<Pod>();
-    let _ = pods
-        .delete_collection(
-            &DeleteParams::default().grace_period(0),
-            &ListParams::default(),
-        )
-        .await;
+    ns.force_delete_pods().await;
     let api: Api<Node> = Api::all(cluster.client());
     for n in nodes {
         let _ = api.delete(n, &DeleteParams::default()).await;
@@ -302,11 +218,11 @@ async fn wait_shape(
             .collect();
         let olds = live
             .iter()
-            .filter(|p| image(p) == old_image && ready(p))
+            .filter(|p| pod_image(p) == old_image && ready(p))
             .count();
         let news = live
             .iter()
-            .filter(|p| image(p) == new_image && gated(p))
+            .filter(|p| pod_image(p) == new_image && gated(p))
             .count();
         let settled = observed == d.metadata.generation
             && pods.len() == live.len()
@@ -376,7 +292,7 @@ async fn finish_rollout(
             let mine: Vec<&Pod> = list.iter().filter(|p| app(p) == ds).collect();
             let surging = mine
                 .iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none() && image(p) == image_want)
+                .filter(|p| p.metadata.deletion_timestamp.is_none() && pod_image(p) == image_want)
                 .filter(|p| !ready(p))
                 .count();
             if let Ok(mut m) = most.lock() {
@@ -393,7 +309,9 @@ async fn finish_rollout(
             }
             let done = mine.len() == nodes
                 && mine.iter().all(|p| {
-                    image(p) == image_want && ready(p) && p.metadata.deletion_timestamp.is_none()
+                    pod_image(p) == image_want
+                        && ready(p)
+                        && p.metadata.deletion_timestamp.is_none()
                 });
             Ok(done.then_some(()))
         },
@@ -425,9 +343,9 @@ async fn hand_over(
     limit: i32,
 ) -> anyhow::Result<Manager> {
     let before = view(ns).await?;
-    let churn = Churn::start(ns).await?;
+    let churn = churn(ns).await?;
     from.stop_scoped().await?;
-    let mut manager = Manager::start(to, cluster, ns.name(), CONTROLLERS).await?;
+    let manager = Manager::start(to, cluster, ns.name(), CONTROLLERS).await?;
     let result = async {
         prove_synced(ns, limit).await?;
         holds_for(
@@ -447,21 +365,10 @@ async fn hand_over(
                 to.name()
             );
         }
-        manager.check_running()?;
-        let refused = manager.proxy().refused();
-        if !refused.is_empty() {
-            bail!(
-                "{} tried to write outside its namespace: {refused:?}",
-                to.name()
-            );
-        }
         Ok(())
     }
     .await;
-    let writes = manager.proxy().writes();
-    Manager::with_logs(result, &mut [&mut manager])
-        .with_context(|| format!("handover to {} (its writes: {writes:#?})", to.name()))?;
-    Ok(manager)
+    handed_over(manager, result)
 }
 
 async fn run(cluster: &TestCluster, ns: &TestNamespace, nodes: &[String]) -> anyhow::Result<()> {

@@ -19,7 +19,9 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet}
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Pod, ReplicationController};
 use kube::api::{DeleteParams, ListParams};
-use rkcm_testkit::harness::{Env, JobPodRunner, Object, describe_status, job_complete, merge_json};
+use rkcm_testkit::harness::{
+    Env, JobPodRunner, Object, describe_status, job_complete, kwok_template, merge_json,
+};
 use rkcm_testkit::scrape::{tracked_entries as tracked, tracked_nonzero as nonzero};
 use rkcm_testkit::wait_for;
 use serde_json::json;
@@ -35,15 +37,7 @@ fn daemonset(name: &str) -> serde_json::Value {
         "metadata": {"name": name},
         "spec": {
             "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {
-                    "nodeSelector": {"type": "kwok"},
-                    "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists",
-                                     "effect": "NoSchedule"}],
-                    "containers": [{"name": "app", "image": "registry.example/agent:v1"}],
-                },
-            },
+            "template": kwok_template(name, "registry.example/agent:v1"),
         },
     })
 }

@@ -31,6 +31,7 @@ use rkcm_testkit::{ScopedProxy, TestCluster, unique_name, wait_for};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::json;
 
+use crate::kubeconfig::proxy_kubeconfig;
 use crate::rollout::deployment_manifest;
 use crate::secure_serving::{
     As, ClusterRbac, TestCa, get_as, service_account_token, status_message,
@@ -51,18 +52,6 @@ const RKCM_CONTROLLERS: &str = "cronjob-controller,daemonset-controller,deployme
 fn plane_pki() -> Option<PathBuf> {
     let dir = PathBuf::from(std::env::var_os("RKCM_CLUSTER_DIR")?).join("pki");
     dir.join("ca.crt").exists().then_some(dir)
-}
-
-/// A kubeconfig for the proxy authenticating with `token`.
-pub(crate) fn proxy_kubeconfig(dir: &Path, url: &str, token: &str) -> anyhow::Result<PathBuf> {
-    let path = dir.join("controller-manager.conf");
-    let text = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: plane\n  cluster: {{server: \"{url}\"}}\n\
-         users:\n- name: manager\n  user: {{token: \"{token}\"}}\ncontexts:\n- name: plane\n  \
-         context: {{cluster: plane, user: manager}}\ncurrent-context: plane\n"
-    );
-    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
-    Ok(path)
 }
 
 /// The manager's identity: a ServiceAccount `rkcm-root` in `ns` with upstream's manager

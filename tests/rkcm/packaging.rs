@@ -29,6 +29,8 @@ use rkcm_testkit::{NodeBuilder, ScopedProxy, TestCluster, unique_name, wait_for}
 use serde::Deserialize as _;
 use serde_yaml::Value;
 
+use crate::kubeconfig::{at, str_at};
+
 use crate::serve::{
     AcceptAnyCert, STARTUP, TempDir, client_config, free_port, https_get, https_request, isolated,
     rkcm_bin, sample, stdin_for,
@@ -227,14 +229,6 @@ impl Docs {
             .filter_map(|a| a.as_str().map(str::to_owned))
             .collect())
     }
-}
-
-fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
-    path.iter().try_fold(v, |v, k| v.get(*k))
-}
-
-fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
-    at(v, path)?.as_str()
 }
 
 fn container(deployment: &Value) -> anyhow::Result<&Value> {
@@ -1148,52 +1142,6 @@ impl Drop for Finalized {
     }
 }
 
-/// A kubeconfig for the cluster of `RKCM_TEST_KUBECONFIG` (same server and CA) that
-/// authenticates with `token` only.
-pub(crate) fn token_kubeconfig(
-    token: &str,
-    namespace: &str,
-    dir: &Path,
-) -> anyhow::Result<PathBuf> {
-    let path = PathBuf::from(std::env::var(rkcm_testkit::KUBECONFIG_ENV)?);
-    let original: Value = serde_yaml::from_str(&std::fs::read_to_string(&path)?)?;
-    let context_name = str_at(&original, &["current-context"]).context("no current-context")?;
-    let find = |list: &str, name: &str| -> anyhow::Result<Value> {
-        original
-            .get(list)
-            .and_then(Value::as_sequence)
-            .and_then(|l| l.iter().find(|e| str_at(e, &["name"]) == Some(name)))
-            .cloned()
-            .with_context(|| format!("no {list} entry {name}"))
-    };
-    let context = find("contexts", context_name)?;
-    let cluster_name =
-        str_at(&context, &["context", "cluster"]).context("context has no cluster")?;
-    let mut cluster = find("clusters", cluster_name)?
-        .get("cluster")
-        .cloned()
-        .context("cluster entry")?;
-    // A relative CA path is relative to the original kubeconfig's directory.
-    if let Some(ca) = str_at(&cluster, &["certificate-authority"]) {
-        let ca = Path::new(ca);
-        if ca.is_relative() {
-            let abs = path.parent().unwrap_or(Path::new(".")).join(ca);
-            cluster["certificate-authority"] = Value::String(abs.display().to_string());
-        }
-    }
-    let config = serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": serde_json::to_value(&cluster)?}],
-        "users": [{"name": "sa", "user": {"token": token}}],
-        "contexts": [{"name": "sa", "context": {"cluster": "c", "user": "sa", "namespace": namespace}}],
-        "current-context": "sa",
-    });
-    let out = dir.join("kubeconfig");
-    std::fs::write(&out, serde_json::to_vec_pretty(&config)?)?;
-    Ok(out)
-}
-
 /// The RBAC proof. The chart's ServiceAccount and RBAC (PodGC only, unique names) are created
 /// for real; rkcm runs with a token of that ServiceAccount and the container arguments the
 /// chart renders; PodGC must then do its work with nothing else:
@@ -1381,7 +1329,7 @@ async fn chart_rbac_scenario(sa_credentials: bool) -> anyhow::Result<()> {
     // fail other tests' unscheduled terminating pods on its first sweep).
     let proxy =
         ScopedProxy::start_passing_credentials(&cluster, &n, &[crate::kubeadm::SA_WRITES]).await?;
-    let kubeconfig = crate::kubeadm::proxy_kubeconfig(dir.path(), proxy.url(), &token)?;
+    let kubeconfig = crate::kubeconfig::proxy_kubeconfig(dir.path(), proxy.url(), &token)?;
 
     // The pods PodGC must handle, created before rkcm starts so its first sweep sees them.
     let node = cluster

@@ -20,9 +20,9 @@ fn warnings(log: &str) -> Vec<&str> {
 #[test]
 fn warnings_are_found_in_the_text_format() {
     let log = "2026-11-24T06:00:00.000000Z  INFO rkcm: starting rkcm\n\
-               2026-11-24T06:00:01.000000Z  WARN rkcm_runtime::workqueue: sync failed, \
+               2026-11-24T06:00:01.000000Z  WARN rkcm_runtime::queue: sync failed, \
                requeuing with backoff queue=\"replicaset\"\n\
-               2026-11-24T06:00:02.000000Z DEBUG rkcm_runtime::workqueue: sync deferred, \
+               2026-11-24T06:00:02.000000Z DEBUG rkcm_runtime::queue: sync deferred, \
                requeuing with backoff queue=\"replicaset\"\n\
                2026-11-24T06:00:03.000000Z  WARN rkcm_deployment::reconcile: scaling down old \
                replica sets stopped\n";

@@ -32,7 +32,7 @@ use anyhow::{Context as _, bail};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Event, ServiceAccount};
 use kube::api::ListParams;
-use rkcm_testkit::harness::e2e_bin;
+use rkcm_testkit::harness::{e2e_bin, kwok_template};
 
 use crate::serve::stdin_for;
 pub(crate) use rkcm_testkit::harness::{Manager, ManagerKind as Kind};
@@ -136,15 +136,7 @@ pub(crate) fn deployment_manifest(
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {
-                    "nodeSelector": {"type": "kwok"},
-                    "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists",
-                                     "effect": "NoSchedule"}],
-                    "containers": [{"name": "app", "image": image}],
-                },
-            },
+            "template": kwok_template(name, image),
         },
     });
     if let (Some(spec), Some(extra)) = (d["spec"].as_object_mut(), extra_spec.as_object()) {
@@ -363,14 +355,38 @@ pub(crate) async fn wait_observed(ns: &TestNamespace, name: &str) -> anyhow::Res
     .await
 }
 
-/// pod-template-hash values, named `<H1>`, `<H2>`, ... in order of first appearance.
+/// Strings that legitimately differ between the sides (pod-template-hash values, revision
+/// hashes and names), each replaced by a name given in order of first appearance.
 #[derive(Default, Debug)]
 pub(crate) struct Hashes {
     names: BTreeMap<String, String>,
 }
 
 impl Hashes {
-    /// Names the hashes of RSs not seen before (oldest first).
+    /// Names each of `hashes` not seen before `<{prefix}N>`, N counting from 1, in order.
+    pub(crate) fn name_new<'a>(&mut self, hashes: impl IntoIterator<Item = &'a str>, prefix: &str) {
+        for h in hashes {
+            if !self.names.contains_key(h) {
+                let n = self.names.len() + 1;
+                self.names.insert(h.to_owned(), format!("<{prefix}{n}>"));
+            }
+        }
+    }
+
+    /// Names `text` `name` unless it has a name already.
+    pub(crate) fn name(&mut self, text: String, name: String) {
+        self.names.entry(text).or_insert(name);
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub(crate) fn contains(&self, text: &str) -> bool {
+        self.names.contains_key(text)
+    }
+
+    /// Names the pod-template hashes of RSs not seen before `<H1>`, `<H2>`, ... (oldest first).
     pub(crate) fn learn(&mut self, rss: &[ReplicaSet]) {
         let mut fresh: Vec<&ReplicaSet> = rss
             .iter()
@@ -382,12 +398,7 @@ impl Hashes {
                 revision_of(rs),
             )
         });
-        for rs in fresh {
-            if let Some(h) = hash_of(rs) {
-                let n = self.names.len() + 1;
-                self.names.insert(h.to_owned(), format!("<H{n}>"));
-            }
-        }
+        self.name_new(fresh.into_iter().filter_map(hash_of), "H");
     }
 
     pub(crate) fn apply(&self, text: &str) -> String {
@@ -445,34 +456,42 @@ pub(crate) fn normalise_times(text: &str) -> String {
     out
 }
 
-/// The progress messages `kubectl rollout status` prints for a Deployment while it waits
-/// (kubectl `polymorphichelpers/rollout_status.go`).
-fn is_progress_line(line: &str, name: &str) -> bool {
-    let waiting = format!("Waiting for deployment \"{name}\" rollout to finish: ");
-    if line == "Waiting for deployment spec update to be observed..." {
+/// Whether `line` is one of the progress messages `kubectl rollout status` prints while it
+/// waits (kubectl `polymorphichelpers/rollout_status.go`): `observed`, or `waiting` followed by
+/// one of `counts`, word for word, where `#` stands for a number and `*x` for a word ending in
+/// `x`.
+pub(crate) fn is_progress(line: &str, observed: &str, waiting: &str, counts: &[&str]) -> bool {
+    if line == observed {
         return true;
     }
-    let Some(rest) = line.strip_prefix(&waiting) else {
+    let Some(rest) = line.strip_prefix(waiting) else {
         return false;
     };
     let words: Vec<&str> = rest.split(' ').collect();
-    let num = |w: &str| !w.is_empty() && w.bytes().all(|c| c.is_ascii_digit());
-    match words.as_slice() {
-        [
-            a,
-            "out",
-            "of",
-            b,
-            "new",
-            "replicas",
-            "have",
-            "been",
-            "updated...",
-        ] => num(a) && num(b),
-        [a, "old", "replicas", "are", "pending", "termination..."] => num(a),
-        [a, "of", b, "updated", "replicas", "are", "available..."] => num(a) && num(b),
-        _ => false,
-    }
+    let fits = |pattern: &str, word: &str| match pattern {
+        "#" => !word.is_empty() && word.bytes().all(|c| c.is_ascii_digit()),
+        p => p
+            .strip_prefix('*')
+            .map_or(p == word, |tail| word.ends_with(tail)),
+    };
+    counts.iter().any(|count| {
+        let pattern: Vec<&str> = count.split(' ').collect();
+        pattern.len() == words.len() && pattern.iter().zip(&words).all(|(p, w)| fits(p, w))
+    })
+}
+
+/// The progress messages `kubectl rollout status` prints for Deployment `name`.
+fn is_progress_line(line: &str, name: &str) -> bool {
+    is_progress(
+        line,
+        "Waiting for deployment spec update to be observed...",
+        &format!("Waiting for deployment \"{name}\" rollout to finish: "),
+        &[
+            "# out of # new replicas have been updated...",
+            "# old replicas are pending termination...",
+            "# of # updated replicas are available...",
+        ],
+    )
 }
 
 /// One normalised entry of a transcript.
@@ -485,9 +504,9 @@ pub(crate) struct Entry {
 /// A kubectl session's record: each command with its exit code and output, and the
 /// Deployment/ReplicaSet state after each settled step.
 pub(crate) struct Transcript {
-    kind: Kind,
+    pub(crate) kind: Kind,
     raw: Vec<Entry>,
-    hashes: Hashes,
+    pub(crate) hashes: Hashes,
 }
 
 impl Transcript {
@@ -516,18 +535,61 @@ impl Transcript {
         );
     }
 
-    /// `rollout status` while things move: progress lines are checked, then dropped.
+    /// `rollout status` of Deployment `name` while things move: see
+    /// [`Transcript::record_status_with`].
     fn record_status(&mut self, step: &str, name: &str, out: &Out) {
+        self.record_status_with(step, out, str::to_owned, |l| is_progress_line(l, name));
+    }
+
+    /// `rollout status` while things move: the final line as `last` gives it; progress lines
+    /// are checked with `is_progress`, then dropped.
+    pub(crate) fn record_status_with(
+        &mut self,
+        step: &str,
+        out: &Out,
+        last: impl FnOnce(&str) -> String,
+        is_progress: impl Fn(&str) -> bool,
+    ) {
         let lines: Vec<&str> = out.stdout.lines().collect();
-        let (last, progress) = lines.split_last().map_or(("", &[][..]), |(l, p)| (*l, p));
-        let mut text = format!("exit {}\nstdout (last line): {last}\n", out.code);
+        let (final_line, progress) = lines.split_last().map_or(("", &[][..]), |(l, p)| (*l, p));
+        let mut text = format!(
+            "exit {}\nstdout (last line): {}\n",
+            out.code,
+            last(final_line)
+        );
         for l in progress {
-            if !is_progress_line(l, name) {
+            if !is_progress(l) {
                 let _ = writeln!(text, "UNEXPECTED progress line: {l}");
             }
         }
         let _ = write!(text, "stderr:\n{}", out.stderr);
         self.push(step, text);
+    }
+
+    /// Which events objects of `kind` got, as `name type reason` (kinds only: how many of
+    /// each depends on timing).
+    pub(crate) async fn record_event_kinds(
+        &mut self,
+        ns: &TestNamespace,
+        kind: &str,
+        step: &str,
+    ) -> anyhow::Result<()> {
+        let events = ns.api::<Event>().list(&ListParams::default()).await?;
+        let kinds: BTreeSet<String> = events
+            .items
+            .iter()
+            .filter(|e| e.involved_object.kind.as_deref() == Some(kind))
+            .map(|e| {
+                format!(
+                    "{} {} {}",
+                    e.involved_object.name.as_deref().unwrap_or(""),
+                    e.type_.as_deref().unwrap_or(""),
+                    e.reason.as_deref().unwrap_or("")
+                )
+            })
+            .collect();
+        self.push(step, kinds.into_iter().collect::<Vec<_>>().join("\n"));
+        Ok(())
     }
 
     pub(crate) fn entries(&self) -> Vec<Entry> {
@@ -925,24 +987,8 @@ async fn session(
 
     // Which events the Deployments got (kinds only: how many scaling steps a rollout takes
     // depends on timing).
-    let events = ns.api::<Event>().list(&ListParams::default()).await?;
-    let kinds: BTreeSet<String> = events
-        .items
-        .iter()
-        .filter(|e| e.involved_object.kind.as_deref() == Some("Deployment"))
-        .map(|e| {
-            format!(
-                "{} {} {}",
-                e.involved_object.name.as_deref().unwrap_or(""),
-                e.type_.as_deref().unwrap_or(""),
-                e.reason.as_deref().unwrap_or("")
-            )
-        })
-        .collect();
-    t.push(
-        "deployment event kinds",
-        kinds.into_iter().collect::<Vec<_>>().join("\n"),
-    );
+    t.record_event_kinds(ns, "Deployment", "deployment event kinds")
+        .await?;
     Ok(t)
 }
 
@@ -1010,35 +1056,32 @@ async fn lean_session(t: &mut Transcript, ns: &TestNamespace, k: &Kubectl) -> an
     Ok(())
 }
 
-/// One side of the comparison: its transcript, and its manager and namespace, kept alive
-/// until the comparison is done so a failing comparison can point at the manager's log.
-struct Side {
-    transcript: Transcript,
-    manager: Manager,
+/// One side of a comparison: its transcript, and its manager and namespace, alive until the
+/// comparison is done so that a failing comparison can point at the manager's log.
+pub(crate) struct Side {
+    pub(crate) transcript: Transcript,
+    pub(crate) manager: Manager,
     _ns: TestNamespace,
 }
 
-/// Runs the session against a freshly started manager of `kind` in a namespace of its own.
-async fn run_side(cluster: &TestCluster, kind: Kind, prefix: &str) -> anyhow::Result<Side> {
+/// Runs `session` in a namespace of its own against a freshly started manager of `kind`
+/// running `controllers`; the manager must still run afterwards and must not have tried to
+/// write outside its namespace.
+pub(crate) async fn run_side(
+    cluster: &TestCluster,
+    kind: Kind,
+    prefix: &str,
+    controllers: &str,
+    session: impl AsyncFnOnce(&TestNamespace) -> anyhow::Result<Transcript>,
+) -> anyhow::Result<Side> {
     let ns = cluster.namespace(prefix).await?;
     wait_default_service_account(&ns).await?;
-    let mut manager = start_manager(kind, cluster, ns.name()).await?;
-    let result = session(cluster, &ns, kind).await;
-    let result = match (result, manager.check_running()) {
+    let mut manager = Manager::start(kind, cluster, ns.name(), controllers).await?;
+    let result = session(&ns).await;
+    let result = match (result, manager.check_running_in_namespace()) {
         (Ok(t), Ok(())) => Ok(t),
         (Err(e), _) | (Ok(_), Err(e)) => Err(e),
     };
-    let refused = manager.proxy().refused();
-    let result = result.and_then(|t| {
-        if refused.is_empty() {
-            Ok(t)
-        } else {
-            Err(anyhow::anyhow!(
-                "{} tried to write outside its namespace: {refused:?}",
-                kind.name()
-            ))
-        }
-    });
     let transcript = Manager::with_logs(result, &mut [&mut manager])
         .with_context(|| format!("{} side (namespace {})", kind.name(), ns.name()))?;
     Ok(Side {
@@ -1046,6 +1089,22 @@ async fn run_side(cluster: &TestCluster, kind: Kind, prefix: &str) -> anyhow::Re
         manager,
         _ns: ns,
     })
+}
+
+/// The two sides' transcripts must be equal (`RKCM_PARITY_PRINT` prints the reference's).
+pub(crate) fn sides_match(
+    reference: anyhow::Result<Side>,
+    tested: anyhow::Result<Side>,
+) -> anyhow::Result<()> {
+    let mut reference = reference?;
+    let mut tested = tested?;
+    if std::env::var_os("RKCM_PARITY_PRINT").is_some() {
+        for e in reference.transcript.entries() {
+            eprintln!("=== {}\n{}", e.step, e.text);
+        }
+    }
+    let result = compare(&reference.transcript, &tested.transcript);
+    Manager::with_logs(result, &mut [&mut reference.manager, &mut tested.manager])
 }
 
 /// Which manager plays rkcm's part (`RKCM_PARITY_SUBJECT=upstream` for a dry run of the
@@ -1093,20 +1152,21 @@ pub(crate) fn compare(reference: &Transcript, subject: &Transcript) -> anyhow::R
 #[ignore = "needs apiserver: make test"]
 async fn kubectl_rollout_session_matches_upstream() -> anyhow::Result<()> {
     let cluster = TestCluster::connect().await?;
-    let subject = subject();
+    let side = |kind: Kind, prefix: &'static str| {
+        let cluster = &cluster;
+        run_side(
+            cluster,
+            kind,
+            prefix,
+            CONTROLLERS,
+            async move |ns: &TestNamespace| session(cluster, ns, kind).await,
+        )
+    };
     let (reference, tested) = tokio::join!(
-        run_side(&cluster, Kind::Upstream, "rollout-upstream"),
-        run_side(&cluster, subject, "rollout-subject"),
+        side(Kind::Upstream, "rollout-upstream"),
+        side(subject(), "rollout-subject"),
     );
-    let mut reference = reference?;
-    let mut tested = tested?;
-    if std::env::var_os("RKCM_PARITY_PRINT").is_some() {
-        for e in reference.transcript.entries() {
-            eprintln!("=== {}\n{}", e.step, e.text);
-        }
-    }
-    let result = compare(&reference.transcript, &tested.transcript);
-    Manager::with_logs(result, &mut [&mut reference.manager, &mut tested.manager])
+    sides_match(reference, tested)
 }
 
 #[test]

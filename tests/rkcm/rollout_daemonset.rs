@@ -18,15 +18,15 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
-use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
+use anyhow::Context as _;
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use rkcm_testkit::harness::pod_image;
 use rkcm_testkit::{TestCluster, TestNamespace, wait_for};
 
 use crate::rollout::{
-    CHANGE_CAUSE, Kind, Kubectl, Manager, Out, normalise_times, subject,
-    wait_default_service_account,
+    CHANGE_CAUSE, Kind, Kubectl, Out, Transcript, is_progress, run_side, sides_match, subject,
 };
 
 const CONTROLLERS: &str = "daemonset-controller";
@@ -44,120 +44,28 @@ fn name(meta: &kube::core::ObjectMeta) -> &str {
 /// The progress messages `kubectl rollout status` prints for a DaemonSet while it waits
 /// (kubectl `polymorphichelpers/rollout_status.go`).
 fn is_progress_line(line: &str) -> bool {
-    if line == "Waiting for daemon set spec update to be observed..." {
-        return true;
-    }
-    let Some(rest) = line.strip_prefix(&format!(
-        "Waiting for daemon set \"{NAME}\" rollout to finish: "
-    )) else {
-        return false;
-    };
-    let words: Vec<&str> = rest.split(' ').collect();
-    let num = |w: &str| !w.is_empty() && w.bytes().all(|c| c.is_ascii_digit());
-    match words.as_slice() {
-        [
-            a,
-            "out",
-            "of",
-            b,
-            "new",
-            "pods",
-            "have",
-            "been",
-            "updated...",
-        ] => num(a) && num(b),
-        [a, "of", b, "updated", "pods", "are", "available..."] => num(a) && num(b),
-        _ => false,
-    }
+    is_progress(
+        line,
+        "Waiting for daemon set spec update to be observed...",
+        &format!("Waiting for daemon set \"{NAME}\" rollout to finish: "),
+        &[
+            "# out of # new pods have been updated...",
+            "# of # updated pods are available...",
+        ],
+    )
 }
 
-/// One normalised step of a session.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Entry {
-    step: String,
-    text: String,
+/// `rollout status` while things move.
+fn record_status(t: &mut Transcript, step: &str, out: &Out) {
+    t.record_status_with(step, out, str::to_owned, is_progress_line);
 }
 
-/// A session's record, and the revision hashes it saw (by first appearance).
-struct Transcript {
-    kind: Kind,
-    raw: Vec<Entry>,
-    hashes: BTreeMap<String, String>,
-}
-
-impl Transcript {
-    fn new(kind: Kind) -> Self {
-        Self {
-            kind,
-            raw: Vec::new(),
-            hashes: BTreeMap::new(),
-        }
-    }
-
-    fn push(&mut self, step: &str, text: String) {
-        self.raw.push(Entry {
-            step: step.to_owned(),
-            text,
-        });
-    }
-
-    fn record(&mut self, step: &str, out: &Out) {
-        self.push(
-            step,
-            format!(
-                "exit {}\nstdout:\n{}stderr:\n{}",
-                out.code, out.stdout, out.stderr
-            ),
-        );
-    }
-
-    fn record_status(&mut self, step: &str, out: &Out) {
-        let lines: Vec<&str> = out.stdout.lines().collect();
-        let (last, progress) = lines.split_last().map_or(("", &[][..]), |(l, p)| (*l, p));
-        let mut text = format!("exit {}\nstdout (last line): {last}\n", out.code);
-        for l in progress {
-            if !is_progress_line(l) {
-                let _ = writeln!(text, "UNEXPECTED progress line: {l}");
-            }
-        }
-        let _ = write!(text, "stderr:\n{}", out.stderr);
-        self.push(step, text);
-    }
-
-    /// Names the hashes of revisions not seen before, oldest revision first.
-    fn learn(&mut self, revs: &[ControllerRevision]) {
-        let mut fresh: Vec<&ControllerRevision> = revs
-            .iter()
-            .filter(|r| hash_of(r).is_some_and(|h| !self.hashes.contains_key(h)))
-            .collect();
-        fresh.sort_by_key(|r| r.revision);
-        for r in fresh {
-            if let Some(h) = hash_of(r) {
-                let n = self.hashes.len() + 1;
-                self.hashes.insert(h.to_owned(), format!("<R{n}>"));
-            }
-        }
-    }
-
-    /// The entries as compared: hashes and times normalised.
-    fn entries(&self) -> Vec<Entry> {
-        // Longest first, so a hash that contains another is replaced whole.
-        let mut hashes: Vec<(&String, &String)> = self.hashes.iter().collect();
-        hashes.sort_by_key(|(h, _)| std::cmp::Reverse(h.len()));
-        self.raw
-            .iter()
-            .map(|e| {
-                let mut text = e.text.clone();
-                for (h, n) in &hashes {
-                    text = text.replace(h.as_str(), n);
-                }
-                Entry {
-                    step: e.step.clone(),
-                    text: normalise_times(&text),
-                }
-            })
-            .collect()
-    }
+/// Names the hashes of revisions not seen before `<R1>`, `<R2>`, ... (oldest revision first).
+fn learn(t: &mut Transcript, revs: &[ControllerRevision]) {
+    let mut fresh: Vec<&ControllerRevision> = revs.iter().collect();
+    fresh.sort_by_key(|r| r.revision);
+    t.hashes
+        .name_new(fresh.into_iter().filter_map(hash_of), "R");
 }
 
 fn hash_of(r: &ControllerRevision) -> Option<&str> {
@@ -174,14 +82,6 @@ fn revision_image(r: &ControllerRevision) -> String {
         .as_str()
         .unwrap_or("")
         .to_owned()
-}
-
-fn pod_image(p: &Pod) -> &str {
-    p.spec
-        .as_ref()
-        .and_then(|s| s.containers.first())
-        .and_then(|c| c.image.as_deref())
-        .unwrap_or("")
 }
 
 fn annotation<'a>(meta: &'a kube::core::ObjectMeta, key: &str) -> Option<&'a str> {
@@ -235,6 +135,21 @@ async fn wait_settled(
 }
 
 /// What must be equal on both sides after each settled step.
+/// A DaemonSet's status counters, as the DaemonSet tests compare them.
+pub(crate) fn counters(st: &DaemonSetStatus) -> String {
+    format!(
+        "desired={} current={} updated={:?} ready={} available={:?} unavailable={:?} misscheduled={} collisionCount={:?}",
+        st.desired_number_scheduled,
+        st.current_number_scheduled,
+        st.updated_number_scheduled,
+        st.number_ready,
+        st.number_available,
+        st.number_unavailable,
+        st.number_misscheduled,
+        st.collision_count,
+    )
+}
+
 fn describe(d: &DaemonSet, revs: &[ControllerRevision], pods: &[Pod]) -> String {
     let st = d.status.clone().unwrap_or_default();
     let mut s = String::new();
@@ -247,18 +162,7 @@ fn describe(d: &DaemonSet, revs: &[ControllerRevision], pods: &[Pod]) -> String 
         annotation(&d.metadata, "deprecated.daemonset.template.generation"),
         annotation(&d.metadata, CHANGE_CAUSE),
     );
-    let _ = writeln!(
-        s,
-        "  status: desired={} current={} updated={:?} ready={} available={:?} unavailable={:?} misscheduled={} collisionCount={:?}",
-        st.desired_number_scheduled,
-        st.current_number_scheduled,
-        st.updated_number_scheduled,
-        st.number_ready,
-        st.number_available,
-        st.number_unavailable,
-        st.number_misscheduled,
-        st.collision_count,
-    );
+    let _ = writeln!(s, "  status: {}", counters(&st));
     for r in revs {
         let _ = writeln!(
             s,
@@ -319,7 +223,7 @@ async fn session(
         let (d, revs, pods) = wait_settled(ns, nodes)
             .await
             .with_context(|| format!("after step {step:?}"))?;
-        t.learn(&revs);
+        learn(t, &revs);
         t.push(&format!("{step}: state"), describe(&d, &revs, &pods));
         Ok(())
     }
@@ -345,7 +249,7 @@ async fn session(
         &k.run(&["create", "-f", "-"], Some(&manifest.to_string()))
             .await?,
     );
-    t.record_status("rollout status (v1)", &k.run(&status, None).await?);
+    record_status(&mut t, "rollout status (v1)", &k.run(&status, None).await?);
     settle(&mut t, ns, nodes, "v1").await?;
     t.record(
         "history",
@@ -364,7 +268,8 @@ async fn session(
             &k.run(&["patch", &target, "-p", &patch.to_string()], None)
                 .await?,
         );
-        t.record_status(
+        record_status(
+            &mut t,
             &format!("rollout status ({v})"),
             &k.run(&status, None).await?,
         );
@@ -386,7 +291,11 @@ async fn session(
     );
 
     t.record("undo", &k.run(&["rollout", "undo", &target], None).await?);
-    t.record_status("rollout status (undo)", &k.run(&status, None).await?);
+    record_status(
+        &mut t,
+        "rollout status (undo)",
+        &k.run(&status, None).await?,
+    );
     settle(&mut t, ns, nodes, "undo").await?;
     t.record(
         "history after undo",
@@ -397,7 +306,11 @@ async fn session(
         &k.run(&["rollout", "undo", &target, "--to-revision=1"], None)
             .await?,
     );
-    t.record_status("rollout status (undo to 1)", &k.run(&status, None).await?);
+    record_status(
+        &mut t,
+        "rollout status (undo to 1)",
+        &k.run(&status, None).await?,
+    );
     settle(&mut t, ns, nodes, "undo to 1").await?;
     t.record(
         "undo --to-revision=1 again (no change)",
@@ -413,96 +326,17 @@ async fn session(
         "restart",
         &k.run(&["rollout", "restart", &target], None).await?,
     );
-    t.record_status("rollout status (restart)", &k.run(&status, None).await?);
+    record_status(
+        &mut t,
+        "rollout status (restart)",
+        &k.run(&status, None).await?,
+    );
     settle(&mut t, ns, nodes, "restart").await?;
     t.record(
         "history after restart",
         &k.run(&["rollout", "history", &target], None).await?,
     );
     Ok(t)
-}
-
-/// One side: its transcript, and its manager and namespace, alive until the comparison is
-/// done so a failing comparison can point at the manager's log.
-struct Side {
-    transcript: Transcript,
-    manager: Manager,
-    _ns: TestNamespace,
-}
-
-async fn run_side(
-    cluster: &TestCluster,
-    kind: Kind,
-    prefix: &str,
-    group: &str,
-    nodes: i32,
-) -> anyhow::Result<Side> {
-    let ns = cluster.namespace(prefix).await?;
-    wait_default_service_account(&ns).await?;
-    let mut manager = Manager::start(kind, cluster, ns.name(), CONTROLLERS).await?;
-    let result = session(cluster, &ns, kind, group, nodes).await;
-    let result = match (result, manager.check_running()) {
-        (Ok(t), Ok(())) => Ok(t),
-        (Err(e), _) | (Ok(_), Err(e)) => Err(e),
-    };
-    let refused = manager.proxy().refused();
-    let result = result.and_then(|t| {
-        if refused.is_empty() {
-            Ok(t)
-        } else {
-            Err(anyhow::anyhow!(
-                "{} tried to write outside its namespace: {refused:?}",
-                kind.name()
-            ))
-        }
-    });
-    // Pods bound to the test's nodes never finish terminating once the nodes are gone.
-    let _ = ns
-        .api::<Pod>()
-        .delete_collection(
-            &DeleteParams::default().grace_period(0),
-            &ListParams::default(),
-        )
-        .await;
-    let transcript = Manager::with_logs(result, &mut [&mut manager])
-        .with_context(|| format!("{} side (namespace {})", kind.name(), ns.name()))?;
-    Ok(Side {
-        transcript,
-        manager,
-        _ns: ns,
-    })
-}
-
-fn compare(reference: &Side, subject: &Side) -> anyhow::Result<()> {
-    let a = reference.transcript.entries();
-    let b = subject.transcript.entries();
-    let mut report = String::new();
-    for i in 0..a.len().max(b.len()) {
-        match (a.get(i), b.get(i)) {
-            (Some(x), Some(y)) if x == y => {}
-            (x, y) => {
-                let _ = writeln!(
-                    report,
-                    "=== step {i}: {}\n--- {} (reference)\n{}\n+++ {} (subject)\n{}",
-                    x.or(y).map_or("", |e| e.step.as_str()),
-                    reference.transcript.kind.name(),
-                    x.map_or("<missing>", |e| e.text.as_str()),
-                    subject.transcript.kind.name(),
-                    y.map_or("<missing>", |e| e.text.as_str()),
-                );
-            }
-        }
-    }
-    for e in &a {
-        if e.text.contains("UNEXPECTED") {
-            let _ = writeln!(report, "reference step {:?}: {}", e.step, e.text);
-        }
-    }
-    if report.is_empty() {
-        Ok(())
-    } else {
-        bail!("kubectl sessions differ:\n{report}")
-    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -524,28 +358,35 @@ async fn kubectl_rollout_daemonset_session_matches_upstream() -> anyhow::Result<
         nodes.push(n);
     }
     let count = i32::try_from(nodes.len())?;
-    let (reference, tested) = tokio::join!(
+    let side = |kind: Kind, prefix: &'static str| {
+        let (cluster, group) = (&cluster, &group);
         run_side(
-            &cluster,
-            Kind::Upstream,
-            "ds-rollout-upstream",
-            &group,
-            count
-        ),
-        run_side(&cluster, subject(), "ds-rollout-subject", &group, count),
+            cluster,
+            kind,
+            prefix,
+            CONTROLLERS,
+            async move |ns: &TestNamespace| {
+                let result = session(cluster, ns, kind, group, count).await;
+                // Pods bound to the test's nodes never finish terminating once the nodes are gone.
+                let _ = ns
+                    .api::<Pod>()
+                    .delete_collection(
+                        &DeleteParams::default().grace_period(0),
+                        &ListParams::default(),
+                    )
+                    .await;
+                result
+            },
+        )
+    };
+    let (reference, tested) = tokio::join!(
+        side(Kind::Upstream, "ds-rollout-upstream"),
+        side(subject(), "ds-rollout-subject"),
     );
     for n in &nodes {
         let _ = nodes_api.delete(n, &DeleteParams::default()).await;
     }
-    let mut reference = reference?;
-    let mut tested = tested?;
-    if std::env::var_os("RKCM_PARITY_PRINT").is_some() {
-        for e in reference.transcript.entries() {
-            eprintln!("=== {}\n{}", e.step, e.text);
-        }
-    }
-    let result = compare(&reference, &tested);
-    Manager::with_logs(result, &mut [&mut reference.manager, &mut tested.manager])
+    sides_match(reference, tested)
 }
 
 #[test]

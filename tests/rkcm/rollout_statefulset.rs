@@ -15,18 +15,17 @@
 //!
 //! `RKCM_PARITY_SUBJECT=upstream` runs upstream on both sides (a dry run of the comparison).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use anyhow::Context as _;
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
 use rkcm_testkit::{TestCluster, TestNamespace};
 
 use crate::rollout::{
-    CHANGE_CAUSE, Kind, Kubectl, Manager, Out, Transcript, annotation, compare, subject,
-    wait_default_service_account,
+    CHANGE_CAUSE, Hashes, Kind, Kubectl, Out, Side, Transcript, annotation, is_progress, run_side,
+    sides_match, subject,
 };
 use crate::statefulset_takeover::{STS_CONTROLLERS, STS_WITHIN, sts_manifest};
 
@@ -36,47 +35,16 @@ const STATUS: [&str; 4] = ["rollout", "status", "statefulset/web", "--timeout=60
 /// The progress messages `kubectl rollout status` prints for a StatefulSet while it waits
 /// (kubectl `polymorphichelpers/rollout_status.go`, `StatefulSetStatusViewer`).
 fn is_sts_progress_line(line: &str) -> bool {
-    let num = |w: &str| !w.is_empty() && w.bytes().all(|c| c.is_ascii_digit());
-    if line == "Waiting for statefulset spec update to be observed..." {
-        return true;
-    }
-    let words: Vec<&str> = line.split(' ').collect();
-    match words.as_slice() {
-        ["Waiting", "for", n, "pods", "to", "be", "ready..."] => num(n),
-        [
-            "Waiting",
-            "for",
-            "partitioned",
-            "roll",
-            "out",
-            "to",
-            "finish:",
-            a,
-            "out",
-            "of",
-            b,
-            "new",
-            "pods",
-            "have",
-            "been",
-            "updated...",
-        ] => num(a) && num(b),
-        [
-            "waiting",
-            "for",
-            "statefulset",
-            "rolling",
-            "update",
-            "to",
-            "complete",
-            n,
-            "pods",
-            "at",
-            "revision",
-            r,
-        ] => num(n) && r.ends_with("..."),
-        _ => false,
-    }
+    is_progress(
+        line,
+        "Waiting for statefulset spec update to be observed...",
+        "",
+        &[
+            "Waiting for # pods to be ready...",
+            "Waiting for partitioned roll out to finish: # out of # new pods have been updated...",
+            "waiting for statefulset rolling update to complete # pods at revision *...",
+        ],
+    )
 }
 
 /// `rollout status` while things move: progress lines are checked, then dropped.
@@ -107,55 +75,29 @@ fn normalize_updated_count(last: &str, lo: i32, hi: i32) -> String {
 }
 
 fn record_status_within(t: &mut Transcript, step: &str, out: &Out, range: Option<(i32, i32)>) {
-    let lines: Vec<&str> = out.stdout.lines().collect();
-    let (last, progress) = lines.split_last().map_or(("", &[][..]), |(l, p)| (*l, p));
-    let last = match range {
+    let last = |last: &str| match range {
         Some((lo, hi)) => normalize_updated_count(last, lo, hi),
         None => last.to_owned(),
     };
-    let mut text = format!("exit {}\nstdout (last line): {last}\n", out.code);
-    for l in progress {
-        if !is_sts_progress_line(l) {
-            let _ = writeln!(text, "UNEXPECTED progress line: {l}");
-        }
-    }
-    let _ = write!(text, "stderr:\n{}", out.stderr);
-    t.push(step, text);
+    t.record_status_with(step, out, last, is_sts_progress_line);
 }
 
 /// Names of revisions whose template carries a restart time, `<restart N>` in order of
 /// `.revision`; applied to every transcript entry before comparing.
-#[derive(Default)]
-struct Restarts {
-    names: BTreeMap<String, String>,
-}
+type Restarts = Hashes;
 
-impl Restarts {
-    fn learn(&mut self, revisions: &[ControllerRevision]) {
-        for r in revisions {
-            let name = r.metadata.name.clone().unwrap_or_default();
-            let restarted = r.data.0.to_string().contains(RESTARTED_AT);
-            if restarted && !self.names.contains_key(&name) {
-                let n = self.names.len() / 2 + 1;
-                // The hash label is the name without `web-`.
-                if let Some(hash) = name.strip_prefix("web-") {
-                    self.names
-                        .insert(hash.to_owned(), format!("<restart {n} hash>"));
-                }
-                self.names.insert(name, format!("<restart {n}>"));
+fn learn_restarts(restarts: &mut Restarts, revisions: &[ControllerRevision]) {
+    for r in revisions {
+        let name = r.metadata.name.clone().unwrap_or_default();
+        let restarted = r.data.0.to_string().contains(RESTARTED_AT);
+        if restarted && !restarts.contains(&name) {
+            let n = restarts.len() / 2 + 1;
+            // The hash label is the name without `web-`.
+            if let Some(hash) = name.strip_prefix("web-") {
+                restarts.name(hash.to_owned(), format!("<restart {n} hash>"));
             }
+            restarts.name(name, format!("<restart {n}>"));
         }
-    }
-
-    fn apply(&self, text: &str) -> String {
-        let mut out = text.to_owned();
-        // Names before the bare hashes they contain.
-        let mut names: Vec<(&String, &String)> = self.names.iter().collect();
-        names.sort_by_key(|(n, _)| std::cmp::Reverse(n.len()));
-        for (name, label) in names {
-            out = out.replace(name.as_str(), label);
-        }
-        out
     }
 }
 
@@ -312,7 +254,7 @@ async fn settle(
     )
     .await?;
     let (s, revs, pods) = state;
-    restarts.learn(&revs);
+    learn_restarts(restarts, &revs);
     t.push(&format!("{step}: state"), describe(&s, &revs, &pods));
     Ok(())
 }
@@ -555,68 +497,34 @@ async fn session(ns: &TestNamespace, k: &Kubectl) -> anyhow::Result<(Transcript,
     );
 
     // Which events the set got (kinds only: how many of each depends on timing).
-    let events = ns.api::<Event>().list(&ListParams::default()).await?;
-    let kinds: BTreeSet<String> = events
-        .items
-        .iter()
-        .filter(|e| e.involved_object.kind.as_deref() == Some("StatefulSet"))
-        .map(|e| {
-            format!(
-                "{} {} {}",
-                e.involved_object.name.as_deref().unwrap_or(""),
-                e.type_.as_deref().unwrap_or(""),
-                e.reason.as_deref().unwrap_or("")
-            )
-        })
-        .collect();
-    t.push(
-        "statefulset event kinds",
-        kinds.into_iter().collect::<Vec<_>>().join("\n"),
-    );
+    t.record_event_kinds(ns, "StatefulSet", "statefulset event kinds")
+        .await?;
     Ok((t, r))
 }
 
-/// One side: its normalised transcript (as a fresh [`Transcript`] of the side's kind) and
-/// its manager, kept until the comparison is done.
-struct Side {
-    transcript: Transcript,
-    manager: Manager,
-    _ns: TestNamespace,
-}
-
-async fn run_side(cluster: &TestCluster, kind: Kind, prefix: &str) -> anyhow::Result<Side> {
-    let ns = cluster.namespace(prefix).await?;
-    wait_default_service_account(&ns).await?;
-    let mut manager = Manager::start(kind, cluster, ns.name(), STS_CONTROLLERS).await?;
-    let k = Kubectl::new(cluster, ns.name())?;
-    let result = async {
-        let (raw, restarts) = session(&ns, &k).await?;
-        manager.check_running()?;
-        let refused = manager.proxy().refused();
-        anyhow::ensure!(
-            refused.is_empty(),
-            "{} tried to write outside its namespace: {refused:?}",
-            kind.name()
-        );
-        // Revision names made by restarts differ between the sides: name them by order; the
-        // namespaces differ too.
-        let mut t = Transcript::new(kind);
-        for e in raw.entries() {
-            t.push(
-                &e.step,
-                restarts.apply(&e.text).replace(ns.name(), "<namespace>"),
-            );
-        }
-        Ok(t)
-    }
-    .await;
-    let transcript = Manager::with_logs(result, &mut [&mut manager])
-        .with_context(|| format!("{} side (namespace {})", kind.name(), ns.name()))?;
-    Ok(Side {
-        transcript,
-        manager,
-        _ns: ns,
-    })
+/// One side: its transcript normalised (as a fresh [`Transcript`] of the side's kind).
+async fn run_sts_side(cluster: &TestCluster, kind: Kind, prefix: &str) -> anyhow::Result<Side> {
+    run_side(
+        cluster,
+        kind,
+        prefix,
+        STS_CONTROLLERS,
+        async |ns: &TestNamespace| {
+            let k = Kubectl::new(cluster, ns.name())?;
+            let (raw, restarts) = session(ns, &k).await?;
+            // Revision names made by restarts differ between the sides: name them by order; the
+            // namespaces differ too.
+            let mut t = Transcript::new(kind);
+            for e in raw.entries() {
+                t.push(
+                    &e.step,
+                    restarts.apply(&e.text).replace(ns.name(), "<namespace>"),
+                );
+            }
+            Ok(t)
+        },
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -624,13 +532,10 @@ async fn run_side(cluster: &TestCluster, kind: Kind, prefix: &str) -> anyhow::Re
 async fn kubectl_rollout_statefulset_session_matches_upstream() -> anyhow::Result<()> {
     let cluster = TestCluster::connect().await?;
     let (reference, tested) = tokio::join!(
-        run_side(&cluster, Kind::Upstream, "sts-rollout-upstream"),
-        run_side(&cluster, subject(), "sts-rollout-subject"),
+        run_sts_side(&cluster, Kind::Upstream, "sts-rollout-upstream"),
+        run_sts_side(&cluster, subject(), "sts-rollout-subject"),
     );
-    let mut reference = reference?;
-    let mut tested = tested?;
-    let result = compare(&reference.transcript, &tested.transcript);
-    Manager::with_logs(result, &mut [&mut reference.manager, &mut tested.manager])
+    sides_match(reference, tested)
 }
 
 #[test]
@@ -647,7 +552,7 @@ fn statefulset_progress_lines() {
         "partitioned roll out complete: 3 new pods have been updated..."
     ));
     let mut r = Restarts::default();
-    r.names.insert("web-abc".into(), "<restart 1>".into());
+    r.name("web-abc".into(), "<restart 1>".into());
     assert_eq!(
         r.apply("revision web-abc and web-abd"),
         "revision <restart 1> and web-abd"

@@ -444,7 +444,7 @@ async fn client_ca_lookup_follows_the_flags() -> anyhow::Result<()> {
     // A ServiceAccount with no grants at all: it cannot read the ConfigMap.
     let token = service_account_token(&client, ns.name(), "unprivileged").await?;
     let dir = TempDir::new("rkcm-lookup")?;
-    let kubeconfig = crate::packaging::token_kubeconfig(&token, ns.name(), dir.path())?;
+    let kubeconfig = crate::kubeconfig::token_kubeconfig(&token, ns.name(), dir.path())?;
     let base = [
         "--leader-elect=false".to_owned(),
         "--controllers=bootstrap-signer-controller".to_owned(),

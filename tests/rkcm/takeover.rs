@@ -25,7 +25,7 @@ use anyhow::{Context as _, bail};
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{ListParams, WatchEvent, WatchParams};
+use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use rkcm_testkit::{TestCluster, TestNamespace, holds_for, wait_for};
 
 use crate::rollout::{
@@ -39,61 +39,43 @@ const HANDOVER: &str = "rkcm.test/handover";
 /// How long nothing may change after the new manager has synced.
 const QUIET: Duration = Duration::from_secs(3);
 
-/// Records pod and ReplicaSet churn in one namespace: pods added, deleted or marked for
-/// deletion; ReplicaSets added, deleted, marked for deletion or resized.
-struct ChurnWatch {
+/// Changes recorded from watches of one namespace (additions, deletions, deletions marked,
+/// and what a test adds), from the moment each watch starts.
+#[derive(Default)]
+pub(crate) struct Churn {
     seen: Arc<Mutex<Vec<String>>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
-impl ChurnWatch {
-    async fn start(ns: &TestNamespace) -> anyhow::Result<Self> {
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let pods = ns.api::<Pod>();
-        let list = pods.list(&ListParams::default()).await?;
+impl Churn {
+    /// Records the `what`s of `api` added, deleted or marked for deletion.
+    pub(crate) async fn follow<K>(&mut self, api: Api<K>, what: &'static str) -> anyhow::Result<()>
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    {
+        let list = api.list(&ListParams::default()).await?;
         let rv = list.metadata.resource_version.unwrap_or_default();
-        let pod_stream = pods
+        let mut stream = api
             .watch(&WatchParams::default().timeout(290), &rv)
             .await?
             .boxed();
-        let rss = ns.api::<ReplicaSet>();
-        let list = rss.list(&ListParams::default()).await?;
-        let sizes: BTreeMap<String, Option<i32>> = list
-            .items
-            .iter()
-            .map(|rs| {
-                (
-                    rs.metadata.name.clone().unwrap_or_default(),
-                    rs.spec.replicas,
-                )
-            })
-            .collect();
-        let rv = list.metadata.resource_version.unwrap_or_default();
-        let rs_stream = rss
-            .watch(&WatchParams::default().timeout(290), &rv)
-            .await?
-            .boxed();
-
-        let log = seen.clone();
-        let pod_task = tokio::spawn(async move {
-            let mut stream = pod_stream;
+        let log = self.log();
+        self.spawn(async move {
             loop {
                 let line = match stream.try_next().await {
-                    Ok(Some(WatchEvent::Added(p))) => format!("pod {} ADDED", name(&p.metadata)),
-                    Ok(Some(WatchEvent::Deleted(p))) => {
-                        format!("pod {} DELETED", name(&p.metadata))
+                    Ok(Some(WatchEvent::Added(o))) => format!("{what} {} ADDED", name(o.meta())),
+                    Ok(Some(WatchEvent::Deleted(o))) => {
+                        format!("{what} {} DELETED", name(o.meta()))
                     }
-                    Ok(Some(WatchEvent::Modified(p)))
-                        if p.metadata.deletion_timestamp.is_some() =>
-                    {
-                        format!("pod {} marked for deletion", name(&p.metadata))
+                    Ok(Some(WatchEvent::Modified(o))) if o.meta().deletion_timestamp.is_some() => {
+                        format!("{what} {} marked for deletion", name(o.meta()))
                     }
                     Ok(Some(WatchEvent::Modified(_) | WatchEvent::Bookmark(_))) => continue,
-                    Ok(Some(WatchEvent::Error(e))) => format!("pod watch error: {e:?}"),
-                    Ok(None) => "pod watch ended".to_owned(),
-                    Err(e) => format!("pod watch failed: {e}"),
+                    Ok(Some(WatchEvent::Error(e))) => format!("{what} watch error: {e:?}"),
+                    Ok(None) => format!("{what} watch ended"),
+                    Err(e) => format!("{what} watch failed: {e}"),
                 };
-                let end = line.starts_with("pod watch");
+                let end = line.contains(" watch ");
                 if let Ok(mut s) = log.lock() {
                     s.push(line);
                 }
@@ -102,62 +84,109 @@ impl ChurnWatch {
                 }
             }
         });
-        let log = seen.clone();
-        let rs_task = tokio::spawn(async move {
-            let mut stream = rs_stream;
-            let mut sizes = sizes;
-            loop {
-                let line = match stream.try_next().await {
-                    Ok(Some(WatchEvent::Added(rs))) => format!(
-                        "rs {} ADDED (replicas {:?})",
-                        name(&rs.metadata),
-                        rs.spec.replicas
-                    ),
-                    Ok(Some(WatchEvent::Deleted(rs))) => {
-                        format!("rs {} DELETED", name(&rs.metadata))
-                    }
-                    Ok(Some(WatchEvent::Modified(rs))) => {
-                        let n = name(&rs.metadata).to_owned();
-                        let before = sizes.insert(n.clone(), rs.spec.replicas).flatten();
-                        if rs.metadata.deletion_timestamp.is_some() {
-                            format!("rs {n} marked for deletion")
-                        } else if before != rs.spec.replicas {
-                            format!("rs {n} spec.replicas {before:?} -> {:?}", rs.spec.replicas)
-                        } else {
-                            continue;
-                        }
-                    }
-                    Ok(Some(WatchEvent::Bookmark(_))) => continue,
-                    Ok(Some(WatchEvent::Error(e))) => format!("rs watch error: {e:?}"),
-                    Ok(None) => "rs watch ended".to_owned(),
-                    Err(e) => format!("rs watch failed: {e}"),
-                };
-                let end = line.starts_with("rs watch");
-                if let Ok(mut s) = log.lock() {
-                    s.push(line);
-                }
-                if end {
-                    return;
-                }
-            }
-        });
-        Ok(Self {
-            seen,
-            tasks: vec![pod_task, rs_task],
-        })
+        Ok(())
     }
 
-    fn seen(&self) -> Vec<String> {
+    /// Where a recording task adds its lines.
+    pub(crate) fn log(&self) -> Arc<Mutex<Vec<String>>> {
+        self.seen.clone()
+    }
+
+    /// Runs a recording task until the churn is dropped.
+    pub(crate) fn spawn(&mut self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.tasks.push(tokio::spawn(task));
+    }
+
+    pub(crate) fn seen(&self) -> Vec<String> {
         self.seen.lock().map(|s| s.clone()).unwrap_or_default()
     }
 }
 
-impl Drop for ChurnWatch {
+impl Drop for Churn {
     fn drop(&mut self) {
         for t in &self.tasks {
             t.abort();
         }
     }
+}
+
+/// The outcome of a handover to `manager`: `result`, unless the manager has exited or tried
+/// to write outside its namespace; a failure carries the manager's log and writes.
+pub(crate) fn handed_over(
+    mut manager: Manager,
+    result: anyhow::Result<()>,
+) -> anyhow::Result<Manager> {
+    let result = result.and_then(|()| manager.check_running_in_namespace());
+    let writes = manager.proxy().writes();
+    let to = manager.kind();
+    Manager::with_logs(result, &mut [&mut manager])
+        .with_context(|| format!("handover to {} (its writes: {writes:#?})", to.name()))?;
+    Ok(manager)
+}
+
+/// Records pod and ReplicaSet churn in one namespace: pods added, deleted or marked for
+/// deletion; ReplicaSets added, deleted, marked for deletion or resized.
+async fn churn_watch(ns: &TestNamespace) -> anyhow::Result<Churn> {
+    let mut churn = Churn::default();
+    churn.follow(ns.api::<Pod>(), "pod").await?;
+    let rss = ns.api::<ReplicaSet>();
+    let list = rss.list(&ListParams::default()).await?;
+    let sizes: BTreeMap<String, Option<i32>> = list
+        .items
+        .iter()
+        .map(|rs| {
+            (
+                rs.metadata.name.clone().unwrap_or_default(),
+                rs.spec.replicas,
+            )
+        })
+        .collect();
+    let rv = list.metadata.resource_version.unwrap_or_default();
+    let rs_stream = rss
+        .watch(&WatchParams::default().timeout(290), &rv)
+        .await?
+        .boxed();
+
+    let log = churn.log();
+    churn.spawn(async move {
+        let mut stream = rs_stream;
+        let mut sizes = sizes;
+        loop {
+            let line = match stream.try_next().await {
+                Ok(Some(WatchEvent::Added(rs))) => format!(
+                    "rs {} ADDED (replicas {:?})",
+                    name(&rs.metadata),
+                    rs.spec.replicas
+                ),
+                Ok(Some(WatchEvent::Deleted(rs))) => {
+                    format!("rs {} DELETED", name(&rs.metadata))
+                }
+                Ok(Some(WatchEvent::Modified(rs))) => {
+                    let n = name(&rs.metadata).to_owned();
+                    let before = sizes.insert(n.clone(), rs.spec.replicas).flatten();
+                    if rs.metadata.deletion_timestamp.is_some() {
+                        format!("rs {n} marked for deletion")
+                    } else if before != rs.spec.replicas {
+                        format!("rs {n} spec.replicas {before:?} -> {:?}", rs.spec.replicas)
+                    } else {
+                        continue;
+                    }
+                }
+                Ok(Some(WatchEvent::Bookmark(_))) => continue,
+                Ok(Some(WatchEvent::Error(e))) => format!("rs watch error: {e:?}"),
+                Ok(None) => "rs watch ended".to_owned(),
+                Err(e) => format!("rs watch failed: {e}"),
+            };
+            let end = line.starts_with("rs watch");
+            if let Ok(mut s) = log.lock() {
+                s.push(line);
+            }
+            if end {
+                return;
+            }
+        }
+    });
+    Ok(churn)
 }
 
 fn name(meta: &kube::core::ObjectMeta) -> &str {
@@ -377,9 +406,9 @@ async fn hand_over(
     round: &str,
 ) -> anyhow::Result<Manager> {
     let before = fleet.views(ns).await?;
-    let churn = ChurnWatch::start(ns).await?;
+    let churn = churn_watch(ns).await?;
     from.stop().await?;
-    let mut manager = start_manager(to, cluster, ns.name()).await?;
+    let manager = start_manager(to, cluster, ns.name()).await?;
     let result = async {
         prove_synced(ns, k, fleet, round).await?;
         holds_for(
@@ -412,21 +441,10 @@ async fn hand_over(
         if !diff.is_empty() {
             bail!("the handover to {} changed Deployments:\n{diff}", to.name());
         }
-        manager.check_running()?;
-        let refused = manager.proxy().refused();
-        if !refused.is_empty() {
-            bail!(
-                "{} tried to write outside its namespace: {refused:?}",
-                to.name()
-            );
-        }
         Ok(())
     }
     .await;
-    let writes = manager.proxy().writes();
-    Manager::with_logs(result, &mut [&mut manager])
-        .with_context(|| format!("handover to {} (its writes: {writes:#?})", to.name()))?;
-    Ok(manager)
+    handed_over(manager, result)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -477,7 +495,7 @@ async fn deployments_change_hands_without_churn() -> anyhow::Result<()> {
     // one resize and one new pod.
     let scaled = async {
         let (_, before) = read_state(&ns, "steady").await?;
-        let churn = ChurnWatch::start(&ns).await?;
+        let churn = churn_watch(&ns).await?;
         k.ok(&["scale", "deployment/steady", "--replicas=4"])
             .await?;
         let (_, after) = wait_settled(&ns, "steady").await?;

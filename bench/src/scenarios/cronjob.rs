@@ -25,7 +25,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
-use futures::TryStreamExt;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::api::{Api, DeleteParams, ListParams, PostParams, PropagationPolicy};
 use kube::core::PartialObjectMeta;
@@ -37,7 +36,6 @@ use tokio::sync::watch;
 use crate::harness::{Env, Probe, Scenario};
 use crate::k8s;
 use crate::results::{Correctness, Metric};
-use crate::say;
 use crate::scenarios::podgc::group;
 
 /// The annotation both managers put on a Job: its scheduled instant, RFC 3339.
@@ -129,15 +127,7 @@ impl JobWatch {
             futures::pin_mut!(stream);
             let mut known: HashSet<String> = HashSet::new();
             let mut synced = false;
-            loop {
-                let ev = match stream.try_next().await {
-                    Ok(Some(ev)) => ev,
-                    Ok(None) => break,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "job watch error (retrying)");
-                        continue;
-                    }
-                };
+            while let Some(ev) = k8s::next_event(&mut stream, "job").await {
                 let now_ms = jiff::Timestamp::now().as_millisecond();
                 let mut log = match shared.lock() {
                     Ok(l) => l,
@@ -331,29 +321,21 @@ impl Judgement {
                 self.status_wrong[0]
             ));
         }
-        if wrong.is_empty() {
-            Correctness {
-                ok: true,
-                detail: format!(
-                    "{} Jobs, one per CronJob and minute: 0 duplicates, 0 missing, none \
+        Correctness::unless(wrong, || {
+            format!(
+                "{} Jobs, one per CronJob and minute: 0 duplicates, 0 missing, none \
                      deleted, status consistent{}",
-                    group(self.measured),
-                    if self.earlier > 0 {
-                        format!(
-                            " ({} more for a minute due before the measured ones)",
-                            self.earlier
-                        )
-                    } else {
-                        String::new()
-                    }
-                ),
-            }
-        } else {
-            Correctness {
-                ok: false,
-                detail: wrong.join("; "),
-            }
-        }
+                group(self.measured),
+                if self.earlier > 0 {
+                    format!(
+                        " ({} more for a minute due before the measured ones)",
+                        self.earlier
+                    )
+                } else {
+                    String::new()
+                }
+            )
+        })
     }
 
     pub fn metrics(&self) -> Vec<Metric> {
@@ -462,10 +444,6 @@ impl Scenario for CronJobSchedule {
 
     fn controllers(&self) -> Vec<&'static str> {
         vec!["cronjob-controller"]
-    }
-
-    fn manager_flags(&self) -> Vec<String> {
-        Vec::new()
     }
 
     async fn setup(&self, env: &Env, ns: &str) -> anyhow::Result<State> {

@@ -43,12 +43,11 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use tokio::sync::watch;
 
 use crate::harness::{Env, Probe, Scenario};
-use crate::k8s::{self, PodCount, PodWatch};
+use crate::k8s::{self, NamedWatch, PodCount, PodWatch};
+use crate::nodes;
 use crate::results::{Correctness, Metric};
-use crate::say;
 use crate::scenarios::podgc::group;
 
 /// The DaemonSet's name in each run's namespace.
@@ -122,45 +121,6 @@ impl DsSeen {
     }
 }
 
-/// Follows the DaemonSet with a watch (field selector on its name).
-pub struct DsWatch {
-    rx: watch::Receiver<DsSeen>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl DsWatch {
-    fn start(client: &Client, ns: &str) -> Self {
-        let api: Api<DaemonSet> = Api::namespaced(client.clone(), ns);
-        let (tx, rx) = watch::channel(DsSeen::default());
-        let cfg = watcher::Config::default().fields(&format!("metadata.name={NAME}"));
-        let task = tokio::spawn(async move {
-            let stream = watcher(api, cfg).default_backoff().applied_objects();
-            futures::pin_mut!(stream);
-            loop {
-                match stream.try_next().await {
-                    Ok(Some(ds)) => {
-                        let seen = DsSeen::of(&ds);
-                        tx.send_if_modified(|c| std::mem::replace(c, seen) != seen);
-                    }
-                    Ok(None) => break,
-                    Err(e) => tracing::warn!(error = %e, "daemonset watch error (retrying)"),
-                }
-            }
-        });
-        Self { rx, task }
-    }
-
-    fn latest(&mut self) -> DsSeen {
-        *self.rx.borrow_and_update()
-    }
-}
-
-impl Drop for DsWatch {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
 /// Counts updates of the run's nodes (metadata watch; every status write is one).
 struct NodeUpdates {
     seen: Arc<AtomicUsize>,
@@ -203,7 +163,7 @@ impl Drop for NodeUpdates {
 
 pub struct State {
     ns: String,
-    ds: DsWatch,
+    ds: NamedWatch<DsSeen>,
     pods: PodWatch,
     /// The nodes that stay, and those added and deleted in the churn phases.
     base: Vec<String>,
@@ -261,39 +221,6 @@ impl State {
     }
 }
 
-/// Creates kwok nodes `names` in the run (kwok makes them Ready and runs their pods).
-async fn create_nodes(env: &Env, ns: &str, names: &[String]) -> anyhow::Result<()> {
-    let api: Api<Node> = Api::all(env.client.clone());
-    k8s::bounded(
-        "nodes created",
-        names.len(),
-        env.concurrency,
-        names.len().div_ceil(4).max(1),
-        names.iter().map(|name| {
-            let api = api.clone();
-            let node: Result<Node, _> = serde_json::from_value(json!({
-                "metadata": {
-                    "name": name,
-                    "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-                    "labels": {NODE_LABEL: ns, "kubernetes.io/hostname": name,
-                               "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
-                },
-            }));
-            async move {
-                let node = node?;
-                let pp = PostParams::default();
-                match k8s::retry(|| api.create(&pp, &node)).await {
-                    Ok(_) => Ok(()),
-                    Err(e) if k8s::is_status(&e, 409) => Ok(()),
-                    Err(e) => Err(e).with_context(|| format!("creating node {}", node.name_any())),
-                }
-            }
-        }),
-    )
-    .await?;
-    Ok(())
-}
-
 /// Deletes nodes `names` (missing ones are fine).
 async fn delete_nodes(env: &Env, names: &[String]) -> anyhow::Result<()> {
     let api: Api<Node> = Api::all(env.client.clone());
@@ -316,36 +243,6 @@ async fn delete_nodes(env: &Env, names: &[String]) -> anyhow::Result<()> {
     )
     .await?;
     Ok(())
-}
-
-/// Waits until `want` nodes of the run report Ready.
-async fn wait_nodes_ready(env: &Env, ns: &str, want: usize) -> anyhow::Result<()> {
-    let api: Api<Node> = Api::all(env.client.clone());
-    let lp = ListParams::default().labels(&format!("{NODE_LABEL}={ns}"));
-    let deadline = std::time::Instant::now() + Duration::from_secs(300);
-    loop {
-        let list = k8s::retry(|| api.list(&lp))
-            .await
-            .context("listing nodes")?;
-        let ready = list
-            .items
-            .iter()
-            .filter(|n| {
-                n.status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-            })
-            .count();
-        if ready >= want {
-            return Ok(());
-        }
-        anyhow::ensure!(
-            std::time::Instant::now() < deadline,
-            "only {ready} of {want} nodes Ready after 300 s (is kwok running?)"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
 }
 
 /// Force-deletes the pods bound to `nodes`, as pod GC does for pods of deleted nodes.
@@ -477,10 +374,6 @@ impl Scenario for DaemonSetNodes {
         vec!["daemonset-controller"]
     }
 
-    fn manager_flags(&self) -> Vec<String> {
-        Vec::new()
-    }
-
     async fn setup(&self, env: &Env, ns: &str) -> anyhow::Result<State> {
         let client = &env.client;
         k8s::ensure_namespace(client, ns).await?;
@@ -489,8 +382,8 @@ impl Scenario for DaemonSetNodes {
         let extra: Vec<String> = (self.args.nodes..self.args.nodes + self.args.churn)
             .map(|i| node_name(ns, i))
             .collect();
-        create_nodes(env, ns, &base).await?;
-        wait_nodes_ready(env, ns, base.len()).await?;
+        nodes::create_nodes(env, &base, |name| nodes::kwok_node(name, NODE_LABEL, ns)).await?;
+        nodes::wait_nodes_ready(env, NODE_LABEL, ns, base.len()).await?;
 
         let api: Api<DaemonSet> = Api::namespaced(client.clone(), ns);
         let labels = json!({"app": "rkcm-bench-ds"});
@@ -502,16 +395,7 @@ impl Scenario for DaemonSetNodes {
                     "maxSurge": self.args.max_surge, "maxUnavailable": 0}},
                 "template": {
                     "metadata": {"labels": labels},
-                    "spec": {
-                        "nodeSelector": {NODE_LABEL: "none"},
-                        "automountServiceAccountToken": false,
-                        "terminationGracePeriodSeconds": 30,
-                        "containers": [{
-                            "name": "main",
-                            "image": IMAGE_1,
-                            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}
-                        }]
-                    }
+                    "spec": k8s::pod_spec(IMAGE_1, json!({"nodeSelector": {NODE_LABEL: "none"}}))
                 }
             }
         }))?;
@@ -520,15 +404,8 @@ impl Scenario for DaemonSetNodes {
             .await
             .with_context(|| format!("creating DaemonSet {ns}/{NAME}"))?;
         let uid = created.uid().context("the created DaemonSet has no uid")?;
-        let mut pods = PodWatch::start_owned(client, ns, Some(uid));
-        let c = tokio::time::timeout(
-            Duration::from_secs(120),
-            pods.wait_for(|c| c.count.is_some()),
-        )
-        .await
-        .context("the pod watch did not sync within 120 s")??;
-        anyhow::ensure!(c.count == Some(0), "{ns} has {:?} pods at start", c.count);
-        let mut ds = DsWatch::start(client, ns);
+        let pods = PodWatch::start_owned_empty(client, ns, uid).await?;
+        let mut ds = NamedWatch::start(client, ns, NAME, "daemonset", DsSeen::of);
         tokio::time::timeout(Duration::from_secs(120), ds.rx.wait_for(|d| d.exists))
             .await
             .context("the DaemonSet watch did not sync within 120 s")?
@@ -596,7 +473,10 @@ impl Scenario for DaemonSetNodes {
         );
 
         let phase = probe.begin(&format!("add {} nodes", group(m)));
-        create_nodes(env, &ns, &state.extra).await?;
+        nodes::create_nodes(env, &state.extra, |name| {
+            nodes::kwok_node(name, NODE_LABEL, &ns)
+        })
+        .await?;
         let (_, pods) = state
             .wait(probe, |ds, p| ds.all(0, ni + mi) && p.owned == Some(n + m))
             .await?;
@@ -756,20 +636,12 @@ fn judge(nodes: &[String], pods: &[Pod], ds: &DsSeen) -> Correctness {
             ds.desired, ds.current, ds.updated, ds.ready, ds.available, ds.misscheduled
         ));
     }
-    if wrong.is_empty() {
-        Correctness {
-            ok: true,
-            detail: format!(
-                "one pod of the new revision on each of {} nodes, status agrees",
-                group(nodes.len())
-            ),
-        }
-    } else {
-        Correctness {
-            ok: false,
-            detail: wrong.join("; "),
-        }
-    }
+    Correctness::unless(wrong, || {
+        format!(
+            "one pod of the new revision on each of {} nodes, status agrees",
+            group(nodes.len())
+        )
+    })
 }
 
 /// Deletes the DaemonSet, every pod of `ns` and the run's nodes. No garbage collector runs

@@ -51,22 +51,21 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use futures::{Stream, TryStreamExt};
+use futures::Stream;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::harness::{Env, Probe, Scenario};
+use crate::harness::{Env, Probe, Scenario, wait_model, wait_model_synced};
 use crate::k8s;
 use crate::results::Correctness;
 use crate::scenarios::podgc::group;
@@ -588,15 +587,7 @@ where
     tokio::spawn(async move {
         futures::pin_mut!(stream);
         let mut pending = Vec::new();
-        loop {
-            let ev = match stream.try_next().await {
-                Ok(Some(ev)) => ev,
-                Ok(None) => break,
-                Err(e) => {
-                    tracing::warn!(error = %e, watch = what, "watch error (retrying)");
-                    continue;
-                }
-            };
+        while let Some(ev) = k8s::next_event(&mut stream, what).await {
             let change = match ev {
                 watcher::Event::Init => {
                     pending.clear();
@@ -664,32 +655,6 @@ impl State {
         }
     }
 
-    /// Waits until `check(model)` returns `Ok`, re-checking on every change the watches see;
-    /// `Err(progress)` describes what is still missing.
-    async fn wait<T>(
-        &mut self,
-        probe: &Probe,
-        mut check: impl FnMut(&Model) -> Result<T, String>,
-    ) -> anyhow::Result<T> {
-        loop {
-            self.changed.mark_unchanged();
-            let r = check(
-                &self
-                    .model
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner),
-            );
-            match r {
-                Ok(v) => return Ok(v),
-                Err(progress) => probe.progress(progress),
-            }
-            self.changed
-                .changed()
-                .await
-                .context("the watches of the scenario ended")?;
-        }
-    }
-
     /// Waits until every Deployment is complete on `version`; marks `first` when the first
     /// one is. Returns the phase note.
     async fn wait_complete(
@@ -704,7 +669,7 @@ impl State {
         let total = names.len();
         let mut first_seen = false;
         let mut status_seen = false;
-        self.wait(probe, |m| {
+        wait_model(&self.model, &mut self.changed, probe, |m: &Model| {
             if !status_seen && m.deploys.values().any(|d| d.observed_generation > 0) {
                 status_seen = true;
                 if version == V_CREATE {
@@ -803,10 +768,6 @@ impl Scenario for DeploymentRollout {
         vec!["deployment-controller", "replicaset-controller"]
     }
 
-    fn manager_flags(&self) -> Vec<String> {
-        Vec::new()
-    }
-
     async fn setup(&self, env: &Env, ns: &str) -> anyhow::Result<State> {
         let client = &env.client;
         anyhow::ensure!(
@@ -853,23 +814,13 @@ impl Scenario for DeploymentRollout {
 
         let mut state = State::start(client, ns, names);
         let n = self.args.deployments;
-        let model = state.model.clone();
-        let synced = tokio::time::timeout(
-            Duration::from_secs(120),
-            state.changed.wait_for(move |_| {
-                let m = model
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                m.synced() && m.deploys.len() >= n
-            }),
+        wait_model_synced(
+            state.model.clone(),
+            &mut state.changed,
+            ns,
+            move |m: &Model| m.synced() && m.deploys.len() >= n,
         )
-        .await
-        .map(|r| r.is_ok());
-        match synced {
-            Ok(true) => {}
-            Ok(false) => anyhow::bail!("the watches of {ns} ended before they synced"),
-            Err(_) => anyhow::bail!("the watches of {ns} did not sync within 120 s"),
-        }
+        .await?;
         {
             let m = state
                 .model
@@ -945,21 +896,14 @@ impl Scenario for DeploymentRollout {
     async fn verify(&self, env: &Env, state: &mut State) -> anyhow::Result<Correctness> {
         let client = &env.client;
         let ns = &state.ns;
-        let lp = ListParams::default();
-        let deploys: Api<Deployment> = Api::namespaced(client.clone(), ns);
-        let deploys = k8s::retry(|| deploys.list(&lp))
-            .await
-            .with_context(|| format!("listing the Deployments of {ns}"))?;
-        let rss: Api<ReplicaSet> = Api::namespaced(client.clone(), ns);
-        let rss = k8s::retry(|| rss.list(&lp))
-            .await
-            .with_context(|| format!("listing the ReplicaSets of {ns}"))?;
+        let deploys = k8s::list_all::<Deployment>(client, ns, "Deployments").await?;
+        let rss = k8s::list_all::<ReplicaSet>(client, ns, "ReplicaSets").await?;
         let pods = k8s::list_pod_meta(client, Some(ns))
             .await
             .with_context(|| format!("listing the pods of {ns}"))?;
         let mut now = Model::default();
-        now.deploy_change(Change::Reset(deploys.items));
-        now.rs_change(Change::Reset(rss.items));
+        now.deploy_change(Change::Reset(deploys));
+        now.rs_change(Change::Reset(rss));
         now.pod_change(Change::Reset(pods));
         let seen = state
             .model
@@ -985,19 +929,7 @@ fn deployment(name: &str, replicas: usize) -> anyhow::Result<Deployment> {
                 "type": "RollingUpdate",
                 "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}
             },
-            "template": {
-                "metadata": {"labels": labels, "annotations": {VERSION_ANN: V_CREATE}},
-                "spec": {
-                    "nodeSelector": {"type": "kwok"},
-                    "automountServiceAccountToken": false,
-                    "terminationGracePeriodSeconds": 30,
-                    "containers": [{
-                        "name": "main",
-                        "image": "registry.k8s.io/pause:3.10",
-                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}
-                    }]
-                }
-            }
+            "template": k8s::kwok_template(&labels, json!({VERSION_ANN: V_CREATE}))
         }
     }))
     .with_context(|| format!("building Deployment {name}"))
@@ -1007,41 +939,8 @@ fn deployment(name: &str, replicas: usize) -> anyhow::Result<Deployment> {
 /// garbage collector runs on the plane, so each kind is deleted directly (background
 /// propagation: no finalizer waits for a collector), the manager stopped first.
 async fn remove(env: &Env, ns: &str) -> anyhow::Result<()> {
-    let dp = DeleteParams {
-        propagation_policy: Some(PropagationPolicy::Background),
-        ..DeleteParams::default()
-    };
-    let deploys: Api<Deployment> = Api::namespaced(env.client.clone(), ns);
-    let rss: Api<ReplicaSet> = Api::namespaced(env.client.clone(), ns);
-    delete_kind(&deploys, &dp, "Deployments", ns).await?;
-    delete_kind(&rss, &dp, "ReplicaSets", ns).await?;
-    k8s::delete_all_pods(&env.client, ns, Duration::from_secs(600)).await
-}
-
-async fn delete_kind<K>(api: &Api<K>, dp: &DeleteParams, what: &str, ns: &str) -> anyhow::Result<()>
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let all = ListParams::default();
-    let one = ListParams::default().limit(1);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let left = k8s::retry(|| api.list_metadata(&one))
-            .await
-            .with_context(|| format!("listing the {what} of {ns}"))?;
-        if left.items.is_empty() {
-            return Ok(());
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "{what} of {ns} still present 60 s after their deletion (e.g. {})",
-            left.items[0].name_any()
-        );
-        k8s::retry(|| api.delete_collection(dp, &all))
-            .await
-            .with_context(|| format!("deleting the {what} of {ns}"))?;
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    k8s::delete_workloads::<Deployment, ReplicaSet>(&env.client, ns, ("Deployments", "ReplicaSets"))
+        .await
 }
 
 /// The verdict: `seen` is what the watches saw over the run, `now` fresh lists after the

@@ -26,19 +26,17 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use futures::TryStreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
 
 use crate::harness::{Env, Probe, Scenario};
-use crate::k8s;
 use crate::results::{Correctness, Metric, RunResult, ScenarioResult};
-use crate::say;
 use crate::scenarios::podgc::group;
+use crate::{k8s, nodes};
 
 /// The label that puts a node in a run (value: the run's namespace).
 pub const NODE_LABEL: &str = "rkcm-bench/idle";
@@ -130,15 +128,7 @@ impl RunningWatch {
                 p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
                     && p.metadata.deletion_timestamp.is_none()
             };
-            loop {
-                let ev = match stream.try_next().await {
-                    Ok(Some(ev)) => ev,
-                    Ok(None) => break,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "pod watch error (retrying)");
-                        continue;
-                    }
-                };
+            while let Some(ev) = k8s::next_event(&mut stream, "pod").await {
                 match ev {
                     watcher::Event::Init => pending.clear(),
                     watcher::Event::InitApply(p) => {
@@ -224,10 +214,6 @@ impl Scenario for Idle {
         ALL_CONTROLLERS.to_vec()
     }
 
-    fn manager_flags(&self) -> Vec<String> {
-        Vec::new()
-    }
-
     fn rss_curve(&self) -> Option<Duration> {
         Some(Duration::from_secs(2))
     }
@@ -244,8 +230,11 @@ impl Scenario for Idle {
         let nodes: Vec<String> = (0..self.args.nodes).map(|i| node_name(ns, i)).collect();
         if !nodes.is_empty() {
             let t = Instant::now();
-            create_nodes(env, ns, &nodes).await?;
-            wait_nodes_ready(env, ns, nodes.len()).await?;
+            nodes::create_nodes(env, &nodes, |name| {
+                nodes::kwok_node_with_room(name, NODE_LABEL, ns, 110)
+            })
+            .await?;
+            nodes::wait_nodes_ready(env, NODE_LABEL, ns, nodes.len()).await?;
             say!(
                 "{} nodes of {ns} Ready in {:.1} s",
                 nodes.len(),
@@ -451,99 +440,15 @@ fn per_pod_metrics(run: &RunResult, base: &RunResult, pods: usize) -> Vec<Metric
 fn pod(name: &str, node: &str) -> anyhow::Result<Pod> {
     serde_json::from_value(json!({
         "metadata": {"name": name, "labels": {"app": APP}},
-        "spec": {
-            "nodeName": node,
-            "automountServiceAccountToken": false,
-            "terminationGracePeriodSeconds": 30,
-            "containers": [{
-                "name": "main",
-                "image": "registry.k8s.io/pause:3.10",
-                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}
-            }]
-        }
+        "spec": k8s::pod_spec(k8s::PAUSE, json!({"nodeName": node}))
     }))
     .with_context(|| format!("building pod {name}"))
-}
-
-/// Creates kwok nodes `names` for the run (kwok makes them Ready and runs their pods).
-async fn create_nodes(env: &Env, ns: &str, names: &[String]) -> anyhow::Result<()> {
-    let api: Api<Node> = Api::all(env.client.clone());
-    k8s::bounded(
-        "nodes created",
-        names.len(),
-        env.concurrency,
-        names.len().div_ceil(4).max(1),
-        names.iter().map(|name| {
-            let api = api.clone();
-            let node: Result<Node, _> = serde_json::from_value(json!({
-                "metadata": {
-                    "name": name,
-                    "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-                    "labels": {NODE_LABEL: ns, "kubernetes.io/hostname": name,
-                               "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
-                },
-                "status": {
-                    "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"},
-                    "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110"},
-                    "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux",
-                                 "kubeletVersion": "fake", "kubeProxyVersion": "fake"}
-                }
-            }));
-            async move {
-                let node = node?;
-                let pp = PostParams::default();
-                match k8s::retry(|| api.create(&pp, &node)).await {
-                    Ok(_) => Ok(()),
-                    Err(e) if k8s::is_status(&e, 409) => Ok(()),
-                    Err(e) => Err(e).with_context(|| format!("creating node {}", node.name_any())),
-                }
-            }
-        }),
-    )
-    .await?;
-    Ok(())
-}
-
-/// Waits until `want` nodes of the run report Ready.
-async fn wait_nodes_ready(env: &Env, ns: &str, want: usize) -> anyhow::Result<()> {
-    let api: Api<Node> = Api::all(env.client.clone());
-    let lp = ListParams::default().labels(&format!("{NODE_LABEL}={ns}"));
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
-        let list = k8s::retry(|| api.list(&lp))
-            .await
-            .context("listing nodes")?;
-        let ready = list
-            .items
-            .iter()
-            .filter(|n| {
-                n.status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-            })
-            .count();
-        if ready >= want {
-            return Ok(());
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "only {ready} of {want} nodes Ready after 300 s (is kwok running?)"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
 }
 
 /// Deletes the run's pods (waiting until none is left) and its nodes.
 async fn remove(env: &Env, ns: &str) -> anyhow::Result<()> {
     k8s::delete_all_pods(&env.client, ns, Duration::from_secs(600)).await?;
-    let api: Api<Node> = Api::all(env.client.clone());
-    let lp = ListParams::default().labels(&format!("{NODE_LABEL}={ns}"));
-    let dp = DeleteParams::default();
-    k8s::retry(|| api.delete_collection(&dp, &lp))
-        .await
-        .with_context(|| format!("deleting the nodes of {ns}"))?;
-    Ok(())
+    nodes::delete_labelled_nodes(env, NODE_LABEL, ns).await
 }
 
 #[cfg(test)]

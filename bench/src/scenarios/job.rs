@@ -30,7 +30,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use futures::TryStreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -44,7 +43,6 @@ use crate::harness::{Env, Probe, Scenario};
 use crate::k8s;
 use crate::manager::Manager;
 use crate::results::{Correctness, Metric};
-use crate::say;
 use crate::scenarios::podgc::group;
 use crate::scenarios::replicaset::kwok_pod_capacity;
 
@@ -172,15 +170,7 @@ impl JobWatch {
             let stream = watcher(api, watcher::Config::default()).default_backoff();
             futures::pin_mut!(stream);
             let mut pending = BTreeMap::new();
-            loop {
-                let ev = match stream.try_next().await {
-                    Ok(Some(ev)) => ev,
-                    Ok(None) => break,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "job watch error (retrying)");
-                        continue;
-                    }
-                };
+            while let Some(ev) = k8s::next_event(&mut stream, "job").await {
                 match ev {
                     watcher::Event::Init => pending.clear(),
                     watcher::Event::InitApply(j) => {
@@ -253,17 +243,7 @@ pub fn job_manifest(name: &str, spec: Value) -> Value {
         "backoffLimit": 6,
         "template": {
             "metadata": {"labels": {"app": "rkcm-bench-job"}},
-            "spec": {
-                "restartPolicy": "Never",
-                "nodeSelector": {"type": "kwok"},
-                "automountServiceAccountToken": false,
-                "terminationGracePeriodSeconds": 30,
-                "containers": [{
-                    "name": "main",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}
-                }]
-            }
+            "spec": k8s::pod_spec(k8s::PAUSE, json!({"restartPolicy": "Never", "nodeSelector": {"type": "kwok"}}))
         }
     });
     if let (Some(base), Some(extra)) = (s.as_object_mut(), spec.as_object()) {
@@ -546,10 +526,6 @@ impl Scenario for IndexedJob {
         vec!["job-controller"]
     }
 
-    fn manager_flags(&self) -> Vec<String> {
-        Vec::new()
-    }
-
     async fn setup(&self, env: &Env, ns: &str) -> anyhow::Result<State> {
         prepare(env, ns, self.args.parallelism + 1).await
     }
@@ -674,21 +650,13 @@ pub fn judge_indexed(
     if tracked != 0 {
         wrong.push(format!("{tracked} pods keep the tracking finalizer"));
     }
-    if wrong.is_empty() {
-        Correctness {
-            ok: true,
-            detail: format!(
-                "succeeded {} = completedIndexes 0-{}, one pod per index, no finalizer left",
-                group(n),
-                n.saturating_sub(1)
-            ),
-        }
-    } else {
-        Correctness {
-            ok: false,
-            detail: wrong.join("; "),
-        }
-    }
+    Correctness::unless(wrong, || {
+        format!(
+            "succeeded {} = completedIndexes 0-{}, one pod per index, no finalizer left",
+            group(n),
+            n.saturating_sub(1)
+        )
+    })
 }
 
 impl Scenario for TtlJobs {
@@ -727,10 +695,6 @@ impl Scenario for TtlJobs {
 
     fn controllers(&self) -> Vec<&'static str> {
         vec!["job-controller", "ttl-after-finished-controller"]
-    }
-
-    fn manager_flags(&self) -> Vec<String> {
-        Vec::new()
     }
 
     async fn setup(&self, env: &Env, ns: &str) -> anyhow::Result<State> {
@@ -835,20 +799,12 @@ impl Scenario for TtlJobs {
             let c = manager_requests(&env.audit_log, from, to)?;
             state.metrics = step_metrics(seconds, n, &c);
         }
-        Ok(if wrong.is_empty() {
-            Correctness {
-                ok: true,
-                detail: format!(
-                    "{} Jobs complete (succeeded 1) then deleted, one pod each, no finalizer left",
-                    group(n)
-                ),
-            }
-        } else {
-            Correctness {
-                ok: false,
-                detail: wrong.join("; "),
-            }
-        })
+        Ok(Correctness::unless(wrong, || {
+            format!(
+                "{} Jobs complete (succeeded 1) then deleted, one pod each, no finalizer left",
+                group(n)
+            )
+        }))
     }
 
     fn metrics(&self, state: &State) -> Vec<Metric> {

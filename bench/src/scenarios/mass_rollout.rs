@@ -19,16 +19,11 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
-use k8s_openapi::api::core::v1::Node;
-use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 
 use crate::harness::{Env, Probe, Scenario};
-use crate::k8s;
+use crate::nodes;
 use crate::results::{Correctness, Metric};
-use crate::say;
 use crate::scenarios::deployment::{self, DeploymentRollout};
 use crate::scenarios::podgc::group;
 
@@ -159,8 +154,13 @@ impl Scenario for MassRollout {
     async fn setup(&self, env: &Env, ns: &str) -> anyhow::Result<Self::State> {
         let names: Vec<String> = (0..self.nodes()).map(|i| node_name(ns, i)).collect();
         let t = Instant::now();
-        create_nodes(env, ns, &names).await?;
-        wait_nodes_ready(env, ns, names.len()).await?;
+        nodes::create_nodes(env, &names, |name| {
+            let mut node = nodes::kwok_node_with_room(name, NODE_LABEL, ns, PODS_PER_NODE);
+            node["metadata"]["labels"]["type"] = json!("kwok");
+            node
+        })
+        .await?;
+        nodes::wait_nodes_ready(env, NODE_LABEL, ns, names.len()).await?;
         say!(
             "{} nodes of {ns} Ready in {:.1} s",
             names.len(),
@@ -190,90 +190,9 @@ impl Scenario for MassRollout {
         // Pods first (the Deployment scenario's cleanup waits until none is left), then the
         // nodes they ran on; the nodes go even when the pods' cleanup failed.
         let pods = self.inner.cleanup(env, ns).await;
-        let nodes = delete_nodes(env, ns).await;
+        let nodes = nodes::delete_labelled_nodes(env, NODE_LABEL, ns).await;
         pods.and(nodes)
     }
-}
-
-/// Creates kwok nodes `names` for the run (kwok makes them Ready and runs their pods).
-async fn create_nodes(env: &Env, ns: &str, names: &[String]) -> anyhow::Result<()> {
-    let api: Api<Node> = Api::all(env.client.clone());
-    let pods = PODS_PER_NODE.to_string();
-    k8s::bounded(
-        "nodes created",
-        names.len(),
-        env.concurrency,
-        names.len().div_ceil(4).max(1),
-        names.iter().map(|name| {
-            let api = api.clone();
-            let node: Result<Node, _> = serde_json::from_value(json!({
-                "metadata": {
-                    "name": name,
-                    "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-                    "labels": {"type": "kwok", NODE_LABEL: ns, "kubernetes.io/hostname": name,
-                               "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
-                },
-                "status": {
-                    "allocatable": {"cpu": "32", "memory": "256Gi", "pods": pods},
-                    "capacity": {"cpu": "32", "memory": "256Gi", "pods": pods},
-                    "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux",
-                                 "kubeletVersion": "fake", "kubeProxyVersion": "fake"}
-                }
-            }));
-            async move {
-                let node = node?;
-                let pp = PostParams::default();
-                match k8s::retry(|| api.create(&pp, &node)).await {
-                    Ok(_) => Ok(()),
-                    Err(e) if k8s::is_status(&e, 409) => Ok(()),
-                    Err(e) => Err(e).with_context(|| format!("creating node {}", node.name_any())),
-                }
-            }
-        }),
-    )
-    .await?;
-    Ok(())
-}
-
-/// Waits until `want` nodes of the run report Ready.
-async fn wait_nodes_ready(env: &Env, ns: &str, want: usize) -> anyhow::Result<()> {
-    let api: Api<Node> = Api::all(env.client.clone());
-    let lp = ListParams::default().labels(&format!("{NODE_LABEL}={ns}"));
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
-        let list = k8s::retry(|| api.list(&lp))
-            .await
-            .context("listing nodes")?;
-        let ready = list
-            .items
-            .iter()
-            .filter(|n| {
-                n.status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-            })
-            .count();
-        if ready >= want {
-            return Ok(());
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "only {ready} of {want} nodes Ready after 300 s (is kwok running?)"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-/// Deletes every node of the run (also those an interrupted earlier run left).
-async fn delete_nodes(env: &Env, ns: &str) -> anyhow::Result<()> {
-    let api: Api<Node> = Api::all(env.client.clone());
-    let lp = ListParams::default().labels(&format!("{NODE_LABEL}={ns}"));
-    let dp = DeleteParams::default();
-    k8s::retry(|| api.delete_collection(&dp, &lp))
-        .await
-        .with_context(|| format!("deleting the nodes of {ns}"))?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -21,7 +21,6 @@ use serde_json::json;
 use crate::harness::{Env, Probe, Scenario};
 use crate::k8s::{self, PodWatch};
 use crate::results::Correctness;
-use crate::say;
 
 pub const NODE: &str = "bench-node";
 

@@ -20,16 +20,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::Context;
-use futures::TryStreamExt;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use tokio::sync::watch;
 
 use crate::harness::{Env, Probe, Scenario};
-use crate::k8s::{self, PodCount, PodWatch};
+use crate::k8s::{self, NamedWatch, PodCount, PodWatch};
 use crate::results::Correctness;
 use crate::scenarios::podgc::group;
 
@@ -49,7 +46,7 @@ pub struct ReplicaSetScale {
 
 pub struct State {
     ns: String,
-    rs: RsWatch,
+    rs: NamedWatch<RsSeen>,
     pods: PodWatch,
 }
 
@@ -73,45 +70,6 @@ impl RsSeen {
             replicas: st.map_or(0, |s| i64::from(s.replicas)),
             ready_replicas: st.and_then(|s| s.ready_replicas).map_or(0, i64::from),
         }
-    }
-}
-
-/// Follows one ReplicaSet with a watch (field selector on its name).
-pub struct RsWatch {
-    rx: watch::Receiver<RsSeen>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl RsWatch {
-    fn start(client: &Client, ns: &str, name: &str) -> Self {
-        let api: Api<ReplicaSet> = Api::namespaced(client.clone(), ns);
-        let (tx, rx) = watch::channel(RsSeen::default());
-        let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
-        let task = tokio::spawn(async move {
-            let stream = watcher(api, cfg).default_backoff().applied_objects();
-            futures::pin_mut!(stream);
-            loop {
-                match stream.try_next().await {
-                    Ok(Some(rs)) => {
-                        let seen = RsSeen::of(&rs);
-                        tx.send_if_modified(|c| std::mem::replace(c, seen) != seen);
-                    }
-                    Ok(None) => break,
-                    Err(e) => tracing::warn!(error = %e, "replicaset watch error (retrying)"),
-                }
-            }
-        });
-        Self { rx, task }
-    }
-
-    fn latest(&mut self) -> RsSeen {
-        *self.rx.borrow_and_update()
-    }
-}
-
-impl Drop for RsWatch {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 
@@ -200,10 +158,6 @@ impl Scenario for ReplicaSetScale {
         vec!["replicaset-controller"]
     }
 
-    fn manager_flags(&self) -> Vec<String> {
-        Vec::new()
-    }
-
     async fn setup(&self, env: &Env, ns: &str) -> anyhow::Result<State> {
         let client = &env.client;
         k8s::ensure_namespace(client, ns).await?;
@@ -225,16 +179,7 @@ impl Scenario for ReplicaSetScale {
                 "selector": {"matchLabels": labels},
                 "template": {
                     "metadata": {"labels": labels},
-                    "spec": {
-                        "nodeSelector": {"type": "kwok"},
-                        "automountServiceAccountToken": false,
-                        "terminationGracePeriodSeconds": 30,
-                        "containers": [{
-                            "name": "main",
-                            "image": "registry.k8s.io/pause:3.10",
-                            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}
-                        }]
-                    }
+                    "spec": k8s::pod_spec(k8s::PAUSE, json!({"nodeSelector": {"type": "kwok"}}))
                 }
             }
         }))?;
@@ -244,15 +189,8 @@ impl Scenario for ReplicaSetScale {
             .with_context(|| format!("creating ReplicaSet {ns}/{NAME}"))?;
         let uid = created.uid().context("the created ReplicaSet has no uid")?;
 
-        let mut pods = PodWatch::start_owned(client, ns, Some(uid));
-        let c = tokio::time::timeout(
-            Duration::from_secs(120),
-            pods.wait_for(|c| c.count.is_some()),
-        )
-        .await
-        .context("the pod watch did not sync within 120 s")??;
-        anyhow::ensure!(c.count == Some(0), "{ns} has {:?} pods at start", c.count);
-        let mut rs = RsWatch::start(client, ns, NAME);
+        let pods = PodWatch::start_owned_empty(client, ns, uid).await?;
+        let mut rs = NamedWatch::start(client, ns, NAME, "replicaset", RsSeen::of);
         tokio::time::timeout(Duration::from_secs(120), rs.rx.wait_for(|r| r.exists))
             .await
             .context("the ReplicaSet watch did not sync within 120 s")?
@@ -403,21 +341,13 @@ fn judge(replicas: usize, max_owned: usize, left: usize, status_replicas: i64) -
     if status_replicas != 0 {
         wrong.push(format!("status.replicas is {status_replicas}, not 0"));
     }
-    if wrong.is_empty() {
-        Correctness {
-            ok: true,
-            detail: format!(
-                "at most {} pods owned (limit {}), none left",
-                group(max_owned),
-                group(replicas)
-            ),
-        }
-    } else {
-        Correctness {
-            ok: false,
-            detail: wrong.join("; "),
-        }
-    }
+    Correctness::unless(wrong, || {
+        format!(
+            "at most {} pods owned (limit {}), none left",
+            group(max_owned),
+            group(replicas)
+        )
+    })
 }
 
 #[cfg(test)]

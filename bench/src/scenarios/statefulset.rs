@@ -45,20 +45,20 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context;
 use futures::TryStreamExt;
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::harness::{Env, Probe, Scenario};
+use crate::harness::{Env, Probe, Scenario, wait_model, wait_model_synced};
 use crate::k8s;
 use crate::results::{Correctness, Metric};
 use crate::scenarios::podgc::group;
@@ -409,26 +409,6 @@ impl State {
         }
     }
 
-    /// Waits until `check(model)` returns `Ok`, re-checking on every change the watches see;
-    /// `Err(progress)` describes what is still missing.
-    async fn wait<T>(
-        &mut self,
-        probe: &Probe,
-        mut check: impl FnMut(&Model) -> Result<T, String>,
-    ) -> anyhow::Result<T> {
-        loop {
-            self.changed.mark_unchanged();
-            match check(&lock(&self.model)) {
-                Ok(v) => return Ok(v),
-                Err(progress) => probe.progress(progress),
-            }
-            self.changed
-                .changed()
-                .await
-                .context("the watches of the scenario ended")?;
-        }
-    }
-
     /// Patches set `name`; returns the generation the patch produced.
     async fn patch(&self, env: &Env, name: &str, patch: serde_json::Value) -> anyhow::Result<i64> {
         let api: Api<StatefulSet> = Api::namespaced(env.client.clone(), &self.ns);
@@ -457,12 +437,14 @@ impl State {
         let begun = Instant::now();
         // The bench's own watch may not have delivered the patched set yet: until it has, the
         // status it holds is the previous generation's, complete for the previous step.
-        self.wait(probe, |m| match m.incomplete(name, n, rolled) {
-            _ if m.generation(name) < generation => Err(format!(
-                "{title}: {name}: generation {generation} not seen yet"
-            )),
-            None => Ok(()),
-            Some(why) => Err(format!("{title}: {why}")),
+        wait_model(&self.model, &mut self.changed, probe, |m: &Model| {
+            match m.incomplete(name, n, rolled) {
+                _ if m.generation(name) < generation => Err(format!(
+                    "{title}: {name}: generation {generation} not seen yet"
+                )),
+                None => Ok(()),
+                Some(why) => Err(format!("{title}: {why}")),
+            }
         })
         .await?;
         let note = if rolled {
@@ -555,10 +537,6 @@ impl Scenario for StatefulSetScale {
         vec!["statefulset-controller"]
     }
 
-    fn manager_flags(&self) -> Vec<String> {
-        Vec::new()
-    }
-
     async fn setup(&self, env: &Env, ns: &str) -> anyhow::Result<State> {
         let client = &env.client;
         anyhow::ensure!(
@@ -585,21 +563,10 @@ impl Scenario for StatefulSetScale {
                 .with_context(|| format!("creating StatefulSet {ns}/{name}"))?;
         }
         let mut state = State::start(client, ns);
-        let model = state.model.clone();
-        let synced = tokio::time::timeout(
-            Duration::from_secs(120),
-            state.changed.wait_for(move |_| {
-                let m = lock(&model);
-                m.pods_synced && m.sets_synced && m.sets.len() >= 2
-            }),
-        )
-        .await
-        .map(|r| r.is_ok());
-        match synced {
-            Ok(true) => {}
-            Ok(false) => anyhow::bail!("the watches of {ns} ended before they synced"),
-            Err(_) => anyhow::bail!("the watches of {ns} did not sync within 120 s"),
-        }
+        wait_model_synced(state.model.clone(), &mut state.changed, ns, |m: &Model| {
+            m.pods_synced && m.sets_synced && m.sets.len() >= 2
+        })
+        .await?;
         {
             let m = lock(&state.model);
             // The apiserver gives a new set a zero status; a controller would have written
@@ -620,22 +587,21 @@ impl Scenario for StatefulSetScale {
 
     async fn converge(&self, env: &Env, state: &mut State, probe: &Probe) -> anyhow::Result<()> {
         let (p, o) = (self.args.parallel, self.args.ordered);
-        state
-            .wait(probe, |m| {
-                let seen = [PAR, ORD].iter().all(|n| {
-                    m.sets
-                        .get(*n)
-                        .and_then(|s| s.status.as_ref())
-                        .and_then(|st| st.observed_generation)
-                        .is_some()
-                });
-                if seen {
-                    Ok(())
-                } else {
-                    Err("waiting for the manager to report both sets".to_string())
-                }
-            })
-            .await?;
+        wait_model(&state.model, &mut state.changed, probe, |m: &Model| {
+            let seen = [PAR, ORD].iter().all(|n| {
+                m.sets
+                    .get(*n)
+                    .and_then(|s| s.status.as_ref())
+                    .and_then(|st| st.observed_generation)
+                    .is_some()
+            });
+            if seen {
+                Ok(())
+            } else {
+                Err("waiting for the manager to report both sets".to_string())
+            }
+        })
+        .await?;
         probe.mark("both sets reported");
         state
             .phase(
@@ -681,28 +647,18 @@ impl Scenario for StatefulSetScale {
     async fn verify(&self, env: &Env, state: &mut State) -> anyhow::Result<Correctness> {
         let client = &env.client;
         let ns = &state.ns;
-        let lp = ListParams::default();
-        let sets: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
-        let sets = k8s::retry(|| sets.list(&lp))
-            .await
-            .with_context(|| format!("listing the StatefulSets of {ns}"))?;
-        let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-        let pods = k8s::retry(|| pods.list(&lp))
-            .await
-            .with_context(|| format!("listing the pods of {ns}"))?;
-        let revs: Api<ControllerRevision> = Api::namespaced(client.clone(), ns);
-        let revs = k8s::retry(|| revs.list(&lp))
-            .await
-            .with_context(|| format!("listing the ControllerRevisions of {ns}"))?;
+        let sets = k8s::list_all::<StatefulSet>(client, ns, "StatefulSets").await?;
+        let pods = k8s::list_all::<Pod>(client, ns, "pods").await?;
+        let revs = k8s::list_all::<ControllerRevision>(client, ns, "ControllerRevisions").await?;
         let mut now = Model::default();
-        for s in sets.items {
+        for s in sets {
             now.set_event(watcher::Event::Apply(s));
         }
-        for p in &pods.items {
+        for p in &pods {
             now.apply(p);
         }
         let mut revisions: BTreeMap<String, usize> = BTreeMap::new();
-        for r in &revs.items {
+        for r in &revs {
             for o in r.owner_references() {
                 *revisions.entry(o.name.clone()).or_default() += 1;
             }
@@ -790,27 +746,19 @@ pub fn judge(
             "ControllerRevisions per set {revisions:?}, want {want_revs:?}"
         ));
     }
-    if wrong.is_empty() {
-        Correctness {
-            ok: true,
-            detail: format!(
-                "{} pods created ({} `par`, {} `ord`; {} deleted at once by the plane and \
+    Correctness::unless(wrong, || {
+        format!(
+            "{} pods created ({} `par`, {} `ord`; {} deleted at once by the plane and \
                  replaced): `ord` in order, each after all lower ordinals were Ready; end \
                  state complete, 2 + 1 revisions; at most {} `par` pods unavailable at once \
                  during the rolling update (reported, not judged)",
-                group(cp + co),
-                group(cp),
-                group(co),
-                seen.abrupt.len(),
-                seen.max_unavailable
-            ),
-        }
-    } else {
-        Correctness {
-            ok: false,
-            detail: wrong.join("; "),
-        }
-    }
+            group(cp + co),
+            group(cp),
+            group(co),
+            seen.abrupt.len(),
+            seen.max_unavailable
+        )
+    })
 }
 
 /// One StatefulSet of the scenario, 0 replicas.
@@ -827,19 +775,7 @@ fn statefulset(name: &str, policy: &str) -> anyhow::Result<StatefulSet> {
                 "type": "RollingUpdate",
                 "rollingUpdate": {"partition": 0, "maxUnavailable": 1}
             },
-            "template": {
-                "metadata": {"labels": labels, "annotations": {VERSION_ANN: "0"}},
-                "spec": {
-                    "nodeSelector": {"type": "kwok"},
-                    "automountServiceAccountToken": false,
-                    "terminationGracePeriodSeconds": 30,
-                    "containers": [{
-                        "name": "main",
-                        "image": "registry.k8s.io/pause:3.10",
-                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}
-                    }]
-                }
-            }
+            "template": k8s::kwok_template(&labels, json!({VERSION_ANN: "0"}))
         }
     }))
     .with_context(|| format!("building StatefulSet {name}"))
@@ -849,38 +785,12 @@ fn statefulset(name: &str, policy: &str) -> anyhow::Result<StatefulSet> {
 /// left. No garbage collector runs on the plane, so each kind is deleted directly (sets
 /// first, the manager stopped already).
 async fn remove(env: &Env, ns: &str) -> anyhow::Result<()> {
-    let dp = DeleteParams {
-        propagation_policy: Some(PropagationPolicy::Background),
-        ..DeleteParams::default()
-    };
-    let sets: Api<StatefulSet> = Api::namespaced(env.client.clone(), ns);
-    let revs: Api<ControllerRevision> = Api::namespaced(env.client.clone(), ns);
-    let all = ListParams::default();
-    let one = ListParams::default().limit(1);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let s = k8s::retry(|| sets.list_metadata(&one)).await?.items.len();
-        let r = k8s::retry(|| revs.list_metadata(&one)).await?.items.len();
-        if s == 0 && r == 0 {
-            break;
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "StatefulSets or ControllerRevisions of {ns} still present 60 s after their deletion"
-        );
-        if s > 0 {
-            k8s::retry(|| sets.delete_collection(&dp, &all))
-                .await
-                .with_context(|| format!("deleting the StatefulSets of {ns}"))?;
-        }
-        if r > 0 {
-            k8s::retry(|| revs.delete_collection(&dp, &all))
-                .await
-                .with_context(|| format!("deleting the ControllerRevisions of {ns}"))?;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    k8s::delete_all_pods(&env.client, ns, Duration::from_secs(600)).await
+    k8s::delete_workloads::<StatefulSet, ControllerRevision>(
+        &env.client,
+        ns,
+        ("StatefulSets", "ControllerRevisions"),
+    )
+    .await
 }
 
 #[cfg(test)]

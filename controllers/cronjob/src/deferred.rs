@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::CronJob;
 use parking_lot::Mutex;
-use rkcm_runtime::workqueue::WorkQueue;
+use rkcm_runtime::queue::WorkQueue;
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -343,7 +343,7 @@ mod tests {
         fake.echo_writes();
         let d = Arc::new(Deferred::default());
         let queue: WorkQueue<String> =
-            WorkQueue::new("t", rkcm_runtime::workqueue::RateLimiter::Default);
+            WorkQueue::new("t", rkcm_runtime::queue::RateLimiter::Default);
         let t0 = Instant::now();
         for name in ["a", "b", "c"] {
             let mut status = cj("5");
@@ -380,7 +380,7 @@ mod tests {
     async fn idle_means_no_running_sync_and_an_empty_queue() {
         let d = Deferred::default();
         let queue: WorkQueue<String> =
-            WorkQueue::new("t", rkcm_runtime::workqueue::RateLimiter::Default);
+            WorkQueue::new("t", rkcm_runtime::queue::RateLimiter::Default);
         assert!(d.is_idle(&queue));
         let guard = d.enter();
         assert!(!d.is_idle(&queue));

@@ -2,7 +2,7 @@
 //! A sync that returns an error is requeued with backoff; nothing here stops the controller.
 
 use rkcm_runtime::error::StatusError;
-use rkcm_runtime::podcontrol::is_namespace_terminating;
+use rkcm_runtime::error::is_namespace_terminating;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

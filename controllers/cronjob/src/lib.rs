@@ -46,15 +46,15 @@ use jiff::tz::TimeZone;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use rkcm_runtime::ControllerContext;
+use rkcm_runtime::cache::{Change, INDEX_CONTROLLER_UID, InformerFactory, Store};
 use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::controller::Reconcile;
 use rkcm_runtime::controller::{Run, SyncProbe, probes};
-use rkcm_runtime::controller_ref::{controller_of, resolve_controller_ref};
 use rkcm_runtime::events::{EventRecorder, EventType};
-use rkcm_runtime::informer::{Change, INDEX_CONTROLLER_UID, InformerFactory, Store};
 use rkcm_runtime::keys::key_of;
+use rkcm_runtime::queue::{RateLimiter, WorkQueue};
 use rkcm_runtime::tracked::Size;
-use rkcm_runtime::workqueue::{RateLimiter, WorkQueue};
+use rkcm_runtime::workload::controller_ref::{controller_of, resolve_controller_ref};
 
 pub use error::Error;
 
@@ -212,7 +212,7 @@ pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
     // Jobs are read for owners, the scheduled-time annotation and status: not the template.
     factory
         .informer::<Job>()
-        .keep(rkcm_runtime::projection::Fields::BASE);
+        .keep(rkcm_runtime::cache::projection::Fields::BASE);
     probes::<(CronJob, Job)>(factory)
 }
 
@@ -275,13 +275,13 @@ mod tests {
     /// A controller on `cronjobs`, writing through `fake`, its clock at `now`.
     fn controller_on(
         fake: &rkcm_testkit::fake_api::FakeApi,
-        cronjobs: &rkcm_runtime::informer::Informer<CronJob>,
+        cronjobs: &rkcm_runtime::cache::Informer<CronJob>,
         now: &str,
     ) -> Controller {
         let (recorder, _events) = EventRecorder::fake(consts::EVENT_COMPONENT);
         Controller {
             cronjobs: cronjobs.store(),
-            jobs: rkcm_runtime::informer::Informer::<Job>::detached().store(),
+            jobs: rkcm_runtime::cache::Informer::<Job>::detached().store(),
             queue: WorkQueue::new("cronjob-test", RateLimiter::Default),
             syncer: reconcile::Syncer {
                 api: reconcile::KubeApi::new(fake.client()),
@@ -301,7 +301,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_deleted_cronjob_leaves_no_status_write_behind() {
         use kube::runtime::watcher;
-        use rkcm_runtime::informer::Informer;
+        use rkcm_runtime::cache::Informer;
         use rkcm_testkit::fake_api::FakeApi;
 
         let fake = FakeApi::new();
@@ -344,7 +344,7 @@ mod tests {
     async fn jobs_are_created_before_status_writes() {
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
         use kube::runtime::watcher;
-        use rkcm_runtime::informer::Informer;
+        use rkcm_runtime::cache::Informer;
         use rkcm_testkit::fake_api::FakeApi;
 
         const N: usize = 12;
@@ -382,7 +382,7 @@ mod tests {
             queue.add(format!("ns/cj-{i}"));
         }
         let c = controller.clone();
-        let workers = tokio::spawn(rkcm_runtime::workqueue::run_workers(
+        let workers = tokio::spawn(rkcm_runtime::queue::run_workers(
             queue.clone(),
             2,
             move |key: String| {
@@ -423,9 +423,9 @@ mod tests {
 
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
         use kube::runtime::watcher;
+        use rkcm_runtime::cache::Informer;
         use rkcm_runtime::clock::FakeClock;
         use rkcm_runtime::events::FakeEvents;
-        use rkcm_runtime::informer::Informer;
 
         use super::*;
 

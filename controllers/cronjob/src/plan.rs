@@ -11,8 +11,8 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use rkcm_runtime::controller_ref::controller_of;
 use rkcm_runtime::events::EventType;
+use rkcm_runtime::workload::controller_ref::controller_of;
 
 use crate::consts::{self, reasons};
 use crate::schedule::{self, Location, Schedule};

@@ -3,8 +3,8 @@
 //! every write done here, in upstream's order. The API is behind [`CronJobApi`] so the same
 //! sync runs against the cluster and against a fake in table tests.
 
+use rkcm_runtime::api::write;
 use rkcm_runtime::error::StatusError;
-use rkcm_runtime::write;
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
@@ -13,9 +13,9 @@ use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::api::{Api, DeleteParams, PropagationPolicy};
+use rkcm_runtime::error::{api_status, error_message, is_namespace_terminating};
 use rkcm_runtime::events::EventRecorder;
 use rkcm_runtime::keys::key_of;
-use rkcm_runtime::podcontrol::{api_status, error_message, is_namespace_terminating};
 
 use crate::consts::reasons;
 use crate::error::Error;
@@ -421,8 +421,9 @@ impl<A: CronJobApi> Syncer<A> {
                     }
                 };
                 // Not ours (someone else's Job has the name): leave it alone.
-                let ours = rkcm_runtime::controller_ref::controller_of(&existing.metadata)
-                    .is_some_and(|r| Some(r.uid.as_str()) == cj.metadata.uid.as_deref());
+                let ours =
+                    rkcm_runtime::workload::controller_ref::controller_of(&existing.metadata)
+                        .is_some_and(|r| Some(r.uid.as_str()) == cj.metadata.uid.as_deref());
                 if !ours {
                     return (None, dirty, None);
                 }

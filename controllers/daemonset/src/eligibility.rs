@@ -17,7 +17,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{
     NodeSelector, NodeSelectorRequirement, PodSpec, Taint, Toleration,
 };
-use rkcm_runtime::cached::Node;
+use rkcm_runtime::cache::cached::Node;
 
 use crate::consts::{OBJECT_NAME_FIELD, ops, taints};
 use crate::template::add_or_update_daemon_pod_tolerations;

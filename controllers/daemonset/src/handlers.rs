@@ -12,13 +12,13 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Resource;
-use rkcm_runtime::cached::{Node, Pod};
-use rkcm_runtime::children::{ChildHandler, on_child_change};
-use rkcm_runtime::controller_ref::{controller_of, resolve_controller_ref};
-use rkcm_runtime::informer::{Change, INDEX_NODE_NAME};
+use rkcm_runtime::cache::cached::{Node, Pod};
+use rkcm_runtime::cache::{Change, INDEX_NODE_NAME};
 use rkcm_runtime::keys::{controller_uid, key_of};
-use rkcm_runtime::pod::is_pod_ready;
-use rkcm_runtime::selector::Selector;
+use rkcm_runtime::workload::children::{ChildHandler, on_child_change};
+use rkcm_runtime::workload::controller_ref::{controller_of, resolve_controller_ref};
+use rkcm_runtime::workload::pod::is_pod_ready;
+use rkcm_runtime::workload::selector::Selector;
 
 use crate::nodes::{daemonset_needs_sync, node_update_matters};
 use crate::reconcile::Controller;
@@ -160,7 +160,7 @@ impl Controller {
     // ---- Pods ----------------------------------------------------------------------------
 
     /// Queues the DaemonSet of a pod that changed: at once, or at the end of the spacing
-    /// after its last sync ([`rkcm_runtime::pacing::SyncSpacer`]).
+    /// after its last sync ([`rkcm_runtime::queue::pacing::SyncSpacer`]).
     pub(crate) fn enqueue_for_pod(&self, key: String) {
         match self.spacer.hold(&key, self.clock.now()) {
             Some(wait) => self.queue.add_after(key, wait),

@@ -51,6 +51,7 @@
 //! - Metric `daemonset_controller_expectations_waiting_total` (post-1.37 upstream).
 
 pub mod backoff;
+mod config;
 pub mod consts;
 pub mod eligibility;
 mod error;
@@ -60,6 +61,7 @@ pub mod nodes;
 pub mod plan;
 mod reconcile;
 pub mod revision;
+mod snapshot;
 pub mod status;
 pub mod template;
 
@@ -70,45 +72,21 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use rkcm_runtime::ControllerContext;
-use rkcm_runtime::cached::{Node, Pod};
+use rkcm_runtime::cache::cached::{Node, Pod};
+use rkcm_runtime::cache::projection;
+use rkcm_runtime::cache::{INDEX_NODE_NAME, InformerFactory, pods_by_node};
 use rkcm_runtime::controller::{Run, SyncProbe, probes};
 use rkcm_runtime::events::EventRecorder;
-use rkcm_runtime::expectations::UidTrackingExpectations;
-use rkcm_runtime::history::History;
-use rkcm_runtime::informer::{INDEX_NODE_NAME, InformerFactory, pods_by_node};
-use rkcm_runtime::podcontrol::PodControl;
-use rkcm_runtime::projection;
-use rkcm_runtime::workqueue::{RateLimiter, RetryPolicy, WorkQueue};
+use rkcm_runtime::queue::{RateLimiter, RetryPolicy, WorkQueue};
+use rkcm_runtime::workload::expectations::UidTrackingExpectations;
+use rkcm_runtime::workload::history::History;
+use rkcm_runtime::workload::podcontrol::PodControl;
 
+pub use config::{Config, NAME};
 pub use error::Error;
 
-/// Canonical name (`--controllers`; alias `daemonset`).
-pub const NAME: &str = consts::CONTROLLER_NAME;
-
-/// Configuration; `Default` equals upstream. The flags (`--concurrent-daemonset-syncs`,
-/// `--feature-gates`) are defined once in the binary's command line, which builds this.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
-    /// Workers per queue (`--concurrent-daemonset-syncs`).
-    pub workers: usize,
-    /// Gate `StaleControllerConsistencyDaemonSet` (beta, on since v1.36; needs `AtomicFIFO`).
-    pub stale_cache_guard: bool,
-    /// Most creates and most deletes per sync (upstream `BurstReplicas`, not a flag).
-    pub burst_replicas: usize,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            workers: consts::DEFAULT_WORKERS,
-            stale_cache_guard: true,
-            burst_replicas: consts::BURST_REPLICAS,
-        }
-    }
-}
-
 /// What this controller reads of a cached pod beyond the base fields (see
-/// `rkcm_runtime::projection`): the node a daemon pod targets may be in its node affinity.
+/// `rkcm_runtime::cache::projection`): the node a daemon pod targets may be in its node affinity.
 pub const POD_FIELDS: projection::Fields = projection::pod::AFFINITY;
 
 /// The informers the controller reads (requested from `factory`).
@@ -146,8 +124,8 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         clock: ctx.clock.clone(),
         consistency: cfg.stale_cache_guard.then(metrics::stale_guard),
         backoff: Mutex::new(backoff::Backoff::default()),
-        pacer: rkcm_runtime::pacing::StatusPacer::default().with_budget(ctx.budget.clone()),
-        spacer: rkcm_runtime::pacing::SyncSpacer::default(),
+        pacer: rkcm_runtime::queue::pacing::StatusPacer::default().with_budget(ctx.budget.clone()),
+        spacer: rkcm_runtime::queue::pacing::SyncSpacer::default(),
         cfg,
     });
     rkcm_runtime::tracked::track(NAME, &controller, reconcile::Controller::tracked_sizes);

@@ -1,7 +1,7 @@
 //! `daemonset_controller_stale_sync_skips_total{group,resource}`, registered once in the
 //! process registry (upstream `pkg/controller/daemon/metrics`).
 
-use rkcm_runtime::consistency::StaleGuard;
+use rkcm_runtime::workload::consistency::StaleGuard;
 
 use crate::consts::metrics as m;
 
@@ -9,7 +9,7 @@ use crate::consts::metrics as m;
 /// `daemonset_controller_stale_sync_skips_total` (registered now, so it renders before the
 /// first skip).
 pub(crate) fn stale_guard() -> StaleGuard {
-    StaleGuard::new(crate::NAME, m::SUBSYSTEM, m::STALE_SYNC_SKIPS_HELP)
+    StaleGuard::new(crate::config::NAME, m::SUBSYSTEM, m::STALE_SYNC_SKIPS_HELP)
 }
 
 #[cfg(test)]
@@ -19,8 +19,10 @@ mod tests {
     #[test]
     fn stale_sync_skips_render_with_upstream_name_and_labels() {
         let _guard = stale_guard();
-        let skips =
-            rkcm_runtime::consistency::stale_sync_skips(m::SUBSYSTEM, m::STALE_SYNC_SKIPS_HELP);
+        let skips = rkcm_runtime::workload::consistency::stale_sync_skips(
+            m::SUBSYSTEM,
+            m::STALE_SYNC_SKIPS_HELP,
+        );
         skips
             .expect("valid")
             .with_label_values(&["apps", "daemonsets"])

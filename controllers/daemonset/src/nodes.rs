@@ -9,7 +9,7 @@
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Taint;
-use rkcm_runtime::cached::Node;
+use rkcm_runtime::cache::cached::Node;
 
 use crate::eligibility::node_should_run_daemon_pod;
 use crate::plan::node_is_not_ready;

@@ -12,41 +12,22 @@
 //! creates and deletes each.
 
 use rkcm_runtime::fasthash::HashMap;
-use std::cmp::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::DaemonSet;
-use rkcm_runtime::cached::{Node, Pod};
+use rkcm_runtime::cache::cached::{Node, Pod};
 
-use crate::backoff::{Backoff, backoff_key};
+use crate::backoff::backoff_key;
 use crate::consts::strategy;
 use crate::eligibility::{Eligibility, Placement};
+pub use crate::snapshot::{PodsByNode, Snapshot, compare_pods, pods_by_node};
 use crate::status::{Counts, calculate_status};
 use crate::template::{
     IntOrPercentError, allows_surge, is_pod_updated, min_ready_seconds, pod_hash, strategy_type,
-    surge_count, target_node_name, template_generation_label, unavailable_count,
+    surge_count, template_generation_label, unavailable_count,
 };
-use rkcm_runtime::pod::{is_pod_available, is_pod_ready, is_terminal, phase};
-
-/// What a sync sees.
-#[derive(Debug, Clone, Copy)]
-pub struct Snapshot<'a> {
-    pub ds: &'a DaemonSet,
-    /// Every node in the cache.
-    pub nodes: &'a [Arc<Node>],
-    /// The DaemonSet's claimed pods (terminal and deleting ones included).
-    pub pods: &'a [Arc<Pod>],
-    /// The current revision's hash.
-    pub hash: &'a str,
-    /// No creates or deletes of earlier syncs are still unobserved.
-    pub expectations_satisfied: bool,
-    /// The failed-pod back-off as it stands.
-    pub backoff: &'a Backoff,
-    /// Most creates and most deletes (each) in one sync.
-    pub burst: usize,
-}
+use rkcm_runtime::workload::pod::{is_pod_available, is_pod_ready, is_terminal, phase};
 
 /// Which part of the sync produced the pod writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,47 +87,6 @@ impl Plan {
         self.creates.is_empty() && self.deletes.is_empty()
     }
 }
-
-/// `podByCreationTimestampAndPhase`: bound pods first, then older, then by name.
-pub fn compare_pods(a: &Pod, b: &Pod) -> Ordering {
-    let bound = |p: &Pod| {
-        p.spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .is_some_and(|n| !n.is_empty())
-    };
-    bound(b)
-        .cmp(&bound(a))
-        .then_with(|| {
-            let t = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
-            t(a).cmp(&t(b))
-        })
-        .then_with(|| a.metadata.name.cmp(&b.metadata.name))
-}
-
-/// `getNodesToDaemonPods`: claimed pods grouped by target node (`spec.nodeName` or the
-/// `metadata.name` affinity term), pods without one skipped. Terminal pods being deleted are
-/// dropped unless `include_deleted_terminal`.
-pub fn pods_by_node(pods: &[Arc<Pod>], include_deleted_terminal: bool) -> PodsByNode<'_> {
-    let mut map: PodsByNode<'_> = HashMap::default();
-    for pod in pods {
-        if !include_deleted_terminal
-            && is_terminal(pod)
-            && pod.metadata.deletion_timestamp.is_some()
-        {
-            continue;
-        }
-        let Some(node) = target_node_name(pod) else {
-            continue;
-        };
-        map.entry(node).or_default().push(pod.clone());
-    }
-    map
-}
-
-/// Pods by the node they are bound to or aimed at (keys borrowed from the snapshot). Looked
-/// up once per node and sync; iterate it only through [`unknown_nodes`], which sorts.
-pub type PodsByNode<'a> = HashMap<&'a str, Vec<Arc<Pod>>>;
 
 /// The nodes pods are aimed at that are not in the node list, by name.
 fn unknown_nodes<'a>(by_node: &PodsByNode<'a>, index: &NodeIndex<'_>) -> Vec<&'a str> {
@@ -236,7 +176,7 @@ pub fn availability_requeue(pods: &[Arc<Pod>], min_ready: i32, now: Timestamp) -
     }
     pods.iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none() && !is_terminal(p))
-        .filter_map(|p| rkcm_runtime::pod::ready_since(p))
+        .filter_map(|p| rkcm_runtime::workload::pod::ready_since(p))
         .filter_map(|since| {
             let due = since
                 .checked_add(jiff::SignedDuration::from_secs(i64::from(min_ready) + 1))

@@ -19,30 +19,30 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use rkcm_runtime::cached::{Node, Pod};
+use rkcm_runtime::api::write;
+use rkcm_runtime::cache::cached::{Node, Pod};
+use rkcm_runtime::cache::{INDEX_CONTROLLER_UID, INDEX_ORPHANS_BY_NAMESPACE, Store};
 use rkcm_runtime::clock::SharedClock;
-use rkcm_runtime::consistency::{GroupResource, Stale, StaleGuard};
 use rkcm_runtime::controller::Reconcile;
-use rkcm_runtime::controller_ref::ControllerRefManager;
+use rkcm_runtime::error::is_namespace_terminating;
 use rkcm_runtime::events::{EventRecorder, EventType};
-use rkcm_runtime::expectations::UidTrackingExpectations;
 use rkcm_runtime::fasthash::HashMap;
-use rkcm_runtime::history::History;
-use rkcm_runtime::informer::{INDEX_CONTROLLER_UID, INDEX_ORPHANS_BY_NAMESPACE, Store};
 use rkcm_runtime::keys::key_of;
 use rkcm_runtime::keys::split_key;
-use rkcm_runtime::pacing::{StatusPacer, SyncSpacer};
-use rkcm_runtime::podcontrol::{
-    PodControl, PodOptions, SLOW_START_INITIAL_BATCH_SIZE, is_namespace_terminating,
-    slow_start_batch,
-};
-use rkcm_runtime::selector::Selector;
+use rkcm_runtime::queue::pacing::{StatusPacer, SyncSpacer};
+use rkcm_runtime::queue::{RetryPolicy, WorkQueue};
 use rkcm_runtime::tracked::Size;
-use rkcm_runtime::workqueue::{RetryPolicy, WorkQueue};
-use rkcm_runtime::write;
+use rkcm_runtime::workload::consistency::{GroupResource, Stale, StaleGuard};
+use rkcm_runtime::workload::controller_ref::ControllerRefManager;
+use rkcm_runtime::workload::expectations::UidTrackingExpectations;
+use rkcm_runtime::workload::history::History;
+use rkcm_runtime::workload::podcontrol::{
+    PodControl, PodOptions, SLOW_START_INITIAL_BATCH_SIZE, slow_start_batch,
+};
+use rkcm_runtime::workload::selector::Selector;
 
-use crate::Config;
 use crate::backoff::Backoff;
+use crate::config::Config;
 use crate::consts::{labels, messages, reasons};
 use crate::error::Error;
 use crate::plan::{Plan, Snapshot, plan};
@@ -70,9 +70,9 @@ pub(crate) struct Controller {
     pub(crate) consistency: Option<StaleGuard>,
     pub(crate) backoff: Mutex<Backoff>,
     /// Spaces out one DaemonSet's status writes that only move counts
-    /// ([`rkcm_runtime::pacing`]).
+    /// ([`rkcm_runtime::queue::pacing`]).
     pub(crate) pacer: StatusPacer,
-    /// Spaces out the syncs that pod changes ask for ([`rkcm_runtime::pacing::SyncSpacer`]).
+    /// Spaces out the syncs that pod changes ask for ([`rkcm_runtime::queue::pacing::SyncSpacer`]).
     pub(crate) spacer: SyncSpacer,
 }
 

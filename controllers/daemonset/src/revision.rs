@@ -10,7 +10,7 @@
 //!   creates no revision and restarts no pod. Revisions are created with a request body
 //!   encoded the same way, so the apiserver stores exactly those bytes.
 //! - The name is `<ds name>-<hash>` with no truncation, the hash that of
-//!   [`rkcm_runtime::history::compute_hash`] over the template and `status.collisionCount`
+//!   [`rkcm_runtime::workload::history::compute_hash`] over the template and `status.collisionCount`
 //!   (upstream hashes a Go-specific dump no other implementation can reproduce; pods take the
 //!   hash from the matched revision's label, so the value itself is never compared).
 
@@ -20,9 +20,9 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
-use rkcm_runtime::cached::Pod;
-use rkcm_runtime::controller_ref::controller_owner_ref;
-use rkcm_runtime::history::{compute_hash, go_json_bytes};
+use rkcm_runtime::cache::cached::Pod;
+use rkcm_runtime::workload::controller_ref::controller_owner_ref;
+use rkcm_runtime::workload::history::{compute_hash, go_json_bytes};
 use serde_json::{Value, json};
 
 use crate::consts::labels;
@@ -86,7 +86,7 @@ pub fn hash_and_name(ds: &DaemonSet) -> (String, String) {
 /// when the DaemonSet has no name or UID.
 pub fn new_revision(ds: &DaemonSet, revision: i64) -> Option<ControllerRevision> {
     let (hash, name) = hash_and_name(ds);
-    let mut l = rkcm_runtime::pod::template_labels(&ds.spec.template)
+    let mut l = rkcm_runtime::workload::pod::template_labels(&ds.spec.template)
         .cloned()
         .unwrap_or_default();
     l.insert(labels::CONTROLLER_REVISION_HASH.to_owned(), hash);
@@ -106,9 +106,9 @@ pub fn new_revision(ds: &DaemonSet, revision: i64) -> Option<ControllerRevision>
 
 /// The create request body for `revision`, Go-encoded so that the apiserver keeps
 /// `data.raw` byte-identical to upstream's
-/// ([`rkcm_runtime::history::revision_request_body`]).
+/// ([`rkcm_runtime::workload::history::revision_request_body`]).
 pub fn create_body(revision: &ControllerRevision) -> Vec<u8> {
-    rkcm_runtime::history::revision_request_body(revision)
+    rkcm_runtime::workload::history::revision_request_body(revision)
 }
 
 /// The `.revision` of a revision (0 when unset).

@@ -9,12 +9,12 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
-use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cache::cached::Pod;
 
 use crate::eligibility::Placement;
-use crate::plan::{Snapshot, compare_pods};
+use crate::snapshot::{PodsByNode, Snapshot, compare_pods};
 use crate::template::{is_pod_updated, min_ready_seconds, template_generation_label};
-use rkcm_runtime::pod::{is_pod_available, is_pod_ready};
+use rkcm_runtime::workload::pod::{is_pod_available, is_pod_ready};
 
 /// The seven counters upstream writes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -65,7 +65,7 @@ fn first_pod(pods: &[Arc<Pod>]) -> Option<&Arc<Pod>> {
 /// `snap.nodes`).
 pub fn calculate_status(
     snap: &Snapshot<'_>,
-    by_node: &crate::plan::PodsByNode<'_>,
+    by_node: &PodsByNode<'_>,
     placements: &[Placement],
     now: Timestamp,
 ) -> Counts {

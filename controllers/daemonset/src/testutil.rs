@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use rkcm_runtime::cached::{Node, Pod};
+use rkcm_runtime::cache::cached::{Node, Pod};
+pub use rkcm_testkit::harness::merge_patch as merge;
 use serde_json::{Value, json};
 
 pub fn ts(s: i64) -> Timestamp {
@@ -49,21 +50,6 @@ pub fn ds_with(patch: Value) -> DaemonSet {
     let mut v = ds_json();
     merge(&mut v, &patch);
     ds_from(v)
-}
-
-pub fn merge(target: &mut Value, patch: &Value) {
-    match (target, patch) {
-        (Value::Object(t), Value::Object(p)) => {
-            for (k, v) in p {
-                if v.is_null() {
-                    t.remove(k);
-                } else {
-                    merge(t.entry(k.clone()).or_insert(Value::Null), v);
-                }
-            }
-        }
-        (t, p) => *t = p.clone(),
-    }
 }
 
 pub fn node(name: &str) -> Node {
@@ -131,7 +117,7 @@ impl PodSpec {
     pub fn build(self) -> Arc<Pod> {
         let pod: Pod = serde_json::from_value(self.v).unwrap_or_else(|e| panic!("bad Pod: {e}"));
         Arc::new(
-            rkcm_runtime::projection::projected(&pod, crate::POD_FIELDS)
+            rkcm_runtime::cache::projection::projected(&pod, crate::POD_FIELDS)
                 .expect("a fixture reads as the cache reads it"),
         )
     }

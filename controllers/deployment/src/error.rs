@@ -5,7 +5,7 @@
 use rkcm_runtime::error::StatusError;
 use rkcm_runtime::error::is_write_conflict;
 
-use rkcm_runtime::podcontrol::is_namespace_terminating;
+use rkcm_runtime::error::is_namespace_terminating;
 
 /// Errors of one sync of one Deployment.
 #[derive(Debug, thiserror::Error)]

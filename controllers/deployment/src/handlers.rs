@@ -13,12 +13,12 @@ use std::sync::{Arc, PoisonError};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ListParams};
-use rkcm_runtime::cached::Pod;
-use rkcm_runtime::children::{ChildHandler, on_child_change};
-use rkcm_runtime::controller_ref::{controller_of, resolve_controller_ref};
-use rkcm_runtime::informer::Change;
+use rkcm_runtime::cache::Change;
+use rkcm_runtime::cache::cached::Pod;
 use rkcm_runtime::keys::{controller_uid, key_of};
-use rkcm_runtime::selector::Selector;
+use rkcm_runtime::workload::children::{ChildHandler, on_child_change};
+use rkcm_runtime::workload::controller_ref::{controller_of, resolve_controller_ref};
+use rkcm_runtime::workload::selector::Selector;
 
 use crate::consts::strategy;
 use crate::model;
@@ -49,7 +49,7 @@ impl ChildHandler<ReplicaSet> for Controller {
 impl Controller {
     pub(crate) fn on_deployment(&self, change: Change<Deployment>) {
         let d = change.object();
-        tracing::debug!(controller = crate::NAME, key = %key_of(&**d), "deployment changed");
+        tracing::debug!(controller = crate::config::NAME, key = %key_of(&**d), "deployment changed");
         // A deleted Deployment is synced too: the sync finds it gone and stops.
         self.enqueue(d);
     }
@@ -131,7 +131,7 @@ impl Controller {
         {
             Ok(list) => list,
             Err(error) => {
-                tracing::debug!(controller = crate::NAME, key = %key_of(d), %error, "listing replica sets after a pod deletion failed");
+                tracing::debug!(controller = crate::config::NAME, key = %key_of(d), %error, "listing replica sets after a pod deletion failed");
                 return;
             }
         };

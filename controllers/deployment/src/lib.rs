@@ -45,7 +45,7 @@
 //! a pod of a Recreate Deployment is deleted), `create` events.
 //!
 //! # Differences from upstream
-//! - `pod-template-hash` is [`rkcm_runtime::history::compute_hash`]: upstream's FNV over a
+//! - `pod-template-hash` is [`rkcm_runtime::workload::history::compute_hash`]: upstream's FNV over a
 //!   go-spew dump of the Go struct cannot be reproduced from the API object (it changes with
 //!   Go field layout and Quantity internals). Nothing depends on the value: the new
 //!   ReplicaSet is found by template equality, so a Deployment moves between upstream and
@@ -57,6 +57,7 @@
 //!   ReplicaSet changed since the cache saw it is left for the next sync) and, on the paused
 //!   path, judges the sizes just written rather than the pre-scaling copies.
 
+mod config;
 pub mod consts;
 mod error;
 mod handlers;
@@ -71,43 +72,18 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use rkcm_runtime::ControllerContext;
-use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cache::InformerFactory;
+use rkcm_runtime::cache::cached::Pod;
+use rkcm_runtime::cache::projection;
 use rkcm_runtime::controller::{Run, SyncProbe, probes};
 use rkcm_runtime::events::EventRecorder;
-use rkcm_runtime::informer::InformerFactory;
-use rkcm_runtime::projection;
-use rkcm_runtime::workqueue::{RateLimiter, WorkQueue};
+use rkcm_runtime::queue::{RateLimiter, WorkQueue};
 
+pub use config::{Config, DEFAULT_WORKERS, NAME};
 pub use error::Error;
 
-/// Canonical name of the Deployment controller (`--controllers`; alias `deployment`).
-pub const NAME: &str = "deployment-controller";
-
-/// Upstream default of `--concurrent-deployment-syncs`.
-pub const DEFAULT_WORKERS: usize = 5;
-
-/// Configuration. `Default` equals upstream. The flags (`--concurrent-deployment-syncs`,
-/// `--feature-gates`) are defined once in the binary's command line, which builds this.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
-    /// Worker tasks (`--concurrent-deployment-syncs`).
-    pub workers: usize,
-    /// Gate `DeploymentReplicaSetTerminatingReplicas` (beta, on): report
-    /// `status.terminatingReplicas`.
-    pub terminating_replicas: bool,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            workers: DEFAULT_WORKERS,
-            terminating_replicas: true,
-        }
-    }
-}
-
 /// What this controller reads of a cached pod beyond the base fields (see
-/// `rkcm_runtime::projection`): nothing; owners and phase (Recreate waits for old pods to
+/// `rkcm_runtime::cache::projection`): nothing; owners and phase (Recreate waits for old pods to
 /// stop) are base fields.
 pub const POD_FIELDS: projection::Fields = projection::Fields::BASE;
 
@@ -137,7 +113,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         recorder: EventRecorder::new(ctx.client.clone(), consts::EVENT_COMPONENT),
         queue: queue.clone(),
         pending_pod_checks: std::sync::Mutex::default(),
-        pacer: rkcm_runtime::pacing::StatusPacer::default().with_budget(ctx.budget.clone()),
+        pacer: rkcm_runtime::queue::pacing::StatusPacer::default().with_budget(ctx.budget.clone()),
         clock: ctx.clock.clone(),
         cfg,
     });

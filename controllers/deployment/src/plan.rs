@@ -21,12 +21,12 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, ReplicaSetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use rkcm_runtime::cached::Pod;
-use rkcm_runtime::controller_ref::{controller_of, controller_owner_ref};
+use rkcm_runtime::cache::cached::Pod;
 use rkcm_runtime::events::EventType;
-use rkcm_runtime::history::compute_hash;
+use rkcm_runtime::workload::controller_ref::{controller_of, controller_owner_ref};
+use rkcm_runtime::workload::history::compute_hash;
 
-use rkcm_runtime::pod::is_terminal;
+use rkcm_runtime::workload::pod::is_terminal;
 
 use crate::consts::{
     MAX_REV_HISTORY_LENGTH_IN_CHARS, POD_TEMPLATE_HASH_LABEL, annotations, conditions as ct,
@@ -307,7 +307,10 @@ pub fn new_replica_set(
     let owner =
         controller_owner_ref(d).ok_or_else(|| "deployment has no name or uid".to_owned())?;
     let mut template = model::template(d).cloned().unwrap_or_default();
-    let labels = model::labels_with_hash(rkcm_runtime::pod::template_labels(&template), hash);
+    let labels = model::labels_with_hash(
+        rkcm_runtime::workload::pod::template_labels(&template),
+        hash,
+    );
     template
         .metadata
         .get_or_insert_with(Default::default)

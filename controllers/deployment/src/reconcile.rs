@@ -22,20 +22,20 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
-use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cache::cached::Pod;
+use rkcm_runtime::cache::{INDEX_CONTROLLER_UID, Store};
 use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::controller::Reconcile;
-use rkcm_runtime::controller_ref::ControllerRefManager;
+use rkcm_runtime::error::{error_message, is_namespace_terminating};
 use rkcm_runtime::events::EventRecorder;
-use rkcm_runtime::informer::{INDEX_CONTROLLER_UID, Store};
 use rkcm_runtime::keys::split_key;
-use rkcm_runtime::pacing::StatusPacer;
-use rkcm_runtime::podcontrol::{error_message, is_namespace_terminating};
-use rkcm_runtime::selector::Selector;
-use rkcm_runtime::workqueue::RetryPolicy;
-use rkcm_runtime::workqueue::WorkQueue;
+use rkcm_runtime::queue::RetryPolicy;
+use rkcm_runtime::queue::WorkQueue;
+use rkcm_runtime::queue::pacing::StatusPacer;
+use rkcm_runtime::workload::controller_ref::ControllerRefManager;
+use rkcm_runtime::workload::selector::Selector;
 
-use crate::Config;
+use crate::config::Config;
 use crate::error::Error;
 use crate::model::{self, Rs};
 use crate::plan::{
@@ -55,7 +55,7 @@ pub(crate) struct Controller {
     /// Recreate Deployments with a pod-deletion check scheduled but not yet started: more
     /// deletions meanwhile need no check of their own.
     pub(crate) pending_pod_checks: Mutex<HashSet<String>>,
-    /// Spaces out one Deployment's routine status writes ([`rkcm_runtime::pacing`]).
+    /// Spaces out one Deployment's routine status writes ([`rkcm_runtime::queue::pacing`]).
     pub(crate) pacer: StatusPacer,
     pub(crate) clock: SharedClock,
     pub(crate) cfg: Config,
@@ -75,7 +75,11 @@ impl Controller {
 
     async fn sync_inner(&self, key: &str) -> Result<(), Error> {
         let Some(cached) = self.deployments.get(key) else {
-            tracing::debug!(controller = crate::NAME, key, "deployment has been deleted");
+            tracing::debug!(
+                controller = crate::config::NAME,
+                key,
+                "deployment has been deleted"
+            );
             self.pacer.forget(key);
             return Ok(());
         };
@@ -207,7 +211,7 @@ impl SyncPass<'_> {
     async fn write_status(&mut self) -> Result<(), Error> {
         let status = self.status();
         tracing::debug!(
-            controller = crate::NAME,
+            controller = crate::config::NAME,
             key = self.key,
             replicas = status.replicas,
             updated = status.updated_replicas,
@@ -218,7 +222,7 @@ impl SyncPass<'_> {
             "updating deployment status"
         );
         // Only the new resourceVersion is read from the answer.
-        let written = rkcm_runtime::write::replace_status(&self.c.client, &self.d)
+        let written = rkcm_runtime::api::write::replace_status(&self.c.client, &self.d)
             .await
             .map_err(|source| StatusError::new("deployment", self.key.to_owned(), source))?;
         self.d.metadata.resource_version = written.resource_version;
@@ -290,7 +294,7 @@ impl SyncPass<'_> {
             if let Some(status) = status {
                 self.set_status(&status);
                 if let Err(error) = self.write_status().await {
-                    tracing::debug!(controller = crate::NAME, key = self.key, %error, "updating observedGeneration failed");
+                    tracing::debug!(controller = crate::config::NAME, key = self.key, %error, "updating observedGeneration failed");
                 }
             }
             return Ok(());
@@ -376,7 +380,7 @@ impl SyncPass<'_> {
             RevisionStep::Nothing => Ok((new, old)),
             RevisionStep::UpdateNewRs(rs) => {
                 tracing::debug!(
-                    controller = crate::NAME,
+                    controller = crate::config::NAME,
                     key = self.key,
                     replica_set = model::rs_name(&rs),
                     "syncing new replica set annotations"
@@ -434,7 +438,7 @@ impl SyncPass<'_> {
                     self.set_status(&status);
                     // The create failure is the error worth reporting.
                     if let Err(error) = self.write_status().await {
-                        tracing::debug!(controller = crate::NAME, key = self.key, %error, "recording the create failure in status failed");
+                        tracing::debug!(controller = crate::config::NAME, key = self.key, %error, "recording the create failure in status failed");
                     }
                 }
                 self.event(&failed.event);
@@ -464,7 +468,7 @@ impl SyncPass<'_> {
         self.set_status(&status);
         match self.write_status().await {
             Ok(()) => tracing::info!(
-                controller = crate::NAME,
+                controller = crate::config::NAME,
                 key = self.key,
                 replica_set = %replica_set,
                 old_collision_count = before,
@@ -472,7 +476,7 @@ impl SyncPass<'_> {
                 "found a hash collision for deployment; bumping collisionCount to resolve it"
             ),
             Err(error) => {
-                tracing::debug!(controller = crate::NAME, key = self.key, %error, "bumping collisionCount failed")
+                tracing::debug!(controller = crate::config::NAME, key = self.key, %error, "bumping collisionCount failed")
             }
         }
         Error::HashCollision {
@@ -547,9 +551,9 @@ impl SyncPass<'_> {
                 // A conflict means the cached ReplicaSet was older than the server's (its own
                 // controller wrote status meanwhile): the next sync sees the new version.
                 if error.is_expected_requeue() {
-                    tracing::debug!(controller = crate::NAME, key = self.key, %error, "scaling down old replica sets deferred");
+                    tracing::debug!(controller = crate::config::NAME, key = self.key, %error, "scaling down old replica sets deferred");
                 } else {
-                    tracing::warn!(controller = crate::NAME, key = self.key, %error, "scaling down old replica sets failed");
+                    tracing::warn!(controller = crate::config::NAME, key = self.key, %error, "scaling down old replica sets failed");
                 }
                 return false;
             }
@@ -559,7 +563,7 @@ impl SyncPass<'_> {
             // (a lagging status during a scale-down): upstream returns "nothing scaled" and
             // moves on without an error (`rolling.go`); the next sync sees a fresh status.
             tracing::debug!(
-                controller = crate::NAME,
+                controller = crate::config::NAME,
                 key = self.key,
                 message,
                 "scaling down old replica sets stopped"
@@ -644,7 +648,7 @@ impl SyncPass<'_> {
             StatusStep::Unchanged | StatusStep::Recheck(ProgressCheck::None) => Ok(()),
             StatusStep::Recheck(ProgressCheck::Now) => {
                 tracing::debug!(
-                    controller = crate::NAME,
+                    controller = crate::config::NAME,
                     key = self.key,
                     "queueing deployment for a progress check now"
                 );
@@ -653,7 +657,7 @@ impl SyncPass<'_> {
             }
             StatusStep::Recheck(ProgressCheck::After(after)) => {
                 tracing::debug!(
-                    controller = crate::NAME,
+                    controller = crate::config::NAME,
                     key = self.key,
                     after_s = after.as_secs(),
                     "queueing deployment for a progress check"
@@ -689,7 +693,7 @@ impl SyncPass<'_> {
     async fn cleanup(&mut self, candidates: &[Rs]) -> Result<(), Error> {
         for rs in candidates {
             let name = model::rs_name(rs).to_owned();
-            tracing::debug!(controller = crate::NAME, key = self.key, replica_set = %name, "deleting old replica set");
+            tracing::debug!(controller = crate::config::NAME, key = self.key, replica_set = %name, "deleting old replica set");
             let params = DeleteParams {
                 preconditions: Some(Preconditions {
                     uid: rs.metadata.uid.clone(),

@@ -67,7 +67,7 @@ pub fn to_seconds(t: jiff::Timestamp) -> jiff::Timestamp {
 impl Status {
     /// Whether replacing `self` by `new` changes nothing but the count of terminating pods:
     /// such a write is paced more coarsely
-    /// ([`rkcm_runtime::pacing::StatusPacer::hold_slow`]).
+    /// ([`rkcm_runtime::queue::pacing::StatusPacer::hold_slow`]).
     pub fn only_terminating_moved(&self, new: &Status) -> bool {
         self.terminating_replicas != new.terminating_replicas
             && *self

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cache::cached::Pod;
 
 use crate::consts::{POD_FAILURE_BACKOFF_BASE, POD_FAILURE_BACKOFF_MAX};
 use crate::indexes::index_absolute_failure_count;

@@ -31,7 +31,7 @@ pub enum Error {
     StaleCache {
         key: String,
         #[source]
-        source: Box<rkcm_runtime::consistency::Stale>,
+        source: Box<rkcm_runtime::workload::consistency::Stale>,
     },
 }
 

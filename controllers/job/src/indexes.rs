@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{
     Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodTemplateSpec,
 };
-use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cache::cached::Pod;
 
 use crate::consts::{
     COMPLETION_INDEX_ANNOTATION, COMPLETION_INDEX_ENV, INDEX_FAILURE_COUNT_ANNOTATION,
@@ -286,11 +286,11 @@ mod tests {
         .expect("template");
         add_completion_index_env(&mut t);
         apply_index(&mut t, "work", 7, Some((2, 1)));
-        let pod = rkcm_runtime::podcontrol::pod_from_template(
+        let pod = rkcm_runtime::workload::podcontrol::pod_from_template(
             &t,
             "work",
             None,
-            &rkcm_runtime::podcontrol::PodOptions::default(),
+            &rkcm_runtime::workload::podcontrol::PodOptions::default(),
         );
         let value = serde_json::to_value(&pod).expect("pod JSON");
         assert!(

@@ -59,14 +59,14 @@ use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
 use rkcm_runtime::ControllerContext;
-use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cache::InformerFactory;
+use rkcm_runtime::cache::cached::Pod;
+use rkcm_runtime::cache::projection;
 use rkcm_runtime::controller::{Run, SyncProbe, probes};
 use rkcm_runtime::events::EventRecorder;
-use rkcm_runtime::expectations::UidTrackingExpectations;
-use rkcm_runtime::informer::InformerFactory;
-use rkcm_runtime::podcontrol::PodControl;
-use rkcm_runtime::projection;
-use rkcm_runtime::workqueue::{RateLimiter, RetryPolicy, WorkQueue};
+use rkcm_runtime::queue::{RateLimiter, RetryPolicy, WorkQueue};
+use rkcm_runtime::workload::expectations::UidTrackingExpectations;
+use rkcm_runtime::workload::podcontrol::PodControl;
 
 pub use error::Error;
 pub use reconcile::{managed_by_external, remove_finalizer_patch};
@@ -82,7 +82,7 @@ pub const DEFAULT_WORKERS: usize = 5;
 pub type Config = rkcm_runtime::controller::Workers<DEFAULT_WORKERS>;
 
 /// What this controller reads of a cached pod beyond the base fields (see
-/// `rkcm_runtime::projection`): pod failure policy and backoff read container statuses.
+/// `rkcm_runtime::cache::projection`): pod failure policy and backoff read container statuses.
 pub const POD_FIELDS: projection::Fields = projection::pod::CONTAINER_STATUSES;
 
 /// The informers the controller reads (the process waits for them before starting it).
@@ -121,7 +121,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         expectations: UidTrackingExpectations::new(ctx.clock.clone()),
         finalizer_expectations: tracking::FinalizerExpectations::default(),
         backoff: backoff::BackoffStore::default(),
-        consistency: rkcm_runtime::consistency::ConsistencyStore::new(),
+        consistency: rkcm_runtime::workload::consistency::ConsistencyStore::new(),
         pod_control: PodControl::new(ctx.client.clone(), recorder.clone()),
         recorder,
         queue: queue.clone(),

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cache::cached::Pod;
 
 use crate::backoff::{BackoffRecord, remaining_for_index};
 use crate::consts::{

@@ -9,11 +9,11 @@
 use std::cmp::Ordering;
 
 use k8s_openapi::api::batch::v1::Job;
-use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cache::cached::Pod;
 
 use crate::consts::{REPLACEMENT_FAILED, TRACKING_FINALIZER, pod as phase};
 
-pub use rkcm_runtime::pod::{
+pub use rkcm_runtime::workload::pod::{
     is_pod_active as is_active, is_pod_ready as is_ready, is_terminal, phase as phase_of,
     ready_condition,
 };

@@ -7,7 +7,7 @@ use k8s_openapi::api::batch::v1::{
     PodFailurePolicyOnPodConditionsPattern, SuccessPolicy,
 };
 use k8s_openapi::api::core::v1::PodCondition;
-use rkcm_runtime::cached::{ContainerStatus, Pod};
+use rkcm_runtime::cache::cached::{ContainerStatus, Pod};
 
 use crate::consts::{message, policy as p};
 use crate::indexes::Intervals;

@@ -21,23 +21,22 @@ use std::time::Duration;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::Api;
-use rkcm_runtime::cached::Pod;
-use rkcm_runtime::children::{ChildHandler, on_child_change};
+use rkcm_runtime::cache::cached::Pod;
+use rkcm_runtime::cache::{Change, INDEX_CONTROLLER_UID, INDEX_ORPHANS_BY_NAMESPACE, Store};
 use rkcm_runtime::clock::SharedClock;
-use rkcm_runtime::consistency::{ConsistencyStore, GroupResource};
 use rkcm_runtime::controller::Reconcile;
-use rkcm_runtime::controller_ref::{ControllerRefManager, controller_of};
 use rkcm_runtime::error::PodStep;
+use rkcm_runtime::error::is_namespace_terminating;
 use rkcm_runtime::events::{EventRecorder, EventType, object_reference};
-use rkcm_runtime::expectations::UidTrackingExpectations;
-use rkcm_runtime::informer::{Change, INDEX_CONTROLLER_UID, INDEX_ORPHANS_BY_NAMESPACE, Store};
 use rkcm_runtime::keys::{key_of, split_key};
-use rkcm_runtime::podcontrol::{
-    PodControl, PodOptions, is_namespace_terminating, slow_start_batch,
-};
-use rkcm_runtime::selector::Selector;
+use rkcm_runtime::queue::WorkQueue;
 use rkcm_runtime::tracked::Size;
-use rkcm_runtime::workqueue::WorkQueue;
+use rkcm_runtime::workload::children::{ChildHandler, on_child_change};
+use rkcm_runtime::workload::consistency::{ConsistencyStore, GroupResource};
+use rkcm_runtime::workload::controller_ref::{ControllerRefManager, controller_of};
+use rkcm_runtime::workload::expectations::UidTrackingExpectations;
+use rkcm_runtime::workload::podcontrol::{PodControl, PodOptions, slow_start_batch};
+use rkcm_runtime::workload::selector::Selector;
 
 use crate::backoff::BackoffStore;
 use crate::consts::{
@@ -868,7 +867,7 @@ impl Controller {
             "updating job status"
         );
         // The Job as the server now keeps it: only its new resourceVersion is read back.
-        let written = rkcm_runtime::write::replace_status_object(&self.client, job)
+        let written = rkcm_runtime::api::write::replace_status_object(&self.client, job)
             .await
             .map_err(|source| Error::UpdateStatus {
                 key: key.to_owned(),
@@ -978,8 +977,8 @@ pub fn remove_finalizer_patch() -> serde_json::Value {
 #[cfg(test)]
 mod handler_tests {
     use kube::runtime::watcher;
-    use rkcm_runtime::informer::Informer;
-    use rkcm_runtime::workqueue::RateLimiter;
+    use rkcm_runtime::cache::Informer;
+    use rkcm_runtime::queue::RateLimiter;
     use serde_json::json;
 
     use super::*;

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus, UncountedTerminatedPods};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cache::cached::Pod;
 
 use crate::consts::{MAX_UNCOUNTED_PODS, condition as c, event, message, reason};
 use crate::indexes::{Intervals, valid_index};

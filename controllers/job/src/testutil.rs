@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
-use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cache::cached::Pod;
 use serde_json::{Value, json};
 
 pub const NOW: &str = "2026-01-01T01:00:00Z";
@@ -107,7 +107,7 @@ impl PodB {
     pub fn build(self) -> Arc<Pod> {
         let pod: Pod = serde_json::from_value(self.0).unwrap();
         Arc::new(
-            rkcm_runtime::projection::projected(&pod, crate::POD_FIELDS)
+            rkcm_runtime::cache::projection::projected(&pod, crate::POD_FIELDS)
                 .expect("a fixture reads as the cache reads it"),
         )
     }

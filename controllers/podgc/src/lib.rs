@@ -33,6 +33,7 @@
 //! Writes `pods/status` (apply) and `DELETE pods` (grace period 0). Emits no Events.
 //! RBAC: pods list/watch/delete, pods/status patch, nodes get/list.
 
+mod config;
 pub mod consts;
 mod error;
 mod metrics;
@@ -43,92 +44,21 @@ pub mod status;
 #[cfg(test)]
 mod force_delete_scan;
 
-use std::time::Duration;
-
 use rkcm_runtime::ControllerContext;
-use rkcm_runtime::cached::{Node, Pod};
+use rkcm_runtime::cache::InformerFactory;
+use rkcm_runtime::cache::cached::{Node, Pod};
+use rkcm_runtime::cache::projection;
 use rkcm_runtime::controller::{SyncProbe, probes, run_when_synced};
-use rkcm_runtime::informer::InformerFactory;
-use rkcm_runtime::projection;
 
+pub use config::{
+    Config, DEFAULT_DELETE_CONCURRENCY, DEFAULT_GC_CHECK_PERIOD, DEFAULT_QUARANTINE,
+    DEFAULT_TERMINATED_POD_GC_THRESHOLD, NAME, Options,
+};
 pub use error::Error;
 pub use plan::Reason;
 
-/// Canonical controller name (`--controllers`); upstream alias `podgc`.
-pub const NAME: &str = "pod-garbage-collector-controller";
-
-/// Upstream default of `--terminated-pod-gc-threshold`.
-pub const DEFAULT_TERMINATED_POD_GC_THRESHOLD: i32 = 12500;
-/// Upstream `gcCheckPeriod`.
-pub const DEFAULT_GC_CHECK_PERIOD: Duration = Duration::from_secs(20);
-/// Upstream `quarantineTime`.
-pub const DEFAULT_QUARANTINE: Duration = Duration::from_secs(40);
-/// Upstream starts one goroutine per pod; rkcm bounds the in-flight deletes of one sweep
-/// (the client's QPS limit is the real throttle either way).
-pub const DEFAULT_DELETE_CONCURRENCY: usize = 50;
-
-/// PodGC's kube-controller-manager flags.
-#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
-pub struct Options {
-    /// Number of terminated pods that can exist before the terminated pod garbage collector
-    /// starts deleting terminated pods. If <= 0, the terminated pod garbage collector is
-    /// disabled.
-    #[arg(
-        long = "terminated-pod-gc-threshold",
-        value_name = "int32",
-        default_value_t = DEFAULT_TERMINATED_POD_GC_THRESHOLD,
-        allow_negative_numbers = true
-    )]
-    pub terminated_pod_gc_threshold: i32,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Self {
-            terminated_pod_gc_threshold: DEFAULT_TERMINATED_POD_GC_THRESHOLD,
-        }
-    }
-}
-
-/// PodGC's configuration. `Default` equals upstream; the period and quarantine are not flags
-/// (upstream hard-codes them) but tests may shorten them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
-    /// Terminated pods allowed cluster-wide before the terminated sweep deletes; ≤ 0
-    /// disables that sweep only.
-    pub terminated_pod_gc_threshold: i32,
-    /// Pause between the end of one sweep and the start of the next.
-    pub gc_check_period: Duration,
-    /// How long a node name must stay unknown to the cache before a live `GET` may confirm
-    /// it is gone.
-    pub quarantine: Duration,
-    /// Most force deletes in flight at once in the terminated and out-of-service sweeps
-    /// (0 counts as 1).
-    pub delete_concurrency: usize,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            terminated_pod_gc_threshold: DEFAULT_TERMINATED_POD_GC_THRESHOLD,
-            gc_check_period: DEFAULT_GC_CHECK_PERIOD,
-            quarantine: DEFAULT_QUARANTINE,
-            delete_concurrency: DEFAULT_DELETE_CONCURRENCY,
-        }
-    }
-}
-
-impl From<&Options> for Config {
-    fn from(o: &Options) -> Self {
-        Self {
-            terminated_pod_gc_threshold: o.terminated_pod_gc_threshold,
-            ..Self::default()
-        }
-    }
-}
-
 /// What this controller reads of a cached pod beyond the base fields (see
-/// `rkcm_runtime::projection`): nothing; node name, phase, deletion and conditions are base
+/// `rkcm_runtime::cache::projection`): nothing; node name, phase, deletion and conditions are base
 /// fields.
 pub const POD_FIELDS: projection::Fields = projection::Fields::BASE;
 
@@ -183,6 +113,7 @@ pub async fn mark_failed_and_delete(
 mod tests {
     use super::*;
     use clap::Parser;
+    use std::time::Duration;
 
     /// Compile-time check: the process spawns `start` on a multi-threaded runtime.
     #[allow(dead_code)]

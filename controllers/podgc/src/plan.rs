@@ -17,10 +17,10 @@ use std::cmp::Ordering;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use rkcm_runtime::cached::{Node, Pod};
+use rkcm_runtime::cache::cached::{Node, Pod};
 
 use crate::consts;
-use rkcm_runtime::pod::{
+use rkcm_runtime::workload::pod::{
     CONDITION_TRUE, PHASE_FAILED, PHASE_PENDING, PHASE_RUNNING, PHASE_UNKNOWN, phase as phase_of,
 };
 
@@ -223,7 +223,7 @@ pub(crate) mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Taint;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    use rkcm_runtime::cached::{NodeCondition, NodeSpec, NodeStatus, PodSpec, PodStatus};
+    use rkcm_runtime::cache::cached::{NodeCondition, NodeSpec, NodeStatus, PodSpec, PodStatus};
 
     pub(crate) fn ts(secs: i64) -> Time {
         Time(jiff::Timestamp::from_second(1_700_000_000 + secs).expect("valid test timestamp"))
@@ -345,7 +345,7 @@ pub(crate) mod tests {
         let mut no_status = pod("ns", "p", 0, "");
         no_status.status = None;
         assert!(is_terminated(&no_status));
-        assert!(!rkcm_runtime::pod::is_terminal(&no_status));
+        assert!(!rkcm_runtime::workload::pod::is_terminal(&no_status));
     }
 
     #[test]

@@ -16,11 +16,11 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1 as core;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
-use rkcm_runtime::cached::{Node, Pod};
+use rkcm_runtime::cache::cached::{Node, Pod};
 use rkcm_runtime::clock::SharedClock;
-use rkcm_runtime::workqueue::{RateLimiter, WorkQueue};
+use rkcm_runtime::queue::{RateLimiter, WorkQueue};
 
-use crate::Config;
+use crate::config::Config;
 use crate::consts;
 use crate::error::Error;
 use crate::metrics::{self, Metrics};
@@ -86,7 +86,7 @@ impl PodGcApi for KubeApi {
             }),
             ..DeleteParams::default()
         };
-        rkcm_runtime::write::delete::<Pod>(&self.client, Some(namespace), name, &params).await
+        rkcm_runtime::api::write::delete::<Pod>(&self.client, Some(namespace), name, &params).await
     }
 
     async fn node_exists(&self, name: &str) -> Result<bool, kube::Error> {

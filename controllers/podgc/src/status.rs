@@ -16,11 +16,11 @@
 
 use k8s_openapi::api::core::v1::{self as core, PodCondition, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cache::cached::Pod;
 
 use crate::consts;
 use crate::plan::Reason;
-use rkcm_runtime::pod::{CONDITION_TRUE, PHASE_FAILED, is_terminal};
+use rkcm_runtime::workload::pod::{CONDITION_TRUE, PHASE_FAILED, is_terminal};
 
 /// The `DisruptionTarget` condition for a pod on a deleted node, as of `now`, keeping the
 /// transition time of an existing `DisruptionTarget=True` condition (its status does not

@@ -24,7 +24,7 @@ pub const REASON_FAILED_CREATE: &str = "FailedCreate";
 pub const REASON_FAILED_DELETE: &str = "FailedDelete";
 pub const CONDITION_TRUE: &str = "True";
 
-/// Pod fields the deletion ranking reads (`core/v1`); phases are [`rkcm_runtime::pod`]'s.
+/// Pod fields the deletion ranking reads (`core/v1`); phases are [`rkcm_runtime::workload::pod`]'s.
 pub mod pod {
     pub const RESTART_POLICY_ALWAYS: &str = "Always";
 }

@@ -18,7 +18,7 @@ pub enum Error {
     StaleCache {
         key: String,
         #[source]
-        source: rkcm_runtime::consistency::Stale,
+        source: rkcm_runtime::workload::consistency::Stale,
     },
     /// Writing the status subresource failed.
     #[error(transparent)]
@@ -48,7 +48,7 @@ impl Error {
         match self {
             Error::Pods(PodsError { source, .. }) => runtime_error_text(source),
             Error::UpdateStatus(StatusError { source, .. }) => {
-                rkcm_runtime::podcontrol::error_message(source)
+                rkcm_runtime::error::error_message(source)
             }
             Error::StaleCache { source, .. } => source.to_string(),
         }
@@ -59,7 +59,7 @@ impl Error {
 pub(crate) fn runtime_error_text(e: &rkcm_runtime::Error) -> String {
     match e {
         rkcm_runtime::Error::Api { source, .. } | rkcm_runtime::Error::ForOwner { source, .. } => {
-            rkcm_runtime::podcontrol::error_message(source)
+            rkcm_runtime::error::error_message(source)
         }
         other => other.to_string(),
     }

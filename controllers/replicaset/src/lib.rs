@@ -43,6 +43,7 @@
 //!   ahead of client-go's, so the guard never lets a stale sync through; it can hold a sync
 //!   a little longer (until the next pod or ReplicaSet event anywhere) after a relist.
 
+mod config;
 pub mod consts;
 mod error;
 mod metrics;
@@ -56,57 +57,18 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::ReplicationController;
 use rkcm_runtime::ControllerContext;
-use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cache::InformerFactory;
+use rkcm_runtime::cache::cached::Pod;
+use rkcm_runtime::cache::projection;
 use rkcm_runtime::controller::{Run, SyncProbe, probes};
 use rkcm_runtime::events::EventRecorder;
-use rkcm_runtime::expectations::UidTrackingExpectations;
-use rkcm_runtime::informer::InformerFactory;
-use rkcm_runtime::podcontrol::PodControl;
-use rkcm_runtime::projection;
-use rkcm_runtime::workqueue::{RateLimiter, WorkQueue};
+use rkcm_runtime::queue::{RateLimiter, WorkQueue};
+use rkcm_runtime::workload::expectations::UidTrackingExpectations;
+use rkcm_runtime::workload::podcontrol::PodControl;
 
+pub use config::{Config, DEFAULT_WORKERS, NAME, RC_NAME};
 pub use error::Error;
 pub use owner::{ReplicaOwner, ReplicaStatus};
-
-/// Canonical name of the ReplicaSet controller (`--controllers`; alias `replicaset`).
-pub const NAME: &str = consts::RS_CONTROLLER_NAME;
-/// Canonical name of the ReplicationController controller (alias `replicationcontroller`).
-pub const RC_NAME: &str = consts::RC_CONTROLLER_NAME;
-
-/// Upstream default of `--concurrent-replicaset-syncs` and `--concurrent-rc-syncs`.
-pub const DEFAULT_WORKERS: usize = 5;
-
-/// Configuration of one controller (RS or RC). `Default` equals upstream. The flags
-/// (`--concurrent-replicaset-syncs`, `--concurrent-rc-syncs`, `--feature-gates`) are defined
-/// once in the binary's command line, which builds this.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
-    /// Worker tasks (`--concurrent-replicaset-syncs` / `--concurrent-rc-syncs`).
-    pub workers: usize,
-    /// Gate `DeploymentReplicaSetTerminatingReplicas` (beta, on): report
-    /// `status.terminatingReplicas` on ReplicaSets. Never reported for RCs.
-    pub terminating_replicas: bool,
-    /// Gate `PodDeletionCost` (beta, on): honour the pod-deletion-cost annotation.
-    pub pod_deletion_cost: bool,
-    /// Gate `StaleControllerConsistencyReplicaSet` (beta, on since v1.36; needs `AtomicFIFO`):
-    /// skip a ReplicaSet's sync until the caches show the controller's own writes for it.
-    /// Ignored by the RC controller.
-    pub stale_cache_guard: bool,
-    /// Most creates or deletes per sync (upstream `BurstReplicas`, not a flag).
-    pub burst_replicas: usize,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            workers: DEFAULT_WORKERS,
-            terminating_replicas: true,
-            pod_deletion_cost: true,
-            stale_cache_guard: true,
-            burst_replicas: consts::BURST_REPLICAS,
-        }
-    }
-}
 
 /// Runs the ReplicaSet controller until `ctx.shutdown` is cancelled.
 pub async fn start_replicaset(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
@@ -122,7 +84,7 @@ pub async fn start_replication_controller(
 }
 
 /// What this controller reads of a cached pod beyond the base fields (see
-/// `rkcm_runtime::projection`): ranking for scale-down reads restart counts.
+/// `rkcm_runtime::cache::projection`): ranking for scale-down reads restart counts.
 pub const POD_FIELDS: projection::Fields = projection::pod::CONTAINER_STATUSES;
 
 /// The informers the controller for owner kind `O` reads (its owners and pods), requested
@@ -155,7 +117,7 @@ pub async fn start<O: ReplicaOwner>(ctx: ControllerContext, cfg: Config) -> Resu
         consistency: (O::HAS_STALE_CACHE_GUARD && cfg.stale_cache_guard)
             .then(|| metrics::stale_guard(O::CONTROLLER_NAME)),
         written: std::sync::Mutex::new(std::collections::HashMap::new()),
-        pacer: rkcm_runtime::pacing::StatusPacer::default().with_budget(ctx.budget.clone()),
+        pacer: rkcm_runtime::queue::pacing::StatusPacer::default().with_budget(ctx.budget.clone()),
         cfg,
     });
     rkcm_runtime::tracked::track(

@@ -5,8 +5,8 @@
 use std::sync::OnceLock;
 
 use prometheus::{Histogram, HistogramOpts};
-use rkcm_runtime::consistency::StaleGuard;
 use rkcm_runtime::metrics::{get_or_register, register};
+use rkcm_runtime::workload::consistency::StaleGuard;
 
 use crate::consts::metrics as m;
 
@@ -35,9 +35,9 @@ pub(crate) fn stale_guard(controller: &'static str) -> StaleGuard {
 #[cfg(test)]
 mod tests {
     use kube::runtime::watcher;
-    use rkcm_runtime::cached::Pod;
-    use rkcm_runtime::consistency::GroupResource;
-    use rkcm_runtime::informer::Informer;
+    use rkcm_runtime::cache::Informer;
+    use rkcm_runtime::cache::cached::Pod;
+    use rkcm_runtime::workload::consistency::GroupResource;
 
     use super::*;
 

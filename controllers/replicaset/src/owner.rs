@@ -15,11 +15,11 @@ use k8s_openapi::api::core::v1::{
     ReplicationControllerStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use rkcm_runtime::informer::Informable;
+use rkcm_runtime::cache::Informable;
 use serde::Serialize;
 
 use crate::consts;
-use rkcm_runtime::selector::{Selector, SelectorError};
+use rkcm_runtime::workload::selector::{Selector, SelectorError};
 
 /// A status condition in kind-neutral form (RS and RC conditions have the same fields).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,7 +74,8 @@ pub trait ReplicaOwner:
 
     /// `spec.template.metadata.labels`.
     fn template_labels(&self) -> Option<&BTreeMap<String, String>> {
-        self.template().and_then(rkcm_runtime::pod::template_labels)
+        self.template()
+            .and_then(rkcm_runtime::workload::pod::template_labels)
     }
 }
 

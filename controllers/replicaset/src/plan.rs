@@ -2,7 +2,7 @@
 //!
 //! Mirrors `manageReplicas` / `getPodsToDelete` / `getPodsRankedByRelatedPodsOnSameNode` of
 //! upstream `pkg/controller/replicaset/replica_set.go` and `ActivePodsWithRanks` of
-//! `pkg/controller/controller_utils.go`; the pod predicates are [`rkcm_runtime::pod`]'s.
+//! `pkg/controller/controller_utils.go`; the pod predicates are [`rkcm_runtime::workload::pod`]'s.
 //!
 //! - Scale up by `min(missing, 500)`; scale down by `min(surplus, 500)`.
 //! - Victims are the first `n` claimed pods under the upstream ranking ("least valuable
@@ -19,9 +19,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cache::cached::Pod;
 
-use rkcm_runtime::pod::{
+use rkcm_runtime::workload::pod::{
     PHASE_RUNNING, PHASE_UNKNOWN, is_pod_active, is_pod_available, is_pod_ready, phase, ready_since,
 };
 

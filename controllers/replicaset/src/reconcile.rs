@@ -15,7 +15,7 @@
 //!   patches with the pod's UID as precondition (runtime `ControllerRefManager`).
 //! - With the stale-cache guard on (ReplicaSets, gate `StaleControllerConsistencyReplicaSet`)
 //!   a sync waits until the pod and owner caches reflect the pods this controller created or
-//!   adopted and the status it wrote for that owner ([`rkcm_runtime::consistency`]).
+//!   adopted and the status it wrote for that owner ([`rkcm_runtime::workload::consistency`]).
 //! - Status is written through the status subresource with a resourceVersion; a conflict
 //!   re-reads once and retries. The object the controller's own last status write returned is
 //!   remembered per owner and used instead of the cached one while the cache is older, so the
@@ -30,30 +30,30 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::Api;
-use rkcm_runtime::cached::Pod;
-use rkcm_runtime::children::{ChildHandler, on_child_change};
-use rkcm_runtime::clock::SharedClock;
-use rkcm_runtime::consistency::{GroupResource, Stale, StaleGuard};
-use rkcm_runtime::controller::Reconcile;
-use rkcm_runtime::controller_ref::{ControllerRefManager, resolve_controller_ref};
-use rkcm_runtime::error::PodStep;
-use rkcm_runtime::expectations::UidTrackingExpectations;
-use rkcm_runtime::informer::{
+use rkcm_runtime::api::write;
+use rkcm_runtime::cache::cached::Pod;
+use rkcm_runtime::cache::{
     Change, INDEX_CONTROLLER_UID, INDEX_ORPHANS_BY_NAMESPACE, Store, compare_resource_versions,
 };
+use rkcm_runtime::clock::SharedClock;
+use rkcm_runtime::controller::Reconcile;
+use rkcm_runtime::error::PodStep;
+use rkcm_runtime::error::is_namespace_terminating;
 use rkcm_runtime::keys::{controller_uid, key_of, split_key};
-use rkcm_runtime::pacing::StatusPacer;
-use rkcm_runtime::pod::{is_pod_active, is_pod_ready, is_terminal};
-use rkcm_runtime::podcontrol::{
-    PodControl, PodOptions, SLOW_START_INITIAL_BATCH_SIZE, is_namespace_terminating,
-    slow_start_batch,
+use rkcm_runtime::queue::RetryPolicy;
+use rkcm_runtime::queue::WorkQueue;
+use rkcm_runtime::queue::pacing::StatusPacer;
+use rkcm_runtime::workload::children::{ChildHandler, on_child_change};
+use rkcm_runtime::workload::consistency::{GroupResource, Stale, StaleGuard};
+use rkcm_runtime::workload::controller_ref::{ControllerRefManager, resolve_controller_ref};
+use rkcm_runtime::workload::expectations::UidTrackingExpectations;
+use rkcm_runtime::workload::pod::{is_pod_active, is_pod_ready, is_terminal};
+use rkcm_runtime::workload::podcontrol::{
+    PodControl, PodOptions, SLOW_START_INITIAL_BATCH_SIZE, slow_start_batch,
 };
-use rkcm_runtime::selector::Selector;
-use rkcm_runtime::workqueue::RetryPolicy;
-use rkcm_runtime::workqueue::WorkQueue;
-use rkcm_runtime::write;
+use rkcm_runtime::workload::selector::Selector;
 
-use crate::Config;
+use crate::config::Config;
 use crate::error::Error;
 use crate::metrics;
 use crate::owner::{ReplicaOwner, ReplicaStatus};
@@ -78,7 +78,7 @@ pub(crate) struct Controller<O: ReplicaOwner> {
     pub(crate) consistency: Option<StaleGuard>,
     /// Per owner key, the object the controller's last successful status write returned.
     pub(crate) written: Mutex<HashMap<String, Arc<O>>>,
-    /// Spaces out one owner's status writes ([`rkcm_runtime::pacing`]).
+    /// Spaces out one owner's status writes ([`rkcm_runtime::queue::pacing`]).
     pub(crate) pacer: StatusPacer,
 }
 

@@ -6,11 +6,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cache::cached::Pod;
 
 use crate::consts;
 use crate::owner::{Condition, ReplicaStatus};
-use rkcm_runtime::pod::{is_pod_available, is_pod_ready};
+use rkcm_runtime::workload::pod::{is_pod_available, is_pod_ready};
 
 /// What `calculateStatus` reads from the owner besides its current status.
 #[derive(Debug, Clone, Copy)]
@@ -103,7 +103,7 @@ pub fn needs_write(current: &ReplicaStatus, new: &ReplicaStatus, generation: i64
 
 /// Whether the write [`needs_write`] asks for changes nothing but the count of terminating
 /// pods: such a write is paced more coarsely
-/// ([`rkcm_runtime::pacing::StatusPacer::hold_slow`]).
+/// ([`rkcm_runtime::queue::pacing::StatusPacer::hold_slow`]).
 pub fn only_terminating_moved(
     current: &ReplicaStatus,
     new: &ReplicaStatus,

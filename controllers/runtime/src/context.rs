@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::cache::InformerFactory;
 use crate::clock::SharedClock;
-use crate::flowcontrol::RateLimiter;
-use crate::informer::InformerFactory;
+use crate::queue::flowcontrol::RateLimiter;
 
 /// Everything a controller needs from the process.
 #[derive(Clone)]
@@ -15,7 +15,7 @@ pub struct ControllerContext {
     /// user agent naming the controller.
     pub client: kube::Client,
     /// The token bucket of `client` (`None`: unlimited). Controllers pace routine status
-    /// writes by it ([`crate::pacing::StatusPacer::with_budget`]); they never take from it.
+    /// writes by it ([`crate::queue::pacing::StatusPacer::with_budget`]); they never take from it.
     pub budget: Option<Arc<RateLimiter>>,
     /// The process-wide informers: ask for a type here, never open a watch yourself. Tests
     /// pass a factory scoped to their namespace ([`InformerFactory::namespaced`]).

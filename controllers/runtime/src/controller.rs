@@ -18,9 +18,9 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
+use crate::cache::{Informable, Informer, InformerFactory};
 use crate::context::ControllerContext;
-use crate::informer::{Informable, Informer, InformerFactory};
-use crate::workqueue::{QueueKey, RetryPolicy, WorkQueue, run_workers_with};
+use crate::queue::{QueueKey, RetryPolicy, WorkQueue, run_workers_with};
 
 /// Whether one informer has completed its initial list, and a way to wait for it.
 pub struct SyncProbe {
@@ -340,8 +340,8 @@ mod tests {
     use kube::runtime::watcher;
 
     use super::*;
-    use crate::informer::InformerFactory;
-    use crate::workqueue::RateLimiter;
+    use crate::cache::InformerFactory;
+    use crate::queue::RateLimiter;
 
     fn offline_client() -> kube::Client {
         kube::Client::new(
@@ -639,7 +639,7 @@ mod tests {
     async fn subscribe_with_calls_the_method_of_the_shared_controller() {
         struct Counter(AtomicUsize);
         impl Counter {
-            fn on_map(&self, _change: crate::informer::Change<ConfigMap>) {
+            fn on_map(&self, _change: crate::cache::Change<ConfigMap>) {
                 self.0.fetch_add(1, Ordering::SeqCst);
             }
         }

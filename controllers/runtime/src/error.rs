@@ -143,6 +143,49 @@ pub fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
+/// Status cause the apiserver gives when the namespace is being deleted.
+pub const NAMESPACE_TERMINATING_CAUSE: &str = "NamespaceTerminating";
+
+/// The API status inside a kube error, if the server answered with one.
+pub fn api_status(err: &kube::Error) -> Option<&kube::core::Status> {
+    match err {
+        kube::Error::Api(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// The API status inside one of our errors, if any.
+pub fn error_status(err: &Error) -> Option<&kube::core::Status> {
+    match err {
+        Error::Api { source, .. } | Error::ForOwner { source, .. } => api_status(source),
+        _ => None,
+    }
+}
+
+/// True when the server refused the write because the namespace is terminating.
+pub fn is_namespace_terminating(err: &kube::Error) -> bool {
+    api_status(err).is_some_and(|s| {
+        s.details.as_ref().is_some_and(|d| {
+            d.causes
+                .iter()
+                .any(|c| c.reason == NAMESPACE_TERMINATING_CAUSE)
+        })
+    })
+}
+
+/// The error text upstream puts in event messages: a status error prints as its message.
+pub fn error_message(err: &kube::Error) -> String {
+    match api_status(err) {
+        Some(s) if !s.message.is_empty() => s.message.clone(),
+        _ => err.to_string(),
+    }
+}
+
+/// 410 Gone / `Expired`: the requested resourceVersion is compacted away.
+pub fn is_gone(status: &kube::core::Status) -> bool {
+    status.code == 410 || status.reason == "Expired" || status.reason == "Gone"
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,7 +20,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 use parking_lot::Mutex;
 use probe::{Probe, Verb};
-use rkcm_runtime::informer::{Change, Informable, Informer, InformerFactory, ListMode};
+use rkcm_runtime::cache::{Change, Informable, Informer, InformerFactory, ListMode};
 use rkcm_testkit::{TestCluster, wait_for};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -639,7 +639,7 @@ fn failed_status() -> serde_json::Value {
 /// may change the object meanwhile: node heartbeats, annotations), and returns both copies.
 async fn both_cached<K: Informable>(
     what: &str,
-    stores: [&rkcm_runtime::informer::Store<K>; 2],
+    stores: [&rkcm_runtime::cache::Store<K>; 2],
     key: &str,
     rv: &str,
 ) -> anyhow::Result<(Arc<K>, Arc<K>)> {
@@ -670,9 +670,9 @@ async fn both_cached<K: Informable>(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs apiserver: make test"]
 async fn protobuf_informers_hold_what_json_informers_hold() -> anyhow::Result<()> {
-    use rkcm_runtime::cached;
-    use rkcm_runtime::informer::{ContentType, Scope};
-    use rkcm_runtime::projection::pod as pod_fields;
+    use rkcm_runtime::cache::cached;
+    use rkcm_runtime::cache::projection::pod as pod_fields;
+    use rkcm_runtime::cache::{ContentType, Scope};
 
     let cluster = TestCluster::connect().await?;
     let ns = cluster.namespace("informer-protobuf").await?;
@@ -821,8 +821,8 @@ async fn a_protobuf_streaming_watch_answered_with_410_relists() -> anyhow::Resul
 }
 
 async fn protobuf_gap(prefix: &str, list_mode: ListMode) -> anyhow::Result<()> {
-    use rkcm_runtime::cached;
-    use rkcm_runtime::informer::{ContentType, Scope};
+    use rkcm_runtime::cache::cached;
+    use rkcm_runtime::cache::{ContentType, Scope};
 
     let cluster = TestCluster::connect().await?;
     let ns = cluster.namespace(prefix).await?;

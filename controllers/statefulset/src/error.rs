@@ -4,7 +4,7 @@
 use rkcm_runtime::error::StatusError;
 use rkcm_runtime::error::is_write_conflict;
 
-use rkcm_runtime::podcontrol::is_namespace_terminating;
+use rkcm_runtime::error::is_namespace_terminating;
 
 /// Errors of one sync of one StatefulSet.
 #[derive(Debug, thiserror::Error)]
@@ -17,7 +17,7 @@ pub enum Error {
     StaleCache {
         key: String,
         #[source]
-        source: rkcm_runtime::consistency::Stale,
+        source: rkcm_runtime::workload::consistency::Stale,
     },
     /// Adopting or releasing pods or ControllerRevisions failed.
     #[error("claiming {what} for statefulset {key}: {source}")]

@@ -9,16 +9,16 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use rkcm_runtime::cached::Pod;
-use rkcm_runtime::children::{ChildHandler, on_child_change};
-use rkcm_runtime::controller_ref::resolve_controller_ref;
-use rkcm_runtime::informer::Change;
+use rkcm_runtime::cache::Change;
+use rkcm_runtime::cache::cached::Pod;
 use rkcm_runtime::keys::key_of;
+use rkcm_runtime::workload::children::{ChildHandler, on_child_change};
+use rkcm_runtime::workload::controller_ref::resolve_controller_ref;
 
 use crate::identity::min_ready_seconds;
 use crate::reconcile::Controller;
-use rkcm_runtime::pod::is_pod_ready;
-use rkcm_runtime::selector::Selector;
+use rkcm_runtime::workload::pod::is_pod_ready;
+use rkcm_runtime::workload::selector::Selector;
 
 impl Controller {
     pub(crate) fn on_set(&self, change: Change<StatefulSet>) {
@@ -52,7 +52,7 @@ impl Controller {
             })
             .collect();
         if sets.len() > 1 {
-            tracing::warn!(controller = crate::NAME, pod = %key_of(pod), sets = sets.len(), "user error: more than one StatefulSet selects this pod");
+            tracing::warn!(controller = crate::config::NAME, pod = %key_of(pod), sets = sets.len(), "user error: more than one StatefulSet selects this pod");
         }
         sets
     }

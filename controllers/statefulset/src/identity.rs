@@ -15,12 +15,12 @@ use k8s_openapi::api::core::v1::{
     self as core, PersistentVolumeClaim, PersistentVolumeClaimVolumeSource,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use rkcm_runtime::cached::{self, Pod};
-use rkcm_runtime::controller_ref::controller_owner_ref;
-use rkcm_runtime::podcontrol::{PodOptions, pod_from_template};
+use rkcm_runtime::cache::cached::{self, Pod};
+use rkcm_runtime::workload::controller_ref::controller_owner_ref;
+use rkcm_runtime::workload::podcontrol::{PodOptions, pod_from_template};
 
 use crate::consts::{labels, phase, policy, retention, strategy};
-use rkcm_runtime::pod::{is_pod_available, is_pod_ready};
+use rkcm_runtime::workload::pod::{is_pod_available, is_pod_ready};
 
 /// The parent name and ordinal encoded in a pod name `<parent>-<digits>` (upstream's regex
 /// `(.*)-([0-9]+)$`). The ordinal is `None` when the digits do not fit an int32; the parent is

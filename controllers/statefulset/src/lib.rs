@@ -7,7 +7,7 @@
 //! rules, status, history), `stateful_set_utils.go` (identity, storage, claim retention,
 //! revisions), `stateful_pod_control.go` (pod and claim writes and their events) and
 //! `stateful_set_status_updater.go`, plus `pkg/controller/history/controller_history.go`
-//! through the runtime's [`rkcm_runtime::history`].
+//! through the runtime's [`rkcm_runtime::workload::history`].
 //!
 //! # Guarantees
 //! - At most one pod per identity: a pod for ordinal *k* is created only when the claimed
@@ -55,12 +55,13 @@
 //!   JSON, which does not show the stored bytes. Upstream compares the raw bytes and, for
 //!   the newest revision only (`StatefulSetSemanticRevisionComparison`), re-applies and
 //!   re-defaults the set. rkcm writes revisions with Go's exact bytes
-//!   ([`rkcm_runtime::history::revision_request_body`]), so upstream also recognises older
+//!   ([`rkcm_runtime::workload::history::revision_request_body`]), so upstream also recognises older
 //!   revisions rkcm created, e.g. on a rollback after a handover.
 //!
 //! No `RecreatingFailedPod`/`RecreatingTerminatedPod` events: upstream removed them in
 //! v1.31; a failed pod is reported by its `SuccessfulDelete` event only.
 
+mod config;
 pub mod consts;
 mod error;
 mod handlers;
@@ -77,46 +78,20 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use rkcm_runtime::ControllerContext;
-use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cache::InformerFactory;
+use rkcm_runtime::cache::cached::Pod;
+use rkcm_runtime::cache::projection;
 use rkcm_runtime::controller::{Run, SyncProbe, probes};
 use rkcm_runtime::events::EventRecorder;
-use rkcm_runtime::expectations::UidTrackingExpectations;
-use rkcm_runtime::history::History;
-use rkcm_runtime::informer::InformerFactory;
-use rkcm_runtime::projection;
-use rkcm_runtime::workqueue::{RateLimiter, WorkQueue};
+use rkcm_runtime::queue::{RateLimiter, WorkQueue};
+use rkcm_runtime::workload::expectations::UidTrackingExpectations;
+use rkcm_runtime::workload::history::History;
 
+pub use config::{Config, DEFAULT_WORKERS, NAME};
 pub use error::Error;
 
-/// Canonical name (`--controllers`; alias `statefulset`).
-pub const NAME: &str = "statefulset-controller";
-
-/// Upstream default of `--concurrent-statefulset-syncs`.
-pub const DEFAULT_WORKERS: usize = 5;
-
-/// Configuration; `Default` equals upstream v1.37.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
-    /// `--concurrent-statefulset-syncs`.
-    pub workers: usize,
-    /// Gate `MaxUnavailableStatefulSet` (beta, on in v1.37).
-    pub max_unavailable: bool,
-    /// Gate `StaleControllerConsistencyStatefulSet` (beta, on).
-    pub stale_cache_guard: bool,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            workers: DEFAULT_WORKERS,
-            max_unavailable: true,
-            stale_cache_guard: true,
-        }
-    }
-}
-
 /// What this controller reads of a cached pod beyond the base fields (see
-/// `rkcm_runtime::projection`): storage checks read the pods' claim volumes.
+/// `rkcm_runtime::cache::projection`): storage checks read the pods' claim volumes.
 pub const POD_FIELDS: projection::Fields = projection::pod::VOLUME_CLAIMS;
 
 /// The informers the controller reads (StatefulSets, pods, claims, revisions), requested
@@ -150,7 +125,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         consistency: metrics::stale_guard(),
         clock: ctx.clock.clone(),
         cfg,
-        pacer: rkcm_runtime::pacing::StatusPacer::default().with_budget(ctx.budget.clone()),
+        pacer: rkcm_runtime::queue::pacing::StatusPacer::default().with_budget(ctx.budget.clone()),
     });
     rkcm_runtime::tracked::track(NAME, &controller, reconcile::Controller::tracked_sizes);
     sets.subscribe_with(&controller, reconcile::Controller::on_set);

@@ -7,8 +7,8 @@
 use std::sync::OnceLock;
 
 use prometheus::{IntGaugeVec, Opts};
-use rkcm_runtime::consistency::StaleGuard;
 use rkcm_runtime::metrics::{get_or_register, register};
+use rkcm_runtime::workload::consistency::StaleGuard;
 
 use crate::consts::metrics as m;
 
@@ -41,7 +41,7 @@ fn unavailable_replicas() -> Option<&'static IntGaugeVec> {
 /// `statefulset_controller_stale_sync_skips_total` (registered now, so it renders before the
 /// first skip).
 pub(crate) fn stale_guard() -> StaleGuard {
-    StaleGuard::new(crate::NAME, m::SUBSYSTEM, m::STALE_SYNC_SKIPS_HELP)
+    StaleGuard::new(crate::config::NAME, m::SUBSYSTEM, m::STALE_SYNC_SKIPS_HELP)
 }
 
 pub(crate) fn set_max_unavailable(namespace: &str, name: &str, policy: &str, v: i32) {
@@ -64,8 +64,10 @@ mod tests {
 
     #[test]
     fn metrics_render_with_upstream_names() {
-        let skips =
-            rkcm_runtime::consistency::stale_sync_skips(m::SUBSYSTEM, m::STALE_SYNC_SKIPS_HELP);
+        let skips = rkcm_runtime::workload::consistency::stale_sync_skips(
+            m::SUBSYSTEM,
+            m::STALE_SYNC_SKIPS_HELP,
+        );
         skips.expect("valid").with_label_values(&["", "pods"]).inc();
         set_max_unavailable("ns", "web", "Parallel", 2);
         set_unavailable_replicas("ns", "web", "Parallel", 1);

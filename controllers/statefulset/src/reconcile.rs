@@ -15,29 +15,32 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet, StatefulSetSta
 use k8s_openapi::api::core::v1::{self as core, PersistentVolumeClaim};
 use kube::Resource;
 use kube::api::{Api, PostParams};
-use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cache::cached::Pod;
+use rkcm_runtime::cache::{INDEX_CONTROLLER_UID, INDEX_ORPHANS_BY_NAMESPACE, Informer};
 use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::controller::Reconcile;
-use rkcm_runtime::controller_ref::{ControllerRefManager, controller_of};
+use rkcm_runtime::error::{error_message, is_namespace_terminating};
 use rkcm_runtime::events::{EventRecorder, EventType, object_reference};
-use rkcm_runtime::expectations::UidTrackingExpectations;
-use rkcm_runtime::history::{History, owned_or_orphan_revisions, sort_controller_revisions};
-use rkcm_runtime::informer::{INDEX_CONTROLLER_UID, INDEX_ORPHANS_BY_NAMESPACE, Informer};
 use rkcm_runtime::keys::{key, key_of};
-use rkcm_runtime::pacing::StatusPacer;
-use rkcm_runtime::podcontrol::{delete_params, error_message, is_namespace_terminating};
-use rkcm_runtime::workqueue::RetryPolicy;
-use rkcm_runtime::workqueue::WorkQueue;
+use rkcm_runtime::queue::RetryPolicy;
+use rkcm_runtime::queue::WorkQueue;
+use rkcm_runtime::queue::pacing::StatusPacer;
+use rkcm_runtime::workload::controller_ref::{ControllerRefManager, controller_of};
+use rkcm_runtime::workload::expectations::UidTrackingExpectations;
+use rkcm_runtime::workload::history::{
+    History, owned_or_orphan_revisions, sort_controller_revisions,
+};
+use rkcm_runtime::workload::podcontrol::delete_params;
 
-use crate::Config;
+use crate::config::Config;
 use crate::consts::{MAX_BATCH_SIZE, reasons};
 use crate::error::Error;
 use crate::identity::{is_member_of, set_name};
 use crate::plan::{self, Action, ClaimWork, Claims, DeleteReason, OwnerWork, Plan, Snapshot};
 use crate::revision::{self, UpdateChoice};
 use crate::status;
-use rkcm_runtime::consistency::{GroupResource, StaleGuard};
-use rkcm_runtime::selector::Selector;
+use rkcm_runtime::workload::consistency::{GroupResource, StaleGuard};
+use rkcm_runtime::workload::selector::Selector;
 
 /// Conflict retries of pod and status updates (client-go `retry.DefaultRetry`: 5 steps).
 const CONFLICT_STEPS: u32 = 5;
@@ -56,7 +59,7 @@ pub(crate) struct Controller {
     pub(crate) consistency: StaleGuard,
     pub(crate) clock: SharedClock,
     pub(crate) cfg: Config,
-    /// Spaces out one set's status writes that only move counts ([`rkcm_runtime::pacing`]).
+    /// Spaces out one set's status writes that only move counts ([`rkcm_runtime::queue::pacing`]).
     pub(crate) pacer: StatusPacer,
 }
 
@@ -180,7 +183,7 @@ impl Controller {
         }
         let Some(set) = self.sets.store().get(key) else {
             tracing::debug!(
-                controller = crate::NAME,
+                controller = crate::config::NAME,
                 key,
                 "statefulset has been deleted"
             );
@@ -191,14 +194,14 @@ impl Controller {
         };
         if !self.expectations.satisfied_expectations(key) {
             tracing::debug!(
-                controller = crate::NAME,
+                controller = crate::config::NAME,
                 key,
                 "waiting for the cache to observe earlier creates and deletes"
             );
             // The awaited events normally requeue the set; this covers one that never comes.
             self.queue.add_after(
                 key.to_string(),
-                rkcm_runtime::expectations::EXPECTATIONS_TIMEOUT,
+                rkcm_runtime::workload::expectations::EXPECTATIONS_TIMEOUT,
             );
             return Ok(());
         }
@@ -208,7 +211,7 @@ impl Controller {
         let selector = match Selector::from_label_selector(&spec_selector) {
             Ok(s) => s,
             Err(error) => {
-                tracing::warn!(controller = crate::NAME, key, %error, "statefulset has an invalid label selector");
+                tracing::warn!(controller = crate::config::NAME, key, %error, "statefulset has an invalid label selector");
                 return Ok(());
             }
         };
@@ -390,7 +393,7 @@ impl Controller {
         }
         match (result, status_result) {
             (Err(e), Err(status_error)) => {
-                tracing::debug!(controller = crate::NAME, key, %status_error, "status update failed after a failed sync");
+                tracing::debug!(controller = crate::config::NAME, key, %status_error, "status update failed after a failed sync");
                 Err(e)
             }
             (Err(e), _) | (_, Err(e)) => Err(e),
@@ -532,10 +535,15 @@ impl Controller {
     ) -> Result<(), Error> {
         let name = name_of(pod);
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-        tracing::info!(controller = crate::NAME, statefulset = %ctx.key, pod = %name, reason = ?reason, "deleting pod");
+        tracing::info!(controller = crate::config::NAME, statefulset = %ctx.key, pod = %name, reason = ?reason, "deleting pod");
         let params = delete_params(pod.metadata.uid.as_deref());
-        match rkcm_runtime::write::delete::<Pod>(&self.client, Some(&namespace), &name, &params)
-            .await
+        match rkcm_runtime::api::write::delete::<Pod>(
+            &self.client,
+            Some(&namespace),
+            &name,
+            &params,
+        )
+        .await
         {
             Ok(_) => {
                 self.pod_event(ctx, "delete", &name, None);
@@ -667,7 +675,7 @@ impl Controller {
         self.expectations.raise_expectations(ctx.key, 1, 0);
         // Sent in protobuf, as upstream does; only the identity of the answer is read: the pod
         // as sent, with the server's name, UID and resourceVersion, is all that follows needs.
-        let result = rkcm_runtime::write::create(&self.client, Some(&namespace), pod).await;
+        let result = rkcm_runtime::api::write::create(&self.client, Some(&namespace), pod).await;
         let created = match result {
             Ok(written) => {
                 let mut created = pod.clone();
@@ -789,14 +797,14 @@ impl Controller {
         for attempt in 1..=CONFLICT_STEPS {
             current.status = Some(status.clone());
             // Only the new resourceVersion is read from the answer.
-            match rkcm_runtime::write::replace_status(&self.client, &current).await {
+            match rkcm_runtime::api::write::replace_status(&self.client, &current).await {
                 Ok(updated) => {
                     self.wrote_version::<StatefulSet>(ctx, updated.resource_version.as_deref());
                     return Ok(());
                 }
                 Err(kube::Error::Api(s)) if s.is_conflict() && attempt < CONFLICT_STEPS => {
                     tracing::debug!(
-                        controller = crate::NAME,
+                        controller = crate::config::NAME,
                         key = ctx.key,
                         "status update conflict, retrying on a fresh copy"
                     );

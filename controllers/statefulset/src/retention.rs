@@ -14,7 +14,7 @@
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cache::cached::Pod;
 
 use crate::identity::{in_ordinal_range, retention_policy};
 

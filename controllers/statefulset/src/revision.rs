@@ -1,13 +1,13 @@
 //! ControllerRevisions of a StatefulSet: the stored patch, the choice of the current and
 //! update revisions, applying a revision, and history truncation. Pure; the writes are the
-//! runtime's [`rkcm_runtime::history::History`].
+//! runtime's [`rkcm_runtime::workload::history::History`].
 //!
 //! Mirrors `getPatch`, `newRevision`, `ApplyRevision` and `nextRevision` of upstream
 //! `pkg/controller/statefulset/stateful_set_utils.go`, and `getStatefulSetRevisions` and
 //! `truncateHistory` of `stateful_set_control.go`.
 //!
 //! `data.raw` is `{"spec":{"template":{…,"$patch":"replace"}}}` encoded as Go's
-//! `encoding/json` encodes a generic map ([`rkcm_runtime::history::go_json_bytes`]: sorted
+//! `encoding/json` encodes a generic map ([`rkcm_runtime::workload::history::go_json_bytes`]: sorted
 //! keys, HTML-safe escaping), and the name is `<set>-<hash>` with upstream's FNV-1 hash over
 //! those bytes and the collision count, so a set taken over from upstream keeps its revision.
 
@@ -16,8 +16,8 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
-use rkcm_runtime::cached::Pod;
-use rkcm_runtime::history::{
+use rkcm_runtime::cache::cached::Pod;
+use rkcm_runtime::workload::history::{
     equal_revision, find_equal_revisions, new_controller_revision, next_revision,
 };
 
@@ -41,7 +41,7 @@ pub fn patch_data(set: &StatefulSet) -> Result<serde_json::Value, String> {
 
 /// The exact `data.raw` bytes upstream writes for `set`.
 pub fn patch_bytes(set: &StatefulSet) -> Result<Vec<u8>, String> {
-    patch_data(set).map(|v| rkcm_runtime::history::go_json_bytes(&v))
+    patch_data(set).map(|v| rkcm_runtime::workload::history::go_json_bytes(&v))
 }
 
 /// `newRevision`: the proposed revision for `set` at number `revision`, named for
@@ -53,7 +53,7 @@ pub fn new_revision(
     collision_count: i32,
 ) -> Result<ControllerRevision, String> {
     let data = patch_data(set)?;
-    let labels = rkcm_runtime::pod::template_labels(&set.spec.template);
+    let labels = rkcm_runtime::workload::pod::template_labels(&set.spec.template);
     let mut cr = new_controller_revision(set, labels, data, revision, Some(collision_count))
         .map_err(|e| e.to_string())?;
     if let Some(a) = set.metadata.annotations.as_ref().filter(|a| !a.is_empty()) {
@@ -101,7 +101,7 @@ pub enum UpdateChoice {
 }
 
 /// The first half of `getStatefulSetRevisions` over revisions sorted by
-/// [`rkcm_runtime::history::sort_controller_revisions`].
+/// [`rkcm_runtime::workload::history::sort_controller_revisions`].
 pub fn choose_update(
     set: &StatefulSet,
     sorted: &[Arc<ControllerRevision>],

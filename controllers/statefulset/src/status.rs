@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetStatus};
-use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cache::cached::Pod;
 
 use crate::consts::strategy;
 use crate::identity::{
@@ -122,7 +122,7 @@ pub fn needs_write(set: &StatefulSet, status: &StatefulSetStatus) -> bool {
 }
 
 /// Whether writing `status` over the set's cached status only moves counts (the kind of
-/// write [`rkcm_runtime::pacing`] may hold back for a moment): the same observed generation,
+/// write [`rkcm_runtime::queue::pacing`] may hold back for a moment): the same observed generation,
 /// revisions and collision count. A write that records a new generation, a revision or a
 /// collision count goes out at once: the next sync reads the current revision back from the
 /// status, and `kubectl rollout status` waits for the generation.
@@ -154,7 +154,7 @@ pub fn requeue_after<'a>(
     let earliest = pods
         .into_iter()
         .filter(|p| is_running_and_ready(p) && !is_running_and_available(p, mrs, now))
-        .filter_map(rkcm_runtime::pod::ready_since)
+        .filter_map(rkcm_runtime::workload::pod::ready_since)
         .filter_map(|since| {
             since
                 .checked_add(jiff::SignedDuration::from_secs(i64::from(mrs)))

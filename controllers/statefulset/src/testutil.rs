@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, ObjectMeta, OwnerReference, Time,
 };
 
-use rkcm_runtime::cached::Pod as CachedPod;
+use rkcm_runtime::cache::cached::Pod as CachedPod;
 
 use crate::identity::{new_pod, set_pod_revision};
 
@@ -169,7 +169,7 @@ pub fn arcs(pods: Vec<CachedPod>) -> Vec<Arc<CachedPod>> {
     pods.into_iter()
         .map(|p| {
             Arc::new(
-                rkcm_runtime::projection::projected(&p, crate::POD_FIELDS)
+                rkcm_runtime::cache::projection::projected(&p, crate::POD_FIELDS)
                     .expect("a fixture reads as the cache reads it"),
             )
         })

@@ -256,9 +256,9 @@ pub fn stale(
     resource: &str,
     written: &str,
     observed: &str,
-) -> rkcm_runtime::consistency::Stale {
-    rkcm_runtime::consistency::Stale {
-        resource: rkcm_runtime::consistency::GroupResource {
+) -> rkcm_runtime::workload::consistency::Stale {
+    rkcm_runtime::workload::consistency::Stale {
+        resource: rkcm_runtime::workload::consistency::GroupResource {
             group: group.into(),
             resource: resource.into(),
         },

@@ -578,9 +578,9 @@ fn read_body(headers: &http::HeaderMap, bytes: &[u8]) -> Value {
     let protobuf = headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with(rkcm_runtime::protobuf::MEDIA_TYPE));
+        .is_some_and(|v| v.starts_with(rkcm_runtime::api::protobuf::MEDIA_TYPE));
     if protobuf {
-        rkcm_runtime::protobuf::encode::pod_json(bytes).unwrap_or(Value::Null)
+        rkcm_runtime::api::protobuf::encode::pod_json(bytes).unwrap_or(Value::Null)
     } else {
         serde_json::from_slice(bytes).unwrap_or(Value::Null)
     }

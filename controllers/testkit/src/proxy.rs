@@ -43,7 +43,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio_util::sync::CancellationToken;
 
-use crate::TestCluster;
+use crate::cluster::TestCluster;
 
 type ProxyBody =
     http_body_util::combinators::UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
@@ -184,7 +184,9 @@ impl ScopedProxy {
             .context("binding the proxy's loopback port")?;
         let addr = listener.local_addr()?;
         let url = format!("http://{addr}");
-        let dir = std::env::temp_dir().join(crate::unique_name(&format!("rkcm-proxy-{namespace}")));
+        let dir = std::env::temp_dir().join(crate::cluster::unique_name(&format!(
+            "rkcm-proxy-{namespace}"
+        )));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let kubeconfig = dir.join("kubeconfig");
         std::fs::write(&kubeconfig, kubeconfig_text(&url, namespace))

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::PersistentVolume;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::{TestCluster, delete_blocking, keep, unique_name};
+use crate::cluster::{TestCluster, delete_blocking, keep, unique_name};
 
 /// A set of volumes of one unique storage class; deleted when dropped.
 pub struct TestVolumes {

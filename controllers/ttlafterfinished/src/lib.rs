@@ -35,6 +35,7 @@
 //!   under those preconditions and reads the Job only when the server refuses, one request
 //!   (a quorum read) fewer per Job whenever the cache is current, with the same outcome.
 
+mod config;
 pub mod consts;
 mod error;
 mod metrics;
@@ -45,28 +46,19 @@ use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
 use rkcm_runtime::ControllerContext;
+use rkcm_runtime::cache::InformerFactory;
 use rkcm_runtime::controller::{Run, SyncProbe};
-use rkcm_runtime::informer::InformerFactory;
-use rkcm_runtime::workqueue::{RateLimiter, WorkQueue};
+use rkcm_runtime::queue::{RateLimiter, WorkQueue};
 
+pub use config::{Config, DEFAULT_WORKERS, NAME};
 pub use error::Error;
-
-/// Canonical name of the controller (`--controllers`; alias `ttl-after-finished`).
-pub const NAME: &str = "ttl-after-finished-controller";
-
-/// Upstream default of `--concurrent-ttl-after-finished-syncs`.
-pub const DEFAULT_WORKERS: usize = 5;
-
-/// Configuration: the worker tasks (`--concurrent-ttl-after-finished-syncs`, defined once in
-/// the binary's command line, which builds this). `Default` equals upstream.
-pub type Config = rkcm_runtime::controller::Workers<DEFAULT_WORKERS>;
 
 /// The informers the controller reads (Jobs), requested from `factory`. The process requests
 /// them before starting its informers; [`start`] waits for the same list.
 pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
     // The TTL and finish time, not the template.
     let jobs = factory.informer::<Job>();
-    jobs.keep(rkcm_runtime::projection::Fields::BASE);
+    jobs.keep(rkcm_runtime::cache::projection::Fields::BASE);
     vec![SyncProbe::of(jobs)]
 }
 

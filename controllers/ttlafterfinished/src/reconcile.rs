@@ -8,13 +8,13 @@
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, DeleteParams, Preconditions, PropagationPolicy};
+use rkcm_runtime::api::write;
+use rkcm_runtime::cache::{Change, Store};
 use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::controller::Reconcile;
 use rkcm_runtime::error::{is_not_found, is_write_conflict};
-use rkcm_runtime::informer::{Change, Store};
 use rkcm_runtime::keys::{key_of, split_key};
-use rkcm_runtime::workqueue::WorkQueue;
-use rkcm_runtime::write;
+use rkcm_runtime::queue::WorkQueue;
 
 use crate::error::Error;
 use crate::metrics;
@@ -38,7 +38,7 @@ impl Controller {
         };
         if plan::should_enqueue(job) {
             let key = key_of(&**job);
-            tracing::debug!(controller = crate::NAME, key = %key, "job to check for cleanup");
+            tracing::debug!(controller = crate::config::NAME, key = %key, "job to check for cleanup");
             self.queue.add(key);
         }
     }
@@ -52,13 +52,13 @@ impl Controller {
             Verdict::Wait { after, expiry } => {
                 if expiry.finished_in_future {
                     tracing::info!(
-                        controller = crate::NAME,
+                        controller = crate::config::NAME,
                         key,
                         finish_time = %expiry.finish_at,
                         "Warning: Found Job finished in the future. This is likely due to time skew in the cluster. Job cleanup will be deferred."
                     );
                 }
-                tracing::debug!(controller = crate::NAME, key, finish_time = %expiry.finish_at, expire_at = %expiry.expire_at, remaining = ?after, "job finished, TTL not expired yet");
+                tracing::debug!(controller = crate::config::NAME, key, finish_time = %expiry.finish_at, expire_at = %expiry.expire_at, remaining = ?after, "job finished, TTL not expired yet");
                 self.queue.add_after(key.to_string(), after);
                 Ok(None)
             }
@@ -82,14 +82,14 @@ impl Reconcile for Controller {
         let Some(cached) = self.jobs.get(&key) else {
             return Ok(());
         };
-        tracing::debug!(controller = crate::NAME, key = %key, "checking whether job is ready for cleanup");
+        tracing::debug!(controller = crate::config::NAME, key = %key, "checking whether job is ready for cleanup");
         let Some(expire_at) = self.check(&key, &cached)? else {
             return Ok(());
         };
         let (namespace, name) = split_key(&key);
         match self.delete(&key, &cached, expire_at).await {
             Err(source) if is_write_conflict(&source) => {
-                tracing::debug!(controller = crate::NAME, key = %key, "cached job is not the newest; reading it");
+                tracing::debug!(controller = crate::config::NAME, key = %key, "cached job is not the newest; reading it");
             }
             done => return done.map_err(|source| Error::DeleteJob { key, source }),
         }
@@ -125,12 +125,12 @@ impl Controller {
             }),
             ..DeleteParams::default()
         };
-        tracing::debug!(controller = crate::NAME, key, "cleaning up job");
+        tracing::debug!(controller = crate::config::NAME, key, "cleaning up job");
         match write::delete::<Job>(&self.client, namespace, name, &params).await {
             Ok(()) => {
                 let late = self.clock.wall().duration_since(expire_at);
                 metrics::observe_job_deletion(late.as_secs_f64());
-                tracing::info!(controller = crate::NAME, key, %expire_at, "deleted job whose TTL expired");
+                tracing::info!(controller = crate::config::NAME, key, %expire_at, "deleted job whose TTL expired");
                 Ok(())
             }
             Err(e) if is_not_found(&e) => Ok(()),

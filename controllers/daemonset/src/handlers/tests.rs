@@ -4,13 +4,13 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use kube::runtime::watcher;
-use rkcm_runtime::cached::{Node, Pod};
+use rkcm_runtime::cache::cached::{Node, Pod};
+use rkcm_runtime::cache::{Change, INDEX_NODE_NAME, Informer, pods_by_node};
 use rkcm_runtime::events::EventRecorder;
-use rkcm_runtime::expectations::UidTrackingExpectations;
-use rkcm_runtime::history::History;
-use rkcm_runtime::informer::{Change, INDEX_NODE_NAME, Informer, pods_by_node};
-use rkcm_runtime::podcontrol::PodControl;
-use rkcm_runtime::workqueue::{RateLimiter, WorkQueue};
+use rkcm_runtime::queue::{RateLimiter, WorkQueue};
+use rkcm_runtime::workload::expectations::UidTrackingExpectations;
+use rkcm_runtime::workload::history::History;
+use rkcm_runtime::workload::podcontrol::PodControl;
 use serde_json::json;
 
 use crate::reconcile::Controller;
@@ -54,11 +54,11 @@ fn fixture() -> Fixture {
         queue: WorkQueue::new("test-daemonset", RateLimiter::Default),
         node_queue: WorkQueue::new("test-daemonset-node-updates", RateLimiter::Default),
         clock,
-        cfg: crate::Config::default(),
+        cfg: crate::config::Config::default(),
         consistency: None,
         backoff: Mutex::new(crate::backoff::Backoff::default()),
-        pacer: rkcm_runtime::pacing::StatusPacer::default(),
-        spacer: rkcm_runtime::pacing::SyncSpacer::default(),
+        pacer: rkcm_runtime::queue::pacing::StatusPacer::default(),
+        spacer: rkcm_runtime::queue::pacing::SyncSpacer::default(),
     });
     Fixture {
         c,

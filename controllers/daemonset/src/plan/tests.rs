@@ -8,10 +8,12 @@
 
 use std::sync::Arc;
 
-use rkcm_runtime::cached::{Node, Pod};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use rkcm_runtime::cache::cached::{Node, Pod};
 use serde_json::json;
 
 use super::*;
+use crate::backoff::Backoff;
 use crate::testutil::{ds, ds_with, names, node_from, nodes, pod, ts};
 
 struct Case {

@@ -5,12 +5,12 @@ use serde_json::json;
 use super::*;
 use crate::backoff::Backoff;
 use crate::eligibility::node_should_run_daemon_pod;
-use crate::plan::pods_by_node;
+use crate::snapshot::pods_by_node;
 use crate::testutil::{ds, ds_with, node_from, nodes, pod, ts};
 
 fn counts(
     d: &DaemonSet,
-    nodes: &[Arc<rkcm_runtime::cached::Node>],
+    nodes: &[Arc<rkcm_runtime::cache::cached::Node>],
     pods: &[Arc<Pod>],
     now: i64,
 ) -> Counts {

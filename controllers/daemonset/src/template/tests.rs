@@ -2,6 +2,7 @@
 //! `TestReplaceDaemonSetPodNodeNameNodeAffinity`, `TestGetTargetNodeName`,
 //! `TestIsPodUpdated`) and `TestSurgeCount`/`TestUnavailableCount`.
 
+use rkcm_testkit::harness::DAEMON_TOLERATIONS;
 use serde_json::json;
 
 use super::*;
@@ -23,15 +24,7 @@ fn default_tolerations_are_upstreams_six_plus_network_for_host_network() {
             .map(|t| (t.key.unwrap_or_default(), t.effect.unwrap_or_default()))
             .collect()
     };
-    let six = [
-        ("node.kubernetes.io/not-ready", "NoExecute"),
-        ("node.kubernetes.io/unreachable", "NoExecute"),
-        ("node.kubernetes.io/disk-pressure", "NoSchedule"),
-        ("node.kubernetes.io/memory-pressure", "NoSchedule"),
-        ("node.kubernetes.io/pid-pressure", "NoSchedule"),
-        ("node.kubernetes.io/unschedulable", "NoSchedule"),
-    ];
-    let want: Vec<(String, String)> = six
+    let want: Vec<(String, String)> = DAEMON_TOLERATIONS
         .iter()
         .map(|(k, e)| (k.to_string(), e.to_string()))
         .collect();
@@ -309,11 +302,11 @@ fn a_daemon_pod_is_written_whole_in_protobuf() {
     if let Some(spec) = t.spec.as_mut() {
         spec.affinity = Some(replace_node_name_affinity(spec.affinity.take(), "node-1"));
     }
-    let pod = rkcm_runtime::podcontrol::pod_from_template(
+    let pod = rkcm_runtime::workload::podcontrol::pod_from_template(
         &t,
         "ds",
         None,
-        &rkcm_runtime::podcontrol::PodOptions::default(),
+        &rkcm_runtime::workload::podcontrol::PodOptions::default(),
     );
     assert_eq!(rkcm_testkit::written_whole_in_protobuf(&pod), Ok(()));
 }

@@ -2,6 +2,7 @@
 //! (scenarios 1, 2, 3, 21, 28 and 10).
 
 use anyhow::Result;
+use rkcm_testkit::harness::DAEMON_TOLERATIONS;
 use serde_json::json;
 
 use crate::harness::{Env, NODE_LABEL, WITHIN, label, pod_hash};
@@ -56,7 +57,7 @@ async fn one_pod_per_node_with_upstream_shape_revision_and_status() -> Result<()
     // data.raw is upstream's getPatch of the live DaemonSet.
     let live = env.daemonsets().get("ds").await?;
     assert_eq!(
-        rkcm_runtime::history::go_json_bytes(&rev.data.0),
+        rkcm_runtime::workload::history::go_json_bytes(&rev.data.0),
         rkcm_daemonset::revision::patch_bytes(&live)
     );
     assert_eq!(rev.data.0["spec"]["template"]["$patch"], "replace");
@@ -106,14 +107,7 @@ async fn one_pod_per_node_with_upstream_shape_revision_and_status() -> Result<()
                 )
             })
             .collect();
-        for (k, e) in [
-            ("node.kubernetes.io/not-ready", "NoExecute"),
-            ("node.kubernetes.io/unreachable", "NoExecute"),
-            ("node.kubernetes.io/disk-pressure", "NoSchedule"),
-            ("node.kubernetes.io/memory-pressure", "NoSchedule"),
-            ("node.kubernetes.io/pid-pressure", "NoSchedule"),
-            ("node.kubernetes.io/unschedulable", "NoSchedule"),
-        ] {
+        for (k, e) in DAEMON_TOLERATIONS {
             assert!(
                 keys.contains(&(k.to_string(), e.to_string())),
                 "{k} in {keys:?}"

@@ -12,6 +12,7 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 pub use rkcm_testkit::harness::Controllers;
+pub use rkcm_testkit::harness::merge_patch as merge;
 use rkcm_testkit::{TestCluster, TestNamespace, wait_for};
 use serde_json::{Value, json};
 
@@ -66,7 +67,7 @@ impl Env {
     pub fn start_recorded_on(
         &self,
         recorder: &rkcm_testkit::recorder::Recorder,
-        budget: Option<std::sync::Arc<rkcm_runtime::flowcontrol::RateLimiter>>,
+        budget: Option<std::sync::Arc<rkcm_runtime::queue::flowcontrol::RateLimiter>>,
     ) -> Controllers {
         let client = self.cluster.client();
         let mut controllers =
@@ -386,33 +387,18 @@ pub fn sorted(mut v: Vec<String>) -> Vec<String> {
     v
 }
 
-pub fn merge(target: &mut Value, patch: &Value) {
-    match (target, patch) {
-        (Value::Object(t), Value::Object(p)) => {
-            for (k, v) in p {
-                if v.is_null() {
-                    t.remove(k);
-                } else {
-                    merge(t.entry(k.clone()).or_insert(Value::Null), v);
-                }
-            }
-        }
-        (t, p) => *t = p.clone(),
-    }
-}
-
 /// `spec.nodeName`, or the node of the `metadata.name` affinity term.
 pub fn target_node(p: &Pod) -> Option<String> {
-    rkcm_daemonset::template::target_node_name(&rkcm_runtime::cached::Pod::from(p))
+    rkcm_daemonset::template::target_node_name(&rkcm_runtime::cache::cached::Pod::from(p))
         .map(str::to_owned)
 }
 
 pub fn is_ready(p: &Pod) -> bool {
-    rkcm_runtime::pod::is_pod_ready(&rkcm_runtime::cached::Pod::from(p))
+    rkcm_runtime::workload::pod::is_pod_ready(&rkcm_runtime::cache::cached::Pod::from(p))
 }
 
 pub fn pod_hash(p: &Pod) -> String {
-    rkcm_daemonset::template::pod_hash(&rkcm_runtime::cached::Pod::from(p)).to_owned()
+    rkcm_daemonset::template::pod_hash(&rkcm_runtime::cache::cached::Pod::from(p)).to_owned()
 }
 
 pub fn label<'a>(p: &'a Pod, key: &str) -> Option<&'a str> {

@@ -162,9 +162,9 @@ impl Sampler {
                     .items
                     .iter()
                     .filter(|n| {
-                        !rkcm_daemonset::plan::node_is_not_ready(&rkcm_runtime::cached::Node::from(
-                            *n,
-                        ))
+                        !rkcm_daemonset::plan::node_is_not_ready(
+                            &rkcm_runtime::cache::cached::Node::from(*n),
+                        )
                     })
                     .filter_map(|n| n.metadata.name.clone())
                     .filter(|n| !has(&p1.items, n) && !has(&p2.items, n))

@@ -28,7 +28,7 @@ async fn current_hash(env: &Env, name: &str) -> Result<String> {
                 .owned_revisions(name)
                 .await?
                 .into_iter()
-                .find(|r| rkcm_runtime::history::go_json_bytes(&r.data.0) == patch)
+                .find(|r| rkcm_runtime::workload::history::go_json_bytes(&r.data.0) == patch)
                 .map(|r| rkcm_daemonset::revision::revision_hash(&r).to_owned()))
         },
     )
@@ -348,7 +348,7 @@ async fn surge_keeps_every_node_available() -> Result<()> {
                     .iter()
                     .find(|p| target_node(p).as_deref() == Some(node.as_str()) && pod_hash(p) == *second)
                     .context("a new pod beside the deleted old one")?;
-                let ready_since = rkcm_runtime::pod::ready_since(&rkcm_runtime::cached::Pod::from(new)).context("the new pod is ready")?;
+                let ready_since = rkcm_runtime::workload::pod::ready_since(&rkcm_runtime::cache::cached::Pod::from(new)).context("the new pod is ready")?;
                 // deletionTimestamp = time of the delete + the 1 s grace period; timestamps
                 // have 1 s resolution.
                 let deleted = victim.metadata.deletion_timestamp.as_ref().map(|t| t.0).context("deleting")?;

@@ -10,7 +10,9 @@ use k8s_openapi::api::apps::v1::{
     RollingUpdateDeployment,
 };
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, ObjectMeta, OwnerReference, Time,
+};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::*;
@@ -187,6 +189,68 @@ pub(crate) fn healthy(name: &'static str, n: i32, image: &'static str, age: i64)
         ..R::default()
     }
     .build()
+}
+
+/// RS `old` of `n` replicas (image `v1`).
+pub(crate) fn rs_old(n: i32) -> Rs {
+    R {
+        name: "old",
+        replicas: n,
+        ..R::default()
+    }
+    .build()
+}
+
+/// RS `new` of `n` replicas, image `v2`.
+pub(crate) fn rs_new(n: i32) -> Rs {
+    R {
+        name: "new",
+        replicas: n,
+        image: "v2",
+        ..R::default()
+    }
+    .build()
+}
+
+/// RS `name` of `replicas` replicas carrying `annotations`.
+pub(crate) fn annotated(
+    name: &'static str,
+    replicas: i32,
+    annotations: &'static [(&'static str, &'static str)],
+) -> Rs {
+    R {
+        name,
+        replicas,
+        annotations,
+        ..R::default()
+    }
+    .build()
+}
+
+/// The Progressing condition `NewReplicaSetCreated` for RS `web-abc`, last changed `at`.
+pub(crate) fn new_rs_created(at: jiff::Timestamp) -> crate::status::Condition {
+    crate::status::Condition {
+        type_: "Progressing".into(),
+        status: "True".into(),
+        reason: "NewReplicaSetCreated".into(),
+        message: "Created new replica set \"web-abc\"".into(),
+        last_update_time: Some(at),
+        last_transition_time: Some(at),
+    }
+}
+
+/// `r` owned by the `web` Deployment (uid `d-uid`).
+pub(crate) fn owned(r: R) -> ReplicaSet {
+    let mut rs = r.rs();
+    rs.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "Deployment".into(),
+        name: "web".into(),
+        uid: "d-uid".into(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }]);
+    rs
 }
 
 pub(crate) fn names(rss: &[Rs]) -> Vec<&str> {

@@ -10,26 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DeploymentCondition, DeploymentStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use rkcm_runtime::cached::Pod;
-use rkcm_runtime::cached::PodStatus;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use rkcm_runtime::cache::cached::Pod;
+use rkcm_runtime::cache::cached::PodStatus;
 
 use super::*;
-use crate::model::tests::{R, ago, dep25, now, recreate, template};
-
-/// `R` owned by the `web` Deployment (uid `d-uid`).
-fn owned(r: R) -> ReplicaSet {
-    let mut rs = r.rs();
-    rs.metadata.owner_references = Some(vec![OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: "Deployment".into(),
-        name: "web".into(),
-        uid: "d-uid".into(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }]);
-    rs
-}
+use crate::model::tests::{R, ago, dep25, new_rs_created, now, owned, recreate, template};
 
 fn annotated(mut d: Deployment, pairs: &[(&str, &str)]) -> Deployment {
     let map = d.metadata.annotations.get_or_insert_with(BTreeMap::new);
@@ -1129,7 +1115,7 @@ fn rollback_restores_or_refuses_and_always_clears() {
             .as_ref()
             .and_then(|s| s.containers[0].image.as_deref());
         assert_eq!(container_image, Some(image), "{name}");
-        let labels = rkcm_runtime::pod::template_labels(&out.spec.template)
+        let labels = rkcm_runtime::workload::pod::template_labels(&out.spec.template)
             .cloned()
             .unwrap_or_default();
         assert!(
@@ -1157,14 +1143,7 @@ fn status_step_writes_or_rechecks_the_deadline() {
             .checked_sub(jiff::SignedDuration::from_millis(age_ms))
             .expect("time");
         if deadline.is_some() {
-            st.set_condition(status::Condition {
-                type_: "Progressing".into(),
-                status: "True".into(),
-                reason: "NewReplicaSetCreated".into(),
-                message: "Created new replica set \"web-abc\"".into(),
-                last_update_time: Some(t),
-                last_transition_time: Some(t),
-            });
+            st.set_condition(new_rs_created(t));
         }
         d.status = Some(st.to_api());
         d

@@ -8,12 +8,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use rkcm_runtime::cached::Pod;
-use rkcm_runtime::cached::PodStatus;
+use rkcm_runtime::cache::cached::Pod;
+use rkcm_runtime::cache::cached::PodStatus;
 
 use super::*;
 use crate::model::tests::{
-    R, dep, dep25, healthy, int, names, now, pct, recreate, with_status_replicas,
+    R, annotated, dep, dep25, healthy, int, names, now, pct, recreate, rs_new, rs_old,
+    with_status_replicas,
 };
 
 fn sizes(ops: &[ScaleOp]) -> Vec<(&str, i32)> {
@@ -28,23 +29,8 @@ fn resized(rs: &Rs, to: i32) -> Rs {
 
 #[test]
 fn reconcile_new_cases() {
-    let new = |n| {
-        R {
-            name: "new",
-            replicas: n,
-            image: "v2",
-            ..R::default()
-        }
-        .build()
-    };
-    let old = |n| {
-        R {
-            name: "old",
-            replicas: n,
-            ..R::default()
-        }
-        .build()
-    };
+    let new = rs_new;
+    let old = rs_old;
     let d = dep25(10);
     let all = |o, n| vec![old(o), new(n)];
     assert_eq!(
@@ -412,13 +398,7 @@ fn scaling_events() {
             "20" => &[("deployment.kubernetes.io/desired-replicas", "20")],
             _ => &[("deployment.kubernetes.io/desired-replicas", "x")],
         };
-        R {
-            name,
-            replicas,
-            annotations,
-            ..R::default()
-        }
-        .build()
+        annotated(name, replicas, annotations)
     };
     assert!(is_scaling_event(&d, Some(&sized_for("new", 5, "10")), &[]));
     assert!(!is_scaling_event(&d, Some(&sized_for("new", 5, "20")), &[]));

@@ -11,17 +11,17 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::{DeploymentStatus, DeploymentStrategy};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::runtime::watcher;
+use rkcm_runtime::cache::{Change, Informer};
 use rkcm_runtime::clock::FakeClock;
 use rkcm_runtime::events::EventType;
 use rkcm_runtime::events::FakeEvents;
-use rkcm_runtime::history::compute_hash;
-use rkcm_runtime::informer::{Change, Informer};
-use rkcm_runtime::workqueue::RateLimiter;
+use rkcm_runtime::queue::RateLimiter;
+use rkcm_runtime::workload::history::compute_hash;
 use rkcm_testkit::fake_api::{FIRST_ECHO_RESOURCE_VERSION, FakeApi, Reply, Request};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::model::tests::{R, ago, dep25, now, template};
+use crate::model::tests::{R, ago, dep25, new_rs_created, now, template};
 use crate::status;
 
 /// An API server that accepts every write and echoes it (creates get a UID, writes a new
@@ -55,7 +55,7 @@ impl Harness {
             recorder,
             queue: WorkQueue::new("", RateLimiter::Default),
             pending_pod_checks: Mutex::default(),
-            pacer: rkcm_runtime::pacing::StatusPacer::default(),
+            pacer: rkcm_runtime::queue::pacing::StatusPacer::default(),
             clock: Arc::new(FakeClock::new(now())),
             cfg: Config::default(),
         });
@@ -104,17 +104,9 @@ fn stored(replicas: i32) -> Deployment {
     d
 }
 
-/// An RS owned by `stored()`.
+/// An RS owned by `stored()`, labelled as its pods.
 fn owned(r: R) -> ReplicaSet {
-    let mut rs = r.rs();
-    rs.metadata.owner_references = Some(vec![OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: "Deployment".into(),
-        name: "web".into(),
-        uid: "d-uid".into(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }]);
+    let mut rs = model::tests::owned(r);
     rs.metadata.labels = Some(BTreeMap::from([("app".to_owned(), "web".to_owned())]));
     rs
 }
@@ -652,14 +644,7 @@ async fn stalled_rollout_is_rechecked_without_events() {
     let t = now()
         .checked_sub(jiff::SignedDuration::from_millis(9500))
         .expect("time");
-    st.set_condition(status::Condition {
-        type_: "Progressing".into(),
-        status: "True".into(),
-        reason: "NewReplicaSetCreated".into(),
-        message: "Created new replica set \"web-abc\"".into(),
-        last_update_time: Some(t),
-        last_transition_time: Some(t),
-    });
+    st.set_condition(new_rs_created(t));
     with_rs.status = Some(st.to_api());
     h.deployment(with_rs);
     h.rs(rs);
@@ -830,7 +815,7 @@ async fn a_status_write_right_after_another_waits_for_the_interval() {
     );
 
     let key = tokio::time::timeout(
-        rkcm_runtime::pacing::STATUS_WRITE_INTERVAL * 2,
+        rkcm_runtime::queue::pacing::STATUS_WRITE_INTERVAL * 2,
         h.ctrl.queue.get(),
     )
     .await

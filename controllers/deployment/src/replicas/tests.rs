@@ -8,7 +8,9 @@ use super::*;
 
 /// `(maxSurge, maxUnavailable, desired, expected (surge, unavailable))`.
 type FencepostCase = (IntOrString, IntOrString, i32, Result<(i32, i32), ()>);
-use crate::model::tests::{R, dep, dep25, int, pct, recreate, with_status_replicas};
+use crate::model::tests::{
+    R, annotated, dep, dep25, int, pct, recreate, rs_new, rs_old, with_status_replicas,
+};
 
 #[test]
 fn scaled_values_round_like_upstream() {
@@ -89,23 +91,8 @@ fn max_surge_and_unavailable() {
 
 #[test]
 fn new_rs_new_replicas_cases() {
-    let old = |n| {
-        R {
-            name: "old",
-            replicas: n,
-            ..R::default()
-        }
-        .build()
-    };
-    let new = |n| {
-        R {
-            name: "new",
-            replicas: n,
-            image: "v2",
-            ..R::default()
-        }
-        .build()
-    };
+    let old = rs_old;
+    let new = rs_new;
     // (deployment, old size, new size, want)
     let cases = [
         // 10 at 25%: room for 3 more while old still has 10.
@@ -246,13 +233,7 @@ fn sized(name: &'static str, replicas: i32, max: &'static str) -> Rs {
         "0" => &[("deployment.kubernetes.io/max-replicas", "0")],
         _ => &[],
     };
-    R {
-        name,
-        replicas,
-        annotations,
-        ..R::default()
-    }
-    .build()
+    annotated(name, replicas, annotations)
 }
 
 #[test]

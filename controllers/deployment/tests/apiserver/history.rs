@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use rkcm_deployment::consts::{events, messages};
 use serde_json::json;
 
 use crate::harness::*;
@@ -288,22 +289,20 @@ async fn rollback_edges(env: &Env) -> Result<()> {
     let d = env.wait_complete_at("web", "1").await?;
     let template = template_of(&d)?;
     let rs = name_of(&env.rss_of(&d_uid).await?[0]);
+    // The strings are upstream's (pinned by the crate's unit tests).
+    let unchanged = messages::rollback_template_unchanged("web");
     for (value, reason, message) in [
         (
             "0",
-            "DeploymentRollbackRevisionNotFound",
-            "Unable to find last revision.",
+            events::ROLLBACK_REVISION_NOT_FOUND,
+            messages::LAST_REVISION_NOT_FOUND,
         ),
         (
             "9",
-            "DeploymentRollbackRevisionNotFound",
-            "Unable to find the revision to rollback to.",
+            events::ROLLBACK_REVISION_NOT_FOUND,
+            messages::REVISION_NOT_FOUND,
         ),
-        (
-            "1",
-            "DeploymentRollbackTemplateUnchanged",
-            "The rollback revision contains the same template as current deployment \"web\"",
-        ),
+        ("1", events::ROLLBACK_TEMPLATE_UNCHANGED, unchanged.as_str()),
     ] {
         env.annotate("web", ROLLBACK_TO, Some(value)).await?;
         env.wait_event("web", "Warning", reason, message).await?;

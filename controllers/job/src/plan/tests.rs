@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
-use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cache::cached::Pod;
 use serde_json::json;
 
 use super::*;

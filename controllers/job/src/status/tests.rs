@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
-use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cache::cached::Pod;
 use serde_json::json;
 
 use super::*;

@@ -16,15 +16,14 @@ rkcm_testkit::scenario! {
 }
 
 async fn ready_and_restarts(env: &Env) -> Result<()> {
-    let job = env
-        .create_job(job(
+    let uid = env
+        .start_job(
             "rdy",
             json!({"completions": 2, "parallelism": 2, "backoffLimit": 2,
                    "template": {"spec": {"restartPolicy": "OnFailure"}}}),
             true,
-        ))
+        )
         .await?;
-    let uid = uid_of(&job);
     let pods = env.wait_active_within(&uid, 2, WITHIN).await?;
     env.cluster
         .set_pod_phase(env.name(), &name_of(&pods[0]), "Running", true)
@@ -46,13 +45,12 @@ async fn ready_and_restarts(env: &Env) -> Result<()> {
         )
         .await?;
     let j = wait_job(env, "rdy", "Failed", WITHIN, |j| has_condition(j, "Failed")).await?;
-    ensure(
-        conditions(&j)
-            == vec![
-                "FailureTarget=BackoffLimitExceeded".to_owned(),
-                "Failed=BackoffLimitExceeded".to_owned(),
-            ],
-        format!("{:?}", conditions(&j)),
+    ensure_conditions(
+        &j,
+        &[
+            "FailureTarget=BackoffLimitExceeded",
+            "Failed=BackoffLimitExceeded",
+        ],
     )?;
     let s = status(&j);
     ensure(
@@ -73,15 +71,14 @@ async fn adopt(env: &Env) -> Result<()> {
                  "containers": [{"name": "main", "image": "busybox"}]}
     }))?;
     env.pods().create(&PostParams::default(), &orphan).await?;
-    let job = env
-        .create_job(job(
+    let uid = env
+        .start_job(
             "adopt",
             json!({"manualSelector": true, "selector": {"matchLabels": {"app": "x"}},
                    "template": {"metadata": {"labels": {"app": "x"}}}}),
             true,
-        ))
+        )
         .await?;
-    let uid = uid_of(&job);
     let p = rkcm_testkit::wait_for("orphan adopted", WITHIN, || async {
         let p = env.pods().get("stray").await?;
         let owned = p.metadata.owner_references.iter().flatten().any(|r| {
@@ -112,15 +109,14 @@ rkcm_testkit::scenario! {
 }
 
 async fn release(env: &Env) -> Result<()> {
-    let job = env
-        .create_job(job(
+    let uid = env
+        .start_job(
             "rel",
             json!({"manualSelector": true, "selector": {"matchLabels": {"app": "r"}},
                    "template": {"metadata": {"labels": {"app": "r"}}}}),
             true,
-        ))
+        )
         .await?;
-    let uid = uid_of(&job);
     let first = env.wait_active_within(&uid, 1, WITHIN).await?.remove(0);
     let name = name_of(&first);
     env.pods()

@@ -181,14 +181,9 @@ rkcm_testkit::scenario! {
 
 async fn work_queue(env: &Env) -> Result<()> {
     // Scenario 3: completions unset, parallelism 3.
-    let job = env
-        .create_job(job(
-            "wq",
-            json!({"completions": null, "parallelism": 3}),
-            false,
-        ))
+    let uid = env
+        .start_job("wq", json!({"completions": null, "parallelism": 3}), false)
         .await?;
-    let uid = uid_of(&job);
     let done = wait_job(env, "wq", "Complete", WITHIN * 2, |j| {
         has_condition(j, "Complete")
     })

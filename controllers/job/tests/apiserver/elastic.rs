@@ -19,14 +19,13 @@ rkcm_testkit::scenario! {
 }
 
 async fn elastic(env: &Env) -> Result<()> {
-    let job = env
-        .create_job(job(
+    let uid = env
+        .start_job(
             "el",
             json!({"completionMode": "Indexed", "completions": 4, "parallelism": 4}),
             true,
-        ))
+        )
         .await?;
-    let uid = uid_of(&job);
     env.wait_active_within(&uid, 4, WITHIN).await?;
     for ix in [0, 3] {
         let p = env.wait_index(&uid, ix).await?;
@@ -83,14 +82,9 @@ async fn large_batch(env: &Env) -> Result<()> {
     const N: usize = 600;
     let history = History::<Job>::start(env.jobs()).await?;
     let ctrl = env.start();
-    let job = env
-        .create_job(job(
-            "big",
-            json!({"completions": N, "parallelism": N}),
-            true,
-        ))
+    let uid = env
+        .start_job("big", json!({"completions": N, "parallelism": N}), true)
         .await?;
-    let uid = uid_of(&job);
     let pods = env
         .wait_active_within(&uid, N, WITHIN * 4)
         .await
@@ -136,13 +130,12 @@ async fn large_batch(env: &Env) -> Result<()> {
         s.succeeded == Some(600) && s.failed.unwrap_or(0) == 0,
         format!("{s:?}"),
     )?;
-    ensure(
-        conditions(&j)
-            == vec![
-                "SuccessCriteriaMet=CompletionsReached".to_owned(),
-                "Complete=CompletionsReached".to_owned(),
-            ],
-        format!("{:?}", conditions(&j)),
+    ensure_conditions(
+        &j,
+        &[
+            "SuccessCriteriaMet=CompletionsReached",
+            "Complete=CompletionsReached",
+        ],
     )?;
     let mut most = 0;
     for seen in history.versions("big")? {

@@ -12,17 +12,16 @@ rkcm_testkit::scenario! {
 }
 
 async fn backoff_limit(env: &Env) -> Result<()> {
-    let job = env
-        .create_job(job(
+    let uid = env
+        .start_job(
             "failing",
             json!({"backoffLimit": 1, "template": {"metadata": {
                 "labels": {KWOK_FAIL: "true"},
                 "annotations": {KWOK_EXIT_CODE: "3"}
             }}}),
             false,
-        ))
+        )
         .await?;
-    let uid = uid_of(&job);
     let failed_job = wait_job(env, "failing", "Failed", WITHIN * 2, |j| {
         has_condition(j, "Failed")
     })
@@ -94,13 +93,9 @@ async fn fail_job_rule(env: &Env) -> Result<()> {
     ))
     .await?;
     let j = wait_job(env, "pfp", "Failed", WITHIN, |j| has_condition(j, "Failed")).await?;
-    ensure(
-        conditions(&j)
-            == vec![
-                "FailureTarget=PodFailurePolicy".to_owned(),
-                "Failed=PodFailurePolicy".to_owned(),
-            ],
-        format!("{:?}", conditions(&j)),
+    ensure_conditions(
+        &j,
+        &["FailureTarget=PodFailurePolicy", "Failed=PodFailurePolicy"],
     )?;
     let msg = status(&j)
         .conditions
@@ -127,8 +122,8 @@ rkcm_testkit::scenario! {
 }
 
 async fn ignore_rule(env: &Env) -> Result<()> {
-    let job = env
-        .create_job(job(
+    let uid = env
+        .start_job(
             "ign",
             json!({
                 "backoffLimit": 0,
@@ -137,9 +132,8 @@ async fn ignore_rule(env: &Env) -> Result<()> {
                 ]}
             }),
             true,
-        ))
+        )
         .await?;
-    let uid = uid_of(&job);
     let first = env.wait_active_within(&uid, 1, WITHIN).await?;
     let first_name = first[0].metadata.name.clone().unwrap_or_default();
     env.terminate(&first_name, 5).await?;
@@ -187,14 +181,13 @@ rkcm_testkit::scenario! {
 }
 
 async fn deadline(env: &Env) -> Result<()> {
-    let job = env
-        .create_job(job(
+    let uid = env
+        .start_job(
             "late",
             json!({"activeDeadlineSeconds": 4, "backoffLimit": 6}),
             true,
-        ))
+        )
         .await?;
-    let uid = uid_of(&job);
     env.wait_active_within(&uid, 1, WITHIN).await?;
     let started = std::time::Instant::now();
     let j = wait_job(env, "late", "Failed", WITHIN, |j| {
@@ -205,13 +198,9 @@ async fn deadline(env: &Env) -> Result<()> {
         started.elapsed() <= Duration::from_secs(12),
         format!("deadline enforced after {:?}", started.elapsed()),
     )?;
-    ensure(
-        conditions(&j)
-            == vec![
-                "FailureTarget=DeadlineExceeded".to_owned(),
-                "Failed=DeadlineExceeded".to_owned(),
-            ],
-        format!("{:?}", conditions(&j)),
+    ensure_conditions(
+        &j,
+        &["FailureTarget=DeadlineExceeded", "Failed=DeadlineExceeded"],
     )?;
     let s = status(&j);
     ensure(
@@ -232,8 +221,8 @@ rkcm_testkit::scenario! {
 
 async fn fail_index(env: &Env) -> Result<()> {
     // Scenario 17, every index exiting 7.
-    let job = env
-        .create_job(job(
+    let uid = env
+        .start_job(
             "fi",
             json!({
                 "completionMode": "Indexed", "completions": 3, "parallelism": 3,
@@ -247,23 +236,15 @@ async fn fail_index(env: &Env) -> Result<()> {
                 }}
             }),
             false,
-        ))
+        )
         .await?;
-    let uid = uid_of(&job);
     let j = wait_job(env, "fi", "Failed", WITHIN, |j| has_condition(j, "Failed")).await?;
     let s = status(&j);
     ensure(
         s.failed_indexes.as_deref() == Some("0-2") && s.failed == Some(3),
         format!("{s:?}"),
     )?;
-    ensure(
-        conditions(&j)
-            == vec![
-                "FailureTarget=FailedIndexes".to_owned(),
-                "Failed=FailedIndexes".to_owned(),
-            ],
-        format!("{:?}", conditions(&j)),
-    )?;
+    ensure_conditions(&j, &["FailureTarget=FailedIndexes", "Failed=FailedIndexes"])?;
     let pods = env.owned(&uid).await?;
     ensure(
         pods.len() == 3,

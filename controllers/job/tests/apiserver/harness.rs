@@ -49,6 +49,8 @@ pub trait JobEnv {
     fn start(&self) -> Controllers;
     fn jobs(&self) -> Api<Job>;
     async fn create_job(&self, job: Value) -> Result<Job>;
+    /// Creates the Job [`job`]`(name, spec, driven)` and returns its UID.
+    async fn start_job(&self, name: &str, spec: Value, driven: bool) -> Result<String>;
     async fn patch_job(&self, name: &str, patch: Value) -> Result<Job>;
     /// Marks a pod's containers terminated with `code` (Succeeded for 0, else Failed).
     async fn terminate(&self, pod: &str, code: i32) -> Result<()>;
@@ -57,6 +59,8 @@ pub trait JobEnv {
     async fn wait_event(&self, name: &str, reason: &str) -> Result<Event>;
     /// Waits for the active pod of index `ix`.
     async fn wait_index(&self, uid: &str, ix: i32) -> Result<Pod>;
+    /// Waits until the Job `uid` has no active pod left (`what` says why it should not).
+    async fn wait_none_active(&self, uid: &str, what: &str) -> Result<()>;
 }
 
 impl JobEnv for Env {
@@ -70,6 +74,10 @@ impl JobEnv for Env {
 
     async fn create_job(&self, job: Value) -> Result<Job> {
         self.create(job).await
+    }
+
+    async fn start_job(&self, name: &str, spec: Value, driven: bool) -> Result<String> {
+        Ok(uid_of(&self.create_job(job(name, spec, driven)).await?))
     }
 
     async fn patch_job(&self, name: &str, patch: Value) -> Result<Job> {
@@ -108,6 +116,13 @@ impl JobEnv for Env {
         .await
         .context("waiting for an indexed pod")
     }
+
+    async fn wait_none_active(&self, uid: &str, what: &str) -> Result<()> {
+        wait_for(what, WITHIN, || async {
+            Ok(self.active(uid).await?.is_empty().then_some(()))
+        })
+        .await
+    }
 }
 
 pub fn has_tracking(p: &Pod) -> bool {
@@ -130,6 +145,12 @@ pub fn conditions(j: &Job) -> Vec<String> {
         .into_iter()
         .map(|c| format!("{}={}", c.type_, c.reason.unwrap_or_default()))
         .collect()
+}
+
+/// The Job's conditions (`type=reason`, in order) are exactly `want`.
+pub fn ensure_conditions(j: &Job, want: &[&str]) -> Result<()> {
+    let got = conditions(j);
+    ensure(got == want, format!("{got:?}"))
 }
 
 pub fn has_condition(j: &Job, type_: &str) -> bool {

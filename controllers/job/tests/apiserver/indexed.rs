@@ -75,14 +75,7 @@ async fn per_index(env: &Env) -> Result<()> {
             && s.failed == Some(2),
         format!("{s:?}"),
     )?;
-    ensure(
-        conditions(&j)
-            == vec![
-                "FailureTarget=FailedIndexes".to_owned(),
-                "Failed=FailedIndexes".to_owned(),
-            ],
-        format!("{:?}", conditions(&j)),
-    )?;
+    ensure_conditions(&j, &["FailureTarget=FailedIndexes", "Failed=FailedIndexes"])?;
     Ok(())
 }
 
@@ -91,15 +84,14 @@ rkcm_testkit::scenario! {
 }
 
 async fn success_policy(env: &Env) -> Result<()> {
-    let job = env
-        .create_job(job(
+    let uid = env
+        .start_job(
             "sp",
             json!({"completionMode": "Indexed", "completions": 3, "parallelism": 3,
                    "successPolicy": {"rules": [{"succeededIndexes": "0"}]}}),
             true,
-        ))
+        )
         .await?;
-    let uid = uid_of(&job);
     env.wait_active_within(&uid, 3, WITHIN).await?;
     let p0 = env.wait_index(&uid, 0).await?;
     env.terminate(&name_of(&p0), 0).await?;
@@ -107,23 +99,16 @@ async fn success_policy(env: &Env) -> Result<()> {
         has_condition(j, "Complete")
     })
     .await?;
-    ensure(
-        conditions(&j)
-            == vec![
-                "SuccessCriteriaMet=SuccessPolicy".to_owned(),
-                "Complete=SuccessPolicy".to_owned(),
-            ],
-        format!("{:?}", conditions(&j)),
+    ensure_conditions(
+        &j,
+        &["SuccessCriteriaMet=SuccessPolicy", "Complete=SuccessPolicy"],
     )?;
     let s = status(&j);
     ensure(
         s.completed_indexes.as_deref() == Some("0") && s.failed.unwrap_or(0) == 0,
         format!("{s:?}"),
     )?;
-    rkcm_testkit::wait_for("other pods removed", WITHIN, || async {
-        Ok(env.active(&uid).await?.is_empty().then_some(()))
-    })
-    .await?;
+    env.wait_none_active(&uid, "other pods removed").await?;
     Ok(())
 }
 

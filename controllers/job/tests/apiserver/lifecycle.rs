@@ -10,14 +10,13 @@ rkcm_testkit::scenario! {
 }
 
 async fn suspend(env: &Env) -> Result<()> {
-    let job = env
-        .create_job(job(
+    let uid = env
+        .start_job(
             "sus",
             json!({"suspend": true, "completions": 4, "parallelism": 2}),
             true,
-        ))
+        )
         .await?;
-    let uid = uid_of(&job);
     let j = wait_job(env, "sus", "Suspended", WITHIN, |j| {
         has_condition(j, "Suspended")
     })
@@ -26,10 +25,7 @@ async fn suspend(env: &Env) -> Result<()> {
         status(&j).start_time.is_none(),
         "no startTime while suspended",
     )?;
-    ensure(
-        conditions(&j) == vec!["Suspended=JobSuspended".to_owned()],
-        format!("{:?}", conditions(&j)),
-    )?;
+    ensure_conditions(&j, &["Suspended=JobSuspended"])?;
     rkcm_testkit::holds_for("no pods while suspended", HOLDS, || async {
         Ok(env.owned(&uid).await?.is_empty())
     })
@@ -68,10 +64,7 @@ async fn suspend(env: &Env) -> Result<()> {
         status(&j).start_time.is_none(),
         "startTime cleared on suspend",
     )?;
-    rkcm_testkit::wait_for("suspended pods gone", WITHIN, || async {
-        Ok(env.active(&uid).await?.is_empty().then_some(()))
-    })
-    .await?;
+    env.wait_none_active(&uid, "suspended pods gone").await?;
     env.patch_job("sus", json!({"spec": {"suspend": false}}))
         .await?;
     let j = wait_job(env, "sus", "resumed again", WITHIN, |j| {
@@ -107,14 +100,13 @@ rkcm_testkit::scenario! {
 
 async fn restart(env: &Env) -> Result<()> {
     let ctrl = env.start();
-    let job = env
-        .create_job(job(
+    let uid = env
+        .start_job(
             "rst",
             json!({"completions": 9, "parallelism": 3, "backoffLimit": 6}),
             true,
-        ))
+        )
         .await?;
-    let uid = uid_of(&job);
     let mut ctrl = Some(ctrl);
     let mut expected_failed = 0;
     for round in 0..3 {

@@ -14,14 +14,9 @@ rkcm_testkit::scenario! {
 }
 
 async fn orphaning(env: &Env) -> Result<()> {
-    let job = env
-        .create_job(job(
-            "orph",
-            json!({"completions": 2, "parallelism": 2}),
-            true,
-        ))
+    let uid = env
+        .start_job("orph", json!({"completions": 2, "parallelism": 2}), true)
         .await?;
-    let uid = uid_of(&job);
     let pods = env.wait_active_within(&uid, 2, WITHIN).await?;
     for p in &pods {
         env.cluster

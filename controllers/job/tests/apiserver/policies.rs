@@ -69,7 +69,7 @@ async fn recreation_delay(env: &Env) -> Result<()> {
         status(j).failed == Some(2)
     })
     .await?;
-    ensure(conditions(&j).is_empty(), format!("{:?}", conditions(&j)))?;
+    ensure_conditions(&j, &[])?;
     Ok(())
 }
 
@@ -78,26 +78,24 @@ rkcm_testkit::scenario! {
 }
 
 async fn max_failed_indexes(env: &Env) -> Result<()> {
-    let job = env
-        .create_job(job(
+    let uid = env
+        .start_job(
             "mfi",
             json!({"completionMode": "Indexed", "completions": 3, "parallelism": 3,
                    "backoffLimitPerIndex": 0, "maxFailedIndexes": 0}),
             true,
-        ))
+        )
         .await?;
-    let uid = uid_of(&job);
     env.wait_active_within(&uid, 3, WITHIN).await?;
     let p1 = env.wait_index(&uid, 1).await?;
     env.terminate(&name_of(&p1), 1).await?;
     let j = wait_job(env, "mfi", "Failed", WITHIN, |j| has_condition(j, "Failed")).await?;
-    ensure(
-        conditions(&j)
-            == vec![
-                "FailureTarget=MaxFailedIndexesExceeded".to_owned(),
-                "Failed=MaxFailedIndexesExceeded".to_owned(),
-            ],
-        format!("{:?}", conditions(&j)),
+    ensure_conditions(
+        &j,
+        &[
+            "FailureTarget=MaxFailedIndexesExceeded",
+            "Failed=MaxFailedIndexesExceeded",
+        ],
     )?;
     let message = status(&j)
         .conditions
@@ -144,15 +142,14 @@ rkcm_testkit::scenario! {
 }
 
 async fn success_count(env: &Env) -> Result<()> {
-    let job = env
-        .create_job(job(
+    let uid = env
+        .start_job(
             "sc",
             json!({"completionMode": "Indexed", "completions": 5, "parallelism": 5,
                    "successPolicy": {"rules": [{"succeededCount": 2}]}}),
             true,
-        ))
+        )
         .await?;
-    let uid = uid_of(&job);
     env.wait_active_within(&uid, 5, WITHIN).await?;
     let p3 = env.wait_index(&uid, 3).await?;
     env.terminate(&name_of(&p3), 0).await?;
@@ -170,13 +167,9 @@ async fn success_count(env: &Env) -> Result<()> {
         has_condition(j, "Complete")
     })
     .await?;
-    ensure(
-        conditions(&j)
-            == vec![
-                "SuccessCriteriaMet=SuccessPolicy".to_owned(),
-                "Complete=SuccessPolicy".to_owned(),
-            ],
-        format!("{:?}", conditions(&j)),
+    ensure_conditions(
+        &j,
+        &["SuccessCriteriaMet=SuccessPolicy", "Complete=SuccessPolicy"],
     )?;
     let complete = status(&j)
         .conditions
@@ -198,9 +191,6 @@ async fn success_count(env: &Env) -> Result<()> {
         format!("{s:?}"),
     )?;
     // The three pods still running were removed and not counted.
-    rkcm_testkit::wait_for("other pods removed", WITHIN, || async {
-        Ok(env.active(&uid).await?.is_empty().then_some(()))
-    })
-    .await?;
+    env.wait_none_active(&uid, "other pods removed").await?;
     Ok(())
 }

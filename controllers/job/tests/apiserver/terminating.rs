@@ -118,14 +118,13 @@ async fn replacement_policy_failed_waits_for_the_terminal_phase() -> Result<()> 
 }
 
 async fn failed_policy(env: &Env, node: &str) -> Result<()> {
-    let job = env
-        .create_job(job(
+    let uid = env
+        .start_job(
             "fp",
             on_node(node, json!({"podReplacementPolicy": "Failed"})),
             true,
-        ))
+        )
         .await?;
-    let uid = uid_of(&job);
     let first = env.wait_active_within(&uid, 1, WITHIN).await?.remove(0);
     run(env, &first).await?;
     delete(env, &first).await?;
@@ -167,17 +166,16 @@ async fn failed_condition_waits_for_terminating_pods() -> Result<()> {
 }
 
 async fn finish_waits(env: &Env, node: &str) -> Result<()> {
-    let job = env
-        .create_job(job(
+    let uid = env
+        .start_job(
             "fw",
             on_node(
                 node,
                 json!({"completions": 2, "parallelism": 2, "backoffLimit": 0}),
             ),
             true,
-        ))
+        )
         .await?;
-    let uid = uid_of(&job);
     let pods = env.wait_active_within(&uid, 2, WITHIN).await?;
     run(env, &pods[1]).await?;
     env.terminate(&name_of(&pods[0]), 1).await?;

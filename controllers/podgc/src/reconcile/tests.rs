@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Taint;
-use rkcm_runtime::cached::Node;
-use rkcm_runtime::cached::{NodeCondition, NodeSpec, NodeStatus};
+use rkcm_runtime::cache::cached::Node;
+use rkcm_runtime::cache::cached::{NodeCondition, NodeSpec, NodeStatus};
 use rkcm_runtime::clock::{FakeClock, SharedClock};
 use rkcm_testkit::fake_api::{FakeApi, Reply};
 use tokio::time::Instant;

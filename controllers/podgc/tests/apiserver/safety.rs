@@ -90,7 +90,7 @@ async fn uid_guard(env: &Env) -> Result<()> {
     let client = env.cluster.client();
     match rkcm_podgc::mark_failed_and_delete(
         &client,
-        &rkcm_runtime::cached::Pod::from(&stale),
+        &rkcm_runtime::cache::cached::Pod::from(&stale),
         Reason::Orphaned,
         jiff::Timestamp::now(),
     )
@@ -106,7 +106,7 @@ async fn uid_guard(env: &Env) -> Result<()> {
     }
     match rkcm_podgc::mark_failed_and_delete(
         &client,
-        &rkcm_runtime::cached::Pod::from(&terminal),
+        &rkcm_runtime::cache::cached::Pod::from(&terminal),
         Reason::Terminated,
         jiff::Timestamp::now(),
     )

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::PodCondition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use rkcm_runtime::cached::Pod;
-use rkcm_runtime::cached::{Container, ContainerStatus, PodSpec, PodStatus};
+use rkcm_runtime::cache::cached::Pod;
+use rkcm_runtime::cache::cached::{Container, ContainerStatus, PodSpec, PodStatus};
 
 use super::*;
 
@@ -47,7 +47,7 @@ impl P {
     /// The pod as the controller's projected pod cache holds it.
     pub(crate) fn build(&self) -> Arc<Pod> {
         Arc::new(
-            rkcm_runtime::projection::projected(&self.whole(), crate::POD_FIELDS)
+            rkcm_runtime::cache::projection::projected(&self.whole(), crate::POD_FIELDS)
                 .expect("a fixture reads as the cache reads it"),
         )
     }

@@ -17,12 +17,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, ObjectMeta, OwnerReference, Time,
 };
 use kube::runtime::watcher;
-use rkcm_runtime::cached::Pod;
+use rkcm_runtime::cache::Informer;
+use rkcm_runtime::cache::cached::Pod;
 use rkcm_runtime::clock::FakeClock;
 use rkcm_runtime::events::{EventRecorder, FakeEvents};
-use rkcm_runtime::informer::Informer;
-use rkcm_runtime::pacing::{STATUS_WRITE_INTERVAL, StatusPacer, TERMINATING_WRITE_INTERVAL};
-use rkcm_runtime::workqueue::RateLimiter;
+use rkcm_runtime::queue::RateLimiter;
+use rkcm_runtime::queue::pacing::{STATUS_WRITE_INTERVAL, StatusPacer, TERMINATING_WRITE_INTERVAL};
 use rkcm_testkit::fake_api::{FakeApi, Reply, Request};
 use serde_json::{Value, json};
 
@@ -779,7 +779,7 @@ fn rs_at(replicas: i32, rv: &str) -> ReplicaSet {
 }
 
 fn stale_skips(resource: &str) -> u64 {
-    rkcm_runtime::consistency::stale_sync_skips(
+    rkcm_runtime::workload::consistency::stale_sync_skips(
         crate::consts::metrics::SUBSYSTEM,
         crate::consts::metrics::STALE_SYNC_SKIPS_HELP,
     )

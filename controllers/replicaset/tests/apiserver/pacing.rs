@@ -1,4 +1,4 @@
-//! Status write pacing (`rkcm_runtime::pacing`): a burst of pod changes of one ReplicaSet
+//! Status write pacing (`rkcm_runtime::queue::pacing`): a burst of pod changes of one ReplicaSet
 //! (every pod turning Ready within a moment) is counted in status writes spaced at least
 //! `STATUS_WRITE_INTERVAL` apart, and the last write still counts every pod.
 //!
@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use rkcm_runtime::pacing::STATUS_WRITE_INTERVAL;
+use rkcm_runtime::queue::pacing::STATUS_WRITE_INTERVAL;
 
 use crate::harness::*;
 use rkcm_testkit::recorder::{Recorder, ensure_spaced};

@@ -14,10 +14,10 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, PodTemplateSpec};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
-use rkcm_runtime::controller_ref::ControllerRefManager;
 use rkcm_runtime::events::{EventRecorder, EventType};
-use rkcm_runtime::history::{self, History};
-use rkcm_runtime::podcontrol::{PodControl, PodOptions};
+use rkcm_runtime::workload::controller_ref::ControllerRefManager;
+use rkcm_runtime::workload::history::{self, History};
+use rkcm_runtime::workload::podcontrol::{PodControl, PodOptions};
 use rkcm_testkit::{TestCluster, wait_for};
 use serde_json::json;
 
@@ -250,11 +250,11 @@ async fn a_pod_created_in_protobuf_is_stored_as_its_json_create() -> anyhow::Res
     in_protobuf.metadata.generate_name = Some("pb-".into());
 
     let written =
-        rkcm_runtime::write::create(&cluster.client(), Some(ns.name()), &in_protobuf).await;
+        rkcm_runtime::api::write::create(&cluster.client(), Some(ns.name()), &in_protobuf).await;
     let via_json = pods.create(&PostParams::default(), &in_json).await?;
     // The create above went through a plain client; once more through the probe, which sees
     // the body's content type.
-    let probed = rkcm_runtime::write::create(&client, Some(ns.name()), &in_protobuf).await?;
+    let probed = rkcm_runtime::api::write::create(&client, Some(ns.name()), &in_protobuf).await?;
     assert_eq!(
         probe.protobuf_body_count(Verb::Write, &pods_path),
         1,
@@ -300,7 +300,7 @@ async fn a_status_write_returns_the_object_at_the_servers_new_version() -> anyho
     sent.status
         .get_or_insert_with(Default::default)
         .observed_generation = Some(1);
-    let written = rkcm_runtime::write::replace_status_object(&client, sent.clone()).await?;
+    let written = rkcm_runtime::api::write::replace_status_object(&client, sent.clone()).await?;
     assert_eq!(
         probe.protobuf_count(Verb::Write, &path),
         1,
@@ -328,8 +328,8 @@ async fn a_status_write_returns_the_object_at_the_servers_new_version() -> anyho
     next.status
         .get_or_insert_with(Default::default)
         .observed_generation = Some(2);
-    rkcm_runtime::write::replace_status_object(&client, next).await?;
-    match rkcm_runtime::write::replace_status_object(&client, sent).await {
+    rkcm_runtime::api::write::replace_status_object(&client, next).await?;
+    match rkcm_runtime::api::write::replace_status_object(&client, sent).await {
         Err(kube::Error::Api(status)) => assert!(status.is_conflict(), "{status:?}"),
         other => anyhow::bail!("a write from an outdated copy was not refused: {other:?}"),
     }
@@ -389,7 +389,7 @@ async fn claim_adopts_and_releases_with_uid_preconditions() -> anyhow::Result<()
     );
     // The apiserver refuses a patch whose metadata.uid differs from the object's (422 Invalid,
     // "field is immutable"); upstream reports that adoption error the same way.
-    let status = rkcm_runtime::podcontrol::error_status(&outcome.errors[0]);
+    let status = rkcm_runtime::error::error_status(&outcome.errors[0]);
     assert!(
         status.is_some_and(|s| s.is_invalid()),
         "{:?}",

@@ -1,7 +1,7 @@
 use super::*;
 use crate::testutil::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use rkcm_runtime::history::{CONTROLLER_REVISION_HASH_LABEL, hash_controller_revision};
+use rkcm_runtime::workload::history::{CONTROLLER_REVISION_HASH_LABEL, hash_controller_revision};
 
 /// What upstream v1.37.1 `getPatch` returns for set `web` whose template is {labels
 /// app=web; one container nginx, image nginx} as the apiserver returns it (the Go struct

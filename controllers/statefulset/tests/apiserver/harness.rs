@@ -176,6 +176,18 @@ impl<'a> Env<'a> {
         Ok(sorted_names(&self.list::<Pod>().await?))
     }
 
+    /// UIDs of the pods in the namespace, in list order.
+    pub async fn pod_uids(&self) -> Result<Vec<Option<String>>> {
+        Ok(self
+            .pods()
+            .list(&Default::default())
+            .await?
+            .items
+            .into_iter()
+            .map(|p| p.metadata.uid)
+            .collect())
+    }
+
     /// Waits until exactly `names` exist and are Running and Ready.
     pub async fn wait_ready_pods(&self, names: &[&str]) -> Result<Vec<Pod>> {
         let want = sorted(names);

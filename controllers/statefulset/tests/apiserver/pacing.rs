@@ -1,4 +1,4 @@
-//! Status write pacing (`rkcm_runtime::pacing`): while a Parallel set's pods start and turn
+//! Status write pacing (`rkcm_runtime::queue::pacing`): while a Parallel set's pods start and turn
 //! Ready in a burst, the status writes that only move counts are spaced at least
 //! `STATUS_WRITE_INTERVAL` apart, and the set still settles with every pod counted.
 //!
@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use rkcm_runtime::pacing::STATUS_WRITE_INTERVAL;
+use rkcm_runtime::queue::pacing::STATUS_WRITE_INTERVAL;
 use rkcm_testkit::recorder::{Recorder, ensure_spaced};
 use serde_json::json;
 

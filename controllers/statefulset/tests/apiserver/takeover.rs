@@ -15,7 +15,7 @@
 use anyhow::{Context, Result, ensure};
 use futures::AsyncReadExt as _;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use rkcm_runtime::history::hash_controller_revision;
+use rkcm_runtime::workload::history::hash_controller_revision;
 use rkcm_testkit::holds_for;
 use serde_json::json;
 
@@ -44,14 +44,7 @@ async fn snapshot(env: &Env<'_>) -> Result<(Vec<(String, i64)>, Vec<Option<Strin
         .into_iter()
         .map(|r| (r.metadata.name.unwrap_or_default(), r.revision.unwrap_or(0)))
         .collect();
-    let mut pods: Vec<_> = env
-        .pods()
-        .list(&Default::default())
-        .await?
-        .items
-        .into_iter()
-        .map(|p| p.metadata.uid)
-        .collect();
+    let mut pods = env.pod_uids().await?;
     pods.sort();
     Ok((revs, pods))
 }

@@ -145,14 +145,7 @@ async fn on_delete_replaces_only_deleted_pods_in(base: &Base) -> Result<()> {
             .await?;
         ensure!(st.updated_replicas.unwrap_or(0) == 0, "{st:?}");
         holds_for("no pod is replaced", HOLDS, || async {
-            let now: Vec<_> = env
-                .pods()
-                .list(&Default::default())
-                .await?
-                .items
-                .into_iter()
-                .map(|p| p.metadata.uid)
-                .collect();
+            let now = env.pod_uids().await?;
             Ok(uids.iter().all(|u| now.contains(u)))
         })
         .await?;

@@ -13,7 +13,7 @@ use clap::Parser;
 use rkcm_testkit::TestCluster;
 use rkcm_testkit::harness::ManagerKind;
 use rkcm_testkit::invariants::faults::{self, Options, Outcome};
-use rkcm_testkit::invariants::outages;
+use rkcm_testkit::invariants::{outages, scenario};
 use rkcm_testkit::proxy::Cut;
 
 #[derive(Parser, Debug)]
@@ -142,7 +142,7 @@ async fn run(args: Args) -> Result<bool> {
             let o = match scenario {
                 "leader" => faults::run_leader(cluster, kind, &opts).await,
                 "partition" => outages::run_partition(cluster, kind, &opts).await,
-                _ => faults::run(cluster, kind, scenario, &opts).await,
+                _ => scenario::run(cluster, kind, scenario, &opts).await,
             }
             .with_context(|| format!("{scenario} / {name}"))?;
             eprintln!(

@@ -7,9 +7,9 @@ use std::task::Poll;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
+use rkcm_runtime::cache::{InformerFactory, Scope};
 use rkcm_runtime::clock::SharedClock;
-use rkcm_runtime::flowcontrol::RateLimiter;
-use rkcm_runtime::informer::{InformerFactory, Scope};
+use rkcm_runtime::queue::flowcontrol::RateLimiter;
 use rkcm_runtime::{CancellationToken, ControllerContext};
 use tokio::task::JoinHandle;
 

@@ -14,10 +14,12 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 use tokio::task::JoinHandle;
 
-use super::{
-    Env, Object, WITHIN, controller_uid, ensure, is_active, is_ready, lock, name_of, pod_image,
-    ready_status, uid_of,
+use super::checks::ensure;
+use super::env::{Env, Object};
+use super::objects::{
+    WITHIN, controller_uid, is_active, is_ready, name_of, pod_image, ready_status, uid_of,
 };
+use super::seen::lock;
 
 /// One change a [`History`] saw, in watch order.
 #[derive(Clone, Debug)]

@@ -19,7 +19,10 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
-use super::{Env, Seen, WITHIN, is_active, name_of, ready_status, uid_of};
+use super::env::Env;
+use super::history::Seen;
+use super::objects::{WITHIN, is_active, name_of, ready_status, uid_of};
+use crate::cluster::terminated;
 
 /// The annotation (and label) holding an Indexed Job pod's completion index.
 pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
@@ -55,26 +58,7 @@ pub fn job_controlled(p: &Pod) -> bool {
 /// `finished_at`: Succeeded for 0, Failed otherwise.
 pub fn terminated_status(pod: &Pod, exit_code: i32, finished_at: jiff::Timestamp) -> Value {
     let at = finished_at.to_string();
-    let statuses: Vec<_> = pod
-        .spec
-        .iter()
-        .flat_map(|s| s.containers.iter())
-        .map(|c| {
-            json!({
-                "name": c.name, "image": c.image.clone().unwrap_or_default(), "imageID": "",
-                "ready": false, "restartCount": 0,
-                "state": {"terminated": {
-                    "exitCode": exit_code,
-                    "reason": if exit_code == 0 { "Completed" } else { "Error" },
-                    "startedAt": at, "finishedAt": at}}
-            })
-        })
-        .collect();
-    let phase = if exit_code == 0 {
-        "Succeeded"
-    } else {
-        "Failed"
-    };
+    let (phase, statuses) = terminated(pod, exit_code, &at);
     json!({
         "phase": phase,
         "containerStatuses": statuses,

@@ -5,8 +5,8 @@ use std::process::Stdio;
 
 use anyhow::{Context, Result, bail, ensure};
 
+use crate::cluster::{TestCluster, unique_name};
 use crate::proxy::{ProxiedRequest, ScopedProxy};
-use crate::{TestCluster, unique_name};
 
 /// Environment variable naming the directory of the plane's upstream binaries.
 pub const E2E_BIN_ENV: &str = "RKCM_E2E_BIN";
@@ -193,6 +193,20 @@ impl Manager {
                 "{} exited: {status}\n{}",
                 self.kind.name(),
                 self.log_tail(30)
+            );
+        }
+        Ok(())
+    }
+
+    /// Fails if the process has exited ([`Manager::check_running`]) or tried to write outside
+    /// its namespace (the proxy refused it).
+    pub fn check_running_in_namespace(&mut self) -> Result<()> {
+        self.check_running()?;
+        let refused = self.proxy().refused();
+        if !refused.is_empty() {
+            bail!(
+                "{} tried to write outside its namespace: {refused:?}",
+                self.kind.name()
             );
         }
         Ok(())

@@ -28,13 +28,14 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use rand::Rng;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::watch::{InvariantWatcher, Scope};
 use super::{Config, Violation};
-use crate::harness::{Manager, ManagerKind};
-use crate::{TestCluster, TestNamespace, wait_for};
+use crate::cluster::{TestCluster, TestNamespace};
+use crate::harness::ManagerKind;
+use crate::wait::wait_for;
 
 /// The controllers both managers run in these scenarios.
 pub const CONTROLLERS: &str = "replicaset-controller,deployment-controller";
@@ -150,10 +151,10 @@ pub struct Outcome {
     pub handovers: Vec<Handover>,
     /// `partition` only: one entry per cut.
     #[serde(default)]
-    pub cuts: Vec<super::outages::CutRecord>,
+    pub cuts: Vec<CutRecord>,
     /// `reject-creates` only: the last rejection window, measured.
     #[serde(default)]
-    pub rejection: Option<super::outages::Rejection>,
+    pub rejection: Option<Rejection>,
     /// Where the manager's log was kept (a row with a violation or an error).
     #[serde(default)]
     pub kept_log: Option<String>,
@@ -166,6 +167,107 @@ pub struct Outcome {
     /// `soak`: samples before this many seconds are the warm-up.
     #[serde(default)]
     pub rss_warmup_s: f64,
+}
+
+/// The measured rejection window of `reject-creates`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Rejection {
+    pub rejected_s: f64,
+    /// Pods deleted when the window opened (one per ReplicaSet).
+    pub pods_deleted: usize,
+    /// The binding's deletion to the first dry-run create that passed.
+    pub admission_reopened_s: f64,
+    /// The binding's deletion to the manager's first successful pod create; `None` if none
+    /// within 120 s.
+    pub first_create_s: Option<f64>,
+    /// ReplicaSets short of pods when the rejection ended.
+    #[serde(default)]
+    pub short_replicasets: usize,
+    /// The binding's deletion until every one of them had a new pod or was no longer short
+    /// (scaled down by its Deployment; seen by polling the API every 250 ms); `None` if one
+    /// had neither within [`RESUME_TIMEOUT`].
+    #[serde(default)]
+    pub all_resumed_s: Option<f64>,
+    /// The ReplicaSets that created no pod within [`RESUME_TIMEOUT`].
+    #[serde(default)]
+    pub stuck: Vec<String>,
+}
+
+/// One cut of `partition`, measured from the audit log.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CutRecord {
+    /// `Blackhole` or `Refuse`.
+    pub mode: String,
+    pub cut_s: f64,
+    pub leader: String,
+    /// When the cut-off leader's process exited (it lost the lease), after the cut began.
+    pub stepped_down_s: Option<f64>,
+    pub new_leader: Option<String>,
+    /// Cut to the new leader's first workload write.
+    pub failover_gap_s: Option<f64>,
+    /// Cut to the new holder's first Lease write.
+    pub lease_moved_s: Option<f64>,
+    /// The old leader's workload writes after the cut began.
+    pub old_writes_after_cut: usize,
+    /// The old leader's workload writes after the Lease changed hands.
+    pub writes_after_lease_lost: usize,
+    /// The old leader's workload writes later than its renew deadline after its last renewal.
+    pub writes_after_renew_deadline: usize,
+    /// Heal to settled.
+    pub converge_after_heal_s: Option<f64>,
+}
+
+/// A new namespace named after `prefix`, once its default ServiceAccount exists, and the
+/// invariant watcher of it, started before anything is created in it.
+pub(super) async fn watched_namespace(
+    cluster: &TestCluster,
+    prefix: &str,
+) -> Result<(TestNamespace, InvariantWatcher)> {
+    let ns = cluster.namespace(prefix).await?;
+    let sa = ns.api::<ServiceAccount>();
+    wait_for(
+        "the default ServiceAccount",
+        Duration::from_secs(60),
+        || async { Ok(sa.get_opt("default").await?.map(|_| ())) },
+    )
+    .await?;
+    let watcher = InvariantWatcher::start(
+        cluster.client(),
+        Scope::Namespaces(vec![ns.name().to_owned()]),
+        Config::default(),
+    )
+    .await?;
+    Ok((ns, watcher))
+}
+
+impl Outcome {
+    /// The outcome of `scenario` for manager `kind`, nothing measured yet.
+    pub fn empty(scenario: &str, kind: ManagerKind, duration_s: f64) -> Self {
+        Outcome {
+            scenario: scenario.to_owned(),
+            manager: kind.name().to_owned(),
+            duration_s,
+            faults: 0,
+            pod_deletions: 0,
+            spec_changes: 0,
+            violations: Vec::new(),
+            unjudged: 0,
+            watch_gaps: 0,
+            changes_observed: 0,
+            undisturbed_converge_s: 0.0,
+            converge_after_fault_s: None,
+            panics: 0,
+            unexpected_exits: 0,
+            error: None,
+            handovers: Vec::new(),
+            cuts: Vec::new(),
+            rejection: None,
+            kept_log: None,
+            gone_answers: 0,
+            rss: Vec::new(),
+            rss_warmup_s: 0.0,
+        }
+    }
 }
 
 /// One leader handover measured from the audit log.
@@ -210,6 +312,18 @@ fn kwok_job_template(image: &str) -> Value {
 }
 
 impl Workload<'_> {
+    /// Creates the workload, waits until it settled, then measures the undisturbed baseline:
+    /// a rollout of every Deployment and a scale of every ReplicaSet, no fault, to settled
+    /// (seconds).
+    pub(super) async fn baseline(&self, timeout: Duration) -> Result<f64> {
+        self.create().await?;
+        self.wait_settled(timeout).await?;
+        let start = Instant::now();
+        self.bump(0).await?;
+        self.wait_settled(timeout).await?;
+        Ok(start.elapsed().as_secs_f64())
+    }
+
     fn deploy_name(i: usize) -> String {
         format!("d{i}")
     }
@@ -562,286 +676,6 @@ pub(super) fn count_panics(log: &str) -> usize {
         .count()
 }
 
-/// Runs `scenario` (`kill-churn` or `watch-gap`) for `kind` in a new namespace.
-pub async fn run(
-    cluster: &TestCluster,
-    kind: ManagerKind,
-    scenario: &str,
-    opts: &Options,
-) -> Result<Outcome> {
-    let ns = cluster.namespace(&format!("chaos-{scenario}")).await?;
-    let sa = ns.api::<ServiceAccount>();
-    wait_for(
-        "the default ServiceAccount",
-        Duration::from_secs(60),
-        || async { Ok(sa.get_opt("default").await?.map(|_| ())) },
-    )
-    .await?;
-    let watcher = InvariantWatcher::start(
-        cluster.client(),
-        Scope::Namespaces(vec![ns.name().to_owned()]),
-        Config::default(),
-    )
-    .await?;
-    let qps = format!("--kube-api-qps={}", opts.qps);
-    let burst = format!("--kube-api-burst={}", opts.qps * 2);
-    // `<scenario>-all`: the same faults, every workload controller and kind.
-    let full_name = scenario;
-    let all = scenario.ends_with("-all");
-    let scenario = scenario.strip_suffix("-all").unwrap_or(scenario);
-    let controllers = if all { ALL_CONTROLLERS } else { CONTROLLERS };
-    // rkcm in the soak serves `/metrics` on a port of its own, for its per-object maps
-    // (`rkcm_tracked_entries`) beside each RSS sample.
-    let metrics_port = if scenario == "soak" && kind == ManagerKind::Rkcm {
-        Some(crate::scrape::free_port()?)
-    } else {
-        None
-    };
-    let serving: Vec<String> = metrics_port
-        .map(|port| {
-            vec![
-                format!("--secure-port={port}"),
-                "--bind-address=127.0.0.1".to_owned(),
-                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics".to_owned(),
-            ]
-        })
-        .unwrap_or_default();
-    let mut flags: Vec<&str> = vec![&qps, &burst];
-    flags.extend(serving.iter().map(String::as_str));
-    let mut manager = Manager::start_with(kind, cluster, ns.name(), controllers, &flags).await?;
-    let work = Workload { ns: &ns, opts, all };
-    let gate = if scenario == "reject-creates" {
-        Some(super::outages::AdmissionGate::install(cluster, &ns).await?)
-    } else {
-        None
-    };
-    let audit = super::outages::Audit::open();
-    let mut outcome = Outcome {
-        scenario: full_name.to_owned(),
-        manager: kind.name().to_owned(),
-        duration_s: opts.churn_time(scenario).as_secs_f64(),
-        faults: 0,
-        pod_deletions: 0,
-        spec_changes: 0,
-        violations: Vec::new(),
-        unjudged: 0,
-        watch_gaps: 0,
-        changes_observed: 0,
-        undisturbed_converge_s: 0.0,
-        converge_after_fault_s: None,
-        panics: 0,
-        unexpected_exits: 0,
-        error: None,
-        handovers: Vec::new(),
-        cuts: Vec::new(),
-        rejection: None,
-        kept_log: None,
-        gone_answers: 0,
-        rss: Vec::new(),
-        rss_warmup_s: 0.0,
-    };
-    let result = async {
-        work.create().await?;
-        work.wait_settled(opts.converge_timeout).await?;
-        // The undisturbed baseline: a rollout of every Deployment and a scale of every
-        // ReplicaSet, no fault.
-        let start = Instant::now();
-        work.bump(0).await?;
-        work.wait_settled(opts.converge_timeout).await?;
-        outcome.undisturbed_converge_s = start.elapsed().as_secs_f64();
-
-        let churn_start = Instant::now();
-        let until = churn_start + opts.churn_time(scenario);
-        let pid = manager.pid();
-        let faults = async {
-            let mut n = 0u32;
-            let mut exits = 0u32;
-            match scenario {
-                "kill-churn" => loop {
-                    let wait = {
-                        let (lo, hi) = opts.kill_every;
-                        let mut rng = rand::rng();
-                        Duration::from_millis(
-                            rng.random_range(lo.as_millis()..=hi.as_millis().max(lo.as_millis()))
-                                .try_into()
-                                .unwrap_or(u64::MAX),
-                        )
-                    };
-                    if Instant::now() + wait >= until {
-                        break;
-                    }
-                    tokio::time::sleep(wait).await;
-                    if manager.check_running().is_err() {
-                        exits += 1;
-                    }
-                    manager.kill_and_restart().await?;
-                    n += 1;
-                },
-                "watch-gap" => {
-                    tokio::time::sleep(opts.duration / 2).await;
-                    manager.proxy().delay_watches("pods", opts.watch_delay);
-                    n += 1;
-                }
-                "apiserver-restart" => {
-                    tokio::time::sleep(opts.duration / 2).await;
-                    super::outages::apiserver_outage(opts).await?;
-                    n += 1;
-                }
-                "watch-410" => {
-                    let half = Instant::now() + opts.duration / 2;
-                    while Instant::now() + opts.expire_every < half {
-                        tokio::time::sleep(opts.expire_every).await;
-                        let rev = cluster.compact_etcd().await?;
-                        manager.proxy().expire_watches(rev);
-                        n += 1;
-                    }
-                    tokio::time::sleep_until(half.into()).await;
-                    manager.proxy().delay_watches("pods", opts.long_watch_delay);
-                    n += 1;
-                }
-                "reject-creates" => {
-                    tokio::time::sleep(opts.duration / 3).await;
-                    let gate = gate.as_ref().context("no admission gate")?;
-                    gate.close().await?;
-                    tokio::time::sleep(opts.reject_for).await;
-                    gate.open().await?;
-                    n += 1;
-                }
-                "soak" => {
-                    // No fault: the manager's memory sampled through steady churn.
-                    let pid = pid.context("the manager has no process id")?;
-                    let mut rss = Vec::new();
-                    loop {
-                        let at = churn_start.elapsed();
-                        let tracked = match metrics_port {
-                            Some(port) => super::soak::tracked(port).await,
-                            None => None,
-                        };
-                        match super::soak::rss_mib(pid) {
-                            Some(mib) => rss.push(super::soak::RssSample {
-                                at_s: at.as_secs_f64(),
-                                mib,
-                                tracked,
-                            }),
-                            None => exits += 1,
-                        }
-                        if Instant::now() + opts.rss_every > until {
-                            break;
-                        }
-                        tokio::time::sleep(opts.rss_every).await;
-                    }
-                    return anyhow::Ok((n, exits, rss));
-                }
-                other => anyhow::bail!("unknown scenario {other}"),
-            }
-            anyhow::Ok((n, exits, Vec::new()))
-        };
-        let ((deleted, changes), (n, exits, rss)) =
-            tokio::try_join!(work.churn_with(until, scenario == "soak"), faults)?;
-        outcome.rss = rss;
-        outcome.rss_warmup_s = opts.soak_warmup.as_secs_f64();
-        outcome.pod_deletions = deleted;
-        outcome.spec_changes = changes;
-        outcome.faults = n;
-        outcome.unexpected_exits = exits;
-        // The last fault comes with the same change as the baseline: a kill right after
-        // it, or the end of the watch delay (events already held back still arrive late).
-        let mut start = Instant::now();
-        let mut timeout = opts.converge_timeout;
-        // A scenario that waited for convergence alongside its last fault's measurement.
-        let mut settled_already = None;
-        match scenario {
-            "kill-churn" => {
-                work.bump(1).await?;
-                manager.kill_and_restart().await?;
-                outcome.faults += 1;
-            }
-            "apiserver-restart" => {
-                // The change is made, the API server goes down at once; timed from its
-                // return.
-                work.bump(1).await?;
-                super::outages::apiserver_outage(opts).await?;
-                outcome.faults += 1;
-                start = Instant::now();
-            }
-            "watch-410" => {
-                // The long delay is lifted with the change (events already held back still
-                // arrive up to that long after), and the watches are expired once more.
-                work.bump(1).await?;
-                manager.proxy().delay_watches("pods", Duration::ZERO);
-                let rev = cluster.compact_etcd().await?;
-                manager.proxy().expire_watches(rev);
-                outcome.faults += 1;
-                timeout += opts.long_watch_delay;
-            }
-            "reject-creates" => {
-                let gate = gate.as_ref().context("no admission gate")?;
-                let lifted = super::outages::reject_then_lift(&work, gate).await?;
-                start = lifted.opened;
-                // Timed from the lift on its own: the resume watch may wait longer (for a
-                // ReplicaSet that never gets its pod), which is its own finding.
-                let (rejection, settled) =
-                    tokio::join!(super::outages::watch_resume(&work, lifted, &audit), async {
-                        work.wait_settled(timeout).await.map(|_| start.elapsed())
-                    },);
-                outcome.rejection = Some(rejection?);
-                settled_already = Some(settled);
-                outcome.faults += 1;
-            }
-            _ => {
-                work.bump(1).await?;
-                manager.proxy().delay_watches("pods", Duration::ZERO);
-            }
-        }
-        let converged = match settled_already {
-            Some(settled) => settled,
-            None => work.wait_settled(timeout).await.map(|_| start.elapsed()),
-        };
-        match converged {
-            Ok(t) => outcome.converge_after_fault_s = Some(t.as_secs_f64()),
-            Err(e) => {
-                let last = work.unsettled().await.ok().flatten().unwrap_or_default();
-                outcome.error = Some(format!("{e:#}; last seen: {last}"));
-            }
-        }
-        if manager.check_running().is_err() {
-            outcome.unexpected_exits += 1;
-        }
-        anyhow::Ok(())
-    }
-    .await;
-    if let Err(e) = result {
-        outcome.error = Some(format!("{e:#}"));
-    }
-    if let Some(gate) = gate {
-        gate.remove().await;
-    }
-    let report = watcher.finish().await;
-    outcome.violations = report.violations;
-    outcome.watch_gaps = report.gaps.len();
-    outcome.unjudged = report.unjudged;
-    outcome.changes_observed = report.observed;
-    outcome.panics = count_panics(&manager.log_tail(usize::MAX));
-    outcome.gone_answers = manager.proxy().gone_answers();
-    let stuck = outcome
-        .rejection
-        .as_ref()
-        .is_some_and(|r| !r.stuck.is_empty());
-    if !outcome.violations.is_empty() || outcome.error.is_some() || stuck {
-        // "<name> log: <path> (last lines:)": the file's name only (it is in $TMPDIR).
-        let kept = manager.keep_log();
-        outcome.kept_log = kept
-            .lines()
-            .next()
-            .and_then(|l| l.split(" log: ").nth(1))
-            .and_then(|l| l.split(' ').next())
-            .and_then(|p| std::path::Path::new(p).file_name())
-            .map(|f| format!("$TMPDIR/{}", f.to_string_lossy()));
-    }
-    manager.stop().await.context("stopping the manager")?;
-    Ok(outcome)
-}
-
 fn secs(s: Option<f64>) -> String {
     s.map_or("did not converge".to_owned(), |s| format!("{s:.1} s"))
 }
@@ -1162,20 +996,7 @@ pub async fn run_leader(
         f.read_to_string(&mut s)?;
         Ok(s)
     };
-    let ns = cluster.namespace("chaos-leader").await?;
-    let sa = ns.api::<ServiceAccount>();
-    wait_for(
-        "the default ServiceAccount",
-        Duration::from_secs(60),
-        || async { Ok(sa.get_opt("default").await?.map(|_| ())) },
-    )
-    .await?;
-    let watcher = InvariantWatcher::start(
-        cluster.client(),
-        Scope::Namespaces(vec![ns.name().to_owned()]),
-        Config::default(),
-    )
-    .await?;
+    let (ns, watcher) = watched_namespace(cluster, "chaos-leader").await?;
     let bin = kind.binary()?;
     let args = |user: &str| -> Vec<String> {
         vec![
@@ -1200,7 +1021,10 @@ pub async fn run_leader(
             "rkcm",
             &args("rkcm"),
             &logs
-                .join(crate::unique_name(&format!("{}-rkcm", kind.name())))
+                .join(crate::cluster::unique_name(&format!(
+                    "{}-rkcm",
+                    kind.name()
+                )))
                 .with_extension("log"),
         )?,
         Replica::spawn(
@@ -1208,7 +1032,7 @@ pub async fn run_leader(
             "kcm",
             &args("kcm"),
             &logs
-                .join(crate::unique_name(&format!("{}-kcm", kind.name())))
+                .join(crate::cluster::unique_name(&format!("{}-kcm", kind.name())))
                 .with_extension("log"),
         )?,
     ];
@@ -1217,38 +1041,10 @@ pub async fn run_leader(
         opts,
         all: false,
     };
-    let mut outcome = Outcome {
-        scenario: "leader".into(),
-        manager: kind.name().to_owned(),
-        duration_s: 0.0,
-        faults: 0,
-        pod_deletions: 0,
-        spec_changes: 0,
-        violations: Vec::new(),
-        unjudged: 0,
-        watch_gaps: 0,
-        changes_observed: 0,
-        undisturbed_converge_s: 0.0,
-        converge_after_fault_s: None,
-        panics: 0,
-        unexpected_exits: 0,
-        error: None,
-        handovers: Vec::new(),
-        cuts: Vec::new(),
-        rejection: None,
-        kept_log: None,
-        gone_answers: 0,
-        rss: Vec::new(),
-        rss_warmup_s: 0.0,
-    };
+    let mut outcome = Outcome::empty("leader", kind, 0.0);
     let begun = Instant::now();
     let result = async {
-        work.create().await?;
-        work.wait_settled(opts.converge_timeout).await?;
-        let start = Instant::now();
-        work.bump(0).await?;
-        work.wait_settled(opts.converge_timeout).await?;
-        outcome.undisturbed_converge_s = start.elapsed().as_secs_f64();
+        outcome.undisturbed_converge_s = work.baseline(opts.converge_timeout).await?;
         let mut faults = Vec::new();
         for signal in ["KILL", "TERM"] {
             let leader = wait_for("a leader", Duration::from_secs(60), || async {

@@ -41,6 +41,7 @@ use serde::Serialize;
 
 pub mod faults;
 pub mod outages;
+pub mod scenario;
 pub mod soak;
 pub mod watch;
 

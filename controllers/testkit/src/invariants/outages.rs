@@ -21,21 +21,19 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::discovery::ApiResource;
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::Config;
 use super::faults::{
-    CONTROLLERS, Options, Outcome, Replica, Workload, audit_writes, count_panics, kwok_template,
-    lease_writer,
+    CONTROLLERS, CutRecord, Options, Outcome, Rejection, Replica, Workload, audit_writes,
+    count_panics, kwok_template, lease_writer, watched_namespace,
 };
-use super::watch::{InvariantWatcher, Scope};
+use crate::cluster::{TestCluster, TestNamespace};
 use crate::harness::ManagerKind;
 use crate::proxy::{Cut, ScopedProxy};
-use crate::{TestCluster, TestNamespace, wait_for};
+use crate::wait::wait_for;
 
 /// Upstream's default renew deadline (`--leader-elect-renew-deadline`).
 pub const RENEW_DEADLINE: Duration = Duration::from_secs(10);
@@ -159,7 +157,7 @@ impl AdmissionGate {
     /// Creates the policy (unbound: the gate is open).
     pub async fn install(cluster: &TestCluster, ns: &TestNamespace) -> Result<Self> {
         let client = cluster.client();
-        let name = crate::unique_name("chaos-reject-pods");
+        let name = crate::cluster::unique_name("chaos-reject-pods");
         let policies = Api::all_with(
             client.clone(),
             &admission_resource("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
@@ -265,30 +263,6 @@ impl AdmissionGate {
             .delete(&self.name, &DeleteParams::default())
             .await;
     }
-}
-
-/// The measured rejection window of `reject-creates`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Rejection {
-    pub rejected_s: f64,
-    /// Pods deleted when the window opened (one per ReplicaSet).
-    pub pods_deleted: usize,
-    /// The binding's deletion to the first dry-run create that passed.
-    pub admission_reopened_s: f64,
-    /// The binding's deletion to the manager's first successful pod create; `None` if none
-    /// within 120 s.
-    pub first_create_s: Option<f64>,
-    /// ReplicaSets short of pods when the rejection ended.
-    #[serde(default)]
-    pub short_replicasets: usize,
-    /// The binding's deletion until every one of them had a new pod or was no longer short
-    /// (scaled down by its Deployment; seen by polling the API every 250 ms); `None` if one
-    /// had neither within [`RESUME_TIMEOUT`].
-    #[serde(default)]
-    pub all_resumed_s: Option<f64>,
-    /// The ReplicaSets that created no pod within [`RESUME_TIMEOUT`].
-    #[serde(default)]
-    pub stuck: Vec<String>,
 }
 
 /// How long `reject-creates` waits for every short ReplicaSet to create a pod again.
@@ -477,30 +451,6 @@ pub(super) async fn watch_resume(
 
 // ---- partition --------------------------------------------------------------------------------
 
-/// One cut of `partition`, measured from the audit log.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CutRecord {
-    /// `Blackhole` or `Refuse`.
-    pub mode: String,
-    pub cut_s: f64,
-    pub leader: String,
-    /// When the cut-off leader's process exited (it lost the lease), after the cut began.
-    pub stepped_down_s: Option<f64>,
-    pub new_leader: Option<String>,
-    /// Cut to the new leader's first workload write.
-    pub failover_gap_s: Option<f64>,
-    /// Cut to the new holder's first Lease write.
-    pub lease_moved_s: Option<f64>,
-    /// The old leader's workload writes after the cut began.
-    pub old_writes_after_cut: usize,
-    /// The old leader's workload writes after the Lease changed hands.
-    pub writes_after_lease_lost: usize,
-    /// The old leader's workload writes later than its renew deadline after its last renewal.
-    pub writes_after_renew_deadline: usize,
-    /// Heal to settled.
-    pub converge_after_heal_s: Option<f64>,
-}
-
 /// Measures one cut from workload writes and Lease writes (both `(time, user)`), counting
 /// only what happened in `[at, until)`.
 pub fn measure_cut(
@@ -551,20 +501,7 @@ pub async fn run_partition(
     let dir =
         PathBuf::from(std::env::var_os("RKCM_CLUSTER_DIR").context("RKCM_CLUSTER_DIR is not set")?);
     let audit = Audit::open().context("no audit log in RKCM_CLUSTER_DIR")?;
-    let ns = cluster.namespace("chaos-partition").await?;
-    let sa = ns.api::<ServiceAccount>();
-    wait_for(
-        "the default ServiceAccount",
-        Duration::from_secs(60),
-        || async { Ok(sa.get_opt("default").await?.map(|_| ())) },
-    )
-    .await?;
-    let watcher = InvariantWatcher::start(
-        cluster.client(),
-        Scope::Namespaces(vec![ns.name().to_owned()]),
-        Config::default(),
-    )
-    .await?;
+    let (ns, watcher) = watched_namespace(cluster, "chaos-partition").await?;
     let bin = kind.binary()?;
     let mut proxies = Vec::new();
     for user in ["rkcm", "kcm"] {
@@ -587,36 +524,13 @@ pub async fn run_partition(
     };
     let logs = std::env::temp_dir();
     let log_of = |user: &str| {
-        logs.join(crate::unique_name(&format!(
+        logs.join(crate::cluster::unique_name(&format!(
             "{}-partition-{user}",
             kind.name()
         )))
         .with_extension("log")
     };
-    let mut outcome = Outcome {
-        scenario: "partition".into(),
-        manager: kind.name().to_owned(),
-        duration_s: 0.0,
-        faults: 0,
-        pod_deletions: 0,
-        spec_changes: 0,
-        violations: Vec::new(),
-        unjudged: 0,
-        watch_gaps: 0,
-        changes_observed: 0,
-        undisturbed_converge_s: 0.0,
-        converge_after_fault_s: None,
-        panics: 0,
-        unexpected_exits: 0,
-        error: None,
-        handovers: Vec::new(),
-        cuts: Vec::new(),
-        rejection: None,
-        kept_log: None,
-        gone_answers: 0,
-        rss: Vec::new(),
-        rss_warmup_s: 0.0,
-    };
+    let mut outcome = Outcome::empty("partition", kind, 0.0);
     let begun = Instant::now();
     let mut replicas: Vec<Replica> = Vec::new();
     let work = Workload {
@@ -644,12 +558,7 @@ pub async fn run_partition(
             &args(&proxies[1].1),
             &log_of("kcm"),
         )?);
-        work.create().await?;
-        work.wait_settled(opts.converge_timeout).await?;
-        let start = Instant::now();
-        work.bump(0).await?;
-        work.wait_settled(opts.converge_timeout).await?;
-        outcome.undisturbed_converge_s = start.elapsed().as_secs_f64();
+        outcome.undisturbed_converge_s = work.baseline(opts.converge_timeout).await?;
         let mut cuts = Vec::new();
         for (mode, length) in &opts.cuts {
             let leader = wait_for("a leader", Duration::from_secs(60), || async {

@@ -90,7 +90,7 @@ where
         // The managers' informers come back within seconds of an API server outage; the
         // checker's watches must not lag them by a longer backoff of their own.
         let mut stream = watcher(api, watcher::Config::default())
-            .backoff(rkcm_runtime::informer::retry_backoff())
+            .backoff(rkcm_runtime::cache::retry_backoff())
             .boxed();
         while let Some(ev) = stream.next().await {
             let now = Timestamp::now();

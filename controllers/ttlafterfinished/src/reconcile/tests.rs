@@ -11,9 +11,9 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::{JobCondition, JobSpec, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::runtime::watcher;
+use rkcm_runtime::cache::Informer;
 use rkcm_runtime::clock::FakeClock;
-use rkcm_runtime::informer::Informer;
-use rkcm_runtime::workqueue::RateLimiter;
+use rkcm_runtime::queue::RateLimiter;
 use serde_json::{Value, json};
 
 use super::*;

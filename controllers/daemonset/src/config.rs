@@ -1,0 +1,28 @@
+//! The controller's name, its upstream defaults and its configuration.
+
+use crate::consts;
+
+/// Canonical name (`--controllers`; alias `daemonset`).
+pub const NAME: &str = consts::CONTROLLER_NAME;
+
+/// Configuration; `Default` equals upstream. The flags (`--concurrent-daemonset-syncs`,
+/// `--feature-gates`) are defined once in the binary's command line, which builds this.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Workers per queue (`--concurrent-daemonset-syncs`).
+    pub workers: usize,
+    /// Gate `StaleControllerConsistencyDaemonSet` (beta, on since v1.36; needs `AtomicFIFO`).
+    pub stale_cache_guard: bool,
+    /// Most creates and most deletes per sync (upstream `BurstReplicas`, not a flag).
+    pub burst_replicas: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            workers: consts::DEFAULT_WORKERS,
+            stale_cache_guard: true,
+            burst_replicas: consts::BURST_REPLICAS,
+        }
+    }
+}

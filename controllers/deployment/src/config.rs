@@ -1,0 +1,27 @@
+//! The controller's name, its upstream defaults and its configuration.
+
+/// Canonical name of the Deployment controller (`--controllers`; alias `deployment`).
+pub const NAME: &str = "deployment-controller";
+
+/// Upstream default of `--concurrent-deployment-syncs`.
+pub const DEFAULT_WORKERS: usize = 5;
+
+/// Configuration. `Default` equals upstream. The flags (`--concurrent-deployment-syncs`,
+/// `--feature-gates`) are defined once in the binary's command line, which builds this.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Worker tasks (`--concurrent-deployment-syncs`).
+    pub workers: usize,
+    /// Gate `DeploymentReplicaSetTerminatingReplicas` (beta, on): report
+    /// `status.terminatingReplicas`.
+    pub terminating_replicas: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            workers: DEFAULT_WORKERS,
+            terminating_replicas: true,
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! The process-wide set of informers: one per type, started together.
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::runtime::Handle;
+use tokio_util::sync::CancellationToken;
+
+use crate::cache::informer::Informer;
+use crate::cache::source::{ContentType, ListMode, Scope, Source};
+use crate::cache::store::Informable;
+
+/// The process-wide set of informers.
+#[derive(Clone)]
+pub struct InformerFactory {
+    inner: Arc<FactoryInner>,
+}
+
+struct FactoryInner {
+    client: kube::Client,
+    source: Source,
+    state: Mutex<FactoryState>,
+}
+
+#[derive(Default)]
+struct FactoryState {
+    informers: HashMap<TypeId, Box<dyn ErasedInformer>>,
+    /// Set by `start`: later informers start at once with this token on this runtime.
+    started: Option<(CancellationToken, Handle)>,
+}
+
+/// An informer of any type, as the factory keeps it.
+trait ErasedInformer: Send + Sync {
+    fn start(
+        &self,
+        client: &kube::Client,
+        source: &Source,
+        shutdown: &CancellationToken,
+        runtime: &Handle,
+    );
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl<K: Informable> ErasedInformer for Informer<K> {
+    fn start(
+        &self,
+        client: &kube::Client,
+        source: &Source,
+        shutdown: &CancellationToken,
+        runtime: &Handle,
+    ) {
+        self.start_on(client.clone(), source.clone(), shutdown.clone(), runtime);
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+impl InformerFactory {
+    pub fn new(client: kube::Client) -> Self {
+        Self::with_list_mode(client, ListMode::default())
+    }
+
+    /// A factory whose informers list the given way.
+    pub fn with_list_mode(client: kube::Client, list_mode: ListMode) -> Self {
+        Self::with_options(client, list_mode, ContentType::default())
+    }
+
+    /// A factory whose informers list the given way, asking for `content_type`.
+    pub fn with_options(
+        client: kube::Client,
+        list_mode: ListMode,
+        content_type: ContentType,
+    ) -> Self {
+        Self::scoped_with(client, Scope::Cluster, list_mode, content_type)
+    }
+
+    /// A factory whose informers hold only objects of namespace `ns` (and every object of a
+    /// cluster-scoped type). For tests sharing a cluster.
+    pub fn namespaced(client: kube::Client, ns: &str) -> Self {
+        Self::scoped(client, Scope::namespace(ns))
+    }
+
+    /// A factory whose informers hold only the objects `scope` admits.
+    pub fn scoped(client: kube::Client, scope: Scope) -> Self {
+        Self::scoped_with(client, scope, ListMode::default(), ContentType::default())
+    }
+
+    /// [`InformerFactory::scoped`], listing the given way and asking for `content_type`.
+    pub fn scoped_with(
+        client: kube::Client,
+        scope: Scope,
+        list_mode: ListMode,
+        content_type: ContentType,
+    ) -> Self {
+        Self::build(
+            client,
+            Source {
+                list_mode,
+                scope,
+                content_type,
+            },
+        )
+    }
+
+    fn build(client: kube::Client, source: Source) -> Self {
+        Self {
+            inner: Arc::new(FactoryInner {
+                client,
+                source,
+                state: Mutex::new(FactoryState::default()),
+            }),
+        }
+    }
+
+    /// Which objects this factory's informers hold.
+    pub fn scope(&self) -> &Scope {
+        &self.inner.source.scope
+    }
+
+    /// The informer for `K` (every object the factory's [`Scope`] admits), created on first
+    /// request.
+    pub fn informer<K: Informable>(&self) -> Informer<K> {
+        let mut state = self.inner.state.lock();
+        let type_id = TypeId::of::<K>();
+        if let Some(existing) = state
+            .informers
+            .get(&type_id)
+            .and_then(|erased| erased.as_any().downcast_ref::<Informer<K>>())
+        {
+            return existing.clone();
+        }
+        let informer = Informer::<K>::detached();
+        if let Some((shutdown, runtime)) = &state.started {
+            informer.start_on(
+                self.inner.client.clone(),
+                self.inner.source.clone(),
+                shutdown.clone(),
+                runtime,
+            );
+        }
+        state.informers.insert(type_id, Box::new(informer.clone()));
+        informer
+    }
+
+    /// Starts every informer requested so far; later requests start at once.
+    ///
+    /// Informers run on the Tokio runtime this is called from until `shutdown` is cancelled.
+    /// Calling it again starts nothing new: the first token and runtime stay in force.
+    ///
+    /// # Panics
+    /// When called outside a Tokio runtime.
+    pub fn start(&self, shutdown: CancellationToken) {
+        let mut state = self.inner.state.lock();
+        let (shutdown, runtime) = state
+            .started
+            .get_or_insert_with(|| (shutdown, Handle::current()))
+            .clone();
+        for informer in state.informers.values() {
+            informer.start(&self.inner.client, &self.inner.source, &shutdown, &runtime);
+        }
+    }
+}

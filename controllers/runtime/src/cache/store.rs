@@ -1,0 +1,535 @@
+//! The cache of one informer: its objects, secondary indexes and the state machine that turns
+//! watcher events into `(old, new)` changes, and read access to it ([`Store`]).
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use kube::Resource;
+use kube::runtime::watcher;
+use parking_lot::RwLock;
+use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
+
+use crate::cache::projection::Fields;
+use crate::fasthash::HashMap as FastMap;
+use crate::keys;
+
+/// Name of the built-in index by namespace.
+pub const INDEX_NAMESPACE: &str = "namespace";
+/// Name of the built-in index by the UID of the controller owner reference.
+pub const INDEX_CONTROLLER_UID: &str = "controller-uid";
+/// Name of the built-in index of objects without a controller owner reference, by namespace
+/// (upstream's orphan key of `PodControllerUIDIndex`): with [`INDEX_CONTROLLER_UID`] it gives
+/// the objects one owner may claim without scanning its whole namespace.
+pub const INDEX_ORPHANS_BY_NAMESPACE: &str = "orphans-by-namespace";
+/// Name of the pod index by `spec.nodeName`; register it with
+/// `informer.add_index(INDEX_NODE_NAME, pods_by_node)`.
+pub const INDEX_NODE_NAME: &str = "node-name";
+
+/// Index function for pods by the node they are bound to; unscheduled pods are not indexed.
+pub fn pods_by_node(pod: &crate::cache::cached::Pod) -> Vec<String> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .filter(|n| !n.is_empty())
+        .into_iter()
+        .collect()
+}
+/// Bounds every informed type satisfies.
+pub trait Informable:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+}
+impl<K> Informable for K where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+}
+
+/// A change delivered to subscribers, in order, per subscriber.
+#[derive(Debug, Clone)]
+pub enum Change<K> {
+    Added(Arc<K>),
+    Updated {
+        old: Arc<K>,
+        new: Arc<K>,
+    },
+    /// `final_state_unknown`: the delete was inferred on a relist (a tombstone); `obj` is the
+    /// last state the cache knew.
+    Deleted {
+        obj: Arc<K>,
+        final_state_unknown: bool,
+    },
+}
+
+impl<K> Change<K> {
+    /// The object as it is now (for `Deleted`: its last known state).
+    pub fn object(&self) -> &Arc<K> {
+        match self {
+            Change::Added(obj) | Change::Updated { new: obj, .. } | Change::Deleted { obj, .. } => {
+                obj
+            }
+        }
+    }
+
+    /// The metric label of the change kind.
+    pub(super) fn kind(&self) -> &'static str {
+        match self {
+            Change::Added(_) => "added",
+            Change::Updated { .. } => "updated",
+            Change::Deleted { .. } => "deleted",
+        }
+    }
+}
+
+/// An index function: the index values of one object.
+pub type IndexFn<K> = fn(&K) -> Vec<String>;
+
+fn index_by_namespace<K: Resource>(obj: &K) -> Vec<String> {
+    match obj.meta().namespace.as_deref() {
+        Some(ns) if !ns.is_empty() => vec![ns.to_string()],
+        _ => Vec::new(),
+    }
+}
+
+fn index_by_controller_uid<K: Resource>(obj: &K) -> Vec<String> {
+    keys::controller_uid(obj)
+        .map(str::to_string)
+        .into_iter()
+        .collect()
+}
+
+fn index_orphans_by_namespace<K: Resource>(obj: &K) -> Vec<String> {
+    if keys::controller_uid(obj).is_some() {
+        return Vec::new();
+    }
+    index_by_namespace(obj)
+}
+
+/// Index value -> key -> object. The objects themselves are kept (as in `objects`), so a
+/// lookup clones `Arc`s without hashing every key a second time.
+type Index<K> = FastMap<String, FastMap<String, Arc<K>>>;
+/// Index name -> index.
+type Indices<K> = FastMap<&'static str, Index<K>>;
+
+/// The cache of one informer and the state machine that turns watcher events into changes.
+/// No I/O and no locking: the informer wraps it in a lock and delivers what it returns.
+pub(crate) struct State<K> {
+    pub(super) objects: FastMap<String, Arc<K>>,
+    indexers: BTreeMap<&'static str, IndexFn<K>>,
+    pub(super) indices: Indices<K>,
+    /// Objects of a relist in progress (between `Init` and `InitDone`); `None` when not
+    /// relisting. Kept apart so readers see the old cache until the new list is complete.
+    relist: Option<FastMap<String, Arc<K>>>,
+    synced: bool,
+    /// The newest resourceVersion the contents reflect; `None` before any versioned object.
+    last_synced_rv: Option<String>,
+    /// What cached objects keep; `None`: whole objects (nobody declared).
+    projection: Option<Projection<K>>,
+    /// The projection widened after objects were cached or listed: a relist must bring the
+    /// fields they lack, and the cache is not synced until it has.
+    reproject_pending: bool,
+    /// The relist in progress started after a widening: objects it brings replace cached
+    /// ones even at the same resourceVersion.
+    reprojecting: bool,
+}
+
+/// How one type is trimmed, and which optional groups its cache keeps.
+struct Projection<K> {
+    apply: fn(&mut K, Fields),
+    keep: Fields,
+}
+
+impl<K: Resource + Clone> State<K> {
+    pub(crate) fn new() -> Self {
+        let mut state = Self {
+            objects: FastMap::default(),
+            indexers: BTreeMap::new(),
+            indices: FastMap::default(),
+            relist: None,
+            synced: false,
+            last_synced_rv: None,
+            projection: None,
+            reproject_pending: false,
+            reprojecting: false,
+        };
+        state.add_index(INDEX_NAMESPACE, index_by_namespace::<K>);
+        state.add_index(INDEX_CONTROLLER_UID, index_by_controller_uid::<K>);
+        state.add_index(INDEX_ORPHANS_BY_NAMESPACE, index_orphans_by_namespace::<K>);
+        state
+    }
+
+    /// Registers an index and builds it from the current contents; a known name is a no-op.
+    pub(crate) fn add_index(&mut self, name: &'static str, f: IndexFn<K>) {
+        if self.indexers.contains_key(name) {
+            return;
+        }
+        self.indexers.insert(name, f);
+        let mut index: Index<K> = FastMap::default();
+        for (key, obj) in &self.objects {
+            for value in f(obj) {
+                index
+                    .entry(value)
+                    .or_default()
+                    .insert(key.clone(), obj.clone());
+            }
+        }
+        self.indices.insert(name, index);
+    }
+
+    /// Adds `keep` to what cached objects keep (trimmed by `apply`). True when that widened
+    /// the projection of objects already cached or being listed: they lack fields now
+    /// declared, so the cache is unsynced until a relist has brought them.
+    pub(crate) fn declare(&mut self, apply: fn(&mut K, Fields), keep: Fields) -> bool {
+        let widened = match self.projection.as_mut() {
+            None => {
+                // The first declaration narrows: cached whole objects hold every field.
+                self.projection = Some(Projection { apply, keep });
+                false
+            }
+            Some(p) => {
+                let wider = p.keep.union(keep);
+                let widened = wider != p.keep;
+                p.keep = wider;
+                widened
+            }
+        };
+        let holds_objects = !self.objects.is_empty() || self.relist.is_some();
+        if widened && holds_objects {
+            self.reproject_pending = true;
+            self.synced = false;
+            return true;
+        }
+        false
+    }
+
+    /// The object as the cache keeps it.
+    fn strip(&self, mut obj: K) -> K {
+        obj.meta_mut().managed_fields = None;
+        if let Some(p) = &self.projection {
+            (p.apply)(&mut obj, p.keep);
+        }
+        obj
+    }
+
+    /// Applies one watcher event and returns the changes subscribers must see, in order.
+    pub(crate) fn apply(&mut self, event: watcher::Event<K>) -> Vec<Change<K>> {
+        match event {
+            watcher::Event::Init => {
+                // A new list starts; a partial list left by a failed one is discarded.
+                self.relist = Some(FastMap::default());
+                self.reprojecting = std::mem::take(&mut self.reproject_pending);
+                Vec::new()
+            }
+            watcher::Event::InitApply(obj) => {
+                let obj = self.strip(obj);
+                match self.relist.as_mut() {
+                    Some(buffer) => {
+                        buffer.insert(keys::key_of(&obj), Arc::new(obj));
+                        Vec::new()
+                    }
+                    // kube-rs never sends this outside a list; treat it as a watch event
+                    // rather than lose it.
+                    None => {
+                        self.observe_version(obj.meta().resource_version.as_deref());
+                        self.upsert(obj).into_iter().collect()
+                    }
+                }
+            }
+            watcher::Event::InitDone => {
+                let listed = self.relist.take().unwrap_or_default();
+                let newest = newest_version(
+                    listed
+                        .values()
+                        .filter_map(|o| o.meta().resource_version.as_deref()),
+                );
+                self.observe_version(newest.as_deref());
+                let changes = self.replace(listed);
+                self.reprojecting = false;
+                // A widening during this list needs one more.
+                self.synced = !self.reproject_pending;
+                changes
+            }
+            watcher::Event::Apply(obj) => {
+                self.observe_version(obj.meta().resource_version.as_deref());
+                let obj = self.strip(obj);
+                self.upsert(obj).into_iter().collect()
+            }
+            watcher::Event::Delete(obj) => {
+                // A delete advances the version even when the object was never cached.
+                self.observe_version(obj.meta().resource_version.as_deref());
+                let obj = self.strip(obj);
+                self.delete(obj).into_iter().collect()
+            }
+        }
+    }
+
+    /// The newest resourceVersion the contents reflect.
+    pub(crate) fn last_synced_resource_version(&self) -> Option<&str> {
+        self.last_synced_rv.as_deref()
+    }
+
+    /// Advances the synced resourceVersion to `rv`. Comparable versions only move forward
+    /// (a relist served from an older cache does not move it back); an incomparable one
+    /// replaces it, as the newest seen, as client-go records whatever it saw last.
+    fn observe_version(&mut self, rv: Option<&str>) {
+        let Some(rv) = rv.filter(|rv| !rv.is_empty()) else {
+            return;
+        };
+        let newer = match self.last_synced_rv.as_deref() {
+            None => true,
+            Some(current) => {
+                compare_resource_versions(current, rv) != Some(Ordering::Greater) && current != rv
+            }
+        };
+        if newer {
+            self.last_synced_rv = Some(rv.to_owned());
+        }
+    }
+
+    pub(crate) fn has_synced(&self) -> bool {
+        self.synced
+    }
+
+    fn upsert(&mut self, obj: K) -> Option<Change<K>> {
+        let key = keys::key_of(&obj);
+        let new = Arc::new(obj);
+        match self.objects.get(&key).cloned() {
+            None => {
+                self.index_insert(&key, None, &new);
+                self.objects.insert(key, new.clone());
+                Some(Change::Added(new))
+            }
+            // Same resourceVersion: the same object seen twice (e.g. a re-watch replaying
+            // an event); nothing changed.
+            Some(old) if same_version(&*old, &*new) => None,
+            Some(old) => {
+                self.index_insert(&key, Some(&old), &new);
+                self.objects.insert(key, new.clone());
+                Some(Change::Updated { old, new })
+            }
+        }
+    }
+
+    fn delete(&mut self, obj: K) -> Option<Change<K>> {
+        let key = keys::key_of(&obj);
+        // As DeltaFIFO: a delete of an object the cache never had is dropped, so handlers
+        // only see deletes of objects they saw added.
+        let old = self.objects.remove(&key)?;
+        self.index_remove(&key, &old);
+        Some(Change::Deleted {
+            obj: Arc::new(obj),
+            final_state_unknown: false,
+        })
+    }
+
+    /// Swaps in a complete list and returns the difference to the old contents: adds and
+    /// updates in key order, then tombstones for keys that vanished, in key order.
+    fn replace(&mut self, listed: FastMap<String, Arc<K>>) -> Vec<Change<K>> {
+        let mut listed: Vec<(String, Arc<K>)> = listed.into_iter().collect();
+        listed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut vanished: Vec<String> = self
+            .objects
+            .keys()
+            .filter(|key| listed.binary_search_by(|(k, _)| k.cmp(key)).is_err())
+            .cloned()
+            .collect();
+        vanished.sort_unstable();
+
+        let mut changes = Vec::new();
+        for (key, new) in listed {
+            match self.objects.get(&key).cloned() {
+                None => {
+                    self.index_insert(&key, None, &new);
+                    self.objects.insert(key, new.clone());
+                    changes.push(Change::Added(new));
+                }
+                Some(old) if same_version(&*old, &*new) => {
+                    if self.reprojecting {
+                        // The same version with the fields a widening added: swapped in
+                        // silently, subscribers saw this version already.
+                        self.index_insert(&key, Some(&old), &new);
+                        self.objects.insert(key, new);
+                    } else {
+                        // As client-go's `Replace`: a known object listed again is an update
+                        // even at the same version. Owner handlers enqueue on any update, so
+                        // after an outage every owner is synced at once, including those
+                        // whose retries the outage's failures left waiting in a long backoff;
+                        // child handlers ignore updates that keep the version.
+                        changes.push(Change::Updated {
+                            old: old.clone(),
+                            new: old,
+                        });
+                    }
+                }
+                Some(old) => {
+                    self.index_insert(&key, Some(&old), &new);
+                    self.objects.insert(key, new.clone());
+                    changes.push(Change::Updated { old, new });
+                }
+            }
+        }
+        for key in vanished {
+            if let Some(old) = self.objects.remove(&key) {
+                self.index_remove(&key, &old);
+                changes.push(Change::Deleted {
+                    obj: old,
+                    final_state_unknown: true,
+                });
+            }
+        }
+        changes
+    }
+
+    fn index_insert(&mut self, key: &str, old: Option<&K>, new: &Arc<K>) {
+        for (name, f) in &self.indexers {
+            let index = self.indices.entry(name).or_default();
+            let new_values = f(new);
+            if let Some(old) = old {
+                for value in f(old) {
+                    if !new_values.contains(&value) {
+                        remove_from_index(index, &value, key);
+                    }
+                }
+            }
+            for value in new_values {
+                let objects = index.entry(value).or_default();
+                // Replace in place: an update keeps the key's entry.
+                match objects.get_mut(key) {
+                    Some(slot) => *slot = new.clone(),
+                    None => {
+                        objects.insert(key.to_string(), new.clone());
+                    }
+                }
+            }
+        }
+    }
+
+    fn index_remove(&mut self, key: &str, old: &K) {
+        for (name, f) in &self.indexers {
+            if let Some(index) = self.indices.get_mut(name) {
+                for value in f(old) {
+                    remove_from_index(index, &value, key);
+                }
+            }
+        }
+    }
+
+    pub(super) fn get(&self, key: &str) -> Option<Arc<K>> {
+        self.objects.get(key).cloned()
+    }
+
+    pub(super) fn list(&self) -> Vec<Arc<K>> {
+        self.objects.values().cloned().collect()
+    }
+
+    pub(super) fn by_index(&self, index: &str, value: &str) -> Vec<Arc<K>> {
+        self.indices
+            .get(index)
+            .and_then(|values| values.get(value))
+            .map(|objects| objects.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.objects.len()
+    }
+}
+
+fn remove_from_index<K>(index: &mut Index<K>, value: &str, key: &str) {
+    if let Some(keys) = index.get_mut(value) {
+        keys.remove(key);
+        // Drop empty sets so an index over short-lived values (owner UIDs) does not grow
+        // forever.
+        if keys.is_empty() {
+            index.remove(value);
+        }
+    }
+}
+
+/// Compares two resourceVersions as the integers the API server issues (upstream
+/// `resourceversion.CompareResourceVersion`): digits only, no leading zero, longer is
+/// larger. `None` when either is not of that form; resourceVersions are otherwise opaque.
+pub fn compare_resource_versions(a: &str, b: &str) -> Option<Ordering> {
+    fn valid(rv: &str) -> bool {
+        !rv.is_empty()
+            && rv.bytes().all(|c| c.is_ascii_digit())
+            && (rv == "0" || !rv.starts_with('0'))
+    }
+    (valid(a) && valid(b)).then(|| a.len().cmp(&b.len()).then_with(|| a.cmp(b)))
+}
+
+/// The newest of comparable resourceVersions; `None` if none is comparable.
+fn newest_version<'a>(versions: impl Iterator<Item = &'a str>) -> Option<String> {
+    versions
+        .filter(|rv| compare_resource_versions(rv, rv).is_some())
+        .max_by(|a, b| compare_resource_versions(a, b).unwrap_or(Ordering::Equal))
+        .map(str::to_owned)
+}
+
+fn same_version<K: Resource>(a: &K, b: &K) -> bool {
+    match (
+        a.meta().resource_version.as_deref(),
+        b.meta().resource_version.as_deref(),
+    ) {
+        (Some(a), Some(b)) => !a.is_empty() && a == b,
+        _ => false,
+    }
+}
+
+/// Cache and subscribers under one lock: a change is applied to the cache and queued to every
+/// subscriber in one critical section, and a new subscriber snapshots the cache in another,
+/// so a subscriber can neither miss a change nor see one twice.
+pub(super) struct Inner<K> {
+    pub(super) state: State<K>,
+    pub(super) subscribers: Vec<mpsc::UnboundedSender<Change<K>>>,
+    /// `state.last_synced_resource_version()`, for waiters.
+    pub(super) synced_version: tokio::sync::watch::Sender<Option<String>>,
+}
+
+/// Read access to the cache. Objects are shared: clone before changing.
+pub struct Store<K> {
+    pub(super) inner: Arc<RwLock<Inner<K>>>,
+}
+impl<K> Clone for Store<K> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<K: Informable> Store<K> {
+    /// By key (`namespace/name` or `name`).
+    pub fn get(&self, key: &str) -> Option<Arc<K>> {
+        self.inner.read().state.get(key)
+    }
+    pub fn list(&self) -> Vec<Arc<K>> {
+        self.inner.read().state.list()
+    }
+    pub fn list_namespace(&self, namespace: &str) -> Vec<Arc<K>> {
+        self.by_index(INDEX_NAMESPACE, namespace)
+    }
+    /// Objects whose index `index` has `value`; empty for an unknown index.
+    pub fn by_index(&self, index: &str, value: &str) -> Vec<Arc<K>> {
+        self.inner.read().state.by_index(index, value)
+    }
+    pub fn len(&self) -> usize {
+        self.inner.read().state.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The newest resourceVersion the cache reflects (client-go's
+    /// `LastStoreSyncResourceVersion`): a reader that sees it also sees every change up to
+    /// it. `None` until an object with a resourceVersion was applied. Compare with
+    /// [`compare_resource_versions`].
+    pub fn last_synced_resource_version(&self) -> Option<String> {
+        self.inner
+            .read()
+            .state
+            .last_synced_resource_version()
+            .map(str::to_owned)
+    }
+}

@@ -1,0 +1,737 @@
+use super::*;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Resource;
+use kube::runtime::watcher;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::source::is_namespaced;
+use super::store::State;
+use super::watch::{RETRY_FIRST, RETRY_MAX, RetryBackoff, in_scope, retry_wait};
+use crate::keys;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    ManagedFieldsEntry, ObjectMeta, OwnerReference,
+};
+
+#[test]
+fn retries_double_from_0_8_s_to_a_4_s_cap_with_jitter_below_the_full_wait() {
+    let ms = |attempt, jitter| retry_wait(attempt, jitter).as_millis();
+    // Without jitter's upper half: d/2 .. d.
+    for (attempt, full) in [
+        (0, 800),
+        (1, 1600),
+        (2, 3200),
+        (3, 4000),
+        (9, 4000),
+        (40, 4000),
+    ] {
+        assert_eq!(ms(attempt, 1.0), full, "attempt {attempt}, largest");
+        assert_eq!(ms(attempt, 0.0), full / 2, "attempt {attempt}, smallest");
+    }
+    assert_eq!(ms(1, 0.5), 1200);
+    // A restart after a long outage is at most 4 s away once the server is back.
+    let mut b = RetryBackoff::default();
+    let waits: Vec<Duration> = (&mut b).take(20).collect();
+    assert!(waits.iter().all(|w| *w <= RETRY_MAX));
+    assert!(waits[10] >= RETRY_MAX / 2);
+    kube::runtime::utils::Backoff::reset(&mut b);
+    assert!(b.next().is_some_and(|w| w <= RETRY_FIRST));
+}
+
+fn cm(ns: &str, name: &str, rv: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            namespace: Some(ns.into()),
+            name: Some(name.into()),
+            resource_version: Some(rv.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+fn owned_pod(ns: &str, name: &str, rv: &str, owner_uid: Option<&str>) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            namespace: Some(ns.into()),
+            name: Some(name.into()),
+            resource_version: Some(rv.into()),
+            owner_references: owner_uid.map(|uid| {
+                vec![OwnerReference {
+                    api_version: "apps/v1".into(),
+                    kind: "ReplicaSet".into(),
+                    name: "rs".into(),
+                    uid: uid.into(),
+                    controller: Some(true),
+                    ..Default::default()
+                }]
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// A compact, comparable rendering of changes: `+key@rv`, `~key@old->new`,
+/// `-key@rv` (observed) or `?key@rv` (tombstone).
+fn render<K: Resource>(changes: &[Change<K>]) -> Vec<String> {
+    let id = |o: &K| {
+        format!(
+            "{}@{}",
+            keys::key_of(o),
+            o.meta().resource_version.as_deref().unwrap_or("")
+        )
+    };
+    changes
+        .iter()
+        .map(|c| match c {
+            Change::Added(o) => format!("+{}", id(o)),
+            Change::Updated { old, new } => format!(
+                "~{}->{}",
+                id(old),
+                new.meta().resource_version.as_deref().unwrap_or("")
+            ),
+            Change::Deleted {
+                obj,
+                final_state_unknown: false,
+            } => format!("-{}", id(obj)),
+            Change::Deleted {
+                obj,
+                final_state_unknown: true,
+            } => format!("?{}", id(obj)),
+        })
+        .collect()
+}
+
+fn list(state: &mut State<ConfigMap>, objs: Vec<ConfigMap>) -> Vec<String> {
+    assert!(state.apply(watcher::Event::Init).is_empty());
+    for o in objs {
+        assert!(state.apply(watcher::Event::InitApply(o)).is_empty());
+    }
+    render(&state.apply(watcher::Event::InitDone))
+}
+
+fn keys_of(objs: Vec<Arc<ConfigMap>>) -> Vec<String> {
+    let mut keys: Vec<String> = objs.iter().map(|o| keys::key_of(&**o)).collect();
+    keys.sort();
+    keys
+}
+
+#[test]
+fn initial_list_adds_everything_and_syncs() {
+    let mut state = State::new();
+    assert!(!state.has_synced());
+    assert!(state.apply(watcher::Event::Init).is_empty());
+    assert!(
+        state
+            .apply(watcher::Event::InitApply(cm("a", "x", "1")))
+            .is_empty()
+    );
+    // Readers keep the old contents until the list is complete.
+    assert_eq!(state.len(), 0);
+    assert!(!state.has_synced());
+    state.apply(watcher::Event::InitApply(cm("a", "y", "2")));
+    let changes = render(&state.apply(watcher::Event::InitDone));
+    assert_eq!(changes, ["+a/x@1", "+a/y@2"]);
+    assert!(state.has_synced());
+    assert_eq!(state.len(), 2);
+}
+
+#[test]
+fn empty_initial_list_syncs() {
+    let mut state: State<ConfigMap> = State::new();
+    assert!(list(&mut state, vec![]).is_empty());
+    assert!(state.has_synced());
+}
+
+#[test]
+fn watch_add_update_delete() {
+    let mut state = State::new();
+    list(&mut state, vec![]);
+    let add = render(&state.apply(watcher::Event::Apply(cm("a", "x", "1"))));
+    assert_eq!(add, ["+a/x@1"]);
+    let update = render(&state.apply(watcher::Event::Apply(cm("a", "x", "2"))));
+    assert_eq!(update, ["~a/x@1->2"]);
+    assert_eq!(
+        state
+            .get("a/x")
+            .and_then(|o| o.metadata.resource_version.clone()),
+        Some("2".into())
+    );
+    let delete = render(&state.apply(watcher::Event::Delete(cm("a", "x", "3"))));
+    // The observed delete carries the object from the DELETE event.
+    assert_eq!(delete, ["-a/x@3"]);
+    assert_eq!(state.len(), 0);
+}
+
+#[test]
+fn identical_resource_version_is_not_a_change() {
+    let mut state = State::new();
+    list(&mut state, vec![cm("a", "x", "1")]);
+    assert!(
+        state
+            .apply(watcher::Event::Apply(cm("a", "x", "1")))
+            .is_empty()
+    );
+}
+
+#[test]
+fn delete_of_unknown_object_is_dropped() {
+    let mut state = State::new();
+    list(&mut state, vec![]);
+    assert!(
+        state
+            .apply(watcher::Event::Delete(cm("a", "x", "1")))
+            .is_empty()
+    );
+}
+
+#[test]
+fn relist_reports_the_difference() {
+    let mut state = State::new();
+    list(
+        &mut state,
+        vec![
+            cm("a", "keep", "1"),
+            cm("a", "gone", "2"),
+            cm("a", "changed", "3"),
+        ],
+    );
+    let changes = list(
+        &mut state,
+        vec![
+            cm("a", "keep", "1"),
+            cm("a", "changed", "7"),
+            cm("a", "new", "8"),
+        ],
+    );
+    // Unchanged `keep` is an update at the same version (client-go's `Replace`); `gone`
+    // becomes a tombstone with its last state.
+    assert_eq!(
+        changes,
+        ["~a/changed@3->7", "~a/keep@1->1", "+a/new@8", "?a/gone@2"]
+    );
+    assert_eq!(
+        keys_of(state.list()),
+        ["a/changed", "a/keep", "a/new"].map(String::from)
+    );
+}
+
+#[test]
+fn failed_list_restarts_cleanly() {
+    let mut state = State::new();
+    list(&mut state, vec![cm("a", "x", "1")]);
+    // A list that fails part-way is followed by a fresh Init; the partial page is
+    // forgotten and the old cache stays readable meanwhile.
+    state.apply(watcher::Event::Init);
+    state.apply(watcher::Event::InitApply(cm("a", "partial", "5")));
+    assert_eq!(state.len(), 1);
+    let changes = list(&mut state, vec![cm("a", "x", "1"), cm("a", "y", "6")]);
+    assert_eq!(changes, ["~a/x@1->1", "+a/y@6"]);
+}
+
+#[test]
+fn managed_fields_are_dropped() {
+    let mut state = State::new();
+    let mut obj = cm("a", "x", "1");
+    obj.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+        manager: Some("kubectl".into()),
+        ..Default::default()
+    }]);
+    let mut listed = obj.clone();
+    listed.metadata.name = Some("y".into());
+    state.apply(watcher::Event::Init);
+    state.apply(watcher::Event::InitApply(listed));
+    state.apply(watcher::Event::InitDone);
+    let changes = state.apply(watcher::Event::Apply(obj.clone()));
+    assert!(changes[0].object().metadata.managed_fields.is_none());
+    let mut deleted = obj;
+    deleted.metadata.resource_version = Some("2".into());
+    let changes = state.apply(watcher::Event::Delete(deleted));
+    assert!(changes[0].object().metadata.managed_fields.is_none());
+    for stored in state.list() {
+        assert!(stored.metadata.managed_fields.is_none());
+    }
+}
+
+#[test]
+fn indexes_follow_changes_and_deletes() {
+    let mut state: State<Pod> = State::new();
+    state.apply(watcher::Event::Init);
+    state.apply(watcher::Event::InitApply(owned_pod(
+        "a",
+        "p1",
+        "1",
+        Some("u1"),
+    )));
+    state.apply(watcher::Event::InitApply(owned_pod(
+        "b",
+        "p2",
+        "2",
+        Some("u1"),
+    )));
+    state.apply(watcher::Event::InitDone);
+    let names = |objs: Vec<Arc<Pod>>| {
+        let mut v: Vec<String> = objs.iter().map(|o| keys::key_of(&**o)).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        names(state.by_index(INDEX_CONTROLLER_UID, "u1")),
+        ["a/p1", "b/p2"]
+    );
+    assert_eq!(names(state.by_index(INDEX_NAMESPACE, "a")), ["a/p1"]);
+
+    // Re-owned: leaves the old value's set and joins the new one.
+    state.apply(watcher::Event::Apply(owned_pod("a", "p1", "3", Some("u2"))));
+    assert_eq!(names(state.by_index(INDEX_CONTROLLER_UID, "u1")), ["b/p2"]);
+    assert_eq!(names(state.by_index(INDEX_CONTROLLER_UID, "u2")), ["a/p1"]);
+
+    // Orphaned: in no controller set.
+    state.apply(watcher::Event::Apply(owned_pod("b", "p2", "4", None)));
+    assert!(state.by_index(INDEX_CONTROLLER_UID, "u1").is_empty());
+    assert!(!state.indices[INDEX_CONTROLLER_UID].contains_key("u1"));
+
+    state.apply(watcher::Event::Delete(owned_pod(
+        "a",
+        "p1",
+        "5",
+        Some("u2"),
+    )));
+    assert!(state.by_index(INDEX_CONTROLLER_UID, "u2").is_empty());
+    assert!(state.by_index(INDEX_NAMESPACE, "a").is_empty());
+
+    // A tombstone from a relist leaves the indexes too.
+    state.apply(watcher::Event::Init);
+    state.apply(watcher::Event::InitDone);
+    assert!(state.by_index(INDEX_NAMESPACE, "b").is_empty());
+    assert!(state.indices.values().all(HashMap::is_empty));
+    assert!(state.by_index("no-such-index", "x").is_empty());
+}
+
+#[test]
+fn orphans_are_indexed_by_namespace() {
+    let mut state: State<Pod> = State::new();
+    state.apply(watcher::Event::Init);
+    state.apply(watcher::Event::InitApply(owned_pod("a", "o1", "1", None)));
+    state.apply(watcher::Event::InitApply(owned_pod(
+        "a",
+        "p1",
+        "2",
+        Some("u1"),
+    )));
+    state.apply(watcher::Event::InitApply(owned_pod("b", "o2", "3", None)));
+    state.apply(watcher::Event::InitDone);
+    let names = |objs: Vec<Arc<Pod>>| {
+        let mut v: Vec<String> = objs.iter().map(|o| keys::key_of(&**o)).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        names(state.by_index(INDEX_ORPHANS_BY_NAMESPACE, "a")),
+        ["a/o1"]
+    );
+    // Adopted: leaves the orphans; released: joins them again.
+    state.apply(watcher::Event::Apply(owned_pod("a", "o1", "4", Some("u1"))));
+    assert!(state.by_index(INDEX_ORPHANS_BY_NAMESPACE, "a").is_empty());
+    assert_eq!(
+        names(state.by_index(INDEX_CONTROLLER_UID, "u1")),
+        ["a/o1", "a/p1"]
+    );
+    state.apply(watcher::Event::Apply(owned_pod("a", "p1", "5", None)));
+    assert_eq!(
+        names(state.by_index(INDEX_ORPHANS_BY_NAMESPACE, "a")),
+        ["a/p1"]
+    );
+    // The index hands out the current object, not the one first indexed.
+    let current = state.by_index(INDEX_ORPHANS_BY_NAMESPACE, "a");
+    assert_eq!(current[0].metadata.resource_version.as_deref(), Some("5"));
+    state.apply(watcher::Event::Apply(owned_pod("b", "o2", "6", None)));
+    let current = state.by_index(INDEX_ORPHANS_BY_NAMESPACE, "b");
+    assert_eq!(current[0].metadata.resource_version.as_deref(), Some("6"));
+    state.apply(watcher::Event::Delete(owned_pod("b", "o2", "7", None)));
+    assert!(state.by_index(INDEX_ORPHANS_BY_NAMESPACE, "b").is_empty());
+}
+
+#[test]
+fn pods_are_indexed_by_node() {
+    use crate::cache::cached::Pod;
+    let pod = |name: &str, node: Option<&str>| -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "ns", "resourceVersion": "1"},
+            "spec": {"containers": [], "nodeName": node},
+        }))
+        .expect("valid pod")
+    };
+    let names = |objs: Vec<Arc<Pod>>| -> Vec<String> {
+        objs.iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .collect()
+    };
+    let mut state = State::<Pod>::new();
+    state.add_index(INDEX_NODE_NAME, pods_by_node);
+    state.apply(watcher::Event::Init);
+    for p in [pod("a", Some("n1")), pod("b", Some("n2")), pod("c", None)] {
+        state.apply(watcher::Event::InitApply(p));
+    }
+    state.apply(watcher::Event::InitDone);
+    assert_eq!(names(state.by_index(INDEX_NODE_NAME, "n1")), ["a"]);
+    assert!(
+        state.by_index(INDEX_NODE_NAME, "").is_empty(),
+        "unscheduled pods are not indexed"
+    );
+    state.apply(watcher::Event::Delete(pod("a", Some("n1"))));
+    assert!(state.by_index(INDEX_NODE_NAME, "n1").is_empty());
+    assert_eq!(names(state.by_index(INDEX_NODE_NAME, "n2")), ["b"]);
+}
+
+#[test]
+fn declared_projection_trims_cached_pods_and_a_widening_relists() {
+    use crate::cache::cached::Pod;
+    use crate::cache::projection::{Projectable, pod as fields};
+    let pod = |rv: &str| -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns", "resourceVersion": rv},
+            "spec": {"containers": [{"name": "c", "image": "i"}],
+                "affinity": {"nodeAffinity": {}}},
+            "status": {"phase": "Running",
+                "containerStatuses": [{"name": "c", "image": "i", "imageID": "",
+                    "ready": true, "restartCount": 2}]},
+        }))
+        .expect("valid pod")
+    };
+    let restarts = |p: &Pod| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .map(|c| c[0].restart_count)
+    };
+    let mut state = State::<Pod>::new();
+    assert!(
+        !state.declare(Pod::project, fields::AFFINITY),
+        "first: no relist"
+    );
+    state.apply(watcher::Event::Init);
+    state.apply(watcher::Event::InitApply(pod("1")));
+    state.apply(watcher::Event::InitDone);
+    assert!(state.has_synced());
+    let cached = state.get("ns/p").expect("cached");
+    assert!(cached.spec.as_ref().is_some_and(|s| s.affinity.is_some()));
+    assert_eq!(restarts(&cached), None, "not declared: dropped");
+
+    // The same groups again change nothing; a new group unsyncs until a relist.
+    assert!(!state.declare(Pod::project, fields::AFFINITY));
+    assert!(state.declare(Pod::project, fields::CONTAINER_STATUSES));
+    assert!(!state.has_synced());
+    state.apply(watcher::Event::Init);
+    state.apply(watcher::Event::InitApply(pod("1")));
+    let changes = state.apply(watcher::Event::InitDone);
+    assert!(changes.is_empty(), "same version: swapped silently");
+    assert!(state.has_synced());
+    assert_eq!(restarts(&state.get("ns/p").expect("cached")), Some(2));
+    assert_eq!(
+        restarts(&state.by_index(INDEX_NAMESPACE, "ns")[0]),
+        Some(2),
+        "indexes hold the new copy"
+    );
+
+    // A widening during a list needs one more list.
+    state.apply(watcher::Event::Init);
+    state.apply(watcher::Event::InitApply(pod("1")));
+    assert!(state.declare(Pod::project, fields::VOLUME_CLAIMS));
+    state.apply(watcher::Event::InitDone);
+    assert!(!state.has_synced());
+    state.apply(watcher::Event::Init);
+    state.apply(watcher::Event::InitDone);
+    assert!(state.has_synced());
+}
+
+#[test]
+fn index_added_late_is_built_from_the_cache() {
+    fn by_name(cm: &ConfigMap) -> Vec<String> {
+        cm.metadata.name.clone().into_iter().collect()
+    }
+    let mut state = State::new();
+    list(&mut state, vec![cm("a", "x", "1"), cm("b", "x", "2")]);
+    state.add_index("name", by_name);
+    assert_eq!(keys_of(state.by_index("name", "x")), ["a/x", "b/x"]);
+    state.apply(watcher::Event::Apply(cm("c", "x", "3")));
+    assert_eq!(keys_of(state.by_index("name", "x")), ["a/x", "b/x", "c/x"]);
+    // The same name again keeps the first function.
+    state.add_index("name", |_| vec!["other".into()]);
+    assert!(state.by_index("name", "other").is_empty());
+}
+
+/// Collects what a subscriber receives.
+fn recorder(informer: &Informer<ConfigMap>) -> mpsc::UnboundedReceiver<String> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    informer.subscribe(move |change| {
+        let _ = tx.send(render(std::slice::from_ref(&change)).remove(0));
+    });
+    rx
+}
+
+async fn next(rx: &mut mpsc::UnboundedReceiver<String>) -> String {
+    tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| "<nothing>".into())
+}
+
+#[tokio::test]
+async fn late_subscriber_gets_the_snapshot_then_live_changes() {
+    let informer = Informer::<ConfigMap>::detached();
+    let mut early = recorder(&informer);
+    informer.feed(watcher::Event::Init);
+    informer.feed(watcher::Event::InitApply(cm("a", "x", "1")));
+    assert!(!informer.has_synced());
+    informer.feed(watcher::Event::InitDone);
+    assert!(informer.has_synced());
+    assert!(informer.wait_synced(&CancellationToken::new()).await);
+
+    let mut late = recorder(&informer);
+    informer.feed(watcher::Event::Apply(cm("a", "x", "2")));
+    informer.feed(watcher::Event::Delete(cm("a", "x", "3")));
+
+    for rx in [&mut early, &mut late] {
+        assert_eq!(next(rx).await, "+a/x@1");
+        assert_eq!(next(rx).await, "~a/x@1->2");
+        assert_eq!(next(rx).await, "-a/x@3");
+        assert!(rx.try_recv().is_err(), "no duplicates");
+    }
+    let store = informer.store();
+    assert!(store.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_subscriber_does_not_block_others() {
+    let informer = Informer::<ConfigMap>::detached();
+    let (release, parked) = std::sync::mpsc::channel::<()>();
+    let parked = std::sync::Mutex::new(parked);
+    // Blocks its task's thread until released, once per change.
+    informer.subscribe(move |_| {
+        if let Ok(parked) = parked.lock() {
+            let _ = parked.recv();
+        }
+    });
+    let mut fast = recorder(&informer);
+    informer.feed(watcher::Event::Init);
+    informer.feed(watcher::Event::InitDone);
+    for i in 0..3 {
+        informer.feed(watcher::Event::Apply(cm("a", &format!("x{i}"), "1")));
+    }
+    assert_eq!(next(&mut fast).await, "+a/x0@1");
+    assert_eq!(next(&mut fast).await, "+a/x1@1");
+    assert_eq!(next(&mut fast).await, "+a/x2@1");
+    for _ in 0..3 {
+        let _ = release.send(());
+    }
+}
+
+#[tokio::test]
+async fn handler_panic_does_not_stop_delivery() {
+    let informer = Informer::<ConfigMap>::detached();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    informer.subscribe(move |change| {
+        let name = change.object().metadata.name.clone().unwrap_or_default();
+        assert_ne!(name, "boom", "test handler panics on purpose");
+        let _ = tx.send(name);
+    });
+    informer.feed(watcher::Event::Apply(cm("a", "boom", "1")));
+    informer.feed(watcher::Event::Apply(cm("a", "fine", "2")));
+    let got = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await;
+    assert_eq!(got.ok().flatten().as_deref(), Some("fine"));
+}
+
+#[tokio::test]
+async fn wait_synced_returns_false_on_shutdown() {
+    let informer = Informer::<ConfigMap>::detached();
+    let shutdown = CancellationToken::new();
+    shutdown.cancel();
+    assert!(!informer.wait_synced(&shutdown).await);
+}
+
+#[tokio::test]
+async fn factory_shares_one_informer_per_type() {
+    let api = rkcm_testkit::fake_api::FakeApi::new();
+    api.on(
+        "*",
+        "**",
+        rkcm_testkit::fake_api::Reply::transport_error("no server"),
+    );
+    let factory = InformerFactory::new(api.client());
+    let a = factory.informer::<ConfigMap>();
+    let b = factory.clone().informer::<ConfigMap>();
+    let pods = factory.informer::<Pod>();
+    assert!(Arc::ptr_eq(&a.shared, &b.shared));
+    assert_eq!(a.resource_name(), "configmaps");
+    assert_eq!(pods.resource_name(), "pods");
+    a.feed(watcher::Event::Apply(cm("a", "x", "1")));
+    assert_eq!(b.store().len(), 1);
+    assert!(pods.store().is_empty());
+}
+
+#[test]
+fn resource_versions_compare_as_integers() {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    assert_eq!(compare_resource_versions("9", "10"), Some(Less));
+    assert_eq!(compare_resource_versions("100", "99"), Some(Greater));
+    assert_eq!(compare_resource_versions("42", "42"), Some(Equal));
+    assert_eq!(
+        compare_resource_versions("18446744073709551616", "18446744073709551615"),
+        Some(Greater),
+        "no 64-bit limit"
+    );
+    for bad in ["", "01", "1a", "-1", " 1"] {
+        assert_eq!(compare_resource_versions(bad, "1"), None, "{bad:?}");
+        assert_eq!(compare_resource_versions("1", bad), None, "{bad:?}");
+    }
+}
+
+#[test]
+fn synced_version_follows_lists_and_events() {
+    let mut state: State<ConfigMap> = State::new();
+    assert_eq!(state.last_synced_resource_version(), None);
+    state.apply(watcher::Event::Init);
+    state.apply(watcher::Event::InitApply(cm("a", "x", "12")));
+    state.apply(watcher::Event::InitApply(cm("a", "y", "9")));
+    // Not before the list is complete: readers still see the old contents.
+    assert_eq!(state.last_synced_resource_version(), None);
+    state.apply(watcher::Event::InitDone);
+    assert_eq!(state.last_synced_resource_version(), Some("12"));
+
+    state.apply(watcher::Event::Apply(cm("a", "y", "13")));
+    assert_eq!(state.last_synced_resource_version(), Some("13"));
+    // A replayed event changes nothing, and neither does an older one.
+    state.apply(watcher::Event::Apply(cm("a", "y", "13")));
+    state.apply(watcher::Event::Apply(cm("a", "z", "11")));
+    assert_eq!(state.last_synced_resource_version(), Some("13"));
+    // The delete of an object never cached still carries the stream's version.
+    state.apply(watcher::Event::Delete(cm("a", "never", "20")));
+    assert_eq!(state.last_synced_resource_version(), Some("20"));
+
+    // A relist contributes its newest object and never moves the version back.
+    list(&mut state, vec![cm("a", "x", "15")]);
+    assert_eq!(state.last_synced_resource_version(), Some("20"));
+    list(&mut state, vec![cm("a", "x", "25"), cm("a", "w", "7")]);
+    assert_eq!(state.last_synced_resource_version(), Some("25"));
+    list(&mut state, vec![]);
+    assert_eq!(state.last_synced_resource_version(), Some("25"));
+
+    // Opaque versions from a non-standard server: the newest seen wins.
+    state.apply(watcher::Event::Apply(cm("a", "x", "opaque")));
+    assert_eq!(state.last_synced_resource_version(), Some("opaque"));
+    state.apply(watcher::Event::Apply(cm("a", "x", "26")));
+    assert_eq!(state.last_synced_resource_version(), Some("26"));
+}
+
+#[tokio::test]
+async fn waiting_for_a_resource_version() {
+    let informer = Informer::<ConfigMap>::detached();
+    let shutdown = CancellationToken::new();
+    assert_eq!(informer.last_synced_resource_version(), None);
+    informer.feed(watcher::Event::Init);
+    informer.feed(watcher::Event::InitApply(cm("a", "x", "5")));
+    informer.feed(watcher::Event::InitDone);
+    assert_eq!(
+        informer.last_synced_resource_version().as_deref(),
+        Some("5")
+    );
+    assert_eq!(
+        informer.store().last_synced_resource_version().as_deref(),
+        Some("5")
+    );
+
+    // Caught up already (equal, older, or incomparable): no wait.
+    for rv in ["5", "4", "opaque"] {
+        let done = tokio::time::timeout(
+            Duration::from_secs(5),
+            informer.wait_for_resource_version(rv, &shutdown),
+        )
+        .await;
+        assert_eq!(done.ok(), Some(true), "{rv}");
+    }
+
+    let waiter = {
+        let informer = informer.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move { informer.wait_for_resource_version("7", &shutdown).await })
+    };
+    informer.feed(watcher::Event::Apply(cm("a", "x", "6")));
+    tokio::task::yield_now().await;
+    assert!(!waiter.is_finished(), "6 is older than 7");
+    informer.feed(watcher::Event::Apply(cm("a", "y", "8")));
+    let woke = tokio::time::timeout(Duration::from_secs(5), waiter).await;
+    assert!(matches!(woke, Ok(Ok(true))), "{woke:?}");
+    // Whoever is woken finds the cache at that version.
+    assert!(informer.store().get("a/y").is_some());
+
+    shutdown.cancel();
+    assert!(!informer.wait_for_resource_version("100", &shutdown).await);
+}
+
+#[test]
+fn metrics_are_registered() {
+    let informer = Informer::<ConfigMap>::detached();
+    informer.feed(watcher::Event::Init);
+    informer.feed(watcher::Event::InitDone);
+    let text = crate::metrics::render();
+    assert!(text.contains("rkcm_informer_lists_total{resource=\"configmaps\"}"));
+    assert!(text.contains("rkcm_informer_objects{resource=\"configmaps\"}"));
+}
+
+#[test]
+fn scope_admits_its_namespaces_and_cluster_scoped_objects() {
+    use k8s_openapi::api::core::v1::Node;
+    let one = Scope::namespace("a");
+    assert!(one.contains(Some("a")));
+    assert!(!one.contains(Some("b")));
+    assert!(
+        one.contains(None) && one.contains(Some("")),
+        "cluster-scoped"
+    );
+    assert!(Scope::Cluster.contains(Some("b")));
+    let two = Scope::namespaces(["a", "b"]);
+    assert!(two.contains(Some("b")) && !two.contains(Some("c")));
+
+    assert!(is_namespaced::<Pod>() && is_namespaced::<ConfigMap>());
+    assert!(!is_namespaced::<Node>());
+    assert_eq!(
+        one.field_selector::<Pod>().as_deref(),
+        Some("metadata.namespace=a")
+    );
+    assert_eq!(
+        one.field_selector::<Node>(),
+        None,
+        "nodes stay cluster-wide"
+    );
+    assert_eq!(two.field_selector::<Pod>(), None, "filtered client-side");
+    assert_eq!(Scope::Cluster.field_selector::<Pod>(), None);
+
+    let kept = |event| in_scope(&two, event).is_some();
+    assert!(kept(watcher::Event::Apply(cm("a", "x", "1"))));
+    assert!(!kept(watcher::Event::Apply(cm("c", "x", "1"))));
+    assert!(!kept(watcher::Event::InitApply(cm("c", "x", "1"))));
+    assert!(!kept(watcher::Event::Delete(cm("c", "x", "1"))));
+    assert!(kept(watcher::Event::Init) && kept(watcher::Event::InitDone));
+}
+
+#[tokio::test]
+async fn scoped_factory_reports_its_scope() {
+    let client = kube::Client::new(
+        tower::service_fn(|_req: http::Request<kube::client::Body>| async {
+            Err::<http::Response<kube::client::Body>, _>(std::io::Error::other("no server"))
+        }),
+        "default",
+    );
+    assert_eq!(
+        InformerFactory::namespaced(client.clone(), "t1").scope(),
+        &Scope::namespace("t1")
+    );
+    assert_eq!(InformerFactory::new(client).scope(), &Scope::Cluster);
+}

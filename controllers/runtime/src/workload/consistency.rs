@@ -1,0 +1,478 @@
+//! The stale-cache guard: a sync of an owner waits until the informer caches reflect every
+//! write the controller made for that owner (children created or adopted, its own status), so
+//! no decision is taken on a cache that does not yet show the controller's own last step.
+//!
+//! Mirrors upstream `pkg/controller/util/consistency/consistency.go` (the consistency store
+//! behind the `StaleControllerConsistency*` gates; the ReplicaSet controller's gate
+//! `StaleControllerConsistencyReplicaSet` is beta and on since v1.36). Generic over the owner
+//! kind: records are keyed by the owner's `namespace/name` and UID and by the group-resource
+//! written, so a StatefulSet, DaemonSet or Job controller keeps one store of its own.
+//! Expectations already prevent duplicate creates and deletes; the guard removes the rest of
+//! the churn a lagging cache causes (repeated adoption patches, status writes computed from an
+//! outdated child list).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, OnceLock};
+
+use prometheus::{IntCounterVec, Opts};
+
+use crate::cache::{Informable, Informer, Store, compare_resource_versions};
+use crate::metrics::register;
+
+/// An API group and resource, as metric labels name them (`""`/`pods`, `apps`/`replicasets`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GroupResource {
+    pub group: String,
+    pub resource: String,
+}
+
+impl GroupResource {
+    pub fn of<K: kube::Resource<DynamicType = ()>>() -> Self {
+        Self {
+            group: K::group(&()).into_owned(),
+            resource: K::plural(&()).into_owned(),
+        }
+    }
+}
+
+impl std::fmt::Display for GroupResource {
+    /// Upstream's `schema.GroupResource.String()`: `resource.group`, or `resource` for core.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.group.is_empty() {
+            f.write_str(&self.resource)
+        } else {
+            write!(f, "{}.{}", self.resource, self.group)
+        }
+    }
+}
+
+/// A sync that must wait: the cache of `resource` has not yet seen the controller's write.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "read version: {observed} is not as new as written version: {written} for group resource {resource}"
+)]
+pub struct Stale {
+    pub resource: GroupResource,
+    pub written: String,
+    pub observed: String,
+}
+
+/// What the controller wrote for one owner (identified by UID, so a re-created owner of the
+/// same name starts clean): the newest resourceVersion per group-resource.
+#[derive(Debug)]
+struct Record {
+    owner_uid: String,
+    versions: BTreeMap<GroupResource, String>,
+}
+
+/// Written resourceVersions per owner key (`namespace/name`).
+#[derive(Debug, Default)]
+pub struct ConsistencyStore {
+    records: Mutex<HashMap<String, Record>>,
+}
+
+impl ConsistencyStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn records(&self) -> std::sync::MutexGuard<'_, HashMap<String, Record>> {
+        // The map is consistent after every statement; a panic elsewhere cannot tear it.
+        self.records
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records that the controller wrote `resource` at `rv` on behalf of `owner`. Keeps the
+    /// newest version per resource; an incomparable one replaces the record's (upstream).
+    pub fn wrote_at(&self, owner: &str, owner_uid: &str, resource: GroupResource, rv: &str) {
+        if rv.is_empty() {
+            return;
+        }
+        let mut records = self.records();
+        let record = records.entry(owner.to_owned()).or_insert_with(|| Record {
+            owner_uid: owner_uid.to_owned(),
+            versions: BTreeMap::new(),
+        });
+        if record.owner_uid != owner_uid {
+            *record = Record {
+                owner_uid: owner_uid.to_owned(),
+                versions: BTreeMap::new(),
+            };
+        }
+        let keep = record.versions.get(&resource).is_some_and(|known| {
+            compare_resource_versions(known, rv).is_some_and(std::cmp::Ordering::is_ge)
+        });
+        if !keep {
+            record.versions.insert(resource, rv.to_owned());
+        }
+    }
+
+    /// Forgets `owner`: only the record of `owner_uid` when given, any record otherwise.
+    pub fn clear(&self, owner: &str, owner_uid: Option<&str>) {
+        let mut records = self.records();
+        if records
+            .get(owner)
+            .is_some_and(|r| owner_uid.is_none_or(|uid| uid == r.owner_uid))
+        {
+            records.remove(owner);
+        }
+    }
+
+    /// `Ok` when every cache has seen what was written for `owner` (and then forgets the
+    /// record); the first lagging resource otherwise. `observed` gives a cache's last synced
+    /// resourceVersion; a resource without one, or a pair of versions that cannot be
+    /// compared, does not hold the sync up (upstream fails open).
+    pub fn ensure_ready(
+        &self,
+        owner: &str,
+        observed: impl Fn(&GroupResource) -> Option<String>,
+    ) -> Result<(), Stale> {
+        let mut records = self.records();
+        let Some(record) = records.get(owner) else {
+            return Ok(());
+        };
+        for (resource, written) in &record.versions {
+            let Some(seen) = observed(resource).filter(|s| !s.is_empty()) else {
+                continue;
+            };
+            if compare_resource_versions(written, &seen) == Some(std::cmp::Ordering::Greater) {
+                return Err(Stale {
+                    resource: resource.clone(),
+                    written: written.clone(),
+                    observed: seen,
+                });
+            }
+        }
+        records.remove(owner);
+        Ok(())
+    }
+
+    /// Owners with writes the caches have not yet been seen to reflect.
+    pub fn len(&self) -> usize {
+        self.records().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A cache the guard checks: its group-resource and the newest resourceVersion it reflects.
+pub trait ObservedCache: Sync {
+    fn group_resource(&self) -> GroupResource;
+    fn last_synced(&self) -> Option<String>;
+}
+
+impl<K: Informable> ObservedCache for Informer<K> {
+    fn group_resource(&self) -> GroupResource {
+        GroupResource::of::<K>()
+    }
+
+    fn last_synced(&self) -> Option<String> {
+        self.last_synced_resource_version()
+    }
+}
+
+impl<K: Informable> ObservedCache for Store<K> {
+    fn group_resource(&self) -> GroupResource {
+        GroupResource::of::<K>()
+    }
+
+    fn last_synced(&self) -> Option<String> {
+        self.last_synced_resource_version()
+    }
+}
+
+/// Labels of every controller's `<subsystem>_stale_sync_skips_total` counter.
+const SKIP_LABELS: &[&str] = &["group", "resource"];
+
+/// The counter `<subsystem>_stale_sync_skips_total{group,resource}`, registered once per
+/// subsystem in the process registry. `None` if it could not be built (a name that is not a
+/// valid metric name); losing a metric never stops a controller.
+pub fn stale_sync_skips(subsystem: &'static str, help: &'static str) -> Option<IntCounterVec> {
+    static COUNTERS: OnceLock<Mutex<HashMap<&'static str, IntCounterVec>>> = OnceLock::new();
+    let mut counters = COUNTERS
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(counter) = counters.get(subsystem) {
+        return Some(counter.clone());
+    }
+    let opts = Opts::new("stale_sync_skips_total", help).subsystem(subsystem);
+    match IntCounterVec::new(opts, SKIP_LABELS) {
+        Ok(counter) => {
+            let counter = register(counter);
+            counters.insert(subsystem, counter.clone());
+            Some(counter)
+        }
+        Err(error) => {
+            tracing::error!(subsystem, %error, "cannot build stale sync skip counter");
+            None
+        }
+    }
+}
+
+/// One controller's stale-cache guard: the [`ConsistencyStore`] of its writes and the counter
+/// of the syncs it held back (upstream's `EnsureReady` call at the top of a sync, with the
+/// controller's `stale_sync_skips_total` metric).
+#[derive(Debug)]
+pub struct StaleGuard {
+    store: ConsistencyStore,
+    controller: &'static str,
+    skips: Option<IntCounterVec>,
+}
+
+impl StaleGuard {
+    /// The guard of `controller` (for logs); skips are counted in
+    /// `<subsystem>_stale_sync_skips_total`, registered now so a scrape sees it early.
+    pub fn new(controller: &'static str, subsystem: &'static str, help: &'static str) -> Self {
+        Self {
+            store: ConsistencyStore::new(),
+            controller,
+            skips: stale_sync_skips(subsystem, help),
+        }
+    }
+
+    /// The writes recorded so far.
+    pub fn store(&self) -> &ConsistencyStore {
+        &self.store
+    }
+
+    /// Records that the controller wrote `resource` at `rv` for the owner `key` (UID
+    /// `owner_uid`); a write without a resourceVersion records nothing.
+    pub fn wrote(&self, key: &str, owner_uid: &str, resource: GroupResource, rv: Option<&str>) {
+        if let Some(rv) = rv {
+            self.store.wrote_at(key, owner_uid, resource, rv);
+        }
+    }
+
+    /// Forgets `key` (see [`ConsistencyStore::clear`]).
+    pub fn clear(&self, key: &str, owner_uid: Option<&str>) {
+        self.store.clear(key, owner_uid);
+    }
+
+    /// `Ok` when each of `caches` has seen what the controller wrote for `key`; otherwise the
+    /// first lagging resource, counted and logged at debug (an expected requeue, not a
+    /// failure).
+    pub fn ensure_caught_up(&self, key: &str, caches: &[&dyn ObservedCache]) -> Result<(), Stale> {
+        let observed = |gr: &GroupResource| {
+            caches
+                .iter()
+                .find(|c| c.group_resource() == *gr)
+                .and_then(|c| c.last_synced())
+        };
+        self.store.ensure_ready(key, observed).inspect_err(|stale| {
+            if let Some(skips) = &self.skips {
+                skips
+                    .with_label_values(&[&stale.resource.group, &stale.resource.resource])
+                    .inc();
+            }
+            tracing::debug!(
+                controller = self.controller,
+                key,
+                resource = %stale.resource,
+                written = %stale.written,
+                observed = %stale.observed,
+                "cache older than the controller's own writes; skipping sync"
+            );
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+    use k8s_openapi::api::core::v1::Pod;
+
+    fn pods() -> GroupResource {
+        GroupResource::of::<Pod>()
+    }
+    fn replicasets() -> GroupResource {
+        GroupResource::of::<ReplicaSet>()
+    }
+
+    /// Caches at fixed versions.
+    fn caches(
+        pods_rv: Option<&str>,
+        rs_rv: Option<&str>,
+    ) -> impl Fn(&GroupResource) -> Option<String> {
+        let (p, r) = (pods_rv.map(str::to_owned), rs_rv.map(str::to_owned));
+        move |gr| {
+            if *gr == pods() {
+                p.clone()
+            } else if *gr == replicasets() {
+                r.clone()
+            } else {
+                None
+            }
+        }
+    }
+
+    #[test]
+    fn group_resources_print_as_upstream() {
+        assert_eq!(pods().to_string(), "pods");
+        assert_eq!(replicasets().to_string(), "replicasets.apps");
+        assert_eq!(
+            (pods().group.as_str(), pods().resource.as_str()),
+            ("", "pods")
+        );
+        assert_eq!(replicasets().group, "apps");
+    }
+
+    #[test]
+    fn no_record_is_ready() {
+        let store = ConsistencyStore::new();
+        assert_eq!(store.ensure_ready("ns/web", caches(None, None)), Ok(()));
+    }
+
+    #[test]
+    fn waits_until_every_cache_caught_up_then_forgets() {
+        let store = ConsistencyStore::new();
+        store.wrote_at("ns/web", "u1", pods(), "105");
+        store.wrote_at("ns/web", "u1", pods(), "103");
+        store.wrote_at("ns/web", "u1", replicasets(), "110");
+
+        let err = store.ensure_ready("ns/web", caches(Some("104"), Some("200")));
+        assert_eq!(
+            err,
+            Err(Stale {
+                resource: pods(),
+                written: "105".into(),
+                observed: "104".into()
+            }),
+            "the newest pod write counts, not the last recorded"
+        );
+        assert_eq!(
+            err.map_err(|e| e.to_string()),
+            Err(
+                "read version: 104 is not as new as written version: 105 for group resource pods"
+                    .into()
+            )
+        );
+        let err = store.ensure_ready("ns/web", caches(Some("105"), Some("109")));
+        assert_eq!(err.map_err(|e| e.resource), Err(replicasets()));
+        assert_eq!(store.len(), 1, "kept while stale");
+
+        assert_eq!(
+            store.ensure_ready("ns/web", caches(Some("105"), Some("110"))),
+            Ok(())
+        );
+        assert_eq!(store.len(), 0, "dropped once caught up");
+        // Nothing left to wait for, even if a cache were to go back.
+        assert_eq!(
+            store.ensure_ready("ns/web", caches(Some("1"), Some("1"))),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn unknown_or_incomparable_versions_do_not_block() {
+        let store = ConsistencyStore::new();
+        store.wrote_at("ns/web", "u1", pods(), "105");
+        assert_eq!(store.ensure_ready("ns/web", caches(None, None)), Ok(()));
+
+        store.wrote_at("ns/web", "u1", pods(), "105");
+        assert_eq!(
+            store.ensure_ready("ns/web", caches(Some("opaque"), None)),
+            Ok(())
+        );
+
+        store.wrote_at("ns/web", "u1", pods(), "opaque");
+        assert_eq!(
+            store.ensure_ready("ns/web", caches(Some("1"), None)),
+            Ok(())
+        );
+
+        store.wrote_at("ns/web", "u1", pods(), "");
+        assert_eq!(store.len(), 0, "an empty version is not recorded");
+    }
+
+    #[test]
+    fn owners_are_separate_and_a_new_uid_starts_clean() {
+        let store = ConsistencyStore::new();
+        store.wrote_at("ns/a", "ua", pods(), "50");
+        store.wrote_at("ns/b", "ub", pods(), "10");
+        assert_eq!(store.ensure_ready("ns/b", caches(Some("20"), None)), Ok(()));
+        assert!(
+            store
+                .ensure_ready("ns/a", caches(Some("20"), None))
+                .is_err()
+        );
+
+        // Re-created under the same name: the old object's writes no longer matter.
+        store.wrote_at("ns/a", "ua2", replicasets(), "30");
+        assert_eq!(
+            store.ensure_ready("ns/a", caches(Some("20"), Some("30"))),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn clear_respects_the_uid() {
+        let store = ConsistencyStore::new();
+        store.wrote_at("ns/a", "ua", pods(), "50");
+        store.clear("ns/a", Some("other"));
+        assert_eq!(
+            store.len(),
+            1,
+            "a delete of another object of that name keeps it"
+        );
+        store.clear("ns/a", Some("ua"));
+        assert_eq!(store.len(), 0);
+        store.wrote_at("ns/a", "ua", pods(), "50");
+        store.clear("ns/a", None);
+        assert_eq!(store.len(), 0);
+    }
+
+    #[test]
+    fn the_guard_holds_a_lagging_sync_counts_it_and_lets_it_through_once_caught_up() {
+        use crate::cache::Informer;
+        use kube::runtime::watcher;
+        let guard = StaleGuard::new("test-controller", "guard_test", "Skips in a test.");
+        let pods_informer = Informer::<Pod>::detached();
+        let pod = |rv: &str| {
+            let mut p = Pod::default();
+            p.metadata.name = Some("p".into());
+            p.metadata.namespace = Some("ns".into());
+            p.metadata.resource_version = Some(rv.into());
+            p
+        };
+        pods_informer.feed(watcher::Event::Init);
+        pods_informer.feed(watcher::Event::InitApply(pod("5")));
+        pods_informer.feed(watcher::Event::InitDone);
+        let pods_store = pods_informer.store();
+        guard.wrote("ns/rs", "uid-1", pods(), None);
+        assert!(guard.store().is_empty(), "no version, no record");
+        guard.wrote("ns/rs", "uid-1", pods(), Some("7"));
+        let stale = guard
+            .ensure_caught_up("ns/rs", &[&pods_store])
+            .expect_err("lags");
+        assert_eq!(
+            (stale.written.as_str(), stale.observed.as_str()),
+            ("7", "5")
+        );
+        let text = crate::metrics::render();
+        assert!(
+            text.contains("guard_test_stale_sync_skips_total{group=\"\",resource=\"pods\"} 1"),
+            "{text}"
+        );
+        assert!(
+            stale_sync_skips("guard_test", "again").is_some(),
+            "registered once"
+        );
+        pods_informer.feed(watcher::Event::Apply(pod("7")));
+        assert_eq!(guard.ensure_caught_up("ns/rs", &[&pods_store]), Ok(()));
+        assert!(guard.store().is_empty(), "forgotten once seen");
+        guard.wrote("ns/rs", "uid-1", replicasets(), Some("9"));
+        assert_eq!(
+            guard.ensure_caught_up("ns/rs", &[&pods_store]),
+            Ok(()),
+            "a cache the guard is not given does not hold the sync"
+        );
+        guard.wrote("ns/rs", "uid-1", pods(), Some("9"));
+        guard.clear("ns/rs", Some("uid-1"));
+        assert!(guard.store().is_empty());
+    }
+}
