@@ -317,13 +317,12 @@ async fn image_scenario(t: &Tier<impl Sized>) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs real nodes: make test"]
-async fn real_nodes_image_agrees_with_the_dockerfile_and_runs_as_non_root() -> anyhow::Result<()> {
-    let t = Tier::shared("rn-image", 1, "pod-garbage-collector-controller", &[]).await?;
-    let result = image_scenario(&t).await;
-    t.finish(result).await
-}
+real_node_test!(
+    real_nodes_image_agrees_with_the_dockerfile_and_runs_as_non_root,
+    "rn-image",
+    "pod-garbage-collector-controller",
+    image_scenario
+);
 
 // ---------------------------------------------------------------------------------------------
 // Static pod
