@@ -560,4 +560,11 @@ fn export_feature_gates(gates: &cli::FeatureGates) {
             tracing::info!(gate = spec.name, enabled, "feature gate set");
         }
     }
+    for (gate, reason) in gates.notices() {
+        tracing::warn!(
+            gate,
+            reason,
+            "feature gate on by default upstream is not implemented by rkcm"
+        );
+    }
 }

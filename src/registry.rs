@@ -108,11 +108,10 @@ pub static CONTROLLERS: &[ControllerDef] = &[
             start: |ctx, cli| {
                 let cfg = rkcm_daemonset::Config {
                     workers: workers(cli.daemonset.concurrent_daemonset_syncs),
-                    // Upstream's gate depends on AtomicFIFO, as the ReplicaSet controller's.
+                    // Needs AtomicFIFO, which `--feature-gates` checks (a dependency upstream).
                     stale_cache_guard: cli
                         .feature_gates
-                        .enabled("StaleControllerConsistencyDaemonSet")
-                        && cli.feature_gates.enabled("AtomicFIFO"),
+                        .enabled("StaleControllerConsistencyDaemonSet"),
                     ..rkcm_daemonset::Config::default()
                 };
                 boxed(rkcm_daemonset::start(ctx, cfg))
@@ -159,6 +158,10 @@ pub static CONTROLLERS: &[ControllerDef] = &[
             start: |ctx, cli| {
                 let cfg = rkcm_job::Config {
                     workers: workers(cli.job.concurrent_job_syncs),
+                    stale_cache_guard: cli.feature_gates.enabled("StaleControllerConsistencyJob"),
+                    clear_start_time_on_suspend: cli
+                        .feature_gates
+                        .enabled("MutableSchedulingDirectivesForSuspendedJobs"),
                 };
                 boxed(rkcm_job::start(ctx, cfg))
             },
@@ -308,12 +311,10 @@ fn replica_config(concurrency: i32, cli: &Cli) -> rkcm_replicaset::Config {
             .feature_gates
             .enabled("DeploymentReplicaSetTerminatingReplicas"),
         pod_deletion_cost: cli.feature_gates.enabled("PodDeletionCost"),
-        // Upstream's gate depends on AtomicFIFO: without it the informers report no
-        // last-synced resourceVersion and the guard never holds a sync back.
+        // Needs AtomicFIFO, which `--feature-gates` checks (a dependency upstream).
         stale_cache_guard: cli
             .feature_gates
-            .enabled("StaleControllerConsistencyReplicaSet")
-            && cli.feature_gates.enabled("AtomicFIFO"),
+            .enabled("StaleControllerConsistencyReplicaSet"),
         ..rkcm_replicaset::Config::default()
     }
 }

@@ -30,16 +30,14 @@
 //! Watches Jobs and Pods through the shared informers. Writes: `create`/`delete`/`patch`
 //! pods, `update` `jobs/status`, `get` the Job before adopting, `create` events.
 //!
-//! - Stale-cache guard (gate `StaleControllerConsistencyJob`, beta and on since v1.36): a
-//!   sync waits (counted in `job_controller_stale_sync_skips_total`, retried with backoff)
+//! - Stale-cache guard (gate `StaleControllerConsistencyJob`, beta and on since v1.36; off,
+//!   no write is recorded and no sync waits): a sync waits (counted in `job_controller_stale_sync_skips_total`, retried with backoff)
 //!   until the Job and Pod caches show the pods this controller created or patched and the
 //!   status it wrote for that Job. Status writes also carry the resourceVersion they were
 //!   computed from, so a stale Job is never written back.
 //!
 //! # Not implemented
-//! - Releasing a pod that stopped matching leaves its tracking finalizer to the orphan
-//!   worker (the runtime's release patch removes only the owner reference).
-//! - Gang scheduling (`WorkloadWithJob`, alpha, off by default).
+//! - Gang scheduling (`WorkloadWithJob`, alpha, off by default; rkcm refuses it on).
 
 pub mod backoff;
 pub mod consts;
@@ -77,9 +75,28 @@ pub const NAME: &str = consts::CONTROLLER_NAME;
 /// Upstream default of `--concurrent-job-syncs`.
 pub const DEFAULT_WORKERS: usize = 5;
 
-/// Configuration: the Job sync workers (`--concurrent-job-syncs`; upstream runs one
-/// orphan-pod worker besides). `Default` equals upstream.
-pub type Config = rkcm_runtime::controller::Workers<DEFAULT_WORKERS>;
+/// Configuration. `Default` equals upstream's defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// Job sync workers (`--concurrent-job-syncs`; upstream runs one orphan-pod worker
+    /// besides).
+    pub workers: usize,
+    /// Gate `StaleControllerConsistencyJob` (beta, on).
+    pub stale_cache_guard: bool,
+    /// Gate `MutableSchedulingDirectivesForSuspendedJobs` (beta, on): suspending a Job clears
+    /// `status.startTime`.
+    pub clear_start_time_on_suspend: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            workers: DEFAULT_WORKERS,
+            stale_cache_guard: true,
+            clear_start_time_on_suspend: true,
+        }
+    }
+}
 
 /// What this controller reads of a cached pod beyond the base fields (see
 /// `rkcm_runtime::projection`): pod failure policy and backoff read container statuses.
@@ -127,6 +144,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         queue: queue.clone(),
         orphan_queue: orphan_queue.clone(),
         clock: ctx.clock.clone(),
+        cfg,
     });
     rkcm_runtime::tracked::track(NAME, &controller, reconcile::Controller::tracked_sizes);
     jobs.subscribe_with(&controller, reconcile::Controller::on_job_change);

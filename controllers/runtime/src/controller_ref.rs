@@ -268,7 +268,7 @@ where
     owner: OwnerInfo,
     owner_api: Api<O>,
     children: Api<K>,
-    adopt_finalizers: Vec<String>,
+    finalizers: Vec<String>,
     can_adopt: Option<Result<(), String>>,
 }
 
@@ -290,15 +290,16 @@ where
             owner: info,
             owner_api,
             children,
-            adopt_finalizers: Vec::new(),
+            finalizers: Vec::new(),
             can_adopt: None,
         })
     }
 
-    /// Finalizers added to every adopted child in the same patch (the Job controller's
-    /// tracking finalizer).
-    pub fn with_adopt_finalizers(mut self, finalizers: Vec<String>) -> Self {
-        self.adopt_finalizers = finalizers;
+    /// Finalizers added to every adopted child in the adoption patch and removed from every
+    /// released child in the release patch (the Job controller's tracking finalizer; upstream
+    /// `NewPodControllerRefManager`'s `finalizers`, used by `AdoptPod` and `ReleasePod`).
+    pub fn with_finalizers(mut self, finalizers: Vec<String>) -> Self {
+        self.finalizers = finalizers;
         self
     }
 
@@ -383,7 +384,7 @@ where
                 "can't adopt {kind} {child_key} ({uid}): {reason}"
             )));
         }
-        let patch = adopt_patch(&self.owner, &uid, &self.adopt_finalizers);
+        let patch = adopt_patch(&self.owner, &uid, &self.finalizers);
         tracing::debug!(owner = %self.owner.key(), child = %child_key, kind = %kind, "adopting child");
         match self
             .children
@@ -411,7 +412,7 @@ where
             child = %crate::keys::key(meta.namespace.as_deref(), &name),
             "patching child to remove its controllerRef"
         );
-        let patch = release_patch(&self.owner.uid, &uid, &[]);
+        let patch = release_patch(&self.owner.uid, &uid, &self.finalizers);
         match self
             .children
             .patch(&name, &PatchParams::default(), &Patch::Strategic(&patch))
@@ -689,6 +690,43 @@ mod tests {
             adopt,
             Some(adopt_patch(&m.owner().clone(), "orphan1-uid", &[]))
         );
+    }
+
+    /// The Job controller's tracking finalizer goes on with the adoption and comes off with the
+    /// release, in the same patch (upstream `AdoptPod` / `ReleasePod` with the manager's
+    /// finalizers), so a released pod does not keep it until the orphan worker's later pass.
+    #[tokio::test]
+    async fn manager_finalizers_are_added_on_adoption_and_removed_on_release() {
+        let api = server(rs_owner("owner-uid", false));
+        let client = api.client();
+        let m = ControllerRefManager::new(
+            &owner_rs(),
+            Api::<ReplicaSet>::namespaced(client.clone(), "ns"),
+            Api::<Pod>::namespaced(client, "ns"),
+        );
+        let Ok(m) = m else { panic!("manager") };
+        let fin = vec!["batch.kubernetes.io/job-tracking".to_owned()];
+        let mut m = m.with_finalizers(fin.clone());
+        let cands = vec![
+            pod("stale", "db", vec![oref("owner-uid", true)]),
+            pod("orphan1", "web", vec![]),
+        ];
+        let out = m.claim(&cands, is_web).await;
+        assert!(out.errors.is_empty(), "{:?}", out.errors);
+        let body = |name: &str| {
+            api.requests()
+                .iter()
+                .find(|r| r.method == "PATCH" && r.path.ends_with(name))
+                .map(|r| r.body.clone())
+        };
+        let release = body("/stale").expect("release patch");
+        assert_eq!(release, release_patch("owner-uid", "stale-uid", &fin));
+        assert_eq!(
+            release["metadata"]["$deleteFromPrimitiveList/finalizers"],
+            serde_json::json!(fin)
+        );
+        let adopt = body("/orphan1").expect("adoption patch");
+        assert_eq!(adopt["metadata"]["finalizers"], serde_json::json!(fin));
     }
 
     #[tokio::test]
