@@ -106,14 +106,7 @@ pub static CONTROLLERS: &[ControllerDef] = &[
         implementation: Some(Implementation {
             informers: rkcm_daemonset::informers,
             start: |ctx, cli| {
-                let cfg = rkcm_daemonset::Config {
-                    workers: workers(cli.daemonset.concurrent_daemonset_syncs),
-                    // Needs AtomicFIFO, which `--feature-gates` checks (a dependency upstream).
-                    stale_cache_guard: cli
-                        .feature_gates
-                        .enabled("StaleControllerConsistencyDaemonSet"),
-                    ..rkcm_daemonset::Config::default()
-                };
+                let cfg = daemonset_config(cli);
                 boxed(rkcm_daemonset::start(ctx, cfg))
             },
         }),
@@ -125,12 +118,7 @@ pub static CONTROLLERS: &[ControllerDef] = &[
         implementation: Some(Implementation {
             informers: rkcm_deployment::informers,
             start: |ctx, cli| {
-                let cfg = rkcm_deployment::Config {
-                    workers: workers(cli.deployment.concurrent_deployment_syncs),
-                    terminating_replicas: cli
-                        .feature_gates
-                        .enabled("DeploymentReplicaSetTerminatingReplicas"),
-                };
+                let cfg = deployment_config(cli);
                 boxed(rkcm_deployment::start(ctx, cfg))
             },
         }),
@@ -156,13 +144,7 @@ pub static CONTROLLERS: &[ControllerDef] = &[
         implementation: Some(Implementation {
             informers: rkcm_job::informers,
             start: |ctx, cli| {
-                let cfg = rkcm_job::Config {
-                    workers: workers(cli.job.concurrent_job_syncs),
-                    stale_cache_guard: cli.feature_gates.enabled("StaleControllerConsistencyJob"),
-                    clear_start_time_on_suspend: cli
-                        .feature_gates
-                        .enabled("MutableSchedulingDirectivesForSuspendedJobs"),
-                };
+                let cfg = job_config(cli);
                 boxed(rkcm_job::start(ctx, cfg))
             },
         }),
@@ -248,13 +230,7 @@ pub static CONTROLLERS: &[ControllerDef] = &[
         implementation: Some(Implementation {
             informers: rkcm_statefulset::informers,
             start: |ctx, cli| {
-                let cfg = rkcm_statefulset::Config {
-                    workers: workers(cli.statefulset.concurrent_statefulset_syncs),
-                    max_unavailable: cli.feature_gates.enabled("MaxUnavailableStatefulSet"),
-                    stale_cache_guard: cli
-                        .feature_gates
-                        .enabled("StaleControllerConsistencyStatefulSet"),
-                };
+                let cfg = statefulset_config(cli);
                 boxed(rkcm_statefulset::start(ctx, cfg))
             },
         }),
@@ -301,6 +277,57 @@ where
 /// A `--concurrent-*-syncs` value as a worker count (negative: none).
 fn workers(flag: i32) -> usize {
     usize::try_from(flag).unwrap_or(0)
+}
+
+/// The DaemonSet configuration from its flags, `--feature-gates` and rkcm's own flag.
+fn daemonset_config(cli: &Cli) -> rkcm_daemonset::Config {
+    rkcm_daemonset::Config {
+        workers: workers(cli.daemonset.concurrent_daemonset_syncs),
+        // Needs AtomicFIFO, which `--feature-gates` checks (a dependency upstream).
+        stale_cache_guard: cli
+            .feature_gates
+            .enabled("StaleControllerConsistencyDaemonSet"),
+        taint_comparison_operators: cli
+            .feature_gates
+            .enabled("TaintTolerationComparisonOperators"),
+        rollout_skips_not_ready_nodes: cli.rkcm.rkcm_daemonset_rollout_skip_not_ready_nodes,
+        ..rkcm_daemonset::Config::default()
+    }
+}
+
+/// The Deployment configuration from its flags and `--feature-gates`.
+fn deployment_config(cli: &Cli) -> rkcm_deployment::Config {
+    rkcm_deployment::Config {
+        workers: workers(cli.deployment.concurrent_deployment_syncs),
+        terminating_replicas: cli
+            .feature_gates
+            .enabled("DeploymentReplicaSetTerminatingReplicas"),
+    }
+}
+
+/// The Job configuration from its flags and `--feature-gates`.
+fn job_config(cli: &Cli) -> rkcm_job::Config {
+    rkcm_job::Config {
+        workers: workers(cli.job.concurrent_job_syncs),
+        stale_cache_guard: cli.feature_gates.enabled("StaleControllerConsistencyJob"),
+        clear_start_time_on_suspend: cli
+            .feature_gates
+            .enabled("MutableSchedulingDirectivesForSuspendedJobs"),
+    }
+}
+
+/// The StatefulSet configuration from its flags and `--feature-gates`.
+fn statefulset_config(cli: &Cli) -> rkcm_statefulset::Config {
+    rkcm_statefulset::Config {
+        workers: workers(cli.statefulset.concurrent_statefulset_syncs),
+        max_unavailable: cli.feature_gates.enabled("MaxUnavailableStatefulSet"),
+        stale_cache_guard: cli
+            .feature_gates
+            .enabled("StaleControllerConsistencyStatefulSet"),
+        semantic_revision_comparison: cli
+            .feature_gates
+            .enabled("StatefulSetSemanticRevisionComparison"),
+    }
 }
 
 /// The RS/RC configuration from `--concurrent-*-syncs` and `--feature-gates`.
@@ -510,6 +537,89 @@ mod tests {
         assert!(rkcm_deployment::Config::default().terminating_replicas);
         let sts = rkcm_statefulset::Config::default();
         assert!(sts.max_unavailable && sts.stale_cache_guard);
+    }
+
+    fn cli(args: &[&str]) -> Cli {
+        match crate::cli::parse(std::iter::once("rkcm").chain(args.iter().copied())) {
+            Ok(crate::cli::Invocation::Run(cli)) => *cli,
+            Ok(_) => panic!("{args:?}: not a run"),
+            Err(e) => panic!("{args:?}: {e}"),
+        }
+    }
+
+    /// Every gate a controller honours reaches its Config with both settings, and rkcm's own
+    /// DaemonSet flag does too; the defaults are upstream's.
+    #[test]
+    fn gates_and_own_flags_reach_the_controllers_in_both_settings() {
+        for on in [true, false] {
+            let gates = |names: &[&str]| {
+                let list: Vec<String> = names.iter().map(|n| format!("{n}={on}")).collect();
+                format!("--feature-gates={}", list.join(","))
+            };
+            let c = cli(&[
+                &gates(&[
+                    "TaintTolerationComparisonOperators",
+                    "StaleControllerConsistencyDaemonSet",
+                    "StaleControllerConsistencyJob",
+                    "StaleControllerConsistencyReplicaSet",
+                    "StaleControllerConsistencyStatefulSet",
+                    // Keep the guards' upstream dependency satisfied when they are on, and
+                    // the HPA one (not rkcm's) off with the others.
+                    "StaleControllerConsistencyHPA",
+                    "MutableSchedulingDirectivesForSuspendedJobs",
+                    "MaxUnavailableStatefulSet",
+                    "StatefulSetSemanticRevisionComparison",
+                    "DeploymentReplicaSetTerminatingReplicas",
+                    "PodDeletionCost",
+                ]),
+                &format!("--rkcm-daemonset-rollout-skip-not-ready-nodes={on}"),
+            ]);
+            let ds = daemonset_config(&c);
+            assert_eq!(
+                (
+                    ds.taint_comparison_operators,
+                    ds.stale_cache_guard,
+                    ds.rollout_skips_not_ready_nodes
+                ),
+                (on, on, on)
+            );
+            let job = job_config(&c);
+            assert_eq!(
+                (job.stale_cache_guard, job.clear_start_time_on_suspend),
+                (on, on)
+            );
+            let sts = statefulset_config(&c);
+            assert_eq!(
+                (
+                    sts.max_unavailable,
+                    sts.stale_cache_guard,
+                    sts.semantic_revision_comparison
+                ),
+                (on, on, on)
+            );
+            assert_eq!(deployment_config(&c).terminating_replicas, on);
+            let rs = replica_config(5, &c);
+            assert_eq!(
+                (
+                    rs.terminating_replicas,
+                    rs.pod_deletion_cost,
+                    rs.stale_cache_guard
+                ),
+                (on, on, on)
+            );
+        }
+        // No flags: upstream's v1.37 defaults.
+        let c = cli(&[]);
+        let ds = daemonset_config(&c);
+        assert!(ds.stale_cache_guard && !ds.taint_comparison_operators);
+        assert!(
+            !ds.rollout_skips_not_ready_nodes,
+            "rkcm's own opt-in is off"
+        );
+        assert_eq!(ds, rkcm_daemonset::Config::default());
+        assert_eq!(job_config(&c), rkcm_job::Config::default());
+        assert_eq!(statefulset_config(&c), rkcm_statefulset::Config::default());
+        assert_eq!(deployment_config(&c), rkcm_deployment::Config::default());
     }
 
     fn strings(v: &[&str]) -> Vec<String> {

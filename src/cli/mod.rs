@@ -68,6 +68,7 @@ mod delegation;
 mod duration;
 mod gates;
 mod generic;
+mod own;
 mod rejected;
 
 use duration::GoDuration;
@@ -76,6 +77,7 @@ pub use controllers::*;
 pub use delegation::*;
 pub use gates::*;
 pub use generic::*;
+pub use own::*;
 pub use rejected::*;
 
 /// The command name used in messages, as upstream uses `kube-controller-manager`.
@@ -185,6 +187,8 @@ pub struct Cli {
     pub podgc: rkcm_podgc::Options,
     #[command(flatten)]
     pub other: OtherControllerFlags,
+    #[command(flatten)]
+    pub rkcm: RkcmFlags,
 
     /// Upstream rejects positional arguments; kept to give its message.
     #[arg(hide = true, value_name = "ARGS")]
@@ -753,6 +757,8 @@ mod tests {
             ("requestheader-group-headers", "x-remote-group"),
             ("requestheader-uid-headers", ""),
             ("requestheader-username-headers", "x-remote-user"),
+            // rkcm's own (not upstream's): off is upstream's behaviour.
+            ("rkcm-daemonset-rollout-skip-not-ready-nodes", "false"),
             ("root-ca-file", ""),
             ("secure-port", "10257"),
             ("service-account-private-key-file", ""),

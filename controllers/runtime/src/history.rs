@@ -327,25 +327,11 @@ pub fn next_revision<R: Borrow<ControllerRevision>>(revisions: &[R]) -> i64 {
         .map_or(1, |m| m.saturating_add(1))
 }
 
-fn hash_label_value(r: &ControllerRevision) -> Option<u32> {
-    // Upstream parses the label as a decimal int32 (ParseInt(s, 10, 32)); safe-encoded hashes
-    // usually contain letters and then never disagree.
-    let v = r
-        .metadata
-        .labels
-        .as_ref()?
-        .get(CONTROLLER_REVISION_HASH_LABEL)?;
-    v.parse::<i32>().ok().map(|n| n as u32)
-}
-
-/// Upstream `EqualRevision`: the hash labels must not disagree (when both parse) and the data
-/// must be identical.
+/// Upstream `EqualRevision` (v1.37 `pkg/controller/history/controller_history.go`): the data
+/// must be identical; the hash labels are not compared (earlier releases compared them when
+/// both parsed as integers). The data is compared as parsed JSON: the informers read it as
+/// JSON, which does not show the stored bytes upstream compares.
 pub fn equal_revision(lhs: &ControllerRevision, rhs: &ControllerRevision) -> bool {
-    if let (Some(a), Some(b)) = (hash_label_value(lhs), hash_label_value(rhs))
-        && a != b
-    {
-        return false;
-    }
     lhs.data.0 == rhs.data.0
 }
 
@@ -781,7 +767,7 @@ mod tests {
     }
 
     #[test]
-    fn equal_revision_compares_data_and_numeric_hash_labels() {
+    fn equal_revision_compares_data_only() {
         let a = rev("a", 1, 0, serde_json::json!({"x": 1}));
         let b = rev("b", 2, 0, serde_json::json!({"x": 1}));
         let c = rev("c", 3, 0, serde_json::json!({"x": 2}));
@@ -794,15 +780,18 @@ mod tests {
             )]));
             r
         };
-        // Safe-encoded labels do not parse as integers, so only the data decides.
+        // Hash labels never decide, not even all-digit ones (v1.37 dropped that comparison).
         assert!(equal_revision(
             &label(a.clone(), "5d9fbc"),
             &label(b.clone(), "6b7c8d")
         ));
-        // All-digit labels parse, and disagreeing ones make revisions unequal, as upstream.
-        assert!(!equal_revision(
+        assert!(equal_revision(
             &label(a.clone(), "45"),
             &label(b.clone(), "46")
+        ));
+        assert!(!equal_revision(
+            &label(a.clone(), "45"),
+            &label(c.clone(), "45")
         ));
         let all = vec![a.clone(), b.clone(), c.clone()];
         let eq = find_equal_revisions(&all, &a);

@@ -62,6 +62,7 @@
 //! v1.31; a failed pod is reported by its `SuccessfulDelete` event only.
 
 pub mod consts;
+pub mod defaults;
 mod error;
 mod handlers;
 pub mod identity;
@@ -103,6 +104,8 @@ pub struct Config {
     pub max_unavailable: bool,
     /// Gate `StaleControllerConsistencyStatefulSet` (beta, on).
     pub stale_cache_guard: bool,
+    /// Gate `StatefulSetSemanticRevisionComparison` (beta, on).
+    pub semantic_revision_comparison: bool,
 }
 
 impl Default for Config {
@@ -111,6 +114,7 @@ impl Default for Config {
             workers: DEFAULT_WORKERS,
             max_unavailable: true,
             stale_cache_guard: true,
+            semantic_revision_comparison: true,
         }
     }
 }
