@@ -219,6 +219,8 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     // has noticed any other value.
     let content_type =
         ContentType::from_media_type(&cli.api.kube_api_content_type).unwrap_or(ContentType::Json);
+    // rkcm's own opt-in, before any controller creates its queue.
+    rkcm_runtime::workqueue::set_ignore_early_failures(cli.rkcm.rkcm_retry_ignores_early_failures);
     // Writes read only the identity of their answer; it comes in the same encoding.
     rkcm_runtime::write::accept_protobuf(content_type == ContentType::Protobuf);
     let factory = InformerFactory::with_options(informer_client, list_mode, content_type);

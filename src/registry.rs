@@ -93,6 +93,7 @@ pub static CONTROLLERS: &[ControllerDef] = &[
             start: |ctx, cli| {
                 let cfg = rkcm_cronjob::Config {
                     workers: workers(cli.cronjob.concurrent_cron_job_syncs),
+                    defer_status_writes: cli.rkcm.rkcm_cronjob_defer_status_writes,
                     ..rkcm_cronjob::Config::default()
                 };
                 boxed(rkcm_cronjob::start(ctx, cfg))

@@ -758,7 +758,9 @@ mod tests {
             ("requestheader-uid-headers", ""),
             ("requestheader-username-headers", "x-remote-user"),
             // rkcm's own (not upstream's): off is upstream's behaviour.
+            ("rkcm-cronjob-defer-status-writes", "true"),
             ("rkcm-daemonset-rollout-skip-not-ready-nodes", "false"),
+            ("rkcm-retry-ignores-early-failures", "false"),
             ("root-ca-file", ""),
             ("secure-port", "10257"),
             ("service-account-private-key-file", ""),

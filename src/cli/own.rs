@@ -1,6 +1,7 @@
 //! rkcm's own flags: behaviour upstream kube-controller-manager does not have. Every name
-//! starts with `--rkcm-`, and each one's default is upstream's behaviour unless the README's
-//! "Differences from upstream" says otherwise.
+//! starts with `--rkcm-`; each one's default is upstream's behaviour except
+//! `--rkcm-cronjob-defer-status-writes`, a difference the README's "Differences from upstream"
+//! measures.
 
 use clap::{ArgAction, Args};
 
@@ -18,4 +19,22 @@ pub struct RkcmFlags {
           default_missing_value = "true", default_value = "false", value_parser = parse_go_bool,
           value_name = "bool")]
     pub rkcm_daemonset_rollout_skip_not_ready_nodes: bool,
+
+    /// Not upstream, on by default: a CronJob sync's status write waits until no other sync
+    /// runs (at most 5 s) so that Jobs due at the same instant are all created first; a
+    /// CronJob's lastScheduleTime and active then show up later than with upstream (see the
+    /// README). False writes each status at the end of its sync, as upstream.
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "true", value_parser = parse_go_bool,
+          value_name = "bool")]
+    pub rkcm_cronjob_defer_status_writes: bool,
+
+    /// Not upstream: a sync that fails before its key's retry is due (an event started it
+    /// early) does not lengthen the key's backoff. Upstream counts every failure, so during an
+    /// outage with many events the backoff reaches its 1000 s cap within minutes
+    /// (kubernetes/kubernetes#132805) and a ReplicaSet may wait that long after the outage.
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_go_bool,
+          value_name = "bool")]
+    pub rkcm_retry_ignores_early_failures: bool,
 }

@@ -37,6 +37,7 @@ use std::fmt;
 use std::future::Future;
 use std::hash::Hash;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
@@ -82,14 +83,15 @@ pub enum RateLimiter {
     /// (5 ms × 2^failures, capped at 1000 s) and an overall token bucket (10/s, burst 100).
     #[default]
     Default,
-    /// Per-key exponential backoff only: `base × 2^failures`, capped at `max` (Job: 1 s..60 s).
+    /// Per-key exponential backoff only: `base × 2^failures`, capped at `max` (Job: 1 s..60 s),
+    /// every failure counted, as client-go's `ItemExponentialFailureRateLimiter`.
     ///
-    /// Unlike client-go's `ItemExponentialFailureRateLimiter`, a failure that comes before
-    /// the key's current backoff has elapsed (the key was synced early, because an event
-    /// added it again) does not count: it keeps the pending retry time. Otherwise every
-    /// unrelated event during an outage doubles the delay again, and a ReplicaSet whose pod
-    /// creates were rejected for a minute waits up to the 1000 s cap after they are allowed
-    /// again (kubernetes/kubernetes#132805).
+    /// rkcm's own opt-in ([`set_ignore_early_failures`], `--rkcm-retry-ignores-early-failures`):
+    /// a failure that comes before the key's current backoff has elapsed (the key was synced
+    /// early, because an event added it again) does not count and keeps the pending retry
+    /// time. Upstream counts it, so every unrelated event during an outage doubles the delay
+    /// again and the backoff can reach its 1000 s cap within minutes
+    /// (kubernetes/kubernetes#132805).
     ItemExponential { base: Duration, max: Duration },
     /// One token bucket shared by all keys ([`crate::flowcontrol::TokenBucket`]): every call
     /// takes a token and waits until it is available. An infinite `qps` never delays; a
@@ -113,33 +115,58 @@ enum Limiter<K> {
         base: Duration,
         max: Duration,
         failures: HashMap<K, Backoff>,
+        /// rkcm's opt-in: failures before the pending retry do not count.
+        ignore_early: bool,
     },
     Bucket(TokenBucket),
     MaxOf(Vec<Limiter<K>>),
 }
 
+/// rkcm's own opt-in for every queue created afterwards (see [`RateLimiter::ItemExponential`]).
+static IGNORE_EARLY_FAILURES: AtomicBool = AtomicBool::new(false);
+
+/// Makes queues created from now on ignore failures that come before a key's pending retry
+/// (`--rkcm-retry-ignores-early-failures`; off: client-go's counting, as upstream).
+pub fn set_ignore_early_failures(on: bool) {
+    IGNORE_EARLY_FAILURES.store(on, AtomicOrdering::Relaxed);
+}
+
 impl<K: QueueKey> Limiter<K> {
     fn new(config: &RateLimiter) -> Self {
+        Self::with(config, IGNORE_EARLY_FAILURES.load(AtomicOrdering::Relaxed))
+    }
+
+    fn with(config: &RateLimiter, ignore_early: bool) -> Self {
         match config {
             RateLimiter::Default => Limiter::MaxOf(vec![
-                Limiter::new(&RateLimiter::ItemExponential {
-                    base: DEFAULT_ITEM_BASE_DELAY,
-                    max: DEFAULT_ITEM_MAX_DELAY,
-                }),
-                Limiter::new(&RateLimiter::Bucket {
-                    qps: DEFAULT_BUCKET_QPS,
-                    burst: DEFAULT_BUCKET_BURST,
-                }),
+                Limiter::with(
+                    &RateLimiter::ItemExponential {
+                        base: DEFAULT_ITEM_BASE_DELAY,
+                        max: DEFAULT_ITEM_MAX_DELAY,
+                    },
+                    ignore_early,
+                ),
+                Limiter::with(
+                    &RateLimiter::Bucket {
+                        qps: DEFAULT_BUCKET_QPS,
+                        burst: DEFAULT_BUCKET_BURST,
+                    },
+                    ignore_early,
+                ),
             ]),
             RateLimiter::ItemExponential { base, max } => Limiter::ItemExponential {
                 base: *base,
                 max: *max,
                 failures: HashMap::new(),
+                ignore_early,
             },
             RateLimiter::Bucket { qps, burst } => Limiter::Bucket(TokenBucket::new(*qps, *burst)),
-            RateLimiter::MaxOf(limiters) => {
-                Limiter::MaxOf(limiters.iter().map(Limiter::new).collect())
-            }
+            RateLimiter::MaxOf(limiters) => Limiter::MaxOf(
+                limiters
+                    .iter()
+                    .map(|l| Limiter::with(l, ignore_early))
+                    .collect(),
+            ),
         }
     }
 
@@ -150,13 +177,14 @@ impl<K: QueueKey> Limiter<K> {
                 base,
                 max,
                 failures,
+                ignore_early,
             } => {
                 let backoff = failures.entry(key.clone()).or_insert(Backoff {
                     failures: 0,
                     until: now,
                 });
-                if backoff.failures > 0 && now < backoff.until {
-                    // Synced early and failed again: the pending retry stands.
+                if *ignore_early && backoff.failures > 0 && now < backoff.until {
+                    // Opted in: synced early and failed again, the pending retry stands.
                     return backoff.until - now;
                 }
                 let delay = exponential_delay(*base, *max, backoff.failures);
@@ -1197,14 +1225,39 @@ mod tests {
         assert_eq!(delays, [1, 2, 4, 8, 16, 32, 60, 60]);
     }
 
-    /// kubernetes/kubernetes#132805: failures of syncs that events started before the
-    /// backoff elapsed keep the pending retry instead of doubling it again.
+    /// Upstream (client-go `ItemExponentialFailureRateLimiter`): every failure counts, also
+    /// those of syncs that events started before the pending retry.
     #[tokio::test(start_paused = true)]
-    async fn early_failures_do_not_inflate_the_backoff() {
-        let mut limiter = Limiter::new(&RateLimiter::ItemExponential {
-            base: ms(5),
-            max: DEFAULT_ITEM_MAX_DELAY,
-        });
+    async fn every_failure_doubles_the_backoff_by_default() {
+        let mut limiter = Limiter::with(
+            &RateLimiter::ItemExponential {
+                base: ms(5),
+                max: DEFAULT_ITEM_MAX_DELAY,
+            },
+            false,
+        );
+        let key = k("a");
+        let now = Instant::now();
+        let delays: Vec<Duration> = (0..5).map(|_| limiter.when(&key, now + ms(1))).collect();
+        assert_eq!(delays, [ms(5), ms(10), ms(20), ms(40), ms(80)]);
+        assert_eq!(limiter.num_requeues(&key), 5);
+        assert!(
+            !IGNORE_EARLY_FAILURES.load(AtomicOrdering::Relaxed),
+            "queues count every failure unless the process opts out"
+        );
+    }
+
+    /// rkcm's opt-in (kubernetes/kubernetes#132805): failures of syncs that events started
+    /// before the backoff elapsed keep the pending retry instead of doubling it again.
+    #[tokio::test(start_paused = true)]
+    async fn opted_in_early_failures_do_not_inflate_the_backoff() {
+        let mut limiter = Limiter::with(
+            &RateLimiter::ItemExponential {
+                base: ms(5),
+                max: DEFAULT_ITEM_MAX_DELAY,
+            },
+            true,
+        );
         let key = k("a");
         let now = Instant::now();
         assert_eq!(limiter.when(&key, now), ms(5));
