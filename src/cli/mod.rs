@@ -760,7 +760,7 @@ mod tests {
             // rkcm's own (not upstream's): off is upstream's behaviour.
             ("rkcm-cronjob-defer-status-writes", "true"),
             ("rkcm-daemonset-rollout-skip-not-ready-nodes", "false"),
-            ("rkcm-retry-ignores-early-failures", "false"),
+            ("rkcm-retry-ignores-early-failures", "true"),
             ("root-ca-file", ""),
             ("secure-port", "10257"),
             ("service-account-private-key-file", ""),

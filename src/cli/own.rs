@@ -1,7 +1,7 @@
 //! rkcm's own flags: behaviour upstream kube-controller-manager does not have. Every name
 //! starts with `--rkcm-`; each one's default is upstream's behaviour except
-//! `--rkcm-cronjob-defer-status-writes`, a difference the README's "Differences from upstream"
-//! measures.
+//! `--rkcm-cronjob-defer-status-writes` and `--rkcm-retry-ignores-early-failures`, differences
+//! the README's "Differences from upstream" measures.
 
 use clap::{ArgAction, Args};
 
@@ -29,12 +29,13 @@ pub struct RkcmFlags {
           value_name = "bool")]
     pub rkcm_cronjob_defer_status_writes: bool,
 
-    /// Not upstream: a sync that fails before its key's retry is due (an event started it
-    /// early) does not lengthen the key's backoff. Upstream counts every failure, so during an
-    /// outage with many events the backoff reaches its 1000 s cap within minutes
+    /// Not upstream, on by default: a sync that fails before its key's retry is due (an event
+    /// started it early) does not lengthen the key's backoff. Upstream counts every failure, so
+    /// during an outage with many events the backoff reaches its 1000 s cap within minutes
     /// (kubernetes/kubernetes#132805) and a ReplicaSet may wait that long after the outage.
+    /// False counts every failure, as upstream.
     #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", default_value = "false", value_parser = parse_go_bool,
+          default_missing_value = "true", default_value = "true", value_parser = parse_go_bool,
           value_name = "bool")]
     pub rkcm_retry_ignores_early_failures: bool,
 }

@@ -332,12 +332,11 @@ async fn opted_in_rkcm_resumes_pod_creates_soon_after_admission_rejected_them() 
         wait_default_service_account(&env.ns).await?;
         let gate = AdmissionGate::install(&env.cluster, &env.ns).await?;
         let r = async {
-            let mut rkcm = Manager::start_with(
+            let mut rkcm = Manager::start(
                 ManagerKind::Rkcm,
                 &env.cluster,
                 env.name(),
                 "replicaset-controller",
-                &["--rkcm-retry-ignores-early-failures"],
             )
             .await?;
             let r = async {

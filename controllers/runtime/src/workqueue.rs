@@ -83,15 +83,14 @@ pub enum RateLimiter {
     /// (5 ms × 2^failures, capped at 1000 s) and an overall token bucket (10/s, burst 100).
     #[default]
     Default,
-    /// Per-key exponential backoff only: `base × 2^failures`, capped at `max` (Job: 1 s..60 s),
-    /// every failure counted, as client-go's `ItemExponentialFailureRateLimiter`.
+    /// Per-key exponential backoff only: `base × 2^failures`, capped at `max` (Job: 1 s..60 s).
     ///
-    /// rkcm's own opt-in ([`set_ignore_early_failures`], `--rkcm-retry-ignores-early-failures`):
-    /// a failure that comes before the key's current backoff has elapsed (the key was synced
-    /// early, because an event added it again) does not count and keeps the pending retry
-    /// time. Upstream counts it, so every unrelated event during an outage doubles the delay
-    /// again and the backoff can reach its 1000 s cap within minutes
-    /// (kubernetes/kubernetes#132805).
+    /// Unlike client-go's `ItemExponentialFailureRateLimiter` (unless
+    /// [`set_ignore_early_failures`]`(false)`, `--rkcm-retry-ignores-early-failures=false`), a
+    /// failure that comes before the key's current backoff has elapsed (the key was synced
+    /// early, because an event added it again) does not count and keeps the pending retry time.
+    /// Upstream counts it, so every unrelated event during an outage doubles the delay again
+    /// and the backoff can reach its 1000 s cap within minutes (kubernetes/kubernetes#132805).
     ItemExponential { base: Duration, max: Duration },
     /// One token bucket shared by all keys ([`crate::flowcontrol::TokenBucket`]): every call
     /// takes a token and waits until it is available. An infinite `qps` never delays; a
@@ -115,18 +114,18 @@ enum Limiter<K> {
         base: Duration,
         max: Duration,
         failures: HashMap<K, Backoff>,
-        /// rkcm's opt-in: failures before the pending retry do not count.
+        /// Failures before the pending retry do not count (rkcm's default).
         ignore_early: bool,
     },
     Bucket(TokenBucket),
     MaxOf(Vec<Limiter<K>>),
 }
 
-/// rkcm's own opt-in for every queue created afterwards (see [`RateLimiter::ItemExponential`]).
-static IGNORE_EARLY_FAILURES: AtomicBool = AtomicBool::new(false);
+/// rkcm's rule for every queue created afterwards (see [`RateLimiter::ItemExponential`]).
+static IGNORE_EARLY_FAILURES: AtomicBool = AtomicBool::new(true);
 
-/// Makes queues created from now on ignore failures that come before a key's pending retry
-/// (`--rkcm-retry-ignores-early-failures`; off: client-go's counting, as upstream).
+/// Whether queues created from now on ignore failures that come before a key's pending retry
+/// (`--rkcm-retry-ignores-early-failures`, on; off: client-go's counting, as upstream).
 pub fn set_ignore_early_failures(on: bool) {
     IGNORE_EARLY_FAILURES.store(on, AtomicOrdering::Relaxed);
 }
@@ -1225,10 +1224,11 @@ mod tests {
         assert_eq!(delays, [1, 2, 4, 8, 16, 32, 60, 60]);
     }
 
-    /// Upstream (client-go `ItemExponentialFailureRateLimiter`): every failure counts, also
-    /// those of syncs that events started before the pending retry.
+    /// With `--rkcm-retry-ignores-early-failures=false`, upstream's rule (client-go
+    /// `ItemExponentialFailureRateLimiter`): every failure counts, also those of syncs that
+    /// events started before the pending retry.
     #[tokio::test(start_paused = true)]
-    async fn every_failure_doubles_the_backoff_by_default() {
+    async fn every_failure_doubles_the_backoff_when_asked() {
         let mut limiter = Limiter::with(
             &RateLimiter::ItemExponential {
                 base: ms(5),
@@ -1241,16 +1241,16 @@ mod tests {
         let delays: Vec<Duration> = (0..5).map(|_| limiter.when(&key, now + ms(1))).collect();
         assert_eq!(delays, [ms(5), ms(10), ms(20), ms(40), ms(80)]);
         assert_eq!(limiter.num_requeues(&key), 5);
-        assert!(
-            !IGNORE_EARLY_FAILURES.load(AtomicOrdering::Relaxed),
-            "queues count every failure unless the process opts out"
-        );
     }
 
-    /// rkcm's opt-in (kubernetes/kubernetes#132805): failures of syncs that events started
+    /// rkcm's default (kubernetes/kubernetes#132805): failures of syncs that events started
     /// before the backoff elapsed keep the pending retry instead of doubling it again.
     #[tokio::test(start_paused = true)]
-    async fn opted_in_early_failures_do_not_inflate_the_backoff() {
+    async fn early_failures_do_not_inflate_the_backoff() {
+        assert!(
+            IGNORE_EARLY_FAILURES.load(AtomicOrdering::Relaxed),
+            "rkcm's rule is the default"
+        );
         let mut limiter = Limiter::with(
             &RateLimiter::ItemExponential {
                 base: ms(5),
