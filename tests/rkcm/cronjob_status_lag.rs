@@ -246,15 +246,17 @@ async fn cronjob_status_lag_with_deferred_writes_beside_upstream() -> anyhow::Re
     for row in [upstream, inline] {
         ensure!(row.1 < 1.0, "{}: median status lag {:.2} s", row.0, row.1);
     }
-    // Deferred: statuses wait until the Jobs are created, so the median lag is longer than
-    // upstream's, but no status waits past MAX_DEFER (5 s) plus the writes' own share of the
-    // client's QPS (100 writes at 20/s).
+    // Deferred: the status writes wait for the Job creates of the other syncs (100 creates at
+    // 20/s after a burst of 30 take over 3 s), so the median status trails its Job by more
+    // than a second where upstream's trails it by one request.
     ensure!(
-        deferred.1 > upstream.1,
+        deferred.1 >= upstream.1 + 1.0,
         "deferred writes were not later than upstream's: {:.2} s vs {:.2} s",
         deferred.1,
         upstream.1
     );
+    // No status waits past MAX_DEFER (5 s) plus the writes' own share of the client's QPS (100
+    // writes at 20/s).
     ensure!(
         deferred.3 < 5.0 + 5.0 + 2.0,
         "deferred max lag {:.2} s",
