@@ -51,7 +51,8 @@
 //!
 //! **Rejected with an error naming the flag** ([`REJECTED_FLAGS`]): `--tls-sni-cert-key`
 //! and `--enable-leader-migration=true`, which would promise behaviour rkcm does not have. A
-//! flag upstream does not know is an error naming it, as upstream.
+//! flag upstream does not know is an error naming it, as upstream, except rkcm's own
+//! `--rkcm-*` flags ([`RkcmFlags`]).
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
