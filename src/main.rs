@@ -574,11 +574,13 @@ fn export_feature_gates(gates: &cli::FeatureGates) {
             tracing::info!(gate = spec.name, enabled, "feature gate set");
         }
     }
+    // Documented differences (README, "Not implemented"), not faults of this run: info, so
+    // that a default start logs no warning.
     for (gate, reason) in gates.notices() {
-        tracing::warn!(
+        tracing::info!(
             gate,
             reason,
-            "feature gate on by default upstream is not implemented by rkcm"
+            "feature gate on by default upstream is not implemented by rkcm: it runs as with the gate off"
         );
     }
 }
