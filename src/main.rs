@@ -27,6 +27,7 @@
 mod auth;
 mod cli;
 mod credentials;
+mod explain;
 mod leader;
 mod logging;
 mod registry;
@@ -70,6 +71,15 @@ const APISERVER_BUDGET: Duration = Duration::from_secs(10);
 const SYNC_PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 fn main() {
+    // `rkcm explain ...` (and `kubectl rkcm explain ...` through a `kubectl-rkcm` link) is a
+    // read-only command of its own; every other command line is upstream's flags.
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if args.first().map(String::as_str) == Some("explain") {
+        std::process::exit(explain::main(&args[1..]));
+    }
     let invocation = match cli::parse::parse(std::env::args_os()) {
         Ok(i) => i,
         Err(err) => {

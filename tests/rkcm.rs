@@ -16,6 +16,8 @@ mod cronjob_status_lag;
 mod cronjob_takeover;
 #[path = "rkcm/daemonset_takeover.rs"]
 mod daemonset_takeover;
+#[path = "rkcm/explain.rs"]
+mod explain;
 #[path = "rkcm/flags.rs"]
 mod flags;
 #[path = "rkcm/forget.rs"]

@@ -60,6 +60,7 @@
 mod config;
 pub mod consts;
 mod error;
+pub mod explain;
 mod handlers;
 pub mod model;
 pub mod plan;

@@ -34,6 +34,7 @@ pub mod controller;
 pub mod duration;
 pub mod error;
 pub mod events;
+pub mod explain;
 pub mod fasthash;
 pub mod keys;
 pub mod metrics;

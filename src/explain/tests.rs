@@ -1,0 +1,47 @@
+use super::*;
+
+fn args(a: &[&str]) -> Result<Args, String> {
+    parse(&a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>())
+}
+
+#[test]
+fn parses_the_target_and_flags() {
+    assert_eq!(
+        args(&["deploy/ns/web", "--kubeconfig", "k", "-o", "json"]),
+        Ok(Args {
+            kind: Kind::Deployment,
+            namespace: "ns".into(),
+            name: "web".into(),
+            kubeconfig: Some(PathBuf::from("k")),
+            json: true,
+        })
+    );
+    let a = args(&["--kubeconfig=k", "Deployment/ns/web", "--output=text"]);
+    assert_eq!(
+        a.map(|a| (a.json, a.kubeconfig)),
+        Ok((false, Some("k".into())))
+    );
+}
+
+#[test]
+fn refuses_what_it_cannot_explain() {
+    for (bad, want) in [
+        (vec!["deployment/web"], "expected KIND/NAMESPACE/NAME"),
+        (
+            vec!["widget/ns/web"],
+            "kind \"widget\" is not explained yet",
+        ),
+        (
+            vec!["deployment/ns/web", "-o", "yaml"],
+            "unknown output format",
+        ),
+        (vec!["deployment/ns/web", "--watch"], "unknown flag --watch"),
+        (vec!["deployment/ns/web", "--kubeconfig"], "needs a value"),
+        (vec![], "usage:"),
+    ] {
+        match args(&bad) {
+            Err(e) => assert!(e.contains(want), "{bad:?}: {e}"),
+            Ok(a) => panic!("{bad:?} parsed: {a:?}"),
+        }
+    }
+}
