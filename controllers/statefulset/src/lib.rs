@@ -66,10 +66,12 @@
 //! No `RecreatingFailedPod`/`RecreatingTerminatedPod` events: upstream removed them in
 //! v1.31; a failed pod is reported by its `SuccessfulDelete` event only.
 
+pub mod claims;
 mod config;
 pub mod consts;
 pub mod defaults;
 mod error;
+mod executor;
 mod handlers;
 pub mod identity;
 mod metrics;
