@@ -111,7 +111,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         expectations: UidTrackingExpectations::new(ctx.clock.clone()),
         finalizer_expectations: tracking::FinalizerExpectations::default(),
         backoff: backoff::BackoffStore::default(),
-        consistency: rkcm_runtime::workload::consistency::ConsistencyStore::new(),
+        consistency: metrics::stale_guard().enabled(cfg.stale_cache_guard),
         pod_control: PodControl::new(ctx.client.clone(), recorder.clone()),
         recorder,
         queue: queue.clone(),

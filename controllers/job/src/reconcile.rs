@@ -32,7 +32,7 @@ use rkcm_runtime::keys::{key_of, split_key};
 use rkcm_runtime::queue::WorkQueue;
 use rkcm_runtime::tracked::Size;
 use rkcm_runtime::workload::children::{ChildHandler, on_child_change};
-use rkcm_runtime::workload::consistency::{ConsistencyStore, GroupResource};
+use rkcm_runtime::workload::consistency::{GroupResource, StaleGuard};
 use rkcm_runtime::workload::controller_ref::{ControllerRefManager, controller_of};
 use rkcm_runtime::workload::expectations::UidTrackingExpectations;
 use rkcm_runtime::workload::podcontrol::{PodControl, PodOptions, slow_start_batch};
@@ -58,7 +58,7 @@ pub(crate) struct Controller {
     pub(crate) expectations: UidTrackingExpectations,
     pub(crate) finalizer_expectations: FinalizerExpectations,
     pub(crate) backoff: BackoffStore,
-    pub(crate) consistency: ConsistencyStore,
+    pub(crate) consistency: StaleGuard,
     pub(crate) pod_control: PodControl,
     pub(crate) recorder: EventRecorder,
     pub(crate) queue: WorkQueue<String>,
@@ -193,7 +193,7 @@ impl Controller {
             self.finalizer_expectations.len(),
         ));
         out.push(Size::object("pod_failure_backoff", self.backoff.len()));
-        out.push(Size::object("stale_guard", self.consistency.len()));
+        out.push(Size::object("stale_guard", self.consistency.store().len()));
     }
 
     fn enqueue_batched(&self, job: &Job) {
@@ -309,44 +309,20 @@ impl Controller {
         job_uid: &str,
         resource_version: Option<&str>,
     ) {
-        if !self.cfg.stale_cache_guard {
-            return;
-        }
-        if let Some(rv) = resource_version {
-            self.consistency
-                .wrote_at(key, job_uid, GroupResource::of::<K>(), rv);
-        }
+        self.consistency
+            .wrote(key, job_uid, GroupResource::of::<K>(), resource_version);
     }
 
-    /// The guard's check: an error while a cache lags behind this Job's recorded writes.
+    /// The guard's check: an error while a cache lags behind this Job's recorded writes
+    /// (counted in `job_controller_stale_sync_skips_total`).
     #[allow(clippy::result_large_err)]
     fn ensure_caches_caught_up(&self, key: &str) -> Result<(), Error> {
-        if !self.cfg.stale_cache_guard {
-            return Ok(());
-        }
-        let pods = GroupResource::of::<Pod>();
-        let jobs = GroupResource::of::<Job>();
-        let observed = |gr: &GroupResource| {
-            if *gr == pods {
-                self.pods.last_synced_resource_version()
-            } else if *gr == jobs {
-                self.jobs.last_synced_resource_version()
-            } else {
-                None
-            }
-        };
-        self.consistency.ensure_ready(key, observed).map_err(|stale| {
-            metrics::inc(
-                |x| &x.stale_sync_skips,
-                &[&stale.resource.group, &stale.resource.resource],
-                1,
-            );
-            tracing::debug!(key, resource = %stale.resource, written = %stale.written, observed = %stale.observed, "cache older than the controller's own writes; skipping sync");
-            Error::StaleCache {
+        self.consistency
+            .ensure_caught_up(key, &[&self.pods, &self.jobs])
+            .map_err(|stale| Error::StaleCache {
                 key: key.to_owned(),
                 source: Box::new(stale),
-            }
-        })
+            })
     }
 
     // ---- orphan pods --------------------------------------------------------------------
@@ -1044,7 +1020,7 @@ mod handler_tests {
             expectations: UidTrackingExpectations::new(clock.clone()),
             finalizer_expectations: FinalizerExpectations::default(),
             backoff: BackoffStore::default(),
-            consistency: ConsistencyStore::new(),
+            consistency: crate::metrics::stale_guard(),
             pod_control: PodControl::new(client, recorder.clone()),
             recorder,
             queue: WorkQueue::new("test-job", RateLimiter::Default),

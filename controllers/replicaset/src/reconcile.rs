@@ -75,7 +75,7 @@ pub(crate) struct Controller<O: ReplicaOwner> {
     pub(crate) clock: SharedClock,
     pub(crate) cfg: Config,
     /// The stale-cache guard; `None` when the guard is off.
-    pub(crate) consistency: Option<StaleGuard>,
+    pub(crate) consistency: StaleGuard,
     /// Per owner key, the object the controller's last successful status write returned.
     pub(crate) written: Mutex<HashMap<String, Arc<O>>>,
     /// Spaces out one owner's status writes ([`rkcm_runtime::queue::pacing`]).
@@ -201,9 +201,7 @@ impl<O: ReplicaOwner> Controller<O> {
     fn on_owner_deleted(&self, owner: &O) {
         let key = key_of(owner);
         tracing::debug!(controller = O::CONTROLLER_NAME, key = %key, "deleting owner");
-        if let Some(store) = &self.consistency {
-            store.clear(&key, owner.meta().uid.as_deref());
-        }
+        self.consistency.clear(&key, owner.meta().uid.as_deref());
         self.forget_written(&key, owner.meta().uid.as_deref());
         self.pacer.forget(&key);
         self.expectations.delete_expectations(&key);
@@ -222,8 +220,8 @@ impl<O: ReplicaOwner> Controller<O> {
         out.push(Size::object("expectations", self.expectations.len()));
         out.push(Size::object("status_written", self.written_map().len()));
         out.push(Size::object("status_pacing", self.pacer.len()));
-        if let Some(guard) = &self.consistency {
-            out.push(Size::object("stale_guard", guard.store().len()));
+        if self.consistency.is_enabled() {
+            out.push(Size::object("stale_guard", self.consistency.store().len()));
         }
     }
 
@@ -274,18 +272,15 @@ impl<O: ReplicaOwner> Controller<O> {
 
     /// Records a write for the stale-cache guard.
     fn wrote(&self, key: &str, owner: &O, resource: GroupResource, rv: Option<&str>) {
-        if let Some(guard) = &self.consistency {
-            let uid = owner.meta().uid.as_deref().unwrap_or_default();
-            guard.wrote(key, uid, resource, rv);
-        }
+        let uid = owner.meta().uid.as_deref().unwrap_or_default();
+        self.consistency.wrote(key, uid, resource, rv);
     }
 
     /// The guard's check (`EnsureReady`): an error while a cache lags behind this owner's
     /// recorded writes. Counted in `replicaset_controller_stale_sync_skips_total`.
     fn ensure_caches_caught_up(&self, key: &str) -> Result<(), Stale> {
-        self.consistency.as_ref().map_or(Ok(()), |guard| {
-            guard.ensure_caught_up(key, &[&self.pods, &self.owners])
-        })
+        self.consistency
+            .ensure_caught_up(key, &[&self.pods, &self.owners])
     }
 
     // ---- sync ---------------------------------------------------------------------------
@@ -304,9 +299,7 @@ impl<O: ReplicaOwner> Controller<O> {
                 key,
                 "owner has been deleted"
             );
-            if let Some(store) = &self.consistency {
-                store.clear(key, None);
-            }
+            self.consistency.clear(key, None);
             self.forget_written(key, None);
             self.pacer.forget(key);
             self.expectations.delete_expectations(key);
@@ -440,7 +433,7 @@ impl<O: ReplicaOwner> Controller<O> {
         let outcome = manager
             .claim(active, |p| selector.matches(labels_of(p)))
             .await;
-        if self.consistency.is_some() {
+        if self.consistency.is_enabled() {
             // Adopted pods come back as the patch returned them: a version the cache has not
             // seen yet. (Releases return nothing to record; repeating one is harmless.)
             let cached: HashMap<&str, Option<&str>> = active

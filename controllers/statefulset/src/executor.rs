@@ -101,11 +101,9 @@ impl Controller {
         ctx: &Ctx<'_>,
         rv: Option<&str>,
     ) {
-        if self.cfg.stale_cache_guard {
-            let uid = ctx.set.metadata.uid.as_deref().unwrap_or_default();
-            self.consistency
-                .wrote(ctx.key, uid, GroupResource::of::<K>(), rv);
-        }
+        let uid = ctx.set.metadata.uid.as_deref().unwrap_or_default();
+        self.consistency
+            .wrote(ctx.key, uid, GroupResource::of::<K>(), rv);
     }
 
     /// `recordPodEvent`.

@@ -81,16 +81,12 @@ impl Controller {
     }
 
     async fn sync_inner(&self, key: &str) -> Result<(), Error> {
-        if self.cfg.stale_cache_guard
-            && let Err(stale) = self
-                .consistency
-                .ensure_caught_up(key, &[&self.pods, &self.claims, &self.sets])
-        {
-            return Err(Error::StaleCache {
+        self.consistency
+            .ensure_caught_up(key, &[&self.pods, &self.claims, &self.sets])
+            .map_err(|source| Error::StaleCache {
                 key: key.to_string(),
-                source: stale,
-            });
-        }
+                source,
+            })?;
         let cached = self.sets.store().get(key);
         let satisfied = cached.is_none() || self.expectations.satisfied_expectations(key);
         match plan::begin(cached.as_deref(), satisfied) {
