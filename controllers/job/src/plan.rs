@@ -752,5 +752,21 @@ pub fn creation_reason(job: &Job, plan: &Plan) -> &'static str {
     }
 }
 
+/// The external controller named in `spec.managedBy`, if it is not this controller.
+pub fn managed_by_external(job: &Job) -> Option<&str> {
+    job.spec
+        .as_ref()
+        .and_then(|s| s.managed_by.as_deref())
+        .filter(|m| *m != crate::consts::MANAGED_BY_JOB_CONTROLLER)
+}
+
+/// The Job's selector; a missing one selects nothing (`LabelSelectorAsSelector(nil)`).
+pub fn selector_of(job: &Job) -> Result<rkcm_runtime::workload::selector::Selector, String> {
+    rkcm_runtime::workload::selector::Selector::from_optional(
+        job.spec.as_ref().and_then(|s| s.selector.as_ref()),
+    )
+    .map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests;
