@@ -521,44 +521,49 @@ pub struct Start {
     pub schedule: Schedule,
 }
 
-/// Upstream `syncCronJob` from the deletion check on, up to (not including) the Job
-/// creation. `cj` is the working copy after history cleanup and child reconciliation.
-pub fn plan_schedule(cj: &CronJob, now: Timestamp, local: &TimeZone) -> SchedulePlan {
-    let mut events = Vec::new();
-    let stop = |events| SchedulePlan {
-        events,
-        action: Action::Stop,
-    };
+/// The checks before the schedule is evaluated: deleted, unknown `timeZone`, suspended, or
+/// an unparseable schedule stop the sync (with an event for the two errors); otherwise the
+/// parsed schedule.
+fn schedule_to_run(cj: &CronJob, events: &mut Vec<PlannedEvent>) -> Option<Schedule> {
     if cj.metadata.deletion_timestamp.is_some() {
-        return stop(events);
+        return None;
     }
-    let spec = cj.spec.clone();
-    if let Some(tz) = spec.time_zone.as_deref()
+    if let Some(tz) = cj.spec.time_zone.as_deref()
         && let Err(e) = schedule::load_location(tz)
     {
         events.push(PlannedEvent::warning(
             reasons::UNKNOWN_TIME_ZONE,
             format!("invalid timeZone: {tz:?}: {e}"),
         ));
-        return stop(events);
+        return None;
     }
-    if spec.suspend == Some(true) {
-        return stop(events);
+    if cj.spec.suspend == Some(true) {
+        return None;
     }
     let (formatted, warning) = format_schedule(cj, true);
     events.extend(warning);
-    let sched = match schedule::parse_standard(&formatted) {
-        Ok(s) => s,
+    match schedule::parse_standard(&formatted) {
+        Ok(s) => Some(s),
         Err(e) => {
             events.push(PlannedEvent::warning(
                 reasons::UNPARSEABLE_SCHEDULE,
-                format!("unparseable schedule: {:?} : {e}", spec.schedule),
+                format!("unparseable schedule: {:?} : {e}", cj.spec.schedule),
             ));
-            return stop(events);
+            None
         }
-    };
-    // Upstream `nextScheduleTime`.
-    let scheduled = match most_recent_schedule_time(cj, now, &sched, local, true) {
+    }
+}
+
+/// Upstream `nextScheduleTime`: the most recent instant due by `now`, if any (with a
+/// warning when too many were missed), or the `InvalidSchedule` event.
+fn next_schedule_time(
+    cj: &CronJob,
+    now: Timestamp,
+    sched: &Schedule,
+    local: &TimeZone,
+    events: &mut Vec<PlannedEvent>,
+) -> Result<Option<Timestamp>, PlannedEvent> {
+    match most_recent_schedule_time(cj, now, sched, local, true) {
         Ok(m) => match m.most_recent {
             Some(t) if t <= now => {
                 if m.missed == Missed::Many {
@@ -567,15 +572,33 @@ pub fn plan_schedule(cj: &CronJob, now: Timestamp, local: &TimeZone) -> Schedule
                         "too many missed start times. Set or decrease .spec.startingDeadlineSeconds or check clock skew".to_string(),
                     ));
                 }
-                Some(t)
+                Ok(Some(t))
             }
-            _ => None,
+            _ => Ok(None),
         },
-        Err(e) => {
-            events.push(PlannedEvent::warning(
-                reasons::INVALID_SCHEDULE,
-                format!("invalid schedule: {} : {e}", spec.schedule),
-            ));
+        Err(e) => Err(PlannedEvent::warning(
+            reasons::INVALID_SCHEDULE,
+            format!("invalid schedule: {} : {e}", cj.spec.schedule),
+        )),
+    }
+}
+
+/// Upstream `syncCronJob` from the deletion check on, up to (not including) the Job
+/// creation. `cj` is the working copy after history cleanup and child reconciliation.
+pub fn plan_schedule(cj: &CronJob, now: Timestamp, local: &TimeZone) -> SchedulePlan {
+    let mut events = Vec::new();
+    let stop = |events| SchedulePlan {
+        events,
+        action: Action::Stop,
+    };
+    let Some(sched) = schedule_to_run(cj, &mut events) else {
+        return stop(events);
+    };
+    let spec = &cj.spec;
+    let scheduled = match next_schedule_time(cj, now, &sched, local, &mut events) {
+        Ok(scheduled) => scheduled,
+        Err(invalid) => {
+            events.push(invalid);
             return stop(events);
         }
     };

@@ -588,33 +588,7 @@ impl Controller {
             first_error = error;
         }
         if !deletes.is_empty() {
-            tracing::debug!(
-                daemonset = key,
-                count = deletes.len(),
-                "pods to delete for daemon set, deleting"
-            );
-            let calls = deletes.iter().map(|pod| {
-                let ds = ds.clone();
-                async move {
-                    let name = pod.metadata.name.as_deref().unwrap_or_default();
-                    match self
-                        .pod_control
-                        .delete_pod(namespace, name, pod.metadata.uid.as_deref(), &*ds)
-                        .await
-                    {
-                        Ok(()) => None,
-                        Err(e) => {
-                            self.expectations.deletion_observed(key, &key_of(&**pod));
-                            (!e.is_not_found()).then_some(e)
-                        }
-                    }
-                }
-            });
-            let errors: Vec<rkcm_runtime::Error> = futures::future::join_all(calls)
-                .await
-                .into_iter()
-                .flatten()
-                .collect();
+            let errors = self.delete_pods(ds, key, namespace, deletes).await;
             for e in errors {
                 if first_error.is_none() {
                     first_error = Some(e);
@@ -630,6 +604,43 @@ impl Controller {
                 source,
             }),
         }
+    }
+
+    /// The deletes of `syncNodes`, all at once; the errors (NotFound is none).
+    async fn delete_pods(
+        &self,
+        ds: &Arc<DaemonSet>,
+        key: &str,
+        namespace: &str,
+        deletes: &[Arc<Pod>],
+    ) -> Vec<rkcm_runtime::Error> {
+        tracing::debug!(
+            daemonset = key,
+            count = deletes.len(),
+            "pods to delete for daemon set, deleting"
+        );
+        let calls = deletes.iter().map(|pod| {
+            let ds = ds.clone();
+            async move {
+                let name = pod.metadata.name.as_deref().unwrap_or_default();
+                match self
+                    .pod_control
+                    .delete_pod(namespace, name, pod.metadata.uid.as_deref(), &*ds)
+                    .await
+                {
+                    Ok(()) => None,
+                    Err(e) => {
+                        self.expectations.deletion_observed(key, &key_of(&**pod));
+                        (!e.is_not_found()).then_some(e)
+                    }
+                }
+            }
+        });
+        futures::future::join_all(calls)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
     }
 
     // ---- status -------------------------------------------------------------------------

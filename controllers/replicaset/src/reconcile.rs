@@ -111,6 +111,25 @@ fn labels_of(pod: &Pod) -> Option<&std::collections::BTreeMap<String, String>> {
     pod.metadata.labels.as_ref()
 }
 
+/// Terminating (not terminal) pods of `candidates` that the owner controls and selects, for
+/// `status.terminatingReplicas`.
+fn terminating_pods(
+    candidates: &[Arc<Pod>],
+    owner_uid: &str,
+    selector: &Selector,
+) -> Vec<Arc<Pod>> {
+    candidates
+        .iter()
+        .filter(|p| {
+            p.metadata.deletion_timestamp.is_some()
+                && !is_terminal(p)
+                && controller_uid(&***p) == Some(owner_uid)
+                && selector.matches(labels_of(p))
+        })
+        .cloned()
+        .collect()
+}
+
 impl<O: ReplicaOwner> ChildHandler<Pod> for Controller<O> {
     type Owner = O;
 
@@ -285,6 +304,22 @@ impl<O: ReplicaOwner> Controller<O> {
 
     // ---- sync ---------------------------------------------------------------------------
 
+    /// The namespace's pods that are orphans or controlled by `owner_uid`, from the indexes
+    /// (upstream `FilterPodsByOwner`) instead of a scan of every pod in the namespace.
+    fn candidates(&self, namespace: &str, owner_uid: &str) -> Vec<Arc<Pod>> {
+        let mut candidates: Vec<Arc<Pod>> =
+            self.pods.by_index(INDEX_ORPHANS_BY_NAMESPACE, namespace);
+        candidates.extend(
+            self.pods
+                .by_index(INDEX_CONTROLLER_UID, owner_uid)
+                .into_iter()
+                .filter(|p| {
+                    !namespace.is_empty() && p.metadata.namespace.as_deref() == Some(namespace)
+                }),
+        );
+        candidates
+    }
+
     async fn sync_inner(&self, key: &str) -> Result<(), Error> {
         let (namespace, _) = split_key(key);
         let namespace = namespace.unwrap_or_default().to_owned();
@@ -318,18 +353,7 @@ impl<O: ReplicaOwner> Controller<O> {
             }
         };
         let owner_uid = owner.meta().uid.clone().unwrap_or_default();
-        // The namespace's pods that are orphans or controlled by this owner, from the indexes
-        // (upstream `FilterPodsByOwner`) instead of a scan of every pod in the namespace.
-        let mut candidates: Vec<Arc<Pod>> =
-            self.pods.by_index(INDEX_ORPHANS_BY_NAMESPACE, &namespace);
-        candidates.extend(
-            self.pods
-                .by_index(INDEX_CONTROLLER_UID, &owner_uid)
-                .into_iter()
-                .filter(|p| {
-                    !namespace.is_empty() && p.metadata.namespace.as_deref() == Some(&*namespace)
-                }),
-        );
+        let candidates = self.candidates(&namespace, &owner_uid);
         let active: Vec<Arc<Pod>> = candidates
             .iter()
             .filter(|p| is_pod_active(p))
@@ -341,16 +365,7 @@ impl<O: ReplicaOwner> Controller<O> {
 
         let track_terminating = O::HAS_TERMINATING_REPLICAS && self.cfg.terminating_replicas;
         let terminating: Vec<Arc<Pod>> = if track_terminating {
-            candidates
-                .iter()
-                .filter(|p| {
-                    p.metadata.deletion_timestamp.is_some()
-                        && !is_terminal(p)
-                        && controller_uid(&***p) == Some(owner_uid.as_str())
-                        && selector.matches(labels_of(p))
-                })
-                .cloned()
-                .collect()
+            terminating_pods(&candidates, &owner_uid, &selector)
         } else {
             Vec::new()
         };

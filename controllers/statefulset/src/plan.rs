@@ -248,12 +248,70 @@ pub fn unknown_strategy_error(set: &StatefulSet) -> Option<String> {
 /// The plan of one sync (`updateStatefulSet`).
 pub fn plan(s: &Snapshot<'_>) -> Plan {
     let set = s.set;
-    let mrs = min_ready_seconds(set);
-    let now = s.now;
-    let start = start_ordinal(set);
-    let end = end_ordinal(set);
-    let n = usize::try_from(replicas(set)).unwrap_or(0);
+    let (replicas_, condemned) = slots(s);
+    let mut plan = Plan {
+        status: new_status(
+            set,
+            s.current_revision,
+            s.update_revision,
+            s.collision_count,
+            counts(s, &mut s.pods.iter()),
+        ),
+        phases: Vec::new(),
+        max_unavailable: None,
+        unavailable: None,
+        waiting: Vec::new(),
+        unknown_strategy: None,
+        // Upstream's status write reads it whenever the gate is on and `rollingUpdate` is
+        // set, on every path (`updateStatefulSetStatus`).
+        max_unavailable_error: s
+            .max_unavailable_gate
+            .then(|| {
+                set.spec
+                    .update_strategy
+                    .as_ref()
+                    .and_then(|u| u.rolling_update.as_ref())
+                    .and_then(|_| max_unavailable(set).err())
+            })
+            .flatten(),
+    };
+    if let Some(message) = unknown_strategy_error(set) {
+        plan.unknown_strategy = Some(message);
+        return plan;
+    }
+    if set.metadata.deletion_timestamp.is_some() {
+        plan.waiting.push(Waiting::SetDeleting);
+        return plan;
+    }
+    plan.status = new_status(
+        set,
+        s.current_revision,
+        s.update_revision,
+        s.collision_count,
+        counts(s, &mut replicas_.iter().chain(condemned.iter())),
+    );
+    let monotonic = is_monotonic(set);
+    let burst = !monotonic;
+    if !replicas_phase(s, &mut plan, &replicas_, monotonic) {
+        return plan;
+    }
+    plan.phases
+        .push(condemned_claims_phase(s, &condemned, burst));
+    if !condemned_phase(s, &mut plan, &replicas_, &condemned, monotonic)
+        || strategy_type(set) != strategy::ROLLING_UPDATE
+    {
+        return plan;
+    }
+    let units = update_units(s, &mut plan, &replicas_);
+    finish(plan, units, burst)
+}
 
+/// The replicas `[start, end]` in ascending order (a placeholder from the revisions for each
+/// missing ordinal) and the condemned pods (outside the range) in descending order.
+fn slots(s: &Snapshot<'_>) -> (Vec<Arc<Pod>>, Vec<Arc<Pod>>) {
+    let start = start_ordinal(s.set);
+    let end = end_ordinal(s.set);
+    let n = usize::try_from(replicas(s.set)).unwrap_or(0);
     let mut slots: Vec<Option<Arc<Pod>>> = vec![None; n];
     let mut condemned: Vec<Arc<Pod>> = Vec::new();
     for pod in s.pods {
@@ -286,70 +344,29 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
         })
         .collect();
     condemned.sort_by_key(|p| std::cmp::Reverse(ordinal(p)));
+    (replicas_, condemned)
+}
 
-    let first_unavailable: Option<&Arc<Pod>> = replicas_
-        .iter()
-        .find(|p| is_unavailable(p, mrs, now))
-        .or_else(|| condemned.iter().rev().find(|p| is_unavailable(p, mrs, now)));
-
-    let counts = |pods: &mut dyn Iterator<Item = &Arc<Pod>>| -> Counts {
-        count(
-            pods.map(|p| &**p),
-            mrs,
-            s.current_revision,
-            s.update_revision,
-            now,
-        )
-    };
-    let mut plan = Plan {
-        status: new_status(
-            set,
-            s.current_revision,
-            s.update_revision,
-            s.collision_count,
-            counts(&mut s.pods.iter()),
-        ),
-        phases: Vec::new(),
-        max_unavailable: None,
-        unavailable: None,
-        // Upstream's status write reads it whenever the gate is on and `rollingUpdate` is
-        // set, on every path (`updateStatefulSetStatus`).
-        waiting: Vec::new(),
-        unknown_strategy: None,
-        max_unavailable_error: s
-            .max_unavailable_gate
-            .then(|| {
-                set.spec
-                    .update_strategy
-                    .as_ref()
-                    .and_then(|u| u.rolling_update.as_ref())
-                    .and_then(|_| max_unavailable(set).err())
-            })
-            .flatten(),
-    };
-    if let Some(message) = unknown_strategy_error(set) {
-        plan.unknown_strategy = Some(message);
-        return plan;
-    }
-    if set.metadata.deletion_timestamp.is_some() {
-        plan.waiting.push(Waiting::SetDeleting);
-        return plan;
-    }
-    plan.status = new_status(
-        set,
+fn counts(s: &Snapshot<'_>, pods: &mut dyn Iterator<Item = &Arc<Pod>>) -> Counts {
+    count(
+        pods.map(|p| &**p),
+        min_ready_seconds(s.set),
         s.current_revision,
         s.update_revision,
-        s.collision_count,
-        counts(&mut replicas_.iter().chain(condemned.iter())),
-    );
+        s.now,
+    )
+}
 
-    let monotonic = is_monotonic(set);
-    let burst = !monotonic;
-
-    // Replicas, ascending.
+/// The replicas phase, ascending; `false` when the plan ends with it (monotonic and blocked).
+fn replicas_phase(
+    s: &Snapshot<'_>,
+    plan: &mut Plan,
+    replicas_: &[Arc<Pod>],
+    monotonic: bool,
+) -> bool {
     let mut units = Vec::new();
     let mut blocked = false;
-    for pod in &replicas_ {
+    for pod in replicas_ {
         let (actions, block) = process_replica(s, pod, monotonic);
         units.push(Unit {
             ordinal: ordinal(pod).unwrap_or(-1),
@@ -363,14 +380,14 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
     }
     plan.phases.push(Phase {
         kind: PhaseKind::Replicas,
-        burst,
+        burst: !monotonic,
         units,
     });
-    if blocked {
-        return plan;
-    }
+    !blocked
+}
 
-    // Claims of condemned pods first, so the collector removes them after their pod.
+/// Claims of condemned pods first, so the collector removes them after their pod.
+fn condemned_claims_phase(s: &Snapshot<'_>, condemned: &[Arc<Pod>], burst: bool) -> Phase {
     let units = condemned
         .iter()
         .map(|pod| {
@@ -387,15 +404,29 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
             }
         })
         .collect();
-    plan.phases.push(Phase {
+    Phase {
         kind: PhaseKind::CondemnedClaims,
         burst,
         units,
-    });
+    }
+}
 
-    // Condemned pods, descending.
+/// Condemned pods, descending; `false` when the plan ends with it (monotonic and blocked).
+fn condemned_phase(
+    s: &Snapshot<'_>,
+    plan: &mut Plan,
+    replicas_: &[Arc<Pod>],
+    condemned: &[Arc<Pod>],
+    monotonic: bool,
+) -> bool {
+    let (mrs, now) = (min_ready_seconds(s.set), s.now);
+    let first_unavailable: Option<&Arc<Pod>> = replicas_
+        .iter()
+        .find(|p| is_unavailable(p, mrs, now))
+        .or_else(|| condemned.iter().rev().find(|p| is_unavailable(p, mrs, now)));
     let mut units = Vec::new();
-    for pod in &condemned {
+    let mut blocked = false;
+    for pod in condemned {
         let (actions, block) = process_condemned(s, pod, first_unavailable, monotonic);
         units.push(Unit {
             ordinal: ordinal(pod).unwrap_or(-1),
@@ -409,92 +440,46 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
     }
     plan.phases.push(Phase {
         kind: PhaseKind::Condemned,
-        burst,
+        burst: !monotonic,
         units,
     });
-    if blocked || strategy_type(set) != strategy::ROLLING_UPDATE {
-        return plan;
-    }
+    !blocked
+}
 
-    let update_min = usize::try_from(partition(set).unwrap_or(0)).unwrap_or(0);
-    let old =
-        |p: &Arc<Pod>| is_created(p) && pod_revision(p) != s.update_revision && !is_terminating(p);
-    let delete = |p: &Arc<Pod>| Unit {
+/// An old-revision pod that RollingUpdate replaces.
+fn is_old(s: &Snapshot<'_>, p: &Pod) -> bool {
+    is_created(p) && pod_revision(p) != s.update_revision && !is_terminating(p)
+}
+
+fn update_delete(p: &Arc<Pod>) -> Unit {
+    Unit {
         ordinal: ordinal(p).unwrap_or(-1),
         actions: vec![Action::DeletePod {
             pod: p.clone(),
             reason: DeleteReason::Update,
         }],
-    };
-    let mut units = Vec::new();
-    let top = replicas_
+    }
+}
+
+/// The update phase's deletions (`updateStatefulSetAfterInvariantEstablished`), from the
+/// highest ordinal down to the partition.
+fn update_units(s: &Snapshot<'_>, plan: &mut Plan, replicas_: &[Arc<Pod>]) -> Vec<Unit> {
+    let (mrs, now) = (min_ready_seconds(s.set), s.now);
+    let update_min = usize::try_from(partition(s.set).unwrap_or(0)).unwrap_or(0);
+    let top: Vec<&Arc<Pod>> = replicas_
         .iter()
         .enumerate()
         .rev()
-        .filter(|(i, _)| *i >= update_min);
+        .filter(|(i, _)| *i >= update_min)
+        .map(|(_, p)| p)
+        .collect();
     if s.max_unavailable_gate {
-        let Ok(max) = max_unavailable(set) else {
-            // `updateStatefulSetAfterInvariantEstablished` fails before any deletion.
-            return finish(plan, units, burst);
-        };
-        let unavailable = replicas_
-            .iter()
-            .filter(|p| is_unavailable(p, mrs, now))
-            .count();
-        let unavailable = i32::try_from(unavailable).unwrap_or(i32::MAX);
-        plan.max_unavailable = Some(max);
-        plan.unavailable = Some(unavailable);
-        let parallel = Some(&set.spec).and_then(|sp| sp.pod_management_policy.as_deref())
-            == Some(policy::PARALLEL);
-        let unavailable_old = |p: &Arc<Pod>| old(p) && is_unavailable(p, mrs, now);
-        let needing_update = if parallel {
-            replicas_.iter().filter(|p| unavailable_old(p)).count()
-        } else {
-            0
-        };
-        if unavailable >= max && needing_update == 0 {
-            if top.clone().any(|(_, p)| old(p)) {
-                plan.waiting
-                    .push(Waiting::MaxUnavailable { unavailable, max });
-            }
-            return finish(plan, units, burst);
-        }
-        let mut budget = max - unavailable;
-        if parallel {
-            for (_, p) in top.clone() {
-                if unavailable_old(p) {
-                    units.push(delete(p));
-                }
-            }
-            for (_, p) in top {
-                if old(p) && !is_unavailable(p, mrs, now) {
-                    if budget <= 0 {
-                        plan.waiting
-                            .push(Waiting::MaxUnavailable { unavailable, max });
-                        break;
-                    }
-                    units.push(delete(p));
-                    budget -= 1;
-                }
-            }
-        } else {
-            for (_, p) in top {
-                if old(p) {
-                    if budget <= 0 {
-                        plan.waiting
-                            .push(Waiting::MaxUnavailable { unavailable, max });
-                        break;
-                    }
-                    units.push(delete(p));
-                    budget -= 1;
-                }
-            }
-        }
-        return finish(plan, units, burst);
+        return max_unavailable_units(s, plan, replicas_, &top);
     }
-    for (_, p) in top {
-        if old(p) {
-            units.push(delete(p));
+    let mut units = Vec::new();
+    for p in top {
+        if is_old(s, p) {
+            units.push(update_delete(p));
             plan.waiting.push(Waiting::Updating {
                 ordinal: ordinal(p).unwrap_or(-1),
             });
@@ -507,7 +492,68 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
             break;
         }
     }
-    finish(plan, units, burst)
+    units
+}
+
+/// The update phase with gate `MaxUnavailableStatefulSet`: old pods deleted within the
+/// `maxUnavailable` budget (under `Parallel`, old pods already unavailable first and beyond
+/// the budget).
+fn max_unavailable_units(
+    s: &Snapshot<'_>,
+    plan: &mut Plan,
+    replicas_: &[Arc<Pod>],
+    top: &[&Arc<Pod>],
+) -> Vec<Unit> {
+    let (mrs, now) = (min_ready_seconds(s.set), s.now);
+    let mut units = Vec::new();
+    let Ok(max) = max_unavailable(s.set) else {
+        // `updateStatefulSetAfterInvariantEstablished` fails before any deletion.
+        return units;
+    };
+    let unavailable = replicas_
+        .iter()
+        .filter(|p| is_unavailable(p, mrs, now))
+        .count();
+    let unavailable = i32::try_from(unavailable).unwrap_or(i32::MAX);
+    plan.max_unavailable = Some(max);
+    plan.unavailable = Some(unavailable);
+    let parallel = Some(&s.set.spec).and_then(|sp| sp.pod_management_policy.as_deref())
+        == Some(policy::PARALLEL);
+    let unavailable_old = |p: &Pod| is_old(s, p) && is_unavailable(p, mrs, now);
+    let needing_update = if parallel {
+        replicas_.iter().filter(|p| unavailable_old(p)).count()
+    } else {
+        0
+    };
+    if unavailable >= max && needing_update == 0 {
+        if top.iter().any(|p| is_old(s, p)) {
+            plan.waiting
+                .push(Waiting::MaxUnavailable { unavailable, max });
+        }
+        return units;
+    }
+    if parallel {
+        units.extend(
+            top.iter()
+                .filter(|p| unavailable_old(p))
+                .map(|p| update_delete(p)),
+        );
+    }
+    // Under `Parallel`, the budget goes to old pods that are still available.
+    let takes_budget = |p: &Pod| is_old(s, p) && (!parallel || !is_unavailable(p, mrs, now));
+    let mut budget = max - unavailable;
+    for p in top {
+        if takes_budget(p) {
+            if budget <= 0 {
+                plan.waiting
+                    .push(Waiting::MaxUnavailable { unavailable, max });
+                break;
+            }
+            units.push(update_delete(p));
+            budget -= 1;
+        }
+    }
+    units
 }
 
 /// How a sync starts (upstream `sync` before `UpdateStatefulSet`).

@@ -62,6 +62,7 @@ fn with(created: Timestamp, last: Option<Timestamp>, sds: Option<i64>, schedule:
 
 #[test]
 #[allow(clippy::type_complexity)]
+#[allow(clippy::too_many_lines, reason = "a table test: one case per row")]
 fn most_recent_schedule_time_table() {
     let half = after_top(30 * MIN);
     let minute_after = after_top(MIN);
@@ -471,6 +472,10 @@ fn reasons_of(p: &SchedulePlan) -> Vec<&'static str> {
 }
 
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one test of a sequence of cases, read top to bottom"
+)]
 fn schedule_decisions() {
     let just_before = ts("2016-05-19T09:59:00Z");
     let just_after = ts("2016-05-19T10:01:00Z");

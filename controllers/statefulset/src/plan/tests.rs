@@ -647,6 +647,10 @@ fn invariants_are_repaired_on_existing_pods() {
 
 /// Why the plan ends where it does, one case per reason.
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one test of a sequence of cases, read top to bottom"
+)]
 fn the_plan_says_what_it_waits_for() {
     let s = set(3);
     let par = parallel(set(3));
