@@ -134,16 +134,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     let shutdown = CancellationToken::new();
     install_signal_handlers(shutdown.clone())?;
 
-    tracing::info!(version = env!("CARGO_PKG_VERSION"), "starting rkcm");
-    if cli.logging.v >= 1 {
-        for (name, value) in &cli.effective_flags {
-            tracing::info!(flag = %format!("--{name}"), value = value.as_str(), "FLAG");
-        }
-    }
-    for notice in &cli.notices {
-        tracing::info!(flag = %notice.flag, reason = notice.reason, "flag accepted but not honoured");
-    }
-    export_feature_gates(&cli.feature_gates);
+    log_startup(&cli);
 
     let client_opts = cli.client_options();
     let config = build_config(&client_opts)
@@ -152,28 +143,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     tracing::info!(server = %config.cluster_url, "API server");
 
     let health = serve::Health::new();
-    let delegation = if cli.serving.secure_port == 0 {
-        auth::Delegation::default()
-    } else {
-        auth::Delegation::from_flags(&cli)
-            .await
-            .context("setting up delegated authentication and authorization")?
-    };
-    let _server = serve::start(
-        serve::ServeConfig {
-            bind_address: cli.serving.bind_address,
-            secure_port: cli.serving.secure_port,
-            tls_cert_file: cli.serving.tls_cert_file.clone(),
-            tls_private_key_file: cli.serving.tls_private_key_file.clone(),
-            cert_dir: cli.serving.cert_dir.clone(),
-            tls_min_version: cli.serving.tls_min_version.clone(),
-            tls_cipher_suites: cli.serving.tls_cipher_suites.clone(),
-            configz: cli.configz().to_string(),
-        },
-        health.clone(),
-        delegation,
-    )
-    .context("starting the secure server")?;
+    let _server = start_server(&cli, &health).await?;
 
     // Upstream `leaderElectAndRun`: `ReleaseOnCancel` follows the gate.
     let release_on_exit = cli
@@ -268,30 +238,96 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         }
     }
 
+    match drain(&mut tasks, &lost, &mut code).await {
+        Drained::Lost => Ok(leadership_lost()),
+        Drained::Late => Ok(1),
+        Drained::Done => Ok(release(leading, release_on_exit, code).await),
+    }
+}
+
+/// How the controllers' drain at shutdown ended.
+enum Drained {
+    /// Every controller finished within the budget.
+    Done,
+    /// Some did not: exit without releasing the lease.
+    Late,
+    /// Leadership was lost meanwhile.
+    Lost,
+}
+
+/// Waits up to [`DRAIN_BUDGET`] for the controllers to finish; a controller that ended
+/// badly sets `code` to 1.
+async fn drain(
+    tasks: &mut FuturesUnordered<ControllerTask>,
+    lost: &CancellationToken,
+    code: &mut i32,
+) -> Drained {
     tracing::info!(
         budget_s = DRAIN_BUDGET.as_secs(),
         "shutting down: waiting for controllers to finish"
     );
     let drained = tokio::select! {
-        _ = lost.cancelled() => return Ok(leadership_lost()),
+        _ = lost.cancelled() => return Drained::Lost,
         drained = tokio::time::timeout(DRAIN_BUDGET, async {
             while let Some((name, result)) = tasks.next().await {
                 serve::set_controller_running(name, false);
                 if !controller_ended_ok(name, result) {
-                    code = 1;
+                    *code = 1;
                 }
             }
         }) => drained.is_ok(),
     };
-    if !drained {
-        let pending: Vec<&str> = tasks.iter().map(|t| t.name).collect();
-        tracing::error!(
-            ?pending,
-            "controllers did not finish within the drain budget; exiting without releasing the lease"
-        );
-        return Ok(1);
+    if drained {
+        return Drained::Done;
     }
-    Ok(release(leading, release_on_exit, code).await)
+    let pending: Vec<&str> = tasks.iter().map(|t| t.name).collect();
+    tracing::error!(
+        ?pending,
+        "controllers did not finish within the drain budget; exiting without releasing the lease"
+    );
+    Drained::Late
+}
+
+/// The first log lines: version, the effective flags (at `-v 1`), flags accepted but not
+/// honoured; and the feature gates' metric.
+fn log_startup(cli: &Cli) {
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), "starting rkcm");
+    if cli.logging.v >= 1 {
+        for (name, value) in &cli.effective_flags {
+            tracing::info!(flag = %format!("--{name}"), value = value.as_str(), "FLAG");
+        }
+    }
+    for notice in &cli.notices {
+        tracing::info!(flag = %notice.flag, reason = notice.reason, "flag accepted but not honoured");
+    }
+    export_feature_gates(&cli.feature_gates);
+}
+
+/// The secure server (`/healthz`, `/metrics`, ...) with delegated authentication and
+/// authorization, unless `--secure-port=0`.
+async fn start_server(cli: &Cli, health: &serve::Health) -> anyhow::Result<JoinHandle<()>> {
+    let delegation = if cli.serving.secure_port == 0 {
+        auth::Delegation::default()
+    } else {
+        auth::Delegation::from_flags(cli)
+            .await
+            .context("setting up delegated authentication and authorization")?
+    };
+    serve::start(
+        serve::ServeConfig {
+            bind_address: cli.serving.bind_address,
+            secure_port: cli.serving.secure_port,
+            tls_cert_file: cli.serving.tls_cert_file.clone(),
+            tls_private_key_file: cli.serving.tls_private_key_file.clone(),
+            cert_dir: cli.serving.cert_dir.clone(),
+            tls_min_version: cli.serving.tls_min_version.clone(),
+            tls_cipher_suites: cli.serving.tls_cipher_suites.clone(),
+            configz: cli.configz().to_string(),
+        },
+        health.clone(),
+        delegation,
+    )
+    .context("starting the secure server")
 }
 
 /// Campaigns until leading (`Some`) or shut down while standby (`None`).

@@ -414,93 +414,61 @@ async fn run_one<S: Scenario>(scenario: &S, env: &Env, m: Manager) -> RunResult 
     r
 }
 
-async fn measure<S: Scenario>(
+/// Waits for the scenario's convergence, the deadline, the manager's exit, or a log line
+/// saying the manager does not run the controllers, reporting progress every 10 s.
+async fn run_until_converged<S: Scenario>(
     scenario: &S,
     env: &Env,
     m: Manager,
-    bin: &Path,
     state: &mut S::State,
-    r: &mut RunResult,
-) {
-    r.args = m.args(
-        &m.kubeconfig(&env.cluster_dir),
-        &scenario.controllers(),
-        env.qps,
-        env.burst,
-        &scenario.manager_flags(),
-    );
-    let log = env
-        .logs_dir
-        .join(format!("{}-{}.log", scenario.id(), m.name()));
-    r.log = log.display().to_string();
-    let audit_from = match audit::offset(&env.audit_log) {
-        Ok(o) => o,
-        Err(e) => {
-            r.message = format!("{e:#}");
-            return;
-        }
-    };
-
-    let (waited, busy) =
-        procfs::wait_for_quiet_host(QUIET_HOST_SHARE, QUIET_WINDOW, QUIET_WAIT_LIMIT).await;
-    if waited > QUIET_WINDOW * 2 {
-        say!(
-            "waited {:.0} s for a quiet host ({:.0}% busy over the last {} s)",
-            waited.as_secs_f64(),
-            busy * 100.0,
-            QUIET_WINDOW.as_secs()
-        );
-    }
-    r.quiet_wait = Some((waited.as_secs_f64(), busy));
-    let plane = plane_pids(&env.cluster_dir);
-    let plane_cpu_before = plane_cpu(&plane);
-    r.load_average_at_start = procfs::load_average();
-    say!("starting {} (log {})", m.name(), log.display());
-    let started = Instant::now();
-    let mut proc = match Running::spawn(bin, &r.args, &log) {
-        Ok(p) => p,
-        Err(e) => {
-            r.message = format!("{e:#}");
-            return;
-        }
-    };
-    let pid = proc.pid;
-    let curve_bucket = scenario.rss_curve();
-    let sampler = RssSampler::start_with_curve(pid, Duration::from_millis(100), curve_bucket);
-    let probe = Probe::new(started, pid, proc.log.clone(), env.audit_log.clone());
-
-    let outcome = {
-        let converge = scenario.converge(env, state, &probe);
-        tokio::pin!(converge);
-        let deadline = tokio::time::sleep(env.timeout);
-        tokio::pin!(deadline);
-        let mut check = tokio::time::interval(Duration::from_secs(1));
-        let mut report = tokio::time::interval(Duration::from_secs(10));
-        report.tick().await;
-        let markers = m.unsupported_markers();
-        let log_path = proc.log.clone();
-        loop {
-            tokio::select! {
-                res = &mut converge => break match res {
-                    Ok(()) => Outcome::Converged,
-                    Err(e) => Outcome::Failed(e),
-                },
-                _ = &mut deadline => break Outcome::Timeout,
-                st = proc.wait() => break Outcome::Exited(st),
-                _ = check.tick() => {
-                    if let Some(marker) = log_has(&log_path, markers) {
-                        break Outcome::Unsupported(marker);
-                    }
-                }
-                _ = report.tick() => {
-                    say!("  {:.0} s: {}", probe.elapsed().as_secs_f64(), probe.last_progress());
+    probe: &Probe,
+    proc: &mut Running,
+) -> Outcome {
+    let converge = scenario.converge(env, state, probe);
+    tokio::pin!(converge);
+    let deadline = tokio::time::sleep(env.timeout);
+    tokio::pin!(deadline);
+    let mut check = tokio::time::interval(Duration::from_secs(1));
+    let mut report = tokio::time::interval(Duration::from_secs(10));
+    report.tick().await;
+    let markers = m.unsupported_markers();
+    let log_path = proc.log.clone();
+    loop {
+        tokio::select! {
+            res = &mut converge => break match res {
+                Ok(()) => Outcome::Converged,
+                Err(e) => Outcome::Failed(e),
+            },
+            _ = &mut deadline => break Outcome::Timeout,
+            st = proc.wait() => break Outcome::Exited(st),
+            _ = check.tick() => {
+                if let Some(marker) = log_has(&log_path, markers) {
+                    break Outcome::Unsupported(marker);
                 }
             }
+            _ = report.tick() => {
+                say!("  {:.0} s: {}", probe.elapsed().as_secs_f64(), probe.last_progress());
+            }
         }
-    };
-    let converged_at = started.elapsed();
+    }
+}
+
+/// The run's status and message from the outcome (timings and CPU when it converged);
+/// the audit log's offset at convergence.
+#[allow(clippy::too_many_arguments, reason = "the pieces of one run, all read")]
+fn record_outcome<S: Scenario>(
+    scenario: &S,
+    env: &Env,
+    m: Manager,
+    outcome: &Outcome,
+    converged_at: Duration,
+    pid: u32,
+    probe: &Probe,
+    proc: &Running,
+    r: &mut RunResult,
+) -> Option<u64> {
     let mut audit_converge = None;
-    match &outcome {
+    match outcome {
         Outcome::Converged => {
             r.converge_seconds = Some(converged_at.as_secs_f64());
             r.cpu_seconds_converge = procfs::cpu_seconds(pid);
@@ -541,64 +509,44 @@ async fn measure<S: Scenario>(
             );
         }
     }
-    r.milestones = probe.milestones();
-    let phases = probe.take_phases();
+    audit_converge
+}
 
-    if matches!(outcome, Outcome::Converged) {
-        // Let the manager keep running a little: a manager that over-deletes or keeps
-        // working after the condition first holds is caught by verify and the counters.
-        tokio::time::sleep(env.settle).await;
-        match scenario.verify(env, state).await {
-            Ok(c) => {
-                say!(
-                    "correctness: {} ({})",
-                    if c.ok { "ok" } else { "WRONG" },
-                    c.detail
-                );
-                r.status = if c.ok { Status::Ok } else { Status::Incorrect };
-                r.correctness = Some(c);
-                r.metrics = scenario.metrics(state);
-                for m in &r.metrics {
-                    say!("  {}: {} {}", m.name, m.value, m.unit);
-                }
-            }
-            Err(e) => {
-                r.status = Status::Error;
-                r.message = format!("verification failed: {e:#}");
+/// After convergence and the settle time: the scenario's correctness check and metrics.
+async fn verify_run<S: Scenario>(scenario: &S, env: &Env, state: &mut S::State, r: &mut RunResult) {
+    // Let the manager keep running a little: a manager that over-deletes or keeps
+    // working after the condition first holds is caught by verify and the counters.
+    tokio::time::sleep(env.settle).await;
+    match scenario.verify(env, state).await {
+        Ok(c) => {
+            say!(
+                "correctness: {} ({})",
+                if c.ok { "ok" } else { "WRONG" },
+                c.detail
+            );
+            r.status = if c.ok { Status::Ok } else { Status::Incorrect };
+            r.correctness = Some(c);
+            r.metrics = scenario.metrics(state);
+            for m in &r.metrics {
+                say!("  {}: {} {}", m.name, m.value, m.unit);
             }
         }
-    }
-
-    if let Some(b) = curve_bucket {
-        r.rss_curve = sampler.curve();
-        r.rss_curve_seconds = Some(b.as_secs_f64());
-    }
-    r.max_sampled_rss_bytes = Some(sampler.stop().await).filter(|&b| b > 0);
-    if proc.exited().is_none() {
-        r.cpu_seconds_total = procfs::cpu_seconds(pid);
-        r.peak_rss_bytes = procfs::status_bytes(pid, "VmHWM");
-        r.rss_anon_bytes = procfs::status_bytes(pid, "RssAnon");
-        r.rss_file_bytes = procfs::status_bytes(pid, "RssFile");
-    }
-    if matches!(r.status, Status::Ok | Status::Incorrect) {
-        let more = scenario.run_metrics(r);
-        for x in &more {
-            say!("  {}: {} {}", x.name, x.value, x.unit);
+        Err(e) => {
+            r.status = Status::Error;
+            r.message = format!("verification failed: {e:#}");
         }
-        r.metrics.extend(more);
     }
-    r.run_seconds = Some(started.elapsed().as_secs_f64());
-    let plane_cpu_after = plane_cpu(&plane);
-    r.plane_cpu_seconds = Some(
-        plane_cpu_after
-            .iter()
-            .filter_map(|(k, after)| Some((k.clone(), after - plane_cpu_before.get(k)?)))
-            .collect(),
-    )
-    .filter(|m: &BTreeMap<String, f64>| !m.is_empty());
-    proc.stop(Duration::from_secs(10)).await;
-    // Open watches reach ResponseComplete once the apiserver sees the connection close.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+}
+
+/// The run's requests from the audit log (over the run, by convergence, and per phase).
+fn record_requests(
+    env: &Env,
+    m: Manager,
+    audit_from: u64,
+    audit_converge: Option<u64>,
+    phases: Vec<PhaseRecord>,
+    r: &mut RunResult,
+) {
     match count_requests(&env.audit_log, m.user(), audit_from, audit_converge) {
         Ok((total, conv)) => {
             say!(
@@ -638,6 +586,119 @@ async fn measure<S: Scenario>(
         }
         r.phases.push(phase);
     }
+}
+
+/// Waits for a quiet host before a manager starts: seconds waited and the share busy.
+async fn wait_for_quiet_host() -> (f64, f64) {
+    let (waited, busy) =
+        procfs::wait_for_quiet_host(QUIET_HOST_SHARE, QUIET_WINDOW, QUIET_WAIT_LIMIT).await;
+    if waited > QUIET_WINDOW * 2 {
+        say!(
+            "waited {:.0} s for a quiet host ({:.0}% busy over the last {} s)",
+            waited.as_secs_f64(),
+            busy * 100.0,
+            QUIET_WINDOW.as_secs()
+        );
+    }
+    (waited.as_secs_f64(), busy)
+}
+
+async fn measure<S: Scenario>(
+    scenario: &S,
+    env: &Env,
+    m: Manager,
+    bin: &Path,
+    state: &mut S::State,
+    r: &mut RunResult,
+) {
+    r.args = m.args(
+        &m.kubeconfig(&env.cluster_dir),
+        &scenario.controllers(),
+        env.qps,
+        env.burst,
+        &scenario.manager_flags(),
+    );
+    let log = env
+        .logs_dir
+        .join(format!("{}-{}.log", scenario.id(), m.name()));
+    r.log = log.display().to_string();
+    let audit_from = match audit::offset(&env.audit_log) {
+        Ok(o) => o,
+        Err(e) => {
+            r.message = format!("{e:#}");
+            return;
+        }
+    };
+
+    r.quiet_wait = Some(wait_for_quiet_host().await);
+    let plane = plane_pids(&env.cluster_dir);
+    let plane_cpu_before = plane_cpu(&plane);
+    r.load_average_at_start = procfs::load_average();
+    say!("starting {} (log {})", m.name(), log.display());
+    let started = Instant::now();
+    let mut proc = match Running::spawn(bin, &r.args, &log) {
+        Ok(p) => p,
+        Err(e) => {
+            r.message = format!("{e:#}");
+            return;
+        }
+    };
+    let pid = proc.pid;
+    let curve_bucket = scenario.rss_curve();
+    let sampler = RssSampler::start_with_curve(pid, Duration::from_millis(100), curve_bucket);
+    let probe = Probe::new(started, pid, proc.log.clone(), env.audit_log.clone());
+
+    let outcome = run_until_converged(scenario, env, m, state, &probe, &mut proc).await;
+    let converged_at = started.elapsed();
+    let audit_converge = record_outcome(
+        scenario,
+        env,
+        m,
+        &outcome,
+        converged_at,
+        pid,
+        &probe,
+        &proc,
+        r,
+    );
+    r.milestones = probe.milestones();
+    let phases = probe.take_phases();
+
+    if matches!(outcome, Outcome::Converged) {
+        verify_run(scenario, env, state, r).await;
+    }
+
+    if let Some(b) = curve_bucket {
+        r.rss_curve = sampler.curve();
+        r.rss_curve_seconds = Some(b.as_secs_f64());
+    }
+    r.max_sampled_rss_bytes = Some(sampler.stop().await).filter(|&b| b > 0);
+    if proc.exited().is_none() {
+        r.cpu_seconds_total = procfs::cpu_seconds(pid);
+        r.peak_rss_bytes = procfs::status_bytes(pid, "VmHWM");
+        r.rss_anon_bytes = procfs::status_bytes(pid, "RssAnon");
+        r.rss_file_bytes = procfs::status_bytes(pid, "RssFile");
+    }
+    if matches!(r.status, Status::Ok | Status::Incorrect) {
+        let more = scenario.run_metrics(r);
+        for x in &more {
+            say!("  {}: {} {}", x.name, x.value, x.unit);
+        }
+        r.metrics.extend(more);
+    }
+    r.run_seconds = Some(started.elapsed().as_secs_f64());
+    let plane_cpu_after = plane_cpu(&plane);
+    r.plane_cpu_seconds = Some(
+        plane_cpu_after
+            .iter()
+            .filter_map(|(k, after)| Some((k.clone(), after - plane_cpu_before.get(k)?)))
+            .collect(),
+    )
+    .filter(|m: &BTreeMap<String, f64>| !m.is_empty());
+    proc.stop(Duration::from_secs(10)).await;
+    // Open watches reach ResponseComplete once the apiserver sees the connection close.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    record_requests(env, m, audit_from, audit_converge, phases, r);
     if let (Some(cpu), Some(hwm)) = (r.cpu_seconds_total, r.peak_rss_bytes) {
         say!(
             "{}: cpu {cpu:.2} s, peak rss {:.1} MiB",

@@ -98,9 +98,8 @@ struct Row {
     allocs: f64,
 }
 
-/// Runs every measurement and writes the report.
-pub fn run(args: &Args) -> anyhow::Result<()> {
-    let n = args.count.max(1);
+/// Every cached-object row: pods in each projection, nodes, Jobs, ReplicaSets, revisions.
+fn measure_rows(n: usize) -> Vec<Row> {
     let mut rows = Vec::new();
     let all_pods = [
         ("no declaration (every group)", None),
@@ -186,7 +185,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         revision,
         &|_| {},
     ));
+    rows
+}
 
+/// Runs every measurement and writes the report.
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let n = args.count.max(1);
+    let rows = measure_rows(n);
     let events = measure_events(n.min(rkcm_runtime::events::consts::LRU_CACHE_ENTRIES));
 
     let mut md = String::new();

@@ -775,6 +775,29 @@ fn rss_split_line(run: &RunResult) -> Option<String> {
     ))
 }
 
+/// One line per phase of a run.
+fn write_run_phases(o: &mut String, run: &RunResult) {
+    for p in &run.phases {
+        let _ = writeln!(
+            o,
+            "- {} (began {:.1} s after start): {:.1} s, CPU {} s{}{}",
+            p.name,
+            p.start_seconds,
+            p.seconds,
+            cpu(p.cpu_seconds),
+            match &p.requests {
+                Some(c) => format!(", {}", requests_line(c)),
+                None => String::new(),
+            },
+            if p.note.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", p.note)
+            }
+        );
+    }
+}
+
 fn write_run(o: &mut String, run: &RunResult, pass: &str) {
     let _ = writeln!(
         o,
@@ -811,25 +834,7 @@ fn write_run(o: &mut String, run: &RunResult, pass: &str) {
             .collect();
         let _ = writeln!(o, "- Milestones after start: {}", ms.join(", "));
     }
-    for p in &run.phases {
-        let _ = writeln!(
-            o,
-            "- {} (began {:.1} s after start): {:.1} s, CPU {} s{}{}",
-            p.name,
-            p.start_seconds,
-            p.seconds,
-            cpu(p.cpu_seconds),
-            match &p.requests {
-                Some(c) => format!(", {}", requests_line(c)),
-                None => String::new(),
-            },
-            if p.note.is_empty() {
-                String::new()
-            } else {
-                format!("; {}", p.note)
-            }
-        );
-    }
+    write_run_phases(o, run);
     if let Some(t) = run.cpu_seconds_total {
         let _ = writeln!(o, "- CPU over the run: {t:.2} s");
     }

@@ -29,6 +29,10 @@ fn clap_definition_is_consistent() {
 /// Every visible flag with its upstream default (leader-elect-resource-name is rkcm's
 /// deliberate `rkcm`). Adding a flag without listing it here fails the test.
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one test of a sequence of cases, read top to bottom"
+)]
 fn defaults_equal_upstream() {
     let expected: &[(&str, &str)] = &[
         ("allow-metric-labels", ""),

@@ -4,6 +4,10 @@ use std::collections::HashSet;
 /// Upstream's names, queue names, event components and defaults of every workload
 /// controller, in one table (`pkg/controller/*`, `cmd/kube-controller-manager/app/options`).
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one test of a sequence of cases, read top to bottom"
+)]
 fn controller_names_queues_and_defaults_are_upstream() {
     use rkcm_replicaset::ReplicaOwner;
     let got = [

@@ -232,6 +232,10 @@ async fn kubeadm_command_line_runs_the_controllers_as_their_service_accounts() -
     result
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "a test that reads top to bottom as its steps"
+)]
 async fn kubeadm_scenario(
     cluster: &TestCluster,
     pki: &Path,

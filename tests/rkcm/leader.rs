@@ -145,6 +145,10 @@ async fn leader_and_standby(
 
 #[tokio::test]
 #[ignore = "needs apiserver: make test"]
+#[allow(
+    clippy::too_many_lines,
+    reason = "a test that reads top to bottom as its steps"
+)]
 async fn two_processes_elect_exactly_one_leader() -> anyhow::Result<()> {
     let cluster = TestCluster::connect().await?;
     let ns = cluster.namespace("rkcm-leader").await?;

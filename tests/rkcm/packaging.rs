@@ -300,6 +300,10 @@ const EVENTS: (&[&str], &[&str], &[&str]) = (
 
 /// Upstream's bootstrap policy per controller (controller_policy.go, `system:controller:<sa>`),
 /// written out independently of the chart's templates.
+#[allow(
+    clippy::too_many_lines,
+    reason = "upstream's RBAC rules, one table of test data"
+)]
 fn upstream_policy(controller: &str) -> BTreeSet<(String, String, String, String)> {
     const EXT_APPS: &[&str] = &["extensions", "apps"];
     const CORE: &[&str] = &[""];
@@ -799,6 +803,10 @@ fn chart_grants_nothing_to_disabled_controllers() -> anyhow::Result<()> {
 
 /// Values map to flags; values.schema.json and the templates refuse bad values.
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "a test that reads top to bottom as its steps"
+)]
 fn chart_values_map_to_flags_and_bad_values_are_refused() -> anyhow::Result<()> {
     let Some(helm) = helm_or_skip("chart_values_map_to_flags_and_bad_values_are_refused")? else {
         return Ok(());
@@ -1184,6 +1192,10 @@ async fn chart_rbac_is_sufficient_for_podgc_with_service_account_credentials() -
     chart_rbac_scenario(true).await
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "a test that reads top to bottom as its steps"
+)]
 async fn chart_rbac_scenario(sa_credentials: bool) -> anyhow::Result<()> {
     const FINALIZER: &str = "rkcm.test/hold";
     let helm = required_tool("helm")?;

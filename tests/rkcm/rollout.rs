@@ -702,6 +702,10 @@ fn mask_replicaset_name(message: &str) -> String {
 }
 
 /// The scripted session, against whatever manages `ns`.
+#[allow(
+    clippy::too_many_lines,
+    reason = "a test that reads top to bottom as its steps"
+)]
 async fn session(
     cluster: &TestCluster,
     ns: &TestNamespace,

@@ -195,6 +195,10 @@ fn describe(d: &DaemonSet, revs: &[ControllerRevision], pods: &[Pod]) -> String 
 }
 
 /// The scripted session against whatever manages `ns`.
+#[allow(
+    clippy::too_many_lines,
+    reason = "a test that reads top to bottom as its steps"
+)]
 async fn session(
     cluster: &TestCluster,
     ns: &TestNamespace,

@@ -260,6 +260,10 @@ async fn settle(
 }
 
 /// The scripted session on one side.
+#[allow(
+    clippy::too_many_lines,
+    reason = "a test that reads top to bottom as its steps"
+)]
 async fn session(ns: &TestNamespace, k: &Kubectl) -> anyhow::Result<(Transcript, Restarts)> {
     let mut t = Transcript::new(Kind::Upstream);
     let mut r = Restarts::default();

@@ -268,6 +268,10 @@ async fn metrics_need_an_authorized_identity() -> anyhow::Result<()> {
     result
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "a test that reads top to bottom as its steps"
+)]
 async fn metrics_scenario(
     cluster: &TestCluster,
     ns: &str,

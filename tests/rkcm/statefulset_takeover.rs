@@ -331,6 +331,10 @@ async fn steady(env: &Env) -> anyhow::Result<()> {
 
 /// Handover in the middle of a partitioned rolling update, both ways; the rollout continues
 /// after each.
+#[allow(
+    clippy::too_many_lines,
+    reason = "a test that reads top to bottom as its steps"
+)]
 async fn mid_rollout(env: &Env) -> anyhow::Result<()> {
     let volumes = TestVolumes::create(&env.cluster, 5, "1Gi").await?;
     let partition = |p: i32| json!({"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": p}}});

@@ -499,65 +499,7 @@ impl Scenario for DaemonSetNodes {
             ),
         );
 
-        // Idle: heartbeats that change nothing for the DaemonSet.
-        let updates = NodeUpdates::start(&env.client, &ns);
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let rounds = self.args.heartbeat_rounds;
-        let phase = probe.begin(&format!(
-            "idle: {rounds} heartbeat rounds to {} nodes",
-            group(n)
-        ));
-        let cpu0 = probe.manager_cpu_seconds();
-        let seen0 = updates.count();
-        for _ in 0..rounds {
-            // The API server keeps heartbeat times to the second: a node's next heartbeat
-            // must come at least a second after its last one, or it changes nothing.
-            let round = std::time::Instant::now();
-            heartbeat(env, &state.base).await?;
-            let spent = round.elapsed();
-            if spent < Duration::from_millis(1100) {
-                tokio::time::sleep(Duration::from_millis(1100) - spent).await;
-            }
-        }
-        let want = seen0 + rounds * n;
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while updates.count() < want && std::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        // Let the manager finish with the last events.
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let seen = updates.count().saturating_sub(seen0);
-        let cpu = match (cpu0, probe.manager_cpu_seconds()) {
-            (Some(a), Some(b)) => Some(b - a),
-            _ => None,
-        };
-        probe.end(
-            phase,
-            format!("{} node updates seen by the bench's watch", group(seen)),
-        );
-        state.metrics.push(Metric {
-            name: "node updates in the idle step".to_string(),
-            value: seen as f64,
-            unit: String::new(),
-        });
-        if let Some(cpu) = cpu.filter(|_| seen > 0) {
-            state.metrics.push(Metric {
-                name: "CPU per 1 000 idle heartbeats".to_string(),
-                value: cpu * 1000.0 / seen as f64,
-                unit: "s".to_string(),
-            });
-        }
-        let ds = state.ds.latest();
-        anyhow::ensure!(
-            ds.all(0, ni),
-            "the status moved during the idle step: {}",
-            describe(&ds, &state.pods.current())
-        );
-        say!(
-            "  idle: {seen} node updates, manager cpu {:.3} s",
-            cpu.unwrap_or(f64::NAN)
-        );
-        Ok(())
+        idle_heartbeats(env, state, probe, n, self.args.heartbeat_rounds).await
     }
 
     async fn verify(&self, env: &Env, state: &mut State) -> anyhow::Result<Correctness> {
@@ -677,6 +619,77 @@ async fn remove(env: &Env, ns: &str) -> anyhow::Result<()> {
     if !names.is_empty() {
         delete_nodes(env, &names).await?;
     }
+    Ok(())
+}
+
+/// The idle step: heartbeats that change nothing for the DaemonSet, and the manager's CPU
+/// for them.
+async fn idle_heartbeats(
+    env: &Env,
+    state: &mut State,
+    probe: &Probe,
+    n: usize,
+    rounds: usize,
+) -> anyhow::Result<()> {
+    let ni = n as i64;
+    let ns = state.ns.clone();
+    // Idle: heartbeats that change nothing for the DaemonSet.
+    let updates = NodeUpdates::start(&env.client, &ns);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let phase = probe.begin(&format!(
+        "idle: {rounds} heartbeat rounds to {} nodes",
+        group(n)
+    ));
+    let cpu0 = probe.manager_cpu_seconds();
+    let seen0 = updates.count();
+    for _ in 0..rounds {
+        // The API server keeps heartbeat times to the second: a node's next heartbeat
+        // must come at least a second after its last one, or it changes nothing.
+        let round = std::time::Instant::now();
+        heartbeat(env, &state.base).await?;
+        let spent = round.elapsed();
+        if spent < Duration::from_millis(1100) {
+            tokio::time::sleep(Duration::from_millis(1100) - spent).await;
+        }
+    }
+    let want = seen0 + rounds * n;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while updates.count() < want && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Let the manager finish with the last events.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let seen = updates.count().saturating_sub(seen0);
+    let cpu = match (cpu0, probe.manager_cpu_seconds()) {
+        (Some(a), Some(b)) => Some(b - a),
+        _ => None,
+    };
+    probe.end(
+        phase,
+        format!("{} node updates seen by the bench's watch", group(seen)),
+    );
+    state.metrics.push(Metric {
+        name: "node updates in the idle step".to_string(),
+        value: seen as f64,
+        unit: String::new(),
+    });
+    if let Some(cpu) = cpu.filter(|_| seen > 0) {
+        state.metrics.push(Metric {
+            name: "CPU per 1 000 idle heartbeats".to_string(),
+            value: cpu * 1000.0 / seen as f64,
+            unit: "s".to_string(),
+        });
+    }
+    let ds = state.ds.latest();
+    anyhow::ensure!(
+        ds.all(0, ni),
+        "the status moved during the idle step: {}",
+        describe(&ds, &state.pods.current())
+    );
+    say!(
+        "  idle: {seen} node updates, manager cpu {:.3} s",
+        cpu.unwrap_or(f64::NAN)
+    );
     Ok(())
 }
 

@@ -943,29 +943,8 @@ async fn remove(env: &Env, ns: &str) -> anyhow::Result<()> {
         .await
 }
 
-/// The verdict: `seen` is what the watches saw over the run, `now` fresh lists after the
-/// settle time.
-fn judge(args: &Args, names: &[String], seen: &Model, now: &Model) -> Correctness {
-    let limit = args.limit();
-    let mut wrong = Vec::new();
-
-    // The surge bound, as upstream's controller keeps it (and its e2e tests check it): on
-    // the ReplicaSets' replicas. Live pods may exceed it for a moment (observed below).
-    let (sd, ss) = seen.worst_rs_spec();
-    if ss > limit as i64 {
-        wrong.push(format!(
-            "ReplicaSets of {sd} summed to {ss} replicas (limit replicas + maxSurge = {limit})"
-        ));
-    }
-    let over = seen.over_created();
-    if !over.is_empty() {
-        wrong.push(format!(
-            "over-created: {}{}",
-            over[..over.len().min(3)].join("; "),
-            more(over.len())
-        ));
-    }
-
+/// One ReplicaSet per template version per Deployment, ever; nothing else: what is wrong.
+fn template_findings(names: &[String], seen: &Model) -> Vec<String> {
     // One ReplicaSet per template version per Deployment, ever; nothing else.
     let versions: BTreeSet<&str> = [V_CREATE, V_ROLLOUT].into();
     let mut dup = Vec::new();
@@ -999,6 +978,7 @@ fn judge(args: &Args, names: &[String], seen: &Model, now: &Model) -> Correctnes
             }
         }
     }
+    let mut wrong = Vec::new();
     for (what, list) in [
         ("duplicate ReplicaSets", dup),
         ("missing ReplicaSets", missing),
@@ -1012,25 +992,12 @@ fn judge(args: &Args, names: &[String], seen: &Model, now: &Model) -> Correctnes
             ));
         }
     }
+    wrong
+}
 
-    // The end state, from fresh lists.
-    let incomplete: Vec<String> = names
-        .iter()
-        .filter_map(|n| {
-            Some(format!(
-                "{n}: {}",
-                now.incomplete(n, V_ROLLOUT, args.replicas)?
-            ))
-        })
-        .collect();
-    if !incomplete.is_empty() {
-        wrong.push(format!(
-            "{} Deployments not complete on the new template after the settle time: {}{}",
-            incomplete.len(),
-            incomplete[..incomplete.len().min(3)].join("; "),
-            more(incomplete.len())
-        ));
-    }
+/// Every ReplicaSet and pod of the end state controlled by its Deployment's chain, and no
+/// pod of another Deployment: what is wrong.
+fn ownership_findings(names: &[String], now: &Model) -> Vec<String> {
     let mut unowned = Vec::new();
     for d in names {
         let Some(dep) = now.deploys.get(d) else {
@@ -1069,6 +1036,7 @@ fn judge(args: &Args, names: &[String], seen: &Model, now: &Model) -> Correctnes
     if strays > 0 {
         unowned.push(format!("{strays} pods of no Deployment of the scenario"));
     }
+    let mut wrong = Vec::new();
     if !unowned.is_empty() {
         wrong.push(format!(
             "{}{}",
@@ -1076,6 +1044,53 @@ fn judge(args: &Args, names: &[String], seen: &Model, now: &Model) -> Correctnes
             more(unowned.len())
         ));
     }
+    wrong
+}
+
+/// The verdict: `seen` is what the watches saw over the run, `now` fresh lists after the
+/// settle time.
+fn judge(args: &Args, names: &[String], seen: &Model, now: &Model) -> Correctness {
+    let limit = args.limit();
+    let mut wrong = Vec::new();
+
+    // The surge bound, as upstream's controller keeps it (and its e2e tests check it): on
+    // the ReplicaSets' replicas. Live pods may exceed it for a moment (observed below).
+    let (sd, ss) = seen.worst_rs_spec();
+    if ss > limit as i64 {
+        wrong.push(format!(
+            "ReplicaSets of {sd} summed to {ss} replicas (limit replicas + maxSurge = {limit})"
+        ));
+    }
+    let over = seen.over_created();
+    if !over.is_empty() {
+        wrong.push(format!(
+            "over-created: {}{}",
+            over[..over.len().min(3)].join("; "),
+            more(over.len())
+        ));
+    }
+
+    wrong.extend(template_findings(names, seen));
+
+    // The end state, from fresh lists.
+    let incomplete: Vec<String> = names
+        .iter()
+        .filter_map(|n| {
+            Some(format!(
+                "{n}: {}",
+                now.incomplete(n, V_ROLLOUT, args.replicas)?
+            ))
+        })
+        .collect();
+    if !incomplete.is_empty() {
+        wrong.push(format!(
+            "{} Deployments not complete on the new template after the settle time: {}{}",
+            incomplete.len(),
+            incomplete[..incomplete.len().min(3)].join("; "),
+            more(incomplete.len())
+        ));
+    }
+    wrong.extend(ownership_findings(names, now));
 
     let observed = live_pods(seen, limit);
     if wrong.is_empty() {

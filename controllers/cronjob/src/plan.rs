@@ -1,16 +1,23 @@
-//! The CronJob controller's decisions, as pure functions of a CronJob, its child Jobs and a
-//! clock reading. Mirrors upstream `pkg/controller/cronjob/utils.go` and the decision parts of
-//! `syncCronJob`/`cleanupFinishedJobs` in `cronjob_controllerv2.go`; `reconcile` performs the
-//! I/O between these steps in upstream's order.
+//! PURE: the CronJob controller's decisions, as functions of a CronJob (the sync's working
+//! copy), its child Jobs, what the API answered and a clock reading. Mirrors upstream
+//! `pkg/controller/cronjob/utils.go` and the decision parts of `syncCronJob` and
+//! `cleanupFinishedJobs` in `cronjob_controllerv2.go`; the executor (`reconcile`) performs
+//! the I/O between these steps in upstream's order and feeds each answer into the next.
+//!
+//! - Children: [`child_step`] for each cached child Job, [`unlisted_active`] for the
+//!   `status.active` entries the cache lacks, [`history_deletions`] for cleanup.
+//! - Scheduling: [`plan_schedule`] (stop, requeue, or start a Job, replacing active ones),
+//!   [`existing_job`] when the create answers `AlreadyExists`.
+//! - Status changes are in [`crate::status`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use rkcm_runtime::events::EventType;
 use rkcm_runtime::workload::controller_ref::controller_of;
 
@@ -107,11 +114,73 @@ pub fn in_active_list_by_name(cj: &CronJob, namespace: Option<&str>, name: &str)
         .any(|r| r.name.as_deref() == Some(name) && r.namespace.as_deref() == namespace)
 }
 
-/// Removes every `status.active` entry with this UID.
-pub fn delete_from_active_list(cj: &mut CronJob, uid: &str) {
-    if let Some(a) = cj.status.as_mut().and_then(|s| s.active.as_mut()) {
-        a.retain(|r| r.uid.as_deref() != Some(uid));
+/// What one cached child Job asks of the sync (the loop over children in upstream
+/// `syncCronJob`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChildStep {
+    /// Unfinished and not in `status.active`: a live `GET` of the CronJob tells whether the
+    /// cache is behind this controller's own status write (then the sync continues from the
+    /// fresh copy) or the Job is unexpected ([`unexpected_job_event`]).
+    Confirm,
+    /// Finished: leave `status.active` with this event if listed, and, if it succeeded,
+    /// record its completion ([`crate::status::record_success`]).
+    Finished {
+        leave_active: Option<PlannedEvent>,
+        succeeded: bool,
+    },
+    /// Listed and running: nothing to do.
+    Keep,
+}
+
+/// [`ChildStep`] for `job`, a child of `cj`.
+pub fn child_step(cj: &CronJob, job: &Job) -> ChildStep {
+    let uid = job.metadata.uid.as_deref().unwrap_or_default();
+    let found = in_active_list(cj, uid);
+    match finished_condition(job) {
+        None if !found => ChildStep::Confirm,
+        None => ChildStep::Keep,
+        Some(condition) => ChildStep::Finished {
+            leave_active: found.then(|| {
+                PlannedEvent::normal(
+                    reasons::SAW_COMPLETED_JOB,
+                    format!(
+                        "Saw completed job: {}, condition: {condition}",
+                        job.metadata.name.as_deref().unwrap_or_default()
+                    ),
+                )
+            }),
+            succeeded: is_succeeded(job),
+        },
     }
+}
+
+/// The Warning for a child the controller did not create or forgot.
+pub fn unexpected_job_event(job: &Job) -> PlannedEvent {
+    PlannedEvent::warning(
+        reasons::UNEXPECTED_JOB,
+        format!(
+            "Saw a job that the controller did not create or forgot: {}",
+            job.metadata.name.as_deref().unwrap_or_default()
+        ),
+    )
+}
+
+/// `status.active` entries whose Job is not among the cached children: each is confirmed
+/// with a live `GET`, and dropped ([`missing_job_event`]) when the server has no such Job.
+pub fn unlisted_active(cj: &CronJob, child_uids: &HashSet<String>) -> Vec<ObjectReference> {
+    active(cj)
+        .iter()
+        .filter(|r| !child_uids.contains(r.uid.as_deref().unwrap_or_default()))
+        .cloned()
+        .collect()
+}
+
+/// The event for an active Job the server no longer has.
+pub fn missing_job_event(name: &str) -> PlannedEvent {
+    PlannedEvent::normal(
+        reasons::MISSING_JOB,
+        format!("Active job went missing: {name}"),
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -452,44 +521,49 @@ pub struct Start {
     pub schedule: Schedule,
 }
 
-/// Upstream `syncCronJob` from the deletion check on, up to (not including) the Job
-/// creation. `cj` is the working copy after history cleanup and child reconciliation.
-pub fn plan_schedule(cj: &CronJob, now: Timestamp, local: &TimeZone) -> SchedulePlan {
-    let mut events = Vec::new();
-    let stop = |events| SchedulePlan {
-        events,
-        action: Action::Stop,
-    };
+/// The checks before the schedule is evaluated: deleted, unknown `timeZone`, suspended, or
+/// an unparseable schedule stop the sync (with an event for the two errors); otherwise the
+/// parsed schedule.
+fn schedule_to_run(cj: &CronJob, events: &mut Vec<PlannedEvent>) -> Option<Schedule> {
     if cj.metadata.deletion_timestamp.is_some() {
-        return stop(events);
+        return None;
     }
-    let spec = cj.spec.clone();
-    if let Some(tz) = spec.time_zone.as_deref()
+    if let Some(tz) = cj.spec.time_zone.as_deref()
         && let Err(e) = schedule::load_location(tz)
     {
         events.push(PlannedEvent::warning(
             reasons::UNKNOWN_TIME_ZONE,
             format!("invalid timeZone: {tz:?}: {e}"),
         ));
-        return stop(events);
+        return None;
     }
-    if spec.suspend == Some(true) {
-        return stop(events);
+    if cj.spec.suspend == Some(true) {
+        return None;
     }
     let (formatted, warning) = format_schedule(cj, true);
     events.extend(warning);
-    let sched = match schedule::parse_standard(&formatted) {
-        Ok(s) => s,
+    match schedule::parse_standard(&formatted) {
+        Ok(s) => Some(s),
         Err(e) => {
             events.push(PlannedEvent::warning(
                 reasons::UNPARSEABLE_SCHEDULE,
-                format!("unparseable schedule: {:?} : {e}", spec.schedule),
+                format!("unparseable schedule: {:?} : {e}", cj.spec.schedule),
             ));
-            return stop(events);
+            None
         }
-    };
-    // Upstream `nextScheduleTime`.
-    let scheduled = match most_recent_schedule_time(cj, now, &sched, local, true) {
+    }
+}
+
+/// Upstream `nextScheduleTime`: the most recent instant due by `now`, if any (with a
+/// warning when too many were missed), or the `InvalidSchedule` event.
+fn next_schedule_time(
+    cj: &CronJob,
+    now: Timestamp,
+    sched: &Schedule,
+    local: &TimeZone,
+    events: &mut Vec<PlannedEvent>,
+) -> Result<Option<Timestamp>, PlannedEvent> {
+    match most_recent_schedule_time(cj, now, sched, local, true) {
         Ok(m) => match m.most_recent {
             Some(t) if t <= now => {
                 if m.missed == Missed::Many {
@@ -498,15 +572,33 @@ pub fn plan_schedule(cj: &CronJob, now: Timestamp, local: &TimeZone) -> Schedule
                         "too many missed start times. Set or decrease .spec.startingDeadlineSeconds or check clock skew".to_string(),
                     ));
                 }
-                Some(t)
+                Ok(Some(t))
             }
-            _ => None,
+            _ => Ok(None),
         },
-        Err(e) => {
-            events.push(PlannedEvent::warning(
-                reasons::INVALID_SCHEDULE,
-                format!("invalid schedule: {} : {e}", spec.schedule),
-            ));
+        Err(e) => Err(PlannedEvent::warning(
+            reasons::INVALID_SCHEDULE,
+            format!("invalid schedule: {} : {e}", cj.spec.schedule),
+        )),
+    }
+}
+
+/// Upstream `syncCronJob` from the deletion check on, up to (not including) the Job
+/// creation. `cj` is the working copy after history cleanup and child reconciliation.
+pub fn plan_schedule(cj: &CronJob, now: Timestamp, local: &TimeZone) -> SchedulePlan {
+    let mut events = Vec::new();
+    let stop = |events| SchedulePlan {
+        events,
+        action: Action::Stop,
+    };
+    let Some(sched) = schedule_to_run(cj, &mut events) else {
+        return stop(events);
+    };
+    let spec = &cj.spec;
+    let scheduled = match next_schedule_time(cj, now, &sched, local, &mut events) {
+        Ok(scheduled) => scheduled,
+        Err(invalid) => {
+            events.push(invalid);
             return stop(events);
         }
     };
@@ -569,14 +661,30 @@ pub fn rfc1123z_utc(t: Timestamp) -> String {
     t.strftime("%a, %d %b %Y %H:%M:%S +0000").to_string()
 }
 
-/// After a start: record the Job in `status.active` and the instant in `lastScheduleTime`.
-pub fn record_start(cj: &mut CronJob, job: &Job, scheduled: Timestamp) {
-    let status = cj.status.get_or_insert_with(Default::default);
-    status
-        .active
-        .get_or_insert_with(Vec::new)
-        .push(job_reference(job));
-    status.last_schedule_time = Some(Time(scheduled));
+/// What the Job of the same name found after an `AlreadyExists` answer means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Existing {
+    /// Someone else's Job has the name: leave it alone, no requeue.
+    NotOurs,
+    /// Ours and already in `status.active`: nothing to record, no requeue.
+    AlreadyActive,
+    /// Ours but not in `status.active` (a crash between create and status write): record it
+    /// as this run's start.
+    Adopt,
+}
+
+/// [`Existing`] for `existing`, the Job of the planned name.
+pub fn existing_job(cj: &CronJob, existing: &Job) -> Existing {
+    let ours = controller_of(&existing.metadata)
+        .is_some_and(|r| Some(r.uid.as_str()) == cj.metadata.uid.as_deref());
+    if !ours {
+        return Existing::NotOurs;
+    }
+    if in_active_list(cj, existing.metadata.uid.as_deref().unwrap_or_default()) {
+        Existing::AlreadyActive
+    } else {
+        Existing::Adopt
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
-//! One sync of one CronJob: upstream `sync`, `cleanupFinishedJobs` and `syncCronJob`
-//! (`pkg/controller/cronjob/cronjob_controllerv2.go`), with every decision taken by `plan` and
-//! every write done here, in upstream's order. The API is behind [`CronJobApi`] so the same
+//! The executor of one sync of one CronJob: upstream `sync`, `cleanupFinishedJobs` and
+//! `syncCronJob` (`pkg/controller/cronjob/cronjob_controllerv2.go`), with every decision
+//! taken by [`plan`](crate::plan) (and status edits by [`status`](crate::status)) and every
+//! write done here, in upstream's order, each API answer fed into the next decision. The API is behind [`CronJobApi`] so the same
 //! sync runs against the cluster and against a fake in table tests.
 
 use rkcm_runtime::api::write;
@@ -19,7 +20,8 @@ use rkcm_runtime::keys::key_of;
 
 use crate::consts::reasons;
 use crate::error::Error;
-use crate::plan::{self, Action, PlannedEvent};
+use crate::plan::{self, Action, ChildStep, Existing, PlannedEvent, Start};
+use crate::status;
 
 /// The API calls a sync makes.
 pub trait CronJobApi: Send + Sync + 'static {
@@ -134,6 +136,16 @@ pub struct Syncer<A> {
     pub local: TimeZone,
 }
 
+/// A sync step's answer: the requeue delay that ends the sync, if any.
+type Step = Result<Option<SignedDuration>, Error>;
+
+/// One sync's working copy of the CronJob (upstream's `cronJobCopy`) and whether its status
+/// changed and must be written (upstream's `updateStatus`).
+struct Pass {
+    cj: CronJob,
+    dirty: bool,
+}
+
 impl<A: CronJobApi> Syncer<A> {
     fn emit(&self, cj: &CronJob, e: &PlannedEvent) {
         self.recorder.event_for(cj, e.type_, e.reason, &e.message);
@@ -169,32 +181,28 @@ impl<A: CronJobApi> Syncer<A> {
         now: Timestamp,
     ) -> Outcome {
         let key = key_of(cj);
-        let mut copy = cj.clone();
-        let cleaned = self.cleanup_finished_jobs(&mut copy, children).await;
-        let (requeue, dirty, sync_err) = self.sync_cronjob(&mut copy, children, now).await;
-        if let Some(e) = &sync_err {
+        let mut pass = Pass {
+            cj: cj.clone(),
+            dirty: false,
+        };
+        self.cleanup_finished_jobs(&mut pass, children).await;
+        let result = self.sync_cronjob(&mut pass, children, now).await;
+        if let Err(e) = &result {
             tracing::debug!(cronjob = %key, error = %e, "error reconciling cronjob");
         }
-        let result = match (requeue, sync_err) {
-            (Some(d), _) => Ok(Some(d)),
-            (None, Some(e)) => Err(e),
-            (None, None) => Ok(None),
-        };
         Outcome {
-            status: (cleaned || dirty).then_some(copy),
+            status: pass.dirty.then_some(pass.cj),
             result,
         }
     }
 
-    async fn cleanup_finished_jobs(&self, cj: &mut CronJob, children: &[Arc<Job>]) -> bool {
+    async fn cleanup_finished_jobs(&self, pass: &mut Pass, children: &[Arc<Job>]) {
         let refs: Vec<&Job> = children.iter().map(|j| j.as_ref()).collect();
-        let mut dirty = false;
-        for job in plan::history_deletions(cj, &refs) {
-            if self.delete_job(cj, job).await {
-                dirty = true;
+        for job in plan::history_deletions(&pass.cj, &refs) {
+            if self.delete_job(&mut pass.cj, job).await {
+                pass.dirty = true;
             }
         }
-        dirty
     }
 
     /// Upstream `deleteJob`: delete, then drop from `active` and record the outcome.
@@ -214,7 +222,7 @@ impl<A: CronJobApi> Syncer<A> {
             return false;
         }
         if let Some(uid) = uid.as_deref() {
-            plan::delete_from_active_list(cj, uid);
+            status::delete_from_active_list(cj, uid);
         }
         self.emit(
             cj,
@@ -223,122 +231,112 @@ impl<A: CronJobApi> Syncer<A> {
         true
     }
 
-    /// Upstream `syncCronJob`: returns (requeue delay, status changed, error).
-    async fn sync_cronjob(
+    /// Upstream `syncCronJob`: children, then the scheduling decision and its writes.
+    async fn sync_cronjob(&self, pass: &mut Pass, children: &[Arc<Job>], now: Timestamp) -> Step {
+        let child_uids = self.observe_children(pass, children).await?;
+        self.confirm_unlisted_active(pass, &child_uids).await?;
+        let decision = plan::plan_schedule(&pass.cj, now, &self.local);
+        for e in &decision.events {
+            self.emit(&pass.cj, e);
+        }
+        let start = match decision.action {
+            Action::Stop => return Ok(None),
+            Action::Requeue(d) => return Ok(Some(d)),
+            Action::Start(s) => s,
+        };
+        self.replace_active(pass, &start).await?;
+        let Some(created) = self.create_job(pass, &start).await? else {
+            return Ok(None);
+        };
+        status::record_start(&mut pass.cj, &created, start.scheduled);
+        pass.dirty = true;
+        Ok(Some(plan::next_schedule_time_duration(
+            &pass.cj,
+            now,
+            &start.schedule,
+            &self.local,
+        )))
+    }
+
+    /// Performs [`plan::child_step`] for each cached child; returns the children's UIDs.
+    async fn observe_children(
         &self,
-        cj: &mut CronJob,
+        pass: &mut Pass,
         children: &[Arc<Job>],
-        now: Timestamp,
-    ) -> (Option<SignedDuration>, bool, Option<Error>) {
-        let key = key_of(cj);
-        let ns = cj.metadata.namespace.clone().unwrap_or_default();
-        let cj_name = cj.metadata.name.clone().unwrap_or_default();
-        let mut dirty = false;
+    ) -> Result<HashSet<String>, Error> {
         let mut child_uids = HashSet::new();
         for job in children {
             let uid = job.metadata.uid.clone().unwrap_or_default();
-            let job_name = job.metadata.name.clone().unwrap_or_default();
             child_uids.insert(uid.clone());
-            let found = plan::in_active_list(cj, &uid);
-            let finished = plan::finished_condition(job);
-            if !found && finished.is_none() {
-                let fresh = match self.api.get_cronjob(&ns, &cj_name).await {
-                    Ok(f) => f,
-                    Err(source) => {
-                        return (None, dirty, Some(Error::GetCronJob { key, source }));
+            match plan::child_step(&pass.cj, job) {
+                ChildStep::Keep => {}
+                ChildStep::Confirm => {
+                    let ns = pass.cj.metadata.namespace.clone().unwrap_or_default();
+                    let name = pass.cj.metadata.name.clone().unwrap_or_default();
+                    let fresh = self.api.get_cronjob(&ns, &name).await.map_err(|source| {
+                        Error::GetCronJob {
+                            key: key_of(&pass.cj),
+                            source,
+                        }
+                    })?;
+                    if plan::in_active_list(&fresh, &uid) {
+                        // Our cache was behind our own status write: continue from the fresh
+                        // copy.
+                        pass.cj = fresh;
+                        continue;
                     }
-                };
-                if plan::in_active_list(&fresh, &uid) {
-                    // Our cache was behind our own status write: continue from the fresh copy.
-                    *cj = fresh;
-                    continue;
+                    self.emit(&pass.cj, &plan::unexpected_job_event(job));
                 }
-                self.emit(
-                    cj,
-                    &PlannedEvent::warning(
-                        reasons::UNEXPECTED_JOB,
-                        format!(
-                            "Saw a job that the controller did not create or forgot: {job_name}"
-                        ),
-                    ),
-                );
-            } else if let Some(condition) = finished {
-                if found {
-                    plan::delete_from_active_list(cj, &uid);
-                    self.emit(
-                        cj,
-                        &PlannedEvent::normal(
-                            reasons::SAW_COMPLETED_JOB,
-                            format!("Saw completed job: {job_name}, condition: {condition}"),
-                        ),
-                    );
-                    dirty = true;
-                }
-                if plan::is_succeeded(job) {
-                    let completion = job.status.as_ref().and_then(|s| s.completion_time.clone());
-                    let status = cj.status.get_or_insert_with(Default::default);
-                    if status.last_successful_time.is_none() {
-                        status.last_successful_time = completion.clone();
-                        dirty = true;
+                ChildStep::Finished {
+                    leave_active,
+                    succeeded,
+                } => {
+                    if let Some(event) = leave_active {
+                        status::delete_from_active_list(&mut pass.cj, &uid);
+                        self.emit(&pass.cj, &event);
+                        pass.dirty = true;
                     }
-                    if let (Some(c), Some(last)) = (&completion, &status.last_successful_time)
-                        && c.0 > last.0
-                    {
-                        status.last_successful_time = completion.clone();
-                        dirty = true;
+                    if succeeded && status::record_success(&mut pass.cj, job) {
+                        pass.dirty = true;
                     }
                 }
             }
         }
-        // Active entries whose Job the cache does not have: confirm with a live GET.
-        let listed: Vec<_> = cj
-            .status
-            .as_ref()
-            .and_then(|s| s.active.clone())
-            .unwrap_or_default();
-        for r in listed {
+        Ok(child_uids)
+    }
+
+    /// Active entries whose Job the cache does not have ([`plan::unlisted_active`]): a live
+    /// `GET` each; gone ones leave `status.active`.
+    async fn confirm_unlisted_active(
+        &self,
+        pass: &mut Pass,
+        child_uids: &HashSet<String>,
+    ) -> Result<(), Error> {
+        for r in plan::unlisted_active(&pass.cj, child_uids) {
             let uid = r.uid.clone().unwrap_or_default();
-            if child_uids.contains(&uid) {
-                continue;
-            }
             let rns = r.namespace.clone().unwrap_or_default();
             let rname = r.name.clone().unwrap_or_default();
             match self.api.get_job(&rns, &rname).await {
                 Err(e) if is_not_found(&e) => {
-                    self.emit(
-                        cj,
-                        &PlannedEvent::normal(
-                            reasons::MISSING_JOB,
-                            format!("Active job went missing: {rname}"),
-                        ),
-                    );
-                    plan::delete_from_active_list(cj, &uid);
-                    dirty = true;
+                    self.emit(&pass.cj, &plan::missing_job_event(&rname));
+                    status::delete_from_active_list(&mut pass.cj, &uid);
+                    pass.dirty = true;
                 }
                 Err(source) => {
-                    return (
-                        None,
-                        dirty,
-                        Some(Error::GetJob {
-                            key,
-                            job: rname,
-                            source,
-                        }),
-                    );
+                    return Err(Error::GetJob {
+                        key: key_of(&pass.cj),
+                        job: rname,
+                        source,
+                    });
                 }
                 Ok(_) => {}
             }
         }
+        Ok(())
+    }
 
-        let decision = plan::plan_schedule(cj, now, &self.local);
-        for e in &decision.events {
-            self.emit(cj, e);
-        }
-        let start = match decision.action {
-            Action::Stop => return (None, dirty, None),
-            Action::Requeue(d) => return (Some(d), dirty, None),
-            Action::Start(s) => s,
-        };
+    /// The `Replace` policy: delete each active Job before the new one is created.
+    async fn replace_active(&self, pass: &mut Pass, start: &Start) -> Result<(), Error> {
         for r in &start.replace {
             let rns = r.namespace.clone().unwrap_or_default();
             let rname = r.name.clone().unwrap_or_default();
@@ -346,37 +344,37 @@ impl<A: CronJobApi> Syncer<A> {
                 Ok(j) => j,
                 Err(source) => {
                     self.emit(
-                        cj,
+                        &pass.cj,
                         &PlannedEvent::warning(
                             reasons::FAILED_GET,
                             format!("Get job: {}", error_message(&source)),
                         ),
                     );
-                    return (
-                        None,
-                        dirty,
-                        Some(Error::GetJob {
-                            key,
-                            job: rname,
-                            source,
-                        }),
-                    );
+                    return Err(Error::GetJob {
+                        key: key_of(&pass.cj),
+                        job: rname,
+                        source,
+                    });
                 }
             };
-            if !self.delete_job(cj, &job).await {
-                return (
-                    None,
-                    dirty,
-                    Some(Error::Replace {
-                        key,
-                        job: format!("{rns}/{rname}"),
-                    }),
-                );
+            if !self.delete_job(&mut pass.cj, &job).await {
+                return Err(Error::Replace {
+                    key: key_of(&pass.cj),
+                    job: format!("{rns}/{rname}"),
+                });
             }
-            dirty = true;
+            pass.dirty = true;
         }
+        Ok(())
+    }
+
+    /// Creates the planned Job; the Job to record as started, or `None` when there is none
+    /// and the sync ends without a requeue ([`plan::existing_job`]).
+    async fn create_job(&self, pass: &mut Pass, start: &Start) -> Result<Option<Job>, Error> {
+        let key = key_of(&pass.cj);
+        let ns = pass.cj.metadata.namespace.clone().unwrap_or_default();
         let job_name = start.job.metadata.name.clone().unwrap_or_default();
-        let created = match self.api.create_job(&ns, &start.job).await {
+        match self.api.create_job(&ns, &start.job).await {
             Ok(created) => {
                 if let (Some(h), Some(ct)) = (
                     crate::metrics::job_creation_skew(),
@@ -386,76 +384,52 @@ impl<A: CronJobApi> Syncer<A> {
                 }
                 tracing::debug!(cronjob = %key, job = %job_name, "created job");
                 self.emit(
-                    cj,
+                    &pass.cj,
                     &PlannedEvent::normal(
                         reasons::SUCCESSFUL_CREATE,
                         format!("Created job {job_name}"),
                     ),
                 );
-                created
+                Ok(Some(created))
             }
-            Err(source) if is_namespace_terminating(&source) => {
-                return (
-                    None,
-                    dirty,
-                    Some(Error::CreateJob {
-                        key,
-                        job: job_name,
-                        source,
-                    }),
-                );
-            }
+            Err(source) if is_namespace_terminating(&source) => Err(Error::CreateJob {
+                key,
+                job: job_name,
+                source,
+            }),
             Err(e) if is_already_exists(&e) => {
-                let existing = match self.api.get_job(&ns, &job_name).await {
-                    Ok(j) => j,
-                    Err(source) => {
-                        return (
-                            None,
-                            dirty,
-                            Some(Error::GetJob {
-                                key,
-                                job: job_name,
-                                source,
-                            }),
-                        );
+                let existing =
+                    self.api
+                        .get_job(&ns, &job_name)
+                        .await
+                        .map_err(|source| Error::GetJob {
+                            key: key.clone(),
+                            job: job_name.clone(),
+                            source,
+                        })?;
+                match plan::existing_job(&pass.cj, &existing) {
+                    Existing::NotOurs | Existing::AlreadyActive => Ok(None),
+                    Existing::Adopt => {
+                        tracing::info!(cronjob = %key, job = %job_name, "job already exists");
+                        Ok(Some(existing))
                     }
-                };
-                // Not ours (someone else's Job has the name): leave it alone.
-                let ours =
-                    rkcm_runtime::workload::controller_ref::controller_of(&existing.metadata)
-                        .is_some_and(|r| Some(r.uid.as_str()) == cj.metadata.uid.as_deref());
-                if !ours {
-                    return (None, dirty, None);
                 }
-                let uid = existing.metadata.uid.clone().unwrap_or_default();
-                if plan::in_active_list(cj, &uid) {
-                    return (None, dirty, None);
-                }
-                tracing::info!(cronjob = %key, job = %job_name, "job already exists");
-                existing
             }
             Err(source) => {
                 self.emit(
-                    cj,
+                    &pass.cj,
                     &PlannedEvent::warning(
                         reasons::FAILED_CREATE,
                         format!("Error creating job: {}", error_message(&source)),
                     ),
                 );
-                return (
-                    None,
-                    dirty,
-                    Some(Error::CreateJob {
-                        key,
-                        job: job_name,
-                        source,
-                    }),
-                );
+                Err(Error::CreateJob {
+                    key,
+                    job: job_name,
+                    source,
+                })
             }
-        };
-        plan::record_start(cj, &created, start.scheduled);
-        let requeue = plan::next_schedule_time_duration(cj, now, &start.schedule, &self.local);
-        (Some(requeue), true, None)
+        }
     }
 }
 

@@ -57,9 +57,7 @@ impl Controller {
         let key = key_of(ds);
         tracing::debug!(daemonset = %key, "deleting daemon set");
         self.expectations.delete_expectations(&key);
-        if let Some(store) = &self.consistency {
-            store.clear(&key, ds.metadata.uid.as_deref());
-        }
+        self.consistency.clear(&key, ds.metadata.uid.as_deref());
         self.queue.add(key);
     }
 

@@ -128,7 +128,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         queue: queue.clone(),
         node_queue: node_queue.clone(),
         clock: ctx.clock.clone(),
-        consistency: cfg.stale_cache_guard.then(metrics::stale_guard),
+        consistency: metrics::stale_guard().enabled(cfg.stale_cache_guard),
         backoff: Mutex::new(backoff::Backoff::default()),
         pacer: rkcm_runtime::queue::pacing::StatusPacer::default().with_budget(ctx.budget.clone()),
         spacer: rkcm_runtime::queue::pacing::SyncSpacer::default(),

@@ -192,6 +192,66 @@ fn requeue_min(current: Option<Duration>, d: Duration) -> Option<Duration> {
     Some(current.map_or(d, |c| c.min(d)))
 }
 
+/// A node's pods that are not terminating: failed ones deleted (unless the node's back-off
+/// holds them) and succeeded ones deleted, each with its event; the rest (running) returned.
+fn sort_out_finished<'p>(
+    snap: &Snapshot<'_>,
+    name: &str,
+    pods: &'p [Arc<Pod>],
+    backoff: &mut crate::backoff::Backoff,
+    now: Timestamp,
+    plan: &mut Plan,
+) -> Vec<&'p Arc<Pod>> {
+    let mut running: Vec<&Arc<Pod>> = Vec::new();
+    for pod in pods {
+        if pod.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        match phase(pod) {
+            "Failed" => {
+                let key = backoff_key(snap.ds, name);
+                if backoff.in_backoff_since_update(&key, now) {
+                    let delay = backoff.get(&key);
+                    tracing::debug!(
+                        pod = pod_name(pod),
+                        node = name,
+                        delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                        "deleting failed pod on node has been limited by backoff"
+                    );
+                    plan.requeue_after = requeue_min(plan.requeue_after, delay);
+                    continue;
+                }
+                backoff.next(&key, now);
+                plan.backoff_next.push(key);
+                plan.events.push(PodEvent {
+                    warning: true,
+                    reason: crate::consts::reasons::FAILED_DAEMON_POD,
+                    message: format!(
+                        "Found failed daemon pod {}/{} on node {name}, will try to kill it",
+                        pod_namespace(pod),
+                        pod_name(pod)
+                    ),
+                });
+                plan.deletes.push(pod.clone());
+            }
+            "Succeeded" => {
+                plan.events.push(PodEvent {
+                    warning: false,
+                    reason: crate::consts::reasons::SUCCEEDED_DAEMON_POD,
+                    message: format!(
+                        "Found succeeded daemon pod {}/{} on node {name}, will try to delete it",
+                        pod_namespace(pod),
+                        pod_name(pod)
+                    ),
+                });
+                plan.deletes.push(pod.clone());
+            }
+            _ => running.push(pod),
+        }
+    }
+    running
+}
+
 /// `manage`: per node, `podsShouldBeOnNode`; then unscheduled pods whose node is gone.
 fn manage(
     snap: &Snapshot<'_>,
@@ -213,53 +273,7 @@ fn manage(
             None if placement.should_run => plan.creates.push(name.to_owned()),
             None => {}
             Some(pods) if placement.should_continue_running => {
-                let mut running: Vec<&Arc<Pod>> = Vec::new();
-                for pod in pods {
-                    if pod.metadata.deletion_timestamp.is_some() {
-                        continue;
-                    }
-                    match phase(pod) {
-                        "Failed" => {
-                            let key = backoff_key(snap.ds, name);
-                            if backoff.in_backoff_since_update(&key, now) {
-                                let delay = backoff.get(&key);
-                                tracing::debug!(
-                                    pod = pod_name(pod),
-                                    node = name,
-                                    delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                                    "deleting failed pod on node has been limited by backoff"
-                                );
-                                plan.requeue_after = requeue_min(plan.requeue_after, delay);
-                                continue;
-                            }
-                            backoff.next(&key, now);
-                            plan.backoff_next.push(key);
-                            plan.events.push(PodEvent {
-                                warning: true,
-                                reason: crate::consts::reasons::FAILED_DAEMON_POD,
-                                message: format!(
-                                    "Found failed daemon pod {}/{} on node {name}, will try to kill it",
-                                    pod_namespace(pod),
-                                    pod_name(pod)
-                                ),
-                            });
-                            plan.deletes.push(pod.clone());
-                        }
-                        "Succeeded" => {
-                            plan.events.push(PodEvent {
-                                warning: false,
-                                reason: crate::consts::reasons::SUCCEEDED_DAEMON_POD,
-                                message: format!(
-                                    "Found succeeded daemon pod {}/{} on node {name}, will try to delete it",
-                                    pod_namespace(pod),
-                                    pod_name(pod)
-                                ),
-                            });
-                            plan.deletes.push(pod.clone());
-                        }
-                        _ => running.push(pod),
-                    }
-                }
+                let mut running = sort_out_finished(snap, name, pods, &mut backoff, now, plan);
                 running.sort_by(|a, b| compare_pods(a, b));
                 if !surge {
                     // One pod per node: keep the oldest, delete the rest. With none running
@@ -424,6 +438,53 @@ pub fn skips_not_ready_nodes(ds: &DaemonSet, manager_default: bool) -> bool {
     }
 }
 
+/// `rollingUpdate` without surge: old pods deleted so that at most `max_unavailable` nodes
+/// are without an available pod (unavailable old pods always).
+fn replace_without_surge(
+    snap: &Snapshot<'_>,
+    by_node: &PodsByNode<'_>,
+    order: &[&str],
+    max_unavailable: i32,
+    now: Timestamp,
+) -> Vec<Arc<Pod>> {
+    let generation = template_generation_label(snap.ds);
+    let generation = generation.as_deref();
+    let min_ready = min_ready_seconds(snap.ds);
+    let available = |p: &Pod| is_pod_available(p, min_ready, now);
+    let mut num_unavailable = 0i32;
+    let mut replacements: Vec<Arc<Pod>> = Vec::new();
+    let mut candidates: Vec<Arc<Pod>> = Vec::new();
+    for node in order {
+        let pods = by_node.get(*node).map(Vec::as_slice).unwrap_or_default();
+        let Some((new, old)) = updated_pods_on_node(pods, snap.hash, generation) else {
+            // Excess pods: the manage loop cleans up; count the node as unavailable.
+            num_unavailable += 1;
+            continue;
+        };
+        match (new, old) {
+            (None, None) | (Some(_), Some(_)) => num_unavailable += 1,
+            (Some(new), None) => {
+                if !available(new) {
+                    num_unavailable += 1;
+                }
+            }
+            (None, Some(old)) => {
+                if !available(old) {
+                    replacements.push(old.clone());
+                    num_unavailable += 1;
+                } else if num_unavailable < max_unavailable {
+                    candidates.push(old.clone());
+                }
+            }
+        }
+    }
+    let remaining = usize::try_from((max_unavailable - num_unavailable).max(0))
+        .unwrap_or(0)
+        .min(candidates.len());
+    replacements.extend(candidates.into_iter().take(remaining));
+    replacements
+}
+
 /// `rollingUpdate`: `(pods to delete, nodes to create on)`. Nodes are visited in node-list
 /// order, then pods aimed at unknown nodes by name (upstream's order is a map's).
 fn rolling_update<'a>(
@@ -458,38 +519,10 @@ fn rolling_update<'a>(
     }
 
     if max_surge == 0 {
-        let mut num_unavailable = 0i32;
-        let mut replacements: Vec<Arc<Pod>> = Vec::new();
-        let mut candidates: Vec<Arc<Pod>> = Vec::new();
-        for node in &order {
-            let pods = by_node.get(*node).map(Vec::as_slice).unwrap_or_default();
-            let Some((new, old)) = updated_pods_on_node(pods, snap.hash, generation) else {
-                // Excess pods: the manage loop cleans up; count the node as unavailable.
-                num_unavailable += 1;
-                continue;
-            };
-            match (new, old) {
-                (None, None) | (Some(_), Some(_)) => num_unavailable += 1,
-                (Some(new), None) => {
-                    if !available(new) {
-                        num_unavailable += 1;
-                    }
-                }
-                (None, Some(old)) => {
-                    if !available(old) {
-                        replacements.push(old.clone());
-                        num_unavailable += 1;
-                    } else if num_unavailable < max_unavailable {
-                        candidates.push(old.clone());
-                    }
-                }
-            }
-        }
-        let remaining = usize::try_from((max_unavailable - num_unavailable).max(0))
-            .unwrap_or(0)
-            .min(candidates.len());
-        replacements.extend(candidates.into_iter().take(remaining));
-        return Ok((replacements, Vec::new()));
+        return Ok((
+            replace_without_surge(snap, by_node, &order, max_unavailable, now),
+            Vec::new(),
+        ));
     }
 
     let mut deletes: Vec<Arc<Pod>> = Vec::new();

@@ -67,7 +67,7 @@ pub(crate) struct Controller {
     pub(crate) node_queue: WorkQueue<String>,
     pub(crate) clock: SharedClock,
     pub(crate) cfg: Config,
-    pub(crate) consistency: Option<StaleGuard>,
+    pub(crate) consistency: StaleGuard,
     pub(crate) backoff: Mutex<Backoff>,
     /// Spaces out one DaemonSet's status writes that only move counts
     /// ([`rkcm_runtime::queue::pacing`]).
@@ -87,8 +87,8 @@ impl Controller {
         out.push(Size::object("expectations", self.expectations.len()));
         out.push(Size::object("status_pacing", self.pacer.len()));
         out.push(Size::object("sync_spacing", self.spacer.len()));
-        if let Some(guard) = &self.consistency {
-            out.push(Size::object("stale_guard", guard.store().len()));
+        if self.consistency.is_enabled() {
+            out.push(Size::object("stale_guard", self.consistency.store().len()));
         }
         out.push(Size::time("failed_pod_backoff", self.backoff().len()));
     }
@@ -108,18 +108,15 @@ impl Controller {
 
     /// Records a write for the stale-cache guard.
     fn wrote(&self, key: &str, ds: &DaemonSet, resource: GroupResource, rv: Option<&str>) {
-        if let Some(guard) = &self.consistency {
-            let uid = ds.metadata.uid.as_deref().unwrap_or_default();
-            guard.wrote(key, uid, resource, rv);
-        }
+        let uid = ds.metadata.uid.as_deref().unwrap_or_default();
+        self.consistency.wrote(key, uid, resource, rv);
     }
 
     /// The guard's check (`EnsureReady`), counted in
     /// `daemonset_controller_stale_sync_skips_total`.
     fn ensure_caches_caught_up(&self, key: &str) -> Result<(), Stale> {
-        self.consistency.as_ref().map_or(Ok(()), |guard| {
-            guard.ensure_caught_up(key, &[&self.pods, &self.daemonsets])
-        })
+        self.consistency
+            .ensure_caught_up(key, &[&self.pods, &self.daemonsets])
     }
 
     async fn sync_inner(&self, key: &str) -> Result<(), Error> {
@@ -131,9 +128,7 @@ impl Controller {
         let Some(ds) = self.daemonsets.get(key) else {
             tracing::debug!(daemonset = key, "daemon set has been deleted");
             self.expectations.delete_expectations(key);
-            if let Some(store) = &self.consistency {
-                store.clear(key, None);
-            }
+            self.consistency.clear(key, None);
             self.pacer.forget(key);
             self.spacer.forget(key);
             return Ok(());
@@ -469,7 +464,7 @@ impl Controller {
         let outcome = manager
             .claim(&candidates, |p| selector.matches(labels_of(p)))
             .await;
-        if self.consistency.is_some() {
+        if self.consistency.is_enabled() {
             let cached: HashMap<&str, Option<&str>> = candidates
                 .iter()
                 .filter_map(|p| {
@@ -593,33 +588,7 @@ impl Controller {
             first_error = error;
         }
         if !deletes.is_empty() {
-            tracing::debug!(
-                daemonset = key,
-                count = deletes.len(),
-                "pods to delete for daemon set, deleting"
-            );
-            let calls = deletes.iter().map(|pod| {
-                let ds = ds.clone();
-                async move {
-                    let name = pod.metadata.name.as_deref().unwrap_or_default();
-                    match self
-                        .pod_control
-                        .delete_pod(namespace, name, pod.metadata.uid.as_deref(), &*ds)
-                        .await
-                    {
-                        Ok(()) => None,
-                        Err(e) => {
-                            self.expectations.deletion_observed(key, &key_of(&**pod));
-                            (!e.is_not_found()).then_some(e)
-                        }
-                    }
-                }
-            });
-            let errors: Vec<rkcm_runtime::Error> = futures::future::join_all(calls)
-                .await
-                .into_iter()
-                .flatten()
-                .collect();
+            let errors = self.delete_pods(ds, key, namespace, deletes).await;
             for e in errors {
                 if first_error.is_none() {
                     first_error = Some(e);
@@ -635,6 +604,43 @@ impl Controller {
                 source,
             }),
         }
+    }
+
+    /// The deletes of `syncNodes`, all at once; the errors (NotFound is none).
+    async fn delete_pods(
+        &self,
+        ds: &Arc<DaemonSet>,
+        key: &str,
+        namespace: &str,
+        deletes: &[Arc<Pod>],
+    ) -> Vec<rkcm_runtime::Error> {
+        tracing::debug!(
+            daemonset = key,
+            count = deletes.len(),
+            "pods to delete for daemon set, deleting"
+        );
+        let calls = deletes.iter().map(|pod| {
+            let ds = ds.clone();
+            async move {
+                let name = pod.metadata.name.as_deref().unwrap_or_default();
+                match self
+                    .pod_control
+                    .delete_pod(namespace, name, pod.metadata.uid.as_deref(), &*ds)
+                    .await
+                {
+                    Ok(()) => None,
+                    Err(e) => {
+                        self.expectations.deletion_observed(key, &key_of(&**pod));
+                        (!e.is_not_found()).then_some(e)
+                    }
+                }
+            }
+        });
+        futures::future::join_all(calls)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
     }
 
     // ---- status -------------------------------------------------------------------------

@@ -128,7 +128,7 @@ pub mod metrics {
     pub const TRACKING_FINALIZER: &str = "terminated_pods_tracking_finalizer_total";
     pub const FINISHED_INDEXES: &str = "job_finished_indexes_total";
     pub const PODS_CREATION: &str = "job_pods_creation_total";
-    pub const STALE_SYNC_SKIPS: &str = "stale_sync_skips_total";
+    pub const STALE_SYNC_SKIPS_HELP: &str = "Number of times the job controller skipped a sync because its informer cache had not yet observed its own writes.";
 
     pub const ACTION_RECONCILING: &str = "reconciling";
     pub const ACTION_TRACKING: &str = "tracking";

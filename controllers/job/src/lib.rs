@@ -43,6 +43,8 @@ pub mod backoff;
 mod config;
 pub mod consts;
 mod error;
+mod executor;
+mod handlers;
 pub mod indexes;
 mod metrics;
 pub mod plan;
@@ -69,7 +71,8 @@ use rkcm_runtime::workload::podcontrol::PodControl;
 
 pub use config::{Config, DEFAULT_WORKERS, NAME};
 pub use error::Error;
-pub use reconcile::{managed_by_external, remove_finalizer_patch};
+pub use plan::managed_by_external;
+pub use pods::remove_finalizer_patch;
 
 /// What this controller reads of a cached pod beyond the base fields (see
 /// `rkcm_runtime::cache::projection`): pod failure policy and backoff read container statuses.
@@ -111,7 +114,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         expectations: UidTrackingExpectations::new(ctx.clock.clone()),
         finalizer_expectations: tracking::FinalizerExpectations::default(),
         backoff: backoff::BackoffStore::default(),
-        consistency: rkcm_runtime::workload::consistency::ConsistencyStore::new(),
+        consistency: metrics::stale_guard().enabled(cfg.stale_cache_guard),
         pod_control: PodControl::new(ctx.client.clone(), recorder.clone()),
         recorder,
         queue: queue.clone(),

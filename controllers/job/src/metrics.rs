@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts};
 use rkcm_runtime::metrics::{get_or_register, register};
+use rkcm_runtime::workload::consistency::StaleGuard;
 
 use crate::consts::metrics as m;
 
@@ -19,7 +20,6 @@ pub(crate) struct Metrics {
     pub tracking_finalizer: IntCounterVec,
     pub finished_indexes: IntCounterVec,
     pub pods_creation: IntCounterVec,
-    pub stale_sync_skips: IntCounterVec,
 }
 
 fn counter(name: &str, help: &str, labels: &[&str]) -> Result<IntCounterVec, prometheus::Error> {
@@ -72,13 +72,14 @@ fn build() -> Result<Metrics, prometheus::Error> {
             "The number of Pods created by the Job controller labelled with a reason for the Pod creation.",
             &["reason", "status"],
         )?,
-        stale_sync_skips: counter(
-            m::STALE_SYNC_SKIPS,
-            "Number of times the job controller skipped a sync because its informer cache had not yet observed its own writes.",
-            &["group", "resource"],
-        )?,
     };
     Ok(metrics)
+}
+
+/// The stale-cache guard (gate `StaleControllerConsistencyJob`); its skips are counted in
+/// `job_controller_stale_sync_skips_total`.
+pub(crate) fn stale_guard() -> StaleGuard {
+    StaleGuard::new(crate::config::NAME, m::SUBSYSTEM, m::STALE_SYNC_SKIPS_HELP)
 }
 
 /// The metrics, built and registered on first use.

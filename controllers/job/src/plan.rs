@@ -200,7 +200,7 @@ fn failure_target(reason: &str, message: &str, now: jiff::Timestamp) -> JobCondi
     new_condition(c::FAILURE_TARGET, c::TRUE, reason, message, now)
 }
 
-fn uncounted_sets(status: &JobStatus) -> (HashSet<String>, HashSet<String>) {
+pub(crate) fn uncounted_sets(status: &JobStatus) -> (HashSet<String>, HashSet<String>) {
     let u = status.uncounted_terminated_pods.clone().unwrap_or_default();
     (
         u.succeeded.unwrap_or_default().into_iter().collect(),
@@ -497,10 +497,61 @@ pub fn plan(s: &Snapshot<'_>, now: jiff::Timestamp) -> Plan {
     };
     let new_backoff = s.backoff.next(&new_succeeded, &new_failed);
 
+    let (mut finished, deadline_requeue) =
+        finished_or_deadline(job, &status, pods, failed, start_time, now);
+
+    let indexes = if is_indexed(job) {
+        indexed(s, &status, &active, &mut finished, now)
+    } else {
+        Indexes::default()
+    };
+    if let Some(total) = indexes.succeeded {
+        succeeded = total;
+    }
+
+    let mut plan = Plan {
+        start_time,
+        finished,
+        action: Action::None,
+        manage_called: false,
+        sync_action: m::ACTION_RECONCILING,
+        deadline_requeue,
+        backoff_requeue: None,
+        new_backoff,
+        succeeded,
+        failed,
+        active,
+        ready,
+        terminating,
+        prev_succeeded_indexes: indexes.prev_succeeded,
+        succeeded_indexes: indexes.succeeded_indexes,
+        failed_indexes: indexes.failed,
+        delayed_deletion: indexes.delayed_deletion,
+    };
+    if plan.finished.is_some() {
+        plan.action = Action::DeleteActive(plan.active.clone());
+    } else if s.expectations_satisfied && job.metadata.deletion_timestamp.is_none() {
+        manage(job, pods, &mut plan, now);
+    }
+    plan
+}
+
+/// The condition that finishes the Job before any index is judged (success criteria or a
+/// failure target already recorded, the pod failure policy, the backoff limit, the active
+/// deadline), or else the requeue for the active deadline.
+fn finished_or_deadline(
+    job: &Job,
+    status: &JobStatus,
+    pods: &[Arc<Pod>],
+    failed: i32,
+    start_time: Option<jiff::Timestamp>,
+    now: jiff::Timestamp,
+) -> (Option<JobCondition>, Option<Duration>) {
+    let suspended = is_suspended(job);
     let mut deadline_requeue = None;
-    let mut finished = has_true(&status, c::SUCCESS_CRITERIA_MET);
+    let mut finished = has_true(status, c::SUCCESS_CRITERIA_MET);
     if finished.is_none() {
-        if let Some(ft) = has_true(&status, c::FAILURE_TARGET) {
+        if let Some(ft) = has_true(status, c::FAILURE_TARGET) {
             finished = Some(new_condition(
                 c::FAILED,
                 c::TRUE,
@@ -536,103 +587,100 @@ pub fn plan(s: &Snapshot<'_>, now: jiff::Timestamp) -> Plan {
             }
         }
     }
+    (finished, deadline_requeue)
+}
 
-    let mut prev_succeeded_indexes = Intervals::default();
-    let mut succeeded_indexes = Intervals::default();
+/// What an Indexed Job's indexes say: the succeeded and failed intervals, the pods whose
+/// finalizer waits for their index's replacement, the succeeded count (the succeeded
+/// indexes), and (into `finished`) the failure or success condition they reach.
+#[derive(Default)]
+struct Indexes {
+    prev_succeeded: Intervals,
+    succeeded_indexes: Intervals,
+    failed: Option<Intervals>,
+    delayed_deletion: HashMap<i32, Arc<Pod>>,
+    succeeded: Option<i32>,
+}
+
+fn indexed(
+    s: &Snapshot<'_>,
+    status: &JobStatus,
+    active: &[Arc<Pod>],
+    finished: &mut Option<JobCondition>,
+    now: jiff::Timestamp,
+) -> Indexes {
+    let (job, pods) = (s.job, s.pods);
     let mut failed_indexes = None;
     let mut delayed_deletion = HashMap::new();
-    if is_indexed(job) {
-        let completions = completions(job).unwrap_or(0);
-        prev_succeeded_indexes = Intervals::parse(
-            status.completed_indexes.as_deref().unwrap_or(""),
-            completions,
-        );
-        let new_indexes = indexes_of(pods.iter().map(|p| &**p).filter(|p| {
-            is_succeeded(p) && has_tracking_finalizer(p) && valid_index(p, completions).is_some()
+    let completions = completions(job).unwrap_or(0);
+    let prev_succeeded_indexes = Intervals::parse(
+        status.completed_indexes.as_deref().unwrap_or(""),
+        completions,
+    );
+    let new_indexes = indexes_of(pods.iter().map(|p| &**p).filter(|p| {
+        is_succeeded(p) && has_tracking_finalizer(p) && valid_index(p, completions).is_some()
+    }));
+    let succeeded_indexes = prev_succeeded_indexes.with_indexes(&new_indexes);
+    if let Some(limit) = backoff_limit_per_index(job) {
+        let prev_failed =
+            Intervals::parse(status.failed_indexes.as_deref().unwrap_or(""), completions);
+        let newly_failed = indexes_of(pods.iter().map(|p| &**p).filter(|p| {
+            valid_index(p, completions).is_some()
+                && has_tracking_finalizer(p)
+                && is_index_failed(job, p, limit)
         }));
-        succeeded_indexes = prev_succeeded_indexes.with_indexes(&new_indexes);
-        succeeded = to_i32(succeeded_indexes.total());
-        if let Some(limit) = backoff_limit_per_index(job) {
-            let prev_failed =
-                Intervals::parse(status.failed_indexes.as_deref().unwrap_or(""), completions);
-            let newly_failed = indexes_of(pods.iter().map(|p| &**p).filter(|p| {
-                valid_index(p, completions).is_some()
-                    && has_tracking_finalizer(p)
-                    && is_index_failed(job, p, limit)
-            }));
-            let fi = prev_failed.with_indexes(&newly_failed);
-            if finished.is_none() {
-                let max_failed = job.spec.as_ref().and_then(|s| s.max_failed_indexes);
-                let nfailed = fi.total();
-                if max_failed.is_some_and(|m| nfailed > usize::try_from(m).unwrap_or(0)) {
-                    finished = Some(failure_target(
-                        reason::MAX_FAILED_INDEXES_EXCEEDED,
-                        message::MAX_FAILED_INDEXES_EXCEEDED,
-                        now,
-                    ));
-                } else if nfailed > 0
-                    && nfailed + succeeded_indexes.total()
-                        >= usize::try_from(completions).unwrap_or(0)
-                {
-                    finished = Some(failure_target(
-                        reason::FAILED_INDEXES,
-                        message::FAILED_INDEXES,
-                        now,
-                    ));
-                }
+        let fi = prev_failed.with_indexes(&newly_failed);
+        if finished.is_none() {
+            let max_failed = job.spec.as_ref().and_then(|s| s.max_failed_indexes);
+            let nfailed = fi.total();
+            if max_failed.is_some_and(|m| nfailed > usize::try_from(m).unwrap_or(0)) {
+                *finished = Some(failure_target(
+                    reason::MAX_FAILED_INDEXES_EXCEEDED,
+                    message::MAX_FAILED_INDEXES_EXCEEDED,
+                    now,
+                ));
+            } else if nfailed > 0
+                && nfailed + succeeded_indexes.total() >= usize::try_from(completions).unwrap_or(0)
+            {
+                *finished = Some(failure_target(
+                    reason::FAILED_INDEXES,
+                    message::FAILED_INDEXES,
+                    now,
+                ));
             }
-            delayed_deletion = pods_with_delayed_deletion(
-                job,
-                pods,
-                s.expected_rm_finalizers,
-                &active,
-                &succeeded_indexes,
-                &fi,
-            );
-            failed_indexes = Some(fi);
         }
-        if finished.is_none()
-            && let Some(msg) = match_success_policy(
-                job.spec.as_ref().and_then(|s| s.success_policy.as_ref()),
-                completions,
-                &succeeded_indexes,
-            )
-        {
-            finished = Some(new_condition(
-                c::SUCCESS_CRITERIA_MET,
-                c::TRUE,
-                reason::SUCCESS_POLICY,
-                &msg,
-                now,
-            ));
-        }
+        delayed_deletion = pods_with_delayed_deletion(
+            job,
+            pods,
+            s.expected_rm_finalizers,
+            active,
+            &succeeded_indexes,
+            &fi,
+        );
+        failed_indexes = Some(fi);
     }
-
-    let mut plan = Plan {
-        start_time,
-        finished,
-        action: Action::None,
-        manage_called: false,
-        sync_action: m::ACTION_RECONCILING,
-        deadline_requeue,
-        backoff_requeue: None,
-        new_backoff,
-        succeeded,
-        failed,
-        active,
-        ready,
-        terminating,
-        prev_succeeded_indexes,
+    if finished.is_none()
+        && let Some(msg) = match_success_policy(
+            job.spec.as_ref().and_then(|s| s.success_policy.as_ref()),
+            completions,
+            &succeeded_indexes,
+        )
+    {
+        *finished = Some(new_condition(
+            c::SUCCESS_CRITERIA_MET,
+            c::TRUE,
+            reason::SUCCESS_POLICY,
+            &msg,
+            now,
+        ));
+    }
+    Indexes {
+        succeeded: Some(to_i32(succeeded_indexes.total())),
+        prev_succeeded: prev_succeeded_indexes,
         succeeded_indexes,
-        failed_indexes,
+        failed: failed_indexes,
         delayed_deletion,
-    };
-    if plan.finished.is_some() {
-        plan.action = Action::DeleteActive(plan.active.clone());
-    } else if s.expectations_satisfied && job.metadata.deletion_timestamp.is_none() {
-        manage(job, pods, &mut plan, now);
     }
-    plan
 }
 
 /// `manageJob`: suspend, scale down, or create (respecting the recreation backoff).
@@ -750,6 +798,22 @@ pub fn creation_reason(job: &Job, plan: &Plan) -> &'static str {
     } else {
         m::CREATE_NEW
     }
+}
+
+/// The external controller named in `spec.managedBy`, if it is not this controller.
+pub fn managed_by_external(job: &Job) -> Option<&str> {
+    job.spec
+        .as_ref()
+        .and_then(|s| s.managed_by.as_deref())
+        .filter(|m| *m != crate::consts::MANAGED_BY_JOB_CONTROLLER)
+}
+
+/// The Job's selector; a missing one selects nothing (`LabelSelectorAsSelector(nil)`).
+pub fn selector_of(job: &Job) -> Result<rkcm_runtime::workload::selector::Selector, String> {
+    rkcm_runtime::workload::selector::Selector::from_optional(
+        job.spec.as_ref().and_then(|s| s.selector.as_ref()),
+    )
+    .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

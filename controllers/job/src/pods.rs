@@ -177,6 +177,17 @@ pub fn cmp_for_removal(a: &Pod, b: &Pod) -> Ordering {
     }
 }
 
+pub fn labels_of(pod: &Pod) -> Option<&std::collections::BTreeMap<String, String>> {
+    pod.metadata.labels.as_ref()
+}
+
+/// The strategic-merge patch that removes only the tracking finalizer.
+pub fn remove_finalizer_patch() -> serde_json::Value {
+    serde_json::json!({
+        "metadata": { "$deleteFromPrimitiveList/finalizers": [TRACKING_FINALIZER] }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

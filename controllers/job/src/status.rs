@@ -27,7 +27,7 @@ use crate::consts::{MAX_UNCOUNTED_PODS, condition as c, event, message, reason};
 use crate::indexes::{Intervals, valid_index};
 use crate::plan::{
     Action, Plan, backoff_limit_per_index, completions, find_condition, is_indexed, is_suspended,
-    new_condition,
+    new_condition, uncounted_sets,
 };
 use crate::pods::{has_tracking_finalizer, is_failed, is_succeeded, uid};
 use crate::policy::match_pod_failure_policy;
@@ -284,23 +284,13 @@ pub fn track(
     } = managed;
     let indexed = is_indexed(job);
     let completions = completions(job).unwrap_or(0);
-    let mut ordered: Vec<Arc<Pod>> = pods.to_vec();
-    if indexed {
-        ordered.sort_by_key(|p| crate::indexes::completion_index(p).unwrap_or(-1));
-    }
+    let ordered = in_index_order(pods, indexed);
     let with_finalizer: HashSet<String> = ordered
         .iter()
         .filter(|p| has_tracking_finalizer(p) && !expected_rm.contains(uid(p)))
         .map(|p| uid(p).to_owned())
         .collect();
-    let original = status.uncounted_terminated_pods.clone().unwrap_or_default();
-    let unc_succeeded: HashSet<String> = original
-        .succeeded
-        .clone()
-        .unwrap_or_default()
-        .into_iter()
-        .collect();
-    let unc_failed: HashSet<String> = original.failed.unwrap_or_default().into_iter().collect();
+    let (unc_succeeded, unc_failed) = uncounted_sets(&status);
     if clean_uncounted(&mut status, &with_finalizer) {
         needs_flush = true;
     }
@@ -370,22 +360,62 @@ pub fn track(
             break;
         }
     }
-    if indexed {
-        new_indexes.sort_unstable();
-        new_indexes.dedup();
-        let succeeded_indexes = plan.succeeded_indexes.with_indexes(&new_indexes);
-        let s = succeeded_indexes.to_string();
-        if status.completed_indexes.as_deref().unwrap_or("") != s {
-            needs_flush = true;
-        }
-        status.succeeded = Some(i32::try_from(succeeded_indexes.total()).unwrap_or(i32::MAX));
-        status.completed_indexes = Some(s);
-        let failed_str = plan.failed_indexes.as_ref().map(Intervals::to_string);
-        if status.failed_indexes != failed_str {
-            status.failed_indexes = failed_str;
-            needs_flush = true;
-        }
+    if indexed && record_indexes(&mut status, plan, new_indexes) {
+        needs_flush = true;
     }
+    let (terminal, recorded) = terminal_condition(&mut status, finished, now);
+    needs_flush |= recorded;
+    Tracked {
+        status,
+        needs_flush,
+        remove_finalizer: remove,
+        with_finalizer,
+        finished: terminal,
+        reached_max_uncounted: reached_max,
+        policy_actions,
+    }
+}
+
+/// The pods, for an Indexed Job in index order (stable: pods of one index keep theirs).
+fn in_index_order(pods: &[Arc<Pod>], indexed: bool) -> Vec<Arc<Pod>> {
+    let mut ordered: Vec<Arc<Pod>> = pods.to_vec();
+    if indexed {
+        ordered.sort_by_key(|p| crate::indexes::completion_index(p).unwrap_or(-1));
+    }
+    ordered
+}
+
+/// An Indexed Job's `completedIndexes` (with the indexes newly succeeded), `succeeded` and
+/// `failedIndexes`; whether a recorded value changed.
+fn record_indexes(status: &mut JobStatus, plan: &Plan, mut new_indexes: Vec<i32>) -> bool {
+    let mut changed = false;
+    new_indexes.sort_unstable();
+    new_indexes.dedup();
+    let succeeded_indexes = plan.succeeded_indexes.with_indexes(&new_indexes);
+    let s = succeeded_indexes.to_string();
+    if status.completed_indexes.as_deref().unwrap_or("") != s {
+        changed = true;
+    }
+    status.succeeded = Some(i32::try_from(succeeded_indexes.total()).unwrap_or(i32::MAX));
+    status.completed_indexes = Some(s);
+    let failed_str = plan.failed_indexes.as_ref().map(Intervals::to_string);
+    if status.failed_indexes != failed_str {
+        status.failed_indexes = failed_str;
+        changed = true;
+    }
+
+    changed
+}
+
+/// The condition that ends the Job (`Failed` after a `FailureTarget`, `Complete` after
+/// `SuccessCriteriaMet`), recording the interim condition in `status` if it is not yet there;
+/// whether the status changed.
+fn terminal_condition(
+    status: &mut JobStatus,
+    finished: Option<JobCondition>,
+    now: jiff::Timestamp,
+) -> (Option<JobCondition>, bool) {
+    let mut recorded = false;
     let mut terminal = finished;
     if let Some(f) = terminal.as_ref()
         && f.type_ == c::FAILURE_TARGET
@@ -394,7 +424,7 @@ pub fn track(
             .conditions
             .get_or_insert_with(Vec::new)
             .push(f.clone());
-        needs_flush = true;
+        recorded = true;
         terminal = Some(new_condition(
             c::FAILED,
             c::TRUE,
@@ -407,13 +437,13 @@ pub fn track(
         && f.status == c::TRUE
     {
         let existing =
-            find_condition(&status, c::SUCCESS_CRITERIA_MET).is_some_and(|x| x.status == c::TRUE);
+            find_condition(status, c::SUCCESS_CRITERIA_MET).is_some_and(|x| x.status == c::TRUE);
         if !existing {
             status
                 .conditions
                 .get_or_insert_with(Vec::new)
                 .push(f.clone());
-            needs_flush = true;
+            recorded = true;
         }
         terminal = Some(new_condition(
             c::COMPLETE,
@@ -423,15 +453,7 @@ pub fn track(
             now,
         ));
     }
-    Tracked {
-        status,
-        needs_flush,
-        remove_finalizer: remove,
-        with_finalizer,
-        finished: terminal,
-        reached_max_uncounted: reached_max,
-        policy_actions,
-    }
+    (terminal, recorded)
 }
 
 /// `canRemoveFinalizer`: the Job is being deleted or finishing, the pod succeeded, or it

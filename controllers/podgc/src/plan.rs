@@ -437,6 +437,7 @@ pub(crate) mod tests {
     }
 
     #[test]
+    #[allow(clippy::too_many_lines, reason = "a table test: one case per row")]
     fn terminated_sweep_table() {
         struct Case {
             name: &'static str,

@@ -114,8 +114,8 @@ pub async fn start<O: ReplicaOwner>(ctx: ControllerContext, cfg: Config) -> Resu
         pod_control: PodControl::new(ctx.client.clone(), recorder),
         queue: queue.clone(),
         clock: ctx.clock.clone(),
-        consistency: (O::HAS_STALE_CACHE_GUARD && cfg.stale_cache_guard)
-            .then(|| metrics::stale_guard(O::CONTROLLER_NAME)),
+        consistency: metrics::stale_guard(O::CONTROLLER_NAME)
+            .enabled(O::HAS_STALE_CACHE_GUARD && cfg.stale_cache_guard),
         written: std::sync::Mutex::new(std::collections::HashMap::new()),
         pacer: rkcm_runtime::queue::pacing::StatusPacer::default().with_budget(ctx.budget.clone()),
         cfg,

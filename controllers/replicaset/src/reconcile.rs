@@ -75,7 +75,7 @@ pub(crate) struct Controller<O: ReplicaOwner> {
     pub(crate) clock: SharedClock,
     pub(crate) cfg: Config,
     /// The stale-cache guard; `None` when the guard is off.
-    pub(crate) consistency: Option<StaleGuard>,
+    pub(crate) consistency: StaleGuard,
     /// Per owner key, the object the controller's last successful status write returned.
     pub(crate) written: Mutex<HashMap<String, Arc<O>>>,
     /// Spaces out one owner's status writes ([`rkcm_runtime::queue::pacing`]).
@@ -109,6 +109,25 @@ pub(crate) fn freshest<O: kube::Resource>(
 
 fn labels_of(pod: &Pod) -> Option<&std::collections::BTreeMap<String, String>> {
     pod.metadata.labels.as_ref()
+}
+
+/// Terminating (not terminal) pods of `candidates` that the owner controls and selects, for
+/// `status.terminatingReplicas`.
+fn terminating_pods(
+    candidates: &[Arc<Pod>],
+    owner_uid: &str,
+    selector: &Selector,
+) -> Vec<Arc<Pod>> {
+    candidates
+        .iter()
+        .filter(|p| {
+            p.metadata.deletion_timestamp.is_some()
+                && !is_terminal(p)
+                && controller_uid(&***p) == Some(owner_uid)
+                && selector.matches(labels_of(p))
+        })
+        .cloned()
+        .collect()
 }
 
 impl<O: ReplicaOwner> ChildHandler<Pod> for Controller<O> {
@@ -201,9 +220,7 @@ impl<O: ReplicaOwner> Controller<O> {
     fn on_owner_deleted(&self, owner: &O) {
         let key = key_of(owner);
         tracing::debug!(controller = O::CONTROLLER_NAME, key = %key, "deleting owner");
-        if let Some(store) = &self.consistency {
-            store.clear(&key, owner.meta().uid.as_deref());
-        }
+        self.consistency.clear(&key, owner.meta().uid.as_deref());
         self.forget_written(&key, owner.meta().uid.as_deref());
         self.pacer.forget(&key);
         self.expectations.delete_expectations(&key);
@@ -222,8 +239,8 @@ impl<O: ReplicaOwner> Controller<O> {
         out.push(Size::object("expectations", self.expectations.len()));
         out.push(Size::object("status_written", self.written_map().len()));
         out.push(Size::object("status_pacing", self.pacer.len()));
-        if let Some(guard) = &self.consistency {
-            out.push(Size::object("stale_guard", guard.store().len()));
+        if self.consistency.is_enabled() {
+            out.push(Size::object("stale_guard", self.consistency.store().len()));
         }
     }
 
@@ -274,21 +291,34 @@ impl<O: ReplicaOwner> Controller<O> {
 
     /// Records a write for the stale-cache guard.
     fn wrote(&self, key: &str, owner: &O, resource: GroupResource, rv: Option<&str>) {
-        if let Some(guard) = &self.consistency {
-            let uid = owner.meta().uid.as_deref().unwrap_or_default();
-            guard.wrote(key, uid, resource, rv);
-        }
+        let uid = owner.meta().uid.as_deref().unwrap_or_default();
+        self.consistency.wrote(key, uid, resource, rv);
     }
 
     /// The guard's check (`EnsureReady`): an error while a cache lags behind this owner's
     /// recorded writes. Counted in `replicaset_controller_stale_sync_skips_total`.
     fn ensure_caches_caught_up(&self, key: &str) -> Result<(), Stale> {
-        self.consistency.as_ref().map_or(Ok(()), |guard| {
-            guard.ensure_caught_up(key, &[&self.pods, &self.owners])
-        })
+        self.consistency
+            .ensure_caught_up(key, &[&self.pods, &self.owners])
     }
 
     // ---- sync ---------------------------------------------------------------------------
+
+    /// The namespace's pods that are orphans or controlled by `owner_uid`, from the indexes
+    /// (upstream `FilterPodsByOwner`) instead of a scan of every pod in the namespace.
+    fn candidates(&self, namespace: &str, owner_uid: &str) -> Vec<Arc<Pod>> {
+        let mut candidates: Vec<Arc<Pod>> =
+            self.pods.by_index(INDEX_ORPHANS_BY_NAMESPACE, namespace);
+        candidates.extend(
+            self.pods
+                .by_index(INDEX_CONTROLLER_UID, owner_uid)
+                .into_iter()
+                .filter(|p| {
+                    !namespace.is_empty() && p.metadata.namespace.as_deref() == Some(namespace)
+                }),
+        );
+        candidates
+    }
 
     async fn sync_inner(&self, key: &str) -> Result<(), Error> {
         let (namespace, _) = split_key(key);
@@ -304,9 +334,7 @@ impl<O: ReplicaOwner> Controller<O> {
                 key,
                 "owner has been deleted"
             );
-            if let Some(store) = &self.consistency {
-                store.clear(key, None);
-            }
+            self.consistency.clear(key, None);
             self.forget_written(key, None);
             self.pacer.forget(key);
             self.expectations.delete_expectations(key);
@@ -325,18 +353,7 @@ impl<O: ReplicaOwner> Controller<O> {
             }
         };
         let owner_uid = owner.meta().uid.clone().unwrap_or_default();
-        // The namespace's pods that are orphans or controlled by this owner, from the indexes
-        // (upstream `FilterPodsByOwner`) instead of a scan of every pod in the namespace.
-        let mut candidates: Vec<Arc<Pod>> =
-            self.pods.by_index(INDEX_ORPHANS_BY_NAMESPACE, &namespace);
-        candidates.extend(
-            self.pods
-                .by_index(INDEX_CONTROLLER_UID, &owner_uid)
-                .into_iter()
-                .filter(|p| {
-                    !namespace.is_empty() && p.metadata.namespace.as_deref() == Some(&*namespace)
-                }),
-        );
+        let candidates = self.candidates(&namespace, &owner_uid);
         let active: Vec<Arc<Pod>> = candidates
             .iter()
             .filter(|p| is_pod_active(p))
@@ -348,16 +365,7 @@ impl<O: ReplicaOwner> Controller<O> {
 
         let track_terminating = O::HAS_TERMINATING_REPLICAS && self.cfg.terminating_replicas;
         let terminating: Vec<Arc<Pod>> = if track_terminating {
-            candidates
-                .iter()
-                .filter(|p| {
-                    p.metadata.deletion_timestamp.is_some()
-                        && !is_terminal(p)
-                        && controller_uid(&***p) == Some(owner_uid.as_str())
-                        && selector.matches(labels_of(p))
-                })
-                .cloned()
-                .collect()
+            terminating_pods(&candidates, &owner_uid, &selector)
         } else {
             Vec::new()
         };
@@ -440,7 +448,7 @@ impl<O: ReplicaOwner> Controller<O> {
         let outcome = manager
             .claim(active, |p| selector.matches(labels_of(p)))
             .await;
-        if self.consistency.is_some() {
+        if self.consistency.is_enabled() {
             // Adopted pods come back as the patch returned them: a version the cache has not
             // seen yet. (Releases return nothing to record; repeating one is harmless.)
             let cached: HashMap<&str, Option<&str>> = active

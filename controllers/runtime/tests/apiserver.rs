@@ -669,6 +669,10 @@ async fn both_cached<K: Informable>(
 /// finalizer holds it, and a tainted node. Both informers keep every optional field group.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs apiserver: make test"]
+#[allow(
+    clippy::too_many_lines,
+    reason = "a test that reads top to bottom as its steps"
+)]
 async fn protobuf_informers_hold_what_json_informers_hold() -> anyhow::Result<()> {
     use rkcm_runtime::cache::cached;
     use rkcm_runtime::cache::projection::pod as pod_fields;

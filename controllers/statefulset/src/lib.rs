@@ -66,10 +66,12 @@
 //! No `RecreatingFailedPod`/`RecreatingTerminatedPod` events: upstream removed them in
 //! v1.31; a failed pod is reported by its `SuccessfulDelete` event only.
 
+pub mod claims;
 mod config;
 pub mod consts;
 pub mod defaults;
 mod error;
+mod executor;
 mod handlers;
 pub mod identity;
 mod metrics;
@@ -128,7 +130,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         recorder: EventRecorder::new(ctx.client.clone(), consts::EVENT_COMPONENT),
         queue: queue.clone(),
         expectations: UidTrackingExpectations::new(ctx.clock.clone()),
-        consistency: metrics::stale_guard(),
+        consistency: metrics::stale_guard().enabled(cfg.stale_cache_guard),
         clock: ctx.clock.clone(),
         cfg,
         pacer: rkcm_runtime::queue::pacing::StatusPacer::default().with_budget(ctx.budget.clone()),

@@ -1,12 +1,17 @@
-//! The decisions of one sync of a StatefulSet: which pods to create, repair and delete, in
-//! which order and grouping, and the status that goes with them. Pure: a function of a
-//! snapshot (set, the two revisions, claimed pods, cached claims) and `now`.
+//! PURE: every decision of one sync of a StatefulSet, from a snapshot (the set, its two
+//! revisions, the claimed pods, the cached claims) and `now`. The sync in `reconcile.rs`
+//! reads the caches and performs what these functions return; `executor.rs` writes.
 //!
-//! Mirrors `updateStatefulSet`, `processReplica`, `processCondemned`, `runForAll` and
-//! `updateStatefulSetAfterInvariantEstablished` of upstream
-//! `pkg/controller/statefulset/stateful_set_control.go`, and the claim halves of
-//! `stateful_pod_control.go` (`createPersistentVolumeClaims`, `ClaimsMatchRetentionPolicy`,
-//! `UpdatePodClaimForRetentionPolicy`, `PodClaimIsStale`, `UpdateStatefulPod`).
+//! - [`begin`]: forget a deleted set, wait for expectations or a valid selector, or sync.
+//! - [`plan`]: which pods to create, repair and delete, in which order and grouping, the
+//!   status that goes with them, and why the plan ends where it does ([`Waiting`]).
+//! - [`status_step`]: the status after the plan ran, and whether it is written now, paced,
+//!   skipped or fails; [`outcome`]: the sync's result from its parts.
+//!
+//! Mirrors `sync` of upstream `pkg/controller/statefulset/stateful_set.go` and
+//! `updateStatefulSet`, `processReplica`, `processCondemned`, `runForAll`,
+//! `updateStatefulSetAfterInvariantEstablished` and `updateStatefulSetStatus` of
+//! `stateful_set_control.go`; the claim work of one pod is in [`crate::claims`].
 //!
 //! The plan is a list of [`Phase`]s (replicas, condemned claims, condemned pods, update).
 //! Under `OrderedReady` a phase is executed unit by unit and the plan already ends at the
@@ -18,30 +23,26 @@
 //! are of existing pods only (never of a placeholder), and nothing is written for a set
 //! being deleted.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetStatus};
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use rkcm_runtime::cache::cached::Pod;
+use rkcm_runtime::workload::expectations::EXPECTATIONS_TIMEOUT;
+use rkcm_runtime::workload::selector::Selector;
 
+use crate::claims::{
+    ClaimWork, Claims, OwnerWork, claim_work, claims_match_policy, owner_work, pod_claim_is_stale,
+};
 use crate::consts::{policy, strategy};
 use crate::identity::{
-    claims_for, end_ordinal, identity_matches, is_created, is_failed, is_healthy, is_monotonic,
-    is_pending, is_running_and_available, is_running_and_ready, is_succeeded, is_terminating,
-    is_unavailable, min_ready_seconds, new_versioned_pod, ordinal, partition, pod_revision,
-    replicas, retention_policy, start_ordinal, storage_matches, storage_volumes, strategy_type,
-    update_identity, update_storage,
+    end_ordinal, identity_matches, is_created, is_failed, is_healthy, is_monotonic, is_pending,
+    is_running_and_available, is_running_and_ready, is_succeeded, is_terminating, is_unavailable,
+    min_ready_seconds, new_versioned_pod, ordinal, partition, pod_revision, replicas,
+    start_ordinal, storage_matches, strategy_type,
 };
-use crate::retention::{
-    claim_is_stale_for_pod, has_unexpected_controller, is_claim_owner_up_to_date,
-    update_claim_owner_refs,
-};
-use crate::status::{Counts, count, new_status};
-
-/// Cached claims of the set's namespace, by name.
-pub type Claims = BTreeMap<String, Arc<PersistentVolumeClaim>>;
+use crate::status::{self, Counts, count, new_status};
 
 /// What one sync sees.
 #[derive(Debug, Clone, Copy)]
@@ -73,35 +74,6 @@ pub enum DeleteReason {
     Update,
 }
 
-/// Claims a pod needs created, and those blocking it because they are being deleted.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ClaimWork {
-    pub create: Vec<PersistentVolumeClaim>,
-    pub terminating: Vec<String>,
-}
-
-impl ClaimWork {
-    pub fn is_empty(&self) -> bool {
-        self.create.is_empty() && self.terminating.is_empty()
-    }
-}
-
-/// Claim owner-reference changes for one pod.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct OwnerWork {
-    /// Claims to PUT with corrected ownerReferences.
-    pub updates: Vec<PersistentVolumeClaim>,
-    /// Claims with a foreign controller (a `ConflictingController` event each).
-    pub conflicting: Vec<String>,
-}
-
-impl OwnerWork {
-    pub fn is_empty(&self) -> bool {
-        self.updates.is_empty() && self.conflicting.is_empty()
-    }
-}
-
-/// One write (or group of writes) on behalf of one ordinal.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// Graceful delete of an existing pod (UID precondition).
@@ -161,6 +133,44 @@ pub struct Plan {
     /// Gate on and `rollingUpdate.maxUnavailable` unusable: upstream takes no update step,
     /// writes no status and fails the sync with this message.
     pub max_unavailable_error: Option<String>,
+    /// Why the plan ends where it does (empty when nothing is left for a later sync).
+    pub waiting: Vec<Waiting>,
+    /// `updateStrategy.type: Recreate` ([`unknown_strategy_error`]): no phases; the sync
+    /// records an `UnknownStrategy` event, truncates history and fails with this message.
+    pub unknown_strategy: Option<String>,
+}
+
+/// Why a sync stops short: what it waits for, with the ordinal or numbers behind it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Waiting {
+    /// The cache has not yet observed this controller's earlier creates and deletes.
+    Expectations,
+    /// `spec.selector` does not parse: nothing until the set changes.
+    InvalidSelector(String),
+    /// The set is being deleted: status only.
+    SetDeleting,
+    /// A replica failed or succeeded: deleted (unless already terminating), replaced in a
+    /// later sync once the object is gone.
+    Terminal { ordinal: i32 },
+    /// A claim of the ordinal still refers to an earlier pod (`whenScaled: Delete`).
+    StaleClaim { ordinal: i32 },
+    /// `OrderedReady`: the replica is created this sync; its successors wait for it.
+    Creating { ordinal: i32 },
+    /// `OrderedReady`: the replica is terminating, or not yet running, ready and available.
+    NotReady { ordinal: i32 },
+    /// `OrderedReady`: a condemned pod is deleted this sync; the next one waits for it.
+    ScalingDown { ordinal: i32 },
+    /// `OrderedReady`: a condemned pod is terminating.
+    CondemnedTerminating { ordinal: i32 },
+    /// `OrderedReady`: a condemned pod is unhealthy and not the first unavailable pod.
+    CondemnedNotReady { ordinal: i32 },
+    /// RollingUpdate, one pod at a time: the replica is deleted this sync for its update.
+    Updating { ordinal: i32 },
+    /// RollingUpdate: the replica is not yet created, healthy and available, so no lower
+    /// ordinal is updated.
+    UpdateNotAvailable { ordinal: i32 },
+    /// RollingUpdate with `maxUnavailable`: no budget left for the old pods still to update.
+    MaxUnavailable { unavailable: i32, max: i32 },
 }
 
 impl Plan {
@@ -170,132 +180,6 @@ impl Plan {
             .iter()
             .flat_map(|p| p.units.iter().flat_map(|u| u.actions.iter()))
     }
-}
-
-/// Claims of `pod`'s ordinal that are missing from the cache (to create) or being deleted.
-pub fn claim_work(set: &StatefulSet, pod: &Pod, claims: &Claims) -> ClaimWork {
-    let mut work = ClaimWork::default();
-    let Some(ord) = ordinal(pod) else { return work };
-    for (_, claim) in claims_for(set, ord) {
-        let name = claim.metadata.name.clone().unwrap_or_default();
-        match claims.get(&name) {
-            None => work.create.push(claim),
-            Some(c) if c.metadata.deletion_timestamp.is_some() => work.terminating.push(name),
-            Some(_) => {}
-        }
-    }
-    work
-}
-
-/// `UpdatePodClaimForRetentionPolicy` as data: owner-reference fixes of `pod`'s claims.
-pub fn owner_work(set: &StatefulSet, pod: &Pod, claims: &Claims) -> OwnerWork {
-    let mut work = OwnerWork::default();
-    let Some(ord) = ordinal(pod) else { return work };
-    for (_, want) in claims_for(set, ord) {
-        let name = want.metadata.name.clone().unwrap_or_default();
-        let Some(claim) = claims.get(&name) else {
-            continue;
-        };
-        if has_unexpected_controller(claim, set, pod) {
-            work.conflicting.push(name.clone());
-        }
-        if !is_claim_owner_up_to_date(claim, set, pod) {
-            let mut updated = (**claim).clone();
-            update_claim_owner_refs(&mut updated, set, pod);
-            work.updates.push(updated);
-        }
-    }
-    work
-}
-
-/// `ClaimsMatchRetentionPolicy`.
-pub fn claims_match_policy(set: &StatefulSet, pod: &Pod, claims: &Claims) -> bool {
-    let Some(ord) = ordinal(pod) else { return true };
-    claims_for(set, ord).iter().all(|(_, want)| {
-        let name = want.metadata.name.as_deref().unwrap_or_default();
-        claims
-            .get(name)
-            .is_none_or(|c| is_claim_owner_up_to_date(c, set, pod))
-    })
-}
-
-/// `PodClaimIsStale`: with `whenScaled: Delete`, some claim of the ordinal still refers to an
-/// earlier pod of the same name.
-pub fn pod_claim_is_stale(set: &StatefulSet, pod: &Pod, claims: &Claims) -> bool {
-    let (_, when_scaled) = retention_policy(set);
-    if !when_scaled {
-        return false;
-    }
-    let Some(ord) = ordinal(pod) else {
-        return false;
-    };
-    claims_for(set, ord).iter().any(|(_, want)| {
-        claims
-            .get(want.metadata.name.as_deref().unwrap_or_default())
-            .is_some_and(|c| claim_is_stale_for_pod(c, pod))
-    })
-}
-
-/// What `UpdateStatefulPod` does to one copy of a pod.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Repair {
-    /// The pod with identity and storage corrected.
-    pub pod: Pod,
-    /// The pod must be written (something changed, or claim references were fixed).
-    pub dirty: bool,
-    /// Claims to create because the storage was rewritten.
-    pub claims: ClaimWork,
-    pub owners: OwnerWork,
-}
-
-/// `UpdateStatefulPod` as data, for one attempt on `pod` (the freshest copy).
-pub fn repair(set: &StatefulSet, pod: &Pod, claims: &Claims) -> Repair {
-    let mut out = pod.clone();
-    let mut dirty = false;
-    if !identity_matches(set, &out) {
-        update_identity(set, &mut out);
-        dirty = true;
-    }
-    let mut claim_work_ = ClaimWork::default();
-    if !storage_matches(set, &out) {
-        update_storage(set, &mut out);
-        dirty = true;
-        claim_work_ = claim_work(set, &out, claims);
-    }
-    let owners = if claims_match_policy(set, &out, claims) {
-        OwnerWork::default()
-    } else {
-        dirty = true;
-        owner_work(set, &out, claims)
-    };
-    Repair {
-        pod: out,
-        dirty,
-        claims: claim_work_,
-        owners,
-    }
-}
-
-/// [`repair`] of the whole pod as the server has it, for the update the executor writes: the
-/// decision is taken on the pod's cached view, and the identity and storage changes are made
-/// on the whole pod, so fields the cache does not hold (volume sources, containers) survive.
-pub fn repair_whole(
-    set: &StatefulSet,
-    mut whole: k8s_openapi::api::core::v1::Pod,
-    claims: &Claims,
-) -> (k8s_openapi::api::core::v1::Pod, Repair) {
-    let view = Pod::from(&whole);
-    if !identity_matches(set, &view) {
-        update_identity(set, &mut whole);
-    }
-    if !storage_matches(set, &view)
-        && let Some(ord) = ordinal(&view)
-    {
-        let spec = whole.spec.get_or_insert_with(Default::default);
-        spec.volumes = storage_volumes(set, ord, spec.volumes.take());
-    }
-    let repair = repair(set, &view, claims);
-    (whole, repair)
 }
 
 /// `getStatefulSetMaxUnavailable` (upstream `stateful_set_utils.go`): `maxUnavailable`
@@ -364,12 +248,70 @@ pub fn unknown_strategy_error(set: &StatefulSet) -> Option<String> {
 /// The plan of one sync (`updateStatefulSet`).
 pub fn plan(s: &Snapshot<'_>) -> Plan {
     let set = s.set;
-    let mrs = min_ready_seconds(set);
-    let now = s.now;
-    let start = start_ordinal(set);
-    let end = end_ordinal(set);
-    let n = usize::try_from(replicas(set)).unwrap_or(0);
+    let (replicas_, condemned) = slots(s);
+    let mut plan = Plan {
+        status: new_status(
+            set,
+            s.current_revision,
+            s.update_revision,
+            s.collision_count,
+            counts(s, &mut s.pods.iter()),
+        ),
+        phases: Vec::new(),
+        max_unavailable: None,
+        unavailable: None,
+        waiting: Vec::new(),
+        unknown_strategy: None,
+        // Upstream's status write reads it whenever the gate is on and `rollingUpdate` is
+        // set, on every path (`updateStatefulSetStatus`).
+        max_unavailable_error: s
+            .max_unavailable_gate
+            .then(|| {
+                set.spec
+                    .update_strategy
+                    .as_ref()
+                    .and_then(|u| u.rolling_update.as_ref())
+                    .and_then(|_| max_unavailable(set).err())
+            })
+            .flatten(),
+    };
+    if let Some(message) = unknown_strategy_error(set) {
+        plan.unknown_strategy = Some(message);
+        return plan;
+    }
+    if set.metadata.deletion_timestamp.is_some() {
+        plan.waiting.push(Waiting::SetDeleting);
+        return plan;
+    }
+    plan.status = new_status(
+        set,
+        s.current_revision,
+        s.update_revision,
+        s.collision_count,
+        counts(s, &mut replicas_.iter().chain(condemned.iter())),
+    );
+    let monotonic = is_monotonic(set);
+    let burst = !monotonic;
+    if !replicas_phase(s, &mut plan, &replicas_, monotonic) {
+        return plan;
+    }
+    plan.phases
+        .push(condemned_claims_phase(s, &condemned, burst));
+    if !condemned_phase(s, &mut plan, &replicas_, &condemned, monotonic)
+        || strategy_type(set) != strategy::ROLLING_UPDATE
+    {
+        return plan;
+    }
+    let units = update_units(s, &mut plan, &replicas_);
+    finish(plan, units, burst)
+}
 
+/// The replicas `[start, end]` in ascending order (a placeholder from the revisions for each
+/// missing ordinal) and the condemned pods (outside the range) in descending order.
+fn slots(s: &Snapshot<'_>) -> (Vec<Arc<Pod>>, Vec<Arc<Pod>>) {
+    let start = start_ordinal(s.set);
+    let end = end_ordinal(s.set);
+    let n = usize::try_from(replicas(s.set)).unwrap_or(0);
     let mut slots: Vec<Option<Arc<Pod>>> = vec![None; n];
     let mut condemned: Vec<Arc<Pod>> = Vec::new();
     for pod in s.pods {
@@ -402,83 +344,50 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
         })
         .collect();
     condemned.sort_by_key(|p| std::cmp::Reverse(ordinal(p)));
+    (replicas_, condemned)
+}
 
-    let first_unavailable: Option<&Arc<Pod>> = replicas_
-        .iter()
-        .find(|p| is_unavailable(p, mrs, now))
-        .or_else(|| condemned.iter().rev().find(|p| is_unavailable(p, mrs, now)));
-
-    let counts = |pods: &mut dyn Iterator<Item = &Arc<Pod>>| -> Counts {
-        count(
-            pods.map(|p| &**p),
-            mrs,
-            s.current_revision,
-            s.update_revision,
-            now,
-        )
-    };
-    let mut plan = Plan {
-        status: new_status(
-            set,
-            s.current_revision,
-            s.update_revision,
-            s.collision_count,
-            counts(&mut s.pods.iter()),
-        ),
-        phases: Vec::new(),
-        max_unavailable: None,
-        unavailable: None,
-        // Upstream's status write reads it whenever the gate is on and `rollingUpdate` is
-        // set, on every path (`updateStatefulSetStatus`).
-        max_unavailable_error: s
-            .max_unavailable_gate
-            .then(|| {
-                set.spec
-                    .update_strategy
-                    .as_ref()
-                    .and_then(|u| u.rolling_update.as_ref())
-                    .and_then(|_| max_unavailable(set).err())
-            })
-            .flatten(),
-    };
-    if set.metadata.deletion_timestamp.is_some() {
-        return plan;
-    }
-    plan.status = new_status(
-        set,
+fn counts(s: &Snapshot<'_>, pods: &mut dyn Iterator<Item = &Arc<Pod>>) -> Counts {
+    count(
+        pods.map(|p| &**p),
+        min_ready_seconds(s.set),
         s.current_revision,
         s.update_revision,
-        s.collision_count,
-        counts(&mut replicas_.iter().chain(condemned.iter())),
-    );
+        s.now,
+    )
+}
 
-    let monotonic = is_monotonic(set);
-    let burst = !monotonic;
-
-    // Replicas, ascending.
+/// The replicas phase, ascending; `false` when the plan ends with it (monotonic and blocked).
+fn replicas_phase(
+    s: &Snapshot<'_>,
+    plan: &mut Plan,
+    replicas_: &[Arc<Pod>],
+    monotonic: bool,
+) -> bool {
     let mut units = Vec::new();
     let mut blocked = false;
-    for pod in &replicas_ {
+    for pod in replicas_ {
         let (actions, block) = process_replica(s, pod, monotonic);
         units.push(Unit {
             ordinal: ordinal(pod).unwrap_or(-1),
             actions,
         });
-        if monotonic && block {
+        if monotonic && let Some(wait) = block {
+            plan.waiting.push(wait);
             blocked = true;
             break;
         }
     }
     plan.phases.push(Phase {
         kind: PhaseKind::Replicas,
-        burst,
+        burst: !monotonic,
         units,
     });
-    if blocked {
-        return plan;
-    }
+    !blocked
+}
 
-    // Claims of condemned pods first, so the collector removes them after their pod.
+/// Claims of condemned pods first, so the collector removes them after their pod.
+fn condemned_claims_phase(s: &Snapshot<'_>, condemned: &[Arc<Pod>], burst: bool) -> Phase {
     let units = condemned
         .iter()
         .map(|pod| {
@@ -495,112 +404,262 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
             }
         })
         .collect();
-    plan.phases.push(Phase {
+    Phase {
         kind: PhaseKind::CondemnedClaims,
         burst,
         units,
-    });
+    }
+}
 
-    // Condemned pods, descending.
+/// Condemned pods, descending; `false` when the plan ends with it (monotonic and blocked).
+fn condemned_phase(
+    s: &Snapshot<'_>,
+    plan: &mut Plan,
+    replicas_: &[Arc<Pod>],
+    condemned: &[Arc<Pod>],
+    monotonic: bool,
+) -> bool {
+    let (mrs, now) = (min_ready_seconds(s.set), s.now);
+    let first_unavailable: Option<&Arc<Pod>> = replicas_
+        .iter()
+        .find(|p| is_unavailable(p, mrs, now))
+        .or_else(|| condemned.iter().rev().find(|p| is_unavailable(p, mrs, now)));
     let mut units = Vec::new();
-    for pod in &condemned {
+    let mut blocked = false;
+    for pod in condemned {
         let (actions, block) = process_condemned(s, pod, first_unavailable, monotonic);
         units.push(Unit {
             ordinal: ordinal(pod).unwrap_or(-1),
             actions,
         });
-        if monotonic && block {
+        if monotonic && let Some(wait) = block {
+            plan.waiting.push(wait);
             blocked = true;
             break;
         }
     }
     plan.phases.push(Phase {
         kind: PhaseKind::Condemned,
-        burst,
+        burst: !monotonic,
         units,
     });
-    if blocked || strategy_type(set) != strategy::ROLLING_UPDATE {
-        return plan;
-    }
+    !blocked
+}
 
-    let update_min = usize::try_from(partition(set).unwrap_or(0)).unwrap_or(0);
-    let old =
-        |p: &Arc<Pod>| is_created(p) && pod_revision(p) != s.update_revision && !is_terminating(p);
-    let delete = |p: &Arc<Pod>| Unit {
+/// An old-revision pod that RollingUpdate replaces.
+fn is_old(s: &Snapshot<'_>, p: &Pod) -> bool {
+    is_created(p) && pod_revision(p) != s.update_revision && !is_terminating(p)
+}
+
+fn update_delete(p: &Arc<Pod>) -> Unit {
+    Unit {
         ordinal: ordinal(p).unwrap_or(-1),
         actions: vec![Action::DeletePod {
             pod: p.clone(),
             reason: DeleteReason::Update,
         }],
-    };
-    let mut units = Vec::new();
-    let top = replicas_
+    }
+}
+
+/// The update phase's deletions (`updateStatefulSetAfterInvariantEstablished`), from the
+/// highest ordinal down to the partition.
+fn update_units(s: &Snapshot<'_>, plan: &mut Plan, replicas_: &[Arc<Pod>]) -> Vec<Unit> {
+    let (mrs, now) = (min_ready_seconds(s.set), s.now);
+    let update_min = usize::try_from(partition(s.set).unwrap_or(0)).unwrap_or(0);
+    let top: Vec<&Arc<Pod>> = replicas_
         .iter()
         .enumerate()
         .rev()
-        .filter(|(i, _)| *i >= update_min);
+        .filter(|(i, _)| *i >= update_min)
+        .map(|(_, p)| p)
+        .collect();
     if s.max_unavailable_gate {
-        let Ok(max) = max_unavailable(set) else {
-            // `updateStatefulSetAfterInvariantEstablished` fails before any deletion.
-            return finish(plan, units, burst);
-        };
-        let unavailable = replicas_
-            .iter()
-            .filter(|p| is_unavailable(p, mrs, now))
-            .count();
-        let unavailable = i32::try_from(unavailable).unwrap_or(i32::MAX);
-        plan.max_unavailable = Some(max);
-        plan.unavailable = Some(unavailable);
-        let parallel = Some(&set.spec).and_then(|sp| sp.pod_management_policy.as_deref())
-            == Some(policy::PARALLEL);
-        let unavailable_old = |p: &Arc<Pod>| old(p) && is_unavailable(p, mrs, now);
-        let needing_update = if parallel {
-            replicas_.iter().filter(|p| unavailable_old(p)).count()
-        } else {
-            0
-        };
-        if unavailable >= max && needing_update == 0 {
-            return finish(plan, units, burst);
-        }
-        let mut budget = max - unavailable;
-        if parallel {
-            for (_, p) in top.clone() {
-                if unavailable_old(p) {
-                    units.push(delete(p));
-                }
-            }
-            for (_, p) in top {
-                if budget <= 0 {
-                    break;
-                }
-                if old(p) && !is_unavailable(p, mrs, now) {
-                    units.push(delete(p));
-                    budget -= 1;
-                }
-            }
-        } else {
-            for (_, p) in top {
-                if budget <= 0 {
-                    break;
-                }
-                if old(p) {
-                    units.push(delete(p));
-                    budget -= 1;
-                }
-            }
-        }
-        return finish(plan, units, burst);
+        return max_unavailable_units(s, plan, replicas_, &top);
     }
-    for (_, p) in top {
-        if old(p) {
-            units.push(delete(p));
+    let mut units = Vec::new();
+    for p in top {
+        if is_old(s, p) {
+            units.push(update_delete(p));
+            plan.waiting.push(Waiting::Updating {
+                ordinal: ordinal(p).unwrap_or(-1),
+            });
             break;
         }
         if !is_created(p) || !is_healthy(p) || !is_running_and_available(p, mrs, now) {
+            plan.waiting.push(Waiting::UpdateNotAvailable {
+                ordinal: ordinal(p).unwrap_or(-1),
+            });
             break;
         }
     }
-    finish(plan, units, burst)
+    units
+}
+
+/// The update phase with gate `MaxUnavailableStatefulSet`: old pods deleted within the
+/// `maxUnavailable` budget (under `Parallel`, old pods already unavailable first and beyond
+/// the budget).
+fn max_unavailable_units(
+    s: &Snapshot<'_>,
+    plan: &mut Plan,
+    replicas_: &[Arc<Pod>],
+    top: &[&Arc<Pod>],
+) -> Vec<Unit> {
+    let (mrs, now) = (min_ready_seconds(s.set), s.now);
+    let mut units = Vec::new();
+    let Ok(max) = max_unavailable(s.set) else {
+        // `updateStatefulSetAfterInvariantEstablished` fails before any deletion.
+        return units;
+    };
+    let unavailable = replicas_
+        .iter()
+        .filter(|p| is_unavailable(p, mrs, now))
+        .count();
+    let unavailable = i32::try_from(unavailable).unwrap_or(i32::MAX);
+    plan.max_unavailable = Some(max);
+    plan.unavailable = Some(unavailable);
+    let parallel = Some(&s.set.spec).and_then(|sp| sp.pod_management_policy.as_deref())
+        == Some(policy::PARALLEL);
+    let unavailable_old = |p: &Pod| is_old(s, p) && is_unavailable(p, mrs, now);
+    let needing_update = if parallel {
+        replicas_.iter().filter(|p| unavailable_old(p)).count()
+    } else {
+        0
+    };
+    if unavailable >= max && needing_update == 0 {
+        if top.iter().any(|p| is_old(s, p)) {
+            plan.waiting
+                .push(Waiting::MaxUnavailable { unavailable, max });
+        }
+        return units;
+    }
+    if parallel {
+        units.extend(
+            top.iter()
+                .filter(|p| unavailable_old(p))
+                .map(|p| update_delete(p)),
+        );
+    }
+    // Under `Parallel`, the budget goes to old pods that are still available.
+    let takes_budget = |p: &Pod| is_old(s, p) && (!parallel || !is_unavailable(p, mrs, now));
+    let mut budget = max - unavailable;
+    for p in top {
+        if takes_budget(p) {
+            if budget <= 0 {
+                plan.waiting
+                    .push(Waiting::MaxUnavailable { unavailable, max });
+                break;
+            }
+            units.push(update_delete(p));
+            budget -= 1;
+        }
+    }
+    units
+}
+
+/// How a sync starts (upstream `sync` before `UpdateStatefulSet`).
+#[derive(Debug)]
+pub enum Begin<'a> {
+    /// The set is gone: forget what is kept for it.
+    Forget,
+    /// Nothing is done now; the awaited events requeue the set, `requeue_after` covers one
+    /// that never comes.
+    Wait {
+        reason: Waiting,
+        requeue_after: Option<Duration>,
+    },
+    /// Claim children with this selector, then plan.
+    Sync(&'a StatefulSet, Selector),
+}
+
+/// [`Begin`] from the cached set (if any) and whether the set's expectations are satisfied.
+pub fn begin(set: Option<&StatefulSet>, expectations_satisfied: bool) -> Begin<'_> {
+    let Some(set) = set else {
+        return Begin::Forget;
+    };
+    if !expectations_satisfied {
+        return Begin::Wait {
+            reason: Waiting::Expectations,
+            requeue_after: Some(EXPECTATIONS_TIMEOUT),
+        };
+    }
+    let spec_selector = set.spec.selector.clone();
+    match Selector::from_label_selector(&spec_selector) {
+        Ok(selector) => Begin::Sync(set, selector),
+        Err(error) => Begin::Wait {
+            reason: Waiting::InvalidSelector(error.to_string()),
+            requeue_after: None,
+        },
+    }
+}
+
+/// What becomes of the status after the plan was executed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StatusWrite {
+    /// Upstream's status write reads maxUnavailable first and fails without writing.
+    Fail(String),
+    /// Nothing changed.
+    Skip,
+    /// Only counts moved: written unless the status pacer holds it back (then the set is
+    /// requeued when the hold ends).
+    Paced,
+    /// Written now.
+    Now,
+}
+
+/// The status half of a sync (`updateStatefulSetStatus`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusStep {
+    pub status: StatefulSetStatus,
+    pub write: StatusWrite,
+    /// Export the maxUnavailable gauges ([`Plan::max_unavailable`]).
+    pub gauges: bool,
+    /// Sync again then (a ready pod becomes available).
+    pub requeue_after: Option<Duration>,
+}
+
+/// [`StatusStep`] from the plan and the number of update deletions that succeeded (each
+/// lowers `currentReplicas` by one).
+pub fn status_step(
+    set: &StatefulSet,
+    plan: &Plan,
+    update_deletions: i32,
+    pods: &[Arc<Pod>],
+    now: jiff::Timestamp,
+) -> StatusStep {
+    let mut st = plan.status.clone();
+    st.current_replicas = Some(st.current_replicas.unwrap_or(0) - update_deletions);
+    status::complete_rollout(set, &mut st);
+    let write = if let Some(message) = &plan.max_unavailable_error {
+        StatusWrite::Fail(message.clone())
+    } else if !status::needs_write(set, &st) {
+        StatusWrite::Skip
+    } else if status::is_routine(set, &st) {
+        StatusWrite::Paced
+    } else {
+        StatusWrite::Now
+    };
+    let requeue_after = status::requeue_after(set, pods.iter().map(|p| &**p), &st, now);
+    StatusStep {
+        status: st,
+        write,
+        gauges: plan.max_unavailable_error.is_none(),
+        requeue_after,
+    }
+}
+
+/// The result of a sync from its three parts: the pod phases' error first, then the status
+/// write's, then history truncation's (which runs even after a failed sync). A status error
+/// behind a pod error is returned second, for the log only.
+pub fn outcome<E>(
+    pods: Result<(), E>,
+    status: Result<(), E>,
+    history: Result<(), E>,
+) -> (Result<(), E>, Option<E>) {
+    match (pods, status) {
+        (Err(e), Err(status_error)) => (Err(e), Some(status_error)),
+        (Err(e), _) | (_, Err(e)) => (Err(e), None),
+        _ => (history, None),
+    }
 }
 
 fn finish(mut plan: Plan, units: Vec<Unit>, burst: bool) -> Plan {
@@ -612,11 +671,16 @@ fn finish(mut plan: Plan, units: Vec<Unit>, burst: bool) -> Plan {
     plan
 }
 
-/// `processReplica`: the actions for one slot and whether it blocks (monotonic mode stops
+/// `processReplica`: the actions for one slot and, if it blocks, why (monotonic mode stops
 /// there).
-fn process_replica(s: &Snapshot<'_>, pod: &Arc<Pod>, monotonic: bool) -> (Vec<Action>, bool) {
+fn process_replica(
+    s: &Snapshot<'_>,
+    pod: &Arc<Pod>,
+    monotonic: bool,
+) -> (Vec<Action>, Option<Waiting>) {
     let set = s.set;
     let mrs = min_ready_seconds(set);
+    let ord = ordinal(pod).unwrap_or(-1);
     if is_failed(pod) || is_succeeded(pod) {
         let mut actions = Vec::new();
         if !is_terminating(pod) {
@@ -625,11 +689,11 @@ fn process_replica(s: &Snapshot<'_>, pod: &Arc<Pod>, monotonic: bool) -> (Vec<Ac
                 reason: DeleteReason::Terminal,
             });
         }
-        return (actions, true);
+        return (actions, Some(Waiting::Terminal { ordinal: ord }));
     }
     if !is_created(pod) {
         if pod_claim_is_stale(set, pod, s.claims) {
-            return (Vec::new(), true);
+            return (Vec::new(), Some(Waiting::StaleClaim { ordinal: ord }));
         }
         let claims = claim_work(set, pod, s.claims);
         return (
@@ -643,7 +707,7 @@ fn process_replica(s: &Snapshot<'_>, pod: &Arc<Pod>, monotonic: bool) -> (Vec<Ac
                 )),
                 claims,
             }],
-            monotonic,
+            monotonic.then_some(Waiting::Creating { ordinal: ord }),
         );
     }
     let mut actions = Vec::new();
@@ -663,13 +727,13 @@ fn process_replica(s: &Snapshot<'_>, pod: &Arc<Pod>, monotonic: bool) -> (Vec<Ac
             || !is_running_and_ready(pod)
             || !is_running_and_available(pod, mrs, s.now))
     {
-        return (actions, true);
+        return (actions, Some(Waiting::NotReady { ordinal: ord }));
     }
     let retention_match = claims_match_policy(s.update_set, pod, s.claims);
     if !(identity_matches(set, pod) && storage_matches(set, pod) && retention_match) {
         actions.push(Action::UpdatePod { pod: pod.clone() });
     }
-    (actions, false)
+    (actions, None)
 }
 
 /// `processCondemned`.
@@ -678,9 +742,13 @@ fn process_condemned(
     pod: &Arc<Pod>,
     first_unavailable: Option<&Arc<Pod>>,
     monotonic: bool,
-) -> (Vec<Action>, bool) {
+) -> (Vec<Action>, Option<Waiting>) {
+    let ord = ordinal(pod).unwrap_or(-1);
     if is_terminating(pod) {
-        return (Vec::new(), monotonic);
+        return (
+            Vec::new(),
+            monotonic.then_some(Waiting::CondemnedTerminating { ordinal: ord }),
+        );
     }
     let mrs = min_ready_seconds(s.set);
     let is_first = first_unavailable.is_some_and(|f| f.metadata.name == pod.metadata.name);
@@ -688,14 +756,17 @@ fn process_condemned(
         && !is_first
         && (!is_running_and_ready(pod) || !is_running_and_available(pod, mrs, s.now))
     {
-        return (Vec::new(), true);
+        return (
+            Vec::new(),
+            Some(Waiting::CondemnedNotReady { ordinal: ord }),
+        );
     }
     (
         vec![Action::DeletePod {
             pod: pod.clone(),
             reason: DeleteReason::ScaleDown,
         }],
-        monotonic,
+        monotonic.then_some(Waiting::ScalingDown { ordinal: ord }),
     )
 }
 

@@ -63,6 +63,10 @@ async fn pods(t: &Tier<impl Sized>) -> anyhow::Result<Vec<Pod>> {
         .collect())
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "a test that reads top to bottom as its steps"
+)]
 async fn scenario(t: &Tier<impl Sized>) -> anyhow::Result<()> {
     let k = Kubectl::new(&t.env.cluster, t.env.name())?;
     t.env

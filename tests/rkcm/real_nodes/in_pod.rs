@@ -747,6 +747,10 @@ async fn scrape(host: &str, port: u16, token: Option<&str>) -> anyhow::Result<u1
         .status)
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "a test that reads top to bottom as its steps"
+)]
 async fn helm_scenario(env: &Env, nodes: &RealNodes) -> anyhow::Result<()> {
     let client = env.cluster.client();
     let img = image(nodes).await?;

@@ -80,6 +80,10 @@ fn restarts(p: &Pod) -> i32 {
         .map_or(0, |c| c.restart_count)
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "a test that reads top to bottom as its steps"
+)]
 async fn scenario(t: &Tier<impl Sized>) -> anyhow::Result<()> {
     let env = &t.env;
     let pods = History::start(env.pods()).await?;

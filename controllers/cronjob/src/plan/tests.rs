@@ -6,6 +6,7 @@ use super::*;
 use k8s_openapi::api::batch::v1::{
     CronJobSpec, CronJobStatus, JobCondition, JobStatus, JobTemplateSpec,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 pub(crate) fn ts(s: &str) -> Timestamp {
     s.parse().expect("timestamp")
@@ -61,6 +62,7 @@ fn with(created: Timestamp, last: Option<Timestamp>, sds: Option<i64>, schedule:
 
 #[test]
 #[allow(clippy::type_complexity)]
+#[allow(clippy::too_many_lines, reason = "a table test: one case per row")]
 fn most_recent_schedule_time_table() {
     let half = after_top(30 * MIN);
     let minute_after = after_top(MIN);
@@ -470,6 +472,10 @@ fn reasons_of(p: &SchedulePlan) -> Vec<&'static str> {
 }
 
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one test of a sequence of cases, read top to bottom"
+)]
 fn schedule_decisions() {
     let just_before = ts("2016-05-19T09:59:00Z");
     let just_after = ts("2016-05-19T10:01:00Z");
@@ -563,7 +569,7 @@ fn schedule_decisions() {
     );
     forbid.spec.concurrency_policy = Some("Forbid".into());
     let active_job = job("mycronjob-24406561", None, None);
-    record_start(&mut forbid, &active_job, ts("2016-05-19T09:01:00Z"));
+    crate::status::record_start(&mut forbid, &active_job, ts("2016-05-19T09:01:00Z"));
     let p = decide(&forbid, just_after);
     assert_eq!(reasons_of(&p), ["JobAlreadyActive"]);
     assert!(matches!(p.action, Action::Requeue(_)));
@@ -612,4 +618,98 @@ fn catch_up_worked_example() {
     assert!(p.events.is_empty(), "3 missed in the window");
     let Action::Start(s) = p.action else { panic!() };
     assert_eq!(s.scheduled, ts("2016-05-19T10:21:00Z"));
+}
+
+#[test]
+fn each_child_asks_for_its_step() {
+    let mut cj = cronjob("* * * * *");
+    let listed_running = job("listed-running", None, None);
+    let listed_done = job("listed-done", None, Some("Complete"));
+    let listed_failed = job("listed-failed", None, Some("Failed"));
+    for j in [&listed_running, &listed_done, &listed_failed] {
+        crate::status::record_start(&mut cj, j, top_of_the_hour());
+    }
+    let saw = |name: &str, condition: &str| {
+        Some(PlannedEvent::normal(
+            reasons::SAW_COMPLETED_JOB,
+            format!("Saw completed job: {name}, condition: {condition}"),
+        ))
+    };
+    let cases = vec![
+        ("listed and running", listed_running, ChildStep::Keep),
+        (
+            "unlisted and running",
+            job("stray", None, None),
+            ChildStep::Confirm,
+        ),
+        (
+            "listed and complete",
+            listed_done,
+            ChildStep::Finished {
+                leave_active: saw("listed-done", "Complete"),
+                succeeded: true,
+            },
+        ),
+        (
+            "listed and failed",
+            listed_failed,
+            ChildStep::Finished {
+                leave_active: saw("listed-failed", "Failed"),
+                succeeded: false,
+            },
+        ),
+        (
+            "unlisted and complete",
+            job("old", None, Some("Complete")),
+            ChildStep::Finished {
+                leave_active: None,
+                succeeded: true,
+            },
+        ),
+    ];
+    for (name, j, want) in cases {
+        assert_eq!(child_step(&cj, &j), want, "{name}");
+    }
+    assert_eq!(
+        unexpected_job_event(&job("stray", None, None)).message,
+        "Saw a job that the controller did not create or forgot: stray"
+    );
+}
+
+#[test]
+fn active_entries_the_cache_lacks_are_confirmed() {
+    let mut cj = cronjob("* * * * *");
+    for name in ["a", "b", "c"] {
+        crate::status::record_start(&mut cj, &job(name, None, None), top_of_the_hour());
+    }
+    let cached: HashSet<String> = ["uid-b".to_string()].into();
+    let names: Vec<_> = unlisted_active(&cj, &cached)
+        .into_iter()
+        .filter_map(|r| r.name)
+        .collect();
+    assert_eq!(names, vec!["a", "c"]);
+    assert!(unlisted_active(&cronjob("* * * * *"), &cached).is_empty());
+    assert_eq!(missing_job_event("a").message, "Active job went missing: a");
+}
+
+#[test]
+fn a_job_found_under_the_planned_name() {
+    let mut cj = cronjob("* * * * *");
+    let ours = job("mycronjob-1", None, None);
+    let mut foreign = ours.clone();
+    if let Some(r) = foreign
+        .metadata
+        .owner_references
+        .as_mut()
+        .and_then(|o| o.first_mut())
+    {
+        r.uid = "older-cronjob".into();
+    }
+    let mut orphan = ours.clone();
+    orphan.metadata.owner_references = None;
+    assert_eq!(existing_job(&cj, &foreign), Existing::NotOurs);
+    assert_eq!(existing_job(&cj, &orphan), Existing::NotOurs);
+    assert_eq!(existing_job(&cj, &ours), Existing::Adopt);
+    crate::status::record_start(&mut cj, &ours, top_of_the_hour());
+    assert_eq!(existing_job(&cj, &ours), Existing::AlreadyActive);
 }

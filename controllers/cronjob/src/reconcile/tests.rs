@@ -141,7 +141,7 @@ fn setup(policy: &str, ran_previously: bool, still_active: bool) -> (CronJob, Ve
         .expect("template");
     j.metadata.uid = Some("1234".into());
     if still_active {
-        plan::record_start(&mut cj, &j, just_after_the_prior_hour());
+        crate::status::record_start(&mut cj, &j, just_after_the_prior_hour());
     } else {
         cj.status
             .get_or_insert_with(Default::default)
@@ -502,7 +502,7 @@ async fn unexpected_child_is_reported_not_adopted() {
     // The cache was stale: the fresh CronJob lists it, no warning.
     let (s, fake, events) = syncer();
     let mut fresh = cj.clone();
-    plan::record_start(&mut fresh, &stray, top_of_the_hour());
+    crate::status::record_start(&mut fresh, &stray, top_of_the_hour());
     *fake.cronjob.lock().expect("l") = Some(fresh);
     s.sync(&cj, &[stray], just_before_the_hour())
         .await
@@ -519,8 +519,8 @@ async fn completed_and_failed_children_leave_active() {
     let mut ok = job("ok", Some(ts("2016-05-19T09:00:00Z")), Some("Complete"));
     ok.status.as_mut().expect("s").completion_time = Some(Time(ts("2016-05-19T09:00:30Z")));
     let failed = job("bad", Some(ts("2016-05-19T09:10:00Z")), Some("Failed"));
-    plan::record_start(&mut cj, &ok, ts("2016-05-19T09:00:00Z"));
-    plan::record_start(&mut cj, &failed, ts("2016-05-19T09:10:00Z"));
+    crate::status::record_start(&mut cj, &ok, ts("2016-05-19T09:00:00Z"));
+    crate::status::record_start(&mut cj, &failed, ts("2016-05-19T09:10:00Z"));
     let jobs = vec![Arc::new(ok), Arc::new(failed)];
     s.sync(&cj, &jobs, just_before_the_hour())
         .await

@@ -109,6 +109,10 @@ fn activation() {
 }
 
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one test of a sequence of cases, read top to bottom"
+)]
 fn next() {
     let cases: &[(&str, &str, &str)] = &[
         (

@@ -31,6 +31,7 @@ const KEEP: Placement = Placement {
 };
 
 #[test]
+#[allow(clippy::too_many_lines, reason = "a table test: one case per row")]
 fn placement_table() {
     let req = |terms: Value| json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}});
     let cases: Vec<(&str, Value, Value, Placement)> = vec![

@@ -55,7 +55,7 @@ fn fixture() -> Fixture {
         node_queue: WorkQueue::new("test-daemonset-node-updates", RateLimiter::Default),
         clock,
         cfg: crate::config::Config::default(),
-        consistency: None,
+        consistency: crate::metrics::stale_guard().enabled(false),
         backoff: Mutex::new(crate::backoff::Backoff::default()),
         pacer: rkcm_runtime::queue::pacing::StatusPacer::default(),
         spacer: rkcm_runtime::queue::pacing::SyncSpacer::default(),

@@ -9,6 +9,10 @@ use crate::harness::{Env, NODE_LABEL, WITHIN, label, pod_hash};
 
 #[tokio::test]
 #[ignore = "needs apiserver: make test"]
+#[allow(
+    clippy::too_many_lines,
+    reason = "a test that reads top to bottom as its steps"
+)]
 async fn one_pod_per_node_with_upstream_shape_revision_and_status() -> Result<()> {
     let env = Env::new("ds-basics").await?;
     // node-c carries the taints the default tolerations cover (scenario 10).

@@ -93,6 +93,10 @@ fn route_kind(r: &Route) -> R2 {
 }
 
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one test of a sequence of cases, read top to bottom"
+)]
 fn route_follows_sync_deployment_order() {
     let base = dep25(3);
     let deleting = {
@@ -320,6 +324,10 @@ fn rev_kind(step: RevisionStep) -> Rev {
 }
 
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one test of a sequence of cases, read top to bottom"
+)]
 fn sync_revision_makes_one_write_per_call() {
     let hash = compute_hash(&template("v2"), None);
     let old = || {
@@ -862,6 +870,10 @@ enum Rec {
 }
 
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one test of a sequence of cases, read top to bottom"
+)]
 fn recreate_step_scales_down_waits_then_creates() {
     let mut limit0 = complete(recreate(2), 2);
     limit0.spec.revision_history_limit = Some(0);
@@ -998,6 +1010,10 @@ fn paused_cleanup_only_while_paused_without_rollback() {
 // ---- rollback --------------------------------------------------------------------------------
 
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one test of a sequence of cases, read top to bottom"
+)]
 fn rollback_restores_or_refuses_and_always_clears() {
     let v1 = Arc::new(owned(R {
         name: "v1",

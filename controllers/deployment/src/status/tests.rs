@@ -222,6 +222,10 @@ fn unavailable_counts_surge_and_never_goes_negative() {
 }
 
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one test of a sequence of cases, read top to bottom"
+)]
 fn complete_progressing_timed_out() {
     let d = dep25(3);
     let done = Status {

@@ -17,6 +17,10 @@ rkcm_testkit::scenario! {
     s01_s02_create_then_become_available, "dep-create", create_then_available; all_threads
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "a test that reads top to bottom as its steps"
+)]
 async fn create_then_available(env: &Env) -> Result<()> {
     let ctrl = env.start();
     let created = env.create_deployment(deployment("web", 3)).await?;

@@ -223,6 +223,7 @@ fn suspended_job_removes_every_active_pod() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines, reason = "a table test: one case per row")]
 fn failure_conditions_table() {
     let failed = |n: &str| pod(n, "Failed").build();
     let running = |n: &str| pod(n, "Running").build();

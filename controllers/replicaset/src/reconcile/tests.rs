@@ -141,8 +141,8 @@ impl<O: ReplicaOwner> Harness<O> {
             pod_control: PodControl::new(client, recorder),
             queue: WorkQueue::new("", RateLimiter::Default),
             clock,
-            consistency: (O::HAS_STALE_CACHE_GUARD && cfg.stale_cache_guard)
-                .then(|| crate::metrics::stale_guard(O::CONTROLLER_NAME)),
+            consistency: crate::metrics::stale_guard(O::CONTROLLER_NAME)
+                .enabled(O::HAS_STALE_CACHE_GUARD && cfg.stale_cache_guard),
             written: Mutex::new(HashMap::new()),
             pacer,
             cfg,
@@ -1007,7 +1007,7 @@ async fn stale_cache_guard_off_proceeds_and_rcs_have_none() {
         ..Config::default()
     };
     let h = Harness::<ReplicaSet>::with_config(versioned(json!({})), cfg);
-    assert!(h.ctrl.consistency.is_none());
+    assert!(!h.ctrl.consistency.is_enabled());
     h.owner(rs_at(2, "1"));
     h.pods.feed(watcher::Event::Apply(with_rv(
         &P {
@@ -1030,7 +1030,7 @@ async fn stale_cache_guard_off_proceeds_and_rcs_have_none() {
 
     let rc = Harness::<ReplicationController>::new(accepting(json!({})));
     assert!(
-        rc.ctrl.consistency.is_none(),
+        !rc.ctrl.consistency.is_enabled(),
         "the gate names ReplicaSets only"
     );
 }

@@ -82,6 +82,10 @@ async fn with_podgc(env: &Env) -> Result<()> {
     ctrl.stop().await
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "a test that reads top to bottom as its steps"
+)]
 async fn scale_down_under_podgc(env: &Env, uid: &str, podgc: &mut Manager) -> Result<()> {
     wait_for(
         "PodGC's first sweep fails the sentinel",

@@ -216,11 +216,18 @@ pub fn stale_sync_skips(subsystem: &'static str, help: &'static str) -> Option<I
 /// One controller's stale-cache guard: the [`ConsistencyStore`] of its writes and the counter
 /// of the syncs it held back (upstream's `EnsureReady` call at the top of a sync, with the
 /// controller's `stale_sync_skips_total` metric).
+///
+/// Every controller holds one and calls it the same way: [`StaleGuard::ensure_caught_up`]
+/// first in a sync, [`StaleGuard::wrote`] after each write the sync's cache must show,
+/// [`StaleGuard::clear`] when the owner is gone. A guard built with its gate off
+/// ([`StaleGuard::enabled`]) records nothing and never holds a sync back, so callers need no
+/// check of their own.
 #[derive(Debug)]
 pub struct StaleGuard {
     store: ConsistencyStore,
     controller: &'static str,
     skips: Option<IntCounterVec>,
+    enabled: bool,
 }
 
 impl StaleGuard {
@@ -231,7 +238,20 @@ impl StaleGuard {
             store: ConsistencyStore::new(),
             controller,
             skips: stale_sync_skips(subsystem, help),
+            enabled: true,
         }
+    }
+
+    /// The guard with its gate (`StaleControllerConsistency<Kind>`) on or off.
+    #[must_use]
+    pub fn enabled(mut self, on: bool) -> Self {
+        self.enabled = on;
+        self
+    }
+
+    /// Whether the gate is on (a caller may skip work only the guard's records need).
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
     }
 
     /// The writes recorded so far.
@@ -242,6 +262,9 @@ impl StaleGuard {
     /// Records that the controller wrote `resource` at `rv` for the owner `key` (UID
     /// `owner_uid`); a write without a resourceVersion records nothing.
     pub fn wrote(&self, key: &str, owner_uid: &str, resource: GroupResource, rv: Option<&str>) {
+        if !self.enabled {
+            return;
+        }
         if let Some(rv) = rv {
             self.store.wrote_at(key, owner_uid, resource, rv);
         }
@@ -256,6 +279,9 @@ impl StaleGuard {
     /// first lagging resource, counted and logged at debug (an expected requeue, not a
     /// failure).
     pub fn ensure_caught_up(&self, key: &str, caches: &[&dyn ObservedCache]) -> Result<(), Stale> {
+        if !self.enabled {
+            return Ok(());
+        }
         let observed = |gr: &GroupResource| {
             caches
                 .iter()
@@ -474,5 +500,31 @@ mod tests {
         guard.wrote("ns/rs", "uid-1", pods(), Some("9"));
         guard.clear("ns/rs", Some("uid-1"));
         assert!(guard.store().is_empty());
+    }
+
+    #[test]
+    fn a_guard_with_its_gate_off_records_nothing_and_holds_nothing_back() {
+        use crate::cache::Informer;
+        use kube::runtime::watcher;
+
+        let guard = StaleGuard::new("off-test", "guard_off_test", "help").enabled(false);
+        assert!(!guard.is_enabled());
+        let pods_informer = Informer::<Pod>::detached();
+        let mut pod = Pod::default();
+        pod.metadata.namespace = Some("ns".into());
+        pod.metadata.name = Some("p".into());
+        pod.metadata.resource_version = Some("5".into());
+        pods_informer.feed(watcher::Event::Init);
+        pods_informer.feed(watcher::Event::InitApply(pod));
+        pods_informer.feed(watcher::Event::InitDone);
+        guard.wrote("ns/rs", "uid-1", pods(), Some("7"));
+        assert!(guard.store().is_empty());
+        // Even a record made behind its back does not hold a sync.
+        guard.store().wrote_at("ns/rs", "uid-1", pods(), "7");
+        assert_eq!(
+            guard.ensure_caught_up("ns/rs", &[&pods_informer.store()]),
+            Ok(())
+        );
+        assert!(StaleGuard::new("on-test", "guard_off_test", "help").is_enabled());
     }
 }

@@ -95,6 +95,10 @@ async fn events_with(events: &Api<Event>, reason: &str, min: usize) -> anyhow::R
 
 #[tokio::test]
 #[ignore = "needs apiserver: make test"]
+#[allow(
+    clippy::too_many_lines,
+    reason = "a test that reads top to bottom as its steps"
+)]
 async fn pod_control_creates_from_template_and_deletes_gracefully() -> anyhow::Result<()> {
     let cluster = TestCluster::connect().await?;
     let ns = cluster.namespace("rkcm-podcontrol").await?;

@@ -1,6 +1,8 @@
 use super::*;
+use crate::claims::{repair, repair_whole};
 use crate::testutil::*;
 use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 const CUR: &str = "web-cur";
@@ -641,4 +643,271 @@ fn invariants_are_repaired_on_existing_pods() {
     assert!(r.dirty);
     assert_eq!(r.owners.updates.len(), 1);
     assert_eq!(r.pod, ready(&s, 0), "the pod itself is unchanged");
+}
+
+/// Why the plan ends where it does, one case per reason.
+#[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one test of a sequence of cases, read top to bottom"
+)]
+fn the_plan_says_what_it_waits_for() {
+    let s = set(3);
+    let par = parallel(set(3));
+    let mut going = set(3);
+    going.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
+    let gate = |v: i32| with_max_unavailable(parallel(set(4)), IntOrString::Int(v));
+    let g2 = gate(2);
+    let cases: Vec<(&str, Plan, Vec<Waiting>)> = vec![
+        (
+            "all ready, nothing to do",
+            run(&s, (0..3).map(|i| ready(&s, i)).collect()),
+            vec![],
+        ),
+        (
+            "first create",
+            run(&s, vec![]),
+            vec![Waiting::Creating { ordinal: 0 }],
+        ),
+        (
+            "parallel creates wait for nothing",
+            run(&par, vec![]),
+            vec![],
+        ),
+        (
+            "unready predecessor",
+            run(&s, vec![pod(&s, 0, CUR, State::Unready)]),
+            vec![Waiting::NotReady { ordinal: 0 }],
+        ),
+        (
+            "failed pod",
+            run(&s, vec![pod(&s, 0, CUR, State::Failed)]),
+            vec![Waiting::Terminal { ordinal: 0 }],
+        ),
+        (
+            "ordered scale-down, one at a time",
+            run(&s, (0..5).map(|i| ready(&s, i)).collect()),
+            vec![Waiting::ScalingDown { ordinal: 4 }],
+        ),
+        (
+            "terminating condemned pod",
+            run(
+                &s,
+                vec![
+                    ready(&s, 0),
+                    ready(&s, 1),
+                    ready(&s, 2),
+                    terminating(ready(&s, 3)),
+                ],
+            ),
+            vec![Waiting::CondemnedTerminating { ordinal: 3 }],
+        ),
+        (
+            "unhealthy condemned pod behind an unhealthy one",
+            run(
+                &s,
+                vec![
+                    ready(&s, 0),
+                    ready(&s, 1),
+                    ready(&s, 2),
+                    pod(&s, 3, CUR, State::Unready),
+                    pod(&s, 4, CUR, State::Unready),
+                ],
+            ),
+            vec![Waiting::CondemnedNotReady { ordinal: 4 }],
+        ),
+        (
+            "rolling update deletes one",
+            run_with(
+                &s,
+                (0..3).map(|i| ready(&s, i)).collect(),
+                Claims::new(),
+                false,
+                UPD,
+            ),
+            vec![Waiting::Updating { ordinal: 2 }],
+        ),
+        (
+            "rolling update waits for the replacement",
+            run_with(
+                &par,
+                vec![
+                    ready(&par, 0),
+                    ready(&par, 1),
+                    pod(&par, 2, UPD, State::Unready),
+                ],
+                Claims::new(),
+                false,
+                UPD,
+            ),
+            vec![Waiting::UpdateNotAvailable { ordinal: 2 }],
+        ),
+        (
+            "maxUnavailable budget used up before the step",
+            run_with(
+                &g2,
+                vec![
+                    ready(&g2, 0),
+                    ready(&g2, 1),
+                    pod(&g2, 2, UPD, State::Unready),
+                    pod(&g2, 3, UPD, State::Unready),
+                ],
+                Claims::new(),
+                true,
+                UPD,
+            ),
+            vec![Waiting::MaxUnavailable {
+                unavailable: 2,
+                max: 2,
+            }],
+        ),
+        (
+            "maxUnavailable budget used up by the step",
+            run_with(
+                &g2,
+                (0..4).map(|i| ready(&g2, i)).collect(),
+                Claims::new(),
+                true,
+                UPD,
+            ),
+            vec![Waiting::MaxUnavailable {
+                unavailable: 0,
+                max: 2,
+            }],
+        ),
+        (
+            "maxUnavailable covers every old pod",
+            run_with(
+                &gate(4),
+                (0..4).map(|i| ready(&g2, i)).collect(),
+                Claims::new(),
+                true,
+                UPD,
+            ),
+            vec![],
+        ),
+        (
+            "set being deleted",
+            run(&going, vec![]),
+            vec![Waiting::SetDeleting],
+        ),
+    ];
+    for (name, plan, want) in cases {
+        assert_eq!(plan.waiting, want, "{name}: {:?}", ops(&plan));
+    }
+}
+
+#[test]
+fn a_recreate_set_is_planned_as_a_refusal() {
+    let mut s = set(3);
+    s.spec.update_strategy = Some(k8s_openapi::api::apps::v1::StatefulSetUpdateStrategy {
+        type_: Some("Recreate".into()),
+        rolling_update: None,
+    });
+    let p = run(&s, vec![]);
+    assert!(p.phases.is_empty(), "{:?}", ops(&p));
+    assert_eq!(p.unknown_strategy, unknown_strategy_error(&s));
+    assert!(p.unknown_strategy.is_some());
+    assert_eq!(run(&set(3), vec![]).unknown_strategy, None);
+}
+
+#[test]
+fn a_sync_begins_with_the_set_its_expectations_and_its_selector() {
+    let s = set(3);
+    assert!(matches!(begin(None, true), Begin::Forget));
+    assert!(matches!(begin(None, false), Begin::Forget));
+    assert!(matches!(
+        begin(Some(&s), false),
+        Begin::Wait {
+            reason: Waiting::Expectations,
+            requeue_after: Some(EXPECTATIONS_TIMEOUT)
+        }
+    ));
+    assert!(matches!(begin(Some(&s), true), Begin::Sync(set, _) if set == &s));
+    let mut bad = set(3);
+    bad.spec.selector.match_expressions = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
+            key: "app".into(),
+            operator: "Sideways".into(),
+            values: None,
+        },
+    ]);
+    assert!(matches!(
+        begin(Some(&bad), true),
+        Begin::Wait {
+            reason: Waiting::InvalidSelector(_),
+            requeue_after: None
+        }
+    ));
+}
+
+#[test]
+fn the_status_step_after_the_plan() {
+    let s = set(3);
+    let all: Vec<Pod> = (0..3).map(|i| ready(&s, i)).collect();
+    let pods = arcs(all.clone());
+    // First status of a set: written now.
+    let p = run(&s, all.clone());
+    let step = status_step(&s, &p, 0, &pods, now());
+    assert_eq!(step.write, StatusWrite::Now);
+    assert_eq!(step.status.current_replicas, Some(3));
+    assert!(step.gauges);
+    assert_eq!(step.requeue_after, None);
+    // The same status again: nothing to write.
+    let mut written = s.clone();
+    written.status = Some(step.status.clone());
+    let p = run(&written, all.clone());
+    assert_eq!(
+        status_step(&written, &p, 0, &pods, now()).write,
+        StatusWrite::Skip
+    );
+    // Only counts moved: paced.
+    let fewer = arcs(all[..2].to_vec());
+    let p = run(&written, all[..2].to_vec());
+    assert_eq!(
+        status_step(&written, &p, 0, &fewer, now()).write,
+        StatusWrite::Paced
+    );
+    // Update deletions lower currentReplicas.
+    let p = run_with(&written, all.clone(), Claims::new(), false, UPD);
+    let step = status_step(&written, &p, 1, &pods, now());
+    assert_eq!(step.status.current_replicas, Some(2));
+    assert_eq!(
+        step.write,
+        StatusWrite::Now,
+        "a new update revision goes out at once"
+    );
+    // An unusable maxUnavailable fails the write, and no gauges.
+    let bad = with_max_unavailable(set(3), IntOrString::String("x%".into()));
+    let p = run_with(&bad, all.clone(), Claims::new(), true, UPD);
+    let step = status_step(&bad, &p, 0, &pods, now());
+    assert!(matches!(&step.write, StatusWrite::Fail(m) if m.contains("x%")));
+    assert!(!step.gauges);
+    // minReadySeconds with a ready pod not yet available: sync again when it will be.
+    let mut slow = set(1);
+    slow.spec.min_ready_seconds = Some(10);
+    let young = vec![pod(&slow, 0, CUR, State::Ready(4))];
+    let p = run(&slow, young.clone());
+    let step = status_step(&slow, &p, 0, &arcs(young), now());
+    assert_eq!(step.requeue_after, Some(std::time::Duration::from_secs(6)));
+}
+
+#[test]
+fn a_sync_fails_with_its_first_error() {
+    let ok = || Ok::<(), &str>(());
+    assert_eq!(outcome(ok(), ok(), ok()), (Ok(()), None));
+    assert_eq!(outcome(ok(), ok(), Err("history")), (Err("history"), None));
+    assert_eq!(
+        outcome(ok(), Err("status"), Err("history")),
+        (Err("status"), None)
+    );
+    assert_eq!(
+        outcome(Err("pods"), ok(), Err("history")),
+        (Err("pods"), None)
+    );
+    assert_eq!(
+        outcome(Err("pods"), Err("status"), ok()),
+        (Err("pods"), Some("status"))
+    );
 }

@@ -59,6 +59,10 @@ rkcm_testkit::scenario! {
 }
 
 /// §9 1, 8, 26 on a hand-driven node.
+#[allow(
+    clippy::too_many_lines,
+    reason = "a test that reads top to bottom as its steps"
+)]
 async fn hand_driven_pods_follow_the_ordering_rules_in(base: &Base) -> Result<()> {
     let env = Env::new(base);
     let node = env

@@ -12,6 +12,10 @@ rkcm_testkit::scenario! {
 
 /// §9 1, 2, 3, 4, 27: OrderedReady creates web-0, web-1, web-2 in order, each only after its
 /// predecessor is Running and Ready; identities, status, the one revision, the create event.
+#[allow(
+    clippy::too_many_lines,
+    reason = "a test that reads top to bottom as its steps"
+)]
 async fn ordered_creation_identity_status_and_revision_in(base: &Base) -> Result<()> {
     let env = Env::new(base);
     let r = async {

@@ -143,6 +143,10 @@ rkcm_testkit::scenario! {
 
 /// Upstream builds V1; rkcm takes over (creates nothing) and rolls V2 and V3; upstream takes
 /// back (creates nothing) and rolls back to V2, reusing rkcm's revision.
+#[allow(
+    clippy::too_many_lines,
+    reason = "a test that reads top to bottom as its steps"
+)]
 async fn handover(base: &Base) -> Result<()> {
     if std::env::var_os(E2E_BIN_ENV).is_none() {
         eprintln!(

@@ -319,6 +319,10 @@ async fn re_serialized_revision_without_semantic_comparison_in(base: &Base) -> R
 /// On (the default), the set keeps its revision: no new revision, no pod deleted. Off, a new
 /// revision is created and the rolling update starts (upstream's regression the gate exists
 /// to prevent).
+#[allow(
+    clippy::too_many_lines,
+    reason = "a test that reads top to bottom as its steps"
+)]
 async fn re_serialized_revision(base: &Base, semantic: bool) -> Result<()> {
     let mut env = Env::new(base);
     let r = async {

@@ -99,31 +99,7 @@ async fn run(args: Args) -> Result<bool> {
         rss_every: Duration::from_secs(args.rss_every.max(1)),
         ..Options::default()
     };
-    let mut outcomes: Vec<Outcome> = match &args.merge {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let earlier: Vec<Outcome> = serde_json::from_str(&text)?;
-            // Rows of the scenarios and managers run now are replaced, the others kept.
-            let rerun: Vec<&str> = args.scenarios.split(',').collect();
-            let managers: Vec<&str> = args
-                .managers
-                .split(',')
-                .map(|m| match m {
-                    "upstream" => ManagerKind::Upstream.name(),
-                    _ => ManagerKind::Rkcm.name(),
-                })
-                .collect();
-            earlier
-                .into_iter()
-                .filter(|o| {
-                    !(rerun.contains(&o.scenario.as_str())
-                        && managers.contains(&o.manager.as_str()))
-                })
-                .collect()
-        }
-        None => Vec::new(),
-    };
+    let mut outcomes = earlier_outcomes(&args)?;
     for scenario in scenarios.iter().copied() {
         let Some(cluster) = cluster.as_ref() else {
             break;
@@ -181,6 +157,31 @@ async fn run(args: Args) -> Result<bool> {
                 })
                 && soak_flat(o)
         }))
+}
+
+/// The rows of `--merge` to keep: all but those of the scenarios and managers run now.
+fn earlier_outcomes(args: &Args) -> Result<Vec<Outcome>> {
+    let Some(path) = &args.merge else {
+        return Ok(Vec::new());
+    };
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let earlier: Vec<Outcome> = serde_json::from_str(&text)?;
+    let rerun: Vec<&str> = args.scenarios.split(',').collect();
+    let managers: Vec<&str> = args
+        .managers
+        .split(',')
+        .map(|m| match m {
+            "upstream" => ManagerKind::Upstream.name(),
+            _ => ManagerKind::Rkcm.name(),
+        })
+        .collect();
+    Ok(earlier
+        .into_iter()
+        .filter(|o| {
+            !(rerun.contains(&o.scenario.as_str()) && managers.contains(&o.manager.as_str()))
+        })
+        .collect())
 }
 
 /// A soak row's memory is flat after its warm-up (rows without samples, or too short to

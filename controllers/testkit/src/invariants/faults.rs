@@ -241,6 +241,14 @@ pub(super) async fn watched_namespace(
 }
 
 impl Outcome {
+    /// What the invariant watcher saw: violations, gaps, unjudged suspicions, changes.
+    pub fn record(&mut self, report: super::watch::Report) {
+        self.violations = report.violations;
+        self.watch_gaps = report.gaps.len();
+        self.unjudged = report.unjudged;
+        self.changes_observed = report.observed;
+    }
+
     /// The outcome of `scenario` for manager `kind`, nothing measured yet.
     pub fn empty(scenario: &str, kind: ManagerKind, duration_s: f64) -> Self {
         Outcome {
@@ -680,37 +688,9 @@ fn secs(s: Option<f64>) -> String {
     s.map_or("did not converge".to_owned(), |s| format!("{s:.1} s"))
 }
 
-/// The Markdown report of a set of outcomes.
-pub fn markdown(outcomes: &[Outcome], preamble: &str) -> String {
-    let mut out = String::from("# Fault suite (`make chaos`)\n\n");
-    out.push_str(preamble);
-    out.push_str(
-        "\n\n| scenario | manager | duration | faults | pod deletions | spec changes | violations | watch gaps | undisturbed converge | converge after last fault | ratio | panics | unexpected exits |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
-    );
-    for o in outcomes {
-        let ratio = o.converge_after_fault_s.map_or("-".to_owned(), |c| {
-            format!("{:.2}", c / o.undisturbed_converge_s.max(0.001))
-        });
-        out.push_str(&format!(
-            "| {} | {} | {:.0} s | {} | {} | {} | {} | {} | {:.1} s | {} | {} | {} | {} |\n",
-            o.scenario,
-            o.manager,
-            o.duration_s,
-            o.faults,
-            o.pod_deletions,
-            o.spec_changes,
-            match o.unjudged {
-                0 => o.violations.len().to_string(),
-                n => format!("{} ({n} unjudged)", o.violations.len()),
-            },
-            o.watch_gaps,
-            o.undisturbed_converge_s,
-            secs(o.converge_after_fault_s),
-            ratio,
-            o.panics,
-            o.unexpected_exits,
-        ));
-    }
+/// The report's tables from the audit log: leader failovers, partitions, rejected creates
+/// (each only when some outcome has rows for it), and the 410 answers.
+fn markdown_audit_tables(out: &mut String, outcomes: &[Outcome]) {
     let handovers: Vec<_> = outcomes
         .iter()
         .filter(|o| !o.handovers.is_empty())
@@ -785,6 +765,40 @@ pub fn markdown(outcomes: &[Outcome], preamble: &str) -> String {
             }
         }
     }
+}
+
+/// The Markdown report of a set of outcomes.
+pub fn markdown(outcomes: &[Outcome], preamble: &str) -> String {
+    let mut out = String::from("# Fault suite (`make chaos`)\n\n");
+    out.push_str(preamble);
+    out.push_str(
+        "\n\n| scenario | manager | duration | faults | pod deletions | spec changes | violations | watch gaps | undisturbed converge | converge after last fault | ratio | panics | unexpected exits |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for o in outcomes {
+        let ratio = o.converge_after_fault_s.map_or("-".to_owned(), |c| {
+            format!("{:.2}", c / o.undisturbed_converge_s.max(0.001))
+        });
+        out.push_str(&format!(
+            "| {} | {} | {:.0} s | {} | {} | {} | {} | {} | {:.1} s | {} | {} | {} | {} |\n",
+            o.scenario,
+            o.manager,
+            o.duration_s,
+            o.faults,
+            o.pod_deletions,
+            o.spec_changes,
+            match o.unjudged {
+                0 => o.violations.len().to_string(),
+                n => format!("{} ({n} unjudged)", o.violations.len()),
+            },
+            o.watch_gaps,
+            o.undisturbed_converge_s,
+            secs(o.converge_after_fault_s),
+            ratio,
+            o.panics,
+            o.unexpected_exits,
+        ));
+    }
+    markdown_audit_tables(&mut out, outcomes);
     let soaks: Vec<super::soak::Run<'_>> = outcomes
         .iter()
         .filter(|o| !o.rss.is_empty())
@@ -976,6 +990,36 @@ pub(super) fn lease_writer(log: &str, namespace: &str) -> Option<String> {
 
 /// The `leader` scenario for `kind`. Needs `RKCM_CLUSTER_DIR` (the plane's directory, for
 /// the users' kubeconfigs and the audit log).
+/// The two replicas of the leader scenario, as users `rkcm` and `kcm`, each with its log.
+fn spawn_pair(
+    bin: &std::path::Path,
+    kind: ManagerKind,
+    args: &dyn Fn(&str) -> Vec<String>,
+) -> Result<[Replica; 2]> {
+    let logs = std::env::temp_dir();
+    Ok([
+        Replica::spawn(
+            bin,
+            "rkcm",
+            &args("rkcm"),
+            &logs
+                .join(crate::cluster::unique_name(&format!(
+                    "{}-rkcm",
+                    kind.name()
+                )))
+                .with_extension("log"),
+        )?,
+        Replica::spawn(
+            bin,
+            "kcm",
+            &args("kcm"),
+            &logs
+                .join(crate::cluster::unique_name(&format!("{}-kcm", kind.name())))
+                .with_extension("log"),
+        )?,
+    ])
+}
+
 pub async fn run_leader(
     cluster: &TestCluster,
     kind: ManagerKind,
@@ -1014,28 +1058,7 @@ pub async fn run_leader(
             format!("--kube-api-burst={}", opts.qps * 2),
         ]
     };
-    let logs = std::env::temp_dir();
-    let mut replicas = [
-        Replica::spawn(
-            &bin,
-            "rkcm",
-            &args("rkcm"),
-            &logs
-                .join(crate::cluster::unique_name(&format!(
-                    "{}-rkcm",
-                    kind.name()
-                )))
-                .with_extension("log"),
-        )?,
-        Replica::spawn(
-            &bin,
-            "kcm",
-            &args("kcm"),
-            &logs
-                .join(crate::cluster::unique_name(&format!("{}-kcm", kind.name())))
-                .with_extension("log"),
-        )?,
-    ];
+    let mut replicas = spawn_pair(&bin, kind, &args)?;
     let work = Workload {
         ns: &ns,
         opts,
@@ -1090,11 +1113,7 @@ pub async fn run_leader(
         outcome.error = Some(format!("{e:#}"));
     }
     outcome.duration_s = begun.elapsed().as_secs_f64();
-    let report = watcher.finish().await;
-    outcome.violations = report.violations;
-    outcome.watch_gaps = report.gaps.len();
-    outcome.unjudged = report.unjudged;
-    outcome.changes_observed = report.observed;
+    outcome.record(watcher.finish().await);
     for r in &mut replicas {
         outcome.panics += count_panics(&std::fs::read_to_string(&r.log).unwrap_or_default());
         let _ = r.child.kill().await;

@@ -868,11 +868,8 @@ impl Checker {
 
     // ---- Jobs -----------------------------------------------------------------------
 
-    fn apply_job(&mut self, at: Timestamp, j: Job, listed: bool) {
-        let uid = j.metadata.uid.clone().unwrap_or_default();
-        let key = key_of(&j.metadata);
-        let (succeeded, failed) = job_counts(&j);
-
+    /// A CronJob's scheduled instant has at most one Job.
+    fn check_cron_slot(&mut self, at: Timestamp, j: &Job, uid: &str) {
         if let Some(("CronJob", cj, _)) = controller_of(&j.metadata) {
             let scheduled = j
                 .metadata
@@ -884,7 +881,7 @@ impl Checker {
                 let ns = j.metadata.namespace.clone().unwrap_or_default();
                 let slot = (ns.clone(), cj.to_owned(), scheduled.clone());
                 let jobs = self.cron_slots.entry(slot).or_default();
-                jobs.insert(uid.clone());
+                jobs.insert(uid.to_owned());
                 if jobs.len() > 1 {
                     let detail = format!("scheduled time {scheduled}: Jobs {jobs:?}");
                     self.violate(
@@ -896,6 +893,14 @@ impl Checker {
                 }
             }
         }
+    }
+
+    fn apply_job(&mut self, at: Timestamp, j: Job, listed: bool) {
+        let uid = j.metadata.uid.clone().unwrap_or_default();
+        let key = key_of(&j.metadata);
+        let (succeeded, failed) = job_counts(&j);
+
+        self.check_cron_slot(at, &j, &uid);
 
         let prev = self.jobs.get(&uid).map(|s| {
             (
@@ -1086,6 +1091,14 @@ impl Checker {
             }
         }
 
+        self.judge_jobs(now);
+    }
+
+    /// Judges the Job statuses older than `grace` at `now` against the pods seen, and
+    /// finished Jobs whose pods still hold the tracking finalizer.
+    fn judge_jobs(&mut self, now: Timestamp) {
+        let grace = self.config.grace;
+        let ripe = |at: Timestamp| at + grace <= now;
         let mut found = Vec::new();
         let listing_pods = self.listing_pods();
         for (uid, state) in &mut self.jobs {

@@ -491,6 +491,110 @@ pub fn measure_cut(
     }
 }
 
+/// A partition replica's flags: its proxy's kubeconfig, leader election on the scenario's
+/// Lease.
+fn replica_args(proxy: &ScopedProxy, namespace: &str, opts: &Options) -> Vec<String> {
+    vec![
+        format!("--kubeconfig={}", proxy.kubeconfig().display()),
+        format!("--controllers={CONTROLLERS}"),
+        "--leader-elect=true".into(),
+        format!("--leader-elect-resource-namespace={namespace}"),
+        "--leader-elect-resource-name=chaos".into(),
+        "--secure-port=0".into(),
+        "--v=2".into(),
+        format!("--kube-api-qps={}", opts.qps),
+        format!("--kube-api-burst={}", opts.qps * 2),
+    ]
+}
+
+/// A namespace-scoping proxy for each of the users `rkcm` and `kcm`.
+async fn user_proxies(
+    dir: &std::path::Path,
+    namespace: &str,
+) -> Result<Vec<(&'static str, ScopedProxy)>> {
+    let mut proxies = Vec::new();
+    for user in ["rkcm", "kcm"] {
+        let config = TestCluster::config_from(&dir.join(format!("kubeconfig-{user}"))).await?;
+        let client = kube::Client::try_from(config).context("a client for the user")?;
+        proxies.push((user, ScopedProxy::start_with(client, namespace).await?));
+    }
+    Ok(proxies)
+}
+
+/// After 20 s, the baseline's change and the cut of `leader`'s proxy for `length`, watching
+/// whether the cut-off leader gives up (exits) meanwhile; then the cut heals. The cut's
+/// start and how long after it the leader exited.
+async fn cut_and_heal(
+    work: &Workload<'_>,
+    proxy: &ScopedProxy,
+    mode: Cut,
+    length: Duration,
+    leader: &mut Replica,
+) -> Result<(jiff::Timestamp, Option<f64>)> {
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    work.bump(1).await?;
+    let at = jiff::Timestamp::now();
+    let cut_at = Instant::now();
+    proxy.cut(mode);
+    let heal_at = cut_at + length;
+    let mut exited_after = None;
+    while Instant::now() < heal_at {
+        if exited_after.is_none() && leader.child.try_wait()?.is_some() {
+            exited_after = Some(cut_at.elapsed().as_secs_f64());
+        }
+        let left = heal_at.saturating_duration_since(Instant::now());
+        tokio::time::sleep(Duration::from_millis(200).min(left)).await;
+    }
+    proxy.cut(Cut::Open);
+    Ok((at, exited_after))
+}
+
+/// The old leader exits when it loses the Lease; as its Deployment would, it is started again
+/// (a standby now). The number of other replicas that exited (not asked for).
+async fn restart_exited(replicas: &mut [Replica], leader_idx: usize) -> Result<u32> {
+    let mut unexpected = 0;
+    for (i, r) in replicas.iter_mut().enumerate() {
+        if r.child.try_wait()?.is_some() {
+            if i != leader_idx {
+                unexpected += 1;
+            }
+            r.restart().await?;
+        }
+    }
+    Ok(unexpected)
+}
+
+/// One cut: mode, length, leader, start, how long until the leader exited, and how long
+/// after the heal the workload converged.
+type CutRun = (
+    String,
+    Duration,
+    String,
+    jiff::Timestamp,
+    Option<f64>,
+    Option<f64>,
+);
+
+/// The cuts' records from the audit log `log` (each cut measured until the next one starts).
+fn record_cuts(outcome: &mut Outcome, log: &str, namespace: &str, cuts: Vec<CutRun>) {
+    let writes = audit_writes(log, namespace);
+    let leases = lease_writes(log, namespace);
+    let ends: Vec<jiff::Timestamp> = cuts
+        .iter()
+        .skip(1)
+        .map(|c| c.3)
+        .chain(std::iter::once(jiff::Timestamp::now()))
+        .collect();
+    for ((mode, length, leader, at, exited, converged), until) in cuts.into_iter().zip(ends) {
+        let mut rec = measure_cut(&writes, &leases, &leader, at, until);
+        rec.mode = mode;
+        rec.cut_s = length.as_secs_f64();
+        rec.converge_after_heal_s = converged;
+        rec.stepped_down_s = exited;
+        outcome.cuts.push(rec);
+    }
+}
+
 /// The `partition` scenario for `kind`. Needs `RKCM_CLUSTER_DIR` (users' kubeconfigs and the
 /// audit log).
 pub async fn run_partition(
@@ -503,25 +607,8 @@ pub async fn run_partition(
     let audit = Audit::open().context("no audit log in RKCM_CLUSTER_DIR")?;
     let (ns, watcher) = watched_namespace(cluster, "chaos-partition").await?;
     let bin = kind.binary()?;
-    let mut proxies = Vec::new();
-    for user in ["rkcm", "kcm"] {
-        let config = TestCluster::config_from(&dir.join(format!("kubeconfig-{user}"))).await?;
-        let client = kube::Client::try_from(config).context("a client for the user")?;
-        proxies.push((user, ScopedProxy::start_with(client, ns.name()).await?));
-    }
-    let args = |proxy: &ScopedProxy| -> Vec<String> {
-        vec![
-            format!("--kubeconfig={}", proxy.kubeconfig().display()),
-            format!("--controllers={CONTROLLERS}"),
-            "--leader-elect=true".into(),
-            format!("--leader-elect-resource-namespace={}", ns.name()),
-            "--leader-elect-resource-name=chaos".into(),
-            "--secure-port=0".into(),
-            "--v=2".into(),
-            format!("--kube-api-qps={}", opts.qps),
-            format!("--kube-api-burst={}", opts.qps * 2),
-        ]
-    };
+    let proxies = user_proxies(&dir, ns.name()).await?;
+    let args = |proxy: &ScopedProxy| replica_args(proxy, ns.name(), opts);
     let logs = std::env::temp_dir();
     let log_of = |user: &str| {
         logs.join(crate::cluster::unique_name(&format!(
@@ -578,25 +665,7 @@ pub async fn run_partition(
                 .iter()
                 .position(|r| r.user == leader)
                 .context("no replica for the leader")?;
-            let heal = async {
-                tokio::time::sleep(Duration::from_secs(20)).await;
-                work.bump(1).await?;
-                let at = jiff::Timestamp::now();
-                let cut_at = Instant::now();
-                proxy.cut(*mode);
-                // Watch the cut-off leader: it must give up (exit) within its renew deadline.
-                let heal_at = cut_at + *length;
-                let mut exited_after = None;
-                while Instant::now() < heal_at {
-                    if exited_after.is_none() && replicas[leader_idx].child.try_wait()?.is_some() {
-                        exited_after = Some(cut_at.elapsed().as_secs_f64());
-                    }
-                    let left = heal_at.saturating_duration_since(Instant::now());
-                    tokio::time::sleep(Duration::from_millis(200).min(left)).await;
-                }
-                proxy.cut(Cut::Open);
-                anyhow::Ok((at, exited_after))
-            };
+            let heal = cut_and_heal(&work, proxy, *mode, *length, &mut replicas[leader_idx]);
             let ((deleted, changes), (at, exited_after)) =
                 tokio::try_join!(work.churn(churn_until), heal)?;
             let healed = Instant::now();
@@ -605,14 +674,7 @@ pub async fn run_partition(
             outcome.faults += 1;
             // The old leader exits when it loses the Lease; as its Deployment would, it is
             // started again (a standby now). Any other exit was not asked for.
-            for (i, r) in replicas.iter_mut().enumerate() {
-                if r.child.try_wait()?.is_some() {
-                    if i != leader_idx {
-                        outcome.unexpected_exits += 1;
-                    }
-                    r.restart().await?;
-                }
-            }
+            outcome.unexpected_exits += restart_exited(&mut replicas, leader_idx).await?;
             let converged = work.wait_settled(opts.converge_timeout).await.ok();
             cuts.push((
                 format!("{mode:?}"),
@@ -624,23 +686,7 @@ pub async fn run_partition(
             ));
             outcome.converge_after_fault_s = converged.map(|_| healed.elapsed().as_secs_f64());
         }
-        let log = audit.read()?;
-        let writes = audit_writes(&log, ns.name());
-        let leases = lease_writes(&log, ns.name());
-        let ends: Vec<jiff::Timestamp> = cuts
-            .iter()
-            .skip(1)
-            .map(|c| c.3)
-            .chain(std::iter::once(jiff::Timestamp::now()))
-            .collect();
-        for ((mode, length, leader, at, exited, converged), until) in cuts.into_iter().zip(ends) {
-            let mut rec = measure_cut(&writes, &leases, &leader, at, until);
-            rec.mode = mode;
-            rec.cut_s = length.as_secs_f64();
-            rec.converge_after_heal_s = converged;
-            rec.stepped_down_s = exited;
-            outcome.cuts.push(rec);
-        }
+        record_cuts(&mut outcome, &audit.read()?, ns.name(), cuts);
         anyhow::Ok(())
     }
     .await;
@@ -648,11 +694,7 @@ pub async fn run_partition(
         outcome.error = Some(format!("{e:#}"));
     }
     outcome.duration_s = begun.elapsed().as_secs_f64();
-    let report = watcher.finish().await;
-    outcome.violations = report.violations;
-    outcome.watch_gaps = report.gaps.len();
-    outcome.unjudged = report.unjudged;
-    outcome.changes_observed = report.observed;
+    outcome.record(watcher.finish().await);
     for r in &mut replicas {
         outcome.panics += count_panics(&std::fs::read_to_string(&r.log).unwrap_or_default());
         let _ = r.child.kill().await;
