@@ -31,6 +31,17 @@ fn rfc3339(t: Option<jiff::Timestamp>) -> Option<String> {
     t.map(|t| t.to_string())
 }
 
+/// What one explanation reads, split once.
+struct Seen<'a> {
+    d: &'a Deployment,
+    all: &'a [Rs],
+    new: Option<Rs>,
+    old: Vec<Rs>,
+    status: Status,
+    complete: bool,
+    now: jiff::Timestamp,
+}
+
 /// The explanation for `d` with the ReplicaSets it owns (`rss`), at `now`.
 pub fn explain(d: &Deployment, rss: &[Rs], now: jiff::Timestamp) -> Explanation {
     let name = model::name_of(&d.metadata).to_owned();
@@ -48,11 +59,40 @@ pub fn explain(d: &Deployment, rss: &[Rs], now: jiff::Timestamp) -> Explanation 
     };
     let (new, old) = model::split(d, rss);
     let status = Status::of(d);
-    let desired = model::desired(d);
     let complete = new.is_some()
         && deployment_complete(d, &status)
         && old.iter().all(|rs| model::replicas(rs) == 0);
+    let seen = Seen {
+        d,
+        all: rss,
+        new,
+        old,
+        status,
+        complete,
+        now,
+    };
+    replica_failure(&mut e, &seen.status);
+    if model::is_paused(d) {
+        paused(&mut e, &seen, &name);
+        return e;
+    }
+    if seen.complete && e.waiting_on.is_empty() {
+        return e;
+    }
+    match &seen.new {
+        None => {
+            e.state = State::Acting;
+            e.actions
+                .push("create the ReplicaSet of the current template".into());
+        }
+        Some(new_rs) if model::is_rolling(d) => rolling(&mut e, &seen, new_rs),
+        Some(_) => recreate(&mut e, &seen),
+    }
+    deadline(&mut e, &seen, &name);
+    e
+}
 
+fn replica_failure(e: &mut Explanation, status: &Status) {
     if let Some(c) = status.condition(ct::REPLICA_FAILURE)
         && c.status == ct::TRUE
     {
@@ -67,124 +107,114 @@ pub fn explain(d: &Deployment, rss: &[Rs], now: jiff::Timestamp) -> Explanation 
                 .into(),
         );
     }
-    if model::is_paused(d) {
-        if !complete {
-            e.state = State::Stalled;
-            e.waiting_on.push(Waiting {
-                reason: "Paused",
-                message: format!(
-                    "the Deployment is paused with {} of {desired} replicas updated",
-                    status.updated_replicas
-                ),
-                objects: Vec::new(),
-                since: status
-                    .condition(ct::PROGRESSING)
-                    .filter(|c| c.reason == reasons::PAUSED)
-                    .and_then(|c| rfc3339(c.last_transition_time)),
-            });
-            e.remedies
-                .push(format!("kubectl rollout resume deployment/{name}"));
-        }
-        return e;
-    }
-    if complete && e.waiting_on.is_empty() {
-        return e;
-    }
+}
 
+fn paused(e: &mut Explanation, seen: &Seen<'_>, name: &str) {
+    if seen.complete {
+        return;
+    }
+    e.state = State::Stalled;
+    e.waiting_on.push(Waiting {
+        reason: "Paused",
+        message: format!(
+            "the Deployment is paused with {} of {} replicas updated",
+            seen.status.updated_replicas,
+            model::desired(seen.d)
+        ),
+        objects: Vec::new(),
+        since: seen
+            .status
+            .condition(ct::PROGRESSING)
+            .filter(|c| c.reason == reasons::PAUSED)
+            .and_then(|c| rfc3339(c.last_transition_time)),
+    });
+    e.remedies
+        .push(format!("kubectl rollout resume deployment/{name}"));
+}
+
+fn scale_actions(e: &mut Explanation, ops: &[plan::ScaleOp]) {
+    e.state = State::Acting;
+    for op in ops {
+        e.actions.push(format!(
+            "scale ReplicaSet/{} from {} to {}",
+            op.name, op.from, op.to
+        ));
+    }
+}
+
+fn rolling(e: &mut Explanation, seen: &Seen<'_>, new_rs: &Rs) {
     let none = HashMap::new();
     let snap = Snapshot {
-        deployment: d,
-        new: new.as_ref(),
-        old: &old,
+        deployment: seen.d,
+        new: Some(new_rs),
+        old: &seen.old,
         pods: &none,
     };
-    match &new {
-        None => {
-            e.state = State::Acting;
-            e.actions
-                .push("create the ReplicaSet of the current template".into());
+    match plan::rolling_step(&snap, new_rs) {
+        Err(message) => {
+            e.state = State::Stalled;
+            e.waiting_on.push(Waiting {
+                reason: "InvalidStrategy",
+                message,
+                objects: Vec::new(),
+                since: None,
+            });
+            e.remedies
+                .push("correct spec.strategy.rollingUpdate".into());
         }
-        Some(new_rs) if model::is_rolling(d) => match plan::rolling_step(&snap, new_rs) {
-            Err(message) => {
-                e.state = State::Stalled;
+        Ok(RollingStep::ScaleNew(op)) => scale_actions(e, &[op]),
+        Ok(RollingStep::ScaleDownOld { step, .. }) => scale_actions(e, &step.ops),
+        Ok(RollingStep::Cleanup(_)) => {
+            if !seen.complete {
+                e.state = State::Waiting;
+                e.waiting_on.push(new_pods_unavailable(seen, new_rs));
+            }
+        }
+    }
+}
+
+fn recreate(e: &mut Explanation, seen: &Seen<'_>) {
+    let none = HashMap::new();
+    let snap = Snapshot {
+        deployment: seen.d,
+        new: seen.new.as_ref(),
+        old: &seen.old,
+        pods: &none,
+    };
+    match plan::recreate_step(&snap) {
+        RecreateStep::ScaleDownOld(ops) => scale_actions(e, &ops),
+        RecreateStep::ScaleNew { op: Some(op), .. } => scale_actions(e, &[op]),
+        RecreateStep::WaitForOldPods | RecreateStep::CreateNew => {
+            let running: Vec<String> = seen
+                .old
+                .iter()
+                .filter(|rs| model::status_replicas(rs) > 0)
+                .map(rs_ref)
+                .collect();
+            if !running.is_empty() {
+                e.state = State::Waiting;
                 e.waiting_on.push(Waiting {
-                    reason: "InvalidStrategy",
-                    message,
-                    objects: Vec::new(),
+                    reason: "OldPodsRunning",
+                    message: "a Recreate rollout starts new pods once every old pod is gone".into(),
+                    objects: running,
                     since: None,
                 });
-                e.remedies
-                    .push("correct spec.strategy.rollingUpdate".into());
             }
-            Ok(RollingStep::ScaleNew(op)) => {
-                e.state = State::Acting;
-                e.actions.push(format!(
-                    "scale ReplicaSet/{} from {} to {}",
-                    op.name, op.from, op.to
-                ));
+        }
+        RecreateStep::ScaleNew { op: None, .. } => {
+            if !seen.complete
+                && let Some(new_rs) = &seen.new
+            {
+                e.state = State::Waiting;
+                e.waiting_on.push(new_pods_unavailable(seen, new_rs));
             }
-            Ok(RollingStep::ScaleDownOld { step, .. }) => {
-                e.state = State::Acting;
-                for op in &step.ops {
-                    e.actions.push(format!(
-                        "scale ReplicaSet/{} from {} to {}",
-                        op.name, op.from, op.to
-                    ));
-                }
-            }
-            Ok(RollingStep::Cleanup(_)) => {
-                if !complete {
-                    e.state = State::Waiting;
-                    e.waiting_on
-                        .push(new_pods_unavailable(d, &status, rss, new_rs, now));
-                }
-            }
-        },
-        Some(_) => match plan::recreate_step(&snap) {
-            RecreateStep::ScaleDownOld(ops) => {
-                e.state = State::Acting;
-                for op in &ops {
-                    e.actions.push(format!(
-                        "scale ReplicaSet/{} from {} to {}",
-                        op.name, op.from, op.to
-                    ));
-                }
-            }
-            RecreateStep::ScaleNew { op: Some(op), .. } => {
-                e.state = State::Acting;
-                e.actions.push(format!(
-                    "scale ReplicaSet/{} from {} to {}",
-                    op.name, op.from, op.to
-                ));
-            }
-            RecreateStep::WaitForOldPods | RecreateStep::CreateNew => {
-                let running: Vec<String> = old
-                    .iter()
-                    .filter(|rs| model::status_replicas(rs) > 0)
-                    .map(rs_ref)
-                    .collect();
-                if !running.is_empty() {
-                    e.state = State::Waiting;
-                    e.waiting_on.push(Waiting {
-                        reason: "OldPodsRunning",
-                        message: "a Recreate rollout starts new pods once every old pod is gone"
-                            .into(),
-                        objects: running,
-                        since: None,
-                    });
-                }
-            }
-            RecreateStep::ScaleNew { op: None, .. } => {
-                if !complete && let Some(new_rs) = &new {
-                    e.state = State::Waiting;
-                    e.waiting_on
-                        .push(new_pods_unavailable(d, &status, rss, new_rs, now));
-                }
-            }
-        },
+        }
     }
+}
 
-    if let Some(c) = status.condition(ct::PROGRESSING)
+/// A passed progress deadline comes first; a wait on new pods gets its remedies.
+fn deadline(e: &mut Explanation, seen: &Seen<'_>, name: &str) {
+    if let Some(c) = seen.status.condition(ct::PROGRESSING)
         && c.reason == reasons::TIMED_OUT
     {
         e.state = State::Stalled;
@@ -194,44 +224,40 @@ pub fn explain(d: &Deployment, rss: &[Rs], now: jiff::Timestamp) -> Explanation 
                 reason: "ProgressDeadlineExceeded",
                 message: format!(
                     "no progress for {}s (progressDeadlineSeconds): {}",
-                    model::progress_deadline(d).unwrap_or(0),
+                    model::progress_deadline(seen.d).unwrap_or(0),
                     c.message
                 ),
-                objects: new.iter().map(rs_ref).collect(),
+                objects: seen.new.iter().map(rs_ref).collect(),
                 since: rfc3339(c.last_transition_time),
             },
         );
     }
-    if e.waiting_on
+    let on_new_pods = e
+        .waiting_on
         .iter()
-        .any(|w| matches!(w.reason, "NewPodsUnavailable" | "ProgressDeadlineExceeded"))
-    {
-        if let Some(new_rs) = &new {
-            e.remedies.push(format!(
-                "see why the new pods are not available: kubectl describe pods -l pod-template-hash={}",
-                new_rs
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(crate::consts::POD_TEMPLATE_HASH_LABEL))
-                    .map_or("", String::as_str)
-            ));
-        }
-        e.remedies
-            .push(format!("roll back: kubectl rollout undo deployment/{name}"));
+        .any(|w| matches!(w.reason, "NewPodsUnavailable" | "ProgressDeadlineExceeded"));
+    if !on_new_pods {
+        return;
     }
-    e
+    if let Some(new_rs) = &seen.new {
+        let hash = new_rs
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(crate::consts::POD_TEMPLATE_HASH_LABEL))
+            .map_or("", String::as_str);
+        e.remedies.push(format!(
+            "see why the new pods are not available: kubectl describe pods -l pod-template-hash={hash}"
+        ));
+    }
+    e.remedies
+        .push(format!("roll back: kubectl rollout undo deployment/{name}"));
 }
 
 /// The rolling budget as it stands, with the new ReplicaSet's availability and the time left
 /// before the progress deadline.
-fn new_pods_unavailable(
-    d: &Deployment,
-    status: &Status,
-    all: &[Rs],
-    new: &Rs,
-    now: jiff::Timestamp,
-) -> Waiting {
+fn new_pods_unavailable(seen: &Seen<'_>, new: &Rs) -> Waiting {
+    let (d, status, all, now) = (seen.d, &seen.status, seen.all, seen.now);
     let desired = model::desired(d);
     let progressing = status.condition(ct::PROGRESSING);
     let deadline = match (model::progress_deadline(d), progressing) {
