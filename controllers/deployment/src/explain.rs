@@ -292,7 +292,10 @@ fn new_pods_unavailable(seen: &Seen<'_>, new: &Rs) -> Waiting {
             desired - unavailable,
         ),
         objects: vec![rs_ref(new)],
-        since: progressing.and_then(|c| rfc3339(c.last_update_time)),
+        // The last progress; once timed out, the condition's time is the timeout's instead.
+        since: progressing
+            .filter(|c| c.reason != reasons::TIMED_OUT)
+            .and_then(|c| rfc3339(c.last_update_time)),
     }
 }
 

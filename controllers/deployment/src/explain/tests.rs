@@ -114,6 +114,10 @@ fn a_rollout_past_its_deadline_is_stalled_and_says_so_first() {
         ["ProgressDeadlineExceeded", "NewPodsUnavailable"]
     );
     assert!(e.waiting_on[0].message.starts_with("no progress for 600s"));
+    assert_eq!(
+        e.waiting_on[1].since, None,
+        "the timeout is not when progress stopped"
+    );
     assert!(
         !e.waiting_on[1].message.contains("progress deadline in"),
         "{}",
