@@ -141,10 +141,13 @@ async fn explain(args: &Args) -> anyhow::Result<Explanation> {
     match args.kind {
         Kind::Deployment => {
             let key = format!("{}/{}", args.namespace, args.name);
-            let d = Api::<Deployment>::namespaced(client.clone(), &args.namespace)
-                .get(&args.name)
+            let Some(d) = Api::<Deployment>::namespaced(client.clone(), &args.namespace)
+                .get_opt(&args.name)
                 .await
-                .with_context(|| format!("reading Deployment {key}"))?;
+                .with_context(|| format!("reading Deployment {key}"))?
+            else {
+                anyhow::bail!("Deployment {key} not found");
+            };
             let rss = Api::<ReplicaSet>::namespaced(client, &args.namespace)
                 .list(&ListParams::default())
                 .await
