@@ -46,6 +46,7 @@
 mod config;
 pub mod consts;
 mod error;
+mod handlers;
 mod metrics;
 pub mod owner;
 pub mod plan;

@@ -1,19 +1,19 @@
-//! The Job handler and the sync: cache -> [`plan::evaluate`] -> DELETE of the cached copy
+//! The sync: cache -> [`plan::evaluate`] -> DELETE of the cached copy
 //! (preconditions: its UID and resourceVersion) -> on a conflict, fresh GET -> re-check ->
 //! DELETE.
 //!
-//! Mirrors `addJob`/`updateJob`, `processJob` and the timer half of `processTTL` in upstream
+//! Mirrors `processJob` and the timer half of `processTTL` in upstream
 //! `pkg/controller/ttlafterfinished/ttlafterfinished_controller.go`.
 
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, DeleteParams, Preconditions, PropagationPolicy};
 use rkcm_runtime::api::write;
-use rkcm_runtime::cache::{Change, Store};
+use rkcm_runtime::cache::Store;
 use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::controller::Reconcile;
 use rkcm_runtime::error::{is_not_found, is_write_conflict};
-use rkcm_runtime::keys::{key_of, split_key};
+use rkcm_runtime::keys::split_key;
 use rkcm_runtime::queue::WorkQueue;
 
 use crate::error::Error;
@@ -29,20 +29,6 @@ pub(crate) struct Controller {
 }
 
 impl Controller {
-    /// Job added or updated: queue it now if it is finished, has a TTL and is not being
-    /// deleted. Deletions need nothing.
-    pub(crate) fn on_job(&self, change: Change<Job>) {
-        let job = match &change {
-            Change::Added(job) | Change::Updated { new: job, .. } => job,
-            Change::Deleted { .. } => return,
-        };
-        if plan::should_enqueue(job) {
-            let key = key_of(&**job);
-            tracing::debug!(controller = crate::config::NAME, key = %key, "job to check for cleanup");
-            self.queue.add(key);
-        }
-    }
-
     /// Judges one copy of the Job (upstream `processTTL`): the expiry time if it is due;
     /// `None` if not, after arming the timer for a Job still waiting.
     fn check(&self, key: &str, job: &Job) -> Result<Option<Timestamp>, Error> {

@@ -17,6 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, ObjectMeta, OwnerReference, Time,
 };
 use kube::runtime::watcher;
+use rkcm_runtime::cache::Change;
 use rkcm_runtime::cache::Informer;
 use rkcm_runtime::cache::cached::Pod;
 use rkcm_runtime::clock::FakeClock;

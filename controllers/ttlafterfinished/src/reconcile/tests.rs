@@ -7,6 +7,8 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rkcm_runtime::cache::Change;
+
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::{JobCondition, JobSpec, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
