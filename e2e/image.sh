@@ -2,7 +2,7 @@
 # `make image`: the rkcm container image as an OCI image archive, built with no container
 # engine. Its content is what the Dockerfile produces on gcr.io/distroless/cc-debian12:nonroot:
 #
-#   /usr/local/bin/rkcm        the release binary (version stamping as the Dockerfile's build)
+#   /usr/local/bin/rkcm        the release binary (`make release`'s)
 #   glibc and libgcc_s         the shared libraries the binary links against (ldd), with the
 #                              dynamic loader, from this machine's Debian 12 packages (the
 #                              Dockerfile's builder and runtime are Debian 12 too)
@@ -35,20 +35,14 @@ for f in /etc/ssl/certs/ca-certificates.crt /usr/share/zoneinfo/UTC; do
 done
 command -v ldd >/dev/null || die "ldd is missing (package libc-bin)"
 
-# Version stamping as the Dockerfile's build arguments (read by src/serve.rs build_info()).
-# Not for the dev profile: the tests' binary is built without them, and building it with
-# them would make the two builds undo each other.
+# The labels name the commit and its date, as the Dockerfile's build arguments do. The binary
+# is not stamped with them (src/serve.rs build_info() reads them at compile time): a stamped
+# build and `make release` would rebuild the binary each time one follows the other.
 commit=$(git rev-parse HEAD 2>/dev/null || true)
 if [ -n "$commit" ]; then
-  if [ -z "$(git status --porcelain 2>/dev/null)" ]; then tree=clean; else tree=dirty; fi
   created=$(TZ=UTC git show -s --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ HEAD)
 else
-  tree=""; created=1970-01-01T00:00:00Z
-fi
-if [ "${RKCM_IMAGE_PROFILE:-release}" = release ]; then
-  export RKCM_GIT_COMMIT=$commit RKCM_GIT_TREE_STATE=$tree RKCM_BUILD_DATE=$created
-  RKCM_RUSTC_VERSION=$(rustc --version)
-  export RKCM_RUSTC_VERSION
+  created=1970-01-01T00:00:00Z
 fi
 
 out=$CARGO_TARGET_DIR/image

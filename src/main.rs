@@ -15,9 +15,12 @@
 //!    synced.
 //!
 //! Shutdown: SIGTERM/SIGINT cancels the shared token (informers stop, controllers stop taking
-//! keys); controllers get [`DRAIN_BUDGET`] to finish; then the lease is released and the
-//! process exits 0. A second signal exits 1 at once; an exhausted drain budget exits 1
-//! *without* releasing, so the lease expires normally and no write can follow a release.
+//! keys); controllers get [`DRAIN_BUDGET`] to finish; then the process exits 0, leaving the
+//! lease to expire as upstream does, or — with gate
+//! `ControllerManagerReleaseLeaderElectionLockOnExit` (alpha, off) — releasing it first, so a
+//! standby takes over at once. A second signal exits 1 at once; an exhausted drain budget
+//! exits 1 *without* releasing, so the lease expires normally and no write can follow a
+//! release. (Upstream without the gate does not drain: the signal ends the process.)
 //! Losing leadership logs `leaderelection lost` and exits 1 immediately (no drain, no
 //! re-campaign), like upstream.
 
@@ -162,6 +165,10 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     )
     .context("starting the secure server")?;
 
+    // Upstream `leaderElectAndRun`: `ReleaseOnCancel` follows the gate.
+    let release_on_exit = cli
+        .feature_gates
+        .enabled("ControllerManagerReleaseLeaderElectionLockOnExit");
     let leading = if cli.leader.leader_elect {
         match campaign(&cli, &config, &client_opts, &health, &shutdown).await? {
             Some(leading) => Some(leading),
@@ -192,12 +199,12 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Ok(()) => {}
         Err(err) if shutdown.is_cancelled() => {
             tracing::info!(reason = %err, "shut down before the controllers started");
-            return Ok(release(leading, 0).await);
+            return Ok(release(leading, release_on_exit, 0).await);
         }
         Err(err) => {
             tracing::error!(error = %err, "failed to wait for apiserver being healthy");
-            // Nothing has written yet, so releasing is safe and lets a standby take over.
-            return Ok(release(leading, 1).await);
+            // Nothing has written yet, so releasing (with the gate) is safe.
+            return Ok(release(leading, release_on_exit, 1).await);
         }
     }
 
@@ -212,6 +219,8 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     // has noticed any other value.
     let content_type =
         ContentType::from_media_type(&cli.api.kube_api_content_type).unwrap_or(ContentType::Json);
+    // rkcm's own opt-in, before any controller creates its queue.
+    rkcm_runtime::queue::set_ignore_early_failures(cli.rkcm.rkcm_retry_ignores_early_failures);
     // Writes read only the identity of their answer; it comes in the same encoding.
     rkcm_runtime::api::write::accept_protobuf(content_type == ContentType::Protobuf);
     let factory = InformerFactory::with_options(informer_client, list_mode, content_type);
@@ -272,7 +281,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         );
         return Ok(1);
     }
-    Ok(release(leading, code).await)
+    Ok(release(leading, release_on_exit, code).await)
 }
 
 /// Campaigns until leading (`Some`) or shut down while standby (`None`).
@@ -313,10 +322,15 @@ fn leadership_lost() -> i32 {
     1
 }
 
-/// Releases the lease when leading (only call once no controller can write any more) and
-/// returns `code`.
-async fn release(leading: Option<leader::Leading>, code: i32) -> i32 {
+/// Releases the lease when leading and `release_on_exit` (gate
+/// `ControllerManagerReleaseLeaderElectionLockOnExit`; only call once no controller can write
+/// any more) and returns `code`. Without the gate the lease expires, as upstream's does.
+async fn release(leading: Option<leader::Leading>, release_on_exit: bool, code: i32) -> i32 {
     if let Some(leading) = leading {
+        if !release_on_exit {
+            tracing::info!("leaving the leader lease to expire");
+            return code;
+        }
         match leading.release().await {
             Ok(()) => tracing::info!("released the leader lease"),
             Err(err) => tracing::warn!(error = %err, "could not release the leader lease"),
@@ -559,5 +573,12 @@ fn export_feature_gates(gates: &cli::FeatureGates) {
         if enabled != spec.default {
             tracing::info!(gate = spec.name, enabled, "feature gate set");
         }
+    }
+    for (gate, reason) in gates.notices() {
+        tracing::warn!(
+            gate,
+            reason,
+            "feature gate on by default upstream is not implemented by rkcm"
+        );
     }
 }

@@ -93,6 +93,7 @@ pub static CONTROLLERS: &[ControllerDef] = &[
             start: |ctx, cli| {
                 let cfg = rkcm_cronjob::Config {
                     workers: workers(cli.cronjob.concurrent_cron_job_syncs),
+                    defer_status_writes: cli.rkcm.rkcm_cronjob_defer_status_writes,
                     ..rkcm_cronjob::Config::default()
                 };
                 boxed(rkcm_cronjob::start(ctx, cfg))
@@ -106,15 +107,7 @@ pub static CONTROLLERS: &[ControllerDef] = &[
         implementation: Some(Implementation {
             informers: rkcm_daemonset::informers,
             start: |ctx, cli| {
-                let cfg = rkcm_daemonset::Config {
-                    workers: workers(cli.daemonset.concurrent_daemonset_syncs),
-                    // Upstream's gate depends on AtomicFIFO, as the ReplicaSet controller's.
-                    stale_cache_guard: cli
-                        .feature_gates
-                        .enabled("StaleControllerConsistencyDaemonSet")
-                        && cli.feature_gates.enabled("AtomicFIFO"),
-                    ..rkcm_daemonset::Config::default()
-                };
+                let cfg = daemonset_config(cli);
                 boxed(rkcm_daemonset::start(ctx, cfg))
             },
         }),
@@ -126,12 +119,7 @@ pub static CONTROLLERS: &[ControllerDef] = &[
         implementation: Some(Implementation {
             informers: rkcm_deployment::informers,
             start: |ctx, cli| {
-                let cfg = rkcm_deployment::Config {
-                    workers: workers(cli.deployment.concurrent_deployment_syncs),
-                    terminating_replicas: cli
-                        .feature_gates
-                        .enabled("DeploymentReplicaSetTerminatingReplicas"),
-                };
+                let cfg = deployment_config(cli);
                 boxed(rkcm_deployment::start(ctx, cfg))
             },
         }),
@@ -157,9 +145,7 @@ pub static CONTROLLERS: &[ControllerDef] = &[
         implementation: Some(Implementation {
             informers: rkcm_job::informers,
             start: |ctx, cli| {
-                let cfg = rkcm_job::Config {
-                    workers: workers(cli.job.concurrent_job_syncs),
-                };
+                let cfg = job_config(cli);
                 boxed(rkcm_job::start(ctx, cfg))
             },
         }),
@@ -245,13 +231,7 @@ pub static CONTROLLERS: &[ControllerDef] = &[
         implementation: Some(Implementation {
             informers: rkcm_statefulset::informers,
             start: |ctx, cli| {
-                let cfg = rkcm_statefulset::Config {
-                    workers: workers(cli.statefulset.concurrent_statefulset_syncs),
-                    max_unavailable: cli.feature_gates.enabled("MaxUnavailableStatefulSet"),
-                    stale_cache_guard: cli
-                        .feature_gates
-                        .enabled("StaleControllerConsistencyStatefulSet"),
-                };
+                let cfg = statefulset_config(cli);
                 boxed(rkcm_statefulset::start(ctx, cfg))
             },
         }),
@@ -300,6 +280,57 @@ fn workers(flag: i32) -> usize {
     usize::try_from(flag).unwrap_or(0)
 }
 
+/// The DaemonSet configuration from its flags, `--feature-gates` and rkcm's own flag.
+fn daemonset_config(cli: &Cli) -> rkcm_daemonset::Config {
+    rkcm_daemonset::Config {
+        workers: workers(cli.daemonset.concurrent_daemonset_syncs),
+        // Needs AtomicFIFO, which `--feature-gates` checks (a dependency upstream).
+        stale_cache_guard: cli
+            .feature_gates
+            .enabled("StaleControllerConsistencyDaemonSet"),
+        taint_comparison_operators: cli
+            .feature_gates
+            .enabled("TaintTolerationComparisonOperators"),
+        rollout_skips_not_ready_nodes: cli.rkcm.rkcm_daemonset_rollout_skip_not_ready_nodes,
+        ..rkcm_daemonset::Config::default()
+    }
+}
+
+/// The Deployment configuration from its flags and `--feature-gates`.
+fn deployment_config(cli: &Cli) -> rkcm_deployment::Config {
+    rkcm_deployment::Config {
+        workers: workers(cli.deployment.concurrent_deployment_syncs),
+        terminating_replicas: cli
+            .feature_gates
+            .enabled("DeploymentReplicaSetTerminatingReplicas"),
+    }
+}
+
+/// The Job configuration from its flags and `--feature-gates`.
+fn job_config(cli: &Cli) -> rkcm_job::Config {
+    rkcm_job::Config {
+        workers: workers(cli.job.concurrent_job_syncs),
+        stale_cache_guard: cli.feature_gates.enabled("StaleControllerConsistencyJob"),
+        clear_start_time_on_suspend: cli
+            .feature_gates
+            .enabled("MutableSchedulingDirectivesForSuspendedJobs"),
+    }
+}
+
+/// The StatefulSet configuration from its flags and `--feature-gates`.
+fn statefulset_config(cli: &Cli) -> rkcm_statefulset::Config {
+    rkcm_statefulset::Config {
+        workers: workers(cli.statefulset.concurrent_statefulset_syncs),
+        max_unavailable: cli.feature_gates.enabled("MaxUnavailableStatefulSet"),
+        stale_cache_guard: cli
+            .feature_gates
+            .enabled("StaleControllerConsistencyStatefulSet"),
+        semantic_revision_comparison: cli
+            .feature_gates
+            .enabled("StatefulSetSemanticRevisionComparison"),
+    }
+}
+
 /// The RS/RC configuration from `--concurrent-*-syncs` and `--feature-gates`.
 fn replica_config(concurrency: i32, cli: &Cli) -> rkcm_replicaset::Config {
     rkcm_replicaset::Config {
@@ -308,12 +339,10 @@ fn replica_config(concurrency: i32, cli: &Cli) -> rkcm_replicaset::Config {
             .feature_gates
             .enabled("DeploymentReplicaSetTerminatingReplicas"),
         pod_deletion_cost: cli.feature_gates.enabled("PodDeletionCost"),
-        // Upstream's gate depends on AtomicFIFO: without it the informers report no
-        // last-synced resourceVersion and the guard never holds a sync back.
+        // Needs AtomicFIFO, which `--feature-gates` checks (a dependency upstream).
         stale_cache_guard: cli
             .feature_gates
-            .enabled("StaleControllerConsistencyReplicaSet")
-            && cli.feature_gates.enabled("AtomicFIFO"),
+            .enabled("StaleControllerConsistencyReplicaSet"),
         ..rkcm_replicaset::Config::default()
     }
 }
@@ -393,282 +422,4 @@ pub fn skip_reason(def: &ControllerDef, cli: &Cli) -> Option<&'static str> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::HashSet;
-
-    /// Upstream's names, queue names, event components and defaults of every workload
-    /// controller, in one table (`pkg/controller/*`, `cmd/kube-controller-manager/app/options`).
-    #[test]
-    fn controller_names_queues_and_defaults_are_upstream() {
-        use rkcm_replicaset::ReplicaOwner;
-        let got = [
-            (
-                rkcm_replicaset::NAME,
-                <ReplicaSet as ReplicaOwner>::QUEUE_NAME,
-                <ReplicaSet as ReplicaOwner>::EVENT_COMPONENT,
-                rkcm_replicaset::Config::default().workers,
-            ),
-            (
-                rkcm_replicaset::RC_NAME,
-                <ReplicationController as ReplicaOwner>::QUEUE_NAME,
-                <ReplicationController as ReplicaOwner>::EVENT_COMPONENT,
-                rkcm_replicaset::Config::default().workers,
-            ),
-            (
-                rkcm_deployment::NAME,
-                rkcm_deployment::consts::QUEUE_NAME,
-                rkcm_deployment::consts::EVENT_COMPONENT,
-                rkcm_deployment::Config::default().workers,
-            ),
-            (
-                rkcm_statefulset::NAME,
-                rkcm_statefulset::consts::QUEUE_NAME,
-                rkcm_statefulset::consts::EVENT_COMPONENT,
-                rkcm_statefulset::Config::default().workers,
-            ),
-            (
-                rkcm_daemonset::NAME,
-                rkcm_daemonset::consts::QUEUE_NAME,
-                rkcm_daemonset::consts::EVENT_COMPONENT,
-                rkcm_daemonset::Config::default().workers,
-            ),
-            (
-                rkcm_job::NAME,
-                rkcm_job::consts::QUEUE_NAME,
-                rkcm_job::consts::EVENT_COMPONENT,
-                rkcm_job::Config::default().workers,
-            ),
-            (
-                rkcm_cronjob::NAME,
-                rkcm_cronjob::consts::QUEUE_NAME,
-                rkcm_cronjob::consts::EVENT_COMPONENT,
-                rkcm_cronjob::Config::default().workers,
-            ),
-            (
-                rkcm_ttlafterfinished::NAME,
-                rkcm_ttlafterfinished::consts::QUEUE_NAME,
-                "",
-                rkcm_ttlafterfinished::Config::default().workers,
-            ),
-        ];
-        let want = [
-            (
-                "replicaset-controller",
-                "replicaset",
-                "replicaset-controller",
-                5,
-            ),
-            (
-                "replicationcontroller-controller",
-                "replicationmanager",
-                "replication-controller",
-                5,
-            ),
-            (
-                "deployment-controller",
-                "deployment",
-                "deployment-controller",
-                5,
-            ),
-            (
-                "statefulset-controller",
-                "statefulset",
-                "statefulset-controller",
-                5,
-            ),
-            (
-                "daemonset-controller",
-                "daemonset",
-                "daemonset-controller",
-                2,
-            ),
-            ("job-controller", "job", "job-controller", 5),
-            ("cronjob-controller", "cronjob", "cronjob-controller", 5),
-            ("ttl-after-finished-controller", "ttl_jobs_to_delete", "", 5),
-        ];
-        assert_eq!(got, want);
-
-        // Second queues, retry limits, timing and the gates each controller reads.
-        assert_eq!(
-            rkcm_daemonset::consts::NODE_QUEUE_NAME,
-            "daemonset-node-updates"
-        );
-        assert_eq!(rkcm_job::consts::ORPHAN_QUEUE_NAME, "job_orphan_pod");
-        assert_eq!(rkcm_deployment::consts::MAX_RETRIES, 15);
-        assert_eq!(
-            rkcm_cronjob::consts::NEXT_SCHEDULE_DELTA,
-            jiff::SignedDuration::from_millis(100)
-        );
-        let rs = rkcm_replicaset::Config::default();
-        assert_eq!(rs.burst_replicas, 500);
-        assert!(rs.terminating_replicas && rs.pod_deletion_cost && rs.stale_cache_guard);
-        let ds = rkcm_daemonset::Config::default();
-        assert_eq!(ds.burst_replicas, 250);
-        assert!(ds.stale_cache_guard);
-        assert!(rkcm_deployment::Config::default().terminating_replicas);
-        let sts = rkcm_statefulset::Config::default();
-        assert!(sts.max_unavailable && sts.stale_cache_guard);
-    }
-
-    fn strings(v: &[&str]) -> Vec<String> {
-        v.iter().map(|s| s.to_string()).collect()
-    }
-
-    fn enabled_names(entries: &[&str]) -> Vec<&'static str> {
-        let resolved = resolve_aliases(&strings(entries)).expect("known names");
-        enabled(&resolved).into_iter().map(|d| d.name).collect()
-    }
-
-    #[test]
-    fn names_and_aliases_are_unique() {
-        let mut seen = HashSet::new();
-        for def in CONTROLLERS {
-            assert!(seen.insert(def.name), "duplicate {}", def.name);
-            for a in def.aliases {
-                assert!(seen.insert(a), "duplicate alias {a}");
-            }
-        }
-        assert_eq!(
-            CONTROLLERS.len(),
-            50,
-            "upstream v1.34 list has 50 controllers"
-        );
-    }
-
-    #[test]
-    fn spec_list_is_recognised() {
-        for name in [
-            "deployment-controller",
-            "replicaset-controller",
-            "replicationcontroller-controller",
-            "statefulset-controller",
-            "daemonset-controller",
-            "job-controller",
-            "cronjob-controller",
-            "ttl-after-finished-controller",
-            "garbage-collector-controller",
-            "pod-garbage-collector-controller",
-        ] {
-            assert_eq!(lookup(name).map(|d| d.name), Some(name));
-        }
-        for (alias, canonical) in [
-            ("deployment", "deployment-controller"),
-            ("replicaset", "replicaset-controller"),
-            ("replicationcontroller", "replicationcontroller-controller"),
-            ("statefulset", "statefulset-controller"),
-            ("daemonset", "daemonset-controller"),
-            ("job", "job-controller"),
-            ("cronjob", "cronjob-controller"),
-            ("ttl-after-finished", "ttl-after-finished-controller"),
-            ("garbagecollector", "garbage-collector-controller"),
-            ("podgc", "pod-garbage-collector-controller"),
-            ("bootstrapsigner", "bootstrap-signer-controller"),
-            ("tokencleaner", "token-cleaner-controller"),
-            ("csrsigning", "certificatesigningrequest-signing-controller"),
-            ("attachdetach", "persistentvolume-attach-detach-controller"),
-            ("endpoint", "endpoints-controller"),
-            ("nodelifecycle", "node-lifecycle-controller"),
-            ("ttl", "ttl-controller"),
-        ] {
-            assert_eq!(lookup(alias).map(|d| d.name), Some(canonical), "{alias}");
-        }
-    }
-
-    #[test]
-    fn star_enables_on_by_default_only() {
-        let names = enabled_names(&["*"]);
-        assert!(names.contains(&"pod-garbage-collector-controller"));
-        assert!(names.contains(&"job-controller"));
-        for off in [
-            "bootstrap-signer-controller",
-            "token-cleaner-controller",
-            "selinux-warning-controller",
-        ] {
-            assert!(!names.contains(&off), "{off} is off by default");
-        }
-        assert_eq!(names.len(), CONTROLLERS.len() - 3);
-    }
-
-    #[test]
-    fn minus_disables_one() {
-        let names = enabled_names(&["*", "-job-controller"]);
-        assert!(!names.contains(&"job-controller"));
-        assert!(names.contains(&"replicaset-controller"));
-        // Alias with a leading `-`.
-        let names = enabled_names(&["*", "-podgc"]);
-        assert!(!names.contains(&"pod-garbage-collector-controller"));
-    }
-
-    /// Scenario 5: named entries only, via aliases.
-    #[test]
-    fn only_named_via_aliases() {
-        assert_eq!(
-            enabled_names(&["deployment", "replicaset"]),
-            vec!["deployment-controller", "replicaset-controller"]
-        );
-        assert_eq!(
-            resolve_aliases(&strings(&["deployment", "-job", "*"])).expect("ok"),
-            strings(&["deployment-controller", "-job-controller", "*"])
-        );
-        // Naming an off-by-default controller enables it even without `*`.
-        assert_eq!(
-            enabled_names(&["tokencleaner"]),
-            vec!["token-cleaner-controller"]
-        );
-        assert!(enabled_names(&[]).is_empty());
-    }
-
-    /// Scenario 6: the first decisive entry wins.
-    #[test]
-    fn first_match_wins() {
-        let names = enabled_names(&["-replicaset-controller", "replicaset-controller", "*"]);
-        assert!(!names.contains(&"replicaset-controller"));
-        assert!(names.contains(&"deployment-controller"));
-        let names = enabled_names(&["replicaset", "-replicaset"]);
-        assert_eq!(names, vec!["replicaset-controller"]);
-        // `*` before the negation does not decide: the negation still applies.
-        let names = enabled_names(&["*", "-replicaset", "replicaset"]);
-        assert!(!names.contains(&"replicaset-controller"));
-    }
-
-    /// Scenario 7: unknown names, with or without `-`, are errors naming the bare name.
-    #[test]
-    fn unknown_names_are_errors() {
-        assert_eq!(
-            resolve_aliases(&strings(&["*", "foo"])),
-            Err(vec![UnknownController("foo".into())])
-        );
-        let err = resolve_aliases(&strings(&["*", "-foo", "bar"])).expect_err("unknown");
-        assert_eq!(
-            err.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            vec![
-                r#""foo" is not in the list of known controllers"#,
-                r#""bar" is not in the list of known controllers"#
-            ]
-        );
-    }
-
-    #[test]
-    fn implemented_controllers() {
-        let implemented: Vec<&str> = CONTROLLERS
-            .iter()
-            .filter(|d| d.implementation.is_some())
-            .map(|d| d.name)
-            .collect();
-        assert_eq!(
-            implemented,
-            vec![
-                "cronjob-controller",
-                "daemonset-controller",
-                "deployment-controller",
-                "job-controller",
-                "pod-garbage-collector-controller",
-                "replicaset-controller",
-                "replicationcontroller-controller",
-                "statefulset-controller",
-                "ttl-after-finished-controller"
-            ]
-        );
-    }
-}
+mod tests;

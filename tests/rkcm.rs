@@ -10,6 +10,8 @@
 // A test crate root resolves `mod x;` next to itself (tests/x.rs), hence the paths.
 #[path = "rkcm/chaos.rs"]
 mod chaos;
+#[path = "rkcm/cronjob_status_lag.rs"]
+mod cronjob_status_lag;
 #[path = "rkcm/cronjob_takeover.rs"]
 mod cronjob_takeover;
 #[path = "rkcm/daemonset_takeover.rs"]

@@ -1,130 +1,122 @@
-//! Feature gates: the static v1.37 table and `--feature-gates` parsing.
+//! Feature gates: upstream's v1.37 registry, `--feature-gates` parsing with upstream's rules,
+//! and what rkcm does with each gate.
+//!
+//! Parsing follows component-base `featuregate` (`unsafeSetFromMap`): an unknown name is an
+//! error, a locked gate accepts only its default, `AllAlpha`/`AllBeta` set every alpha/beta
+//! gate not named explicitly, and a gate enabled while one it depends on is disabled is an
+//! error. On top of that rkcm refuses, at start and naming the gate, every effective value it
+//! does not implement ([`Support`]): an operator asking for a behaviour rkcm lacks gets an
+//! error, never a silently ignored gate.
 
 use std::collections::BTreeMap;
 
 use super::generic::parse_go_bool;
 
-// ---------------------------------------------------------------------------------------------
-// Feature gates
-// ---------------------------------------------------------------------------------------------
+mod table;
 
-/// Maturity of a feature gate; also the `stage` label of `kubernetes_feature_enabled`.
+pub use table::{DEPENDENCIES, FEATURE_GATES, GateSpec, Stage};
+
+/// What rkcm does with a gate. Every gate that changes a controller rkcm runs (or the client
+/// machinery under it) is [`Support::Honoured`], [`Support::DefaultOnly`] or
+/// [`Support::NotImplemented`]; the README's feature-gate table lists them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stage {
-    Alpha,
-    Beta,
-    Ga,
+pub enum Support {
+    /// Both settings implemented, with upstream's effect; the text says where.
+    Honoured(&'static str),
+    /// Only upstream's default is implemented: the other value is refused at start.
+    DefaultOnly(&'static str),
+    /// Upstream's default is on but rkcm behaves as with the gate off (a difference the README
+    /// lists): `false` is accepted, `true` given explicitly is refused, the default is logged.
+    NotImplemented(&'static str),
+    /// Changes nothing in the controllers rkcm runs: accepted either way, as upstream's
+    /// workload controllers ignore it too.
+    NoEffect(&'static str),
 }
 
-impl Stage {
-    /// The label value upstream uses (GA is the empty string).
-    pub fn label(self) -> &'static str {
-        match self {
-            Stage::Alpha => "ALPHA",
-            Stage::Beta => "BETA",
-            Stage::Ga => "",
+/// Why a gate has no effect in rkcm, unless [`support`] says more.
+pub const NO_EFFECT: &str =
+    "API server, kubelet, scheduler or controllers rkcm does not run; none of rkcm's controllers";
+
+/// rkcm's support for the gate `name` (see [`Support`]).
+pub fn support(name: &str) -> Support {
+    use Support::*;
+    match name {
+        "AllAlpha" | "AllBeta" => Honoured("sets every alpha (beta) gate not named explicitly"),
+        "AtomicFIFO" => Honoured(
+            "informer stores report their last synced resourceVersion; the stale-cache guards \
+             depend on it",
+        ),
+        "WatchListClient" => {
+            Honoured("informers start with one streaming watch (on) or paginated lists (off)")
         }
+        "ControllerManagerReleaseLeaderElectionLockOnExit" => Honoured(
+            "on SIGTERM the leader releases its Lease once its controllers stopped (on) or \
+             leaves it to expire (off)",
+        ),
+        "DeploymentReplicaSetTerminatingReplicas" => {
+            Honoured("ReplicaSet and Deployment status.terminatingReplicas")
+        }
+        "PodDeletionCost" => Honoured(
+            "ReplicaSet scale-down ranks pods by controller.kubernetes.io/pod-deletion-cost",
+        ),
+        "StaleControllerConsistencyReplicaSet"
+        | "StaleControllerConsistencyDaemonSet"
+        | "StaleControllerConsistencyStatefulSet"
+        | "StaleControllerConsistencyJob" => Honoured(
+            "a sync waits until the caches show the controller's own writes for that object",
+        ),
+        "MaxUnavailableStatefulSet" => {
+            Honoured("StatefulSet rollingUpdate.maxUnavailable (off: one pod at a time)")
+        }
+        "StatefulSetSemanticRevisionComparison" => Honoured(
+            "a StatefulSet whose newest revision differs only by defaults or encoding keeps it \
+             (off: a new revision and a rollout)",
+        ),
+        "TaintTolerationComparisonOperators" => Honoured(
+            "DaemonSet placement and NoExecute eviction honour Gt/Lt tolerations (off: they \
+             tolerate nothing)",
+        ),
+        "MutableSchedulingDirectivesForSuspendedJobs" => {
+            Honoured("suspending a Job clears status.startTime")
+        }
+        "StatefulSetRecreateStrategy" => DefaultOnly(
+            "the Recreate update strategy is not implemented (with the gate off a Recreate \
+             StatefulSet gets upstream's error and no update)",
+        ),
+        "WorkloadWithJob" => DefaultOnly("gang scheduling of Jobs is not implemented"),
+        "CoordinatedLeaderElection" => {
+            DefaultOnly("coordinated leader election is not implemented")
+        }
+        "ClientsAllowCBOR" | "ClientsPreferCBOR" => {
+            DefaultOnly("rkcm's API clients speak JSON and protobuf, not CBOR")
+        }
+        "ClientsAllowCARotation" => NotImplemented(
+            "rkcm's API clients read the CA file of their kubeconfig (or the ServiceAccount's) \
+             once at start; a rotated CA needs a restart",
+        ),
+        "ComponentFlagz" => NotImplemented("rkcm serves no /flagz"),
+        "ComponentStatusz" => NotImplemented("rkcm serves no /statusz"),
+        "InOrderInformersBatchProcess"
+        | "UnlockWhileProcessingFIFO"
+        | "InformerResourceVersion" => NoEffect(
+            "client-go informer internals; rkcm's informers deliver every change in order \
+                 either way",
+        ),
+        "ClientsAllowTLSCacheGC" => NoEffect("client-go transport cache internals"),
+        "ContextualLogging" | "LoggingAlphaOptions" | "LoggingBetaOptions" => {
+            NoEffect("logging options only")
+        }
+        "GenericWorkload" => NoEffect(
+            "the Job controller reads it only together with WorkloadWithJob, which rkcm refuses",
+        ),
+        "MutablePodResourcesForSuspendedJobs" => NoEffect("API server validation only"),
+        _ => NoEffect(NO_EFFECT),
     }
 }
 
-/// One known gate: name, v1.37 default, stage, and whether it is locked to its default.
-#[derive(Clone, Copy, Debug)]
-pub struct GateSpec {
-    pub name: &'static str,
-    pub default: bool,
-    pub stage: Stage,
-    pub locked: bool,
+fn spec_of(name: &str) -> Option<&'static GateSpec> {
+    FEATURE_GATES.iter().find(|g| g.name == name)
 }
-
-const fn gate(name: &'static str, default: bool, stage: Stage, locked: bool) -> GateSpec {
-    GateSpec {
-        name,
-        default,
-        stage,
-        locked,
-    }
-}
-
-/// The gates the implemented controllers read, with their v1.37 state (upstream
-/// `pkg/features/kube_features.go`). Upstream knows many more
-/// (apiserver/kubelet gates); an operator passing one of those gets an error rather than a
-/// silently ignored gate.
-pub const FEATURE_GATES: &[GateSpec] = &[
-    // Meta gates.
-    gate("AllAlpha", false, Stage::Alpha, false),
-    gate("AllBeta", false, Stage::Beta, false),
-    // Manager and client machinery (manager.md §1.8).
-    gate("WatchListClient", true, Stage::Beta, false),
-    gate("WatchList", true, Stage::Beta, false),
-    gate("InOrderInformers", true, Stage::Beta, false),
-    gate("InformerResourceVersion", false, Stage::Alpha, false),
-    gate("AtomicFIFO", true, Stage::Beta, false),
-    gate("CoordinatedLeaderElection", false, Stage::Beta, false),
-    gate("ComponentSLIs", true, Stage::Ga, true),
-    // Workload controllers.
-    gate(
-        "DeploymentReplicaSetTerminatingReplicas",
-        true,
-        Stage::Beta,
-        false,
-    ),
-    gate("PodDeletionCost", true, Stage::Beta, false),
-    gate("LogarithmicScaleDown", true, Stage::Ga, true),
-    gate(
-        "StaleControllerConsistencyReplicaSet",
-        true,
-        Stage::Beta,
-        false,
-    ),
-    gate("StaleControllerConsistencyJob", true, Stage::Beta, false),
-    gate(
-        "StaleControllerConsistencyStatefulSet",
-        true,
-        Stage::Beta,
-        false,
-    ),
-    gate(
-        "StaleControllerConsistencyDaemonSet",
-        true,
-        Stage::Beta,
-        false,
-    ),
-    gate("MaxUnavailableStatefulSet", true, Stage::Beta, false),
-    gate(
-        "StatefulSetSemanticRevisionComparison",
-        true,
-        Stage::Beta,
-        false,
-    ),
-    gate("StatefulSetRecreateStrategy", false, Stage::Alpha, false),
-    gate(
-        "TaintTolerationComparisonOperators",
-        false,
-        Stage::Alpha,
-        false,
-    ),
-    gate("JobBackoffLimitPerIndex", true, Stage::Ga, true),
-    gate("JobSuccessPolicy", true, Stage::Ga, true),
-    gate("JobPodReplacementPolicy", true, Stage::Ga, true),
-    gate("JobManagedBy", true, Stage::Ga, true),
-    gate(
-        "MutableSchedulingDirectivesForSuspendedJobs",
-        true,
-        Stage::Beta,
-        false,
-    ),
-    gate(
-        "MutablePodResourcesForSuspendedJobs",
-        true,
-        Stage::Beta,
-        false,
-    ),
-    gate("WorkloadWithJob", false, Stage::Alpha, false),
-    gate("GenericWorkload", false, Stage::Alpha, false),
-    gate("GangScheduling", false, Stage::Alpha, false),
-    gate("PodObservedGenerationTracking", true, Stage::Ga, true),
-    gate("SidecarContainers", true, Stage::Ga, true),
-];
 
 /// The effective feature gates: the table's defaults plus `--feature-gates` overrides.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -134,68 +126,399 @@ pub struct FeatureGates {
 
 impl FeatureGates {
     /// Parses the accumulated `key=value` entries of `--feature-gates` (component-base
-    /// `MapStringBool` + `featuregate.Set`).
-    pub fn parse(entries: &[String]) -> Result<Self, String> {
+    /// `MapStringBool` + `featuregate.Set`), then checks dependencies and what rkcm
+    /// implements. Every failure is returned; each names its gate.
+    pub fn parse(entries: &[String]) -> Result<Self, Vec<String>> {
         let mut overrides = BTreeMap::new();
+        let mut errs = Vec::new();
         for entry in entries {
             let entry = entry.trim();
             if entry.is_empty() {
                 continue;
             }
             let Some((key, value)) = entry.split_once('=') else {
-                return Err(format!("missing bool value for {entry}"));
+                return Err(vec![format!(
+                    "invalid argument for \"--feature-gates\" flag: missing bool value for {entry}"
+                )]);
             };
             let key = key.trim();
             // Versioned component registries prefix gates with their component.
             let key = key.strip_prefix("kube:").unwrap_or(key);
             let value = value.trim();
-            let enabled = parse_go_bool(value)
-                .map_err(|e| format!("invalid value of {key}={value}, err: {e}"))?;
-            let spec = FEATURE_GATES
-                .iter()
-                .find(|g| g.name == key)
-                .ok_or_else(|| format!("unrecognized feature gate: {key}"))?;
+            let enabled = parse_go_bool(value).map_err(|e| {
+                vec![format!(
+                    "invalid argument for \"--feature-gates\" flag: invalid value of \
+                     {key}={value}, err: {e}"
+                )]
+            })?;
+            let Some(spec) = spec_of(key) else {
+                // Upstream returns at the first unknown name.
+                return Err(vec![format!(
+                    "invalid argument for \"--feature-gates\" flag: unrecognized feature gate: \
+                     {key}"
+                )]);
+            };
             if spec.locked && enabled != spec.default {
-                return Err(format!(
-                    "cannot set feature gate {key} to {enabled}, feature is locked to {}",
+                errs.push(format!(
+                    "invalid argument for \"--feature-gates\" flag: cannot set feature gate \
+                     {key} to {enabled}, feature is locked to {}",
                     spec.default
                 ));
-            }
-            if spec.name == "CoordinatedLeaderElection" && enabled {
-                return Err(
-                    "feature gate CoordinatedLeaderElection=true is not supported by rkcm"
-                        .to_string(),
-                );
+                continue;
             }
             overrides.insert(spec.name, enabled);
         }
-        Ok(Self { overrides })
+        if !errs.is_empty() {
+            return Err(errs);
+        }
+        let gates = Self { overrides };
+        errs.extend(gates.dependency_errors());
+        errs.extend(gates.refusals());
+        if errs.is_empty() {
+            Ok(gates)
+        } else {
+            Err(errs)
+        }
     }
 
     /// Whether `name` is on. Unknown names are off.
     pub fn enabled(&self, name: &str) -> bool {
-        let Some(spec) = FEATURE_GATES.iter().find(|g| g.name == name) else {
-            return false;
-        };
+        spec_of(name).is_some_and(|spec| self.effective(spec).0)
+    }
+
+    /// The effective value of `spec` and, when a meta gate set it, that gate's name.
+    fn effective(&self, spec: &GateSpec) -> (bool, Option<&'static str>) {
         if let Some(v) = self.overrides.get(spec.name) {
-            return *v;
+            return (*v, None);
         }
-        if !spec.locked {
-            let all = |meta: &str| self.overrides.get(meta).copied().unwrap_or(false);
-            match spec.stage {
-                Stage::Alpha if spec.name != "AllAlpha" && all("AllAlpha") => return true,
-                Stage::Beta if spec.name != "AllBeta" && all("AllBeta") => return true,
-                _ => {}
+        let meta = match spec.stage {
+            Stage::Alpha if spec.name != "AllAlpha" => Some("AllAlpha"),
+            Stage::Beta if spec.name != "AllBeta" => Some("AllBeta"),
+            _ => None,
+        };
+        if let Some(meta) = meta
+            && let Some(v) = self.overrides.get(meta)
+        {
+            return (*v, Some(meta));
+        }
+        (spec.default, None)
+    }
+
+    /// Upstream's dependency check: `X is enabled, but depends on features that are
+    /// disabled: [Y]`, one line per gate, by name.
+    fn dependency_errors(&self) -> Vec<String> {
+        DEPENDENCIES
+            .iter()
+            .filter(|(gate, _)| self.enabled(gate))
+            .filter_map(|(gate, deps)| {
+                let off: Vec<&str> = deps.iter().copied().filter(|d| !self.enabled(d)).collect();
+                (!off.is_empty()).then(|| {
+                    format!(
+                        "invalid argument for \"--feature-gates\" flag: {gate} is enabled, but \
+                         depends on features that are disabled: [{}]",
+                        off.join(" ")
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// The effective values rkcm does not implement, one error per gate.
+    fn refusals(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for spec in FEATURE_GATES {
+            let (enabled, via) = self.effective(spec);
+            let refused = match support(spec.name) {
+                Support::DefaultOnly(why) if enabled != spec.default => Some(why),
+                Support::NotImplemented(why)
+                    if enabled && self.overrides.contains_key(spec.name) =>
+                {
+                    Some(why)
+                }
+                _ => None,
+            };
+            if let Some(why) = refused {
+                let via = via
+                    .map(|m| format!(" (set by {m}=true)"))
+                    .unwrap_or_default();
+                out.push(format!(
+                    "feature gate {}={enabled}{via} is not implemented by rkcm: {why}",
+                    spec.name
+                ));
             }
         }
-        spec.default
+        out
+    }
+
+    /// Gates in effect whose behaviour rkcm does not have ([`Support::NotImplemented`] left at
+    /// its default): `(gate, why)`, logged once at start.
+    pub fn notices(&self) -> Vec<(&'static str, &'static str)> {
+        FEATURE_GATES
+            .iter()
+            .filter_map(|spec| match support(spec.name) {
+                Support::NotImplemented(why) if self.effective(spec).0 => Some((spec.name, why)),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Every known gate with its effective state, for `kubernetes_feature_enabled`.
     pub fn all(&self) -> Vec<(&'static GateSpec, bool)> {
         FEATURE_GATES
             .iter()
-            .map(|g| (g, self.enabled(g.name)))
+            .map(|g| (g, self.effective(g).0))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(entries: &[&str]) -> Result<FeatureGates, Vec<String>> {
+        FeatureGates::parse(&entries.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    fn refused(entries: &[&str]) -> String {
+        parse(entries).expect_err("refused").join("\n")
+    }
+
+    /// The v1.37.1 states the controllers depend on (kube_features.go, client-go and
+    /// controller-manager feature tables).
+    #[test]
+    fn table_has_upstreams_states() {
+        let state = |n: &str| spec_of(n).map(|s| (s.default, s.stage, s.locked));
+        assert_eq!(FEATURE_GATES.len(), 254);
+        assert_eq!(
+            state("MaxUnavailableStatefulSet"),
+            Some((true, Stage::Beta, false))
+        );
+        assert_eq!(
+            state("StatefulSetRecreateStrategy"),
+            Some((false, Stage::Alpha, false))
+        );
+        assert_eq!(
+            state("TaintTolerationComparisonOperators"),
+            Some((false, Stage::Alpha, false))
+        );
+        assert_eq!(state("InOrderInformers"), Some((true, Stage::Ga, true)));
+        assert_eq!(
+            state("InformerResourceVersion"),
+            Some((true, Stage::Ga, false))
+        );
+        assert_eq!(state("JobManagedBy"), Some((true, Stage::Ga, true)));
+        assert_eq!(
+            state("ControllerManagerReleaseLeaderElectionLockOnExit"),
+            Some((false, Stage::Alpha, false))
+        );
+        // Gone from v1.37 (GA and removed): upstream rejects them as unknown.
+        for gone in [
+            "JobSuccessPolicy",
+            "JobPodReplacementPolicy",
+            "LogarithmicScaleDown",
+            "GangScheduling",
+            "StatefulSetAutoDeletePVC",
+        ] {
+            assert!(state(gone).is_none(), "{gone}");
+        }
+        let mut names: Vec<&str> = FEATURE_GATES.iter().map(|g| g.name).collect();
+        let sorted = {
+            let mut s = names.clone();
+            s.sort_unstable();
+            s
+        };
+        assert_eq!(names, sorted);
+        names.dedup();
+        assert_eq!(names.len(), FEATURE_GATES.len());
+        for (gate, deps) in DEPENDENCIES {
+            assert!(spec_of(gate).is_some(), "{gate}");
+            assert!(deps.iter().all(|d| spec_of(d).is_some()), "{gate}");
+        }
+    }
+
+    #[test]
+    fn overrides_and_meta_gates() {
+        let g = parse(&["WatchListClient=false", "kube:PodDeletionCost=0"]).expect("ok");
+        assert!(!g.enabled("WatchListClient"));
+        assert!(!g.enabled("PodDeletionCost"));
+        assert!(g.enabled("InOrderInformers"), "default");
+        assert!(!g.enabled("NoSuchGate"));
+
+        // AllAlpha turns every alpha gate on that is not named, and the refused ones are named.
+        let err = refused(&["AllAlpha=true"]);
+        assert!(
+            err.contains(
+                "StatefulSetRecreateStrategy=true (set by AllAlpha=true) is not implemented"
+            ),
+            "{err}"
+        );
+        assert!(
+            err.contains("WorkloadWithJob=true (set by AllAlpha=true)"),
+            "{err}"
+        );
+        // ... but it needs GenericWorkload, a beta gate AllAlpha does not touch.
+        assert!(
+            err.contains("WorkloadWithJob is enabled, but depends on features that are disabled: [GenericWorkload]"),
+            "{err}"
+        );
+        let g = parse(&[
+            "AllAlpha=true",
+            "StatefulSetRecreateStrategy=false",
+            "WorkloadWithJob=false",
+            "ClientsAllowCBOR=false",
+            "ClientsPreferCBOR=false",
+            // Alpha gates of the scheduler need this beta gate, upstream as here.
+            "GenericWorkload=true",
+        ])
+        .expect("AllAlpha without what rkcm refuses");
+        assert!(g.enabled("TaintTolerationComparisonOperators"));
+        assert!(g.enabled("WatchListClient"), "beta unaffected");
+
+        // AllBeta=false turns every beta gate off that is not named: the stale-cache guards
+        // then need AtomicFIFO no more.
+        let g = parse(&["AllBeta=false"]).expect("all beta off");
+        assert!(!g.enabled("StaleControllerConsistencyJob"));
+        assert!(!g.enabled("AtomicFIFO"));
+        assert!(g.enabled("JobManagedBy"), "GA unaffected");
+        let g = parse(&["AllBeta=false", "PodDeletionCost=true"]).expect("explicit wins");
+        assert!(g.enabled("PodDeletionCost"));
+    }
+
+    #[test]
+    fn upstreams_errors() {
+        assert_eq!(
+            refused(&["NoSuchGate=true"]),
+            "invalid argument for \"--feature-gates\" flag: unrecognized feature gate: NoSuchGate"
+        );
+        assert!(refused(&["JobSuccessPolicy=true"]).contains("unrecognized feature gate"));
+        assert!(
+            refused(&["JobManagedBy=false"]).contains(
+                "cannot set feature gate JobManagedBy to false, feature is locked to true"
+            )
+        );
+        parse(&["JobManagedBy=true"]).expect("the locked value itself is fine");
+        assert!(refused(&["WatchList"]).contains("missing bool value for WatchList"));
+        assert!(refused(&["WatchList=maybe"]).contains("invalid value of WatchList=maybe"));
+        // AtomicFIFO off while a guard that needs it is on: upstream's dependency error.
+        let err = refused(&["AtomicFIFO=false"]);
+        for guard in ["DaemonSet", "Job", "ReplicaSet", "StatefulSet", "HPA"] {
+            assert!(
+                err.contains(&format!(
+                    "StaleControllerConsistency{guard} is enabled, but depends on features that are disabled: [AtomicFIFO]"
+                )),
+                "{err}"
+            );
+        }
+        parse(&[
+            "AtomicFIFO=false",
+            "StaleControllerConsistencyDaemonSet=false",
+            "StaleControllerConsistencyJob=false",
+            "StaleControllerConsistencyReplicaSet=false",
+            "StaleControllerConsistencyStatefulSet=false",
+            "StaleControllerConsistencyHPA=false",
+            "NodeControllerLeaseCircuitBreaker=false",
+        ])
+        .expect("guards off: AtomicFIFO may go");
+    }
+
+    /// Every value rkcm does not implement is refused, naming the gate; the implemented value
+    /// of the same gate is accepted.
+    #[test]
+    fn unimplemented_values_are_refused_by_name() {
+        for (gate, refused_value) in [
+            ("StatefulSetRecreateStrategy", "true"),
+            ("CoordinatedLeaderElection", "true"),
+            ("ClientsAllowCBOR", "true"),
+            ("ClientsPreferCBOR", "true"),
+            ("ClientsAllowCARotation", "true"),
+            ("ComponentFlagz", "true"),
+            ("ComponentStatusz", "true"),
+        ] {
+            let err = refused(&[&format!("{gate}={refused_value}")]);
+            assert_eq!(
+                err.lines().count(),
+                1,
+                "{gate}: one error naming the gate: {err}"
+            );
+            assert!(
+                err.starts_with(&format!(
+                    "feature gate {gate}={refused_value} is not implemented by rkcm: "
+                )),
+                "{err}"
+            );
+            let other = if refused_value == "true" {
+                "false"
+            } else {
+                "true"
+            };
+            parse(&[&format!("{gate}={other}")]).unwrap_or_else(|e| panic!("{gate}: {e:?}"));
+        }
+        let err = refused(&["GenericWorkload=true", "WorkloadWithJob=true"]);
+        assert_eq!(
+            err,
+            "feature gate WorkloadWithJob=true is not implemented by rkcm: gang scheduling of \
+             Jobs is not implemented"
+        );
+        // Defaults rkcm does not implement are only noticed.
+        let notices: Vec<&str> = parse(&[])
+            .expect("defaults")
+            .notices()
+            .into_iter()
+            .map(|(g, _)| g)
+            .collect();
+        assert_eq!(
+            notices,
+            [
+                "ClientsAllowCARotation",
+                "ComponentFlagz",
+                "ComponentStatusz"
+            ]
+        );
+        assert!(
+            parse(&["ComponentFlagz=false"])
+                .expect("off")
+                .notices()
+                .iter()
+                .all(|(g, _)| *g != "ComponentFlagz")
+        );
+    }
+
+    /// Every gate that upstream's workload controllers, or the client-go and
+    /// controller-manager machinery under them, read in v1.37 has a classification other
+    /// than the catch-all (found by following the imports of `pkg/controller/{daemon,
+    /// deployment,replicaset,replication,statefulset,job,cronjob,podgc,ttlafterfinished}`).
+    #[test]
+    fn every_gate_the_controllers_read_is_classified() {
+        for gate in [
+            "AtomicFIFO",
+            "WatchListClient",
+            "InOrderInformersBatchProcess",
+            "UnlockWhileProcessingFIFO",
+            "InformerResourceVersion",
+            "ClientsAllowCBOR",
+            "ClientsPreferCBOR",
+            "ClientsAllowCARotation",
+            "ClientsAllowTLSCacheGC",
+            "ControllerManagerReleaseLeaderElectionLockOnExit",
+            "CoordinatedLeaderElection",
+            "ComponentFlagz",
+            "ComponentStatusz",
+            "DeploymentReplicaSetTerminatingReplicas",
+            "PodDeletionCost",
+            "StaleControllerConsistencyReplicaSet",
+            "StaleControllerConsistencyDaemonSet",
+            "StaleControllerConsistencyStatefulSet",
+            "StaleControllerConsistencyJob",
+            "MaxUnavailableStatefulSet",
+            "StatefulSetSemanticRevisionComparison",
+            "StatefulSetRecreateStrategy",
+            "TaintTolerationComparisonOperators",
+            "MutableSchedulingDirectivesForSuspendedJobs",
+            "WorkloadWithJob",
+            "GenericWorkload",
+        ] {
+            assert!(spec_of(gate).is_some(), "{gate} is an upstream gate");
+            assert_ne!(support(gate), Support::NoEffect(NO_EFFECT), "{gate}");
+        }
     }
 }

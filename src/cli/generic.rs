@@ -47,8 +47,9 @@ pub struct GenericFlags {
     pub controller_start_interval: GoDuration,
 
     /// A set of key=value pairs that describe feature gates for alpha/experimental features.
-    /// Options are the gates rkcm's controllers consult (see the project docs);
-    /// CoordinatedLeaderElection=true is not supported.
+    /// Every gate kube-controller-manager v1.37 knows is accepted; a value rkcm does not
+    /// implement (e.g. StatefulSetRecreateStrategy=true) is an error naming the gate (see the
+    /// README's feature-gate table).
     #[arg(long, value_delimiter = ',', action = ArgAction::Append, value_name = "mapStringBool")]
     pub feature_gates: Vec<String>,
 

@@ -21,7 +21,8 @@
 //! manager running side by side never contend for one lease), `--enable-leader-migration`
 //! (`false` only), every `--concurrent-*-syncs` of an in-scope controller,
 //! `--terminated-pod-gc-threshold`, `--enable-garbage-collector`, `--min-resync-period`,
-//! `--controller-start-interval`, `--feature-gates` (static v1.37 table, [`FEATURE_GATES`]),
+//! `--controller-start-interval`, `--feature-gates` (upstream's v1.37 registry, [`FEATURE_GATES`];
+//! values rkcm does not implement are refused naming the gate, see [`Support`]),
 //! `--use-service-account-credentials` (see `credentials.rs`), the secure serving flags
 //! (`--bind-address`, `--secure-port`, `--tls-cert-file`, `--tls-private-key-file`,
 //! `--cert-dir`, `--tls-min-version`, `--tls-cipher-suites`), delegated authentication and
@@ -50,7 +51,8 @@
 //!
 //! **Rejected with an error naming the flag** ([`REJECTED_FLAGS`]): `--tls-sni-cert-key`
 //! and `--enable-leader-migration=true`, which would promise behaviour rkcm does not have. A
-//! flag upstream does not know is an error naming it, as upstream.
+//! flag upstream does not know is an error naming it, as upstream, except rkcm's own
+//! `--rkcm-*` flags ([`RkcmFlags`]).
 
 use clap::Parser;
 
@@ -59,6 +61,7 @@ mod delegation;
 mod duration;
 mod gates;
 mod generic;
+mod own;
 pub mod parse;
 mod rejected;
 
@@ -68,6 +71,7 @@ pub use controllers::*;
 pub use delegation::*;
 pub use gates::*;
 pub use generic::*;
+pub use own::*;
 
 /// The command name used in messages, as upstream uses `kube-controller-manager`.
 pub const COMMAND: &str = "rkcm";
@@ -176,6 +180,8 @@ pub struct Cli {
     pub podgc: rkcm_podgc::Options,
     #[command(flatten)]
     pub other: OtherControllerFlags,
+    #[command(flatten)]
+    pub rkcm: RkcmFlags,
 
     /// Upstream rejects positional arguments; kept to give its message.
     #[arg(hide = true, value_name = "ARGS")]

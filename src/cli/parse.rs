@@ -117,9 +117,7 @@ where
 
     match FeatureGates::parse(&cli.generic.feature_gates) {
         Ok(g) => cli.feature_gates = g,
-        Err(e) => errors.push(format!(
-            "invalid argument for \"--feature-gates\" flag: {e}"
-        )),
+        Err(e) => errors.extend(e),
     }
 
     // `--controllers=` (empty) means "no controllers", as pflag reads an empty slice.

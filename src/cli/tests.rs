@@ -109,6 +109,10 @@ fn defaults_equal_upstream() {
         ("requestheader-group-headers", "x-remote-group"),
         ("requestheader-uid-headers", ""),
         ("requestheader-username-headers", "x-remote-user"),
+        // rkcm's own (not upstream's): off is upstream's behaviour.
+        ("rkcm-cronjob-defer-status-writes", "true"),
+        ("rkcm-daemonset-rollout-skip-not-ready-nodes", "false"),
+        ("rkcm-retry-ignores-early-failures", "true"),
         ("root-ca-file", ""),
         ("secure-port", "10257"),
         ("service-account-private-key-file", ""),
@@ -528,32 +532,38 @@ fn help_and_version_exit_zero() {
 
 #[test]
 fn feature_gates() {
-    let cli = run(&["--feature-gates=WatchListClient=false,kube:StatefulSetRecreateStrategy=true"])
-        .expect("gates");
+    let cli =
+        run(&["--feature-gates=WatchListClient=false,kube:PodDeletionCost=false"]).expect("gates");
     assert!(!cli.feature_gates.enabled("WatchListClient"));
-    assert!(cli.feature_gates.enabled("StatefulSetRecreateStrategy"));
+    assert!(!cli.feature_gates.enabled("PodDeletionCost"));
     assert!(cli.feature_gates.enabled("InOrderInformers"), "default");
+    // Repeated flags accumulate.
     let cli = run(&[
-        "--feature-gates=AllAlpha=true",
-        "--feature-gates=GangScheduling=false",
+        "--feature-gates=TaintTolerationComparisonOperators=true",
+        "--feature-gates=MaxUnavailableStatefulSet=false",
     ])
-    .expect("meta");
-    assert!(cli.feature_gates.enabled("WorkloadWithJob"));
+    .expect("repeated");
     assert!(
-        !cli.feature_gates.enabled("GangScheduling"),
-        "explicit beats AllAlpha"
+        cli.feature_gates
+            .enabled("TaintTolerationComparisonOperators")
     );
-    assert!(
-        cli.feature_gates.enabled("WatchListClient"),
-        "beta default unaffected"
-    );
+    assert!(!cli.feature_gates.enabled("MaxUnavailableStatefulSet"));
 
-    assert!(
-        errors(&["--feature-gates=NoSuchGate=true"])[0]
-            .contains("unrecognized feature gate: NoSuchGate")
+    assert_eq!(
+        errors(&["--feature-gates=NoSuchGate=true"]),
+        ["invalid argument for \"--feature-gates\" flag: unrecognized feature gate: NoSuchGate"]
+    );
+    assert_eq!(
+        errors(&["--feature-gates=StatefulSetRecreateStrategy=true"]),
+        [
+            "feature gate StatefulSetRecreateStrategy=true is not implemented by rkcm: the \
+          Recreate update strategy is not implemented (with the gate off a Recreate \
+          StatefulSet gets upstream's error and no update)"
+        ]
     );
     assert!(
-        errors(&["--feature-gates=CoordinatedLeaderElection=true"])[0].contains("not supported")
+        errors(&["--feature-gates=CoordinatedLeaderElection=true"])[0]
+            .contains("CoordinatedLeaderElection=true is not implemented by rkcm")
     );
     run(&["--feature-gates=CoordinatedLeaderElection=false"]).expect("off is fine");
     assert!(errors(&["--feature-gates=JobManagedBy=false"])[0].contains("locked to true"));

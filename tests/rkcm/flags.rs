@@ -231,6 +231,78 @@ fn unimplemented_upstream_flag_is_rejected() {
     }
 }
 
+/// A feature gate set to a value rkcm does not implement stops it before any network access,
+/// with an error naming the gate; the same gate at the value rkcm implements starts.
+#[test]
+fn unimplemented_feature_gate_value_exits_one_naming_the_gate() {
+    let wire = Tripwire::new();
+    for (gates, gate) in [
+        (
+            "--feature-gates=StatefulSetRecreateStrategy=true",
+            "StatefulSetRecreateStrategy=true",
+        ),
+        (
+            "--feature-gates=kube:WorkloadWithJob=true,GenericWorkload=true",
+            "WorkloadWithJob=true",
+        ),
+        (
+            "--feature-gates=ComponentStatusz=true",
+            "ComponentStatusz=true",
+        ),
+    ] {
+        // Bounded: a gate accepted by mistake would leave rkcm running against the tripwire.
+        let mut child = rkcm()
+            .args(["--master", &wire.url("http"), gates])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn rkcm");
+        let status = wait_exit(&mut child, Duration::from_secs(20));
+        let mut err = String::new();
+        if let Some(mut pipe) = child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut pipe, &mut err);
+        }
+        assert_eq!(status.and_then(|s| s.code()), Some(1), "{gates}: {err}");
+        assert!(
+            err.contains(&format!("feature gate {gate} is not implemented by rkcm")),
+            "{gates}: {err}"
+        );
+    }
+    // A gate upstream v1.37 does not know is upstream's error.
+    let out = run(&[
+        "--master",
+        &wire.url("http"),
+        "--feature-gates=JobSuccessPolicy=true",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("unrecognized feature gate: JobSuccessPolicy"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !wire.was_contacted(),
+        "rkcm connected before validating gates"
+    );
+    // The implemented value of the same gate passes validation: rkcm goes on to connect.
+    let mut child = rkcm()
+        .args([
+            "--master",
+            &wire.url("http"),
+            "--leader-elect=false",
+            "--secure-port=0",
+            "--feature-gates=StatefulSetRecreateStrategy=false,TaintTolerationComparisonOperators=true",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn rkcm");
+    let contacted = wire.wait_contacted(Duration::from_secs(20));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(contacted, "rkcm did not start with gates it implements");
+}
+
 #[test]
 fn leader_election_flags_are_validated() {
     let out = run(&["--leader-elect-resource-lock=endpoints"]);

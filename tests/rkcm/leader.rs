@@ -313,11 +313,12 @@ async fn sigkill_of_leader_fails_over_after_lease_expiry() -> anyhow::Result<()>
 
 #[tokio::test]
 #[ignore = "needs apiserver: make test"]
-async fn sigterm_of_leader_releases_the_lease() -> anyhow::Result<()> {
+async fn sigterm_of_leader_releases_the_lease_with_the_gate() -> anyhow::Result<()> {
     let cluster = TestCluster::connect().await?;
     let ns = cluster.namespace("rkcm-leader").await?;
     let lease = unique_name("term");
-    let args = election_args(ns.name(), &lease, None);
+    let mut args = election_args(ns.name(), &lease, None);
+    args.push("--feature-gates=ControllerManagerReleaseLeaderElectionLockOnExit=true".to_owned());
     let leases = ns.api::<Lease>();
     let (mut a, id_a, b, id_b) = leader_and_standby(&cluster, &args, &leases, &lease).await?;
 
@@ -356,6 +357,55 @@ async fn sigterm_of_leader_releases_the_lease() -> anyhow::Result<()> {
     assert!(delay <= Duration::from_secs(5), "standby needed {delay:?}");
     assert_eq!(transitions(&taken.0), transitions(&released) + 1);
     assert!(acquire_time(&taken.0) >= acquire_time(&released));
+    wait_master_status(&b, &lease, 1.0).await?;
+    Ok(())
+}
+
+/// Gate `ControllerManagerReleaseLeaderElectionLockOnExit` off (upstream's v1.37 default): the
+/// leader exits without touching its Lease, and the standby takes over only once the lease
+/// duration has passed since the last renewal, as with upstream.
+#[tokio::test]
+#[ignore = "needs apiserver: make test"]
+async fn sigterm_of_leader_leaves_the_lease_to_expire_by_default() -> anyhow::Result<()> {
+    let cluster = TestCluster::connect().await?;
+    let ns = cluster.namespace("rkcm-leader").await?;
+    let lease = unique_name("expire");
+    let args = election_args(ns.name(), &lease, None);
+    let leases = ns.api::<Lease>();
+    let (mut a, id_a, b, id_b) = leader_and_standby(&cluster, &args, &leases, &lease).await?;
+
+    let mut stream = watch_lease(&leases, &lease).await?;
+    a.signal(libc::SIGTERM)?;
+    let status = a.wait_exit(Duration::from_secs(25)).await?;
+    assert_eq!(status.code(), Some(0), "graceful shutdown exits 0");
+    assert!(!a.log().contains("released lease"), "{}", a.log());
+    // A's last renewal, as the Lease records it once A is gone.
+    let after_exit = leases.get(&lease).await?;
+    let renewed = after_exit
+        .spec
+        .as_ref()
+        .and_then(|s| s.renew_time.as_ref())
+        .map(|t| t.0);
+
+    // Every write after the signal: A's renewals (none after it exited), then B's takeover;
+    // never a release (an empty holder).
+    let taken = loop {
+        let (l, _) = next_lease(&mut stream, LEASE_DURATION + SLACK).await?;
+        match holder(&l) {
+            Some(h) if h == id_a => {}
+            Some(h) if h == id_b => break l,
+            other => anyhow::bail!("unexpected holder {other:?}: the lease was released"),
+        }
+    };
+    let (Some(renewed), Some(acquired)) = (renewed, acquire_time(&taken)) else {
+        anyhow::bail!("lease times missing: {after_exit:?} / {taken:?}");
+    };
+    let waited = renewed.duration_until(acquired);
+    eprintln!("standby took over {waited:?} after the old leader's last renewal");
+    assert!(
+        waited >= jiff::SignedDuration::from_secs(3),
+        "took over {waited:?} after the last renewal: the lease cannot have expired"
+    );
     wait_master_status(&b, &lease, 1.0).await?;
     Ok(())
 }

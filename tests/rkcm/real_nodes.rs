@@ -24,6 +24,21 @@ use tokio::sync::RwLockReadGuard;
 
 use crate::rollout::wait_default_service_account;
 
+/// Declares a real-node test: `body(&tier)` runs on a shared [`Tier`] (one real node at
+/// least, the manager running `controllers`), which is finished whatever the outcome.
+macro_rules! real_node_test {
+    ($(#[$doc:meta])* $name:ident, $prefix:literal, $controllers:literal, $body:path) => {
+        $(#[$doc])*
+        #[tokio::test(flavor = "multi_thread")]
+        #[ignore = "needs real nodes: make test"]
+        async fn $name() -> anyhow::Result<()> {
+            let t = $crate::real_nodes::Tier::shared($prefix, 1, $controllers, &[]).await?;
+            let result = $body(&t).await;
+            t.finish(result).await
+        }
+    };
+}
+
 #[path = "real_nodes/cronjob.rs"]
 mod cronjob;
 #[path = "real_nodes/daemonset.rs"]
@@ -189,6 +204,19 @@ pub(crate) async fn wait_running(
         "pod {name} reports container {id} running on {node}, but {node}'s containerd has no such running task"
     );
     Ok((pod, node, id))
+}
+
+/// The pods labelled `job=<job>` (the real-node Job scenarios label their templates so).
+pub(crate) fn of_job<'a>(pods: &'a [Pod], job: &str) -> Vec<&'a Pod> {
+    pods.iter()
+        .filter(|p| {
+            p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("job"))
+                .is_some_and(|j| j == job)
+        })
+        .collect()
 }
 
 /// The pod's IP, which a real node's CNI gave it.

@@ -26,10 +26,12 @@
 //! Reads the shared CronJob and Job informers. Writes Jobs (create, delete), `cronjobs/status`
 //! (full `PUT` with the cached resourceVersion, at most once per sync) and Events (source
 //! `cronjob-controller`); live `GET`s of a CronJob or Job only where upstream does them.
-//! Unlike upstream, a sync's status write is sent once no other sync is running (at most a
-//! few seconds later, see [`deferred`]), so when many CronJobs fire at the same instant every
-//! Job is created before the status writes take their share of the client's rate limit; a
-//! CronJob is not synced again until its status write is done and in the cache.
+//! Unlike upstream (unless `--rkcm-cronjob-defer-status-writes=false`), a sync's status write
+//! is sent once no other sync is running (at most a few seconds later, see [`deferred`]), so
+//! when many CronJobs fire at the same instant every Job is created before the status writes
+//! take their share of the client's rate limit; a CronJob is not synced again until its status
+//! write is done and in the cache. With the flag off, each sync ends with its own status write,
+//! as upstream's.
 //! Metric: `cronjob_controller_job_creation_skew_duration_seconds`; queue `cronjob`.
 
 pub mod consts;
@@ -73,6 +75,10 @@ pub struct Config {
     /// The zone schedules without `spec.timeZone` are evaluated in. Upstream uses the
     /// process's local zone (`TZ`, `/etc/localtime`); so does the default. Not a flag.
     pub local_time_zone: TimeZone,
+    /// rkcm's own (`--rkcm-cronjob-defer-status-writes`, on): a sync's status write waits
+    /// until no sync runs (at most [`deferred::MAX_DEFER`]) instead of ending the sync, as
+    /// upstream's does ([`deferred`]). A kept difference: the README gives its cost.
+    pub defer_status_writes: bool,
 }
 
 impl Default for Config {
@@ -80,6 +86,7 @@ impl Default for Config {
         Self {
             workers: DEFAULT_WORKERS,
             local_time_zone: TimeZone::system(),
+            defer_status_writes: true,
         }
     }
 }
@@ -93,6 +100,8 @@ pub(crate) struct Controller {
     clock: SharedClock,
     /// Status writes waiting for the Job creates of other syncs ([`deferred`]).
     deferred: Arc<deferred::Deferred>,
+    /// [`Config::defer_status_writes`]; off, each sync writes its status itself.
+    defer: bool,
 }
 
 impl Controller {
@@ -193,6 +202,14 @@ impl Reconcile for Controller {
             .filter(|j| plan::is_child(j, &cj))
             .collect();
         let now = self.clock.wall();
+        if !self.defer {
+            // Upstream's order: the status write ends the sync.
+            if let Some(d) = self.syncer.sync(&cj, &children, now).await? {
+                tracing::debug!(cronjob = %key, requeue_after = ?d, "re-queuing cronjob");
+                self.queue.add_after(key, plan::as_queue_delay(d));
+            }
+            return Ok(());
+        }
         let outcome = self.syncer.sync_without_status(&cj, &children, now).await;
         if let Some(status) = outcome.status {
             self.deferred
@@ -236,6 +253,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         },
         clock: ctx.clock.clone(),
         deferred: Arc::new(deferred::Deferred::default()),
+        defer: cfg.defer_status_writes,
     });
     rkcm_runtime::tracked::track(NAME, &controller, |c, out| {
         out.push(Size::object("status_writes", c.deferred.len()));
@@ -292,6 +310,7 @@ mod tests {
                 now.parse().expect("ts"),
             )),
             deferred: Arc::new(deferred::Deferred::default()),
+            defer: true,
         }
     }
 
@@ -461,6 +480,7 @@ mod tests {
                 },
                 clock: Arc::new(clock),
                 deferred: Arc::new(deferred::Deferred::default()),
+                defer: true,
             };
             (c, events)
         }

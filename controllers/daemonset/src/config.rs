@@ -15,6 +15,11 @@ pub struct Config {
     pub stale_cache_guard: bool,
     /// Most creates and most deletes per sync (upstream `BurstReplicas`, not a flag).
     pub burst_replicas: usize,
+    /// Gate `TaintTolerationComparisonOperators` (alpha, off): `Gt`/`Lt` tolerations.
+    pub taint_comparison_operators: bool,
+    /// rkcm's own opt-in (`--rkcm-daemonset-rollout-skip-not-ready-nodes`, off): rolling
+    /// updates leave NotReady nodes out (see [`crate::plan::skips_not_ready_nodes`]).
+    pub rollout_skips_not_ready_nodes: bool,
 }
 
 impl Default for Config {
@@ -23,6 +28,8 @@ impl Default for Config {
             workers: consts::DEFAULT_WORKERS,
             stale_cache_guard: true,
             burst_replicas: consts::BURST_REPLICAS,
+            taint_comparison_operators: false,
+            rollout_skips_not_ready_nodes: false,
         }
     }
 }

@@ -82,6 +82,11 @@ pub mod ops {
     pub const EQUAL: &str = "Equal";
 }
 
+/// rkcm's own annotation (not upstream's): `"true"` makes this DaemonSet's rolling update
+/// leave NotReady nodes out, `"false"` keeps upstream's arithmetic even when the manager opted
+/// every DaemonSet in (see `plan::skips_not_ready_nodes` for what it risks).
+pub const SKIP_NOT_READY_NODES_ANNOTATION: &str = "rkcm.io/daemonset-rollout-skip-not-ready-nodes";
+
 /// The only field `matchFields` supports (`metav1.ObjectNameField`).
 pub const OBJECT_NAME_FIELD: &str = "metadata.name";
 

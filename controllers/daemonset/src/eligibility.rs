@@ -51,10 +51,12 @@ pub struct Eligibility<'a> {
     node_selector: Option<&'a BTreeMap<String, String>>,
     required: Option<&'a NodeSelector>,
     tolerations: Vec<Toleration>,
+    comparison_operators: bool,
 }
 
 impl<'a> Eligibility<'a> {
-    pub fn of(ds: &'a DaemonSet) -> Self {
+    /// `comparison_operators`: gate `TaintTolerationComparisonOperators` (alpha, off).
+    pub fn of(ds: &'a DaemonSet, comparison_operators: bool) -> Self {
         let spec = ds.spec.template.spec.as_ref();
         let mut with_defaults = PodSpec {
             host_network: spec.and_then(|s| s.host_network),
@@ -75,6 +77,7 @@ impl<'a> Eligibility<'a> {
                         .as_ref()
                 }),
             tolerations: with_defaults.tolerations.unwrap_or_default(),
+            comparison_operators,
         }
     }
 
@@ -94,9 +97,12 @@ impl<'a> Eligibility<'a> {
             .and_then(|s| s.taints.as_deref())
             .unwrap_or_default();
         let untolerated = |effects: &[&str]| {
-            find_matching_untolerated_taint(node_taints, &self.tolerations, |t| {
-                effects.contains(&t.effect.as_str())
-            })
+            find_matching_untolerated_taint(
+                node_taints,
+                &self.tolerations,
+                self.comparison_operators,
+                |t| effects.contains(&t.effect.as_str()),
+            )
             .is_some()
         };
         if untolerated(&[taints::NO_SCHEDULE, taints::NO_EXECUTE]) {
@@ -124,8 +130,12 @@ impl<'a> Eligibility<'a> {
 }
 
 /// Upstream `NodeShouldRunDaemonPod(node, ds)` for one node (see [`Eligibility`] for many).
-pub fn node_should_run_daemon_pod(node: &Node, ds: &DaemonSet) -> Placement {
-    Eligibility::of(ds).placement(node)
+pub fn node_should_run_daemon_pod(
+    node: &Node,
+    ds: &DaemonSet,
+    comparison_operators: bool,
+) -> Placement {
+    Eligibility::of(ds, comparison_operators).placement(node)
 }
 
 /// A node's labels (an absent map reads as empty).
@@ -212,9 +222,12 @@ fn field_requirement_matches(r: &NodeSelectorRequirement, node_name: &str) -> Op
     }
 }
 
-/// Upstream `ToleratesTaint`: the effect (when set) and key (when set) must equal the taint's;
-/// `Exists` tolerates any value, `Equal` (or empty) only the taint's value.
-pub fn tolerates_taint(toleration: &Toleration, taint: &Taint) -> bool {
+/// Upstream `ToleratesTaint` (k8s.io/api `core/v1/toleration.go`): the effect (when set) and
+/// key (when set) must equal the taint's; `Exists` tolerates any value, `Equal` (or empty)
+/// only the taint's value. `Gt`/`Lt` compare the two values as integers when
+/// `comparison_operators` (gate `TaintTolerationComparisonOperators`) is on and tolerate
+/// nothing when it is off.
+pub fn tolerates_taint(toleration: &Toleration, taint: &Taint, comparison_operators: bool) -> bool {
     let effect = toleration.effect.as_deref().unwrap_or_default();
     if !effect.is_empty() && effect != taint.effect {
         return false;
@@ -223,15 +236,36 @@ pub fn tolerates_taint(toleration: &Toleration, taint: &Taint) -> bool {
     if !key.is_empty() && key != taint.key {
         return false;
     }
+    let tol_value = toleration.value.as_deref().unwrap_or_default();
+    let taint_value = taint.value.as_deref().unwrap_or_default();
     match toleration.operator.as_deref().unwrap_or_default() {
-        "" | ops::EQUAL => {
-            toleration.value.as_deref().unwrap_or_default()
-                == taint.value.as_deref().unwrap_or_default()
-        }
+        "" | ops::EQUAL => tol_value == taint_value,
         ops::EXISTS => true,
-        // `Gt`/`Lt` need the alpha gate `TaintTolerationComparisonOperators` (off).
+        op @ (ops::GT | ops::LT) if comparison_operators => {
+            let (Some(tol), Some(tnt)) = (decimal_integer(tol_value), decimal_integer(taint_value))
+            else {
+                // Upstream logs the parse error and does not tolerate.
+                return false;
+            };
+            if op == ops::GT { tnt > tol } else { tnt < tol }
+        }
         _ => false,
     }
+}
+
+/// A value `compareNumericValues` accepts: apimachinery `content.IsDecimalInteger` (an optional
+/// `-`, then `0` alone or a non-zero digit followed by digits) that fits an `int64`.
+fn decimal_integer(s: &str) -> Option<i64> {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    let canonical = match digits.as_bytes() {
+        [b'0'] => !s.starts_with('-'),
+        [b'1'..=b'9', rest @ ..] => rest.iter().all(u8::is_ascii_digit),
+        _ => false,
+    };
+    if !canonical {
+        return None;
+    }
+    s.parse().ok()
 }
 
 /// Upstream `FindMatchingUntoleratedTaint`: the first taint passing `filter` that no
@@ -239,12 +273,14 @@ pub fn tolerates_taint(toleration: &Toleration, taint: &Taint) -> bool {
 pub fn find_matching_untolerated_taint<'a>(
     node_taints: &'a [Taint],
     tolerations: &[Toleration],
+    comparison_operators: bool,
     filter: impl Fn(&Taint) -> bool,
 ) -> Option<&'a Taint> {
-    node_taints
-        .iter()
-        .filter(|t| filter(t))
-        .find(|t| !tolerations.iter().any(|tol| tolerates_taint(tol, t)))
+    node_taints.iter().filter(|t| filter(t)).find(|t| {
+        !tolerations
+            .iter()
+            .any(|tol| tolerates_taint(tol, t, comparison_operators))
+    })
 }
 
 #[cfg(test)]

@@ -179,13 +179,24 @@ impl Controller {
         match change {
             Change::Added(node) => self.node_queue.add(key_of(&*node)),
             Change::Updated { old, new } => {
-                if node_update_matters(&old, &new) {
+                if node_update_matters(&old, &new, self.readiness_matters()) {
                     self.node_queue.add(key_of(&*new));
                 }
             }
             // Pods of deleted nodes: pod GC (bound ones) or the next sync (unbound ones).
             Change::Deleted { .. } => {}
         }
+    }
+
+    /// Whether a node's readiness can change a sync: only for DaemonSets opted into rkcm's
+    /// rollout past NotReady nodes (by the manager flag or their annotation).
+    fn readiness_matters(&self) -> bool {
+        self.cfg.rollout_skips_not_ready_nodes
+            || self
+                .daemonsets
+                .list()
+                .iter()
+                .any(|ds| crate::plan::skips_not_ready_nodes(ds, false))
     }
 
     /// The node-update worker: enqueue every DaemonSet the node makes a difference for.
@@ -197,7 +208,13 @@ impl Controller {
         for ds in self.daemonsets.list() {
             let uid = ds.meta().uid.as_deref();
             let has_bound_pod = uid.is_some() && bound.iter().any(|p| controller_uid(&**p) == uid);
-            if daemonset_needs_sync(&node, &ds, has_bound_pod) {
+            if daemonset_needs_sync(
+                &node,
+                &ds,
+                has_bound_pod,
+                self.cfg.taint_comparison_operators,
+                self.cfg.rollout_skips_not_ready_nodes,
+            ) {
                 self.enqueue(&ds);
             }
         }

@@ -39,11 +39,17 @@
 //! or a pod's `spec.nodeName`.
 //!
 //! # Differences from upstream
+//! - Opt-in only (rkcm's own, [`Config::rollout_skips_not_ready_nodes`] or the annotation
+//!   [`consts::SKIP_NOT_READY_NODES_ANNOTATION`]): the rolling update leaves NotReady nodes out
+//!   ([`plan::skips_not_ready_nodes`] says what that risks). By default a NotReady node's
+//!   unavailable pod uses the budget, as upstream.
 //! - The node-update worker also enqueues a DaemonSet that has a pod bound to a node where it
 //!   should no longer run (upstream: only where it must not continue, or when it already
 //!   counts misscheduled pods), so a new `NoSchedule` taint updates `desiredNumberScheduled`
 //!   and `numberMisscheduled` at once instead of at the next sync.
 //! - Nodes are visited in cache order by the rolling update (upstream: map order, unspecified).
+//! - Gate `TaintTolerationComparisonOperators` (alpha, off) is honoured both ways
+//!   ([`Config::taint_comparison_operators`]).
 //!
 //! # Not implemented
 //! - The revision hash in names and labels is rkcm's (see [`revision`]); upstream's value is a

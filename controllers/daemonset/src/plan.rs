@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::DaemonSet;
 use rkcm_runtime::cache::cached::{Node, Pod};
 
 use crate::backoff::backoff_key;
@@ -124,7 +125,7 @@ fn pod_namespace(pod: &Pod) -> &str {
 /// The decisions of one sync.
 pub fn plan(snap: &Snapshot<'_>, now: Timestamp) -> Plan {
     let by_node = pods_by_node(snap.pods, false);
-    let eligibility = Eligibility::of(snap.ds);
+    let eligibility = Eligibility::of(snap.ds, snap.comparison_operators);
     let placements: Vec<Placement> = snap
         .nodes
         .iter()
@@ -381,25 +382,46 @@ fn desired_node_counts<'a>(
 
 /// Whether the node reports a Ready condition that is not `True` (`False`, or `Unknown` once
 /// the node lifecycle controller stops hearing from it). A node without a Ready condition has
-/// not reported yet and is treated as ready, as before.
-///
-/// Not upstream: `rollingUpdate` in `pkg/controller/daemon/update.go` counts a NotReady node
-/// whose pod is unavailable against `maxUnavailable` (or `maxSurge`) like any other, so one
-/// node that dies holding a new pod (or an old pod the rollout deleted, which then never
-/// finishes terminating) uses the budget up for good and the rollout stops on every healthy
-/// node (kubernetes/kubernetes#117204). Here such a node sits the rollout out: it neither uses
-/// budget nor has its pods replaced; it rejoins the arithmetic once Ready again. Budget keeps
-/// meaning "pods this rollout made unavailable": an unavailable old pod on a Ready node still
-/// counts (kubernetes/kubernetes#123232), so a node coming back with its pod not yet ready
-/// never lets the rollout take down one pod too many. The cost: a new revision that itself
-/// makes nodes NotReady is not stopped by the budget; each step still takes at most
-/// `maxUnavailable` pods from Ready nodes.
+/// not reported yet and is treated as ready.
 pub fn node_is_not_ready(node: &Node) -> bool {
     node.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
         .is_some_and(|c| c.status != "True")
+}
+
+/// Whether the rolling update of `ds` leaves nodes that are not Ready out: rkcm's own opt-in,
+/// never upstream's behaviour. The annotation
+/// [`SKIP_NOT_READY_NODES_ANNOTATION`](crate::consts::SKIP_NOT_READY_NODES_ANNOTATION) says
+/// `"true"` or `"false"` for one DaemonSet; otherwise `manager_default`
+/// (`--rkcm-daemonset-rollout-skip-not-ready-nodes`, off) decides.
+///
+/// Upstream (`rollingUpdate` in `pkg/controller/daemon/update.go`) counts a NotReady node
+/// whose pod is unavailable against `maxUnavailable` (or `maxSurge`) like any other. So when
+/// the new revision itself breaks its nodes (a CNI plugin, kube-proxy or node agent that
+/// takes the node down), the rollout stops after `maxUnavailable` broken nodes: that is the
+/// default here too. The cost upstream accepted (kubernetes/kubernetes#117204, declined in
+/// PR #117658): one node that dies for an unrelated reason while holding a new pod, or an
+/// old pod the rollout deleted, uses the budget up until it is back or gone.
+///
+/// Opted in, such a node sits the rollout out: it neither uses budget nor has its pods
+/// replaced, and it rejoins the arithmetic once Ready again. An unavailable old pod on a Ready
+/// node still counts (kubernetes/kubernetes#123232). The risk: a revision that makes nodes
+/// NotReady frees the budget on every node it breaks, so the rollout walks across the whole
+/// cluster, `maxUnavailable` nodes at a time.
+pub fn skips_not_ready_nodes(ds: &DaemonSet, manager_default: bool) -> bool {
+    match ds
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(crate::consts::SKIP_NOT_READY_NODES_ANNOTATION))
+        .map(String::as_str)
+    {
+        Some("true") => true,
+        Some("false") => false,
+        _ => manager_default,
+    }
 }
 
 /// `rollingUpdate`: `(pods to delete, nodes to create on)`. Nodes are visited in node-list
@@ -424,13 +446,16 @@ fn rolling_update<'a>(
         .collect();
     order.extend(unknown_nodes(by_node, index));
     let placement_of = |node: &str| index.get(node).and_then(|&i| placements.get(i)).copied();
-    // Nodes whose Ready condition is not True sit the rollout out (see `node_is_not_ready`).
-    order.retain(|node| {
-        index
-            .get(node)
-            .and_then(|&i| snap.nodes.get(i))
-            .is_none_or(|n| !node_is_not_ready(n))
-    });
+    // Opted in (rkcm only, see `skips_not_ready_nodes`): nodes whose Ready condition is not
+    // True sit the rollout out.
+    if skips_not_ready_nodes(snap.ds, snap.skip_not_ready_nodes) {
+        order.retain(|node| {
+            index
+                .get(node)
+                .and_then(|&i| snap.nodes.get(i))
+                .is_none_or(|n| !node_is_not_ready(n))
+        });
+    }
 
     if max_surge == 0 {
         let mut num_unavailable = 0i32;

@@ -179,6 +179,8 @@ impl Controller {
             expectations_satisfied: satisfied,
             backoff: &backoff,
             burst: self.cfg.burst_replicas,
+            comparison_operators: self.cfg.taint_comparison_operators,
+            skip_not_ready_nodes: self.cfg.rollout_skips_not_ready_nodes,
         };
         let started = std::time::Instant::now();
         let plan = plan(&snapshot, now);

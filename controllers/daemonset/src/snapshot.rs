@@ -28,6 +28,11 @@ pub struct Snapshot<'a> {
     pub backoff: &'a Backoff,
     /// Most creates and most deletes (each) in one sync.
     pub burst: usize,
+    /// Gate `TaintTolerationComparisonOperators` (alpha, off).
+    pub comparison_operators: bool,
+    /// rkcm's own opt-in for every DaemonSet (`--rkcm-daemonset-rollout-skip-not-ready-nodes`);
+    /// the DaemonSet's annotation overrides it ([`crate::plan::skips_not_ready_nodes`]).
+    pub skip_not_ready_nodes: bool,
 }
 
 /// `podByCreationTimestampAndPhase`: bound pods first, then older, then by name.

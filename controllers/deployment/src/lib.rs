@@ -54,8 +54,8 @@
 //!   longer conflicts with an earlier step of the same sync; upstream fails such syncs and
 //!   retries them.
 //! - Revision-history cleanup deletes with UID and resourceVersion preconditions (a
-//!   ReplicaSet changed since the cache saw it is left for the next sync) and, on the paused
-//!   path, judges the sizes just written rather than the pre-scaling copies.
+//!   ReplicaSet changed since the cache saw it is left for the next sync). On the paused path
+//!   it judges the copies from before the scaling step, as upstream.
 
 mod config;
 pub mod consts;

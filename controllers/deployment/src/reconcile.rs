@@ -508,8 +508,9 @@ impl SyncPass<'_> {
                 }
             }
         }
-        // Judged on the sizes just written (upstream looks at the pre-scaling copies).
-        let cleanup = plan::paused_cleanup(&self.d, &self.refreshed(&old));
+        // Judged on the copies from before the scaling, as upstream's `sync`
+        // (`deployment/sync.go`) does: a ReplicaSet scaled to zero just now goes in a later sync.
+        let cleanup = plan::paused_cleanup(&self.d, &old);
         self.cleanup(&cleanup).await?;
         self.sync_status(new.as_ref(), &old, false).await
     }

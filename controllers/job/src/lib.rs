@@ -30,18 +30,17 @@
 //! Watches Jobs and Pods through the shared informers. Writes: `create`/`delete`/`patch`
 //! pods, `update` `jobs/status`, `get` the Job before adopting, `create` events.
 //!
-//! - Stale-cache guard (gate `StaleControllerConsistencyJob`, beta and on since v1.36): a
-//!   sync waits (counted in `job_controller_stale_sync_skips_total`, retried with backoff)
+//! - Stale-cache guard (gate `StaleControllerConsistencyJob`, beta and on since v1.36; off,
+//!   no write is recorded and no sync waits): a sync waits (counted in `job_controller_stale_sync_skips_total`, retried with backoff)
 //!   until the Job and Pod caches show the pods this controller created or patched and the
 //!   status it wrote for that Job. Status writes also carry the resourceVersion they were
 //!   computed from, so a stale Job is never written back.
 //!
 //! # Not implemented
-//! - Releasing a pod that stopped matching leaves its tracking finalizer to the orphan
-//!   worker (the runtime's release patch removes only the owner reference).
-//! - Gang scheduling (`WorkloadWithJob`, alpha, off by default).
+//! - Gang scheduling (`WorkloadWithJob`, alpha, off by default; rkcm refuses it on).
 
 pub mod backoff;
+mod config;
 pub mod consts;
 mod error;
 pub mod indexes;
@@ -68,18 +67,9 @@ use rkcm_runtime::queue::{RateLimiter, RetryPolicy, WorkQueue};
 use rkcm_runtime::workload::expectations::UidTrackingExpectations;
 use rkcm_runtime::workload::podcontrol::PodControl;
 
+pub use config::{Config, DEFAULT_WORKERS, NAME};
 pub use error::Error;
 pub use reconcile::{managed_by_external, remove_finalizer_patch};
-
-/// Canonical name (`--controllers`; alias `job`).
-pub const NAME: &str = consts::CONTROLLER_NAME;
-
-/// Upstream default of `--concurrent-job-syncs`.
-pub const DEFAULT_WORKERS: usize = 5;
-
-/// Configuration: the Job sync workers (`--concurrent-job-syncs`; upstream runs one
-/// orphan-pod worker besides). `Default` equals upstream.
-pub type Config = rkcm_runtime::controller::Workers<DEFAULT_WORKERS>;
 
 /// What this controller reads of a cached pod beyond the base fields (see
 /// `rkcm_runtime::cache::projection`): pod failure policy and backoff read container statuses.
@@ -127,6 +117,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         queue: queue.clone(),
         orphan_queue: orphan_queue.clone(),
         clock: ctx.clock.clone(),
+        cfg,
     });
     rkcm_runtime::tracked::track(NAME, &controller, reconcile::Controller::tracked_sizes);
     jobs.subscribe_with(&controller, reconcile::Controller::on_job_change);

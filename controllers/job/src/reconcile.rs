@@ -64,6 +64,7 @@ pub(crate) struct Controller {
     pub(crate) queue: WorkQueue<String>,
     pub(crate) orphan_queue: WorkQueue<String>,
     pub(crate) clock: SharedClock,
+    pub(crate) cfg: crate::config::Config,
 }
 
 /// The external controller named in `spec.managedBy`, if it is not this controller.
@@ -308,6 +309,9 @@ impl Controller {
         job_uid: &str,
         resource_version: Option<&str>,
     ) {
+        if !self.cfg.stale_cache_guard {
+            return;
+        }
         if let Some(rv) = resource_version {
             self.consistency
                 .wrote_at(key, job_uid, GroupResource::of::<K>(), rv);
@@ -317,6 +321,9 @@ impl Controller {
     /// The guard's check: an error while a cache lags behind this Job's recorded writes.
     #[allow(clippy::result_large_err)]
     fn ensure_caches_caught_up(&self, key: &str) -> Result<(), Error> {
+        if !self.cfg.stale_cache_guard {
+            return Ok(());
+        }
         let pods = GroupResource::of::<Pod>();
         let jobs = GroupResource::of::<Job>();
         let observed = |gr: &GroupResource| {
@@ -457,7 +464,14 @@ impl Controller {
                 .add_after(key.to_owned(), d.max(SYNC_BATCH_PERIOD));
         }
         let (executed, manage_err) = self.execute(job, key, &namespace, &plan).await;
-        let managed = status::after_action(job, &plan, satisfied, executed, now);
+        let managed = status::after_action(
+            job,
+            &plan,
+            satisfied,
+            executed,
+            self.cfg.clear_start_time_on_suspend,
+            now,
+        );
         for e in &managed.events {
             self.emit(job, e);
         }
@@ -506,7 +520,7 @@ impl Controller {
             Api::namespaced(self.client.clone(), namespace),
         )
         .map_err(claim_err)?
-        .with_adopt_finalizers(vec![TRACKING_FINALIZER.to_owned()]);
+        .with_finalizers(vec![TRACKING_FINALIZER.to_owned()]);
         let outcome = manager
             .claim(&candidates, |p| selector.matches(labels_of(p)))
             .await;
@@ -1036,6 +1050,7 @@ mod handler_tests {
             queue: WorkQueue::new("test-job", RateLimiter::Default),
             orphan_queue: WorkQueue::new("test-job-orphans", RateLimiter::Default),
             clock,
+            cfg: crate::config::Config::default(),
         };
         c.expectations
             .expect_deletions("ns/j", vec!["ns/a".into(), "ns/b".into()]);

@@ -101,11 +101,13 @@ pub fn ensure_condition(
 }
 
 /// Active, ready, terminating, completion check and suspend/resume after the pod action.
+/// `clear_start_time_on_suspend`: gate `MutableSchedulingDirectivesForSuspendedJobs`.
 pub fn after_action(
     job: &Job,
     plan: &Plan,
     expectations_satisfied: bool,
     exec: Executed,
+    clear_start_time_on_suspend: bool,
     now: jiff::Timestamp,
 ) -> Managed {
     let mut status = job.status.clone().unwrap_or_default();
@@ -163,8 +165,12 @@ pub fn after_action(
                 ) {
                     suspend_changed = true;
                     events.push(JobEvent::normal(event::SUSPENDED, message::JOB_SUSPENDED));
-                    // The active deadline restarts on resume.
-                    status.start_time = None;
+                    // The active deadline restarts on resume; with the gate on, the Job then
+                    // counts as never started, so its scheduling directives may change
+                    // (upstream `job_controller.go` `syncJob`).
+                    if clear_start_time_on_suspend {
+                        status.start_time = None;
+                    }
                 }
             } else if ensure_condition(
                 conditions,

@@ -15,6 +15,8 @@ pub struct Config {
     pub max_unavailable: bool,
     /// Gate `StaleControllerConsistencyStatefulSet` (beta, on).
     pub stale_cache_guard: bool,
+    /// Gate `StatefulSetSemanticRevisionComparison` (beta, on).
+    pub semantic_revision_comparison: bool,
 }
 
 impl Default for Config {
@@ -23,6 +25,7 @@ impl Default for Config {
             workers: DEFAULT_WORKERS,
             max_unavailable: true,
             stale_cache_guard: true,
+            semantic_revision_comparison: true,
         }
     }
 }

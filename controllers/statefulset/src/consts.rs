@@ -27,6 +27,9 @@ pub mod policy {
 pub mod strategy {
     pub const ROLLING_UPDATE: &str = "RollingUpdate";
     pub const ON_DELETE: &str = "OnDelete";
+    /// Alpha in v1.37 behind gate `StatefulSetRecreateStrategy`, which rkcm does not
+    /// implement.
+    pub const RECREATE: &str = "Recreate";
 }
 
 /// `persistentVolumeClaimRetentionPolicy` values.
@@ -37,6 +40,7 @@ pub mod retention {
 /// Event reasons.
 pub mod reasons {
     pub const CONFLICTING_CONTROLLER: &str = "ConflictingController";
+    pub const UNKNOWN_STRATEGY: &str = "UnknownStrategy";
 }
 
 /// Pod phases.

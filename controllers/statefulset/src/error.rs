@@ -38,6 +38,11 @@ pub enum Error {
     /// A revision could not be built or read back.
     #[error("statefulset {key}: {message}")]
     RevisionData { key: String, message: String },
+    /// The set asks for what this controller does not do (the `Recreate` update strategy),
+    /// or `rollingUpdate.maxUnavailable` cannot be read: upstream's error, retried with
+    /// backoff.
+    #[error("statefulset {key}: {message}")]
+    Spec { key: String, message: String },
     /// A pod write (create, update, delete) failed.
     #[error("{step} pod {pod} of statefulset {key}: {source}")]
     Pod {

@@ -51,18 +51,24 @@
 //!   as well, not only on those already cached.
 //! - An update deletion never targets an ordinal whose pod does not exist (upstream could,
 //!   only without `rollingUpdate`, which the apiserver always defaults).
-//! - Revisions are compared by their decoded data, every one of them: the informers read
-//!   JSON, which does not show the stored bytes. Upstream compares the raw bytes and, for
-//!   the newest revision only (`StatefulSetSemanticRevisionComparison`), re-applies and
-//!   re-defaults the set. rkcm writes revisions with Go's exact bytes
-//!   ([`rkcm_runtime::workload::history::revision_request_body`]), so upstream also recognises older
-//!   revisions rkcm created, e.g. on a rollback after a handover.
+//! - Revisions are compared by their decoded data: the informers read JSON, which does not
+//!   show the stored bytes upstream compares. With gate `StatefulSetSemanticRevisionComparison`
+//!   (on) the newest revision is also restored onto the set and defaulted as the API server
+//!   would ([`defaults`]) before it is judged changed, as upstream; the positive answer is
+//!   not cached. rkcm writes revisions with Go's exact bytes
+//!   ([`rkcm_runtime::workload::history::revision_request_body`]), so upstream also recognises
+//!   older revisions rkcm created, e.g. on a rollback after a handover.
+//! - `updateStrategy.type: Recreate` (gate `StatefulSetRecreateStrategy`, which rkcm refuses
+//!   to enable) gets upstream's gate-off answer: an `UnknownStrategy` Warning event and an
+//!   error, no pod or status written. An unparsable `rollingUpdate.maxUnavailable` fails the
+//!   sync without a status write, as upstream.
 //!
 //! No `RecreatingFailedPod`/`RecreatingTerminatedPod` events: upstream removed them in
 //! v1.31; a failed pod is reported by its `SuccessfulDelete` event only.
 
 mod config;
 pub mod consts;
+pub mod defaults;
 mod error;
 mod handlers;
 pub mod identity;

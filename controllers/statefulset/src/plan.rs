@@ -158,6 +158,9 @@ pub struct Plan {
     /// Gauges of the maxUnavailable path (gate on, RollingUpdate).
     pub max_unavailable: Option<i32>,
     pub unavailable: Option<i32>,
+    /// Gate on and `rollingUpdate.maxUnavailable` unusable: upstream takes no update step,
+    /// writes no status and fails the sync with this message.
+    pub max_unavailable_error: Option<String>,
 }
 
 impl Plan {
@@ -295,9 +298,11 @@ pub fn repair_whole(
     (whole, repair)
 }
 
-/// `getStatefulSetMaxUnavailable`: `maxUnavailable` scaled against `spec.replicas` and
-/// rounded down, at least 1; 1 when unset. An unparsable string counts as 1.
-pub fn max_unavailable(set: &StatefulSet) -> i32 {
+/// `getStatefulSetMaxUnavailable` (upstream `stateful_set_utils.go`): `maxUnavailable`
+/// (1 when unset) scaled against `spec.replicas` and rounded down, at least 1. A string that
+/// is not a percentage, or whose number does not parse, is an error with
+/// `intstr.GetScaledValueFromIntOrPercent`'s message.
+pub fn max_unavailable(set: &StatefulSet) -> Result<i32, String> {
     let v = Some(&set.spec)
         .and_then(|s| s.update_strategy.as_ref())
         .and_then(|u| u.rolling_update.as_ref())
@@ -305,14 +310,55 @@ pub fn max_unavailable(set: &StatefulSet) -> i32 {
     let n = match v {
         None => 1,
         Some(IntOrString::Int(i)) => *i,
-        Some(IntOrString::String(s)) => s
-            .strip_suffix('%')
-            .and_then(|p| p.parse::<i64>().ok())
-            .map_or(1, |p| {
-                i32::try_from(p.saturating_mul(i64::from(replicas(set))) / 100).unwrap_or(1)
-            }),
+        Some(IntOrString::String(s)) => {
+            let Some(number) = s.strip_suffix('%') else {
+                return Err(
+                    "invalid value for IntOrString: invalid type: string is not a percentage"
+                        .to_owned(),
+                );
+            };
+            let percent = go_atoi(number).ok_or_else(|| {
+                format!(
+                    "invalid value for IntOrString: invalid value {s:?}: strconv.Atoi: parsing \
+                     {number:?}: invalid syntax"
+                )
+            })?;
+            let scaled = (percent as f64 * f64::from(replicas(set)) / 100.0).floor();
+            // Beyond i32, more than every replica: the same as all of them.
+            if scaled >= f64::from(i32::MAX) {
+                i32::MAX
+            } else if scaled <= f64::from(i32::MIN) {
+                i32::MIN
+            } else {
+                scaled as i32
+            }
+        }
     };
-    n.max(1)
+    Ok(n.max(1))
+}
+
+/// Go's `strconv.Atoi`: an optional sign and decimal digits fitting an `int64`.
+fn go_atoi(s: &str) -> Option<i64> {
+    let digits = s.strip_prefix(['+', '-']).unwrap_or(s);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// The error upstream's `updateStatefulSet` gives a set whose update strategy is `Recreate`
+/// while gate `StatefulSetRecreateStrategy` is off (rkcm refuses to start with it on): a
+/// Warning event `UnknownStrategy` with this message, no pod or status written, the sync
+/// retried with backoff.
+pub fn unknown_strategy_error(set: &StatefulSet) -> Option<String> {
+    (strategy_type(set) == strategy::RECREATE).then(|| {
+        format!(
+            "statefulset {}/{} uses Recreate strategy but feature gate \
+             StatefulSetRecreateStrategy is disabled",
+            set.metadata.namespace.as_deref().unwrap_or_default(),
+            set.metadata.name.as_deref().unwrap_or_default()
+        )
+    })
 }
 
 /// The plan of one sync (`updateStatefulSet`).
@@ -382,6 +428,18 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
         phases: Vec::new(),
         max_unavailable: None,
         unavailable: None,
+        // Upstream's status write reads it whenever the gate is on and `rollingUpdate` is
+        // set, on every path (`updateStatefulSetStatus`).
+        max_unavailable_error: s
+            .max_unavailable_gate
+            .then(|| {
+                set.spec
+                    .update_strategy
+                    .as_ref()
+                    .and_then(|u| u.rolling_update.as_ref())
+                    .and_then(|_| max_unavailable(set).err())
+            })
+            .flatten(),
     };
     if set.metadata.deletion_timestamp.is_some() {
         return plan;
@@ -482,7 +540,10 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
         .rev()
         .filter(|(i, _)| *i >= update_min);
     if s.max_unavailable_gate {
-        let max = max_unavailable(set);
+        let Ok(max) = max_unavailable(set) else {
+            // `updateStatefulSetAfterInvariantEstablished` fails before any deletion.
+            return finish(plan, units, burst);
+        };
         let unavailable = replicas_
             .iter()
             .filter(|p| is_unavailable(p, mrs, now))

@@ -306,13 +306,16 @@ impl Controller {
             .as_ref()
             .and_then(|s| s.collision_count)
             .unwrap_or(0);
-        let choice =
-            revision::choose_update(&set, &revisions, collision_count).map_err(|message| {
-                Error::RevisionData {
-                    key: key.to_string(),
-                    message,
-                }
-            })?;
+        let choice = revision::choose_update(
+            &set,
+            &revisions,
+            collision_count,
+            self.cfg.semantic_revision_comparison,
+        )
+        .map_err(|message| Error::RevisionData {
+            key: key.to_string(),
+            message,
+        })?;
         let update_revision: Arc<ControllerRevision> = match choice {
             UpdateChoice::Latest(r) => r,
             UpdateChoice::Rollback(r, number) => Arc::new(
@@ -345,6 +348,26 @@ impl Controller {
         let update_set = revision::apply_revision(&set, &update_revision).map_err(data_err)?;
         let current_name = name_of(&*current_revision);
         let update_name = name_of(&*update_revision);
+        if let Some(message) = crate::plan::unknown_strategy_error(&set) {
+            // Upstream `updateStatefulSet` with gate `StatefulSetRecreateStrategy` off: an
+            // event and an error before anything is written; history is still truncated.
+            self.recorder.event(
+                &object_reference(&*set),
+                EventType::Warning,
+                reasons::UNKNOWN_STRATEGY,
+                &message,
+            );
+            if let Err(e) = self
+                .truncate_history(key, &set, &revisions, &pods, &current_name, &update_name)
+                .await
+            {
+                tracing::debug!(controller = crate::NAME, key, error = %e, "truncating history failed");
+            }
+            return Err(Error::Spec {
+                key: key.to_string(),
+                message,
+            });
+        }
         let now = self.clock.wall();
         let snapshot = Snapshot {
             set: &set,
@@ -364,8 +387,13 @@ impl Controller {
         let mut st: StatefulSetStatus = plan.status.clone();
         st.current_replicas = Some(st.current_replicas.unwrap_or(0) - update_deletions);
         status::complete_rollout(&set, &mut st);
-        self.set_gauges(&set, &plan);
-        let status_result = if !status::needs_write(&set, &st) {
+        let status_result = if let Some(message) = &plan.max_unavailable_error {
+            // Upstream's status write reads maxUnavailable first and fails without writing.
+            Err(Error::Spec {
+                key: key.to_string(),
+                message: message.clone(),
+            })
+        } else if !status::needs_write(&set, &st) {
             Ok(())
         } else if let Some(wait) = status::is_routine(&set, &st)
             .then(|| self.pacer.hold(key, self.clock.now()))
@@ -382,6 +410,10 @@ impl Controller {
             }
             written
         };
+
+        if plan.max_unavailable_error.is_none() {
+            self.set_gauges(&set, &plan);
+        }
 
         // History, even after a failed sync.
         let history_result = self

@@ -101,11 +101,15 @@ pub enum UpdateChoice {
 }
 
 /// The first half of `getStatefulSetRevisions` over revisions sorted by
-/// [`rkcm_runtime::workload::history::sort_controller_revisions`].
+/// [`rkcm_runtime::workload::history::sort_controller_revisions`]. `semantic`: gate
+/// `StatefulSetSemanticRevisionComparison` (beta, on): when no revision's data equals the set's,
+/// the newest revision still counts as the set's if it differs only by what the API server's
+/// defaulting and encoding add ([`matches_latest`]).
 pub fn choose_update(
     set: &StatefulSet,
     sorted: &[Arc<ControllerRevision>],
     collision_count: i32,
+    semantic: bool,
 ) -> Result<UpdateChoice, String> {
     let proposed = new_revision(set, next_revision(sorted), collision_count)?;
     let equal = find_equal_revisions(sorted, &proposed);
@@ -117,8 +121,32 @@ pub fn choose_update(
             eq.clone(),
             proposed.revision.unwrap_or(1),
         )),
+        (None, Some(last)) if semantic && matches_latest(set, &proposed, last) => {
+            Ok(UpdateChoice::Latest(last.clone()))
+        }
         (None, _) => Ok(UpdateChoice::Create(Box::new(proposed))),
     }
+}
+
+/// `setMatchesLatestExistingRevision` (upstream `stateful_set_control.go`): whether restoring
+/// `latest` onto `set` and defaulting the result as the API server would gives the revision
+/// `proposed`. True for a revision stored by an earlier release (or another writer) that
+/// lacks defaults added since, or carries fields its encoding wrote that the typed form drops
+/// (`"creationTimestamp": null`): the set's template is unchanged, so no rollout. Upstream
+/// remembers a positive answer per set generation and revision resourceVersion; rkcm
+/// recomputes it (one decode and encode of a template per sync, only while the newest
+/// revision's data differs from the set's).
+pub fn matches_latest(
+    set: &StatefulSet,
+    proposed: &ControllerRevision,
+    latest: &ControllerRevision,
+) -> bool {
+    let Ok(mut restored) = apply_revision(set, latest) else {
+        return false;
+    };
+    crate::defaults::default_pod_template(&mut restored.spec.template);
+    // The reconstruction's number and name do not matter: only the data is compared.
+    new_revision(&restored, -1, 0).is_ok_and(|r| equal_revision(proposed, &r))
 }
 
 /// The current revision: the one named by `status.currentRevision`, else the update revision.

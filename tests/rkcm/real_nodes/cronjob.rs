@@ -146,10 +146,9 @@ async fn scenario(t: &Tier<impl Sized>) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs real nodes: make test"]
-async fn real_nodes_cronjob_forbid_holds_while_a_container_runs() -> anyhow::Result<()> {
-    let t = Tier::shared("rn-cron", 1, "cronjob-controller,job-controller", &[]).await?;
-    let result = scenario(&t).await;
-    t.finish(result).await
-}
+real_node_test!(
+    real_nodes_cronjob_forbid_holds_while_a_container_runs,
+    "rn-cron",
+    "cronjob-controller,job-controller",
+    scenario
+);

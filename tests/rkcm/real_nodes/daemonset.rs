@@ -175,11 +175,9 @@ async fn scenario(t: &Tier<impl Sized>) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs real nodes: make test"]
-async fn real_nodes_daemonset_covers_real_and_simulated_nodes_and_rolls_back() -> anyhow::Result<()>
-{
-    let t = Tier::shared("rn-ds", 1, "daemonset-controller", &[]).await?;
-    let result = scenario(&t).await;
-    t.finish(result).await
-}
+real_node_test!(
+    real_nodes_daemonset_covers_real_and_simulated_nodes_and_rolls_back,
+    "rn-ds",
+    "daemonset-controller",
+    scenario
+);

@@ -14,8 +14,6 @@ use serde_json::json;
 use super::{HTTPD, HTTPD_NEXT, START, Tier, pod_ip, real_template};
 use crate::rollout::Kubectl;
 
-const CONTROLLERS: &str = "deployment-controller,replicaset-controller";
-
 fn httpd(image: &str, probe_path: &str) -> serde_json::Value {
     json!([{
         "name": "web", "image": image, "imagePullPolicy": "IfNotPresent",
@@ -201,10 +199,9 @@ async fn scenario(t: &Tier<impl Sized>) -> anyhow::Result<()> {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs real nodes: make test"]
-async fn real_nodes_deployment_rollout_is_gated_by_http_readiness() -> anyhow::Result<()> {
-    let t = Tier::shared("rn-deploy", 1, CONTROLLERS, &[]).await?;
-    let result = scenario(&t).await;
-    t.finish(result).await
-}
+real_node_test!(
+    real_nodes_deployment_rollout_is_gated_by_http_readiness,
+    "rn-deploy",
+    "deployment-controller,replicaset-controller",
+    scenario
+);

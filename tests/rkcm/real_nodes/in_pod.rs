@@ -317,13 +317,12 @@ async fn image_scenario(t: &Tier<impl Sized>) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs real nodes: make test"]
-async fn real_nodes_image_agrees_with_the_dockerfile_and_runs_as_non_root() -> anyhow::Result<()> {
-    let t = Tier::shared("rn-image", 1, "pod-garbage-collector-controller", &[]).await?;
-    let result = image_scenario(&t).await;
-    t.finish(result).await
-}
+real_node_test!(
+    real_nodes_image_agrees_with_the_dockerfile_and_runs_as_non_root,
+    "rn-image",
+    "pod-garbage-collector-controller",
+    image_scenario
+);
 
 // ---------------------------------------------------------------------------------------------
 // Static pod
@@ -805,7 +804,7 @@ async fn helm_scenario(env: &Env, nodes: &RealNodes) -> anyhow::Result<()> {
             d.status.as_ref().and_then(|s| s.ready_replicas) == Some(2)
         }, |d| format!("{:?}", d.status))
         .await?;
-        // The bootstrap process steps down (SIGTERM releases the Lease).
+        // The bootstrap process stops; its Lease expires.
         let t_boot = Instant::now();
         let _ = std::process::Command::new("kill").arg(boot.id().to_string()).status();
         let _ = boot.wait();
@@ -832,10 +831,13 @@ async fn helm_scenario(env: &Env, nodes: &RealNodes) -> anyhow::Result<()> {
         .await?;
         let failover = at.duration_since(t_fail);
         eprintln!("helm: failover to {second} {failover:?} after the leader's pod was deleted");
+        // As upstream, the Lease is not released on exit unless gate
+        // ControllerManagerReleaseLeaderElectionLockOnExit is on: the standby waits it out
+        // (15 s lease, 2 s retry period).
         ensure!(
-            failover < Duration::from_secs(15),
-            "failover took {failover:?}: a deleted pod's rkcm releases the Lease, the standby \
-             must not wait out the 15 s lease"
+            failover < Duration::from_secs(25),
+            "failover took {failover:?}: the standby must lead within the 15 s lease and a \
+             2 s retry period (with margin)"
         );
         env.wait_object::<Deployment>(&dname, "the new leader replaces the deleted pod", START, |d| {
             d.status.as_ref().and_then(|s| s.ready_replicas) == Some(2)

@@ -12,7 +12,7 @@ use rkcm_testkit::harness::{Env, History, ann};
 use rkcm_testkit::wait_for;
 use serde_json::json;
 
-use super::{BUSYBOX, START, Tier, real_template, shell};
+use super::{BUSYBOX, START, Tier, of_job, real_template, shell};
 use crate::rollout::Kubectl;
 
 fn job(name: &str, script: &str, spec: serde_json::Value, restart: &str) -> serde_json::Value {
@@ -57,18 +57,6 @@ async fn wait_condition(
         Ok(condition(&j, type_))
     })
     .await
-}
-
-fn of_job<'a>(pods: &'a [Pod], job: &str) -> Vec<&'a Pod> {
-    pods.iter()
-        .filter(|p| {
-            p.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("job"))
-                .is_some_and(|j| j == job)
-        })
-        .collect()
 }
 
 fn exit_code(p: &Pod) -> Option<i32> {
@@ -244,10 +232,9 @@ async fn scenario(t: &Tier<impl Sized>) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs real nodes: make test"]
-async fn real_nodes_job_follows_exit_codes_restarts_and_indexes() -> anyhow::Result<()> {
-    let t = Tier::shared("rn-job", 1, "job-controller", &[]).await?;
-    let result = scenario(&t).await;
-    t.finish(result).await
-}
+real_node_test!(
+    real_nodes_job_follows_exit_codes_restarts_and_indexes,
+    "rn-job",
+    "job-controller",
+    scenario
+);

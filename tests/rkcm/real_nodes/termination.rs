@@ -15,7 +15,7 @@ use rkcm_testkit::harness::{Env, running_container};
 use rkcm_testkit::{holds_for, wait_for};
 use serde_json::json;
 
-use super::{BUSYBOX, START, Tier, real_template, shell, wait_running};
+use super::{BUSYBOX, START, Tier, of_job, real_template, shell, wait_running};
 
 /// A container that takes `term_secs` to stop after TERM (it keeps running meanwhile),
 /// after a preStop hook of `prestop_secs`.
@@ -173,24 +173,17 @@ async fn deployment_scenario(t: &Tier<impl Sized>) -> anyhow::Result<()> {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs real nodes: make test"]
-async fn real_nodes_replicaset_and_deployment_count_pods_until_their_containers_stop()
--> anyhow::Result<()> {
-    let t = Tier::shared(
-        "rn-terminating",
-        1,
-        "replicaset-controller,deployment-controller",
-        &[],
-    )
-    .await?;
-    let result = async {
-        replicaset_scenario(&t).await.context("ReplicaSet")?;
-        deployment_scenario(&t).await.context("Deployment")
-    }
-    .await;
-    t.finish(result).await
+async fn terminating_scenario(t: &Tier<impl Sized>) -> anyhow::Result<()> {
+    replicaset_scenario(t).await.context("ReplicaSet")?;
+    deployment_scenario(t).await.context("Deployment")
 }
+
+real_node_test!(
+    real_nodes_replicaset_and_deployment_count_pods_until_their_containers_stop,
+    "rn-terminating",
+    "replicaset-controller,deployment-controller",
+    terminating_scenario
+);
 
 /// A Job of one pod whose container takes 15 s to stop after TERM: longer than the 10 s
 /// recreation backoff of a first failure, so a replacement that does not wait for the
@@ -212,21 +205,15 @@ fn job(name: &str, policy: &str) -> serde_json::Value {
 }
 
 fn job_pods(pods: &[Pod], job: &str) -> Vec<Pod> {
-    pods.iter()
-        .filter(|p| {
-            p.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("job"))
-                .is_some_and(|j| j == job)
-        })
-        .cloned()
-        .collect()
+    of_job(pods, job).into_iter().cloned().collect()
 }
 
-/// Deletes the Job's running pod and returns (old pod, replacement, whether the old pod's
-/// container still ran when the replacement was first seen).
-async fn replace_once(t: &Tier<impl Sized>, job_name: &str) -> anyhow::Result<(Pod, Pod, bool)> {
+/// Waits for the Job's pod to run a container, deletes the pod gracefully and returns it
+/// with its node and container id.
+async fn delete_running(
+    t: &Tier<impl Sized>,
+    job_name: &str,
+) -> anyhow::Result<(Pod, String, String)> {
     let env = &t.env;
     let first = wait_for(&format!("{job_name}'s pod"), START, || async {
         Ok(job_pods(&live_pods(env).await?, job_name)
@@ -235,13 +222,18 @@ async fn replace_once(t: &Tier<impl Sized>, job_name: &str) -> anyhow::Result<(P
     })
     .await?;
     let first_name = first.metadata.name.clone().unwrap_or_default();
-    let (first, node, id) = wait_running(env, &t.nodes, &first_name, false).await?;
+    let running = wait_running(env, &t.nodes, &first_name, false).await?;
     env.pods()
         .delete(&first_name, &DeleteParams::default())
         .await
         .with_context(|| format!("deleting {first_name}"))?;
-    let uid = first.metadata.uid.clone();
-    let replacement = wait_for(
+    Ok(running)
+}
+
+/// Waits for a pod of the Job other than `old`.
+async fn replacement(env: &Env, job_name: &str, old: &Pod) -> anyhow::Result<Pod> {
+    let uid = old.metadata.uid.clone();
+    wait_for(
         &format!("a replacement pod for {job_name}"),
         START,
         || async {
@@ -249,9 +241,7 @@ async fn replace_once(t: &Tier<impl Sized>, job_name: &str) -> anyhow::Result<(P
             Ok(ps.into_iter().find(|p| p.metadata.uid != uid))
         },
     )
-    .await?;
-    let old_running = t.nodes.container_running(&node, &id).await?;
-    Ok((first, replacement, old_running))
+    .await
 }
 
 async fn job_scenario(t: &Tier<impl Sized>) -> anyhow::Result<()> {
@@ -261,25 +251,15 @@ async fn job_scenario(t: &Tier<impl Sized>) -> anyhow::Result<()> {
         .await?;
 
     // TerminatingOrFailed: the replacement comes while the old container still runs.
-    let (_, _, old_running) = replace_once(t, "eager").await?;
+    let (old, node, id) = delete_running(t, "eager").await?;
+    replacement(env, "eager", &old).await?;
     ensure!(
-        old_running,
+        t.nodes.container_running(&node, &id).await?,
         "with TerminatingOrFailed the replacement should come while the old container still stops"
     );
 
     // Failed: while the old container stops, the Job counts it terminating and waits.
-    let first = wait_for("failed's pod", START, || async {
-        Ok(job_pods(&live_pods(env).await?, "failed")
-            .into_iter()
-            .next())
-    })
-    .await?;
-    let first_name = first.metadata.name.clone().unwrap_or_default();
-    let (first, node, id) = wait_running(env, &t.nodes, &first_name, false).await?;
-    env.pods()
-        .delete(&first_name, &DeleteParams::default())
-        .await
-        .with_context(|| format!("deleting {first_name}"))?;
+    let (first, node, id) = delete_running(t, "failed").await?;
     wait_for("the Job counts the pod terminating", START, || async {
         let j: Job = env.get("failed").await?;
         Ok((j.status.and_then(|s| s.terminating) == Some(1)).then_some(()))
@@ -297,11 +277,7 @@ async fn job_scenario(t: &Tier<impl Sized>) -> anyhow::Result<()> {
         },
     )
     .await?;
-    let replacement = wait_for("a replacement for failed", START, || async {
-        let ps = job_pods(&live_pods(env).await?, "failed");
-        Ok(ps.into_iter().find(|p| p.metadata.uid != uid))
-    })
-    .await?;
+    let replacement = replacement(env, "failed", &first).await?;
     ensure!(
         !t.nodes.container_running(&node, &id).await?,
         "the replacement {:?} came while the old container {id} still ran on {node}",
@@ -318,10 +294,9 @@ async fn job_scenario(t: &Tier<impl Sized>) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs real nodes: make test"]
-async fn real_nodes_job_replaces_a_pod_only_after_its_container_stops() -> anyhow::Result<()> {
-    let t = Tier::shared("rn-job-replace", 1, "job-controller", &[]).await?;
-    let result = job_scenario(&t).await;
-    t.finish(result).await
-}
+real_node_test!(
+    real_nodes_job_replaces_a_pod_only_after_its_container_stops,
+    "rn-job-replace",
+    "job-controller",
+    job_scenario
+);

@@ -8,10 +8,15 @@ use super::*;
 use crate::testutil::{ds_with, node_from};
 
 fn place(node: Value, template_spec: Value) -> Placement {
+    place_gated(node, template_spec, false)
+}
+
+/// [`place`] with gate `TaintTolerationComparisonOperators` as given.
+fn place_gated(node: Value, template_spec: Value, comparison_operators: bool) -> Placement {
     let mut spec = json!({"containers": [{"name": "c", "image": "i"}]});
     crate::testutil::merge(&mut spec, &template_spec);
     let ds = ds_with(json!({"spec": {"template": {"spec": spec}}}));
-    node_should_run_daemon_pod(&node_from(node), &ds)
+    node_should_run_daemon_pod(&node_from(node), &ds, comparison_operators)
 }
 
 fn n(labels: Value, taints: Value) -> Value {
@@ -352,25 +357,106 @@ fn tolerates_taint_follows_upstream() {
     };
     let t = taint("k", Some("v"), "NoSchedule");
     assert!(
-        tolerates_taint(&tol(Some("k"), None, Some("v"), None), &t),
+        tolerates_taint(&tol(Some("k"), None, Some("v"), None), &t, false),
         "empty operator is Equal"
     );
-    assert!(!tolerates_taint(&tol(Some("k"), None, None, None), &t));
+    assert!(!tolerates_taint(
+        &tol(Some("k"), None, None, None),
+        &t,
+        false
+    ));
     assert!(tolerates_taint(
         &tol(Some("k"), Some("Exists"), None, Some("NoSchedule")),
-        &t
+        &t,
+        false
     ));
     assert!(!tolerates_taint(
         &tol(Some("other"), Some("Exists"), None, None),
-        &t
+        &t,
+        false
     ));
     assert!(!tolerates_taint(
         &tol(Some("k"), Some("Bogus"), Some("v"), None),
-        &t
+        &t,
+        false
     ));
     let bare = taint("k", None, "NoExecute");
     assert!(
-        tolerates_taint(&tol(Some("k"), Some("Equal"), Some(""), None), &bare),
+        tolerates_taint(&tol(Some("k"), Some("Equal"), Some(""), None), &bare, false),
         "empty equals absent value"
     );
+}
+
+/// Gate `TaintTolerationComparisonOperators`: `Gt`/`Lt` compare the toleration's value with
+/// the taint's as integers when on (upstream `compareNumericValues`: canonical decimal
+/// integers only), and tolerate nothing when off (the v1.37 default).
+#[test]
+fn comparison_operators_follow_the_gate() {
+    let taint = |v: &str| Taint {
+        key: "k".into(),
+        value: Some(v.into()),
+        effect: "NoSchedule".into(),
+        time_added: None,
+    };
+    let tol = |op: &str, v: &str| Toleration {
+        key: Some("k".into()),
+        operator: Some(op.into()),
+        value: Some(v.into()),
+        effect: None,
+        toleration_seconds: None,
+    };
+    // (operator, toleration value, taint value, tolerated with the gate on)
+    let cases = [
+        ("Gt", "5", "6", true),
+        ("Gt", "5", "5", false),
+        ("Gt", "5", "4", false),
+        ("Lt", "5", "4", true),
+        ("Lt", "5", "5", false),
+        ("Lt", "-3", "-4", true),
+        ("Gt", "0", "1", true),
+        // Not canonical decimal integers: never tolerated.
+        ("Gt", "05", "6", false),
+        ("Gt", "5", "+6", false),
+        ("Lt", "5", "-0", false),
+        ("Gt", "5", "x", false),
+        ("Gt", "", "6", false),
+        ("Lt", "9223372036854775808", "1", false),
+    ];
+    for (op, tv, nv, want) in cases {
+        assert_eq!(
+            tolerates_taint(&tol(op, tv), &taint(nv), true),
+            want,
+            "{op} {tv} vs taint {nv}, gate on"
+        );
+        assert!(
+            !tolerates_taint(&tol(op, tv), &taint(nv), false),
+            "{op} {tv} vs taint {nv}, gate off"
+        );
+    }
+    // Placement and NoExecute eviction follow: a NoSchedule taint tolerated by Gt places the
+    // pod only with the gate on; a NoExecute one evicts a running pod only with it off.
+    let node = |effect: &str| {
+        n(
+            json!({}),
+            json!([{"key": "node.example/generation", "value": "7", "effect": effect}]),
+        )
+    };
+    let spec = json!({"tolerations": [
+        {"key": "node.example/generation", "operator": "Gt", "value": "5"}]});
+    assert_eq!(
+        place_gated(node("NoSchedule"), spec.clone(), true),
+        Placement::RUN
+    );
+    assert_eq!(
+        place_gated(node("NoSchedule"), spec.clone(), false),
+        Placement {
+            should_run: false,
+            should_continue_running: true
+        }
+    );
+    assert_eq!(
+        place_gated(node("NoExecute"), spec.clone(), true),
+        Placement::RUN
+    );
+    assert_eq!(place_gated(node("NoExecute"), spec, false), Placement::NONE);
 }

@@ -23,6 +23,8 @@ struct Case {
     backoff: Backoff,
     satisfied: bool,
     burst: usize,
+    /// The manager's opt-in into rkcm's rollout past NotReady nodes.
+    skip_not_ready: bool,
 }
 
 fn case(ds: DaemonSet, nodes: Vec<Arc<Node>>, pods: Vec<Arc<Pod>>) -> Case {
@@ -33,10 +35,17 @@ fn case(ds: DaemonSet, nodes: Vec<Arc<Node>>, pods: Vec<Arc<Pod>>) -> Case {
         backoff: Backoff::default(),
         satisfied: true,
         burst: 250,
+        skip_not_ready: false,
     }
 }
 
 impl Case {
+    /// The manager opts every DaemonSet into rkcm's rollout past NotReady nodes.
+    fn skipping(mut self) -> Self {
+        self.skip_not_ready = true;
+        self
+    }
+
     fn plan_at(&self, now: i64) -> Plan {
         let snap = Snapshot {
             ds: &self.ds,
@@ -46,6 +55,8 @@ impl Case {
             expectations_satisfied: self.satisfied,
             backoff: &self.backoff,
             burst: self.burst,
+            comparison_operators: false,
+            skip_not_ready_nodes: self.skip_not_ready,
         };
         plan(&snap, ts(now))
     }
@@ -588,30 +599,56 @@ fn node_readiness_is_read_from_the_ready_condition_only() {
 }
 
 #[test]
-fn a_node_dying_with_an_unavailable_new_pod_does_not_stall_the_rollout() {
-    // kubernetes/kubernetes#117204: a's new pod will never be ready (the node is gone);
-    // upstream counts it and never moves again. b and c still get updated, one at a time.
+fn a_node_not_ready_with_an_unavailable_new_pod_uses_the_budget_unless_opted_in() {
+    // a's new pod will never be ready (the node is NotReady: the new revision broke it, or it
+    // died). Upstream counts it against maxUnavailable: the rollout stops there.
     let n = nodes_ready(&[("a", false), ("b", true), ("c", true)]);
     let mut pods = ready_old(&["b", "c"]);
     pods.push(pod("new-a", "a", "new", 10).bound("a").build());
-    let p = case(ds(), n.clone(), pods).plan();
+    let p = case(ds(), n.clone(), pods.clone()).plan();
     assert_eq!(p.step, Step::RollingUpdate);
+    assert!(p.is_idle(), "upstream: the budget of one is used by a");
+    // Opted in (kubernetes/kubernetes#117204's ask): b and c still get updated, one at a time.
+    let p = case(ds(), n.clone(), pods).skipping().plan();
     assert_eq!(names(&p.deletes), vec!["old-b"]);
+    // The DaemonSet's annotation opts in alone, and opts out of the manager's opt-in.
+    let annotated = |v: &str| {
+        ds_with(json!({"metadata": {"annotations": {
+            crate::consts::SKIP_NOT_READY_NODES_ANNOTATION: v}}}))
+    };
+    let mut pods = ready_old(&["b", "c"]);
+    pods.push(pod("new-a", "a", "new", 10).bound("a").build());
+    let p = case(annotated("true"), n.clone(), pods.clone()).plan();
+    assert_eq!(names(&p.deletes), vec!["old-b"]);
+    assert!(
+        case(annotated("false"), n.clone(), pods.clone())
+            .skipping()
+            .plan()
+            .is_idle()
+    );
+    assert!(
+        case(annotated("yes"), n.clone(), pods).plan().is_idle(),
+        "only \"true\" opts in"
+    );
     // b's replacement not ready yet: that uses the budget, nothing more goes.
     let mut pods = ready_old(&["c"]);
     pods.push(pod("new-a", "a", "new", 10).bound("a").build());
     pods.push(pod("new-b", "b", "new", 20).bound("b").build());
-    assert!(case(ds(), n.clone(), pods).plan().is_idle());
+    assert!(case(ds(), n.clone(), pods).skipping().plan().is_idle());
     // Ready: c is next.
     let mut pods = ready_old(&["c"]);
     pods.push(pod("new-a", "a", "new", 10).bound("a").build());
     pods.push(pod("new-b", "b", "new", 20).bound("b").ready(30).build());
-    assert_eq!(names(&case(ds(), n, pods).plan().deletes), vec!["old-c"]);
+    assert_eq!(
+        names(&case(ds(), n, pods).skipping().plan().deletes),
+        vec!["old-c"]
+    );
 }
 
 #[test]
-fn a_node_dying_with_a_terminating_old_pod_does_not_stall_the_rollout() {
+fn a_node_dying_with_a_terminating_old_pod_stalls_the_rollout_unless_opted_in() {
     // The rollout deleted a's old pod, then a died: the pod never finishes terminating.
+    // Upstream counts the node (old pod deleting, no new pod) as unavailable.
     let n = nodes_ready(&[("a", false), ("b", true), ("c", true)]);
     let mut pods = ready_old(&["b", "c"]);
     pods.push(
@@ -621,23 +658,34 @@ fn a_node_dying_with_a_terminating_old_pod_does_not_stall_the_rollout() {
             .deleting()
             .build(),
     );
-    assert_eq!(names(&case(ds(), n, pods).plan().deletes), vec!["old-b"]);
+    assert!(case(ds(), n.clone(), pods.clone()).plan().is_idle());
+    assert_eq!(
+        names(&case(ds(), n, pods).skipping().plan().deletes),
+        vec!["old-b"]
+    );
 }
 
 #[test]
-fn old_pods_on_not_ready_nodes_are_left_alone() {
-    // a is NotReady and its old pod with it: replacing it would only leave a pod terminating
-    // on a node nobody runs. The budget goes to a Ready node.
+fn old_pods_on_not_ready_nodes_are_replaced_unless_opted_in() {
+    // a is NotReady and its old pod with it. Upstream replaces an unavailable old pod at once
+    // (it uses the budget).
     let n = nodes_ready(&[("a", false), ("b", true), ("c", true)]);
     let mut pods = vec![pod("old-a", "a", "old", 0).bound("a").build()];
     pods.extend(ready_old(&["b", "c"]));
-    let p = case(ds(), n.clone(), pods).plan();
+    let p = case(ds(), n.clone(), pods.clone()).plan();
+    assert_eq!(names(&p.deletes), vec!["old-a"]);
+    // Opted in, replacing it would only leave a pod terminating on a node nobody runs: the
+    // budget goes to a Ready node.
+    let p = case(ds(), n.clone(), pods).skipping().plan();
     assert_eq!(names(&p.deletes), vec!["old-b"]);
     // Ready again with its pod not ready yet: now it is replaced at once and uses budget.
     let n = nodes_ready(&[("a", true), ("b", true), ("c", true)]);
     let mut pods = vec![pod("old-a", "a", "old", 0).bound("a").build()];
     pods.extend(ready_old(&["b", "c"]));
-    assert_eq!(names(&case(ds(), n, pods).plan().deletes), vec!["old-a"]);
+    assert_eq!(
+        names(&case(ds(), n, pods).skipping().plan().deletes),
+        vec!["old-a"]
+    );
 }
 
 #[test]
@@ -654,29 +702,38 @@ fn unavailable_old_pods_on_ready_nodes_use_the_budget() {
 
 #[test]
 fn a_not_ready_node_gives_no_extra_budget() {
-    // a sits the rollout out; b's new pod is not ready: the budget of one is used, c waits.
+    // Opted in, a sits the rollout out; b's new pod is not ready: the budget of one is used,
+    // c waits (as upstream, where a and b both count).
     let n = nodes_ready(&[("a", false), ("b", true), ("c", true)]);
     let pods = vec![
         pod("new-a", "a", "new", 10).bound("a").build(),
         pod("new-b", "b", "new", 10).bound("b").build(),
         pod("old-c", "c", "old", 0).bound("c").ready(0).build(),
     ];
+    assert!(
+        case(ds(), n.clone(), pods.clone())
+            .skipping()
+            .plan()
+            .is_idle()
+    );
     assert!(case(ds(), n, pods).plan().is_idle());
 }
 
 #[test]
-fn surge_rollout_goes_on_past_a_not_ready_node() {
-    // maxSurge 1: a died while its surge pod was starting. Upstream waits on it for good.
+fn surge_rollout_waits_on_a_not_ready_node_unless_opted_in() {
+    // maxSurge 1: a went NotReady while its surge pod was starting. Upstream waits on it.
     let d = surge_ds(json!(1), json!(0));
     let n = nodes_ready(&[("a", false), ("b", true), ("c", true)]);
     let mut pods = ready_old(&["a", "b", "c"]);
     pods.push(pod("new-a", "a", "new", 10).bound("a").build());
-    let p = case(d.clone(), n.clone(), pods).plan();
+    let p = case(d.clone(), n.clone(), pods.clone()).plan();
     assert_eq!(p.step, Step::RollingUpdate);
+    assert!(p.is_idle(), "upstream: a's surge pod uses the surge budget");
+    let p = case(d.clone(), n.clone(), pods).skipping().plan();
     assert_eq!(p.creates, vec!["b"]);
     // With b's surge pod starting, c waits.
     let mut pods = ready_old(&["a", "b", "c"]);
     pods.push(pod("new-a", "a", "new", 10).bound("a").build());
     pods.push(pod("new-b", "b", "new", 10).bound("b").build());
-    assert!(case(d, n, pods).plan().is_idle());
+    assert!(case(d, n, pods).skipping().plan().is_idle());
 }

@@ -23,11 +23,13 @@ fn counts(
         expectations_satisfied: true,
         backoff: &backoff,
         burst: 250,
+        comparison_operators: false,
+        skip_not_ready_nodes: false,
     };
     let by_node = pods_by_node(pods, false);
     let placements: Vec<_> = nodes
         .iter()
-        .map(|n| node_should_run_daemon_pod(n, d))
+        .map(|n| node_should_run_daemon_pod(n, d, false))
         .collect();
     calculate_status(&snap, &by_node, &placements, ts(now))
 }

@@ -25,6 +25,28 @@ pub const NODE_LABEL: &str = "rkcm.test/daemonset";
 /// The taint test nodes carry (testkit's default) and test DaemonSets tolerate.
 pub const TEST_TAINT: &str = "rkcm.test/no-schedule";
 
+/// Sets node `name`'s Ready condition through `nodes` (see [`Env::set_node_ready`]).
+pub async fn set_node_ready_on(nodes: &Api<Node>, name: &str, ready: bool) -> Result<()> {
+    let now = jiff::Timestamp::now().to_string();
+    let (status, reason) = if ready {
+        ("True", "KubeletReady")
+    } else {
+        ("Unknown", "NodeStatusUnknown")
+    };
+    nodes
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"conditions": [{
+                "type": "Ready", "status": status, "reason": reason, "message": "set by test",
+                "lastHeartbeatTime": now, "lastTransitionTime": now,
+            }]}})),
+        )
+        .await
+        .with_context(|| format!("setting Ready={ready} on node {name}"))?;
+    Ok(())
+}
+
 /// One test's cluster connection, namespace and node label value.
 pub struct Env {
     pub cluster: TestCluster,
@@ -167,24 +189,7 @@ impl Env {
     /// Sets the node's Ready condition, as its kubelet (True) or the node lifecycle
     /// controller (Unknown, once the kubelet is silent) would.
     pub async fn set_node_ready(&self, name: &str, ready: bool) -> Result<()> {
-        let now = jiff::Timestamp::now().to_string();
-        let (status, reason) = if ready {
-            ("True", "KubeletReady")
-        } else {
-            ("Unknown", "NodeStatusUnknown")
-        };
-        self.nodes()
-            .patch_status(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"status": {"conditions": [{
-                    "type": "Ready", "status": status, "reason": reason, "message": "set by test",
-                    "lastHeartbeatTime": now, "lastTransitionTime": now,
-                }]}})),
-            )
-            .await
-            .with_context(|| format!("setting Ready={ready} on node {name}"))?;
-        Ok(())
+        set_node_ready_on(&self.nodes(), name, ready).await
     }
 
     /// Merges `patch` into a node.

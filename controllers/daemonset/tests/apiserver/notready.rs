@@ -1,7 +1,13 @@
-//! A rolling update while nodes go NotReady midway: it must neither stall for good
+//! Rolling updates while nodes go NotReady midway.
+//!
+//! By default, as upstream, a NotReady node whose pod is unavailable uses the
+//! `maxUnavailable` budget: when the new revision itself breaks the nodes it lands on, the
+//! rollout stops after `maxUnavailable` of them (checked against upstream
+//! kube-controller-manager as well). With rkcm's own opt-in (the manager flag or the
+//! DaemonSet's annotation) such nodes sit the rollout out: it neither stalls for good
 //! (kubernetes/kubernetes#117204: a dead node holding a new pod, or an old pod the rollout
-//! deleted, used the whole `maxUnavailable` budget) nor take more than `maxUnavailable` pods
-//! from the Ready nodes (kubernetes/kubernetes#123232).
+//! deleted, used the whole budget) nor takes more than `maxUnavailable` pods from the Ready
+//! nodes (kubernetes/kubernetes#123232) — and a breaking revision walks across every node.
 //!
 //! The nodes are the test's own and nobody simulates them: the test plays their kubelets
 //! (pods start after a second, deletions are confirmed) and the node lifecycle controller
@@ -19,7 +25,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use rkcm_testkit::wait_for;
 use serde_json::json;
 
-use crate::harness::{Env, NODE_LABEL, WITHIN, is_ready};
+use crate::harness::{Env, NODE_LABEL, WITHIN, is_ready, set_node_ready_on};
 
 const V1: &str = "registry.k8s.io/pause:3.9";
 const V2: &str = "registry.k8s.io/pause:3.10";
@@ -65,17 +71,32 @@ async fn set_ready(pods: &Api<Pod>, name: &str, ready: bool) -> Result<()> {
 
 /// The kubelets of the test's nodes: on a live node a bound pod becomes Running and Ready
 /// [`START`] after it is first seen, and a deleted pod is removed. Dead nodes do nothing.
+/// With `breaking` set, a pod running that image does not start but takes its node down
+/// (a broken CNI plugin or node agent): [`START`] after it is first seen the node goes
+/// NotReady, the pod stays not ready, and the node's kubelet does nothing more.
 struct Kubelets {
     alive: Arc<Mutex<BTreeSet<String>>>,
+    /// Nodes the breaking image took down, in order.
+    broken: Arc<Mutex<Vec<String>>>,
     stop: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Kubelets {
     fn start(pods: Api<Pod>, nodes: &[String]) -> Self {
+        Self::start_breaking(pods, None, nodes, None)
+    }
+
+    fn start_breaking(
+        pods: Api<Pod>,
+        node_api: Option<Api<Node>>,
+        nodes: &[String],
+        breaking: Option<&'static str>,
+    ) -> Self {
         let alive = Arc::new(Mutex::new(nodes.iter().cloned().collect::<BTreeSet<_>>()));
+        let broken = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
-        let (a, s) = (alive.clone(), stop.clone());
+        let (a, b, s) = (alive.clone(), broken.clone(), stop.clone());
         let task = tokio::spawn(async move {
             let mut seen: BTreeMap<String, Instant> = BTreeMap::new();
             while !s.load(Ordering::Relaxed) {
@@ -95,8 +116,25 @@ impl Kubelets {
                                 .await;
                         } else if !is_ready(p) {
                             let first = *seen.entry(name.to_owned()).or_insert_with(Instant::now);
-                            if first.elapsed() >= START {
-                                let _ = set_ready(&pods, name, true).await;
+                            if first.elapsed() < START {
+                                continue;
+                            }
+                            match (&node_api, breaking) {
+                                (Some(node_api), Some(img)) if image(p) == img => {
+                                    if set_node_ready_on(node_api, node, false).await.is_ok()
+                                        && set_ready(&pods, name, false).await.is_ok()
+                                    {
+                                        if let Ok(mut l) = a.lock() {
+                                            l.remove(node);
+                                        }
+                                        if let Ok(mut l) = b.lock() {
+                                            l.push(node.to_owned());
+                                        }
+                                    }
+                                }
+                                _ => {
+                                    let _ = set_ready(&pods, name, true).await;
+                                }
                             }
                         }
                     }
@@ -104,7 +142,17 @@ impl Kubelets {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         });
-        Self { alive, stop, task }
+        Self {
+            alive,
+            broken,
+            stop,
+            task,
+        }
+    }
+
+    /// The nodes the breaking image took down so far.
+    fn broken(&self) -> Vec<String> {
+        self.broken.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
     fn set_alive(&self, node: &str, alive: bool) {
@@ -271,6 +319,7 @@ async fn rollout_past_dead_nodes(
     prefix: &str,
     strategy: serde_json::Value,
     max_down: usize,
+    opt_in: OptIn,
 ) -> Result<()> {
     let env = Env::new(prefix).await?;
     let mut nodes = Vec::new();
@@ -278,8 +327,8 @@ async fn rollout_past_dead_nodes(
         nodes.push(env.manual_node(&format!("n{i}")).await?);
     }
     let kubelets = Kubelets::start(env.pods(), &nodes);
-    let _c = env.start();
-    env.create(&env.daemonset("ds", V1, json!({"spec": {"updateStrategy": strategy}})))
+    let _c = opt_in.start(&env).await?;
+    env.create(&env.daemonset("ds", V1, opt_in.spec(json!({"updateStrategy": strategy}))))
         .await?;
     wait_all_on(&env, &nodes, V1).await?;
     let sampler = Sampler::start(env.pods(), env.nodes(), env.group.clone());
@@ -358,23 +407,183 @@ async fn rollout_past_dead_nodes(
 
 #[tokio::test]
 #[ignore = "needs apiserver: make test"]
-async fn rollout_goes_on_past_nodes_that_die_midway_within_max_unavailable() -> Result<()> {
-    // maxUnavailable 1, maxSurge 0: upstream's defaults.
+async fn opted_in_rollout_goes_on_past_nodes_that_die_midway_within_max_unavailable() -> Result<()>
+{
+    // maxUnavailable 1, maxSurge 0: upstream's defaults; opted in by the annotation.
     rollout_past_dead_nodes(
         "ds-notready",
         json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
         1,
+        OptIn::Annotation,
     )
     .await
 }
 
 #[tokio::test]
 #[ignore = "needs apiserver: make test"]
-async fn surge_rollout_goes_on_past_nodes_that_die_midway_keeping_all_available() -> Result<()> {
+async fn opted_in_surge_rollout_goes_on_past_nodes_that_die_midway_keeping_all_available()
+-> Result<()> {
+    // Opted in by the manager flag.
     rollout_past_dead_nodes(
         "ds-notready-surge",
         json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}),
         0,
+        OptIn::Manager,
     )
     .await
+}
+
+/// Who runs the DaemonSet controller, and whether rkcm's rollout past NotReady nodes is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OptIn {
+    /// rkcm with upstream's behaviour (the default).
+    No,
+    /// rkcm, the DaemonSet annotated `rkcm.io/daemonset-rollout-skip-not-ready-nodes: "true"`.
+    Annotation,
+    /// rkcm with `--rkcm-daemonset-rollout-skip-not-ready-nodes`.
+    Manager,
+    /// Upstream kube-controller-manager (`--controllers=daemonset-controller`).
+    Upstream,
+}
+
+/// The running controller of an [`OptIn`], stopped when dropped.
+enum Running {
+    Rkcm(#[allow(dead_code)] crate::harness::Controllers),
+    Upstream(#[allow(dead_code)] Box<rkcm_testkit::harness::Manager>),
+}
+
+impl OptIn {
+    async fn start(self, env: &Env) -> Result<Running> {
+        Ok(match self {
+            OptIn::No | OptIn::Annotation => Running::Rkcm(env.start()),
+            OptIn::Manager => Running::Rkcm(env.start_with(rkcm_daemonset::Config {
+                rollout_skips_not_ready_nodes: true,
+                ..rkcm_daemonset::Config::default()
+            })),
+            OptIn::Upstream => Running::Upstream(Box::new(
+                rkcm_testkit::harness::Manager::start(
+                    rkcm_testkit::harness::ManagerKind::Upstream,
+                    &env.cluster,
+                    env.name(),
+                    "daemonset-controller",
+                )
+                .await?,
+            )),
+        })
+    }
+
+    /// The DaemonSet's `spec` extras, and its annotation when opted in by it.
+    fn spec(self, spec: serde_json::Value) -> serde_json::Value {
+        match self {
+            OptIn::Annotation => json!({"metadata": {"annotations": {
+                rkcm_daemonset::consts::SKIP_NOT_READY_NODES_ANNOTATION: "true"}}, "spec": spec}),
+            _ => json!({"spec": spec}),
+        }
+    }
+}
+
+/// How long a stopped rollout is watched for a next step. The opted-in run of the same
+/// scenario takes its next step well within it (the test checks), so a step that was coming
+/// would have been seen.
+const STOPPED_FOR: Duration = Duration::from_secs(20);
+
+/// A new revision whose pods take their node down (NotReady, the pod never ready) rolls out
+/// over four nodes with `maxUnavailable: 1`. Without the opt-in (rkcm's default and upstream)
+/// the rollout stops after the first broken node: the other three keep their old, available
+/// pods. Opted in, each broken node frees the budget and the revision breaks every node.
+async fn breaking_revision(prefix: &str, opt_in: OptIn) -> Result<()> {
+    let env = Env::new(prefix).await?;
+    let mut nodes = Vec::new();
+    for i in 0..4 {
+        nodes.push(env.manual_node(&format!("n{i}")).await?);
+    }
+    let kubelets = Kubelets::start_breaking(env.pods(), Some(env.nodes()), &nodes, Some(V2));
+    let _c = opt_in.start(&env).await?;
+    let strategy =
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}});
+    env.create(&env.daemonset("ds", V1, opt_in.spec(json!({"updateStrategy": strategy}))))
+        .await?;
+    wait_all_on(&env, &nodes, V1).await?;
+
+    env.set_image("ds", V2).await?;
+    let first = wait_for(
+        "the first node broken by the new revision",
+        WITHIN,
+        || async { Ok(kubelets.broken().first().cloned()) },
+    )
+    .await?;
+    let broke_at = Instant::now();
+    if matches!(opt_in, OptIn::Annotation | OptIn::Manager) {
+        wait_for("every node broken by the new revision", WITHIN, || async {
+            Ok((kubelets.broken().len() == nodes.len()).then_some(()))
+        })
+        .await?;
+        let second_after = broke_at.elapsed();
+        ensure!(
+            second_after < STOPPED_FOR,
+            "opted in, the rollout took {second_after:?} to break every node: \
+             STOPPED_FOR ({STOPPED_FOR:?}) is too short to show a stopped rollout"
+        );
+        return Ok(());
+    }
+    // The controller has seen the broken node: its status counts the new pod as unavailable.
+    env.wait_status("ds", "status: one updated pod, unavailable", |d| {
+        let observed =
+            d.status.as_ref().and_then(|s| s.observed_generation) == d.metadata.generation;
+        d.status.as_ref().is_some_and(|s| {
+            observed
+                && s.updated_number_scheduled == Some(1)
+                && s.number_unavailable.unwrap_or(0) >= 1
+        })
+    })
+    .await?;
+    // ... and takes no further step: no other node gets a new pod or loses its old one.
+    let deadline = broke_at + STOPPED_FOR;
+    while Instant::now() < deadline {
+        let broken = kubelets.broken();
+        ensure!(
+            broken == [first.clone()],
+            "{opt_in:?}: the rollout went on past the broken node {first}: broken {broken:?}"
+        );
+        for n in nodes.iter().filter(|n| **n != first) {
+            let pods = env.all_pods("ds").await?;
+            let on: Vec<&Pod> = pods
+                .iter()
+                .filter(|p| bound_node(p) == Some(n.as_str()))
+                .collect();
+            ensure!(
+                on.len() == 1 && image(on[0]) == V1 && available(on[0]),
+                "{opt_in:?}: node {n} lost its old pod: {:?}",
+                on.iter()
+                    .map(|p| (&p.metadata.name, image(p)))
+                    .collect::<Vec<_>>()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Ok(())
+}
+
+#[tokio::test]
+#[ignore = "needs apiserver: make test"]
+async fn a_revision_that_breaks_its_nodes_stops_at_max_unavailable() -> Result<()> {
+    breaking_revision("ds-breaking", OptIn::No).await
+}
+
+#[tokio::test]
+#[ignore = "needs apiserver: make test"]
+async fn upstream_stops_a_revision_that_breaks_its_nodes_at_max_unavailable() -> Result<()> {
+    breaking_revision("ds-breaking-kcm", OptIn::Upstream).await
+}
+
+#[tokio::test]
+#[ignore = "needs apiserver: make test"]
+async fn opted_in_a_revision_that_breaks_its_nodes_rolls_across_all_of_them() -> Result<()> {
+    breaking_revision("ds-breaking-optin", OptIn::Annotation).await
+}
+
+#[tokio::test]
+#[ignore = "needs apiserver: make test"]
+async fn opted_in_by_the_manager_a_breaking_revision_rolls_across_all_nodes() -> Result<()> {
+    breaking_revision("ds-breaking-optin-mgr", OptIn::Manager).await
 }

@@ -774,6 +774,46 @@ async fn paused_cleanup_deletes_empty_old_replica_sets_with_preconditions() {
     );
 }
 
+/// Upstream's `sync` cleans up on the ReplicaSets as they were before its scaling step: an old
+/// ReplicaSet that this very sync scales to zero is not deleted by it (a later sync does).
+#[tokio::test]
+async fn paused_cleanup_judges_the_replica_sets_from_before_the_scaling() {
+    let h = Harness::new(accepting()).await;
+    let mut d = stored(2);
+    d.spec.paused = Some(true);
+    d.spec.revision_history_limit = Some(0);
+    h.deployment(d);
+    // v1: one replica asked for, none left; v2 saturated: v1 goes to zero in this sync.
+    h.rs(owned(R {
+        name: "v1",
+        replicas: 1,
+        age: 300,
+        annotations: &[("deployment.kubernetes.io/revision", "1")],
+        ..R::default()
+    }));
+    h.rs(owned(R {
+        name: "v2",
+        replicas: 2,
+        status_replicas: 2,
+        available: 2,
+        image: "v2",
+        annotations: &[
+            ("deployment.kubernetes.io/revision", "2"),
+            ("deployment.kubernetes.io/desired-replicas", "2"),
+            ("deployment.kubernetes.io/max-replicas", "3"),
+        ],
+        ..R::default()
+    }));
+    h.ctrl.sync("ns/web".into()).await.expect("sync");
+    let scaled = h.requests("PUT", "/replicasets/v1");
+    assert_eq!(scaled.len(), 1, "v1 scaled to zero");
+    assert_eq!(scaled[0].body["spec"]["replicas"], json!(0));
+    assert!(
+        h.requests("DELETE", "/replicasets/v1").is_empty(),
+        "v1 was not empty before this sync's scaling: a later sync deletes it"
+    );
+}
+
 /// A routine status write right after the previous one waits for the end of the pacing
 /// interval; the sync then writes what the caches say by that time.
 #[tokio::test(start_paused = true)]

@@ -23,6 +23,16 @@ fn sync(
     pods: &[Arc<Pod>],
     expected_rm: &HashSet<String>,
 ) -> (JobStatus, JobStatus, Vec<String>, Tracked) {
+    sync_gated(job, pods, expected_rm, true)
+}
+
+/// [`sync`] with gate `MutableSchedulingDirectivesForSuspendedJobs` as given.
+fn sync_gated(
+    job: &Job,
+    pods: &[Arc<Pod>],
+    expected_rm: &HashSet<String>,
+    clear_start_time_on_suspend: bool,
+) -> (JobStatus, JobStatus, Vec<String>, Tracked) {
     let p = plan(
         &Snapshot {
             job,
@@ -45,7 +55,7 @@ fn sync(
         },
         Action::None => Executed::default(),
     };
-    let managed = after_action(job, &p, true, exec, now());
+    let managed = after_action(job, &p, true, exec, clear_start_time_on_suspend, now());
     let tracked = track(job, pods, expected_rm, &p, managed, now());
     let first = tracked.status.clone();
     let mut status = first.clone();
@@ -317,6 +327,32 @@ fn suspend_and_resume_conditions() {
     // A never-suspended Job gets no Suspended=False.
     let (first, _, _, _) = sync(&job(json!({}), json!({})), &[], &HashSet::new());
     assert!(types(&first).is_empty());
+}
+
+/// Gate `MutableSchedulingDirectivesForSuspendedJobs` off: suspending keeps `startTime`
+/// (upstream `syncJob` clears it only with the gate on); resuming still restarts it.
+#[test]
+fn suspending_keeps_start_time_with_the_scheduling_directives_gate_off() {
+    let start = "2026-01-01T00:00:00Z";
+    let j = job(
+        json!({"suspend": true, "completions": 2, "parallelism": 2}),
+        json!({"startTime": start, "active": 2, "ready": 0, "terminating": 0}),
+    );
+    let pods = vec![pod("a", "Running").build(), pod("b", "Running").build()];
+    let (first, _, _, _) = sync_gated(&j, &pods, &HashSet::new(), false);
+    assert_eq!(types(&first), vec!["Suspended=JobSuspended"]);
+    assert_eq!(
+        first.start_time.as_ref().map(|t| t.0.to_string()),
+        Some(start.to_owned())
+    );
+    let (on, _, _, _) = sync_gated(&j, &pods, &HashSet::new(), true);
+    assert_eq!(on.start_time, None, "gate on: cleared");
+    let resumed = job(
+        json!({"suspend": false, "completions": 2, "parallelism": 2}),
+        serde_json::to_value(&first).unwrap(),
+    );
+    let (first, _, _, _) = sync_gated(&resumed, &[], &HashSet::new(), false);
+    assert_eq!(first.start_time.map(|t| t.0), Some(now()));
 }
 
 #[test]

@@ -119,6 +119,7 @@ async fn release(env: &Env) -> Result<()> {
         .await?;
     let first = env.wait_active_within(&uid, 1, WITHIN).await?.remove(0);
     let name = name_of(&first);
+    let history = History::<Pod>::start(env.pods()).await?;
     env.pods()
         .patch(
             &name,
@@ -138,6 +139,27 @@ async fn release(env: &Env) -> Result<()> {
         Ok((!owned && !has_tracking(&p)).then_some(()))
     })
     .await?;
+    // The release patch takes the finalizer off with the ownerRef, as upstream's
+    // `ReleasePod` does: no version of the pod is an orphan still holding it.
+    let orphaned_with_finalizer: Vec<String> = history
+        .versions(&name)?
+        .iter()
+        .map(Seen::object)
+        .filter(|p| {
+            let owned = p
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|r| r.uid == uid);
+            !owned && has_tracking(p)
+        })
+        .map(|p| p.metadata.resource_version.clone().unwrap_or_default())
+        .collect();
+    ensure(
+        orphaned_with_finalizer.is_empty(),
+        format!("released pod kept its tracking finalizer at versions {orphaned_with_finalizer:?}"),
+    )?;
     let replacement = env.wait_active_within(&uid, 1, WITHIN).await?.remove(0);
     ensure(name_of(&replacement) != name, "a replacement pod")?;
     Ok(())

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -29,12 +30,12 @@ pub enum RateLimiter {
     Default,
     /// Per-key exponential backoff only: `base × 2^failures`, capped at `max` (Job: 1 s..60 s).
     ///
-    /// Unlike client-go's `ItemExponentialFailureRateLimiter`, a failure that comes before
-    /// the key's current backoff has elapsed (the key was synced early, because an event
-    /// added it again) does not count: it keeps the pending retry time. Otherwise every
-    /// unrelated event during an outage doubles the delay again, and a ReplicaSet whose pod
-    /// creates were rejected for a minute waits up to the 1000 s cap after they are allowed
-    /// again (kubernetes/kubernetes#132805).
+    /// Unlike client-go's `ItemExponentialFailureRateLimiter` (unless
+    /// [`set_ignore_early_failures`]`(false)`, `--rkcm-retry-ignores-early-failures=false`), a
+    /// failure that comes before the key's current backoff has elapsed (the key was synced
+    /// early, because an event added it again) does not count and keeps the pending retry time.
+    /// Upstream counts it, so every unrelated event during an outage doubles the delay again
+    /// and the backoff can reach its 1000 s cap within minutes (kubernetes/kubernetes#132805).
     ItemExponential { base: Duration, max: Duration },
     /// One token bucket shared by all keys ([`crate::queue::flowcontrol::TokenBucket`]): every call
     /// takes a token and waits until it is available. An infinite `qps` never delays; a
@@ -58,33 +59,58 @@ pub(super) enum Limiter<K> {
         base: Duration,
         max: Duration,
         failures: HashMap<K, Backoff>,
+        /// Failures before the pending retry do not count (rkcm's default).
+        ignore_early: bool,
     },
     Bucket(TokenBucket),
     MaxOf(Vec<Limiter<K>>),
 }
 
+/// rkcm's rule for every queue created afterwards (see [`RateLimiter::ItemExponential`]).
+pub(super) static IGNORE_EARLY_FAILURES: AtomicBool = AtomicBool::new(true);
+
+/// Whether queues created from now on ignore failures that come before a key's pending retry
+/// (`--rkcm-retry-ignores-early-failures`, on; off: client-go's counting, as upstream).
+pub fn set_ignore_early_failures(on: bool) {
+    IGNORE_EARLY_FAILURES.store(on, AtomicOrdering::Relaxed);
+}
+
 impl<K: Clone + Eq + Hash> Limiter<K> {
     pub(super) fn new(config: &RateLimiter) -> Self {
+        Self::with(config, IGNORE_EARLY_FAILURES.load(AtomicOrdering::Relaxed))
+    }
+
+    pub(super) fn with(config: &RateLimiter, ignore_early: bool) -> Self {
         match config {
             RateLimiter::Default => Limiter::MaxOf(vec![
-                Limiter::new(&RateLimiter::ItemExponential {
-                    base: DEFAULT_ITEM_BASE_DELAY,
-                    max: DEFAULT_ITEM_MAX_DELAY,
-                }),
-                Limiter::new(&RateLimiter::Bucket {
-                    qps: DEFAULT_BUCKET_QPS,
-                    burst: DEFAULT_BUCKET_BURST,
-                }),
+                Limiter::with(
+                    &RateLimiter::ItemExponential {
+                        base: DEFAULT_ITEM_BASE_DELAY,
+                        max: DEFAULT_ITEM_MAX_DELAY,
+                    },
+                    ignore_early,
+                ),
+                Limiter::with(
+                    &RateLimiter::Bucket {
+                        qps: DEFAULT_BUCKET_QPS,
+                        burst: DEFAULT_BUCKET_BURST,
+                    },
+                    ignore_early,
+                ),
             ]),
             RateLimiter::ItemExponential { base, max } => Limiter::ItemExponential {
                 base: *base,
                 max: *max,
                 failures: HashMap::new(),
+                ignore_early,
             },
             RateLimiter::Bucket { qps, burst } => Limiter::Bucket(TokenBucket::new(*qps, *burst)),
-            RateLimiter::MaxOf(limiters) => {
-                Limiter::MaxOf(limiters.iter().map(Limiter::new).collect())
-            }
+            RateLimiter::MaxOf(limiters) => Limiter::MaxOf(
+                limiters
+                    .iter()
+                    .map(|l| Limiter::with(l, ignore_early))
+                    .collect(),
+            ),
         }
     }
 
@@ -95,13 +121,14 @@ impl<K: Clone + Eq + Hash> Limiter<K> {
                 base,
                 max,
                 failures,
+                ignore_early,
             } => {
                 let backoff = failures.entry(key.clone()).or_insert(Backoff {
                     failures: 0,
                     until: now,
                 });
-                if backoff.failures > 0 && now < backoff.until {
-                    // Synced early and failed again: the pending retry stands.
+                if *ignore_early && backoff.failures > 0 && now < backoff.until {
+                    // Opted in: synced early and failed again, the pending retry stands.
                     return backoff.until - now;
                 }
                 let delay = exponential_delay(*base, *max, backoff.failures);

@@ -20,7 +20,7 @@ mod tests;
 
 pub use limiter::{
     DEFAULT_BUCKET_BURST, DEFAULT_BUCKET_QPS, DEFAULT_ITEM_BASE_DELAY, DEFAULT_ITEM_MAX_DELAY,
-    RateLimiter,
+    RateLimiter, set_ignore_early_failures,
 };
 pub use workers::{RetryPolicy, run_workers, run_workers_with};
 pub use workqueue::{QueueKey, WorkQueue};

@@ -235,14 +235,40 @@ async fn item_backoff_is_capped() {
     assert_eq!(delays, [1, 2, 4, 8, 16, 32, 60, 60]);
 }
 
-/// kubernetes/kubernetes#132805: failures of syncs that events started before the
-/// backoff elapsed keep the pending retry instead of doubling it again.
+/// With `--rkcm-retry-ignores-early-failures=false`, upstream's rule (client-go
+/// `ItemExponentialFailureRateLimiter`): every failure counts, also those of syncs that
+/// events started before the pending retry.
+#[tokio::test(start_paused = true)]
+async fn every_failure_doubles_the_backoff_when_asked() {
+    let mut limiter = Limiter::with(
+        &RateLimiter::ItemExponential {
+            base: ms(5),
+            max: DEFAULT_ITEM_MAX_DELAY,
+        },
+        false,
+    );
+    let key = k("a");
+    let now = Instant::now();
+    let delays: Vec<Duration> = (0..5).map(|_| limiter.when(&key, now + ms(1))).collect();
+    assert_eq!(delays, [ms(5), ms(10), ms(20), ms(40), ms(80)]);
+    assert_eq!(limiter.num_requeues(&key), 5);
+}
+
+/// rkcm's default (kubernetes/kubernetes#132805): failures of syncs that events started
+/// before the backoff elapsed keep the pending retry instead of doubling it again.
 #[tokio::test(start_paused = true)]
 async fn early_failures_do_not_inflate_the_backoff() {
-    let mut limiter = Limiter::new(&RateLimiter::ItemExponential {
-        base: ms(5),
-        max: DEFAULT_ITEM_MAX_DELAY,
-    });
+    assert!(
+        super::limiter::IGNORE_EARLY_FAILURES.load(AtomicOrdering::Relaxed),
+        "rkcm's rule is the default"
+    );
+    let mut limiter = Limiter::with(
+        &RateLimiter::ItemExponential {
+            base: ms(5),
+            max: DEFAULT_ITEM_MAX_DELAY,
+        },
+        true,
+    );
     let key = k("a");
     let now = Instant::now();
     assert_eq!(limiter.when(&key, now), ms(5));

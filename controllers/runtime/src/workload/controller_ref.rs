@@ -268,7 +268,7 @@ where
     owner: OwnerInfo,
     owner_api: Api<O>,
     children: Api<K>,
-    adopt_finalizers: Vec<String>,
+    finalizers: Vec<String>,
     can_adopt: Option<Result<(), String>>,
 }
 
@@ -290,15 +290,16 @@ where
             owner: info,
             owner_api,
             children,
-            adopt_finalizers: Vec::new(),
+            finalizers: Vec::new(),
             can_adopt: None,
         })
     }
 
-    /// Finalizers added to every adopted child in the same patch (the Job controller's
-    /// tracking finalizer).
-    pub fn with_adopt_finalizers(mut self, finalizers: Vec<String>) -> Self {
-        self.adopt_finalizers = finalizers;
+    /// Finalizers added to every adopted child in the adoption patch and removed from every
+    /// released child in the release patch (the Job controller's tracking finalizer; upstream
+    /// `NewPodControllerRefManager`'s `finalizers`, used by `AdoptPod` and `ReleasePod`).
+    pub fn with_finalizers(mut self, finalizers: Vec<String>) -> Self {
+        self.finalizers = finalizers;
         self
     }
 
@@ -383,7 +384,7 @@ where
                 "can't adopt {kind} {child_key} ({uid}): {reason}"
             )));
         }
-        let patch = adopt_patch(&self.owner, &uid, &self.adopt_finalizers);
+        let patch = adopt_patch(&self.owner, &uid, &self.finalizers);
         tracing::debug!(owner = %self.owner.key(), child = %child_key, kind = %kind, "adopting child");
         match self
             .children
@@ -411,7 +412,7 @@ where
             child = %crate::keys::key(meta.namespace.as_deref(), &name),
             "patching child to remove its controllerRef"
         );
-        let patch = release_patch(&self.owner.uid, &uid, &[]);
+        let patch = release_patch(&self.owner.uid, &uid, &self.finalizers);
         match self
             .children
             .patch(&name, &PatchParams::default(), &Patch::Strategic(&patch))

@@ -327,25 +327,11 @@ pub fn next_revision<R: Borrow<ControllerRevision>>(revisions: &[R]) -> i64 {
         .map_or(1, |m| m.saturating_add(1))
 }
 
-fn hash_label_value(r: &ControllerRevision) -> Option<u32> {
-    // Upstream parses the label as a decimal int32 (ParseInt(s, 10, 32)); safe-encoded hashes
-    // usually contain letters and then never disagree.
-    let v = r
-        .metadata
-        .labels
-        .as_ref()?
-        .get(CONTROLLER_REVISION_HASH_LABEL)?;
-    v.parse::<i32>().ok().map(|n| n as u32)
-}
-
-/// Upstream `EqualRevision`: the hash labels must not disagree (when both parse) and the data
-/// must be identical.
+/// Upstream `EqualRevision` (v1.37 `pkg/controller/history/controller_history.go`): the data
+/// must be identical; the hash labels are not compared (earlier releases compared them when
+/// both parsed as integers). The data is compared as parsed JSON: the informers read it as
+/// JSON, which does not show the stored bytes upstream compares.
 pub fn equal_revision(lhs: &ControllerRevision, rhs: &ControllerRevision) -> bool {
-    if let (Some(a), Some(b)) = (hash_label_value(lhs), hash_label_value(rhs))
-        && a != b
-    {
-        return false;
-    }
     lhs.data.0 == rhs.data.0
 }
 

@@ -370,29 +370,75 @@ fn max_unavailable_deletes_several_old_pods_at_once() {
 #[test]
 fn max_unavailable_values() {
     let s = set(10);
-    assert_eq!(max_unavailable(&s), 1);
+    let with = |v: IntOrString| max_unavailable(&with_max_unavailable(s.clone(), v));
+    assert_eq!(max_unavailable(&s), Ok(1));
+    assert_eq!(with(IntOrString::Int(3)), Ok(3));
+    assert_eq!(with(IntOrString::Int(0)), Ok(1), "at least one");
+    assert_eq!(with(IntOrString::String("25%".into())), Ok(2));
+    assert_eq!(with(IntOrString::String("5%".into())), Ok(1));
     assert_eq!(
-        max_unavailable(&with_max_unavailable(s.clone(), IntOrString::Int(3))),
-        3
+        with(IntOrString::String("+50%".into())),
+        Ok(5),
+        "Atoi takes a sign"
+    );
+    assert_eq!(with(IntOrString::String("-50%".into())), Ok(1));
+    // Upstream's errors (`GetScaledValueFromIntOrPercent`), where rkcm used to read 1.
+    assert_eq!(
+        with(IntOrString::String("3".into())),
+        Err("invalid value for IntOrString: invalid type: string is not a percentage".into())
     );
     assert_eq!(
-        max_unavailable(&with_max_unavailable(
-            s.clone(),
-            IntOrString::String("25%".into())
-        )),
-        2
+        with(IntOrString::String("x%".into())),
+        Err("invalid value for IntOrString: invalid value \"x%\": strconv.Atoi: parsing \"x\": invalid syntax".into())
+    );
+    assert!(with(IntOrString::String("%".into())).is_err());
+    assert!(with(IntOrString::String("1.5%".into())).is_err());
+}
+
+/// An unusable `maxUnavailable` with the gate on: the pods are still managed, but no update
+/// step is taken and the sync fails without a status write (upstream
+/// `updateStatefulSetAfterInvariantEstablished` and `updateStatefulSetStatus`). With the gate
+/// off the value is never read.
+#[test]
+fn an_unparsable_max_unavailable_fails_the_update_as_upstream() {
+    let s = with_max_unavailable(set(3), IntOrString::String("x%".into()));
+    let pods = vec![ready(&s, 0), ready(&s, 1)];
+    let p = run_with(&s, pods.clone(), Claims::new(), true, UPD);
+    assert!(
+        p.max_unavailable_error
+            .as_deref()
+            .is_some_and(|e| e.contains("invalid value \"x%\"")),
+        "{:?}",
+        p.max_unavailable_error
     );
     assert_eq!(
-        max_unavailable(&with_max_unavailable(
-            s.clone(),
-            IntOrString::String("5%".into())
-        )),
-        1
+        ops(&p),
+        vec!["create web-2 web-upd"],
+        "replicas still managed"
     );
+    let all = vec![ready(&s, 0), ready(&s, 1), ready(&s, 2)];
+    let p = run_with(&s, all.clone(), Claims::new(), true, UPD);
+    assert!(ops(&p).is_empty(), "no update deletion: {:?}", ops(&p));
+    assert!(p.max_unavailable_error.is_some());
+    let p = run_with(&s, all, Claims::new(), false, UPD);
+    assert_eq!(p.max_unavailable_error, None);
+    assert_eq!(ops(&p), vec!["delete web-2 Update"]);
+}
+
+#[test]
+fn a_recreate_set_gets_upstreams_unknown_strategy_error() {
+    let mut s = set(3);
+    s.spec.update_strategy = Some(k8s_openapi::api::apps::v1::StatefulSetUpdateStrategy {
+        type_: Some("Recreate".into()),
+        rolling_update: None,
+    });
     assert_eq!(
-        max_unavailable(&with_max_unavailable(s, IntOrString::String("x".into()))),
-        1
+        unknown_strategy_error(&s).as_deref(),
+        Some(
+            "statefulset ns/web uses Recreate strategy but feature gate StatefulSetRecreateStrategy is disabled"
+        )
     );
+    assert_eq!(unknown_strategy_error(&set(3)), None);
 }
 
 #[test]

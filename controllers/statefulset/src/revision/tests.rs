@@ -89,7 +89,7 @@ fn update_revision_is_reused_rolled_back_or_created() {
     let ra = arc(new_revision(&a, 1, 0).unwrap_or_default());
     let rb = arc(new_revision(&b, 2, 0).unwrap_or_default());
     // No history: create revision 1.
-    match choose_update(&a, &[], 0) {
+    match choose_update(&a, &[], 0, true) {
         Ok(UpdateChoice::Create(r)) => {
             assert_eq!(r.revision, Some(1));
             assert_eq!(r.metadata.name.as_deref(), Some(UPSTREAM_NAME));
@@ -98,18 +98,18 @@ fn update_revision_is_reused_rolled_back_or_created() {
     }
     // Latest equals: reuse.
     assert_eq!(
-        choose_update(&b, &[ra.clone(), rb.clone()], 0),
+        choose_update(&b, &[ra.clone(), rb.clone()], 0, true),
         Ok(UpdateChoice::Latest(rb.clone()))
     );
     // An older one equals: roll back to it with revision 3.
     assert_eq!(
-        choose_update(&a, &[ra.clone(), rb.clone()], 0),
+        choose_update(&a, &[ra.clone(), rb.clone()], 0, true),
         Ok(UpdateChoice::Rollback(ra.clone(), 3))
     );
     // New template: create revision 3.
     let mut c = set(1);
     c.spec.template = template("nginx:3");
-    match choose_update(&c, &[ra.clone(), rb.clone()], 0) {
+    match choose_update(&c, &[ra.clone(), rb.clone()], 0, true) {
         Ok(UpdateChoice::Create(r)) => assert_eq!(r.revision, Some(3)),
         other => panic!("{other:?}"),
     }
@@ -176,4 +176,83 @@ fn history_keeps_live_revisions_and_the_newest_historic_ones() {
     assert!(revisions_to_delete(&s, &revs, &pods, Some("web-4"), Some("web-5")).is_empty());
     s.spec.revision_history_limit = Some(-1);
     assert!(revisions_to_delete(&s, &revs, &[], None, None).is_empty());
+}
+
+/// A revision stored by an earlier release (or re-serialized by another writer): the set's
+/// template without defaults the v1.37 API server adds since (a `fileKeyRef`'s `optional`, a
+/// gRPC probe's `service`), with `"creationTimestamp": null` in its metadata as older Go
+/// encoders wrote it.
+fn stored_before_upgrade(set: &StatefulSet, revision: i64) -> ControllerRevision {
+    let mut r = new_revision(set, revision, 0).unwrap_or_default();
+    let t = &mut r.data.0["spec"]["template"];
+    t["metadata"]["creationTimestamp"] = serde_json::Value::Null;
+    let c = &mut t["spec"]["containers"][0];
+    if let Some(o) = c["env"][0]["valueFrom"]["fileKeyRef"].as_object_mut() {
+        o.remove("optional");
+    }
+    if let Some(o) = c["readinessProbe"]["grpc"].as_object_mut() {
+        o.remove("service");
+    }
+    r
+}
+
+/// The set as a v1.37 API server serves it: its template fully defaulted.
+fn defaulted_set() -> StatefulSet {
+    let mut s = set(3);
+    s.spec.template = serde_json::from_value(serde_json::json!({
+        "metadata": {"labels": {"app": "web"}},
+        "spec": {"containers": [{
+            "name": "nginx", "image": "nginx:1.27",
+            "env": [{"name": "F", "valueFrom": {"fileKeyRef":
+                {"volumeName": "v", "path": "p", "key": "k"}}}],
+            "readinessProbe": {"grpc": {"port": 9000}}
+        }]}
+    }))
+    .unwrap_or_default();
+    crate::defaults::default_pod_template(&mut s.spec.template);
+    s
+}
+
+/// Gate `StatefulSetSemanticRevisionComparison`: on (the default), a newest revision that
+/// differs from the set only by defaults and encoding stays the update revision (no new
+/// revision, no rollout); off, a new revision is created and every pod would roll.
+#[test]
+fn a_revision_re_serialized_with_added_defaults_starts_no_rollout() {
+    let s = defaulted_set();
+    let stored = arc(stored_before_upgrade(&s, 1));
+    let proposed = new_revision(&s, 2, 0).unwrap_or_default();
+    assert!(
+        !equal_revision(&proposed, &stored),
+        "the stored data differs from the set's: without the semantic comparison it is a new template"
+    );
+    assert_eq!(
+        choose_update(&s, std::slice::from_ref(&stored), 0, true),
+        Ok(UpdateChoice::Latest(stored.clone()))
+    );
+    match choose_update(&s, std::slice::from_ref(&stored), 0, false) {
+        Ok(UpdateChoice::Create(r)) => assert_eq!(r.revision, Some(2)),
+        other => panic!("gate off: {other:?}"),
+    }
+    // A real change is still a new revision.
+    let mut changed = s.clone();
+    if let Some(c) = changed
+        .spec
+        .template
+        .spec
+        .as_mut()
+        .and_then(|p| p.containers.first_mut())
+    {
+        c.image = Some("nginx:1.28".into());
+    }
+    match choose_update(&changed, std::slice::from_ref(&stored), 0, true) {
+        Ok(UpdateChoice::Create(r)) => assert_eq!(r.revision, Some(2)),
+        other => panic!("changed image: {other:?}"),
+    }
+    // Only the newest revision is compared semantically: an older one lacking defaults is
+    // not a rollback target (upstream `setMatchesLatestExistingRevision`).
+    let newest = arc(new_revision(&changed, 2, 0).unwrap_or_default());
+    match choose_update(&s, &[stored.clone(), newest], 0, true) {
+        Ok(UpdateChoice::Create(r)) => assert_eq!(r.revision, Some(3)),
+        other => panic!("older revision: {other:?}"),
+    }
 }

@@ -71,12 +71,15 @@ impl<'a> Env<'a> {
     }
 
     pub fn start_controller(&mut self) {
+        self.start_controller_with(rkcm_statefulset::Config::default());
+    }
+
+    /// Starts the controller with `cfg` unless it runs.
+    pub fn start_controller_with(&mut self, cfg: rkcm_statefulset::Config) {
         if self.controller.is_none() {
             self.controller = Some(
                 self.controllers()
-                    .spawn("statefulset", |ctx| {
-                        rkcm_statefulset::start(ctx, rkcm_statefulset::Config::default())
-                    })
+                    .spawn("statefulset", |ctx| rkcm_statefulset::start(ctx, cfg))
                     .run(),
             );
         }

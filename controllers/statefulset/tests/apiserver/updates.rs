@@ -6,6 +6,8 @@ use kube::api::DeleteParams;
 use rkcm_testkit::{holds_for, wait_for};
 use serde_json::json;
 
+use k8s_openapi::api::apps::v1::ControllerRevision;
+
 use crate::harness::*;
 
 /// Index of the first observation of pod `name` ready at revision `rev`.
@@ -285,6 +287,156 @@ async fn history_is_truncated_to_the_limit_in(base: &Base) -> Result<()> {
         );
         let numbers: Vec<_> = revs.iter().map(|r| r.revision.unwrap_or(0)).collect();
         ensure!(numbers == [3, 4], "kept {numbers:?}");
+        Ok(())
+    }
+    .await;
+    env.finish(r).await
+}
+
+rkcm_testkit::scenario! {
+    a_revision_re_serialized_with_added_defaults_starts_no_rollout, "sts-semantic",
+    re_serialized_revision_with_semantic_comparison_in
+}
+
+rkcm_testkit::scenario! {
+    without_the_semantic_comparison_a_re_serialized_revision_rolls_the_set, "sts-bytes",
+    re_serialized_revision_without_semantic_comparison_in
+}
+
+async fn re_serialized_revision_with_semantic_comparison_in(base: &Base) -> Result<()> {
+    re_serialized_revision(base, true).await
+}
+
+async fn re_serialized_revision_without_semantic_comparison_in(base: &Base) -> Result<()> {
+    re_serialized_revision(base, false).await
+}
+
+/// A control-plane upgrade that changes what the API server defaults or how revisions are
+/// encoded: the set settles on its revision, the controller stops, and the revision is
+/// replaced (same name, labels, owner and number) by what an earlier release stored — the
+/// template without defaults added since and with `"creationTimestamp": null` in its metadata.
+/// The controller starts again, with gate `StatefulSetSemanticRevisionComparison` as given.
+/// On (the default), the set keeps its revision: no new revision, no pod deleted. Off, a new
+/// revision is created and the rolling update starts (upstream's regression the gate exists
+/// to prevent).
+async fn re_serialized_revision(base: &Base, semantic: bool) -> Result<()> {
+    let mut env = Env::new(base);
+    let r = async {
+        // A gRPC readiness probe without `service` and an env var from a file key without
+        // `optional`: the v1.37 API server fills both in.
+        env.create_set(merge(
+            sts("web", 2),
+            json!({"spec": {"template": {"spec": {
+                "volumes": [{"name": "v", "emptyDir": {}}],
+                "containers": [{
+                "name": "c", "image": V1,
+                "readinessProbe": {"grpc": {"port": 9000}},
+                "env": [{"name": "F", "valueFrom": {"fileKeyRef":
+                    {"volumeName": "v", "path": "p", "key": "k"}}}]
+            }]}}}}),
+        ))
+        .await?;
+        let settled = env.wait_settled("web", 2).await?;
+        let name = settled.update_revision.clone().context("update revision")?;
+        env.stop_controller().await?;
+
+        let revisions = env.ns.api::<ControllerRevision>();
+        let stored = revisions.get(&name).await?;
+        let mut old = stored.clone();
+        old.metadata = kube::api::ObjectMeta {
+            name: stored.metadata.name.clone(),
+            labels: stored.metadata.labels.clone(),
+            annotations: stored.metadata.annotations.clone(),
+            owner_references: stored.metadata.owner_references.clone(),
+            ..Default::default()
+        };
+        let t = &mut old.data.0["spec"]["template"];
+        t["metadata"]["creationTimestamp"] = serde_json::Value::Null;
+        let c = &mut t["spec"]["containers"][0];
+        let had = c["readinessProbe"]["grpc"]
+            .as_object_mut()
+            .and_then(|o| o.remove("service"))
+            .is_some()
+            && c["env"][0]["valueFrom"]["fileKeyRef"]
+                .as_object_mut()
+                .and_then(|o| o.remove("optional"))
+                .is_some();
+        ensure!(
+            had,
+            "the API server did not default the fields: {}",
+            stored.data.0
+        );
+        revisions.delete(&name, &DeleteParams::default()).await?;
+        wait_for("the revision gone", WITHIN, || async {
+            Ok(revisions.get_opt(&name).await?.is_none().then_some(()))
+        })
+        .await?;
+        revisions
+            .create(&kube::api::PostParams::default(), &old)
+            .await?;
+
+        // The status the controller will rewrite shows when it has synced the set.
+        env.sets()
+            .patch_status(
+                "web",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(
+                    json!({"status": {"readyReplicas": 0, "availableReplicas": 0}}),
+                ),
+            )
+            .await?;
+        let hist = env.pod_history().await?;
+        env.start_controller_with(rkcm_statefulset::Config {
+            semantic_revision_comparison: semantic,
+            ..rkcm_statefulset::Config::default()
+        });
+        if semantic {
+            let st = env
+                .wait_status("web", "status rewritten", |_, st| {
+                    st.ready_replicas == Some(2)
+                })
+                .await?;
+            ensure!(
+                st.update_revision.as_deref() == Some(name.as_str())
+                    && st.current_revision.as_deref() == Some(name.as_str()),
+                "the set moved off its revision {name}: {st:?}"
+            );
+            // Another pass (a spec change that is no template change) holds it too.
+            env.patch_set("web", json!({"spec": {"minReadySeconds": 1}}))
+                .await?;
+            env.wait_status("web", "the new generation observed", |s, st| {
+                st.observed_generation == s.metadata.generation
+            })
+            .await?;
+            let revs = env.revision_list().await?;
+            ensure!(
+                revs.len() == 1 && revs[0].metadata.name.as_deref() == Some(name.as_str()),
+                "a new revision: {:?}",
+                revs.iter().map(|r| &r.metadata.name).collect::<Vec<_>>()
+            );
+            holds_for("no pod deleted", HOLDS, || async {
+                Ok(hist
+                    .seen()?
+                    .iter()
+                    .all(|s| !s.is_deleted() && s.object().metadata.deletion_timestamp.is_none()))
+            })
+            .await?;
+        } else {
+            let st = env
+                .wait_status("web", "a new update revision", |_, st| {
+                    st.update_revision.as_deref().is_some_and(|u| u != name)
+                })
+                .await?;
+            let new = st.update_revision.unwrap_or_default();
+            wait_for("web-1 replaced at the new revision", WITHIN, || async {
+                Ok(env
+                    .pod("web-1")
+                    .await?
+                    .is_some_and(|p| revision_of(&p) == new)
+                    .then_some(()))
+            })
+            .await?;
+        }
         Ok(())
     }
     .await;

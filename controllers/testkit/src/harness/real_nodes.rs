@@ -254,6 +254,17 @@ impl RealNodes {
 
     /// Adds a NoExecute taint (e.g. [`OUT_OF_SERVICE`]) to the node.
     pub async fn taint(&self, node: &str, key: &str, value: &str) -> Result<()> {
+        let taint = json!({"key": key, "value": value, "effect": "NoExecute"});
+        self.set_taint(node, key, Some(taint)).await
+    }
+
+    /// Removes the taint `key` from the node.
+    pub async fn untaint(&self, node: &str, key: &str) -> Result<()> {
+        self.set_taint(node, key, None).await
+    }
+
+    /// Replaces the node's taint `key` with `taint` (none: removes it), keeping the others.
+    async fn set_taint(&self, node: &str, key: &str, taint: Option<Value>) -> Result<()> {
         let api = Api::<Node>::all(self.cluster.client());
         let current = api
             .get(node)
@@ -267,39 +278,14 @@ impl RealNodes {
             .map(|t| serde_json::to_value(t).unwrap_or(Value::Null))
             .filter(|t| t["key"] != key)
             .collect();
-        taints.push(json!({"key": key, "value": value, "effect": "NoExecute"}));
+        taints.extend(taint);
         api.patch(
             node,
             &PatchParams::default(),
             &Patch::Merge(json!({"spec": {"taints": taints}})),
         )
         .await
-        .with_context(|| format!("tainting node {node} with {key}"))?;
-        Ok(())
-    }
-
-    /// Removes the taint `key` from the node.
-    pub async fn untaint(&self, node: &str, key: &str) -> Result<()> {
-        let api = Api::<Node>::all(self.cluster.client());
-        let current = api
-            .get(node)
-            .await
-            .with_context(|| format!("reading node {node}"))?;
-        let taints: Vec<Value> = current
-            .spec
-            .and_then(|s| s.taints)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|t| serde_json::to_value(t).unwrap_or(Value::Null))
-            .filter(|t| t["key"] != key)
-            .collect();
-        api.patch(
-            node,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"taints": taints}})),
-        )
-        .await
-        .with_context(|| format!("removing taint {key} from node {node}"))?;
+        .with_context(|| format!("setting taint {key} of node {node}"))?;
         Ok(())
     }
 

@@ -248,6 +248,43 @@ async fn claim_adopts_after_one_fresh_get_and_releases() {
     );
 }
 
+/// The Job controller's tracking finalizer goes on with the adoption and comes off with the
+/// release, in the same patch (upstream `AdoptPod` / `ReleasePod` with the manager's
+/// finalizers), so a released pod does not keep it until the orphan worker's later pass.
+#[tokio::test]
+async fn manager_finalizers_are_added_on_adoption_and_removed_on_release() {
+    let api = server(rs_owner("owner-uid", false));
+    let client = api.client();
+    let m = ControllerRefManager::new(
+        &owner_rs(),
+        Api::<ReplicaSet>::namespaced(client.clone(), "ns"),
+        Api::<Pod>::namespaced(client, "ns"),
+    );
+    let Ok(m) = m else { panic!("manager") };
+    let fin = vec!["batch.kubernetes.io/job-tracking".to_owned()];
+    let mut m = m.with_finalizers(fin.clone());
+    let cands = vec![
+        pod("stale", "db", vec![oref("owner-uid", true)]),
+        pod("orphan1", "web", vec![]),
+    ];
+    let out = m.claim(&cands, is_web).await;
+    assert!(out.errors.is_empty(), "{:?}", out.errors);
+    let body = |name: &str| {
+        api.requests()
+            .iter()
+            .find(|r| r.method == "PATCH" && r.path.ends_with(name))
+            .map(|r| r.body.clone())
+    };
+    let release = body("/stale").expect("release patch");
+    assert_eq!(release, release_patch("owner-uid", "stale-uid", &fin));
+    assert_eq!(
+        release["metadata"]["$deleteFromPrimitiveList/finalizers"],
+        serde_json::json!(fin)
+    );
+    let adopt = body("/orphan1").expect("adoption patch");
+    assert_eq!(adopt["metadata"]["finalizers"], serde_json::json!(fin));
+}
+
 #[tokio::test]
 async fn claim_refuses_adoption_into_recreated_or_deleting_owner() {
     for (uid, dying, want) in [

@@ -260,7 +260,7 @@ fn sort_by_revision_then_age_then_name() {
 }
 
 #[test]
-fn equal_revision_compares_data_and_numeric_hash_labels() {
+fn equal_revision_compares_data_only() {
     let a = rev("a", 1, 0, serde_json::json!({"x": 1}));
     let b = rev("b", 2, 0, serde_json::json!({"x": 1}));
     let c = rev("c", 3, 0, serde_json::json!({"x": 2}));
@@ -273,15 +273,18 @@ fn equal_revision_compares_data_and_numeric_hash_labels() {
         )]));
         r
     };
-    // Safe-encoded labels do not parse as integers, so only the data decides.
+    // Hash labels never decide, not even all-digit ones (v1.37 dropped that comparison).
     assert!(equal_revision(
         &label(a.clone(), "5d9fbc"),
         &label(b.clone(), "6b7c8d")
     ));
-    // All-digit labels parse, and disagreeing ones make revisions unequal, as upstream.
-    assert!(!equal_revision(
+    assert!(equal_revision(
         &label(a.clone(), "45"),
         &label(b.clone(), "46")
+    ));
+    assert!(!equal_revision(
+        &label(a.clone(), "45"),
+        &label(c.clone(), "45")
     ));
     let all = vec![a.clone(), b.clone(), c.clone()];
     let eq = find_equal_revisions(&all, &a);

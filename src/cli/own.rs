@@ -1,0 +1,41 @@
+//! rkcm's own flags: behaviour upstream kube-controller-manager does not have. Every name
+//! starts with `--rkcm-`; each one's default is upstream's behaviour except
+//! `--rkcm-cronjob-defer-status-writes` and `--rkcm-retry-ignores-early-failures`, differences
+//! the README's "Differences from upstream" measures.
+
+use clap::{ArgAction, Args};
+
+use super::generic::parse_go_bool;
+
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "rkcm's own flags (not upstream's)")]
+pub struct RkcmFlags {
+    /// Not upstream: DaemonSet rolling updates leave nodes whose Ready condition is not True
+    /// out (they neither use the maxUnavailable/maxSurge budget nor get updated). Risk: a
+    /// revision that itself makes nodes NotReady is then not stopped by the budget and rolls
+    /// across the whole cluster. A DaemonSet's annotation
+    /// rkcm.io/daemonset-rollout-skip-not-ready-nodes ("true"/"false") overrides this.
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_go_bool,
+          value_name = "bool")]
+    pub rkcm_daemonset_rollout_skip_not_ready_nodes: bool,
+
+    /// Not upstream, on by default: a CronJob sync's status write waits until no other sync
+    /// runs (at most 5 s) so that Jobs due at the same instant are all created first; a
+    /// CronJob's lastScheduleTime and active then show up later than with upstream (see the
+    /// README). False writes each status at the end of its sync, as upstream.
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "true", value_parser = parse_go_bool,
+          value_name = "bool")]
+    pub rkcm_cronjob_defer_status_writes: bool,
+
+    /// Not upstream, on by default: a sync that fails before its key's retry is due (an event
+    /// started it early) does not lengthen the key's backoff. Upstream counts every failure, so
+    /// during an outage with many events the backoff reaches its 1000 s cap within minutes
+    /// (kubernetes/kubernetes#132805) and a ReplicaSet may wait that long after the outage.
+    /// False counts every failure, as upstream.
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "true", value_parser = parse_go_bool,
+          value_name = "bool")]
+    pub rkcm_retry_ignores_early_failures: bool,
+}
