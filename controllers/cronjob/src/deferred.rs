@@ -75,6 +75,19 @@ pub struct Deferred {
     rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<String>>,
     in_flight: AtomicUsize,
     idle: Notify,
+    /// Consecutive failed status writes per CronJob. The sync before each write succeeds and
+    /// resets the queue's backoff for the key, so a failed write backs off by this count
+    /// instead (the queue's per-item exponential delay, as upstream's failed sync would).
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+/// The wait before retrying a CronJob after its `failures`-th consecutive failed status
+/// write: the work queue's default per-item backoff (5 ms doubling, at most 1000 s).
+pub fn write_retry_delay(failures: u32) -> Duration {
+    use rkcm_runtime::queue::{DEFAULT_ITEM_BASE_DELAY, DEFAULT_ITEM_MAX_DELAY};
+    DEFAULT_ITEM_BASE_DELAY
+        .saturating_mul(1u32 << failures.saturating_sub(1).min(20))
+        .min(DEFAULT_ITEM_MAX_DELAY)
 }
 
 /// Counts a running sync; dropping it ends the count (and may wake the writers).
@@ -97,6 +110,7 @@ impl Default for Deferred {
             rx: tokio::sync::Mutex::new(rx),
             in_flight: AtomicUsize::new(0),
             idle: Notify::new(),
+            failures: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -132,6 +146,7 @@ impl Deferred {
     /// entry: its outcome (refused for a deleted object, or written and synced again after
     /// [`WRITTEN_GRACE`]) ends it.
     pub fn forget(&self, key: &str) {
+        self.failures.lock().remove(key);
         let mut pending = self.pending.lock();
         if matches!(
             pending.get(key),
@@ -235,6 +250,7 @@ impl Deferred {
     ) {
         match api.update_status(status).await {
             Ok(_) => {
+                self.failures.lock().remove(&key);
                 if let Some(p) = self.pending.lock().get_mut(&key) {
                     p.entry = Entry::Written { at: Instant::now() };
                 }
@@ -245,7 +261,13 @@ impl Deferred {
             Err(error) => {
                 tracing::debug!(cronjob = %key, %error, "unable to update status for cronjob");
                 self.pending.lock().remove(&key);
-                queue.add_rate_limited(key);
+                let failures = {
+                    let mut all = self.failures.lock();
+                    let n = all.entry(key.clone()).or_insert(0);
+                    *n = n.saturating_add(1);
+                    *n
+                };
+                queue.add_after(key, write_retry_delay(failures));
             }
         }
     }
@@ -320,6 +342,14 @@ mod tests {
 
     /// A deleted CronJob's finished write leaves nothing behind; a queued one stays until its
     /// write ends.
+    #[test]
+    fn failed_writes_back_off_like_the_queue() {
+        assert_eq!(write_retry_delay(1), Duration::from_millis(5));
+        assert_eq!(write_retry_delay(2), Duration::from_millis(10));
+        assert_eq!(write_retry_delay(11), Duration::from_millis(5 * 1024));
+        assert_eq!(write_retry_delay(40), Duration::from_secs(1000));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn forgetting_a_deleted_cronjob_drops_only_a_finished_write() {
         let d = Deferred::default();

@@ -22,7 +22,7 @@
 //! [`metrics`] (the process-wide Prometheus registry with upstream metric names),
 //! [`tracked`] (the sizes of the maps controllers keep per object, exported as
 //! `rkcm_tracked_entries`, so a map that keeps entries of deleted objects shows),
-//! [`duration`] and [`fasthash`]. On top: [`context`] (what a controller is started with) and
+//! [`duration`], [`fasthash`] and [`jitter`] (seedable randomness). On top: [`context`] (what a controller is started with) and
 //! [`controller`] (the one start loop, and the [`controller::SyncProbe`] declaration of the
 //! informers a controller reads).
 
@@ -36,6 +36,7 @@ pub mod error;
 pub mod events;
 pub mod explain;
 pub mod fasthash;
+pub mod jitter;
 pub mod keys;
 pub mod metrics;
 pub mod queue;

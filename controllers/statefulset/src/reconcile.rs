@@ -381,6 +381,8 @@ impl Controller {
     /// retrying conflicts on a fresh cache copy.
     async fn write_status(&self, ctx: &Ctx<'_>, status: StatefulSetStatus) -> Result<(), Error> {
         let mut current = ctx.set.clone();
+        // retry.DefaultBackoff, as the pod updates above: 10 ms, five times longer each try.
+        let mut delay = Duration::from_millis(10);
         for attempt in 1..=CONFLICT_STEPS {
             current.status = Some(status.clone());
             // Only the new resourceVersion is read from the answer.
@@ -395,7 +397,8 @@ impl Controller {
                         key = ctx.key,
                         "status update conflict, retrying on a fresh copy"
                     );
-                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    tokio::time::sleep(delay).await;
+                    delay *= 5;
                     if let Some(fresh) = self.sets.store().get(ctx.key) {
                         current = (*fresh).clone();
                     }

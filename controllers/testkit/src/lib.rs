@@ -32,6 +32,7 @@ pub mod invariants;
 pub mod proxy;
 pub mod recorder;
 pub mod scrape;
+pub mod sim;
 pub mod volumes;
 mod wait;
 

@@ -1,7 +1,6 @@
 //! The process-wide set of informers: one per type, started together.
 
 use std::any::{Any, TypeId};
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -26,7 +25,9 @@ struct FactoryInner {
 
 #[derive(Default)]
 struct FactoryState {
-    informers: HashMap<TypeId, Box<dyn ErasedInformer>>,
+    /// In the order requested, so that they start in that order (a start order that varied
+    /// from run to run would keep the deterministic simulation from replaying a seed).
+    informers: Vec<(TypeId, Box<dyn ErasedInformer>)>,
     /// Set by `start`: later informers start at once with this token on this runtime.
     started: Option<(CancellationToken, Handle)>,
 }
@@ -127,8 +128,9 @@ impl InformerFactory {
         let type_id = TypeId::of::<K>();
         if let Some(existing) = state
             .informers
-            .get(&type_id)
-            .and_then(|erased| erased.as_any().downcast_ref::<Informer<K>>())
+            .iter()
+            .find(|(id, _)| *id == type_id)
+            .and_then(|(_, erased)| erased.as_any().downcast_ref::<Informer<K>>())
         {
             return existing.clone();
         }
@@ -141,7 +143,7 @@ impl InformerFactory {
                 runtime,
             );
         }
-        state.informers.insert(type_id, Box::new(informer.clone()));
+        state.informers.push((type_id, Box::new(informer.clone())));
         informer
     }
 
@@ -158,7 +160,7 @@ impl InformerFactory {
             .started
             .get_or_insert_with(|| (shutdown, Handle::current()))
             .clone();
-        for informer in state.informers.values() {
+        for (_, informer) in &state.informers {
             informer.start(&self.inner.client, &self.inner.source, &shutdown, &runtime);
         }
     }

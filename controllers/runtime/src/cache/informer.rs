@@ -326,7 +326,7 @@ impl<K: Informable> Informer<K> {
 
     async fn run(self, client: kube::Client, source: Source, shutdown: CancellationToken) {
         let resource = self.shared.resource.clone();
-        let timeout = rand::random_range(WATCH_TIMEOUT_SECS);
+        let timeout = crate::jitter::in_range(WATCH_TIMEOUT_SECS);
         let mut config = watcher::Config::default()
             .page_size(PAGE_SIZE)
             .list_semantic(ListSemantic::Any)

@@ -49,7 +49,7 @@ pub(super) struct RetryBackoff {
 impl Iterator for RetryBackoff {
     type Item = Duration;
     fn next(&mut self) -> Option<Duration> {
-        let wait = retry_wait(self.attempt, rand::random::<f64>());
+        let wait = retry_wait(self.attempt, crate::jitter::unit());
         self.attempt = self.attempt.saturating_add(1);
         Some(wait)
     }

@@ -88,7 +88,7 @@ impl Writer {
             // Randomise the first pause so many clients do not retry in lockstep after an
             // apiserver outage.
             let delay = if tries == 1 {
-                self.sleep.mul_f64(rand::random::<f64>())
+                self.sleep.mul_f64(crate::jitter::unit())
             } else {
                 self.sleep
             };

@@ -1,0 +1,102 @@
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{DeleteParams, PostParams, Preconditions};
+use kube::runtime::watcher;
+use serde_json::json;
+
+use super::SimApi;
+
+fn base() -> jiff::Timestamp {
+    "2030-01-01T00:00:00Z".parse().expect("timestamp")
+}
+
+fn pod(name: &str) -> Pod {
+    serde_json::from_value(json!({"metadata": {"name": name},
+        "spec": {"containers": [{"name": "c", "image": "x"}]}}))
+    .expect("pod")
+}
+
+#[tokio::test(start_paused = true)]
+async fn creates_conflicts_and_preconditioned_deletes() {
+    let api = SimApi::new(1, base());
+    let pods: Api<Pod> = Api::namespaced(api.client(1, "test"), "ns");
+    let created = pods
+        .create(&PostParams::default(), &pod("a"))
+        .await
+        .expect("create");
+    assert_eq!(created.metadata.namespace.as_deref(), Some("ns"));
+    assert!(
+        pods.create(&PostParams::default(), &pod("a"))
+            .await
+            .is_err()
+    );
+    let mut stale = created.clone();
+    stale.metadata.labels = Some([("x".to_string(), "y".to_string())].into());
+    pods.replace("a", &PostParams::default(), &stale)
+        .await
+        .expect("update");
+    assert!(
+        pods.replace("a", &PostParams::default(), &stale)
+            .await
+            .is_err(),
+        "a stale resourceVersion must conflict"
+    );
+    let wrong = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some("other".into()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    assert!(pods.delete("a", &wrong).await.is_err());
+    // Unbound: deleted at once.
+    pods.delete("a", &DeleteParams::default())
+        .await
+        .expect("delete");
+    assert!(pods.get_opt("a").await.expect("get").is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn watcher_lists_then_follows_and_relists_after_expiry() {
+    let api = SimApi::new(2, base());
+    api.world().faults.watch_delay_ms = (10, 100);
+    let client = api.client(1, "test");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "ns");
+    pods.create(&PostParams::default(), &pod("a"))
+        .await
+        .expect("create");
+    let mut events = watcher::watcher(Api::<Pod>::all(client), watcher::Config::default()).boxed();
+    let mut names = Vec::new();
+    let writer = pods.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        writer
+            .create(&PostParams::default(), &pod("b"))
+            .await
+            .expect("create b");
+    });
+    while names.len() < 2 {
+        match tokio::time::timeout(Duration::from_secs(10), events.next()).await {
+            Ok(Some(Ok(watcher::Event::InitApply(p) | watcher::Event::Apply(p)))) => {
+                names.push(p.metadata.name.unwrap_or_default());
+            }
+            Ok(Some(_)) => {}
+            other => panic!("watch ended: {other:?}"),
+        }
+    }
+    assert_eq!(names, ["a", "b"]);
+    api.world().drop_watches(Some("pods"), true);
+    let mut relisted = false;
+    for _ in 0..10 {
+        if let Ok(Some(Ok(watcher::Event::InitDone))) =
+            tokio::time::timeout(Duration::from_secs(10), events.next()).await
+        {
+            relisted = true;
+            break;
+        }
+    }
+    assert!(relisted, "an expired watch relists");
+}

@@ -1,0 +1,189 @@
+//! One incarnation of the controller-manager under test: the real controller crates started
+//! as `src/main.rs` starts them (one informer factory, one client per controller, the
+//! controllers' default configuration), on clients of the simulated API server that carry
+//! the incarnation's epoch, so that a crash fences everything it still has in flight.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use rkcm_runtime::cache::{ContentType, InformerFactory, ListMode};
+use rkcm_runtime::clock::{Clock, SharedClock};
+use rkcm_runtime::{CancellationToken, ControllerContext};
+use rkcm_testkit::sim::SimApi;
+
+/// Each controller the simulator runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Ctl {
+    ReplicaSet,
+    Deployment,
+    StatefulSet,
+    DaemonSet,
+    Job,
+    CronJob,
+    PodGc,
+    TtlAfterFinished,
+}
+
+impl Ctl {
+    pub const ALL: [Ctl; 8] = [
+        Ctl::ReplicaSet,
+        Ctl::Deployment,
+        Ctl::StatefulSet,
+        Ctl::DaemonSet,
+        Ctl::Job,
+        Ctl::CronJob,
+        Ctl::PodGc,
+        Ctl::TtlAfterFinished,
+    ];
+
+    /// The short name of the command line (`--controller`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Ctl::ReplicaSet => "replicaset",
+            Ctl::Deployment => "deployment",
+            Ctl::StatefulSet => "statefulset",
+            Ctl::DaemonSet => "daemonset",
+            Ctl::Job => "job",
+            Ctl::CronJob => "cronjob",
+            Ctl::PodGc => "podgc",
+            Ctl::TtlAfterFinished => "ttlafterfinished",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.name() == s)
+    }
+
+    /// The user agent its client carries, as the audit log names it.
+    pub fn agent(self) -> &'static str {
+        match self {
+            Ctl::ReplicaSet => "replicaset-controller",
+            Ctl::Deployment => "deployment-controller",
+            Ctl::StatefulSet => "statefulset-controller",
+            Ctl::DaemonSet => "daemonset-controller",
+            Ctl::Job => "job-controller",
+            Ctl::CronJob => "cronjob-controller",
+            Ctl::PodGc => "pod-garbage-collector",
+            Ctl::TtlAfterFinished => "ttl-after-finished-controller",
+        }
+    }
+
+    /// The controllers a scenario of this one runs: itself, those that make its workload
+    /// move (a Deployment needs the ReplicaSet controller, a CronJob and the TTL controller
+    /// the Job controller), and PodGC, which removes the pods of deleted nodes.
+    pub fn with_helpers(self) -> Vec<Ctl> {
+        let mut out = match self {
+            Ctl::Deployment => vec![Ctl::Deployment, Ctl::ReplicaSet],
+            Ctl::CronJob => vec![Ctl::CronJob, Ctl::Job],
+            Ctl::TtlAfterFinished => vec![Ctl::TtlAfterFinished, Ctl::Job],
+            Ctl::PodGc => vec![Ctl::PodGc, Ctl::ReplicaSet],
+            c => vec![c],
+        };
+        if !out.contains(&Ctl::PodGc) {
+            out.push(Ctl::PodGc);
+        }
+        out
+    }
+}
+
+/// Wall-clock time of the simulation: a fixed start plus tokio's (paused) time since it.
+#[derive(Debug, Clone)]
+pub struct SimClock {
+    pub start: tokio::time::Instant,
+    pub base: jiff::Timestamp,
+}
+
+impl Clock for SimClock {
+    fn wall(&self) -> jiff::Timestamp {
+        let elapsed = tokio::time::Instant::now().saturating_duration_since(self.start);
+        let span = jiff::SignedDuration::try_from(elapsed).unwrap_or(jiff::SignedDuration::MAX);
+        self.base.checked_add(span).unwrap_or(self.base)
+    }
+}
+
+/// A running incarnation.
+pub struct Manager {
+    pub epoch: u64,
+    pub shutdown: CancellationToken,
+}
+
+/// Starts the controllers `ctls` as incarnation `epoch`.
+pub fn start(api: &SimApi, clock: &SharedClock, ctls: &[Ctl], epoch: u64) -> Manager {
+    let shutdown = CancellationToken::new();
+    let factory = InformerFactory::with_options(
+        api.client(epoch, "informers"),
+        ListMode::Paged,
+        ContentType::Json,
+    );
+    let ctx = |c: Ctl| ControllerContext {
+        client: api.client(epoch, c.agent()),
+        budget: None,
+        informers: factory.clone(),
+        shutdown: shutdown.clone(),
+        clock: clock.clone(),
+    };
+    for &c in ctls {
+        let ctx = ctx(c);
+        match c {
+            Ctl::ReplicaSet => {
+                rkcm_replicaset::informers::<ReplicaSet>(&factory);
+                tokio::spawn(async move {
+                    let _ = rkcm_replicaset::start_replicaset(ctx, Default::default()).await;
+                });
+            }
+            Ctl::Deployment => {
+                rkcm_deployment::informers(&factory);
+                tokio::spawn(async move {
+                    let _ = rkcm_deployment::start(ctx, Default::default()).await;
+                });
+            }
+            Ctl::StatefulSet => {
+                rkcm_statefulset::informers(&factory);
+                tokio::spawn(async move {
+                    let _ = rkcm_statefulset::start(ctx, Default::default()).await;
+                });
+            }
+            Ctl::DaemonSet => {
+                rkcm_daemonset::informers(&factory);
+                tokio::spawn(async move {
+                    let _ = rkcm_daemonset::start(ctx, Default::default()).await;
+                });
+            }
+            Ctl::Job => {
+                rkcm_job::informers(&factory);
+                tokio::spawn(async move {
+                    let _ = rkcm_job::start(ctx, Default::default()).await;
+                });
+            }
+            Ctl::CronJob => {
+                rkcm_cronjob::informers(&factory);
+                let cfg = rkcm_cronjob::Config {
+                    local_time_zone: jiff::tz::TimeZone::UTC,
+                    ..Default::default()
+                };
+                tokio::spawn(async move {
+                    let _ = rkcm_cronjob::start(ctx, cfg).await;
+                });
+            }
+            Ctl::PodGc => {
+                rkcm_podgc::informers(&factory);
+                tokio::spawn(async move {
+                    let _ = rkcm_podgc::start(ctx, Default::default()).await;
+                });
+            }
+            Ctl::TtlAfterFinished => {
+                rkcm_ttlafterfinished::informers(&factory);
+                tokio::spawn(async move {
+                    let _ = rkcm_ttlafterfinished::start(ctx, Default::default()).await;
+                });
+            }
+        }
+    }
+    factory.start(shutdown.clone());
+    Manager { epoch, shutdown }
+}
+
+/// The shared clock of a run.
+pub fn clock(start: tokio::time::Instant, base: jiff::Timestamp) -> SharedClock {
+    Arc::new(SimClock { start, base })
+}

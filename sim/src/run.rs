@@ -1,0 +1,253 @@
+//! One seeded run: a paused current-thread tokio runtime (virtual time, one thread, so the
+//! seed fixes every interleaving), the simulated API server, the node model, the workload
+//! and the manager under test; faults for the first phase, then calm until every object
+//! converges or the bound passes. Invariants are checked after every step.
+
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use rkcm_testkit::sim::SimApi;
+use rkcm_testkit::sim::nodes::{KubeletConfig, NodeModel};
+use rkcm_testkit::sim::server::Faults;
+
+use crate::checks::{Broken, Checks};
+use crate::manager::{self, Ctl};
+use crate::scenario::Scenario;
+
+/// The virtual time between two steps.
+pub const STEP: Duration = Duration::from_millis(250);
+/// After faults stop, every object must converge within this much virtual time.
+pub const SETTLE: Duration = Duration::from_secs(300);
+
+/// What one run found.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub ctl: Ctl,
+    pub seed: u64,
+    pub broken: Vec<Broken>,
+    /// The step-by-step trace: every write with its author, every fault and operation.
+    pub trace: Vec<String>,
+    pub virtual_ms: u64,
+    pub requests: u64,
+    pub crashes: u32,
+    pub restarts: u32,
+    /// Virtual time from the end of faults to convergence (`None`: did not converge).
+    pub settled_ms: Option<u64>,
+    /// The objects at the end, one line each (pods, workloads, nodes), for `--dump`.
+    pub dump: Vec<String>,
+}
+
+impl Outcome {
+    pub fn passed(&self) -> bool {
+        self.broken.is_empty()
+    }
+}
+
+/// The faults of a seed: each knob drawn from a few levels, so that some seeds are calm in
+/// one dimension and harsh in another.
+fn draw_faults(rng: &mut StdRng) -> Faults {
+    let pick = |rng: &mut StdRng, levels: &[f64]| levels[rng.random_range(0..levels.len())];
+    Faults {
+        watch_delay_ms: (0, [20u64, 500, 3_000, 10_000][rng.random_range(0..4)]),
+        stale_list: pick(rng, &[0.0, 0.3, 0.7]),
+        stale_window: Duration::from_secs(10),
+        conflict: pick(rng, &[0.0, 0.05, 0.2]),
+        crash_on_write: pick(rng, &[0.0, 0.01, 0.04]),
+        crash_budget: rng.random_range(0..=4),
+        reject_create: pick(rng, &[0.0, 0.05]),
+        server_error: pick(rng, &[0.0, 0.02]),
+        timeout_creates: false,
+    }
+}
+
+/// Runs `ctl` under `seed`.
+pub fn run(ctl: Ctl, seed: u64) -> anyhow::Result<Outcome> {
+    // The iteration order of the runtime's hash maps is part of the schedule.
+    rkcm_runtime::fasthash::fix_seed(0x51_u64);
+    rkcm_runtime::api::write::accept_protobuf(false);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()?;
+    let outcome = rt.block_on(run_async(ctl, seed));
+    rt.shutdown_background();
+    Ok(outcome)
+}
+
+async fn run_async(ctl: Ctl, seed: u64) -> Outcome {
+    rkcm_runtime::jitter::seed_thread(Some(seed));
+    let base: jiff::Timestamp = jiff::Timestamp::from_second(1_893_456_000).unwrap_or_default();
+    let api = SimApi::new(seed, base);
+    let start = api.world().start;
+    let clock = manager::clock(start, base);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut model = NodeModel::new(KubeletConfig::default());
+    let mut scenario = Scenario::new(ctl);
+    let mut checks = Checks::new(base);
+    let faults = draw_faults(&mut rng);
+    let fault_ms = scenario.fault_secs() * 1000;
+    let leader_changes: Vec<u64> = (0..rng.random_range(0..=2))
+        .map(|_| rng.random_range(5_000..fault_ms))
+        .collect();
+    let watch_drops = [0.0, 0.01, 0.04][rng.random_range(0..3)];
+    {
+        let mut w = api.world();
+        w.trace_line(format!("sim seed {seed} controller {} faults {faults:?} leader changes at {leader_changes:?} ms, watch drops {watch_drops}/step", ctl.name()));
+        scenario.setup(&mut w, &mut model, &mut rng);
+        w.faults = faults;
+    }
+    let ctls = ctl.with_helpers();
+    let mut mgr = manager::start(&api, &clock, &ctls, 1);
+    let mut restart_at: Option<u64> = None;
+    let mut restarts = 0u32;
+    let mut next_op = rng.random_range(1_000..8_000);
+    let mut calm = false;
+    let mut settled_ms = None;
+    let bound = fault_ms + u64::try_from(SETTLE.as_millis()).unwrap_or(u64::MAX);
+    let mut last_bookmark = 0;
+    loop {
+        tokio::time::sleep(STEP).await;
+        let mut w = api.world();
+        let now = w.now_ms();
+        model.step(&mut w);
+        if now < fault_ms {
+            if now >= next_op {
+                scenario.op(&mut w, &mut model, &mut rng);
+                next_op = now + rng.random_range(1_000..12_000);
+            }
+            if watch_drops > 0.0 && rng.random_bool(watch_drops) {
+                let resources = [
+                    "pods",
+                    "replicasets",
+                    "deployments",
+                    "statefulsets",
+                    "daemonsets",
+                    "jobs",
+                    "cronjobs",
+                    "nodes",
+                    "controllerrevisions",
+                ];
+                let r = resources[rng.random_range(0..resources.len())];
+                let expire = rng.random_bool(0.3);
+                w.drop_watches(Some(r), expire);
+            }
+            if leader_changes
+                .iter()
+                .any(|t| *t > now.saturating_sub(250) && *t <= now)
+                && !w.is_dead(mgr.epoch)
+            {
+                w.trace_line(format!(
+                    "sim leader change: epoch {} loses the lease",
+                    mgr.epoch
+                ));
+                w.kill(mgr.epoch);
+            }
+        } else if !calm {
+            calm = true;
+            w.faults = Faults {
+                watch_delay_ms: (0, 20),
+                ..Faults::default()
+            };
+            w.trace_line("sim faults stop".into());
+            scenario.calm(&mut w, &mut model);
+        }
+        if now >= last_bookmark + 10_000 {
+            last_bookmark = now;
+            w.bookmarks();
+        }
+        if w.is_dead(mgr.epoch) && restart_at.is_none() {
+            mgr.shutdown.cancel();
+            // A new leader takes over after the lease expires (15 s) or the process restarts.
+            restart_at = Some(now + rng.random_range(1_000..15_000));
+        }
+        if let Some(at) = restart_at
+            && now >= at
+        {
+            restart_at = None;
+            restarts += 1;
+            let epoch = mgr.epoch + 1;
+            w.trace_line(format!("sim manager epoch {epoch} starts"));
+            drop(w);
+            mgr = manager::start(&api, &clock, &ctls, epoch);
+            w = api.world();
+        }
+        let changes = w.drain_changes();
+        checks.step(&w, &model, &changes);
+        if calm && restart_at.is_none() && now % 1000 < 250 {
+            if scenario.converged(&w, &model).is_ok() {
+                settled_ms = Some(now - fault_ms);
+                w.trace_line("sim converged".into());
+                break;
+            }
+        }
+        if now >= bound {
+            let why = scenario.converged(&w, &model).err().unwrap_or_default();
+            drop(w);
+            checks_liveness(&mut checks, now, why);
+            break;
+        }
+    }
+    mgr.shutdown.cancel();
+    let w = api.world();
+    let dump = dump(&w);
+    Outcome {
+        dump,
+        ctl,
+        seed,
+        broken: checks.broken(),
+        trace: w.trace.clone(),
+        virtual_ms: w.now_ms(),
+        requests: w.requests,
+        crashes: w.crashes,
+        restarts,
+        settled_ms,
+    }
+}
+
+fn checks_liveness(checks: &mut Checks, now: u64, why: String) {
+    checks.liveness(now, why);
+}
+
+/// One line per object at the end of a run.
+fn dump(w: &rkcm_testkit::sim::World) -> Vec<String> {
+    use crate::scenario::{is_ready, is_terminating, s};
+    let mut out = Vec::new();
+    for r in [
+        "nodes",
+        "replicasets",
+        "deployments",
+        "statefulsets",
+        "daemonsets",
+        "jobs",
+        "cronjobs",
+        "pods",
+    ] {
+        for o in w.list(r) {
+            let mut line = format!(
+                "{r} {}/{} uid={} rv={}",
+                s(&o, &["metadata", "namespace"]),
+                s(&o, &["metadata", "name"]),
+                s(&o, &["metadata", "uid"]),
+                s(&o, &["metadata", "resourceVersion"])
+            );
+            if r == "pods" {
+                line += &format!(
+                    " node={} phase={} ready={} terminating={} finalizers={} owner={}",
+                    s(&o, &["spec", "nodeName"]),
+                    s(&o, &["status", "phase"]),
+                    is_ready(&o),
+                    is_terminating(&o),
+                    o["metadata"]["finalizers"],
+                    crate::scenario::controller_of(&o)
+                        .map(|c| c.1)
+                        .unwrap_or_default()
+                );
+            } else {
+                line += &format!(" spec={} status={}", o["spec"], o["status"]);
+            }
+            out.push(line);
+        }
+    }
+    out
+}

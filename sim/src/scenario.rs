@@ -1,0 +1,684 @@
+//! The workload of each controller: the objects a run starts with, the user's operations a
+//! seed draws during the fault phase (scale, template change, pod deletion and failure, node
+//! death, suspend, new Jobs...), and what "converged" means once faults stop.
+
+use rand::Rng;
+use rand::rngs::StdRng;
+use rkcm_testkit::sim::nodes::NodeModel;
+use rkcm_testkit::sim::server::{Caller, World, resource};
+use serde_json::{Value, json};
+
+use crate::manager::Ctl;
+
+/// The namespace of every workload object.
+pub const NS: &str = "sim";
+
+/// `path` of `v` as a string (`""` when absent).
+pub fn s<'a>(v: &'a Value, path: &[&str]) -> &'a str {
+    path.iter()
+        .fold(v, |v, k| &v[*k])
+        .as_str()
+        .unwrap_or_default()
+}
+
+/// `path` of `v` as a number (0 when absent).
+pub fn n(v: &Value, path: &[&str]) -> i64 {
+    path.iter().fold(v, |v, k| &v[*k]).as_i64().unwrap_or(0)
+}
+
+pub fn key(v: &Value) -> String {
+    format!(
+        "{}/{}",
+        s(v, &["metadata", "namespace"]),
+        s(v, &["metadata", "name"])
+    )
+}
+
+/// The controller owner reference of `v`: (kind, name, uid).
+pub fn controller_of(v: &Value) -> Option<(String, String, String)> {
+    v["metadata"]["ownerReferences"]
+        .as_array()?
+        .iter()
+        .find(|r| r["controller"].as_bool() == Some(true))
+        .map(|r| {
+            (
+                s(r, &["kind"]).to_owned(),
+                s(r, &["name"]).to_owned(),
+                s(r, &["uid"]).to_owned(),
+            )
+        })
+}
+
+pub fn is_terminal(p: &Value) -> bool {
+    matches!(s(p, &["status", "phase"]), "Succeeded" | "Failed")
+}
+
+pub fn is_terminating(v: &Value) -> bool {
+    !v["metadata"]["deletionTimestamp"].is_null()
+}
+
+pub fn is_ready(p: &Value) -> bool {
+    p["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+}
+
+fn condition_true(v: &Value, type_: &str) -> bool {
+    v["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == type_ && c["status"] == "True")
+}
+
+pub fn job_finished(j: &Value) -> bool {
+    condition_true(j, "Complete") || condition_true(j, "Failed")
+}
+
+/// Pods whose controller is the object with `uid`.
+fn owned_pods(world: &World, uid: &str) -> Vec<std::sync::Arc<Value>> {
+    world
+        .list("pods")
+        .into_iter()
+        .filter(|p| controller_of(p).is_some_and(|(_, _, u)| u == uid))
+        .collect()
+}
+
+fn pod_template(app: &str, image: &str, restart: &str) -> Value {
+    json!({"metadata": {"labels": {"app": app}},
+        "spec": {"containers": [{"name": "main", "image": image}],
+            "restartPolicy": restart, "terminationGracePeriodSeconds": 10}})
+}
+
+fn create(world: &mut World, plural: &str, obj: Value) {
+    if let Some(r) = resource(plural) {
+        let _ = world.create(&Caller::sim("user"), r, NS, obj);
+    }
+}
+
+fn delete(world: &mut World, plural: &str, name: &str) {
+    if let Some(r) = resource(plural) {
+        let _ = world.delete(&Caller::sim("user"), r, NS, name, &Value::Null);
+    }
+}
+
+fn pick<T: Clone>(rng: &mut StdRng, items: &[T]) -> Option<T> {
+    (!items.is_empty()).then(|| items[rng.random_range(0..items.len())].clone())
+}
+
+/// A workload.
+pub struct Scenario {
+    pub ctl: Ctl,
+    /// Template versions handed out so far.
+    version: u32,
+    jobs: u32,
+    nodes: u32,
+}
+
+impl Scenario {
+    pub fn new(ctl: Ctl) -> Self {
+        Self {
+            ctl,
+            version: 1,
+            jobs: 0,
+            nodes: 0,
+        }
+    }
+
+    /// How long the fault phase lasts (virtual seconds): CronJobs need minutes to pass.
+    pub fn fault_secs(&self) -> u64 {
+        match self.ctl {
+            Ctl::CronJob => 200,
+            _ => 120,
+        }
+    }
+
+    fn add_node(&mut self, world: &mut World, model: &mut NodeModel) {
+        let name = format!("node-{}", self.nodes);
+        self.nodes += 1;
+        model.add_node(world, &name);
+    }
+
+    /// The objects a run starts with.
+    pub fn setup(&mut self, world: &mut World, model: &mut NodeModel, rng: &mut StdRng) {
+        for _ in 0..3 {
+            self.add_node(world, model);
+        }
+        match self.ctl {
+            Ctl::ReplicaSet | Ctl::PodGc => {
+                for (name, replicas) in [("web-a", 3), ("web-b", 2)] {
+                    create(world, "replicasets", replicaset(name, replicas, "img:1"));
+                }
+                if self.ctl == Ctl::PodGc {
+                    // Pods no controller owns, to be left to PodGC on a dead node.
+                    for i in 0..2 {
+                        create(world, "pods", bare_pod(&format!("bare-{i}"), "Always"));
+                    }
+                }
+            }
+            Ctl::Deployment => {
+                let surge = pick(rng, &[json!(1), json!(0), json!("25%")]).unwrap_or(json!(1));
+                let unavailable = if surge == json!(0) {
+                    json!(1)
+                } else {
+                    json!(0)
+                };
+                create(
+                    world,
+                    "deployments",
+                    deployment("front", 3, surge, unavailable, "img:1"),
+                );
+                create(
+                    world,
+                    "deployments",
+                    deployment("back", 2, json!("25%"), json!("25%"), "img:1"),
+                );
+            }
+            Ctl::StatefulSet => {
+                create(
+                    world,
+                    "statefulsets",
+                    statefulset("db", 3, "OrderedReady", "img:1"),
+                );
+                create(
+                    world,
+                    "statefulsets",
+                    statefulset("cache", 2, "Parallel", "img:1"),
+                );
+            }
+            Ctl::DaemonSet => {
+                create(world, "daemonsets", daemonset("agent", "img:1"));
+            }
+            Ctl::Job => {
+                for _ in 0..2 {
+                    self.new_job(world, rng, None);
+                }
+            }
+            Ctl::CronJob => {
+                let policy = pick(rng, &["Allow", "Forbid", "Replace"]).unwrap_or("Allow");
+                create(world, "cronjobs", cronjob("tick", "* * * * *", policy));
+                create(
+                    world,
+                    "cronjobs",
+                    cronjob("every2", "*/2 * * * *", "Forbid"),
+                );
+            }
+            Ctl::TtlAfterFinished => {
+                for _ in 0..2 {
+                    let ttl = rng.random_range(0..30);
+                    self.new_job(world, rng, Some(ttl));
+                }
+            }
+        }
+    }
+
+    fn new_job(&mut self, world: &mut World, rng: &mut StdRng, ttl: Option<i64>) {
+        self.jobs += 1;
+        let name = format!("job-{}", self.jobs);
+        let indexed = rng.random_bool(0.5);
+        let completions = rng.random_range(1..=4);
+        let parallelism = rng.random_range(1..=3);
+        let mut job = json!({"metadata": {"name": name},
+            "spec": {"completions": completions, "parallelism": parallelism,
+                "completionMode": if indexed { "Indexed" } else { "NonIndexed" },
+                "backoffLimit": 6,
+                "template": pod_template(&name, "img:1", "Never")}});
+        if let Some(ttl) = ttl {
+            job["spec"]["ttlSecondsAfterFinished"] = json!(ttl);
+        }
+        create(world, "jobs", job);
+    }
+
+    /// One operation of the user, drawn by `rng`.
+    pub fn op(&mut self, world: &mut World, model: &mut NodeModel, rng: &mut StdRng) {
+        let nodes = model.node_names();
+        let up: Vec<String> = nodes.iter().filter(|n| model.is_up(n)).cloned().collect();
+        let down: Vec<String> = nodes.iter().filter(|n| !model.is_up(n)).cloned().collect();
+        let pods: Vec<String> = world
+            .list("pods")
+            .iter()
+            .filter(|p| !is_terminating(p))
+            .map(|p| s(p, &["metadata", "name"]).to_owned())
+            .collect();
+        let roll = rng.random_range(0..100);
+        match roll {
+            // Node faults, for every workload.
+            0..=7 if up.len() > 1 => {
+                if let Some(n) = pick(rng, &up) {
+                    model.kill(world, &n);
+                }
+            }
+            8..=11 if !down.is_empty() => {
+                if let Some(n) = pick(rng, &down) {
+                    match rng.random_range(0..3) {
+                        0 => model.revive(world, &n),
+                        1 => {
+                            world.trace_line(format!("user delete node {n}"));
+                            model.delete_node(world, &n);
+                            self.add_node(world, model);
+                        }
+                        _ => {
+                            world.trace_line(format!("user out-of-service {n}"));
+                            model.out_of_service(world, &n);
+                        }
+                    }
+                }
+            }
+            12..=24 => {
+                if let Some(p) = pick(rng, &pods) {
+                    world.trace_line(format!("user delete pod {p}"));
+                    delete(world, "pods", &p);
+                }
+            }
+            25..=32 => {
+                if let Some(p) = pick(rng, &pods) {
+                    model.fail_pod(world, &format!("{NS}/{p}"), 1);
+                }
+            }
+            _ => self.workload_op(world, model, rng),
+        }
+    }
+
+    fn workload_op(&mut self, world: &mut World, model: &mut NodeModel, rng: &mut StdRng) {
+        let plural = match self.ctl {
+            Ctl::ReplicaSet | Ctl::PodGc => "replicasets",
+            Ctl::Deployment => "deployments",
+            Ctl::StatefulSet => "statefulsets",
+            Ctl::DaemonSet => "daemonsets",
+            Ctl::Job | Ctl::TtlAfterFinished => "jobs",
+            Ctl::CronJob => "cronjobs",
+        };
+        let objs: Vec<String> = world.list(plural).iter().map(|o| key(o)).collect();
+        let Some(target) = pick(rng, &objs) else {
+            if plural == "jobs" {
+                self.new_job(world, rng, (self.ctl == Ctl::TtlAfterFinished).then_some(5));
+            }
+            return;
+        };
+        match (self.ctl, rng.random_range(0..3)) {
+            (Ctl::ReplicaSet | Ctl::PodGc | Ctl::Deployment | Ctl::StatefulSet, 0 | 1) => {
+                let replicas = rng.random_range(0..=5);
+                world.trace_line(format!("user scale {target} to {replicas}"));
+                world.edit("user", plural, &target, |o| {
+                    o["spec"]["replicas"] = json!(replicas);
+                    true
+                });
+            }
+            (Ctl::DaemonSet, 0) => {
+                self.add_node(world, model);
+            }
+            (Ctl::Deployment | Ctl::StatefulSet | Ctl::DaemonSet, _) => {
+                self.version += 1;
+                let image = format!("img:{}", self.version);
+                world.trace_line(format!("user set image of {target} to {image}"));
+                world.edit("user", plural, &target, |o| {
+                    o["spec"]["template"]["spec"]["containers"][0]["image"] = json!(image);
+                    true
+                });
+            }
+            (Ctl::ReplicaSet | Ctl::PodGc, _) => {
+                if self.ctl == Ctl::PodGc && rng.random_bool(0.5) {
+                    let name = format!("bare-run-{}", self.version);
+                    self.version += 1;
+                    world.trace_line(format!("user create pod {name}"));
+                    create(world, "pods", bare_pod(&name, "Never"));
+                } else {
+                    let replicas = rng.random_range(0..=5);
+                    world.trace_line(format!("user scale {target} to {replicas}"));
+                    world.edit("user", plural, &target, |o| {
+                        o["spec"]["replicas"] = json!(replicas);
+                        true
+                    });
+                }
+            }
+            (Ctl::Job | Ctl::TtlAfterFinished, 0) => {
+                let ttl = (self.ctl == Ctl::TtlAfterFinished).then(|| rng.random_range(0..20));
+                self.new_job(world, rng, ttl);
+            }
+            (Ctl::Job, 1) => {
+                let suspend = rng.random_bool(0.5);
+                world.trace_line(format!("user suspend {target}: {suspend}"));
+                world.edit("user", plural, &target, |o| {
+                    if job_finished(o) {
+                        return false;
+                    }
+                    o["spec"]["suspend"] = json!(suspend);
+                    true
+                });
+            }
+            (Ctl::TtlAfterFinished, 1) => {
+                let ttl = rng.random_range(0..20);
+                world.trace_line(format!("user set ttl of {target} to {ttl}"));
+                world.edit("user", plural, &target, |o| {
+                    o["spec"]["ttlSecondsAfterFinished"] = json!(ttl);
+                    true
+                });
+            }
+            (Ctl::Job | Ctl::TtlAfterFinished, _) => {
+                let ttl = (self.ctl == Ctl::TtlAfterFinished).then_some(3);
+                self.new_job(world, rng, ttl);
+            }
+            (Ctl::CronJob, 0) => {
+                let suspend = rng.random_bool(0.3);
+                world.trace_line(format!("user suspend {target}: {suspend}"));
+                world.edit("user", plural, &target, |o| {
+                    o["spec"]["suspend"] = json!(suspend);
+                    true
+                });
+            }
+            (Ctl::CronJob, _) => {
+                // Only finished Jobs, as a user cleaning up would: deleting the Job of a
+                // slot whose lastScheduleTime is not written yet makes any controller
+                // (upstream's too) run that slot again.
+                let jobs: Vec<String> = world
+                    .list("jobs")
+                    .iter()
+                    .filter(|j| job_finished(j))
+                    .map(|j| s(j, &["metadata", "name"]).to_owned())
+                    .collect();
+                if let Some(j) = pick(rng, &jobs) {
+                    world.trace_line(format!("user delete job {j}"));
+                    delete(world, "jobs", &j);
+                }
+            }
+        }
+    }
+
+    /// The end of faults: dead nodes come back, suspended CronJobs resume, so that every
+    /// object can converge.
+    pub fn calm(&mut self, world: &mut World, model: &mut NodeModel) {
+        for n in model.node_names() {
+            model.revive(world, &n);
+        }
+        while model.node_names().len() < 3 {
+            self.add_node(world, model);
+        }
+        if self.ctl == Ctl::CronJob {
+            for cj in world.list("cronjobs") {
+                world.edit("user", "cronjobs", &key(&cj), |o| {
+                    o["spec"]["suspend"] = json!(false);
+                    true
+                });
+            }
+        }
+        if self.ctl == Ctl::Job {
+            for j in world.list("jobs") {
+                world.edit("user", "jobs", &key(&j), |o| {
+                    if job_finished(o) {
+                        return false;
+                    }
+                    o["spec"]["suspend"] = json!(false);
+                    true
+                });
+            }
+        }
+    }
+
+    /// `Ok` once every object has converged; else what has not.
+    pub fn converged(&self, world: &World, model: &NodeModel) -> Result<(), String> {
+        let now_s = world.now_ms() / 1000;
+        match self.ctl {
+            Ctl::ReplicaSet => replicasets_converged(world),
+            Ctl::PodGc => {
+                replicasets_converged(world)?;
+                let nodes: Vec<String> = model.node_names();
+                for p in world.list("pods") {
+                    let node = s(&p, &["spec", "nodeName"]);
+                    if !node.is_empty() && !nodes.iter().any(|n| n == node) {
+                        return Err(format!("pod {} bound to missing node {node}", key(&p)));
+                    }
+                }
+                Ok(())
+            }
+            Ctl::Deployment => {
+                for d in world.list("deployments") {
+                    let typed: k8s_openapi::api::apps::v1::Deployment =
+                        serde_json::from_value((*d).clone()).map_err(|e| e.to_string())?;
+                    if let Some(why) = rkcm_testkit::invariants::deployment_unsettled(&typed) {
+                        return Err(why);
+                    }
+                    let uid = s(&d, &["metadata", "uid"]);
+                    let live = world
+                        .list("replicasets")
+                        .into_iter()
+                        .filter(|rs| controller_of(rs).is_some_and(|(_, _, u)| u == uid))
+                        .flat_map(|rs| owned_pods(world, s(&rs, &["metadata", "uid"])))
+                        .filter(|p| !is_terminal(p) && !is_terminating(p))
+                        .count();
+                    let want = usize::try_from(n(&d, &["spec", "replicas"])).unwrap_or(0);
+                    if live != want {
+                        return Err(format!(
+                            "deployment {}: {live} live pods, want {want}",
+                            key(&d)
+                        ));
+                    }
+                }
+                replicasets_converged(world)
+            }
+            Ctl::StatefulSet => {
+                for set in world.list("statefulsets") {
+                    let want = n(&set, &["spec", "replicas"]);
+                    let st = &set["status"];
+                    let name = s(&set, &["metadata", "name"]);
+                    let ok = n(st, &["observedGeneration"]) == n(&set, &["metadata", "generation"])
+                        && n(st, &["readyReplicas"]) == want
+                        && n(st, &["replicas"]) == want
+                        && n(st, &["updatedReplicas"]) == want
+                        && s(st, &["currentRevision"]) == s(st, &["updateRevision"]);
+                    if !ok {
+                        return Err(format!("statefulset {name}: want {want}, status {st}"));
+                    }
+                    let pods = owned_pods(world, s(&set, &["metadata", "uid"]));
+                    for i in 0..want {
+                        let pod = format!("{name}-{i}");
+                        if !pods
+                            .iter()
+                            .any(|p| s(p, &["metadata", "name"]) == pod && is_ready(p))
+                        {
+                            return Err(format!("statefulset {name}: pod {pod} not ready"));
+                        }
+                    }
+                    if pods.len() != usize::try_from(want).unwrap_or(0) {
+                        return Err(format!(
+                            "statefulset {name}: {} pods, want {want}",
+                            pods.len()
+                        ));
+                    }
+                }
+                Ok(())
+            }
+            Ctl::DaemonSet => {
+                let nodes = i64::try_from(model.node_names().len()).unwrap_or(0);
+                for ds in world.list("daemonsets") {
+                    let st = &ds["status"];
+                    let ok = n(st, &["observedGeneration"]) == n(&ds, &["metadata", "generation"])
+                        && n(st, &["desiredNumberScheduled"]) == nodes
+                        && n(st, &["currentNumberScheduled"]) == nodes
+                        && n(st, &["numberReady"]) == nodes
+                        && n(st, &["updatedNumberScheduled"]) == nodes
+                        && n(st, &["numberMisscheduled"]) == 0;
+                    if !ok {
+                        return Err(format!(
+                            "daemonset {}: {nodes} nodes, status {st}",
+                            key(&ds)
+                        ));
+                    }
+                    let live = owned_pods(world, s(&ds, &["metadata", "uid"]))
+                        .into_iter()
+                        .filter(|p| !is_terminal(p) && !is_terminating(p) && is_ready(p))
+                        .count();
+                    if i64::try_from(live).unwrap_or(0) != nodes {
+                        return Err(format!(
+                            "daemonset {}: {live} ready pods on {nodes} nodes",
+                            key(&ds)
+                        ));
+                    }
+                }
+                Ok(())
+            }
+            Ctl::Job | Ctl::CronJob | Ctl::TtlAfterFinished => {
+                for j in world.list("jobs") {
+                    let owner_gone = controller_of(&j).is_none() && self.ctl == Ctl::CronJob;
+                    if owner_gone {
+                        continue;
+                    }
+                    if !job_finished(&j) {
+                        return Err(format!(
+                            "job {} not finished: status {}",
+                            key(&j),
+                            j["status"]
+                        ));
+                    }
+                    if n(&j, &["status", "active"]) != 0 {
+                        return Err(format!("job {} finished with active pods", key(&j)));
+                    }
+                    if self.ctl == Ctl::TtlAfterFinished
+                        && let Some(ttl) = j["spec"]["ttlSecondsAfterFinished"].as_i64()
+                    {
+                        let done = s(&j, &["status", "completionTime"]);
+                        let finished: Option<jiff::Timestamp> = done.parse().ok().or_else(|| {
+                            j["status"]["conditions"]
+                                .as_array()
+                                .into_iter()
+                                .flatten()
+                                .find(|c| c["status"] == "True")
+                                .and_then(|c| c["lastTransitionTime"].as_str())
+                                .and_then(|t| t.parse().ok())
+                        });
+                        if let Some(at) = finished {
+                            let expire = at.as_second() + ttl;
+                            let now = world.wall().as_second();
+                            if now > expire + 10 {
+                                return Err(format!(
+                                    "job {} expired at {expire}, still there",
+                                    key(&j)
+                                ));
+                            }
+                        }
+                    }
+                }
+                for p in world.list("pods") {
+                    let holds = p["metadata"]["finalizers"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|f| f == rkcm_testkit::invariants::JOB_TRACKING_FINALIZER);
+                    if holds && (is_terminal(&p) || is_terminating(&p)) {
+                        return Err(format!(
+                            "pod {} still holds the tracking finalizer",
+                            key(&p)
+                        ));
+                    }
+                }
+                if self.ctl == Ctl::CronJob {
+                    // Every CronJob scheduled its latest slot that is a minute old.
+                    for cj in world.list("cronjobs") {
+                        let every = if s(&cj, &["metadata", "name"]) == "tick" {
+                            60
+                        } else {
+                            120
+                        };
+                        let base = world.base.as_second();
+                        let now = world.wall().as_second();
+                        let slot = (now - 60) / every * every;
+                        if slot <= base {
+                            continue;
+                        }
+                        let last: Option<jiff::Timestamp> =
+                            s(&cj, &["status", "lastScheduleTime"]).parse().ok();
+                        if last.is_none_or(|t| t.as_second() < slot) {
+                            return Err(format!(
+                                "cronjob {}: last schedule {:?}, slot {slot} at {now_s}s",
+                                key(&cj),
+                                last
+                            ));
+                        }
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+fn replicasets_converged(world: &World) -> Result<(), String> {
+    for rs in world.list("replicasets") {
+        let want = n(&rs, &["spec", "replicas"]);
+        let pods = owned_pods(world, s(&rs, &["metadata", "uid"]));
+        let live: Vec<_> = pods
+            .iter()
+            .filter(|p| !is_terminal(p) && !is_terminating(p))
+            .collect();
+        let ready = live.iter().filter(|p| is_ready(p)).count();
+        let st = &rs["status"];
+        let live_n = i64::try_from(live.len()).unwrap_or(0);
+        let ready_n = i64::try_from(ready).unwrap_or(0);
+        if live_n != want
+            || ready_n != want
+            || n(st, &["replicas"]) != want
+            || n(st, &["readyReplicas"]) != want
+            || n(st, &["availableReplicas"]) != want
+            || n(st, &["observedGeneration"]) != n(&rs, &["metadata", "generation"])
+        {
+            return Err(format!(
+                "replicaset {}: want {want}, {live_n} live, {ready_n} ready, status {st}",
+                key(&rs)
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn selector(app: &str) -> Value {
+    json!({"matchLabels": {"app": app}})
+}
+
+fn replicaset(name: &str, replicas: i64, image: &str) -> Value {
+    json!({"metadata": {"name": name, "labels": {"app": name}},
+        "spec": {"replicas": replicas, "minReadySeconds": 0, "selector": selector(name),
+            "template": pod_template(name, image, "Always")}})
+}
+
+fn bare_pod(name: &str, restart: &str) -> Value {
+    let mut p = pod_template(name, "img:1", restart);
+    p["metadata"]["name"] = json!(name);
+    p
+}
+
+fn deployment(name: &str, replicas: i64, surge: Value, unavailable: Value, image: &str) -> Value {
+    json!({"metadata": {"name": name},
+        "spec": {"replicas": replicas, "selector": selector(name),
+            "strategy": {"type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": surge, "maxUnavailable": unavailable}},
+            "revisionHistoryLimit": 3, "progressDeadlineSeconds": 600, "minReadySeconds": 0,
+            "template": pod_template(name, image, "Always")}})
+}
+
+fn statefulset(name: &str, replicas: i64, policy: &str, image: &str) -> Value {
+    json!({"metadata": {"name": name},
+        "spec": {"replicas": replicas, "selector": selector(name), "serviceName": name,
+            "podManagementPolicy": policy,
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
+            "revisionHistoryLimit": 10, "minReadySeconds": 0,
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
+            "template": pod_template(name, image, "Always")}})
+}
+
+fn daemonset(name: &str, image: &str) -> Value {
+    json!({"metadata": {"name": name},
+        "spec": {"selector": selector(name),
+            "updateStrategy": {"type": "RollingUpdate",
+                "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
+            "revisionHistoryLimit": 10, "minReadySeconds": 0,
+            "template": pod_template(name, image, "Always")}})
+}
+
+fn cronjob(name: &str, schedule: &str, policy: &str) -> Value {
+    json!({"metadata": {"name": name},
+        "spec": {"schedule": schedule, "concurrencyPolicy": policy, "suspend": false,
+            "successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 1,
+            "jobTemplate": {"spec": {"backoffLimit": 2,
+                "template": pod_template(name, "img:1", "Never")}}}})
+}
