@@ -75,6 +75,7 @@ pub fn run(ctl: Ctl, seed: u64) -> anyhow::Result<Outcome> {
     Ok(outcome)
 }
 
+#[allow(clippy::too_many_lines)] // the simulation loop: one step of every part per tick
 async fn run_async(ctl: Ctl, seed: u64) -> Outcome {
     rkcm_runtime::jitter::seed_thread(Some(seed));
     let base: jiff::Timestamp = jiff::Timestamp::from_second(1_893_456_000).unwrap_or_default();
@@ -174,12 +175,14 @@ async fn run_async(ctl: Ctl, seed: u64) -> Outcome {
         }
         let changes = w.drain_changes();
         checks.step(&w, &model, &changes);
-        if calm && restart_at.is_none() && now % 1000 < 250 {
-            if scenario.converged(&w, &model).is_ok() {
-                settled_ms = Some(now - fault_ms);
-                w.trace_line("sim converged".into());
-                break;
-            }
+        if calm
+            && restart_at.is_none()
+            && now % 1000 < 250
+            && scenario.converged(&w, &model).is_ok()
+        {
+            settled_ms = Some(now - fault_ms);
+            w.trace_line("sim converged".into());
+            break;
         }
         if now >= bound {
             let why = scenario.converged(&w, &model).err().unwrap_or_default();

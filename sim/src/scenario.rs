@@ -417,6 +417,7 @@ impl Scenario {
     }
 
     /// `Ok` once every object has converged; else what has not.
+    #[allow(clippy::too_many_lines)] // one convergence rule per controller, side by side
     pub fn converged(&self, world: &World, model: &NodeModel) -> Result<(), String> {
         let now_s = world.now_ms() / 1000;
         match self.ctl {
