@@ -15,7 +15,7 @@ use kube::Api;
 use kube::api::ListParams;
 use rkcm_runtime::api::client::{ClientOptions, build_config, make_client};
 use rkcm_runtime::explain::Explanation;
-use rkcm_runtime::workload::controller_ref::controller_of;
+use rkcm_runtime::workload::controller_ref::{Claim, OwnerInfo, classify};
 use rkcm_runtime::workload::selector::Selector;
 
 const USAGE: &str = "usage: rkcm explain KIND/NAMESPACE/NAME [--kubeconfig PATH] [-o text|json]
@@ -163,22 +163,25 @@ async fn explain(args: &Args) -> anyhow::Result<Explanation> {
     }
 }
 
-/// The ReplicaSets the Deployment controller would work with: those it controls, and orphans
-/// its selector matches (the controller adopts them), never those another owner controls.
+/// The ReplicaSets the Deployment controller would work with after its claim: those it owns
+/// and those it would adopt, by the runtime's claim rules ([`classify`]).
 fn owned_replica_sets(
     d: &Deployment,
     rss: Vec<ReplicaSet>,
 ) -> anyhow::Result<Vec<Arc<ReplicaSet>>> {
-    let uid = d.metadata.uid.as_deref().unwrap_or_default();
+    let owner = OwnerInfo::of(d).context("the Deployment has no name or UID")?;
     let selector = Selector::from_label_selector(&d.spec.selector)?;
     Ok(rss
         .into_iter()
-        .filter(|rs| match controller_of(&rs.metadata) {
-            Some(owner) => owner.uid == uid,
-            None => {
-                rs.metadata.deletion_timestamp.is_none()
-                    && selector.matches(rs.metadata.labels.as_ref())
-            }
+        .filter(|rs| {
+            matches!(
+                classify(
+                    &owner,
+                    &rs.metadata,
+                    selector.matches(rs.metadata.labels.as_ref())
+                ),
+                Claim::Owned | Claim::Adopt
+            )
         })
         .map(Arc::new)
         .collect())
