@@ -290,7 +290,7 @@ impl World {
             log: BTreeMap::new(),
             compacted: BTreeMap::new(),
             watches: Vec::new(),
-            rng: StdRng::seed_from_u64(seed ^ 0x5eed_a91),
+            rng: StdRng::seed_from_u64(seed ^ 0x05ee_da91),
             faults: Faults::default(),
             dead: BTreeSet::new(),
             pending: Vec::new(),
@@ -837,6 +837,8 @@ impl World {
     }
 
     /// PUT of the object (`status`: of its status subresource) or PATCH (`patch`).
+    // One parameter per part of the request as the handler parsed it.
+    #[allow(clippy::too_many_arguments)]
     pub fn update(
         &mut self,
         caller: &Caller,
@@ -1012,11 +1014,11 @@ impl World {
                 grace = 0;
             }
             let already = current["metadata"]["deletionGracePeriodSeconds"].as_i64();
-            if let Some(g) = already {
-                if grace >= g {
-                    // A terminating pod's grace period can only be shortened.
-                    return Reply::Json(200, (*current).clone());
-                }
+            if let Some(g) = already
+                && grace >= g
+            {
+                // A terminating pod's grace period can only be shortened.
+                return Reply::Json(200, (*current).clone());
             }
             if grace == 0 && !has_finalizers {
                 let obj = self.commit(r, key, "DELETED", next, &caller.agent);
