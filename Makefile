@@ -2,7 +2,7 @@
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/rkcm/target
 CARGO ?= cargo
 
-.PHONY: build release image test lint unit run bench chaos cluster-up cluster-down cluster-env cluster-status e2e-bins deploy-manifests
+.PHONY: build release image test lint unit run bench chaos sim cluster-up cluster-down cluster-env cluster-status e2e-bins deploy-manifests
 
 build:
 	$(CARGO) build --workspace
@@ -37,6 +37,12 @@ bench:
 # The long fault suite (kills, watch gaps under churn) for upstream and rkcm, on its own plane.
 chaos:
 	bash e2e/chaos.sh
+
+# The deterministic simulation over seeds 0..SIM_SEEDS for every controller (sim/).
+# Replay one: cargo run -p rkcm-sim -- --controller C --seed S --trace
+SIM_SEEDS ?= 500
+sim:
+	$(CARGO) run --release -p rkcm-sim -- --seeds $(SIM_SEEDS)
 
 e2e-bins:
 	bash e2e/build.sh

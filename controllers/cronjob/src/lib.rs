@@ -95,7 +95,12 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         queue: queue.clone(),
         syncer: reconcile::Syncer {
             api: reconcile::KubeApi::new(ctx.client.clone()),
-            recorder: EventRecorder::new(ctx.client.clone(), consts::EVENT_COMPONENT),
+            recorder: EventRecorder::with_options(
+                ctx.client.clone(),
+                consts::EVENT_COMPONENT,
+                None,
+                ctx.clock.clone(),
+            ),
             local: cfg.local_time_zone.clone(),
         },
         clock: ctx.clock.clone(),

@@ -113,7 +113,12 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
     pods.add_index(INDEX_NODE_NAME, pods_by_node);
     let queue = WorkQueue::new(consts::QUEUE_NAME, RateLimiter::Default);
     let node_queue = WorkQueue::new(consts::NODE_QUEUE_NAME, RateLimiter::Default);
-    let recorder = EventRecorder::new(ctx.client.clone(), consts::EVENT_COMPONENT);
+    let recorder = EventRecorder::with_options(
+        ctx.client.clone(),
+        consts::EVENT_COMPONENT,
+        None,
+        ctx.clock.clone(),
+    );
     let workers = cfg.workers;
     let controller = Arc::new(reconcile::Controller {
         client: ctx.client.clone(),

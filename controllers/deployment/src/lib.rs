@@ -111,7 +111,12 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         deployments: deployments.store(),
         replica_sets: replica_sets.store(),
         pods: pods.store(),
-        recorder: EventRecorder::new(ctx.client.clone(), consts::EVENT_COMPONENT),
+        recorder: EventRecorder::with_options(
+            ctx.client.clone(),
+            consts::EVENT_COMPONENT,
+            None,
+            ctx.clock.clone(),
+        ),
         queue: queue.clone(),
         pending_pod_checks: std::sync::Mutex::default(),
         pacer: rkcm_runtime::queue::pacing::StatusPacer::default().with_budget(ctx.budget.clone()),

@@ -105,7 +105,12 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
     let pods = ctx.informers.informer::<Pod>();
     let queue = job_queue(consts::QUEUE_NAME);
     let orphan_queue = job_queue(consts::ORPHAN_QUEUE_NAME);
-    let recorder = EventRecorder::new(ctx.client.clone(), consts::EVENT_COMPONENT);
+    let recorder = EventRecorder::with_options(
+        ctx.client.clone(),
+        consts::EVENT_COMPONENT,
+        None,
+        ctx.clock.clone(),
+    );
     let workers = cfg.workers;
     let controller = Arc::new(reconcile::Controller {
         client: ctx.client.clone(),

@@ -105,7 +105,12 @@ pub async fn start<O: ReplicaOwner>(ctx: ControllerContext, cfg: Config) -> Resu
     let owners = ctx.informers.informer::<O>();
     let pods = ctx.informers.informer::<Pod>();
     let queue = WorkQueue::new(O::QUEUE_NAME, RateLimiter::Default);
-    let recorder = EventRecorder::new(ctx.client.clone(), O::EVENT_COMPONENT);
+    let recorder = EventRecorder::with_options(
+        ctx.client.clone(),
+        O::EVENT_COMPONENT,
+        None,
+        ctx.clock.clone(),
+    );
     let workers = cfg.workers;
     let controller = Arc::new(reconcile::Controller::<O> {
         client: ctx.client.clone(),

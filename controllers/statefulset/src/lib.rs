@@ -127,7 +127,12 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         claims,
         revisions,
         history: History::new(ctx.client.clone()),
-        recorder: EventRecorder::new(ctx.client.clone(), consts::EVENT_COMPONENT),
+        recorder: EventRecorder::with_options(
+            ctx.client.clone(),
+            consts::EVENT_COMPONENT,
+            None,
+            ctx.clock.clone(),
+        ),
         queue: queue.clone(),
         expectations: UidTrackingExpectations::new(ctx.clock.clone()),
         consistency: metrics::stale_guard().enabled(cfg.stale_cache_guard),
