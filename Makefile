@@ -2,7 +2,7 @@
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/rkcm/target
 CARGO ?= cargo
 
-.PHONY: build release image test lint unit run bench chaos sim cluster-up cluster-down cluster-env cluster-status e2e-bins deploy-manifests
+.PHONY: build release image test lint unit run bench chaos sim sim-mutants cluster-up cluster-down cluster-env cluster-status e2e-bins deploy-manifests
 
 build:
 	$(CARGO) build --workspace
@@ -43,6 +43,11 @@ chaos:
 SIM_SEEDS ?= 500
 sim:
 	$(CARGO) run --release -p rkcm-sim -- --seeds $(SIM_SEEDS)
+
+# Each deliberate bug of sim/Cargo.toml must be caught within SIM_MUTANT_SEEDS seeds; writes
+# bench/reports/sim-mutants.md.
+sim-mutants:
+	bash sim/mutants.sh
 
 e2e-bins:
 	bash e2e/build.sh

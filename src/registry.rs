@@ -303,6 +303,7 @@ fn deployment_config(cli: &Cli) -> rkcm_deployment::Config {
         terminating_replicas: cli
             .feature_gates
             .enabled("DeploymentReplicaSetTerminatingReplicas"),
+        stale_cache_guard: cli.rkcm.rkcm_deployment_stale_cache_guard,
     }
 }
 

@@ -36,6 +36,73 @@ struct Args {
     /// Log the controllers' own tracing output (RUST_LOG filter, e.g. `info`).
     #[arg(long)]
     log: Option<String>,
+    /// Internal: run the one `--seed` and end with a `SUMMARY` line for the parent process
+    /// that runs a range.
+    #[arg(long, hide = true)]
+    summary: bool,
+}
+
+/// What the parent needs from one seed's run.
+struct Summary {
+    virtual_ms: u64,
+    requests: u64,
+    crashes: u64,
+    passed: bool,
+}
+
+/// Runs one seed in a fresh process (this binary with `--seed`), forwarding its output.
+/// Every seed of a range gets its own process: state a run leaves in the process (thread
+/// locals, hash keys, the paused clock's origin) then cannot reach the next run, so any seed
+/// of a range replays alone with `--seed` exactly as it ran.
+fn run_in_child(args: &Args, ctl: Ctl, seed: u64) -> anyhow::Result<Summary> {
+    let exe = std::env::current_exe().context("locating the rkcm-sim binary")?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args([
+        "--controller",
+        ctl.name(),
+        "--seed",
+        &seed.to_string(),
+        "--summary",
+    ]);
+    if args.trace {
+        cmd.arg("--trace");
+    }
+    if args.dump {
+        cmd.arg("--dump");
+    }
+    if let Some(filter) = &args.log {
+        cmd.args(["--log", filter]);
+    }
+    let out = cmd
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running seed {seed} of {}", ctl.name()))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut summary = None;
+    for line in stdout.lines() {
+        match line.strip_prefix("SUMMARY ") {
+            Some(rest) => {
+                let n: Vec<u64> = rest.split(' ').filter_map(|x| x.parse().ok()).collect();
+                if let [virtual_ms, requests, crashes, passed] = n[..] {
+                    summary = Some(Summary {
+                        virtual_ms,
+                        requests,
+                        crashes,
+                        passed: passed == 1,
+                    });
+                }
+            }
+            None if line.starts_with("ok controller ") => {}
+            None => println!("{line}"),
+        }
+    }
+    summary.with_context(|| {
+        format!(
+            "seed {seed} of {} ended without a summary ({})",
+            ctl.name(),
+            out.status
+        )
+    })
 }
 
 fn main() -> anyhow::Result<()> {
@@ -63,6 +130,20 @@ fn main() -> anyhow::Result<()> {
         let started = Instant::now();
         let (mut runs, mut virtual_ms, mut requests, mut crashes) = (0u64, 0u64, 0u64, 0u64);
         for &seed in &seeds {
+            if args.seed.is_none() {
+                let child = run_in_child(&args, ctl, seed)?;
+                runs += 1;
+                virtual_ms += child.virtual_ms;
+                requests += child.requests;
+                crashes += child.crashes;
+                if !child.passed {
+                    failed.push((ctl, seed));
+                    if args.fail_fast {
+                        break;
+                    }
+                }
+                continue;
+            }
             let out = run(ctl, seed)?;
             runs += 1;
             virtual_ms += out.virtual_ms;
@@ -91,7 +172,7 @@ fn main() -> anyhow::Result<()> {
                 if args.fail_fast {
                     break;
                 }
-            } else if args.seed.is_some() {
+            } else if !args.summary {
                 println!(
                     "ok controller {} seed {seed}: settled {:?} ms after faults, {} requests, {} crashes, {} restarts",
                     ctl.name(),
@@ -101,6 +182,13 @@ fn main() -> anyhow::Result<()> {
                     out.restarts
                 );
             }
+        }
+        if args.summary {
+            println!(
+                "SUMMARY {virtual_ms} {requests} {crashes} {}",
+                u8::from(failed.is_empty())
+            );
+            return Ok(());
         }
         let secs = started.elapsed().as_secs_f64();
         println!(

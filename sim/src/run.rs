@@ -269,7 +269,10 @@ fn dump(w: &rkcm_testkit::sim::World) -> Vec<String> {
                         .unwrap_or_default()
                 );
             } else {
-                line += &format!(" spec={} status={}", o["spec"], o["status"]);
+                line += &format!(
+                    " annotations={} spec={} status={}",
+                    o["metadata"]["annotations"], o["spec"], o["status"]
+                );
             }
             out.push(line);
         }

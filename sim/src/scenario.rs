@@ -115,6 +115,8 @@ pub struct Scenario {
     version: u32,
     jobs: u32,
     nodes: u32,
+    /// When the faults stopped (wall clock of the simulated cluster).
+    calm_at: Option<jiff::Timestamp>,
 }
 
 impl Scenario {
@@ -124,6 +126,7 @@ impl Scenario {
             version: 1,
             jobs: 0,
             nodes: 0,
+            calm_at: None,
         }
     }
 
@@ -389,6 +392,11 @@ impl Scenario {
     /// The end of faults: dead nodes come back, suspended CronJobs resume, so that every
     /// object can converge.
     pub fn calm(&mut self, world: &mut World, model: &mut NodeModel) {
+        self.calm_at = Some(world.wall());
+        // Pod failures belong to the fault phase: afterwards pods run to success, so a Job
+        // whose pods kept failing waits out at most one more backoff (capped at 6 minutes)
+        // instead of failing again and again past the liveness bound.
+        model.config.succeed = 1.0;
         for n in model.node_names() {
             model.revive(world, &n);
         }
@@ -414,6 +422,36 @@ impl Scenario {
                 });
             }
         }
+    }
+
+    /// A CronJob's Job created after the faults stopped: the CronJobs keep firing (each
+    /// minute or two) and a Job's pods may fail and back off, so such a Job need not have
+    /// finished when the others have; the CronJob's liveness is that it scheduled again.
+    fn started_after_calm(&self, job: &Value) -> bool {
+        self.ctl == Ctl::CronJob
+            && self.calm_at.is_some_and(|calm| {
+                s(job, &["metadata", "creationTimestamp"])
+                    .parse::<jiff::Timestamp>()
+                    .is_ok_and(|created| created > calm)
+            })
+    }
+
+    /// Every CronJob (unsuspended when the faults stopped) has scheduled a Job since.
+    fn cronjobs_scheduled_after_calm(&self, world: &World) -> Result<(), String> {
+        let Some(calm) = self.calm_at else {
+            return Ok(());
+        };
+        for cj in world.list("cronjobs") {
+            let last = s(&cj, &["status", "lastScheduleTime"]).parse::<jiff::Timestamp>();
+            if !last.is_ok_and(|t| t > calm) {
+                return Err(format!(
+                    "cronjob {} has not scheduled since the faults stopped: status {}",
+                    key(&cj),
+                    cj["status"]
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// `Ok` once every object has converged; else what has not.
@@ -520,9 +558,12 @@ impl Scenario {
                 Ok(())
             }
             Ctl::Job | Ctl::CronJob | Ctl::TtlAfterFinished => {
+                if self.ctl == Ctl::CronJob {
+                    self.cronjobs_scheduled_after_calm(world)?;
+                }
                 for j in world.list("jobs") {
                     let owner_gone = controller_of(&j).is_none() && self.ctl == Ctl::CronJob;
-                    if owner_gone {
+                    if owner_gone || self.started_after_calm(&j) {
                         continue;
                     }
                     if !job_finished(&j) {

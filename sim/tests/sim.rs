@@ -36,48 +36,77 @@ fn a_seed_replays_exactly() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Seeds that fail on an open defect, not yet fixed: they are reported on every run (never
-/// silently skipped) and stay out of the pass/fail verdict until the fix lands; then the
-/// seed moves into the regression list.
-const KNOWN_OPEN: &[(Ctl, u64, &str)] = &[
-    (Ctl::Deployment, 19, DEPLOYMENT_SURGE),
-    (Ctl::Deployment, 24, DEPLOYMENT_SURGE),
-    (Ctl::Deployment, 35, DEPLOYMENT_SURGE),
+/// Seeds that found a defect, kept as regression tests (run here even when they lie outside
+/// the fixed range): the controller, the seed, the invariant it broke and the fix.
+const REGRESSIONS: &[(Ctl, u64, &str)] = &[
+    // A sync on a ReplicaSet cache that lagged behind the new ReplicaSet the controller had
+    // just created sized the others past replicas + maxSurge (DeploymentAboveSurge). Fixed by
+    // the Deployment controller's stale-cache guard.
+    (Ctl::Deployment, 19, "ReplicaSet cache behind a create"),
+    (Ctl::Deployment, 24, "ReplicaSet cache behind a create"),
+    (Ctl::Deployment, 35, "ReplicaSet cache behind a create"),
+    // The only active ReplicaSet had the right size but replica annotations of an
+    // interrupted proportional scale: every sync took the scaling path and the next template
+    // never rolled out (NotConvergedAfterFaults; upstream kubernetes/kubernetes#138036).
+    (Ctl::Deployment, 25, "stale desired-replicas annotation"),
+    // The ReplicaSet cache had applied no object yet (the ADDED event of the controller's own
+    // first ReplicaSet was still delayed) and the guard took "no version" for current: a
+    // second full-size ReplicaSet (DeploymentAboveSurge). Fixed in the guard: an empty cache
+    // holds the sync.
+    (Ctl::Deployment, 101, "guard passed on an empty cache"),
+    (Ctl::Deployment, 121, "guard passed on an empty cache"),
+    // A crash between creating a CronJob's Job and writing its status left the slot
+    // unrecorded; the Job was deleted and the slot ran again (CronJobSlotTwice). Fixed: a
+    // forgotten running child's scheduled time is recorded as started.
+    (Ctl::CronJob, 142, "Job created, status write lost"),
+    // A Job deleted before its new pod's ADDED event arrived: the pod, whose controller the
+    // cache no longer knew, kept the tracking finalizer for ever (upstream's addPod sends it
+    // to the orphan worker; rkcm's shared child handler dropped it).
+    (Ctl::CronJob, 43, "pod of a deleted Job kept its finalizer"),
 ];
 
-/// Open, not yet diagnosed: the ReplicaSets of a Deployment add up to more than replicas +
-/// maxSurge during a rollout under faults (one trace showed a second new ReplicaSet created
-/// while the first was not yet in the cache).
-const DEPLOYMENT_SURGE: &str = "DeploymentAboveSurge under faults (open)";
+/// Runs the simulator binary (each seed in its own process, as `--seed` replays it); the
+/// failures it printed, if it failed.
+fn simulate(args: &[&str]) -> anyhow::Result<Option<String>> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rkcm-sim"))
+        .args(args)
+        .output()?;
+    if out.status.success() {
+        return Ok(None);
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("FAIL") || l.starts_with("  "))
+        .collect();
+    Ok(Some(format!(
+        "rkcm-sim {} failed ({}):\n{}",
+        args.join(" "),
+        out.status,
+        report.join("\n")
+    )))
+}
 
-/// The fixed seed set of `make test`: every controller, seeds 0..SEEDS, no invariant broken
-/// and every object converged after the faults.
+/// Every regression seed passes.
 #[test]
-fn fixed_seed_set_passes() -> anyhow::Result<()> {
-    const SEEDS: u64 = 40;
+fn regression_seeds_pass() -> anyhow::Result<()> {
     let mut failures = Vec::new();
-    for ctl in Ctl::ALL {
-        for seed in 0..SEEDS {
-            if let Some((_, _, why)) = KNOWN_OPEN.iter().find(|(c, s, _)| *c == ctl && *s == seed) {
-                eprintln!(
-                    "KNOWN OPEN DEFECT {} seed {seed}: {why} ({})",
-                    ctl.name(),
-                    replay_hint(ctl, seed)
-                );
-                continue;
-            }
-            let out = run(ctl, seed)?;
-            if !out.passed() {
-                let broken: Vec<String> = out.broken.iter().map(ToString::to_string).collect();
-                failures.push(format!(
-                    "{} seed {seed}: {}\n  {}",
-                    ctl.name(),
-                    broken.join("; "),
-                    replay_hint(ctl, seed)
-                ));
-            }
+    for &(ctl, seed, found) in REGRESSIONS {
+        let seed_arg = seed.to_string();
+        if let Some(report) = simulate(&["--controller", ctl.name(), "--seed", &seed_arg])? {
+            failures.push(format!("regression ({found}): {report}"));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    Ok(())
+}
+
+/// The fixed seed set of `make test`: every controller, seeds 0..40, no invariant broken and
+/// every object converged after the faults.
+#[test]
+fn fixed_seed_set_passes() -> anyhow::Result<()> {
+    if let Some(report) = simulate(&["--controller", "all", "--seeds", "40"])? {
+        panic!("{report}");
+    }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! rkcm's own flags: behaviour upstream kube-controller-manager does not have. Every name
 //! starts with `--rkcm-`; each one's default is upstream's behaviour except
-//! `--rkcm-cronjob-defer-status-writes` and `--rkcm-retry-ignores-early-failures`, differences
+//! `--rkcm-cronjob-defer-status-writes`, `--rkcm-retry-ignores-early-failures` and
+//! `--rkcm-deployment-stale-cache-guard`, differences
 //! the README's "Differences from upstream" measures.
 
 use clap::{ArgAction, Args};
@@ -38,4 +39,15 @@ pub struct RkcmFlags {
           default_missing_value = "true", default_value = "true", value_parser = parse_go_bool,
           value_name = "bool")]
     pub rkcm_retry_ignores_early_failures: bool,
+
+    /// Not upstream, on by default: a Deployment sync waits until the Deployment and
+    /// ReplicaSet caches show the controller's own last writes for that Deployment (the guard
+    /// upstream gives the ReplicaSet, StatefulSet, DaemonSet and Job controllers). Upstream
+    /// has none for Deployments: a sync on a cache that lags behind a ReplicaSet it just
+    /// created can size the ReplicaSets beyond replicas + maxSurge. False syncs on whatever the
+    /// caches hold, as upstream.
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "true", value_parser = parse_go_bool,
+          value_name = "bool")]
+    pub rkcm_deployment_stale_cache_guard: bool,
 }

@@ -116,6 +116,7 @@ fn defaults_equal_upstream() {
         // rkcm's own (not upstream's): off is upstream's behaviour.
         ("rkcm-cronjob-defer-status-writes", "true"),
         ("rkcm-daemonset-rollout-skip-not-ready-nodes", "false"),
+        ("rkcm-deployment-stale-cache-guard", "true"),
         ("rkcm-retry-ignores-early-failures", "true"),
         ("root-ca-file", ""),
         ("secure-port", "10257"),

@@ -165,6 +165,26 @@ pub fn unexpected_job_event(job: &Job) -> PlannedEvent {
     )
 }
 
+/// An unfinished child Job missing from `status.active` even in a fresh copy of the CronJob
+/// (the controller crashed between creating it and writing the status): the scheduled time
+/// its annotation records, when later than `lastScheduleTime`. The sync then records the Job
+/// as started ([`crate::status::record_start`]) besides the `UnexpectedJob` Warning upstream
+/// gives. Upstream v1.37 only warns: the slot then counts as not yet run, so the Job is
+/// started again for it once the first one is gone (a second Job for one scheduled time,
+/// found by the simulator, `rkcm-sim --controller cronjob --seed 142`), and under `Forbid`
+/// another Job can start while the forgotten one runs.
+pub fn forgotten_start(cj: &CronJob, job: &Job) -> Option<Timestamp> {
+    let scheduled: Timestamp = job
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(consts::SCHEDULED_TIMESTAMP_ANNOTATION)?
+        .parse()
+        .ok()?;
+    let newer = last_schedule_time(cj).is_none_or(|last| scheduled > last);
+    (newer && finished_condition(job).is_none()).then_some(scheduled)
+}
+
 /// `status.active` entries whose Job is not among the cached children: each is confirmed
 /// with a live `GET`, and dropped ([`missing_job_event`]) when the server has no such Job.
 pub fn unlisted_active(cj: &CronJob, child_uids: &HashSet<String>) -> Vec<ObjectReference> {
@@ -642,15 +662,27 @@ pub fn plan_schedule(cj: &CronJob, now: Timestamp, local: &TimeZone) -> Schedule
         Vec::new()
     };
     match job_from_template(cj, scheduled, local) {
-        Ok(job) => SchedulePlan {
-            events,
-            action: Action::Start(Box::new(Start {
-                scheduled,
-                job,
-                replace,
-                schedule: sched,
-            })),
-        },
+        Ok(mut job) => {
+            // Mutant (sim only): the Job is named for the moment of the sync, not for its
+            // scheduled time, so a sync that does not see its earlier Job starts another one
+            // for the same time.
+            if cfg!(feature = "sim-mutant-job-name-from-clock") {
+                job.metadata.name = Some(format!(
+                    "{}-{}",
+                    cj.metadata.name.as_deref().unwrap_or_default(),
+                    now.as_second()
+                ));
+            }
+            SchedulePlan {
+                events,
+                action: Action::Start(Box::new(Start {
+                    scheduled,
+                    job,
+                    replace,
+                    schedule: sched,
+                })),
+            }
+        }
         // Only an unloadable zone gets here, and that was handled above.
         Err(_) => stop(events),
     }

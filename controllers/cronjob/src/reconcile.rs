@@ -286,6 +286,10 @@ impl<A: CronJobApi> Syncer<A> {
                         continue;
                     }
                     self.emit(&pass.cj, &plan::unexpected_job_event(job));
+                    if let Some(scheduled) = plan::forgotten_start(&fresh, job) {
+                        status::record_start(&mut pass.cj, job, scheduled);
+                        pass.dirty = true;
+                    }
                 }
                 ChildStep::Finished {
                     leave_active,

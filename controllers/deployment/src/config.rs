@@ -15,6 +15,13 @@ pub struct Config {
     /// Gate `DeploymentReplicaSetTerminatingReplicas` (beta, on): report
     /// `status.terminatingReplicas`.
     pub terminating_replicas: bool,
+    /// Not upstream (`--rkcm-deployment-stale-cache-guard`, on): a sync waits until the
+    /// Deployment and ReplicaSet caches show this controller's own last writes for that
+    /// Deployment, the guard upstream gives the ReplicaSet, StatefulSet, DaemonSet and Job
+    /// controllers (`StaleControllerConsistency*`) and not the Deployment controller. Without
+    /// it, a sync on a cache that lags behind a ReplicaSet the controller just created can
+    /// scale the ReplicaSets beyond `replicas + maxSurge`.
+    pub stale_cache_guard: bool,
 }
 
 impl Default for Config {
@@ -22,6 +29,7 @@ impl Default for Config {
         Self {
             workers: DEFAULT_WORKERS,
             terminating_replicas: true,
+            stale_cache_guard: true,
         }
     }
 }

@@ -185,6 +185,14 @@ pub fn quote(s: &str) -> String {
     out
 }
 
+/// Metric names. The Deployment controller has no stale-cache guard upstream; rkcm's counts
+/// its skips under the name the other guarded controllers use.
+pub mod metrics {
+    pub const SUBSYSTEM: &str = "deployment_controller";
+    pub const STALE_SYNC_SKIPS_HELP: &str =
+        "Total number of Deployment syncs skipped due to a stale watch cache (rkcm only).";
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

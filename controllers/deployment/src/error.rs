@@ -67,6 +67,15 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// The stale-cache guard held the sync back: the Deployment or ReplicaSet cache has not
+    /// yet seen this controller's own last write for the Deployment. Nothing was read or
+    /// written; retried with backoff.
+    #[error("syncing {key}: {source}")]
+    StaleCache {
+        key: String,
+        #[source]
+        source: rkcm_runtime::workload::consistency::Stale,
+    },
     /// The strategy cannot be executed: unknown type or unusable `maxSurge`.
     #[error("deployment {key}: {message}")]
     Strategy { key: String, message: String },
@@ -79,7 +88,7 @@ impl Error {
     /// debug.
     pub fn is_expected_requeue(&self) -> bool {
         match self {
-            Error::NotCached { .. } => true,
+            Error::NotCached { .. } | Error::StaleCache { .. } => true,
             Error::UpdateReplicaSet { source, .. }
             | Error::DeleteReplicaSet { source, .. }
             | Error::UpdateStatus(StatusError { source, .. })

@@ -56,6 +56,14 @@
 //! - Revision-history cleanup deletes with UID and resourceVersion preconditions (a
 //!   ReplicaSet changed since the cache saw it is left for the next sync). On the paused path
 //!   it judges the copies from before the scaling step, as upstream.
+//! - A stale-cache guard (`--rkcm-deployment-stale-cache-guard`, on): a sync waits until the
+//!   Deployment and ReplicaSet caches show the controller's own last writes for that
+//!   Deployment, as upstream's ReplicaSet, StatefulSet, DaemonSet and Job controllers do
+//!   (`StaleControllerConsistency*`; there is no Deployment gate upstream). Upstream, a sync on
+//!   a ReplicaSet cache that lags behind the new ReplicaSet it just created treats it as
+//!   missing and can scale the others up past `replicas + maxSurge` (the simulator found it:
+//!   `rkcm-sim --controller deployment --seed 19`). Skips are counted in
+//!   `deployment_controller_stale_sync_skips_total`.
 
 mod config;
 pub mod consts;
@@ -79,6 +87,7 @@ use rkcm_runtime::cache::projection;
 use rkcm_runtime::controller::{Run, SyncProbe, probes};
 use rkcm_runtime::events::EventRecorder;
 use rkcm_runtime::queue::{RateLimiter, WorkQueue};
+use rkcm_runtime::workload::consistency::StaleGuard;
 
 pub use config::{Config, DEFAULT_WORKERS, NAME};
 pub use error::Error;
@@ -121,6 +130,12 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         pending_pod_checks: std::sync::Mutex::default(),
         pacer: rkcm_runtime::queue::pacing::StatusPacer::default().with_budget(ctx.budget.clone()),
         clock: ctx.clock.clone(),
+        guard: StaleGuard::new(
+            NAME,
+            consts::metrics::SUBSYSTEM,
+            consts::metrics::STALE_SYNC_SKIPS_HELP,
+        )
+        .enabled(cfg.stale_cache_guard),
         cfg,
     });
     rkcm_runtime::tracked::track(NAME, &controller, reconcile::Controller::tracked_sizes);

@@ -191,6 +191,11 @@ pub enum ScalePlan {
     Nothing,
     /// Resize one ReplicaSet (the only active one, or the latest): skipped when equal.
     One(ScaleOp),
+    /// The only active ReplicaSet (or the latest) has the right size but replica annotations
+    /// of another `spec.replicas`: rewrite them at the same size. Upstream v1.37 returns
+    /// without a write here, so `isScalingEvent` stays true on every sync and a later
+    /// template change never rolls out (kubernetes/kubernetes#138036, #138840).
+    Annotations(ScaleOp),
     /// The new ReplicaSet is saturated: every active old one goes to 0 (skipped when equal).
     OldToZero(Vec<ScaleOp>),
     /// Proportional sizes. Every ReplicaSet is written even at an unchanged size, so its
@@ -203,6 +208,10 @@ pub fn scale(d: &Deployment, new: Option<&Rs>, old: &[Rs]) -> ScalePlan {
     let desired = model::desired(d);
     if let Some(rs) = replicas::find_active_or_latest(new, old) {
         if model::replicas(&rs) == desired {
+            // Only the annotation `is_scaling_event` reads; a missing one is no scaling event.
+            if replicas::desired_annotation(&rs).is_some_and(|a| a != desired) {
+                return ScalePlan::Annotations(ScaleOp::new(&rs, desired));
+            }
             return ScalePlan::Nothing;
         }
         return ScalePlan::One(ScaleOp::new(&rs, desired));

@@ -32,6 +32,7 @@ use rkcm_runtime::keys::split_key;
 use rkcm_runtime::queue::RetryPolicy;
 use rkcm_runtime::queue::WorkQueue;
 use rkcm_runtime::queue::pacing::StatusPacer;
+use rkcm_runtime::workload::consistency::{GroupResource, StaleGuard};
 use rkcm_runtime::workload::controller_ref::ControllerRefManager;
 use rkcm_runtime::workload::selector::Selector;
 
@@ -58,6 +59,8 @@ pub(crate) struct Controller {
     /// Spaces out one Deployment's routine status writes ([`rkcm_runtime::queue::pacing`]).
     pub(crate) pacer: StatusPacer,
     pub(crate) clock: SharedClock,
+    /// The stale-cache guard over the Deployment and ReplicaSet caches (`cfg.stale_cache_guard`).
+    pub(crate) guard: StaleGuard,
     pub(crate) cfg: Config,
 }
 
@@ -71,6 +74,7 @@ impl Controller {
             .len();
         out.push(Size::object("pending_pod_checks", checks));
         out.push(Size::object("status_pacing", self.pacer.len()));
+        out.push(Size::object("stale_guard", self.guard.store().len()));
     }
 
     async fn sync_inner(&self, key: &str) -> Result<(), Error> {
@@ -81,8 +85,15 @@ impl Controller {
                 "deployment has been deleted"
             );
             self.pacer.forget(key);
+            self.guard.clear(key, None);
             return Ok(());
         };
+        self.guard
+            .ensure_caught_up(key, &[&self.deployments, &self.replica_sets])
+            .map_err(|source| Error::StaleCache {
+                key: key.to_owned(),
+                source,
+            })?;
         let (namespace, _) = split_key(key);
         let mut sync = SyncPass {
             c: self,
@@ -226,7 +237,16 @@ impl SyncPass<'_> {
             .await
             .map_err(|source| StatusError::new("deployment", self.key.to_owned(), source))?;
         self.d.metadata.resource_version = written.resource_version;
+        self.wrote::<Deployment>(self.d.metadata.resource_version.as_deref());
         Ok(())
+    }
+
+    /// Records a write of this sync for the stale-cache guard.
+    fn wrote<K: kube::Resource<DynamicType = ()>>(&self, rv: Option<&str>) {
+        let uid = self.d.metadata.uid.as_deref().unwrap_or_default();
+        self.c
+            .guard
+            .wrote(self.key, uid, GroupResource::of::<K>(), rv);
     }
 
     /// `PUT deployments` with the working copy (rollback only).
@@ -241,6 +261,7 @@ impl SyncPass<'_> {
                 source,
             })?;
         self.d.metadata.resource_version = written.metadata.resource_version;
+        self.wrote::<Deployment>(self.d.metadata.resource_version.as_deref());
         Ok(())
     }
 
@@ -255,6 +276,7 @@ impl SyncPass<'_> {
                 replica_set: name,
                 source,
             })?;
+        self.wrote::<ReplicaSet>(updated.metadata.resource_version.as_deref());
         Ok(self.remember(updated))
     }
 
@@ -409,7 +431,10 @@ impl SyncPass<'_> {
             .create(&PostParams::default(), &plan.replica_set)
             .await
         {
-            Ok(created) => (self.remember(created), true),
+            Ok(created) => {
+                self.wrote::<ReplicaSet>(created.metadata.resource_version.as_deref());
+                (self.remember(created), true)
+            }
             Err(kube::Error::Api(s)) if s.is_already_exists() => {
                 let existing = self
                     .c
@@ -496,6 +521,9 @@ impl SyncPass<'_> {
             ScalePlan::Nothing => {}
             ScalePlan::One(op) => {
                 self.scale_op(&op, false).await?;
+            }
+            ScalePlan::Annotations(op) => {
+                self.scale_op(&op, true).await?;
             }
             ScalePlan::OldToZero(ops) => {
                 for op in &ops {

@@ -119,6 +119,12 @@ impl ChildHandler<Pod> for Controller {
             self.enqueue_orphan(pod);
         }
     }
+
+    /// `addPod`/`updatePod`: a pod whose Job is not cached (deleted before this pod's own
+    /// event arrived, so `deleteJob` did not see the pod) still holding the finalizer.
+    fn owner_missing(&self, pod: &Pod) {
+        self.orphan_seen(pod);
+    }
 }
 
 impl Controller {

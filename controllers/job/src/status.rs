@@ -232,17 +232,21 @@ fn uncounted_mut(status: &mut JobStatus) -> &mut UncountedTerminatedPods {
 /// from `uncountedTerminatedPods` into the counters. Returns whether anything changed.
 pub fn clean_uncounted(status: &mut JobStatus, with_finalizer: &HashSet<String>) -> bool {
     let mut changed = false;
+    // Mutant (sim only): a UID is counted while its pod still has the finalizer.
+    let still_held = |uid: &String| {
+        !cfg!(feature = "sim-mutant-count-before-finalizer") && with_finalizer.contains(uid)
+    };
     let u = uncounted_mut(status);
     let mut counted_succeeded = 0;
     let mut counted_failed = 0;
     if let Some(list) = u.succeeded.as_mut() {
         let before = list.len();
-        list.retain(|x| with_finalizer.contains(x));
+        list.retain(still_held);
         counted_succeeded = before - list.len();
     }
     if let Some(list) = u.failed.as_mut() {
         let before = list.len();
-        list.retain(|x| with_finalizer.contains(x));
+        list.retain(still_held);
         counted_failed = before - list.len();
     }
     if counted_succeeded > 0 {

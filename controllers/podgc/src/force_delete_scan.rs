@@ -42,14 +42,25 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// `(line number, line)` of every force-delete spelling in `source`, ignoring comment lines.
+/// `(line number, line)` of every force-delete spelling in `source`, ignoring comment lines
+/// and the body line of a simulator mutant (`if cfg!(feature = "sim-mutant-...") {` on the
+/// line before: a deliberate bug only a simulator build switches on, `sim/mutants.sh`).
 fn force_deletes(source: &str) -> Vec<(usize, String)> {
-    source
-        .lines()
+    let lines: Vec<&str> = source.lines().collect();
+    let mutant_body = |i: usize| {
+        i > 0
+            && lines[i - 1].contains("cfg!(feature = \"sim-mutant-")
+            && lines[i - 1].trim_end().ends_with('{')
+    };
+    lines
+        .iter()
         .enumerate()
-        .filter(|(_, line)| {
+        .filter(|(i, line)| {
             let trimmed = line.trim_start();
-            !(trimmed.starts_with("//") || trimmed.starts_with("/*") || trimmed.starts_with('*'))
+            !(trimmed.starts_with("//")
+                || trimmed.starts_with("/*")
+                || trimmed.starts_with('*')
+                || mutant_body(*i))
         })
         .filter(|(_, line)| {
             let compact: String = line.chars().filter(|c| !c.is_whitespace()).collect();
@@ -80,11 +91,18 @@ fn scanner_recognises_force_delete_spellings() {
          let c = json!({\"gracePeriodSeconds\": 0});\n\
          // a comment about .grace_period(0) is fine\n\
          let d = DeleteParams::default().grace_period(30);\n\
-         let e = DeleteParams { grace_period_seconds: Some(0) };",
+         let e = DeleteParams { grace_period_seconds: Some(0) };\n\
+         if cfg!(feature = \"sim-mutant-x\") {\n\
+             params.grace_period_seconds = Some(0);\n\
+         }\n\
+         if cfg!(feature = \"other\") {\n\
+             params.grace_period_seconds = Some(0);\n\
+         }",
     );
     assert_eq!(
         hits.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
-        [1, 2, 3, 6]
+        [1, 2, 3, 6, 11],
+        "a simulator mutant's body is no force delete of the binary; any other is"
     );
 }
 

@@ -80,10 +80,13 @@ impl PodGcApi for KubeApi {
         // keeps a pod re-created under the same name out of reach.
         let params = DeleteParams {
             grace_period_seconds: Some(0),
-            preconditions: uid.map(|uid| Preconditions {
-                uid: Some(uid.to_owned()),
-                resource_version: None,
-            }),
+            preconditions: uid
+                // Mutant (sim only): delete by name alone.
+                .filter(|_| !cfg!(feature = "sim-mutant-no-uid-precondition"))
+                .map(|uid| Preconditions {
+                    uid: Some(uid.to_owned()),
+                    resource_version: None,
+                }),
             ..DeleteParams::default()
         };
         rkcm_runtime::api::write::delete::<Pod>(&self.client, Some(namespace), name, &params).await

@@ -232,7 +232,12 @@ impl Controller {
         let name = name_of(pod);
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         tracing::info!(controller = crate::config::NAME, statefulset = %ctx.key, pod = %name, reason = ?reason, "deleting pod");
-        let params = delete_params(pod.metadata.uid.as_deref());
+        let mut params = delete_params(pod.metadata.uid.as_deref());
+        // Mutant (sim only): skip the grace period, so the replacement of this identity is
+        // created while the old pod's containers may still run.
+        if cfg!(feature = "sim-mutant-early-replacement") {
+            params.grace_period_seconds = Some(0);
+        }
         match rkcm_runtime::api::write::delete::<Pod>(
             &self.client,
             Some(&namespace),

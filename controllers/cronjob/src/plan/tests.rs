@@ -676,6 +676,64 @@ fn each_child_asks_for_its_step() {
     );
 }
 
+/// A running child the status forgot (crash between its create and the status write): its
+/// scheduled time counts as started when later than `lastScheduleTime`; a finished one, an
+/// older one, or one without (or with an unreadable) annotation does not.
+#[test]
+fn a_forgotten_running_child_counts_as_started() {
+    let annotated = |name: &str, at: &str, condition: Option<&str>| {
+        let mut j = job(name, None, condition);
+        j.metadata.annotations = Some(
+            [(
+                consts::SCHEDULED_TIMESTAMP_ANNOTATION.to_string(),
+                at.to_string(),
+            )]
+            .into(),
+        );
+        j
+    };
+    let last = ts("2016-05-19T10:00:00Z");
+    let cj = with(ts("2016-05-19T09:00:00Z"), Some(last), None, "*/2 * * * *");
+    let never_ran = with(ts("2016-05-19T09:00:00Z"), None, None, "*/2 * * * *");
+    let cases = vec![
+        (
+            "newer and running",
+            &cj,
+            annotated("a", "2016-05-19T10:02:00Z", None),
+            Some(ts("2016-05-19T10:02:00Z")),
+        ),
+        (
+            "offset of the CronJob's zone",
+            &cj,
+            annotated("b", "2016-05-19T12:04:00+02:00", None),
+            Some(ts("2016-05-19T10:04:00Z")),
+        ),
+        (
+            "no lastScheduleTime yet",
+            &never_ran,
+            annotated("c", "2016-05-19T10:02:00Z", None),
+            Some(ts("2016-05-19T10:02:00Z")),
+        ),
+        (
+            "the recorded slot",
+            &cj,
+            annotated("d", "2016-05-19T10:00:00Z", None),
+            None,
+        ),
+        (
+            "finished",
+            &cj,
+            annotated("e", "2016-05-19T10:02:00Z", Some("Complete")),
+            None,
+        ),
+        ("unreadable", &cj, annotated("f", "yesterday", None), None),
+        ("no annotation", &cj, job("g", None, None), None),
+    ];
+    for (name, cj, j, want) in cases {
+        assert_eq!(forgotten_start(cj, &j), want, "{name}");
+    }
+}
+
 #[test]
 fn active_entries_the_cache_lacks_are_confirmed() {
     let mut cj = cronjob("* * * * *");

@@ -555,6 +555,50 @@ fn scale_single_active_or_saturated() {
     assert_eq!(scale(&recreate(6), Some(&b), &[a]), ScalePlan::Nothing);
 }
 
+/// The only active ReplicaSet has the right size but was annotated for another size (a
+/// proportional scale interrupted by a conflict): the annotations are rewritten, or the
+/// Deployment stays a scaling event and never rolls out (simulator seed 25; upstream
+/// kubernetes/kubernetes#138036). Without the annotation there is no scaling event and
+/// nothing to write.
+#[test]
+fn scale_rewrites_stale_annotations_of_the_only_active_replica_set() {
+    let stale = R {
+        name: "only",
+        replicas: 3,
+        available: 3,
+        annotations: &[
+            ("deployment.kubernetes.io/desired-replicas", "5"),
+            ("deployment.kubernetes.io/max-replicas", "7"),
+        ],
+        ..R::default()
+    }
+    .build();
+    let d = dep25(3);
+    assert!(is_scaling_event(&d, None, std::slice::from_ref(&stale)));
+    assert_eq!(
+        scale(&d, None, std::slice::from_ref(&stale)),
+        ScalePlan::Annotations(ScaleOp {
+            uid: "only-uid".into(),
+            name: "only".into(),
+            from: 3,
+            to: 3
+        })
+    );
+    let write = scale_write(&d, &stale, 3, true).expect("the annotations are written");
+    let annotations = write.replica_set.metadata.annotations.unwrap_or_default();
+    assert_eq!(
+        annotations["deployment.kubernetes.io/desired-replicas"],
+        "3"
+    );
+    assert_eq!(annotations["deployment.kubernetes.io/max-replicas"], "4");
+    assert!(
+        write.event.is_none(),
+        "no size change, no ScalingReplicaSet event"
+    );
+    let unannotated = healthy("plain", 3, "v1", 100);
+    assert_eq!(scale(&d, None, &[unannotated]), ScalePlan::Nothing);
+}
+
 fn old_rs(name: &'static str, revision: &'static str, replicas: i32, age: i64) -> Rs {
     let annotations: &'static [(&'static str, &'static str)] = match revision {
         "1" => &[("deployment.kubernetes.io/revision", "1")],

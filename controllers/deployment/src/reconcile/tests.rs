@@ -57,6 +57,14 @@ impl Harness {
             pending_pod_checks: Mutex::default(),
             pacer: rkcm_runtime::queue::pacing::StatusPacer::default(),
             clock: Arc::new(FakeClock::new(now())),
+            guard: rkcm_runtime::workload::consistency::StaleGuard::new(
+                crate::config::NAME,
+                crate::consts::metrics::SUBSYSTEM,
+                crate::consts::metrics::STALE_SYNC_SKIPS_HELP,
+            )
+            // The harness's caches do not see the fake API's writes; the guard is exercised
+            // by the simulator's regression seeds (sim/tests/sim.rs).
+            .enabled(false),
             cfg: Config::default(),
         });
         Self {

@@ -343,6 +343,8 @@ impl<K: Informable> Informer<K> {
         };
         debug!(resource = %resource, protobuf = codec.is_some(), "Starting informer");
         let mut errors = ErrorLog::default();
+        // After the first complete list every relist reads consistently (see `list_watch`).
+        let mut listed = false;
         while !shutdown.is_cancelled() {
             let events: BoxStream<'static, watcher::Result<watcher::Event<K>>> = match &codec {
                 Some(codec) => {
@@ -354,11 +356,12 @@ impl<K: Informable> Informer<K> {
                         page_size: PAGE_SIZE,
                         timeout,
                         streaming: source.list_mode == ListMode::Streaming,
+                        listed,
                     };
                     crate::api::protobuf::watcher::watch(client.clone(), params, codec.decode)
                         .boxed()
                 }
-                None => list_watch(Api::<K>::all(client.clone()), config.clone()).boxed(),
+                None => list_watch(Api::<K>::all(client.clone()), config.clone(), listed).boxed(),
             };
             let mut stream = Box::pin(events.backoff(retry_backoff()));
             loop {
@@ -371,6 +374,7 @@ impl<K: Informable> Informer<K> {
                 match item {
                     Some(Ok(event)) => {
                         errors.clear();
+                        listed |= matches!(event, watcher::Event::InitDone);
                         if let Some(event) = in_scope(&source.scope, event) {
                             self.feed(event);
                         }

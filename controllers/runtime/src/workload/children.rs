@@ -67,6 +67,12 @@ pub trait ChildHandler<C: Resource> {
 
     /// An orphan was added or updated, before the matching owners are enqueued.
     fn orphan_seen(&self, _child: &C) {}
+
+    /// A child was added or updated whose controller reference names no cached owner (the
+    /// owner is gone, or the cache has not seen it yet). Upstream's Job controller sends such a
+    /// pod that still holds its tracking finalizer to the orphan worker ("we might have missed
+    /// an event").
+    fn owner_missing(&self, _child: &C) {}
 }
 
 /// Handles one change of a child (see the module documentation).
@@ -85,8 +91,9 @@ where
                 return;
             }
             if let Some(r) = controller_of(child.meta()) {
-                if let Some(owner) = handler.resolve(&namespace, r) {
-                    handler.created(&owner);
+                match handler.resolve(&namespace, r) {
+                    Some(owner) => handler.created(&owner),
+                    None => handler.owner_missing(&child),
                 }
                 return;
             }
@@ -120,8 +127,9 @@ where
         handler.released(&owner, new);
     }
     if let Some(r) = new_ref {
-        if let Some(owner) = handler.resolve(namespace, r) {
-            handler.controlled_updated(&owner, old, new);
+        match handler.resolve(namespace, r) {
+            Some(owner) => handler.controlled_updated(&owner, old, new),
+            None => handler.owner_missing(new),
         }
         return;
     }
@@ -196,6 +204,10 @@ mod tests {
             let name = child.metadata.name.clone().unwrap_or_default();
             self.log(format!("orphan {name}"));
         }
+        fn owner_missing(&self, child: &Pod) {
+            let name = child.metadata.name.clone().unwrap_or_default();
+            self.log(format!("owner missing {name}"));
+        }
     }
 
     fn pod(rv: &str, owner: Option<&str>, app: &str) -> Arc<Pod> {
@@ -237,7 +249,11 @@ mod tests {
         on_child_change(&h, Change::Added(pod("1", Some("a"), "web")));
         assert_eq!(h.take(), ["created a"]);
         on_child_change(&h, Change::Added(pod("1", Some("unknown"), "web")));
-        assert!(h.take().is_empty(), "an unresolved controller: nobody");
+        assert_eq!(
+            h.take(),
+            ["owner missing p"],
+            "an unresolved controller: no owner is woken, the handler hears of it"
+        );
         on_child_change(&h, Change::Added(pod("1", None, "web")));
         assert_eq!(h.take(), ["orphan p", "enqueue m1", "enqueue m2"]);
         on_child_change(&h, Change::Added(terminating(pod("1", Some("a"), "web"))));
@@ -281,6 +297,15 @@ mod tests {
         assert_eq!(
             updated(&h, pod("1", None, "web"), pod("2", None, "db")),
             ["orphan p", "enqueue m"]
+        );
+        assert_eq!(
+            updated(
+                &h,
+                pod("1", Some("unknown"), "web"),
+                pod("2", Some("unknown"), "web")
+            ),
+            ["owner missing p"],
+            "a controlled pod whose owner is not cached"
         );
     }
 

@@ -121,8 +121,11 @@ impl ConsistencyStore {
 
     /// `Ok` when every cache has seen what was written for `owner` (and then forgets the
     /// record); the first lagging resource otherwise. `observed` gives a cache's last synced
-    /// resourceVersion; a resource without one, or a pair of versions that cannot be
-    /// compared, does not hold the sync up (upstream fails open).
+    /// resourceVersion: `None` for a resource no cache was given for, and a pair of versions
+    /// that cannot be compared, do not hold the sync up (upstream fails open); an empty one
+    /// (a synced cache that has applied no object of the resource yet, so not the write
+    /// either) does. client-go's cache always knows its list's resourceVersion; rkcm's knows
+    /// only the versions of objects it applied, so an empty cache must not pass for current.
     pub fn ensure_ready(
         &self,
         owner: &str,
@@ -133,10 +136,12 @@ impl ConsistencyStore {
             return Ok(());
         };
         for (resource, written) in &record.versions {
-            let Some(seen) = observed(resource).filter(|s| !s.is_empty()) else {
+            let Some(seen) = observed(resource) else {
                 continue;
             };
-            if compare_resource_versions(written, &seen) == Some(std::cmp::Ordering::Greater) {
+            if seen.is_empty()
+                || compare_resource_versions(written, &seen) == Some(std::cmp::Ordering::Greater)
+            {
                 return Err(Stale {
                     resource: resource.clone(),
                     written: written.clone(),
@@ -279,14 +284,16 @@ impl StaleGuard {
     /// first lagging resource, counted and logged at debug (an expected requeue, not a
     /// failure).
     pub fn ensure_caught_up(&self, key: &str, caches: &[&dyn ObservedCache]) -> Result<(), Stale> {
-        if !self.enabled {
+        // Mutant (sim only): the guard never holds a sync back.
+        if !self.enabled || cfg!(feature = "sim-mutant-no-stale-guard") {
             return Ok(());
         }
+        // A given cache without a version has applied nothing yet: "" (holds the sync).
         let observed = |gr: &GroupResource| {
             caches
                 .iter()
                 .find(|c| c.group_resource() == *gr)
-                .and_then(|c| c.last_synced())
+                .map(|c| c.last_synced().unwrap_or_default())
         };
         self.store.ensure_ready(key, observed).inspect_err(|stale| {
             if let Some(skips) = &self.skips {
@@ -413,6 +420,28 @@ mod tests {
 
         store.wrote_at("ns/web", "u1", pods(), "");
         assert_eq!(store.len(), 0, "an empty version is not recorded");
+    }
+
+    /// A cache that has applied no object of the resource has not seen the write either
+    /// (found by the simulator: a Deployment's new ReplicaSet whose ADDED event was still on
+    /// its way left the ReplicaSet cache empty, and the sync created a second one).
+    #[test]
+    fn a_cache_that_has_seen_nothing_holds_the_sync() {
+        let store = ConsistencyStore::new();
+        store.wrote_at("ns/web", "u1", replicasets(), "110");
+        assert_eq!(
+            store.ensure_ready("ns/web", caches(Some("200"), Some(""))),
+            Err(Stale {
+                resource: replicasets(),
+                written: "110".into(),
+                observed: String::new()
+            })
+        );
+        assert_eq!(store.len(), 1);
+        assert_eq!(
+            store.ensure_ready("ns/web", caches(Some("200"), Some("110"))),
+            Ok(())
+        );
     }
 
     #[test]

@@ -401,7 +401,15 @@ impl World {
             agent: agent.to_owned(),
         };
         if r.plural != "events" {
-            self.note(format!("{agent} {kind} {} {} rv={rv}", r.kind, change.key));
+            // The desired count of a scalable object, so a trace shows what each write set.
+            let replicas = match obj["spec"]["replicas"].as_i64() {
+                Some(n) => format!(" replicas={n}"),
+                None => String::new(),
+            };
+            self.note(format!(
+                "{agent} {kind} {} {} rv={rv}{replicas}",
+                r.kind, change.key
+            ));
         }
         self.deliver(&change);
         let log = self.log.entry(r.plural).or_default();

@@ -38,6 +38,10 @@ pub struct Params {
     pub timeout: u32,
     /// One streaming WATCH (`sendInitialEvents=true`) instead of LIST pages.
     pub streaming: bool,
+    /// The cache already holds a complete list: every LIST is a consistent read (no
+    /// resourceVersion), never `resourceVersion=0`, which a lagging watch cache may answer
+    /// with a state older than the one the cache already shows.
+    pub listed: bool,
 }
 
 /// A client reports an idle watch as dead this long after its server-side timeout.
@@ -162,8 +166,13 @@ impl<K: kube::Resource + Send + 'static> Machine<K> {
         let mut query = format!("limit={}{}", self.params.page_size, selector(&self.params));
         match &continue_ {
             Some(token) => query.push_str(&format!("&continue={}", encode(token))),
-            // From the watch cache, as kube's `ListSemantic::Any`.
-            None => query.push_str("&resourceVersion=0&resourceVersionMatch=NotOlderThan"),
+            // The first list from the watch cache, as kube's `ListSemantic::Any`; a relist
+            // must not go back behind what the cache already showed, so it reads consistently
+            // (client-go relists at its last resourceVersion for the same reason).
+            None if !self.params.listed => {
+                query.push_str("&resourceVersion=0&resourceVersionMatch=NotOlderThan");
+            }
+            None => {}
         }
         let sent = send(&self.client, &self.params.path, query, MEDIA_TYPE).await;
         let body = match sent {
@@ -187,6 +196,7 @@ impl<K: kube::Resource + Send + 'static> Machine<K> {
                         self.out.push_back(Err(Error::NoResourceVersion));
                     }
                     None => {
+                        self.params.listed = true;
                         self.out.push_back(Ok(Event::InitDone));
                         self.phase = Phase::Listed {
                             rv: meta.resource_version,
