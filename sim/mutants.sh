@@ -16,7 +16,7 @@ CARGO=${CARGO:-cargo}
 MUTANTS=(
   "mutant-no-expectations replicaset expectations off: a sync creates or deletes pods while its own earlier creates and deletes are not yet in the cache"
   "mutant-no-stale-guard deployment the stale-cache guard off: a sync acts on caches older than the controller's own last writes"
-  "mutant-no-uid-precondition podgc PodGC's force deletes without a UID precondition: a pod re-created under the same name can be deleted"
+  "mutant-no-uid-precondition podgc PodGC's status write and force delete without the pod's UID: a pod re-created under the same name can be failed and deleted"
   "mutant-sts-early-replacement statefulset StatefulSet pod deletes without a grace period: the replacement of an identity is created while the old pod's containers may still run"
   "mutant-job-count-before-finalizer job the Job controller counts a finished pod before its tracking finalizer is removed"
   "mutant-cronjob-job-name-from-clock cronjob the CronJob controller names a Job for the moment of the sync, not its scheduled time"

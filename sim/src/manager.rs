@@ -128,7 +128,15 @@ pub fn start(api: &SimApi, clock: &SharedClock, ctls: &[Ctl], epoch: u64) -> Man
             Ctl::ReplicaSet => {
                 rkcm_replicaset::informers::<ReplicaSet>(&factory);
                 tokio::spawn(async move {
-                    let _ = rkcm_replicaset::start_replicaset(ctx, Default::default()).await;
+                    // The no-expectations mutant runs with the stale-cache guard's gate off
+                    // (`StaleControllerConsistencyReplicaSet=false`, a supported setting):
+                    // with it on, the guard also holds syncs until the controller's own pod
+                    // creates are cached, and expectations are a second line.
+                    let cfg = rkcm_replicaset::Config {
+                        stale_cache_guard: !cfg!(feature = "mutant-no-expectations"),
+                        ..Default::default()
+                    };
+                    let _ = rkcm_replicaset::start_replicaset(ctx, cfg).await;
                 });
             }
             Ctl::Deployment => {

@@ -284,6 +284,24 @@ impl Scenario {
         }
     }
 
+    /// A pod no controller owns. A name whose pod is gone is used again half the time (as a
+    /// StatefulSet or a user's script would): a delete by name alone would then reach the new
+    /// pod.
+    fn create_bare_pod(&mut self, world: &mut World, rng: &mut StdRng) {
+        let gone = (0..2)
+            .map(|i| format!("bare-{i}"))
+            .find(|name| world.get("pods", &format!("{NS}/{name}")).is_none());
+        let name = match gone.filter(|_| rng.random_bool(0.5)) {
+            Some(name) => name,
+            None => {
+                self.version += 1;
+                format!("bare-run-{}", self.version - 1)
+            }
+        };
+        world.trace_line(format!("user create pod {name}"));
+        create(world, "pods", bare_pod(&name, "Never"));
+    }
+
     fn workload_op(&mut self, world: &mut World, model: &mut NodeModel, rng: &mut StdRng) {
         let plural = match self.ctl {
             Ctl::ReplicaSet | Ctl::PodGc => "replicasets",
@@ -323,10 +341,7 @@ impl Scenario {
             }
             (Ctl::ReplicaSet | Ctl::PodGc, _) => {
                 if self.ctl == Ctl::PodGc && rng.random_bool(0.5) {
-                    let name = format!("bare-run-{}", self.version);
-                    self.version += 1;
-                    world.trace_line(format!("user create pod {name}"));
-                    create(world, "pods", bare_pod(&name, "Never"));
+                    self.create_bare_pod(world, rng);
                 } else {
                     let replicas = rng.random_range(0..=5);
                     world.trace_line(format!("user scale {target} to {replicas}"));

@@ -361,7 +361,10 @@ impl SyncPass<'_> {
             key: self.key.to_owned(),
             source,
         };
-        let candidates = self.c.replica_sets.list_namespace(&self.namespace);
+        // Orphans of the namespace and the ReplicaSets this Deployment controls: a sync is
+        // O(its own ReplicaSets), not O(every ReplicaSet of the namespace).
+        let uid = self.d.metadata.uid.as_deref().unwrap_or_default();
+        let candidates = self.c.replica_sets.claimable(&self.namespace, uid);
         let mut manager = ControllerRefManager::<Deployment, ReplicaSet>::new(
             &self.d,
             self.deployment_api(),

@@ -64,7 +64,12 @@ pub fn failed_status_apply(pod: &Pod, reason: Reason, now: jiff::Timestamp) -> O
         metadata: ObjectMeta {
             name: pod.metadata.name.clone(),
             namespace: pod.metadata.namespace.clone(),
-            uid: pod.metadata.uid.clone(),
+            // Mutant (sim only): the status write reaches whatever pod has the name.
+            uid: pod
+                .metadata
+                .uid
+                .clone()
+                .filter(|_| !cfg!(feature = "sim-mutant-no-uid-precondition")),
             ..Default::default()
         },
         spec: None,

@@ -30,9 +30,7 @@ use std::sync::{Arc, Mutex};
 use kube::api::Api;
 use rkcm_runtime::api::write;
 use rkcm_runtime::cache::cached::Pod;
-use rkcm_runtime::cache::{
-    INDEX_CONTROLLER_UID, INDEX_ORPHANS_BY_NAMESPACE, Store, compare_resource_versions,
-};
+use rkcm_runtime::cache::{INDEX_CONTROLLER_UID, Store, compare_resource_versions};
 use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::controller::Reconcile;
 use rkcm_runtime::error::PodStep;
@@ -194,22 +192,6 @@ impl<O: ReplicaOwner> Controller<O> {
 
     // ---- sync ---------------------------------------------------------------------------
 
-    /// The namespace's pods that are orphans or controlled by `owner_uid`, from the indexes
-    /// (upstream `FilterPodsByOwner`) instead of a scan of every pod in the namespace.
-    fn candidates(&self, namespace: &str, owner_uid: &str) -> Vec<Arc<Pod>> {
-        let mut candidates: Vec<Arc<Pod>> =
-            self.pods.by_index(INDEX_ORPHANS_BY_NAMESPACE, namespace);
-        candidates.extend(
-            self.pods
-                .by_index(INDEX_CONTROLLER_UID, owner_uid)
-                .into_iter()
-                .filter(|p| {
-                    !namespace.is_empty() && p.metadata.namespace.as_deref() == Some(namespace)
-                }),
-        );
-        candidates
-    }
-
     async fn sync_inner(&self, key: &str) -> Result<(), Error> {
         let (namespace, _) = split_key(key);
         let namespace = namespace.unwrap_or_default().to_owned();
@@ -243,7 +225,7 @@ impl<O: ReplicaOwner> Controller<O> {
             }
         };
         let owner_uid = owner.meta().uid.clone().unwrap_or_default();
-        let candidates = self.candidates(&namespace, &owner_uid);
+        let candidates = self.pods.claimable(&namespace, &owner_uid);
         let active: Vec<Arc<Pod>> = candidates
             .iter()
             .filter(|p| is_pod_active(p))

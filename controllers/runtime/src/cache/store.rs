@@ -515,6 +515,24 @@ impl<K: Informable> Store<K> {
     pub fn by_index(&self, index: &str, value: &str) -> Vec<Arc<K>> {
         self.inner.read().state.by_index(index, value)
     }
+    /// What an owner with UID `owner_uid` in `namespace` may claim: the namespace's objects
+    /// without a controller and those it controls, from the two built-in indexes (upstream
+    /// `FilterPodsByOwner`) rather than a scan of the namespace. Objects controlled by
+    /// another owner are left out: a claim never takes them.
+    pub fn claimable(&self, namespace: &str, owner_uid: &str) -> Vec<Arc<K>> {
+        let inner = self.inner.read();
+        let mut out = inner.state.by_index(INDEX_ORPHANS_BY_NAMESPACE, namespace);
+        if !owner_uid.is_empty() {
+            out.extend(
+                inner
+                    .state
+                    .by_index(INDEX_CONTROLLER_UID, owner_uid)
+                    .into_iter()
+                    .filter(|o| o.meta().namespace.as_deref().unwrap_or_default() == namespace),
+            );
+        }
+        out
+    }
     pub fn len(&self) -> usize {
         self.inner.read().state.len()
     }

@@ -357,6 +357,36 @@ fn orphans_are_indexed_by_namespace() {
     assert!(state.by_index(INDEX_ORPHANS_BY_NAMESPACE, "b").is_empty());
 }
 
+/// An owner's claim candidates: the orphans of its namespace and what it controls there;
+/// never what another owner controls, nor anything of another namespace.
+#[test]
+fn claimable_is_orphans_and_own_children_of_the_namespace() {
+    let informer = Informer::<Pod>::detached();
+    informer.feed(watcher::Event::Init);
+    for pod in [
+        owned_pod("a", "orphan", "1", None),
+        owned_pod("a", "mine", "2", Some("u1")),
+        owned_pod("a", "theirs", "3", Some("u2")),
+        owned_pod("b", "mine-elsewhere", "4", Some("u1")),
+        owned_pod("b", "orphan-elsewhere", "5", None),
+    ] {
+        informer.feed(watcher::Event::InitApply(pod));
+    }
+    informer.feed(watcher::Event::InitDone);
+    let store = informer.store();
+    let names = |objs: Vec<Arc<Pod>>| {
+        let mut v: Vec<String> = objs.iter().map(|o| keys::key_of(&**o)).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names(store.claimable("a", "u1")), ["a/mine", "a/orphan"]);
+    assert_eq!(names(store.claimable("a", "")), ["a/orphan"]);
+    assert_eq!(
+        names(store.claimable("b", "u1")),
+        ["b/mine-elsewhere", "b/orphan-elsewhere"]
+    );
+}
+
 #[test]
 fn pods_are_indexed_by_node() {
     use crate::cache::cached::Pod;
