@@ -107,6 +107,9 @@ pub struct Manager {
     pub shutdown: CancellationToken,
 }
 
+/// The terminated-pod threshold of PodGC in its own scenario.
+const PODGC_SCENARIO_THRESHOLD: i32 = 3;
+
 /// Starts the controllers `ctls` as incarnation `epoch`.
 pub fn start(api: &SimApi, clock: &SharedClock, ctls: &[Ctl], epoch: u64) -> Manager {
     let shutdown = CancellationToken::new();
@@ -175,8 +178,19 @@ pub fn start(api: &SimApi, clock: &SharedClock, ctls: &[Ctl], epoch: u64) -> Man
             }
             Ctl::PodGc => {
                 rkcm_podgc::informers(&factory);
+                // In its own scenario PodGC also keeps terminated pods to a handful
+                // (`--terminated-pod-gc-threshold`), a rule that deletes without quarantine;
+                // as every other scenario's helper it keeps upstream's default.
+                let cfg = rkcm_podgc::Config {
+                    terminated_pod_gc_threshold: if ctls.first() == Some(&Ctl::PodGc) {
+                        PODGC_SCENARIO_THRESHOLD
+                    } else {
+                        rkcm_podgc::Config::default().terminated_pod_gc_threshold
+                    },
+                    ..Default::default()
+                };
                 tokio::spawn(async move {
-                    let _ = rkcm_podgc::start(ctx, Default::default()).await;
+                    let _ = rkcm_podgc::start(ctx, cfg).await;
                 });
             }
             Ctl::TtlAfterFinished => {

@@ -12,6 +12,8 @@ use crate::manager::Ctl;
 
 /// The namespace of every workload object.
 pub const NS: &str = "sim";
+/// Names of the run-to-completion pods of the PodGC scenario.
+const BARE_POOL: usize = 4;
 
 /// `path` of `v` as a string (`""` when absent).
 pub fn s<'a>(v: &'a Value, path: &[&str]) -> &'a str {
@@ -284,22 +286,18 @@ impl Scenario {
         }
     }
 
-    /// A pod no controller owns. A name whose pod is gone is used again half the time (as a
-    /// StatefulSet or a user's script would): a delete by name alone would then reach the new
-    /// pod.
+    /// A pod no controller owns, running to completion, under a name from a small pool whose
+    /// pod is gone (a name is used again and again, as a StatefulSet or a user's script
+    /// would): a delete by name alone made on a lagging cache would reach the new pod.
     fn create_bare_pod(&mut self, world: &mut World, rng: &mut StdRng) {
-        let gone = (0..2)
-            .map(|i| format!("bare-{i}"))
-            .find(|name| world.get("pods", &format!("{NS}/{name}")).is_none());
-        let name = match gone.filter(|_| rng.random_bool(0.5)) {
-            Some(name) => name,
-            None => {
-                self.version += 1;
-                format!("bare-run-{}", self.version - 1)
-            }
-        };
-        world.trace_line(format!("user create pod {name}"));
-        create(world, "pods", bare_pod(&name, "Never"));
+        let free: Vec<String> = (0..BARE_POOL)
+            .map(|i| format!("bare-run-{i}"))
+            .filter(|name| world.get("pods", &format!("{NS}/{name}")).is_none())
+            .collect();
+        if let Some(name) = pick(rng, &free) {
+            world.trace_line(format!("user create pod {name}"));
+            create(world, "pods", bare_pod(&name, "Never"));
+        }
     }
 
     fn workload_op(&mut self, world: &mut World, model: &mut NodeModel, rng: &mut StdRng) {
