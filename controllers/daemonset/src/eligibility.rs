@@ -43,6 +43,18 @@ impl Placement {
     };
 }
 
+/// Why a node gets no new daemon pod (the first rule it fails, in upstream's order).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Ineligible<'n> {
+    /// The template's `spec.nodeName` names another node.
+    OtherNode,
+    /// The template's `nodeSelector` or required node affinity does not match the node.
+    NodeSelector,
+    /// A `NoSchedule` or `NoExecute` taint the pod does not tolerate (`spec.unschedulable`
+    /// shows as the `node.kubernetes.io/unschedulable` taint).
+    Taint(&'n Taint),
+}
+
 /// What [`node_should_run_daemon_pod`] reads of a DaemonSet, worked out once per DaemonSet
 /// rather than once per node: the hypothetical daemon pod's fixed node, node selector,
 /// required node affinity and tolerations (the template's, with the defaults added).
@@ -83,13 +95,18 @@ impl<'a> Eligibility<'a> {
 
     /// Upstream `NodeShouldRunDaemonPod(node, ds)`.
     pub fn placement(&self, node: &Node) -> Placement {
+        self.judge(node).0
+    }
+
+    /// [`Self::placement`] with the reason a new pod does not belong on `node`, if it does not.
+    pub fn judge<'n>(&self, node: &'n Node) -> (Placement, Option<Ineligible<'n>>) {
         let node_name = node.metadata.name.as_deref().unwrap_or_default();
         // A fixed node name in the template pins the DaemonSet to that node alone.
         if self.fixed_node.is_some_and(|fixed| fixed != node_name) {
-            return Placement::NONE;
+            return (Placement::NONE, Some(Ineligible::OtherNode));
         }
         if !self.matches_required_node_affinity(node) {
-            return Placement::NONE;
+            return (Placement::NONE, Some(Ineligible::NodeSelector));
         }
         let node_taints: &[Taint] = node
             .spec
@@ -103,16 +120,16 @@ impl<'a> Eligibility<'a> {
                 self.comparison_operators,
                 |t| effects.contains(&t.effect.as_str()),
             )
-            .is_some()
         };
-        if untolerated(&[taints::NO_SCHEDULE, taints::NO_EXECUTE]) {
+        if let Some(taint) = untolerated(&[taints::NO_SCHEDULE, taints::NO_EXECUTE]) {
             // A running pod stays unless some untolerated taint evicts it.
-            return Placement {
+            let placement = Placement {
                 should_run: false,
-                should_continue_running: !untolerated(&[taints::NO_EXECUTE]),
+                should_continue_running: untolerated(&[taints::NO_EXECUTE]).is_none(),
             };
+            return (placement, Some(Ineligible::Taint(taint)));
         }
-        Placement::RUN
+        (Placement::RUN, None)
     }
 
     /// `nodeaffinity.GetRequiredNodeAffinity(pod).Match(node)`: the `nodeSelector` (every

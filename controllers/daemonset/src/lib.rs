@@ -61,6 +61,7 @@ mod config;
 pub mod consts;
 pub mod eligibility;
 mod error;
+pub mod explain;
 mod handlers;
 mod metrics;
 pub mod nodes;
