@@ -36,6 +36,7 @@
 mod config;
 pub mod consts;
 mod error;
+pub mod explain;
 mod metrics;
 pub mod plan;
 mod reconcile;

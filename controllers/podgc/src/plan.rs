@@ -261,7 +261,7 @@ pub(crate) mod tests {
         p
     }
 
-    fn node(name: &str, ready: Option<&str>, taints: &[(&str, &str, &str)]) -> Node {
+    pub(crate) fn node(name: &str, ready: Option<&str>, taints: &[(&str, &str, &str)]) -> Node {
         let mut n = Node::default();
         n.metadata.name = Some(name.into());
         n.spec = Some(NodeSpec {

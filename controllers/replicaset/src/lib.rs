@@ -46,6 +46,7 @@
 mod config;
 pub mod consts;
 mod error;
+pub mod explain;
 mod handlers;
 mod metrics;
 pub mod owner;

@@ -1,0 +1,145 @@
+//! PURE: whether PodGC would force-delete one pod now, and if not, why (`rkcm explain
+//! pod/NS/NAME`), from the pod and node caches' contents and PodGC's configuration, through
+//! PodGC's own sweep plan ([`crate::plan::plan`]).
+//!
+//! Reason codes:
+//! - `NodeQuarantine`: the pod's node is not in the cluster; PodGC deletes the pod once the
+//!   node has been missing for the quarantine (40 s) and a live `GET` confirms it is gone.
+//! - `BelowTerminatedThreshold`: the pod has terminated, but the cluster holds no more
+//!   terminated pods than `--terminated-pod-gc-threshold`; PodGC deletes the oldest ones only
+//!   above it.
+//! - `NodePresent`: the pod is being deleted on a node that exists and is not out of service:
+//!   its kubelet finishes the deletion; PodGC force-deletes only on a NotReady node with the
+//!   `node.kubernetes.io/out-of-service` taint.
+//! - `NotGarbage`: a running or pending pod on a node that exists: nothing for PodGC (settled).
+
+use std::sync::Arc;
+
+use rkcm_runtime::cache::cached::{Node, Pod};
+use rkcm_runtime::explain::{Explanation, ObjectRef, State, Waiting};
+
+use crate::config::NAME;
+use crate::plan::{
+    Reason, has_out_of_service_taint, is_node_ready, is_terminated, is_terminating, plan,
+};
+
+fn key(pod: &Pod) -> (&str, &str) {
+    (
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        pod.metadata.name.as_deref().unwrap_or_default(),
+    )
+}
+
+/// The explanation for `pod`, one of `pods` (every pod of the cluster, as PodGC's cache holds
+/// them), with the cluster's `nodes` and PodGC's `threshold`.
+pub fn explain(
+    pod: &Arc<Pod>,
+    pods: &[Arc<Pod>],
+    nodes: &[Arc<Node>],
+    threshold: i32,
+    quarantine_secs: u64,
+) -> Explanation {
+    let (namespace, name) = key(pod);
+    let mut e = Explanation {
+        object: ObjectRef {
+            kind: "Pod".into(),
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        },
+        controller: NAME,
+        state: State::Settled,
+        actions: Vec::new(),
+        waiting_on: Vec::new(),
+        remedies: Vec::new(),
+    };
+    let sweep = plan(pods, nodes, threshold);
+    let this = |list: &[Arc<Pod>]| list.iter().any(|p| key(p) == (namespace, name));
+    let chosen = [
+        (Reason::Terminated, this(&sweep.terminated)),
+        (Reason::OutOfService, this(&sweep.out_of_service)),
+        (Reason::Unscheduled, this(&sweep.unscheduled)),
+    ]
+    .into_iter()
+    .find_map(|(reason, yes)| yes.then_some(reason));
+    if let Some(reason) = chosen {
+        e.state = State::Acting;
+        e.actions.push(format!(
+            "force-delete the pod (grace period 0) at the next sweep: {}",
+            reason.label()
+        ));
+        return e;
+    }
+    let node_name = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .unwrap_or_default();
+    let node = nodes
+        .iter()
+        .find(|n| n.metadata.name.as_deref() == Some(node_name));
+    let mut wait = |reason: &'static str, message: String, objects: Vec<String>| {
+        e.waiting_on.push(Waiting {
+            reason,
+            message,
+            objects,
+            since: None,
+        });
+    };
+    if sweep.unknown_nodes.contains(node_name) {
+        wait(
+            "NodeQuarantine",
+            format!(
+                "node {node_name} is not in the cluster: PodGC deletes the pod once the node has been missing for {quarantine_secs} s and a GET confirms it is gone"
+            ),
+            vec![format!("Node/{node_name}")],
+        );
+        e.state = State::Waiting;
+        return e;
+    }
+    if is_terminated(pod) {
+        let terminated = pods.iter().filter(|p| is_terminated(p)).count();
+        let message = if threshold <= 0 {
+            "the pod has terminated; the terminated-pod sweep is off (--terminated-pod-gc-threshold <= 0)".to_owned()
+        } else {
+            format!(
+                "the pod has terminated; the cluster holds {terminated} terminated pods and PodGC deletes the oldest only above {threshold} (--terminated-pod-gc-threshold)"
+            )
+        };
+        wait("BelowTerminatedThreshold", message, Vec::new());
+        e.remedies.push(format!(
+            "delete it yourself if it is not needed: kubectl -n {namespace} delete pod {name}"
+        ));
+        return e;
+    }
+    if is_terminating(pod)
+        && let Some(n) = node
+    {
+        let ready = is_node_ready(n);
+        let tainted = has_out_of_service_taint(n);
+        wait(
+            "NodePresent",
+            format!(
+                "the pod is being deleted on node {node_name}, which exists (Ready: {ready}, out-of-service taint: {tainted}): its kubelet finishes the deletion; PodGC force-deletes only on a NotReady node with the out-of-service taint"
+            ),
+            vec![format!("Node/{node_name}")],
+        );
+        e.state = State::Waiting;
+        if !ready {
+            e.remedies.push(format!(
+                "if node {node_name} is down for good: kubectl taint node {node_name} node.kubernetes.io/out-of-service=nodeshutdown:NoExecute, or delete the node"
+            ));
+        }
+        return e;
+    }
+    wait(
+        "NotGarbage",
+        format!(
+            "the pod is not terminated nor being deleted, and its node {node_name:?} exists or it is not bound: nothing for PodGC"
+        ),
+        Vec::new(),
+    );
+    e
+}
+
+#[cfg(test)]
+mod tests;

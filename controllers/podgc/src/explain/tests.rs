@@ -1,0 +1,98 @@
+//! One case per reason code, and a pod PodGC takes now.
+
+use std::sync::Arc;
+
+use rkcm_runtime::cache::cached::{Node, Pod};
+use rkcm_runtime::explain::State;
+
+use super::explain;
+use crate::plan::tests::{deleting, node, on, pod};
+
+fn arc<T>(t: T) -> Arc<T> {
+    Arc::new(t)
+}
+
+fn run(
+    target: &Arc<Pod>,
+    pods: &[Arc<Pod>],
+    nodes: &[Arc<Node>],
+    threshold: i32,
+) -> rkcm_runtime::explain::Explanation {
+    explain(target, pods, nodes, threshold, 40)
+}
+
+#[test]
+fn a_pod_of_a_missing_node_waits_for_the_quarantine() {
+    let p = arc(on(pod("ns", "a", 0, "Running"), "gone"));
+    let e = run(
+        &p,
+        std::slice::from_ref(&p),
+        &[arc(node("n1", Some("True"), &[]))],
+        10,
+    );
+    assert_eq!(e.state, State::Waiting);
+    assert_eq!(e.waiting_on[0].reason, "NodeQuarantine");
+    assert_eq!(e.waiting_on[0].objects, ["Node/gone"]);
+    assert!(
+        e.waiting_on[0].message.contains("missing for 40 s"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn a_terminated_pod_below_the_threshold_stays() {
+    let nodes = [arc(node("n1", Some("True"), &[]))];
+    let old = arc(on(pod("ns", "old", 0, "Succeeded"), "n1"));
+    let new = arc(on(pod("ns", "new", 10, "Failed"), "n1"));
+    let pods = [old.clone(), new.clone()];
+    let e = run(&old, &pods, &nodes, 2);
+    assert_eq!(e.waiting_on[0].reason, "BelowTerminatedThreshold");
+    assert!(
+        e.waiting_on[0].message.contains("holds 2 terminated pods"),
+        "{e:?}"
+    );
+    // Above it, the oldest goes now; the newest stays.
+    let e = run(&old, &pods, &nodes, 1);
+    assert_eq!(e.state, State::Acting, "{e:?}");
+    assert!(e.actions[0].contains("terminated"), "{e:?}");
+    let e = run(&new, &pods, &nodes, 1);
+    assert_eq!(e.waiting_on[0].reason, "BelowTerminatedThreshold");
+}
+
+#[test]
+fn a_terminating_pod_on_a_present_node_is_the_kubelets() {
+    let p = arc(deleting(on(pod("ns", "a", 0, "Running"), "n1")));
+    let down = [arc(node("n1", Some("False"), &[]))];
+    let e = run(&p, std::slice::from_ref(&p), &down, 10);
+    assert_eq!(e.state, State::Waiting);
+    assert_eq!(e.waiting_on[0].reason, "NodePresent");
+    assert!(
+        e.remedies[0].contains("node.kubernetes.io/out-of-service"),
+        "{e:?}"
+    );
+    // With the out-of-service taint on the NotReady node, PodGC takes it now.
+    let tainted = [arc(node(
+        "n1",
+        Some("False"),
+        &[(
+            "node.kubernetes.io/out-of-service",
+            "nodeshutdown",
+            "NoExecute",
+        )],
+    ))];
+    let e = run(&p, std::slice::from_ref(&p), &tainted, 10);
+    assert_eq!(e.state, State::Acting, "{e:?}");
+}
+
+#[test]
+fn a_running_pod_is_not_garbage() {
+    let p = arc(on(pod("ns", "a", 0, "Running"), "n1"));
+    let e = run(
+        &p,
+        std::slice::from_ref(&p),
+        &[arc(node("n1", Some("True"), &[]))],
+        10,
+    );
+    assert_eq!(e.state, State::Settled);
+    assert_eq!(e.waiting_on[0].reason, "NotGarbage");
+}
