@@ -796,6 +796,12 @@ impl Checker {
         let uid = p.metadata.uid.clone().unwrap_or_default();
         let e = self.job_pods.entry(job_uid.to_owned()).or_default();
         if phase(p) == "Succeeded" {
+            if deleted || p.metadata.deletion_timestamp.is_some() {
+                // A Job that fails counts every pod it still sees running as failed and
+                // deletes it (upstream `trackJobStatusAndRemoveFinalizers`); on a lagging pod
+                // cache that may be a pod that has just succeeded.
+                e.ended.insert(uid.clone());
+            }
             e.succeeded.insert(uid);
             let ix = p
                 .metadata
