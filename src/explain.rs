@@ -3,23 +3,32 @@
 //! only reads, so it works on any cluster, whichever manager runs the controller. Installed
 //! as `kubectl-rkcm`, it also runs as `kubectl rkcm explain ...`.
 //!
-//! Kinds so far: `deployment`. Output: text for a person, or `-o json` (the schema of
-//! [`rkcm_runtime::explain::Explanation`]).
+//! Kinds: `deployment`, `statefulset`, `job`, `cronjob`. Each reads what its controller's
+//! sync reads: the Deployment's ReplicaSets; the StatefulSet's pods, controller revisions
+//! and the namespace's claims; the Job's pods; the namespace's Jobs for a CronJob. Children
+//! are picked by the runtime's claim rules, as the controller claims them. Output: text for
+//! a person, or `-o json` (the schema of [`rkcm_runtime::explain::Explanation`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use kube::Api;
+use k8s_openapi::api::apps::v1::{ControllerRevision, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ListParams;
+use kube::{Api, Client, Resource};
 use rkcm_runtime::api::client::{ClientOptions, build_config, make_client};
+use rkcm_runtime::cache::cached::Pod as CachedPod;
 use rkcm_runtime::explain::Explanation;
 use rkcm_runtime::workload::controller_ref::{Claim, OwnerInfo, classify};
+use rkcm_runtime::workload::history::owned_or_orphan_revisions;
 use rkcm_runtime::workload::selector::Selector;
+use serde::de::DeserializeOwned;
 
 const USAGE: &str = "usage: rkcm explain KIND/NAMESPACE/NAME [--kubeconfig PATH] [-o text|json]
-  KIND: deployment (deploy)";
+  KIND: deployment (deploy), statefulset (sts), job, cronjob (cj)";
 
 /// A parsed `explain` command line.
 #[derive(Debug, PartialEq, Eq)]
@@ -34,6 +43,9 @@ pub struct Args {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Deployment,
+    StatefulSet,
+    Job,
+    CronJob,
 }
 
 /// Parses the arguments after `explain`.
@@ -73,6 +85,9 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
     };
     let kind = match kind.to_ascii_lowercase().as_str() {
         "deployment" | "deployments" | "deploy" => Kind::Deployment,
+        "statefulset" | "statefulsets" | "sts" => Kind::StatefulSet,
+        "job" | "jobs" => Kind::Job,
+        "cronjob" | "cronjobs" | "cj" => Kind::CronJob,
         other => return Err(format!("kind {other:?} is not explained yet\n{USAGE}")),
     };
     if namespace.is_empty() || name.is_empty() {
@@ -138,48 +153,155 @@ async fn explain(args: &Args) -> anyhow::Result<Explanation> {
         .await
         .context("reading the client configuration")?;
     let client = make_client(&config, &opts, "rkcm-explain").context("building the client")?;
+    let read = Read {
+        client,
+        namespace: &args.namespace,
+        key: format!("{}/{}", args.namespace, args.name),
+    };
+    let now = jiff::Timestamp::now();
     match args.kind {
         Kind::Deployment => {
-            let key = format!("{}/{}", args.namespace, args.name);
-            let Some(d) = Api::<Deployment>::namespaced(client.clone(), &args.namespace)
-                .get_opt(&args.name)
-                .await
-                .with_context(|| format!("reading Deployment {key}"))?
-            else {
-                anyhow::bail!("Deployment {key} not found");
-            };
-            let rss = Api::<ReplicaSet>::namespaced(client, &args.namespace)
-                .list(&ListParams::default())
-                .await
-                .with_context(|| format!("listing the ReplicaSets of Deployment {key}"))?;
-            let owned = owned_replica_sets(&d, rss.items)
-                .with_context(|| format!("the selector of Deployment {key}"))?;
-            Ok(rkcm_deployment::explain::explain(
-                &d,
-                &owned,
-                jiff::Timestamp::now(),
-            ))
+            let d: Deployment = read.get(&args.name).await?;
+            let selector = Selector::from_label_selector(&d.spec.selector)
+                .with_context(|| format!("the selector of Deployment {}", read.key))?;
+            let owned = claimed(&d, read.list::<ReplicaSet>().await?, |rs| {
+                selector.matches(rs.metadata.labels.as_ref())
+            })?;
+            Ok(rkcm_deployment::explain::explain(&d, &owned, now))
+        }
+        Kind::StatefulSet => statefulset(&read, &args.name, now).await,
+        Kind::Job => {
+            let job: Job = read.get(&args.name).await?;
+            let selector = rkcm_job::plan::selector_of(&job)
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("the selector of Job {}", read.key))?;
+            let pods = claimed(&job, read.list::<Pod>().await?, |p| {
+                selector.matches(p.metadata.labels.as_ref())
+            })?;
+            Ok(rkcm_job::explain::explain(&job, &cached(pods), now))
+        }
+        Kind::CronJob => {
+            let cj: CronJob = read.get(&args.name).await?;
+            let jobs: Vec<Arc<Job>> = read
+                .list::<Job>()
+                .await?
+                .into_iter()
+                .map(Arc::new)
+                .collect();
+            let local = rkcm_cronjob::Config::default().local_time_zone;
+            Ok(rkcm_cronjob::explain::explain(&cj, &jobs, &local, now))
         }
     }
 }
 
-/// The ReplicaSets the Deployment controller would work with after its claim: those it owns
-/// and those it would adopt, by the runtime's claim rules ([`classify`]).
-fn owned_replica_sets(
-    d: &Deployment,
-    rss: Vec<ReplicaSet>,
-) -> anyhow::Result<Vec<Arc<ReplicaSet>>> {
-    let owner = OwnerInfo::of(d).context("the Deployment has no name or UID")?;
-    let selector = Selector::from_label_selector(&d.spec.selector)?;
-    Ok(rss
+/// Read-only access to one namespace.
+struct Read<'a> {
+    client: Client,
+    namespace: &'a str,
+    /// `NAMESPACE/NAME` of the object explained, for errors.
+    key: String,
+}
+
+impl Read<'_> {
+    async fn get<K>(&self, name: &str) -> anyhow::Result<K>
+    where
+        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let kind = K::kind(&());
+        Api::<K>::namespaced(self.client.clone(), self.namespace)
+            .get_opt(name)
+            .await
+            .with_context(|| format!("reading {kind} {}", self.key))?
+            .with_context(|| format!("{kind} {} not found", self.key))
+    }
+
+    async fn list<K>(&self) -> anyhow::Result<Vec<K>>
+    where
+        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug,
+    {
+        Ok(Api::<K>::namespaced(self.client.clone(), self.namespace)
+            .list(&ListParams::default())
+            .await
+            .with_context(|| {
+                format!(
+                    "listing the {}s in the namespace of {}",
+                    K::kind(&()),
+                    self.key
+                )
+            })?
+            .items)
+    }
+}
+
+async fn statefulset(
+    read: &Read<'_>,
+    name: &str,
+    now: jiff::Timestamp,
+) -> anyhow::Result<Explanation> {
+    let set: StatefulSet = read.get(name).await?;
+    let what = || format!("the selector of StatefulSet {}", read.key);
+    let selector = Selector::from_label_selector(&set.spec.selector).with_context(what)?;
+    let pods = claimed(&set, read.list::<Pod>().await?, |p| {
+        selector.matches(p.metadata.labels.as_ref())
+            && rkcm_statefulset::identity::is_member_of(&set, &CachedPod::from(p))
+    })?;
+    let revisions: Vec<Arc<ControllerRevision>> = read
+        .list::<ControllerRevision>()
+        .await?
         .into_iter()
-        .filter(|rs| {
+        .map(Arc::new)
+        .collect();
+    let uid = set.metadata.uid.clone().unwrap_or_default();
+    let revisions = owned_or_orphan_revisions(&revisions, &uid, |r| {
+        selector.matches(r.metadata.labels.as_ref())
+    });
+    let claims: rkcm_statefulset::claims::Claims = read
+        .list::<PersistentVolumeClaim>()
+        .await?
+        .into_iter()
+        .map(|c| (c.metadata.name.clone().unwrap_or_default(), Arc::new(c)))
+        .collect();
+    Ok(rkcm_statefulset::explain::explain(
+        &set,
+        &revisions,
+        &cached(pods),
+        &claims,
+        &rkcm_statefulset::Config::default(),
+        now,
+    ))
+}
+
+fn cached(pods: Vec<Arc<Pod>>) -> Vec<Arc<CachedPod>> {
+    pods.iter()
+        .map(|p| Arc::new(CachedPod::from(&**p)))
+        .collect()
+}
+
+/// The children the owner's controller would work with after its claim: those it owns and
+/// those it would adopt, by the runtime's claim rules ([`classify`]); `matches` is the
+/// controller's selector (and filter).
+fn claimed<O, C>(
+    owner: &O,
+    children: Vec<C>,
+    matches: impl Fn(&C) -> bool,
+) -> anyhow::Result<Vec<Arc<C>>>
+where
+    O: Resource<DynamicType = ()>,
+    C: Resource<DynamicType = ()>,
+{
+    let owner = OwnerInfo::of(owner).context("the owner has no name or UID")?;
+    Ok(children
+        .into_iter()
+        .filter(|child| {
+            let meta: &ObjectMeta = child.meta();
             matches!(
-                classify(
-                    &owner,
-                    &rs.metadata,
-                    selector.matches(rs.metadata.labels.as_ref())
-                ),
+                classify(&owner, meta, matches(child)),
                 Claim::Owned | Claim::Adopt
             )
         })

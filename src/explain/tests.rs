@@ -45,3 +45,29 @@ fn refuses_what_it_cannot_explain() {
         }
     }
 }
+
+#[test]
+fn parses_the_workload_kinds_and_their_short_names() {
+    for (target, kind) in [
+        ("statefulset/ns/web", Kind::StatefulSet),
+        ("sts/ns/web", Kind::StatefulSet),
+        ("StatefulSets/ns/web", Kind::StatefulSet),
+        ("job/ns/pi", Kind::Job),
+        ("jobs/ns/pi", Kind::Job),
+        ("cronjob/ns/hourly", Kind::CronJob),
+        ("cj/ns/hourly", Kind::CronJob),
+        ("CronJob/ns/hourly", Kind::CronJob),
+    ] {
+        assert_eq!(args(&[target]).map(|a| a.kind), Ok(kind), "{target}");
+    }
+    let a = args(&["sts/db/pg", "-o", "json"]);
+    assert_eq!(
+        a.map(|a| (a.namespace, a.name, a.json)),
+        Ok(("db".into(), "pg".into(), true))
+    );
+    // The usage names every kind.
+    match args(&["pod/ns/x"]) {
+        Err(e) => assert!(e.contains("statefulset (sts), job, cronjob (cj)"), "{e}"),
+        Ok(a) => panic!("pod parsed: {a:?}"),
+    }
+}

@@ -45,6 +45,7 @@ pub mod consts;
 mod controller;
 mod deferred;
 mod error;
+pub mod explain;
 mod handlers;
 mod metrics;
 pub mod plan;

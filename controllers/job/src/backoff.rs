@@ -12,7 +12,7 @@ use rkcm_runtime::cache::cached::Pod;
 
 use crate::consts::{POD_FAILURE_BACKOFF_BASE, POD_FAILURE_BACKOFF_MAX};
 use crate::indexes::index_absolute_failure_count;
-use crate::pods::finished_time;
+use crate::pods::{finished_time, has_tracking_finalizer, is_failed, is_succeeded};
 
 /// Consecutive failures since the last success, and when the last one finished.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -48,6 +48,17 @@ impl BackoffRecord {
                 }
             }
         }
+    }
+
+    /// The record of a controller that saw the finished pods already counted in the Job's
+    /// status (no tracking finalizer) finish, one after the other. The controller keeps its
+    /// record in memory; a reader of the cluster (`rkcm explain`) starts from this one and
+    /// lets [`crate::plan::plan`] add the pods not yet counted, as the sync does.
+    pub fn of_counted_pods(job: &k8s_openapi::api::batch::v1::Job, pods: &[&Pod]) -> Self {
+        let counted = || pods.iter().copied().filter(|p| !has_tracking_finalizer(p));
+        let succeeded: Vec<&Pod> = counted().filter(|p| is_succeeded(p)).collect();
+        let failed: Vec<&Pod> = counted().filter(|p| is_failed(p, job)).collect();
+        Self::default().next(&succeeded, &failed)
     }
 
     /// Time left before pods may be created again.

@@ -44,6 +44,7 @@ mod config;
 pub mod consts;
 mod error;
 mod executor;
+pub mod explain;
 mod handlers;
 pub mod indexes;
 mod metrics;

@@ -72,6 +72,7 @@ pub mod consts;
 pub mod defaults;
 mod error;
 mod executor;
+pub mod explain;
 mod handlers;
 pub mod identity;
 mod metrics;

@@ -171,6 +171,11 @@ pub enum Waiting {
     UpdateNotAvailable { ordinal: i32 },
     /// RollingUpdate with `maxUnavailable`: no budget left for the old pods still to update.
     MaxUnavailable { unavailable: i32, max: i32 },
+    /// RollingUpdate: these ordinals, below `partition`, stay at an old revision until the
+    /// partition is lowered (a standing fact, reported alongside any other wait).
+    Partition { partition: i32, ordinals: Vec<i32> },
+    /// OnDelete: these ordinals stay at an old revision until someone deletes their pods.
+    OnDelete { ordinals: Vec<i32> },
 }
 
 impl Plan {
@@ -297,13 +302,37 @@ pub fn plan(s: &Snapshot<'_>) -> Plan {
     }
     plan.phases
         .push(condemned_claims_phase(s, &condemned, burst));
-    if !condemned_phase(s, &mut plan, &replicas_, &condemned, monotonic)
-        || strategy_type(set) != strategy::ROLLING_UPDATE
-    {
+    if !condemned_phase(s, &mut plan, &replicas_, &condemned, monotonic) {
+        return plan;
+    }
+    if strategy_type(set) != strategy::ROLLING_UPDATE {
+        let ordinals = old_ordinals(s, &replicas_, usize::MAX);
+        if !ordinals.is_empty() {
+            plan.waiting.push(Waiting::OnDelete { ordinals });
+        }
         return plan;
     }
     let units = update_units(s, &mut plan, &replicas_);
+    if let Some(p) = partition(set).filter(|p| *p > 0) {
+        let ordinals = old_ordinals(s, &replicas_, usize::try_from(p).unwrap_or(0));
+        if !ordinals.is_empty() {
+            plan.waiting.push(Waiting::Partition {
+                partition: p,
+                ordinals,
+            });
+        }
+    }
     finish(plan, units, burst)
+}
+
+/// The ordinals of the first `below` replicas whose pods are of an old revision.
+fn old_ordinals(s: &Snapshot<'_>, replicas_: &[Arc<Pod>], below: usize) -> Vec<i32> {
+    replicas_
+        .iter()
+        .take(below)
+        .filter(|p| is_old(s, p))
+        .filter_map(|p| ordinal(p))
+        .collect()
 }
 
 /// The replicas `[start, end]` in ascending order (a placeholder from the revisions for each

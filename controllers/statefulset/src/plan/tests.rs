@@ -300,7 +300,16 @@ fn partition_limits_the_update() {
             ready(&s, 1),
             pod(&s, 2, UPD, State::Ready(60)),
         ];
-        assert!(ops(&run_with(&s, pods, Claims::new(), gate, UPD)).is_empty());
+        let plan = run_with(&s, pods, Claims::new(), gate, UPD);
+        assert!(ops(&plan).is_empty());
+        assert_eq!(
+            plan.waiting,
+            vec![Waiting::Partition {
+                partition: 2,
+                ordinals: vec![0, 1]
+            }],
+            "the pods below the partition are named"
+        );
         let pods = vec![ready(&s, 0), ready(&s, 1), ready(&s, 2)];
         assert_eq!(
             ops(&run_with(&s, pods, Claims::new(), gate, UPD)),
@@ -317,7 +326,14 @@ fn on_delete_never_deletes_for_an_update() {
         rolling_update: None,
     });
     let all = vec![ready(&s, 0), ready(&s, 1), ready(&s, 2)];
-    assert!(ops(&run_with(&s, all, Claims::new(), true, UPD)).is_empty());
+    let plan = run_with(&s, all, Claims::new(), true, UPD);
+    assert!(ops(&plan).is_empty());
+    assert_eq!(
+        plan.waiting,
+        vec![Waiting::OnDelete {
+            ordinals: vec![0, 1, 2]
+        }]
+    );
     // A deleted pod comes back at the update revision.
     let pods = vec![ready(&s, 0), ready(&s, 2)];
     assert_eq!(
