@@ -16,8 +16,8 @@ use rkcm_runtime::cache::cached::Pod;
 
 use crate::backoff::{BackoffRecord, remaining_for_index};
 use crate::consts::{
-    MAX_POD_CREATE_DELETE_PER_SYNC, REPLACEMENT_FAILED, condition as c, message, metrics as m,
-    reason,
+    MAX_POD_CREATE_DELETE_PER_SYNC, REPLACEMENT_FAILED, SYNC_BATCH_PERIOD, condition as c, message,
+    metrics as m, reason,
 };
 use crate::indexes::{Intervals, valid_index};
 use crate::pods::{
@@ -26,9 +26,11 @@ use crate::pods::{
 };
 use crate::policy::{match_pod_failure_policy, match_success_policy};
 
+mod gate;
 mod selection;
 mod spec;
 
+pub use gate::{Skip, release_orphan, skip};
 pub use selection::active_pods_for_removal;
 use selection::{
     fail_job_message, first_pending_indexes, indexes_of, is_index_failed, new_index_failure_counts,
@@ -80,6 +82,41 @@ pub enum Action {
     Create(Vec<NewPod>),
 }
 
+/// Why a sync waits: the Job's reason codes, each with the time left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiting {
+    /// `activeDeadlineSeconds` is reached in `remaining`, when the Job fails.
+    ActiveDeadline { remaining: Duration },
+    /// The Job's pod recreation backoff (failed pods counted against `backoffLimit`) ends in
+    /// `remaining`; no pod is created until then.
+    PodBackoff { remaining: Duration },
+    /// Every pending index of a `backoffLimitPerIndex` Job is in its own recreation backoff;
+    /// the first ends in `remaining`.
+    IndexBackoff { remaining: Duration },
+}
+
+impl Waiting {
+    /// The reason code (logs, `rkcm explain`).
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::ActiveDeadline { .. } => "ActiveDeadline",
+            Self::PodBackoff { .. } => "PodBackoff",
+            Self::IndexBackoff { .. } => "IndexBackoff",
+        }
+    }
+
+    /// When to sync again: at the deadline itself; at the end of a backoff but no sooner than
+    /// the sync batch period (upstream's `enqueueSyncJobWithDelay`).
+    pub fn requeue_after(self) -> Duration {
+        match self {
+            Self::ActiveDeadline { remaining } => remaining,
+            Self::PodBackoff { remaining } | Self::IndexBackoff { remaining } => {
+                remaining.max(SYNC_BATCH_PERIOD)
+            }
+        }
+    }
+}
+
 /// The decision of one sync.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -93,10 +130,8 @@ pub struct Plan {
     pub manage_called: bool,
     /// The `action` label of the sync metrics.
     pub sync_action: &'static str,
-    /// Re-sync when `activeDeadlineSeconds` expires.
-    pub deadline_requeue: Option<Duration>,
-    /// Re-sync when the recreation backoff ends (floored at 1 s by the caller).
-    pub backoff_requeue: Option<Duration>,
+    /// Why this sync waits, each a re-sync after [`Waiting::requeue_after`].
+    pub waiting: Vec<Waiting>,
     /// The backoff record to commit once the status write accounting for it succeeds.
     pub new_backoff: BackoffRecord,
     /// Running totals (including not-yet-counted pods).
@@ -173,7 +208,7 @@ pub fn plan(s: &Snapshot<'_>, now: jiff::Timestamp) -> Plan {
     };
     let new_backoff = s.backoff.next(&new_succeeded, &new_failed);
 
-    let (mut finished, deadline_requeue) =
+    let (mut finished, deadline) =
         finished_or_deadline(job, &status, pods, failed, start_time, now);
 
     let indexes = if is_indexed(job) {
@@ -191,8 +226,10 @@ pub fn plan(s: &Snapshot<'_>, now: jiff::Timestamp) -> Plan {
         action: Action::None,
         manage_called: false,
         sync_action: m::ACTION_RECONCILING,
-        deadline_requeue,
-        backoff_requeue: None,
+        waiting: deadline
+            .map(|remaining| Waiting::ActiveDeadline { remaining })
+            .into_iter()
+            .collect(),
         new_backoff,
         succeeded,
         failed,
@@ -402,7 +439,7 @@ fn manage(job: &Job, pods: &[Arc<Pod>], plan: &mut Plan, now: jiff::Timestamp) {
     if !per_index {
         let remaining = plan.new_backoff.remaining(now);
         if remaining > Duration::ZERO {
-            plan.backoff_requeue = Some(remaining);
+            plan.waiting.push(Waiting::PodBackoff { remaining });
             return;
         }
     }
@@ -443,7 +480,7 @@ fn manage(job: &Job, pods: &[Arc<Pod>], plan: &mut Plan, now: jiff::Timestamp) {
         if now_ok.is_empty()
             && let Some(r) = min_remaining
         {
-            plan.backoff_requeue = Some(r);
+            plan.waiting.push(Waiting::IndexBackoff { remaining: r });
             return;
         }
         indexes = now_ok;
