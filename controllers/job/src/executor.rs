@@ -14,9 +14,8 @@ use rkcm_runtime::events::{EventType, object_reference};
 use rkcm_runtime::keys::key_of;
 use rkcm_runtime::workload::podcontrol::{PodOptions, slow_start_batch};
 
-use crate::consts::{TRACKING_FINALIZER, metrics as m};
+use crate::consts::metrics as m;
 use crate::error::Error;
-use crate::indexes::{add_completion_index_env, apply_index, generate_name_with_index};
 use crate::metrics;
 use crate::plan::{self, Action, NewPod, Plan, completion_mode_label};
 use crate::pods::remove_finalizer_patch;
@@ -167,17 +166,7 @@ impl Controller {
         tracing::debug!(key, creating = n, "too few pods running");
         self.expectations
             .expect_creations(key, i64::try_from(n).unwrap_or(i64::MAX));
-        let spec = plan::spec_of(job);
-        let mut template = spec.template.clone();
-        let indexed = plan::is_indexed(job);
-        if indexed {
-            add_completion_index_env(&mut template);
-        }
-        let meta = template.metadata.get_or_insert_with(Default::default);
-        let finalizers = meta.finalizers.get_or_insert_with(Vec::new);
-        if !finalizers.iter().any(|f| f == TRACKING_FINALIZER) {
-            finalizers.push(TRACKING_FINALIZER.to_owned());
-        }
+        let template = plan::pod_template(job);
         let job_name = job.metadata.name.clone().unwrap_or_default();
         let template = &template;
         let job_name = &job_name;
@@ -185,18 +174,12 @@ impl Controller {
         let failed_creates = &failed_creates;
         let (successes, error) = slow_start_batch(n, 1, |i| {
             let job = job.clone();
-            let new_pod = new.get(i).cloned();
+            let (t, generate_name) = plan::new_pod(template, job_name, new.get(i));
             async move {
-                let mut t = template.clone();
-                let mut opts = PodOptions::default();
-                if let Some(NewPod {
-                    index: Some(ix),
-                    failure_counts,
-                }) = new_pod
-                {
-                    apply_index(&mut t, job_name, ix, failure_counts);
-                    opts.generate_name = Some(generate_name_with_index(job_name, ix));
-                }
+                let opts = PodOptions {
+                    generate_name,
+                    ..PodOptions::default()
+                };
                 match self
                     .pod_control
                     .create_pod(namespace, &t, &*job, &opts)

@@ -12,14 +12,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
 use rkcm_runtime::cache::cached::Pod;
 
 use crate::backoff::{BackoffRecord, remaining_for_index};
 use crate::consts::{
-    MAX_POD_CREATE_DELETE_PER_SYNC, REPLACEMENT_FAILED, SYNC_BATCH_PERIOD, condition as c, message,
-    metrics as m, reason,
+    MAX_POD_CREATE_DELETE_PER_SYNC, REPLACEMENT_FAILED, SYNC_BATCH_PERIOD, TRACKING_FINALIZER,
+    condition as c, message, metrics as m, reason,
 };
-use crate::indexes::{Intervals, valid_index};
+use crate::indexes::{
+    Intervals, add_completion_index_env, apply_index, generate_name_with_index, valid_index,
+};
 use crate::pods::{
     has_tracking_finalizer, is_active, is_failed, is_ready, is_succeeded,
     is_terminating_not_terminal, only_replace_failed,
@@ -495,6 +498,42 @@ fn manage(job: &Job, pods: &[Arc<Pod>], plan: &mut Plan, now: jiff::Timestamp) {
             })
             .collect(),
     );
+}
+
+/// The template every pod of this sync's creates starts from: the Job's, with the completion
+/// index environment variable for Indexed Jobs and the tracking finalizer (once).
+pub fn pod_template(job: &Job) -> PodTemplateSpec {
+    let mut template = spec_of(job).template.clone();
+    if is_indexed(job) {
+        add_completion_index_env(&mut template);
+    }
+    let meta = template.metadata.get_or_insert_with(Default::default);
+    let finalizers = meta.finalizers.get_or_insert_with(Vec::new);
+    if !finalizers.iter().any(|f| f == TRACKING_FINALIZER) {
+        finalizers.push(TRACKING_FINALIZER.to_owned());
+    }
+    template
+}
+
+/// The pod to create for `new` from [`pod_template`]'s `template`, and its `generateName`
+/// when it is not the default: an indexed pod gets its index fields (annotation, label,
+/// hostname, failure counts) and a name carrying its index.
+pub fn new_pod(
+    template: &PodTemplateSpec,
+    job_name: &str,
+    new: Option<&NewPod>,
+) -> (PodTemplateSpec, Option<String>) {
+    let mut pod = template.clone();
+    match new {
+        Some(&NewPod {
+            index: Some(ix),
+            failure_counts,
+        }) => {
+            apply_index(&mut pod, job_name, ix, failure_counts);
+            (pod, Some(generate_name_with_index(job_name, ix)))
+        }
+        _ => (pod, None),
+    }
 }
 
 /// The `reason` label of `job_pods_creation_total` for this sync's creates.

@@ -857,3 +857,128 @@ fn release_orphan_table() {
         assert_eq!(release_orphan(p, *owner), *want, "{name}");
     }
 }
+
+fn env_names(t: &k8s_openapi::api::core::v1::PodTemplateSpec) -> Vec<String> {
+    t.spec
+        .iter()
+        .flat_map(|s| &s.containers)
+        .flat_map(|c| c.env.iter().flatten())
+        .map(|e| e.name.clone())
+        .collect()
+}
+
+fn finalizers_of(t: &k8s_openapi::api::core::v1::PodTemplateSpec) -> Vec<String> {
+    t.metadata
+        .as_ref()
+        .and_then(|m| m.finalizers.clone())
+        .unwrap_or_default()
+}
+
+#[test]
+fn pod_template_table() {
+    let template_with = |finalizers: serde_json::Value| {
+        json!({"template": {
+            "metadata": {"finalizers": finalizers},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
+        }})
+    };
+    let tracking = "batch.kubernetes.io/job-tracking";
+    // (case, spec, finalizers, env names)
+    let cases = [
+        ("non-indexed", json!({}), vec![tracking], vec![]),
+        (
+            "indexed",
+            json!({"completionMode": "Indexed", "completions": 3}),
+            vec![tracking],
+            vec!["JOB_COMPLETION_INDEX"],
+        ),
+        (
+            "finalizer already in the template",
+            template_with(json!(["example.com/keep", tracking])),
+            vec!["example.com/keep", tracking],
+            vec![],
+        ),
+        (
+            "other finalizers kept",
+            template_with(json!(["example.com/keep"])),
+            vec!["example.com/keep", tracking],
+            vec![],
+        ),
+    ];
+    for (name, spec, finalizers, env) in cases {
+        let t = pod_template(&job(spec, json!({})));
+        assert_eq!(finalizers_of(&t), finalizers, "{name}");
+        assert_eq!(env_names(&t), env, "{name}");
+    }
+}
+
+#[test]
+fn new_pod_table() {
+    let template = pod_template(&job(
+        json!({"completionMode": "Indexed", "completions": 5}),
+        json!({}),
+    ));
+    let plain = NewPod {
+        index: None,
+        failure_counts: None,
+    };
+    for (name, new) in [("no pod", None), ("no index", Some(&plain))] {
+        let (pod, generate_name) = new_pod(&template, "pi", new);
+        assert_eq!(pod, template, "{name}");
+        assert_eq!(generate_name, None, "{name}");
+    }
+    // (index, failure counts, annotations beyond the index)
+    let cases = [
+        (3, None, vec![]),
+        (
+            4,
+            Some((2, 0)),
+            vec![("batch.kubernetes.io/job-index-failure-count", "2")],
+        ),
+        (
+            0,
+            Some((2, 1)),
+            vec![
+                ("batch.kubernetes.io/job-index-failure-count", "2"),
+                ("batch.kubernetes.io/job-index-ignored-failure-count", "1"),
+            ],
+        ),
+    ];
+    for (ix, failure_counts, extra) in cases {
+        let new = NewPod {
+            index: Some(ix),
+            failure_counts,
+        };
+        let (pod, generate_name) = new_pod(&template, "pi", Some(&new));
+        assert_eq!(generate_name.as_deref(), Some(format!("pi-{ix}-").as_str()));
+        let meta = pod.metadata.clone().unwrap_or_default();
+        let mut want: Vec<(String, String)> = vec![(
+            "batch.kubernetes.io/job-completion-index".into(),
+            ix.to_string(),
+        )];
+        want.extend(
+            extra
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
+        want.sort();
+        let got: Vec<(String, String)> = meta.annotations.unwrap_or_default().into_iter().collect();
+        assert_eq!(got, want, "index {ix}");
+        assert_eq!(
+            meta.labels
+                .unwrap_or_default()
+                .get("batch.kubernetes.io/job-completion-index"),
+            Some(&ix.to_string()),
+            "index {ix}"
+        );
+        assert_eq!(
+            pod.spec.and_then(|s| s.hostname),
+            Some(format!("pi-{ix}")),
+            "index {ix}"
+        );
+        assert_eq!(
+            finalizers_of(&template),
+            ["batch.kubernetes.io/job-tracking"]
+        );
+    }
+}
