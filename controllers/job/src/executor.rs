@@ -314,16 +314,11 @@ impl Controller {
                 for e in status::finished_events(job, &written_status, f) {
                     self.emit(job, &e);
                 }
-                let result = if f.type_ == crate::consts::condition::COMPLETE {
-                    m::SUCCEEDED
-                } else {
-                    m::FAILED
-                };
                 metrics::inc(
                     |x| &x.finished,
                     &[
                         completion_mode_label(job),
-                        result,
+                        status::finished_result(f),
                         f.reason.as_deref().unwrap_or(""),
                     ],
                     1,
@@ -428,38 +423,20 @@ impl Controller {
         let Some(new) = job.status.as_ref() else {
             return;
         };
-        let mode = completion_mode_label(job);
-        let succeeded_diff = if plan::is_indexed(job) {
-            let (s, f) = status::finished_index_deltas(job, old, new);
-            let label = if plan::backoff_limit_per_index(job).is_some() {
-                "perIndex"
-            } else {
-                "global"
-            };
-            metrics::inc(
-                |x| &x.finished_indexes,
-                &[m::SUCCEEDED, label],
-                u64::try_from(s).unwrap_or(0),
-            );
-            metrics::inc(
-                |x| &x.finished_indexes,
-                &[m::FAILED, label],
-                u64::try_from(f).unwrap_or(0),
-            );
-            s
-        } else {
-            i64::from(new.succeeded.unwrap_or(0)) - i64::from(old.succeeded.unwrap_or(0))
-        };
+        let counts = status::finished_counts(job, old, new);
+        if let Some((label, succeeded, failed)) = counts.indexes {
+            metrics::inc(|x| &x.finished_indexes, &[m::SUCCEEDED, label], succeeded);
+            metrics::inc(|x| &x.finished_indexes, &[m::FAILED, label], failed);
+        }
         metrics::inc(
             |x| &x.pods_finished,
-            &[mode, m::SUCCEEDED],
-            u64::try_from(succeeded_diff).unwrap_or(0),
+            &[counts.mode, m::SUCCEEDED],
+            counts.succeeded_pods,
         );
-        let failed_diff = i64::from(new.failed.unwrap_or(0)) - i64::from(old.failed.unwrap_or(0));
         metrics::inc(
             |x| &x.pods_finished,
-            &[mode, m::FAILED],
-            u64::try_from(failed_diff).unwrap_or(0),
+            &[counts.mode, m::FAILED],
+            counts.failed_pods,
         );
     }
 }
