@@ -120,6 +120,22 @@ impl Waiting {
     }
 }
 
+/// An update of a started Job that changed its `activeDeadlineSeconds`: the sync at the new
+/// deadline (now, when it has passed).
+pub fn deadline_changed(old: &Job, new: &Job, now: jiff::Timestamp) -> Option<Waiting> {
+    let deadline = |j: &Job| j.spec.as_ref().and_then(|s| s.active_deadline_seconds);
+    let start = new.status.as_ref().and_then(|s| s.start_time.as_ref())?;
+    let current = deadline(new)?;
+    if deadline(old) == Some(current) {
+        return None;
+    }
+    let elapsed = now.duration_since(start.0);
+    let left = jiff::SignedDuration::from_secs(current).saturating_sub(elapsed);
+    Some(Waiting::ActiveDeadline {
+        remaining: Duration::try_from(left).unwrap_or(Duration::ZERO),
+    })
+}
+
 /// The decision of one sync.
 #[derive(Debug, Clone)]
 pub struct Plan {

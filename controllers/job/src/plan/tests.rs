@@ -982,3 +982,32 @@ fn new_pod_table() {
         );
     }
 }
+
+#[test]
+fn deadline_changed_table() {
+    let started = json!({"startTime": "2026-01-01T00:59:00Z"});
+    let with = |ads: Option<i64>, status: &serde_json::Value| {
+        job(
+            ads.map_or(json!({}), |s| json!({"activeDeadlineSeconds": s})),
+            status.clone(),
+        )
+    };
+    let at = |remaining: u64| {
+        Some(Waiting::ActiveDeadline {
+            remaining: Duration::from_secs(remaining),
+        })
+    };
+    // (case, old deadline, new deadline, new status, wait); started 60 s ago.
+    let cases = [
+        ("not started", Some(100), Some(50), json!({}), None),
+        ("deadline removed", Some(100), None, started.clone(), None),
+        ("unchanged", Some(100), Some(100), started.clone(), None),
+        ("set", None, Some(100), started.clone(), at(40)),
+        ("extended", Some(100), Some(200), started.clone(), at(140)),
+        ("already passed", Some(100), Some(30), started, at(0)),
+    ];
+    for (name, old, new, status, want) in cases {
+        let got = deadline_changed(&with(old, &status), &with(new, &status), now());
+        assert_eq!(got, want, "{name}");
+    }
+}
