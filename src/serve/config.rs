@@ -3,7 +3,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
-/// Errors of [`start`]: each names the step and the file or address involved.
+/// Errors of [`start`](super::start): each names the step and the file or address involved.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("reading TLS file {path}: {source}")]

@@ -113,7 +113,7 @@ fn running_controllers() -> Option<&'static IntGaugeVec> {
     })
 }
 
-/// Registers `kubernetes_build_info` (idempotent). [`start`] calls it; call it directly when
+/// Registers `kubernetes_build_info` (idempotent). [`start`](super::start) calls it; call it directly when
 /// serving is disabled but metrics are still gathered.
 pub fn register_build_info() {
     build_info_metric();

@@ -2,6 +2,12 @@
 //! backoff record, what to do with pods this sync and what the sync knows about success and
 //! failure. Nothing here does I/O; [`crate::status`] turns the executed plan into status.
 //!
+//! - [`skip`]: the Jobs a sync leaves alone before planning; [`release_orphan`]: the orphan
+//!   pods whose tracking finalizer comes off (`syncOrphanPod`).
+//! - [`plan`]: this sync's [`Action`] and why it waits ([`Waiting`], each with its requeue
+//!   delay); [`deadline_changed`]: the requeue when an update moves the active deadline.
+//! - [`pod_template`] and [`new_pod`]: the pods the executor creates.
+//!
 //! Mirrors the first half of `syncJob` and `manageJob` in upstream
 //! `pkg/controller/job/job_controller.go`, plus `calculateSucceededIndexes`,
 //! `calculateFailedIndexes`, `firstPendingIndexes`, `activePodsForRemoval` and

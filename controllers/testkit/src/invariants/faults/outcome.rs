@@ -156,10 +156,10 @@ pub struct Rejection {
     pub short_replicasets: usize,
     /// The binding's deletion until every one of them had a new pod or was no longer short
     /// (scaled down by its Deployment; seen by polling the API every 250 ms); `None` if one
-    /// had neither within [`RESUME_TIMEOUT`].
+    /// had neither within [`RESUME_TIMEOUT`](crate::invariants::outages::RESUME_TIMEOUT).
     #[serde(default)]
     pub all_resumed_s: Option<f64>,
-    /// The ReplicaSets that created no pod within [`RESUME_TIMEOUT`].
+    /// The ReplicaSets that created no pod within [`RESUME_TIMEOUT`](crate::invariants::outages::RESUME_TIMEOUT).
     #[serde(default)]
     pub stuck: Vec<String>,
 }
