@@ -45,15 +45,14 @@ mod error;
 mod identity;
 mod review;
 
-pub use error::AuthError;
-use error::{AUTH_CONFIGMAP, AUTH_CONFIGMAP_NAMESPACE};
-pub use identity::{Decision, PRIVILEGED_GROUP};
-use review::TtlCache;
-
 use authn::TokenReviewer;
 pub use authn::{Authenticator, CaBundle, RequestHeaderConfig};
 use authz::SubjectAccessReviewer;
 pub use authz::{AllowPaths, Authorizer};
+pub use error::AuthError;
+use error::{AUTH_CONFIGMAP, AUTH_CONFIGMAP_NAMESPACE};
+pub use identity::{Decision, PRIVILEGED_GROUP};
+use review::TtlCache;
 
 /// Upstream's delegated clients: high limits, since they bound how fast we can answer.
 const DELEGATED_QPS: f32 = 200.0;

@@ -555,6 +555,8 @@ impl Checker {
         }
     }
 
+    // ---- the clock --------------------------------------------------------------------
+
     /// Judges every suspicion older than `grace` at `now`.
     pub fn tick(&mut self, now: Timestamp) {
         let grace = self.config.grace;

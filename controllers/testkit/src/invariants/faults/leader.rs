@@ -13,8 +13,6 @@ use crate::cluster::TestCluster;
 use crate::harness::ManagerKind;
 use crate::wait::wait_for;
 
-// ---- leader failover ------------------------------------------------------------------
-
 /// One workload write of the audit log: (time, user).
 pub(crate) fn audit_writes(log: &str, namespace: &str) -> Vec<(jiff::Timestamp, String)> {
     log.lines()
