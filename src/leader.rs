@@ -34,30 +34,35 @@
 //!   releases at all).
 
 use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
-use kube::api::{Api, PostParams};
-use prometheus::{IntCounterVec, IntGaugeVec, Opts};
+use kube::api::Api;
 use rkcm_runtime::CancellationToken;
-use rkcm_runtime::metrics::{get_or_register, register};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::serve::Health;
+
+mod decision;
+mod lease;
+mod metrics;
+
+use decision::{
+    Decision, Observation, decide, holder, is_valid, jittered, observe, released, renewed,
+};
+use lease::{KubeBackend, LeaseBackend};
+use metrics::{metrics, set_master_status};
 
 /// `source.component` of our leader-election events: upstream's, because tooling selects
 /// KCM's election events by it (client-go `tools/leaderelection/resourcelock`).
 pub const EVENT_COMPONENT: &str = "kube-controller-manager";
 /// Event reason upstream uses for election events.
 pub const EVENT_REASON: &str = "LeaderElection";
-/// client-go `JitterFactor`.
-const JITTER_FACTOR: f64 = 1.2;
 /// Bound on writing the "stopped leading" event, which is awaited (the process is about to
 /// exit and would otherwise drop it).
 const STOP_EVENT_BUDGET: Duration = Duration::from_secs(2);
@@ -121,208 +126,6 @@ pub enum LeaderError {
     },
     #[error("renewal task of lease {lease} failed: {reason}")]
     RenewTask { lease: String, reason: String },
-}
-
-// ---------------------------------------------------------------------------------------------
-// Metrics
-// ---------------------------------------------------------------------------------------------
-
-struct Metrics {
-    master_status: IntGaugeVec,
-    slowpath: IntCounterVec,
-}
-
-impl Metrics {
-    fn build() -> prometheus::Result<Self> {
-        Ok(Self {
-            master_status: register(IntGaugeVec::new(
-                Opts::new(
-                    "leader_election_master_status",
-                    "Gauge of if the reporting system is master of the relevant lease, 0 indicates \
-                     backup, 1 indicates master. 'name' is the string used to identify the lease. \
-                     Please make sure to group by name.",
-                ),
-                &["name"],
-            )?),
-            slowpath: register(IntCounterVec::new(
-                Opts::new(
-                    "leader_election_slowpath_total",
-                    "Total number of slow path exercised in renewing leader leases. 'name' is the \
-                     string used to identify the lease. Please make sure to group by name.",
-                ),
-                &["name"],
-            )?),
-        })
-    }
-}
-
-fn metrics() -> Option<&'static Metrics> {
-    static METRICS: OnceLock<Option<Metrics>> = OnceLock::new();
-    get_or_register(&METRICS, "leader_election", Metrics::build)
-}
-
-/// `leader_election_master_status{name}`: 1 while leading the lease, 0 otherwise.
-fn set_master_status(name: &str, leading: bool) {
-    if let Some(m) = metrics() {
-        m.master_status
-            .with_label_values(&[name])
-            .set(i64::from(leading));
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Pure decisions
-// ---------------------------------------------------------------------------------------------
-
-/// The Lease as we last read or wrote it, and the local time we observed its record change.
-#[derive(Clone, Debug)]
-struct Observation {
-    /// Whole object: its resourceVersion guards the next update, and fields we do not own
-    /// (labels, strategy, preferredHolder) are written back unchanged.
-    lease: Lease,
-    at: Instant,
-}
-
-impl Observation {
-    fn record(&self) -> LeaseSpec {
-        self.lease.spec.clone().unwrap_or_default()
-    }
-}
-
-fn holder(spec: &LeaseSpec) -> &str {
-    spec.holder_identity.as_deref().unwrap_or("")
-}
-
-/// client-go `isLeaseValid`: the record's own duration counted from our observation.
-/// `at + duration == now` is already expired (Go's `After` is strict).
-fn is_valid(record: &LeaseSpec, observed_at: Instant, now: Instant) -> bool {
-    let secs = u64::try_from(record.lease_duration_seconds.unwrap_or(0)).unwrap_or(0);
-    observed_at + Duration::from_secs(secs) > now
-}
-
-/// Keeps the observation time when the freshly read record equals the one we hold, resets
-/// it to `now` otherwise (client-go compares the raw record bytes).
-fn observe(prev: Option<&Observation>, fetched: Lease, now: Instant) -> Observation {
-    let at = match prev {
-        Some(p) if p.lease.spec == fetched.spec => p.at,
-        _ => now,
-    };
-    Observation { lease: fetched, at }
-}
-
-/// Outcome of comparing a freshly read record with our identity.
-#[derive(Clone, Debug, PartialEq)]
-enum Decision {
-    /// Someone else holds a lease that has not expired by our clock.
-    HeldByOther { holder: String },
-    /// Write this spec. `slow_path`: we already held the lease (a renewal that had to re-read).
-    Write { spec: LeaseSpec, slow_path: bool },
-}
-
-/// client-go `tryAcquireOrRenew` steps 3–4, after the GET.
-fn decide(
-    obs: &Observation,
-    now: Instant,
-    identity: &str,
-    duration_secs: i32,
-    wall: Timestamp,
-) -> Decision {
-    let current = obs.record();
-    let current_holder = holder(&current);
-    let we_hold = current_holder == identity;
-    if !current_holder.is_empty() && !we_hold && is_valid(&current, obs.at, now) {
-        return Decision::HeldByOther {
-            holder: current_holder.to_owned(),
-        };
-    }
-    let transitions = current.lease_transitions.unwrap_or(0);
-    let mut spec = current.clone();
-    spec.holder_identity = Some(identity.to_owned());
-    spec.lease_duration_seconds = Some(duration_secs);
-    spec.renew_time = Some(MicroTime(wall));
-    if we_hold {
-        spec.lease_transitions = Some(transitions);
-    } else {
-        spec.acquire_time = Some(MicroTime(wall));
-        spec.lease_transitions = Some(transitions.saturating_add(1));
-    }
-    Decision::Write {
-        spec,
-        slow_path: we_hold,
-    }
-}
-
-/// Fast-path renewal: only `renewTime` (and our holder/duration) change.
-fn renewed(record: &LeaseSpec, identity: &str, duration_secs: i32, wall: Timestamp) -> LeaseSpec {
-    let mut spec = record.clone();
-    spec.holder_identity = Some(identity.to_owned());
-    spec.lease_duration_seconds = Some(duration_secs);
-    spec.renew_time = Some(MicroTime(wall));
-    spec.lease_transitions = Some(record.lease_transitions.unwrap_or(0));
-    spec
-}
-
-/// client-go `release()`: holder cleared, duration 1 s, both times now, transitions kept, so
-/// the next candidate takes over on its next try instead of waiting for expiry.
-fn released(record: &LeaseSpec, wall: Timestamp) -> LeaseSpec {
-    let mut spec = record.clone();
-    spec.holder_identity = Some(String::new());
-    spec.lease_duration_seconds = Some(1);
-    spec.acquire_time = Some(MicroTime(wall));
-    spec.renew_time = Some(MicroTime(wall));
-    spec.lease_transitions = Some(record.lease_transitions.unwrap_or(0));
-    spec
-}
-
-/// Uniform in [retry, retry × (1 + JITTER_FACTOR)).
-fn jittered(retry: Duration) -> Duration {
-    retry.mul_f64(1.0 + rand::random::<f64>() * JITTER_FACTOR)
-}
-
-// ---------------------------------------------------------------------------------------------
-// Lease storage
-// ---------------------------------------------------------------------------------------------
-
-type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// The four calls the elector makes, so the algorithm can be tested against an in-memory
-/// apiserver with paused time.
-trait LeaseBackend: Send + Sync + 'static {
-    fn get(&self) -> BoxFut<'_, kube::Result<Option<Lease>>>;
-    fn create(&self, lease: Lease) -> BoxFut<'_, kube::Result<Lease>>;
-    /// PUT; the object's resourceVersion makes it conditional.
-    fn replace(&self, lease: Lease) -> BoxFut<'_, kube::Result<Lease>>;
-    fn create_event(&self, event: Event) -> BoxFut<'_, kube::Result<()>>;
-}
-
-struct KubeBackend {
-    leases: Api<Lease>,
-    events: Api<Event>,
-    name: String,
-}
-
-impl LeaseBackend for KubeBackend {
-    fn get(&self) -> BoxFut<'_, kube::Result<Option<Lease>>> {
-        Box::pin(self.leases.get_opt(&self.name))
-    }
-    fn create(&self, lease: Lease) -> BoxFut<'_, kube::Result<Lease>> {
-        Box::pin(async move { self.leases.create(&PostParams::default(), &lease).await })
-    }
-    fn replace(&self, lease: Lease) -> BoxFut<'_, kube::Result<Lease>> {
-        Box::pin(async move {
-            self.leases
-                .replace(&self.name, &PostParams::default(), &lease)
-                .await
-        })
-    }
-    fn create_event(&self, event: Event) -> BoxFut<'_, kube::Result<()>> {
-        Box::pin(async move {
-            self.events
-                .create(&PostParams::default(), &event)
-                .await
-                .map(|_| ())
-        })
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -806,6 +609,7 @@ fn leader_event(lease: &Lease, cfg: &LeaderConfig, message: &str, now: Timestamp
 
 #[cfg(test)]
 mod tests {
+    use super::lease::BoxFut;
     use super::*;
     use kube::core::Status;
     use std::sync::Mutex;

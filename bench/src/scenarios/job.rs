@@ -27,31 +27,27 @@
 //! delete), counted from the audit log between the step's first request and convergence.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context;
-use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, ResourceExt};
-use serde_json::{Value, json};
-use tokio::sync::watch;
+use serde_json::json;
 
-use crate::audit::{self, Counts};
+use crate::audit::{self};
 use crate::harness::{Env, Probe, Scenario};
 use crate::k8s;
-use crate::manager::Manager;
 use crate::results::{Correctness, Metric};
 use crate::scenarios::podgc::group;
-use crate::scenarios::replicaset::kwok_pod_capacity;
 
-/// The Job controller's pod finalizer.
-pub const TRACKING: &str = "batch.kubernetes.io/job-tracking";
+mod seen;
+mod shared;
+use seen::{JobSeen, JobsSeen};
+use shared::{
+    State, create_job, job_manifest, manager_requests, pods_by_owner, prepare, remove, run_probe,
+    step_metrics,
+};
+
 /// The completion index label of Indexed Job pods.
 pub const INDEX_LABEL: &str = "batch.kubernetes.io/job-completion-index";
-/// The Job each run starts with, to know the manager works.
-pub const PROBE: &str = "probe";
 /// The Indexed Job's name.
 pub const NAME: &str = "bench-job";
 
@@ -95,393 +91,6 @@ pub struct TtlJobs {
 }
 
 /// What the bench keeps of a Job, as its watch last saw it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct JobSeen {
-    pub uid: String,
-    /// `type=reason` of the True conditions, in order.
-    pub conditions: Vec<String>,
-    pub succeeded: i32,
-    pub failed: i32,
-    pub completed_indexes: String,
-    pub uncounted: usize,
-    /// It has a deletionTimestamp (the TTL controller deletes in the foreground, so without a
-    /// garbage collector the Job stays, with the `foregroundDeletion` finalizer).
-    pub deleting: bool,
-}
-
-impl JobSeen {
-    pub fn of(j: &Job) -> Self {
-        let s = j.status.clone().unwrap_or_default();
-        let u = s.uncounted_terminated_pods.unwrap_or_default();
-        Self {
-            uid: j.uid().unwrap_or_default(),
-            conditions: s
-                .conditions
-                .iter()
-                .flatten()
-                .filter(|c| c.status == "True")
-                .map(|c| format!("{}={}", c.type_, c.reason.clone().unwrap_or_default()))
-                .collect(),
-            succeeded: s.succeeded.unwrap_or(0),
-            failed: s.failed.unwrap_or(0),
-            completed_indexes: s.completed_indexes.unwrap_or_default(),
-            uncounted: u.succeeded.unwrap_or_default().len() + u.failed.unwrap_or_default().len(),
-            deleting: j.metadata.deletion_timestamp.is_some(),
-        }
-    }
-
-    pub fn has(&self, type_: &str) -> bool {
-        self.conditions
-            .iter()
-            .any(|c| c.split('=').next() == Some(type_))
-    }
-}
-
-/// Every Job of the namespace, live and deleted, from one watch.
-#[derive(Clone, Debug, Default)]
-pub struct JobsSeen {
-    pub synced: bool,
-    pub live: BTreeMap<String, JobSeen>,
-    /// Deleted Jobs as last seen before their deletion.
-    pub deleted: BTreeMap<String, JobSeen>,
-    /// The most `uncountedTerminatedPods` entries any Job had at once.
-    pub max_uncounted: usize,
-}
-
-impl JobsSeen {
-    /// The Job as last seen if it is deleted or being deleted.
-    pub fn deleted_or_deleting(&self, name: &str) -> Option<&JobSeen> {
-        self.deleted
-            .get(name)
-            .or_else(|| self.live.get(name).filter(|j| j.deleting))
-    }
-}
-
-pub struct JobWatch {
-    rx: watch::Receiver<JobsSeen>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl JobWatch {
-    pub fn start(client: &Client, ns: &str) -> Self {
-        let api: Api<Job> = Api::namespaced(client.clone(), ns);
-        let (tx, rx) = watch::channel(JobsSeen::default());
-        let task = tokio::spawn(async move {
-            let stream = watcher(api, watcher::Config::default()).default_backoff();
-            futures::pin_mut!(stream);
-            let mut pending = BTreeMap::new();
-            while let Some(ev) = k8s::next_event(&mut stream, "job").await {
-                match ev {
-                    watcher::Event::Init => pending.clear(),
-                    watcher::Event::InitApply(j) => {
-                        pending.insert(j.name_any(), JobSeen::of(&j));
-                    }
-                    watcher::Event::InitDone => {
-                        let live = std::mem::take(&mut pending);
-                        tx.send_modify(|s| {
-                            s.live = live;
-                            s.synced = true;
-                        });
-                    }
-                    watcher::Event::Apply(j) => {
-                        let seen = JobSeen::of(&j);
-                        tx.send_modify(|s| {
-                            s.max_uncounted = s.max_uncounted.max(seen.uncounted);
-                            s.live.insert(j.name_any(), seen);
-                        });
-                    }
-                    watcher::Event::Delete(j) => {
-                        let seen = JobSeen::of(&j);
-                        tx.send_modify(|s| {
-                            s.live.remove(&j.name_any());
-                            s.deleted.insert(j.name_any(), seen);
-                        });
-                    }
-                }
-            }
-        });
-        Self { rx, task }
-    }
-
-    pub fn current(&self) -> JobsSeen {
-        self.rx.borrow().clone()
-    }
-
-    /// Waits until `done` holds (re-checked on every change); `progress` describes the state
-    /// for the timeout message. A Job that failed ends the wait with an error.
-    pub async fn wait(
-        &mut self,
-        probe: &Probe,
-        done: impl Fn(&JobsSeen) -> bool,
-        progress: impl Fn(&JobsSeen) -> String,
-    ) -> anyhow::Result<JobsSeen> {
-        loop {
-            {
-                let s = self.rx.borrow_and_update();
-                probe.progress(progress(&s));
-                if let Some((name, _)) = s.live.iter().find(|(_, j)| j.has("Failed")) {
-                    anyhow::bail!("Job {name} failed: {:?}", s.live[name]);
-                }
-                if done(&s) {
-                    return Ok(s.clone());
-                }
-            }
-            self.rx.changed().await.context("job watch ended")?;
-        }
-    }
-}
-
-impl Drop for JobWatch {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// A Job whose pods run on the kwok nodes (completed by kwok as soon as they run).
-pub fn job_manifest(name: &str, spec: Value) -> Value {
-    let mut s = json!({
-        "backoffLimit": 6,
-        "template": {
-            "metadata": {"labels": {"app": "rkcm-bench-job"}},
-            "spec": k8s::pod_spec(k8s::PAUSE, json!({"restartPolicy": "Never", "nodeSelector": {"type": "kwok"}}))
-        }
-    });
-    if let (Some(base), Some(extra)) = (s.as_object_mut(), spec.as_object()) {
-        for (k, v) in extra {
-            base.insert(k.clone(), v.clone());
-        }
-    }
-    json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": s})
-}
-
-async fn create_job(client: &Client, ns: &str, body: Value) -> anyhow::Result<Job> {
-    let api: Api<Job> = Api::namespaced(client.clone(), ns);
-    let job: Job = serde_json::from_value(body)?;
-    let name = job.name_any();
-    let pp = PostParams::default();
-    k8s::retry(|| api.create(&pp, &job))
-        .await
-        .with_context(|| format!("creating Job {ns}/{name}"))
-}
-
-/// The manager's requests in the audit log between two offsets (only the manager under test
-/// runs, so both users are read and added up).
-fn manager_requests(log: &std::path::Path, from: u64, to: u64) -> anyhow::Result<Counts> {
-    let mut total = Counts::default();
-    for m in [Manager::Upstream, Manager::Rkcm] {
-        let (c, _) = audit::count(log, m.user(), from, Some(to))?;
-        total.total += c.total;
-        total.errors += c.errors;
-        total.throttled += c.throttled;
-        for (k, v) in c.by_verb {
-            *total.by_verb.entry(k).or_default() += v;
-        }
-        for (k, v) in c.by_request {
-            *total.by_request.entry(k).or_default() += v;
-        }
-    }
-    Ok(total)
-}
-
-const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
-
-/// The measures of a timed step that ran `pods` pods: time, pods/s, requests and writes per
-/// pod, and the main kinds of write per pod.
-pub fn step_metrics(seconds: f64, pods: usize, c: &Counts) -> Vec<Metric> {
-    let n = pods.max(1) as f64;
-    let writes: u64 = WRITE_VERBS
-        .iter()
-        .map(|v| c.by_verb.get(*v).copied().unwrap_or(0))
-        .sum();
-    let per = |key: &str| c.by_request.get(key).copied().unwrap_or(0) as f64 / n;
-    let m = |name: &str, value: f64, unit: &str| Metric {
-        name: name.to_string(),
-        value: (value * 100.0).round() / 100.0,
-        unit: unit.to_string(),
-    };
-    vec![
-        m("step time", seconds, "s"),
-        m("pods per second", pods as f64 / seconds.max(0.001), ""),
-        m("API requests per pod", c.total as f64 / n, ""),
-        m("writes per pod", writes as f64 / n, ""),
-        m("pod creates per pod", per("create pods"), ""),
-        m("pod patches per pod", per("patch pods"), ""),
-        m("Job status writes per pod", per("update jobs/status"), ""),
-        m(
-            "events written per pod",
-            per("create events") + per("patch events"),
-            "",
-        ),
-        m("request errors", c.errors as f64, ""),
-    ]
-}
-
-/// Per-run data.
-pub struct State {
-    ns: String,
-    jobs: JobWatch,
-    /// Audit offsets of the timed step: its first request, convergence.
-    step: Option<(u64, u64, f64)>,
-    metrics: Vec<Metric>,
-}
-
-/// Deletes every Job and pod of `ns` (finalizers of an unfinished run's pods first; no
-/// garbage collector runs on the bench plane).
-async fn remove(env: &Env, ns: &str) -> anyhow::Result<()> {
-    let jobs: Api<Job> = Api::namespaced(env.client.clone(), ns);
-    // Background: the default for batch/v1 Jobs is to orphan, which leaves a finalizer only
-    // a garbage collector would remove, and none runs on the bench plane.
-    let (dp, all) = (DeleteParams::background(), ListParams::default());
-    match k8s::retry(|| jobs.delete_collection(&dp, &all)).await {
-        Ok(_) => {}
-        Err(e) if k8s::is_status(&e, 404) => {}
-        Err(e) => return Err(e).with_context(|| format!("deleting the Jobs of {ns}")),
-    }
-    // Jobs the TTL controller deleted in the foreground keep `foregroundDeletion`.
-    let held_jobs: Vec<String> = k8s::retry(|| jobs.list_metadata(&all))
-        .await?
-        .items
-        .into_iter()
-        .filter(|j| !j.finalizers().is_empty())
-        .map(|j| j.name_any())
-        .collect();
-    let unblock = Patch::Merge(json!({"metadata": {"finalizers": null}}));
-    k8s::bounded(
-        "Job finalizers removed",
-        held_jobs.len(),
-        env.concurrency,
-        1000,
-        held_jobs.iter().map(|name| {
-            let (jobs, unblock) = (jobs.clone(), &unblock);
-            async move {
-                let pp = PatchParams::default();
-                match k8s::retry(|| jobs.patch(name, &pp, unblock)).await {
-                    Ok(_) => Ok(()),
-                    Err(e) if k8s::is_status(&e, 404) => Ok(()),
-                    Err(e) => Err(anyhow::Error::new(e).context(format!("unblocking Job {name}"))),
-                }
-            }
-        }),
-    )
-    .await?;
-    let pods: Api<Pod> = Api::namespaced(env.client.clone(), ns);
-    let held: Vec<String> = k8s::list_pod_meta(&env.client, Some(ns))
-        .await?
-        .into_iter()
-        .filter(|p| !p.finalizers().is_empty())
-        .map(|p| p.name_any())
-        .collect();
-    if !held.is_empty() {
-        say!("removing finalizers of {} pods left by the run", held.len());
-    }
-    let patch = Patch::Merge(json!({"metadata": {"finalizers": null}}));
-    k8s::bounded(
-        "finalizers removed",
-        held.len(),
-        env.concurrency,
-        1000,
-        held.iter().map(|name| {
-            let (pods, patch) = (pods.clone(), &patch);
-            async move {
-                let pp = PatchParams::default();
-                match k8s::retry(|| pods.patch(name, &pp, patch)).await {
-                    Ok(_) => Ok(()),
-                    Err(e) if k8s::is_status(&e, 404) => Ok(()),
-                    Err(e) => Err(anyhow::Error::new(e).context(format!("unblocking pod {name}"))),
-                }
-            }
-        }),
-    )
-    .await?;
-    k8s::delete_all_pods(&env.client, ns, Duration::from_secs(600)).await?;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let one = ListParams::default().limit(1);
-        let left = k8s::retry(|| jobs.list_metadata(&one)).await?;
-        if left.items.is_empty() {
-            return Ok(());
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "Jobs of {ns} still present 120 s after their deletion"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// Creates the namespace (emptied), checks the kwok nodes hold `running` pods at once, and
-/// starts the Job watch.
-async fn prepare(env: &Env, ns: &str, running: usize) -> anyhow::Result<State> {
-    let client = &env.client;
-    k8s::ensure_namespace(client, ns).await?;
-    remove(env, ns).await?;
-    let capacity = kwok_pod_capacity(client).await?;
-    anyhow::ensure!(
-        capacity >= running,
-        "the kwok nodes hold {capacity} pods, fewer than {running} running at once (raise \
-         BENCH_NODES: 110 pods per node)"
-    );
-    let mut jobs = JobWatch::start(client, ns);
-    tokio::time::timeout(Duration::from_secs(120), jobs.rx.wait_for(|s| s.synced))
-        .await
-        .context("the Job watch did not sync within 120 s")?
-        .context("job watch ended")?;
-    anyhow::ensure!(jobs.current().live.is_empty(), "{ns} still has Jobs");
-    Ok(State {
-        ns: ns.to_string(),
-        jobs,
-        step: None,
-        metrics: Vec::new(),
-    })
-}
-
-/// The probe: one pod, run to completion (and deleted, with TTL) before the timed step.
-async fn run_probe(env: &Env, state: &mut State, probe: &Probe, ttl: bool) -> anyhow::Result<()> {
-    let mut spec = json!({"completions": 1, "parallelism": 1});
-    if ttl {
-        spec["ttlSecondsAfterFinished"] = json!(0);
-    }
-    create_job(&env.client, &state.ns, job_manifest(PROBE, spec)).await?;
-    state
-        .jobs
-        .wait(
-            probe,
-            |s| {
-                if ttl {
-                    s.deleted_or_deleting(PROBE).is_some()
-                } else {
-                    s.live.get(PROBE).is_some_and(|j| j.has("Complete"))
-                }
-            },
-            |s| format!("waiting for the probe Job: {:?}", s.live.get(PROBE)),
-        )
-        .await?;
-    probe.mark("synced");
-    Ok(())
-}
-
-/// Pods of `ns` by controller UID, and the names of those still holding the finalizer.
-async fn pods_by_owner(
-    client: &Client,
-    ns: &str,
-) -> anyhow::Result<(BTreeMap<String, Vec<BTreeMap<String, String>>>, Vec<String>)> {
-    let mut by_owner: BTreeMap<String, Vec<BTreeMap<String, String>>> = BTreeMap::new();
-    let mut tracked = Vec::new();
-    for p in k8s::list_pod_meta(client, Some(ns)).await? {
-        if p.finalizers().iter().any(|f| f == TRACKING) {
-            tracked.push(p.name_any());
-        }
-        let owner = p
-            .owner_references()
-            .iter()
-            .find(|r| r.controller == Some(true))
-            .map(|r| r.uid.clone())
-            .unwrap_or_default();
-        by_owner.entry(owner).or_default().push(p.labels().clone());
-    }
-    Ok((by_owner, tracked))
-}
-
 impl Scenario for IndexedJob {
     type State = State;
 
@@ -818,7 +427,10 @@ impl Scenario for TtlJobs {
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::api::batch::v1::Job;
+
     use super::*;
+    use crate::audit::Counts;
 
     fn seen(succeeded: i32, indexes: &str, conditions: &[&str]) -> JobSeen {
         JobSeen {

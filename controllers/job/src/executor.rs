@@ -14,9 +14,8 @@ use rkcm_runtime::events::{EventType, object_reference};
 use rkcm_runtime::keys::key_of;
 use rkcm_runtime::workload::podcontrol::{PodOptions, slow_start_batch};
 
-use crate::consts::{TRACKING_FINALIZER, metrics as m};
+use crate::consts::metrics as m;
 use crate::error::Error;
-use crate::indexes::{add_completion_index_env, apply_index, generate_name_with_index};
 use crate::metrics;
 use crate::plan::{self, Action, NewPod, Plan, completion_mode_label};
 use crate::pods::remove_finalizer_patch;
@@ -167,17 +166,7 @@ impl Controller {
         tracing::debug!(key, creating = n, "too few pods running");
         self.expectations
             .expect_creations(key, i64::try_from(n).unwrap_or(i64::MAX));
-        let spec = plan::spec_of(job);
-        let mut template = spec.template.clone();
-        let indexed = plan::is_indexed(job);
-        if indexed {
-            add_completion_index_env(&mut template);
-        }
-        let meta = template.metadata.get_or_insert_with(Default::default);
-        let finalizers = meta.finalizers.get_or_insert_with(Vec::new);
-        if !finalizers.iter().any(|f| f == TRACKING_FINALIZER) {
-            finalizers.push(TRACKING_FINALIZER.to_owned());
-        }
+        let template = plan::pod_template(job);
         let job_name = job.metadata.name.clone().unwrap_or_default();
         let template = &template;
         let job_name = &job_name;
@@ -185,18 +174,12 @@ impl Controller {
         let failed_creates = &failed_creates;
         let (successes, error) = slow_start_batch(n, 1, |i| {
             let job = job.clone();
-            let new_pod = new.get(i).cloned();
+            let (t, generate_name) = plan::new_pod(template, job_name, new.get(i));
             async move {
-                let mut t = template.clone();
-                let mut opts = PodOptions::default();
-                if let Some(NewPod {
-                    index: Some(ix),
-                    failure_counts,
-                }) = new_pod
-                {
-                    apply_index(&mut t, job_name, ix, failure_counts);
-                    opts.generate_name = Some(generate_name_with_index(job_name, ix));
-                }
+                let opts = PodOptions {
+                    generate_name,
+                    ..PodOptions::default()
+                };
                 match self
                     .pod_control
                     .create_pod(namespace, &t, &*job, &opts)
@@ -331,16 +314,11 @@ impl Controller {
                 for e in status::finished_events(job, &written_status, f) {
                     self.emit(job, &e);
                 }
-                let result = if f.type_ == crate::consts::condition::COMPLETE {
-                    m::SUCCEEDED
-                } else {
-                    m::FAILED
-                };
                 metrics::inc(
                     |x| &x.finished,
                     &[
                         completion_mode_label(job),
-                        result,
+                        status::finished_result(f),
                         f.reason.as_deref().unwrap_or(""),
                     ],
                     1,
@@ -445,38 +423,20 @@ impl Controller {
         let Some(new) = job.status.as_ref() else {
             return;
         };
-        let mode = completion_mode_label(job);
-        let succeeded_diff = if plan::is_indexed(job) {
-            let (s, f) = status::finished_index_deltas(job, old, new);
-            let label = if plan::backoff_limit_per_index(job).is_some() {
-                "perIndex"
-            } else {
-                "global"
-            };
-            metrics::inc(
-                |x| &x.finished_indexes,
-                &[m::SUCCEEDED, label],
-                u64::try_from(s).unwrap_or(0),
-            );
-            metrics::inc(
-                |x| &x.finished_indexes,
-                &[m::FAILED, label],
-                u64::try_from(f).unwrap_or(0),
-            );
-            s
-        } else {
-            i64::from(new.succeeded.unwrap_or(0)) - i64::from(old.succeeded.unwrap_or(0))
-        };
+        let counts = status::finished_counts(job, old, new);
+        if let Some((label, succeeded, failed)) = counts.indexes {
+            metrics::inc(|x| &x.finished_indexes, &[m::SUCCEEDED, label], succeeded);
+            metrics::inc(|x| &x.finished_indexes, &[m::FAILED, label], failed);
+        }
         metrics::inc(
             |x| &x.pods_finished,
-            &[mode, m::SUCCEEDED],
-            u64::try_from(succeeded_diff).unwrap_or(0),
+            &[counts.mode, m::SUCCEEDED],
+            counts.succeeded_pods,
         );
-        let failed_diff = i64::from(new.failed.unwrap_or(0)) - i64::from(old.failed.unwrap_or(0));
         metrics::inc(
             |x| &x.pods_finished,
-            &[mode, m::FAILED],
-            u64::try_from(failed_diff).unwrap_or(0),
+            &[counts.mode, m::FAILED],
+            counts.failed_pods,
         );
     }
 }

@@ -3,7 +3,6 @@
 //! expectations and finalizer bookkeeping they do.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -15,8 +14,7 @@ use rkcm_runtime::workload::controller_ref::controller_of;
 
 use crate::consts::{SYNC_BATCH_PERIOD, metrics as m};
 use crate::metrics;
-use crate::plan::is_finished;
-use crate::plan::{managed_by_external, selector_of};
+use crate::plan::{deadline_changed, is_finished, managed_by_external, selector_of};
 use crate::pods::labels_of;
 use crate::pods::{has_tracking_finalizer, is_terminal, uid};
 
@@ -158,16 +156,8 @@ impl Controller {
                     self.cleanup_pod_finalizers(&new);
                 }
                 // A changed deadline on a started Job fires at its new time.
-                let ads = |j: &Job| j.spec.as_ref().and_then(|s| s.active_deadline_seconds);
-                if let (Some(start), Some(cur)) = (
-                    new.status.as_ref().and_then(|s| s.start_time.as_ref()),
-                    ads(&new),
-                ) && ads(&old) != Some(cur)
-                {
-                    let elapsed = self.clock.wall().duration_since(start.0);
-                    let left = jiff::SignedDuration::from_secs(cur).saturating_sub(elapsed);
-                    self.queue
-                        .add_after(key, Duration::try_from(left).unwrap_or(Duration::ZERO));
+                if let Some(wait) = deadline_changed(&old, &new, self.clock.wall()) {
+                    self.queue.add_after(key, wait.requeue_after());
                 }
             }
             Change::Deleted { obj, .. } => {

@@ -2,37 +2,56 @@
 //! backoff record, what to do with pods this sync and what the sync knows about success and
 //! failure. Nothing here does I/O; [`crate::status`] turns the executed plan into status.
 //!
+//! - [`skip`]: the Jobs a sync leaves alone before planning; [`release_orphan`]: the orphan
+//!   pods whose tracking finalizer comes off (`syncOrphanPod`).
+//! - [`plan`]: this sync's [`Action`] and why it waits ([`Waiting`], each with its requeue
+//!   delay); [`deadline_changed`]: the requeue when an update moves the active deadline.
+//! - [`pod_template`] and [`new_pod`]: the pods the executor creates.
+//!
 //! Mirrors the first half of `syncJob` and `manageJob` in upstream
 //! `pkg/controller/job/job_controller.go`, plus `calculateSucceededIndexes`,
 //! `calculateFailedIndexes`, `firstPendingIndexes`, `activePodsForRemoval` and
 //! `getPodsWithDelayedDeletionPerIndex` of `indexed_job_utils.go`.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
 use rkcm_runtime::cache::cached::Pod;
 
 use crate::backoff::{BackoffRecord, remaining_for_index};
 use crate::consts::{
-    COMPLETION_INDEXED, COMPLETION_NON_INDEXED, MAX_POD_CREATE_DELETE_PER_SYNC, REPLACEMENT_FAILED,
-    condition as c, message, metrics as m, pod as phase, reason,
+    MAX_POD_CREATE_DELETE_PER_SYNC, REPLACEMENT_FAILED, SYNC_BATCH_PERIOD, TRACKING_FINALIZER,
+    condition as c, message, metrics as m, reason,
 };
 use crate::indexes::{
-    Intervals, completion_index, index_absolute_failure_count, index_failure_count,
-    index_ignored_failure_count, valid_index,
+    Intervals, add_completion_index_env, apply_index, generate_name_with_index, valid_index,
 };
 use crate::pods::{
-    cmp_for_removal, finished_time, has_tracking_finalizer, is_active, is_failed, is_ready,
-    is_succeeded, is_terminating_not_terminal, only_replace_failed, phase_of, uid,
+    has_tracking_finalizer, is_active, is_failed, is_ready, is_succeeded,
+    is_terminating_not_terminal, only_replace_failed,
 };
-use crate::policy::{Action as PolicyAction, match_pod_failure_policy, match_success_policy};
+use crate::policy::{match_pod_failure_policy, match_success_policy};
 
-/// Upstream default of `spec.backoffLimit` (the API server defaults it; a missing value is
-/// treated the same way).
-pub const DEFAULT_BACKOFF_LIMIT: i32 = 6;
+mod gate;
+mod selection;
+mod spec;
+
+pub use gate::{Skip, release_orphan, skip};
+pub use selection::active_pods_for_removal;
+use selection::{
+    fail_job_message, first_pending_indexes, indexes_of, is_index_failed, new_index_failure_counts,
+    past_backoff_limit_on_failure, pods_with_delayed_deletion, valid_pods,
+};
+pub(crate) use spec::uncounted_sets;
+pub use spec::{
+    DEFAULT_BACKOFF_LIMIT, backoff_limit_per_index, completion_mode_label, completions,
+    find_condition, has_unknown_completion_mode, is_finished, is_indexed, is_suspended,
+    managed_by_external, new_condition, selector_of, spec_of,
+};
+use spec::{backoff_limit, failure_target, has_true, parallelism};
 
 /// What the sync reads.
 #[derive(Debug, Clone, Copy)]
@@ -72,6 +91,57 @@ pub enum Action {
     Create(Vec<NewPod>),
 }
 
+/// Why a sync waits: the Job's reason codes, each with the time left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiting {
+    /// `activeDeadlineSeconds` is reached in `remaining`, when the Job fails.
+    ActiveDeadline { remaining: Duration },
+    /// The Job's pod recreation backoff (failed pods counted against `backoffLimit`) ends in
+    /// `remaining`; no pod is created until then.
+    PodBackoff { remaining: Duration },
+    /// Every pending index of a `backoffLimitPerIndex` Job is in its own recreation backoff;
+    /// the first ends in `remaining`.
+    IndexBackoff { remaining: Duration },
+}
+
+impl Waiting {
+    /// The reason code (logs, `rkcm explain`).
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::ActiveDeadline { .. } => "ActiveDeadline",
+            Self::PodBackoff { .. } => "PodBackoff",
+            Self::IndexBackoff { .. } => "IndexBackoff",
+        }
+    }
+
+    /// When to sync again: at the deadline itself; at the end of a backoff but no sooner than
+    /// the sync batch period (upstream's `enqueueSyncJobWithDelay`).
+    pub fn requeue_after(self) -> Duration {
+        match self {
+            Self::ActiveDeadline { remaining } => remaining,
+            Self::PodBackoff { remaining } | Self::IndexBackoff { remaining } => {
+                remaining.max(SYNC_BATCH_PERIOD)
+            }
+        }
+    }
+}
+
+/// An update of a started Job that changed its `activeDeadlineSeconds`: the sync at the new
+/// deadline (now, when it has passed).
+pub fn deadline_changed(old: &Job, new: &Job, now: jiff::Timestamp) -> Option<Waiting> {
+    let deadline = |j: &Job| j.spec.as_ref().and_then(|s| s.active_deadline_seconds);
+    let start = new.status.as_ref().and_then(|s| s.start_time.as_ref())?;
+    let current = deadline(new)?;
+    if deadline(old) == Some(current) {
+        return None;
+    }
+    let elapsed = now.duration_since(start.0);
+    let left = jiff::SignedDuration::from_secs(current).saturating_sub(elapsed);
+    Some(Waiting::ActiveDeadline {
+        remaining: Duration::try_from(left).unwrap_or(Duration::ZERO),
+    })
+}
+
 /// The decision of one sync.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -85,10 +155,8 @@ pub struct Plan {
     pub manage_called: bool,
     /// The `action` label of the sync metrics.
     pub sync_action: &'static str,
-    /// Re-sync when `activeDeadlineSeconds` expires.
-    pub deadline_requeue: Option<Duration>,
-    /// Re-sync when the recreation backoff ends (floored at 1 s by the caller).
-    pub backoff_requeue: Option<Duration>,
+    /// Why this sync waits, each a re-sync after [`Waiting::requeue_after`].
+    pub waiting: Vec<Waiting>,
     /// The backoff record to commit once the status write accounting for it succeeds.
     pub new_backoff: BackoffRecord,
     /// Running totals (including not-yet-counted pods).
@@ -103,338 +171,6 @@ pub struct Plan {
     pub failed_indexes: Option<Intervals>,
     /// Per index, the failed pod whose finalizer stays until its replacement exists.
     pub delayed_deletion: HashMap<i32, Arc<Pod>>,
-}
-
-pub fn spec_of(job: &Job) -> std::borrow::Cow<'_, JobSpec> {
-    match job.spec.as_ref() {
-        Some(s) => std::borrow::Cow::Borrowed(s),
-        None => std::borrow::Cow::Owned(JobSpec::default()),
-    }
-}
-
-pub fn is_indexed(job: &Job) -> bool {
-    job.spec.as_ref().and_then(|s| s.completion_mode.as_deref()) == Some(COMPLETION_INDEXED)
-}
-
-/// `Indexed` or `NonIndexed` (metric label).
-pub fn completion_mode_label(job: &Job) -> &'static str {
-    if is_indexed(job) {
-        COMPLETION_INDEXED
-    } else {
-        COMPLETION_NON_INDEXED
-    }
-}
-
-/// A completion mode this controller does not know (version skew).
-pub fn has_unknown_completion_mode(job: &Job) -> bool {
-    job.spec
-        .as_ref()
-        .and_then(|s| s.completion_mode.as_deref())
-        .is_some_and(|m| m != COMPLETION_INDEXED && m != COMPLETION_NON_INDEXED)
-}
-
-pub fn is_suspended(job: &Job) -> bool {
-    job.spec.as_ref().and_then(|s| s.suspend) == Some(true)
-}
-
-pub fn completions(job: &Job) -> Option<i32> {
-    job.spec.as_ref().and_then(|s| s.completions)
-}
-
-fn parallelism(job: &Job) -> i32 {
-    job.spec.as_ref().and_then(|s| s.parallelism).unwrap_or(1)
-}
-
-fn backoff_limit(job: &Job) -> i32 {
-    job.spec
-        .as_ref()
-        .and_then(|s| s.backoff_limit)
-        .unwrap_or(DEFAULT_BACKOFF_LIMIT)
-}
-
-pub fn backoff_limit_per_index(job: &Job) -> Option<i32> {
-    job.spec.as_ref().and_then(|s| s.backoff_limit_per_index)
-}
-
-pub fn find_condition<'a>(status: &'a JobStatus, type_: &str) -> Option<&'a JobCondition> {
-    status
-        .conditions
-        .iter()
-        .flatten()
-        .find(|c| c.type_ == type_)
-}
-
-fn has_true(status: &JobStatus, type_: &str) -> Option<JobCondition> {
-    find_condition(status, type_)
-        .filter(|c| c.status == c::TRUE)
-        .cloned()
-}
-
-/// `Complete` or `Failed` is True.
-pub fn is_finished(job: &Job) -> bool {
-    job.status.as_ref().is_some_and(|s| {
-        s.conditions.iter().flatten().any(|cond| {
-            (cond.type_ == c::COMPLETE || cond.type_ == c::FAILED) && cond.status == c::TRUE
-        })
-    })
-}
-
-pub fn new_condition(
-    type_: &str,
-    status: &str,
-    reason: &str,
-    message: &str,
-    now: jiff::Timestamp,
-) -> JobCondition {
-    JobCondition {
-        type_: type_.to_owned(),
-        status: status.to_owned(),
-        reason: Some(reason.to_owned()),
-        message: Some(message.to_owned()),
-        last_probe_time: Some(Time(now)),
-        last_transition_time: Some(Time(now)),
-    }
-}
-
-fn failure_target(reason: &str, message: &str, now: jiff::Timestamp) -> JobCondition {
-    new_condition(c::FAILURE_TARGET, c::TRUE, reason, message, now)
-}
-
-pub(crate) fn uncounted_sets(status: &JobStatus) -> (HashSet<String>, HashSet<String>) {
-    let u = status.uncounted_terminated_pods.clone().unwrap_or_default();
-    (
-        u.succeeded.unwrap_or_default().into_iter().collect(),
-        u.failed.unwrap_or_default().into_iter().collect(),
-    )
-}
-
-/// Pods not yet accounted for (finalizer present, not in `uncounted`, removal not pending)
-/// with a valid index for Indexed Jobs, that pass `filter` (`getValidPodsWithFilter`).
-fn valid_pods<'p>(
-    job: &Job,
-    pods: &'p [Arc<Pod>],
-    uncounted: Option<&HashSet<String>>,
-    expected_rm: &HashSet<String>,
-    filter: impl Fn(&Pod) -> bool,
-) -> Vec<&'p Pod> {
-    let indexed = is_indexed(job);
-    let completions = completions(job).unwrap_or(0);
-    pods.iter()
-        .map(|p| &**p)
-        .filter(|p| {
-            let u = uid(p);
-            if !has_tracking_finalizer(p)
-                || uncounted.is_some_and(|s| s.contains(u))
-                || expected_rm.contains(u)
-            {
-                return false;
-            }
-            if indexed && valid_index(p, completions).is_none() {
-                return false;
-            }
-            filter(p)
-        })
-        .collect()
-}
-
-/// The restart count check of `restartPolicy: OnFailure` Jobs (`pastBackoffLimitOnFailure`).
-fn past_backoff_limit_on_failure(job: &Job, pods: &[Arc<Pod>]) -> bool {
-    let restart_policy = job
-        .spec
-        .as_ref()
-        .and_then(|s| s.template.spec.as_ref())
-        .and_then(|s| s.restart_policy.as_deref());
-    if restart_policy != Some(phase::RESTART_ON_FAILURE) {
-        return false;
-    }
-    let mut sum: i64 = 0;
-    for p in pods {
-        if !matches!(phase_of(p), phase::RUNNING | phase::PENDING) {
-            continue;
-        }
-        if let Some(s) = &p.status {
-            for cs in s
-                .init_container_statuses
-                .iter()
-                .flatten()
-                .chain(s.container_statuses.iter().flatten())
-            {
-                sum += i64::from(cs.restart_count);
-            }
-        }
-    }
-    let limit = i64::from(backoff_limit(job));
-    if limit == 0 { sum > 0 } else { sum >= limit }
-}
-
-/// `getFailJobMessage`: the message of the first failed pod matching a `FailJob` rule.
-fn fail_job_message(job: &Job, pods: &[Arc<Pod>]) -> Option<String> {
-    let policy = job.spec.as_ref()?.pod_failure_policy.as_ref()?;
-    pods.iter()
-        .filter(|p| is_failed(p, job))
-        .find_map(|p| match_pod_failure_policy(Some(policy), p).fail_job_message)
-}
-
-fn is_index_failed(job: &Job, pod: &Pod, limit: i32) -> bool {
-    if !is_failed(pod, job) {
-        return false;
-    }
-    let policy = job
-        .spec
-        .as_ref()
-        .and_then(|s| s.pod_failure_policy.as_ref());
-    let counted = if policy.is_some() {
-        let m = match_pod_failure_policy(policy, pod);
-        if m.action == Some(PolicyAction::FailIndex) {
-            return true;
-        }
-        m.count_failed
-    } else {
-        true
-    };
-    counted && index_failure_count(pod) >= limit
-}
-
-fn indexes_of<'a>(pods: impl Iterator<Item = &'a Pod>) -> Vec<i32> {
-    let set: BTreeSet<i32> = pods.filter_map(completion_index).collect();
-    set.into_iter().collect()
-}
-
-/// `firstPendingIndexes`: the lowest `count` indexes below `completions` that are not
-/// succeeded, active, failed, or (when only failed pods are replaced) held by a terminating
-/// pod.
-fn first_pending_indexes(
-    job: &Job,
-    pods: &[Arc<Pod>],
-    active: &[Arc<Pod>],
-    succeeded: &Intervals,
-    failed: Option<&Intervals>,
-    count: usize,
-    completions: i32,
-) -> Vec<i32> {
-    if count == 0 {
-        return Vec::new();
-    }
-    let mut non_pending = succeeded.with_indexes(&indexes_of(active.iter().map(|p| &**p)));
-    if only_replace_failed(job) {
-        let terminating = indexes_of(
-            pods.iter()
-                .map(|p| &**p)
-                .filter(|p| is_terminating_not_terminal(p)),
-        );
-        non_pending = non_pending.with_indexes(&terminating);
-    }
-    if let Some(f) = failed {
-        non_pending = non_pending.merge(f);
-    }
-    let mut result = Vec::with_capacity(count);
-    let mut candidate = 0i32;
-    for iv in &non_pending.0 {
-        while candidate < completions && result.len() < count && candidate < iv.first {
-            result.push(candidate);
-            candidate += 1;
-        }
-        if candidate < iv.last.saturating_add(1) {
-            candidate = iv.last.saturating_add(1);
-        }
-    }
-    while candidate < completions && result.len() < count {
-        result.push(candidate);
-        candidate += 1;
-    }
-    result
-}
-
-/// `activePodsForRemoval`: for Indexed Jobs every pod without a valid index and all but the
-/// most advanced pod of a duplicated index, then the least advanced pods until `rm_at_least`.
-pub fn active_pods_for_removal(
-    job: &Job,
-    active: &[Arc<Pod>],
-    rm_at_least: usize,
-) -> Vec<Arc<Pod>> {
-    let mut rm: Vec<Arc<Pod>> = Vec::new();
-    let mut left: Vec<Arc<Pod>> = Vec::new();
-    if is_indexed(job) {
-        let completions = completions(job).unwrap_or(0);
-        let mut by_index: std::collections::BTreeMap<i32, Vec<Arc<Pod>>> = Default::default();
-        for p in active {
-            match completion_index(p) {
-                Some(ix) if ix < completions => by_index.entry(ix).or_default().push(p.clone()),
-                _ => rm.push(p.clone()),
-            }
-        }
-        for (_, mut group) in by_index {
-            group.sort_by(|a, b| cmp_for_removal(a, b));
-            if let Some(keep) = group.pop() {
-                rm.extend(group);
-                left.push(keep);
-            }
-        }
-    } else {
-        left = active.to_vec();
-    }
-    if rm.len() < rm_at_least {
-        left.sort_by(|a, b| cmp_for_removal(a, b));
-        let n = (rm_at_least - rm.len()).min(left.len());
-        rm.extend(left.into_iter().take(n));
-    }
-    rm
-}
-
-/// The failed pod per index whose finalizer stays until its replacement exists, so the
-/// replacement can carry the failure count forward.
-fn pods_with_delayed_deletion(
-    job: &Job,
-    pods: &[Arc<Pod>],
-    expected_rm: &HashSet<String>,
-    active: &[Arc<Pod>],
-    succeeded: &Intervals,
-    failed: &Intervals,
-) -> HashMap<i32, Arc<Pod>> {
-    let active_indexes: HashSet<i32> = active.iter().filter_map(|p| completion_index(p)).collect();
-    let completions = completions(job).unwrap_or(0);
-    let mut out: HashMap<i32, Arc<Pod>> = HashMap::new();
-    for p in pods {
-        let u = uid(p);
-        if !has_tracking_finalizer(p) || expected_rm.contains(u) || !is_failed(p, job) {
-            continue;
-        }
-        let Some(ix) = valid_index(p, completions) else {
-            continue;
-        };
-        if succeeded.has(ix) || failed.has(ix) || active_indexes.contains(&ix) {
-            continue;
-        }
-        let replace = match out.get(&ix) {
-            Some(last) => {
-                index_absolute_failure_count(last) <= index_absolute_failure_count(p)
-                    && finished_time(p) >= finished_time(last)
-            }
-            None => true,
-        };
-        if replace {
-            out.insert(ix, p.clone());
-        }
-    }
-    out
-}
-
-/// Failure counts for the replacement of `replaced` (`getNewIndexFailureCounts`).
-fn new_index_failure_counts(job: &Job, replaced: Option<&Arc<Pod>>) -> (i32, i32) {
-    let Some(pod) = replaced else {
-        return (0, 0);
-    };
-    let (mut failed, mut ignored) = (index_failure_count(pod), index_ignored_failure_count(pod));
-    let policy = job
-        .spec
-        .as_ref()
-        .and_then(|s| s.pod_failure_policy.as_ref());
-    if policy.is_none() || match_pod_failure_policy(policy, pod).count_failed {
-        failed = failed.saturating_add(1);
-    } else {
-        ignored = ignored.saturating_add(1);
-    }
-    (failed, ignored)
 }
 
 fn to_i32(n: usize) -> i32 {
@@ -497,7 +233,7 @@ pub fn plan(s: &Snapshot<'_>, now: jiff::Timestamp) -> Plan {
     };
     let new_backoff = s.backoff.next(&new_succeeded, &new_failed);
 
-    let (mut finished, deadline_requeue) =
+    let (mut finished, deadline) =
         finished_or_deadline(job, &status, pods, failed, start_time, now);
 
     let indexes = if is_indexed(job) {
@@ -515,8 +251,10 @@ pub fn plan(s: &Snapshot<'_>, now: jiff::Timestamp) -> Plan {
         action: Action::None,
         manage_called: false,
         sync_action: m::ACTION_RECONCILING,
-        deadline_requeue,
-        backoff_requeue: None,
+        waiting: deadline
+            .map(|remaining| Waiting::ActiveDeadline { remaining })
+            .into_iter()
+            .collect(),
         new_backoff,
         succeeded,
         failed,
@@ -726,7 +464,7 @@ fn manage(job: &Job, pods: &[Arc<Pod>], plan: &mut Plan, now: jiff::Timestamp) {
     if !per_index {
         let remaining = plan.new_backoff.remaining(now);
         if remaining > Duration::ZERO {
-            plan.backoff_requeue = Some(remaining);
+            plan.waiting.push(Waiting::PodBackoff { remaining });
             return;
         }
     }
@@ -767,7 +505,7 @@ fn manage(job: &Job, pods: &[Arc<Pod>], plan: &mut Plan, now: jiff::Timestamp) {
         if now_ok.is_empty()
             && let Some(r) = min_remaining
         {
-            plan.backoff_requeue = Some(r);
+            plan.waiting.push(Waiting::IndexBackoff { remaining: r });
             return;
         }
         indexes = now_ok;
@@ -784,6 +522,42 @@ fn manage(job: &Job, pods: &[Arc<Pod>], plan: &mut Plan, now: jiff::Timestamp) {
     );
 }
 
+/// The template every pod of this sync's creates starts from: the Job's, with the completion
+/// index environment variable for Indexed Jobs and the tracking finalizer (once).
+pub fn pod_template(job: &Job) -> PodTemplateSpec {
+    let mut template = spec_of(job).template.clone();
+    if is_indexed(job) {
+        add_completion_index_env(&mut template);
+    }
+    let meta = template.metadata.get_or_insert_with(Default::default);
+    let finalizers = meta.finalizers.get_or_insert_with(Vec::new);
+    if !finalizers.iter().any(|f| f == TRACKING_FINALIZER) {
+        finalizers.push(TRACKING_FINALIZER.to_owned());
+    }
+    template
+}
+
+/// The pod to create for `new` from [`pod_template`]'s `template`, and its `generateName`
+/// when it is not the default: an indexed pod gets its index fields (annotation, label,
+/// hostname, failure counts) and a name carrying its index.
+pub fn new_pod(
+    template: &PodTemplateSpec,
+    job_name: &str,
+    new: Option<&NewPod>,
+) -> (PodTemplateSpec, Option<String>) {
+    let mut pod = template.clone();
+    match new {
+        Some(&NewPod {
+            index: Some(ix),
+            failure_counts,
+        }) => {
+            apply_index(&mut pod, job_name, ix, failure_counts);
+            (pod, Some(generate_name_with_index(job_name, ix)))
+        }
+        _ => (pod, None),
+    }
+}
+
 /// The `reason` label of `job_pods_creation_total` for this sync's creates.
 pub fn creation_reason(job: &Job, plan: &Plan) -> &'static str {
     let policy_failed = job
@@ -798,22 +572,6 @@ pub fn creation_reason(job: &Job, plan: &Plan) -> &'static str {
     } else {
         m::CREATE_NEW
     }
-}
-
-/// The external controller named in `spec.managedBy`, if it is not this controller.
-pub fn managed_by_external(job: &Job) -> Option<&str> {
-    job.spec
-        .as_ref()
-        .and_then(|s| s.managed_by.as_deref())
-        .filter(|m| *m != crate::consts::MANAGED_BY_JOB_CONTROLLER)
-}
-
-/// The Job's selector; a missing one selects nothing (`LabelSelectorAsSelector(nil)`).
-pub fn selector_of(job: &Job) -> Result<rkcm_runtime::workload::selector::Selector, String> {
-    rkcm_runtime::workload::selector::Selector::from_optional(
-        job.spec.as_ref().and_then(|s| s.selector.as_ref()),
-    )
-    .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

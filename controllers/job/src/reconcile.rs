@@ -28,17 +28,15 @@ use rkcm_runtime::keys::split_key;
 use rkcm_runtime::queue::WorkQueue;
 use rkcm_runtime::tracked::Size;
 use rkcm_runtime::workload::consistency::{GroupResource, StaleGuard};
-use rkcm_runtime::workload::controller_ref::{ControllerRefManager, controller_of};
+use rkcm_runtime::workload::controller_ref::ControllerRefManager;
 use rkcm_runtime::workload::expectations::UidTrackingExpectations;
 use rkcm_runtime::workload::podcontrol::PodControl;
 
 use crate::backoff::BackoffStore;
-use crate::consts::{SYNC_BATCH_PERIOD, TRACKING_FINALIZER, event, metrics as m};
+use crate::consts::{TRACKING_FINALIZER, event, metrics as m};
 use crate::error::Error;
 use crate::metrics;
-use crate::plan::{self, Snapshot, completion_mode_label, is_finished};
-use crate::plan::{managed_by_external, selector_of};
-use crate::pods::has_tracking_finalizer;
+use crate::plan::{self, Skip, Snapshot, completion_mode_label, selector_of};
 use crate::pods::{labels_of, remove_finalizer_patch};
 use crate::status::{self};
 use crate::tracking::FinalizerExpectations;
@@ -120,17 +118,8 @@ impl Controller {
         let Some(pod) = self.pods.get(&key) else {
             return Ok(());
         };
-        if let Some(r) = controller_of(&pod.metadata) {
-            if r.kind != "Job" || r.api_version != "batch/v1" {
-                return Ok(());
-            }
-            if let Some(job) = self.resolve_pod(namespace.unwrap_or_default(), &pod)
-                && (managed_by_external(&job).is_some() || !is_finished(&job))
-            {
-                return Ok(());
-            }
-        }
-        if !has_tracking_finalizer(&pod) {
+        let owner = self.resolve_pod(namespace.unwrap_or_default(), &pod);
+        if !plan::release_orphan(&pod, owner.as_deref()) {
             return Ok(());
         }
         match self
@@ -159,22 +148,25 @@ impl Controller {
             self.forget(&key);
             return Ok(());
         };
-        if let Some(by) = managed_by_external(&job) {
-            tracing::debug!(key = %key, controller = by, "job is managed by another controller; skipping");
-            return Ok(());
-        }
-        if is_finished(&job) {
-            self.backoff.remove(&key);
-            return Ok(());
-        }
-        if plan::has_unknown_completion_mode(&job) {
-            self.recorder.event(
-                &object_reference(&*job),
-                EventType::Warning,
-                event::UNKNOWN_COMPLETION_MODE,
-                event::UNKNOWN_COMPLETION_MODE_MESSAGE,
-            );
-            return Ok(());
+        match plan::skip(&job) {
+            Some(Skip::ManagedBy(by)) => {
+                tracing::debug!(key = %key, controller = by, "job is managed by another controller; skipping");
+                return Ok(());
+            }
+            Some(Skip::Finished) => {
+                self.backoff.remove(&key);
+                return Ok(());
+            }
+            Some(Skip::UnknownCompletionMode) => {
+                self.recorder.event(
+                    &object_reference(&*job),
+                    EventType::Warning,
+                    event::UNKNOWN_COMPLETION_MODE,
+                    event::UNKNOWN_COMPLETION_MODE_MESSAGE,
+                );
+                return Ok(());
+            }
+            None => {}
         }
         let mode = completion_mode_label(&job);
         let mut action = m::ACTION_RECONCILING;
@@ -217,13 +209,10 @@ impl Controller {
         let now = self.clock.wall();
         let plan = plan::plan(&snapshot, now);
         *action = plan.sync_action;
-        if let Some(d) = plan.deadline_requeue {
-            tracing::debug!(key, next_sync_in = ?d, "job has an active deadline; will sync again");
-            self.queue.add_after(key.to_owned(), d);
-        }
-        if let Some(d) = plan.backoff_requeue {
-            self.queue
-                .add_after(key.to_owned(), d.max(SYNC_BATCH_PERIOD));
+        for wait in &plan.waiting {
+            let after = wait.requeue_after();
+            tracing::debug!(key, reason = wait.code(), next_sync_in = ?after, "job waits; will sync again");
+            self.queue.add_after(key.to_owned(), after);
         }
         let (executed, manage_err) = self.execute(job, key, &namespace, &plan).await;
         let managed = status::after_action(

@@ -23,11 +23,11 @@ use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus, UncountedTermina
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use rkcm_runtime::cache::cached::Pod;
 
-use crate::consts::{MAX_UNCOUNTED_PODS, condition as c, event, message, reason};
+use crate::consts::{MAX_UNCOUNTED_PODS, condition as c, event, message, metrics as m, reason};
 use crate::indexes::{Intervals, valid_index};
 use crate::plan::{
-    Action, Plan, backoff_limit_per_index, completions, find_condition, is_indexed, is_suspended,
-    new_condition, uncounted_sets,
+    Action, Plan, backoff_limit_per_index, completion_mode_label, completions, find_condition,
+    is_indexed, is_suspended, new_condition, uncounted_sets,
 };
 use crate::pods::{has_tracking_finalizer, is_failed, is_succeeded, uid};
 use crate::policy::match_pod_failure_policy;
@@ -541,6 +541,54 @@ pub fn finished_events(job: &Job, status: &JobStatus, finished: &JobCondition) -
         });
     }
     out
+}
+
+/// What a status write finished, for `job_pods_finished_total` (per completion mode) and, for
+/// Indexed Jobs, `job_finished_indexes_total`. Counters only grow: a decrease counts 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FinishedCounts {
+    /// `Indexed` or `NonIndexed`.
+    pub mode: &'static str,
+    pub succeeded_pods: u64,
+    pub failed_pods: u64,
+    /// Indexed Jobs: the label (`perIndex` with `backoffLimitPerIndex`, else `global`) and
+    /// the newly succeeded and failed indexes.
+    pub indexes: Option<(&'static str, u64, u64)>,
+}
+
+/// [`FinishedCounts`] of the change from `old` to `new`: for an Indexed Job the succeeded pods
+/// are its newly succeeded indexes.
+pub fn finished_counts(job: &Job, old: &JobStatus, new: &JobStatus) -> FinishedCounts {
+    let delta = |new: Option<i32>, old: Option<i32>| {
+        i64::from(new.unwrap_or(0)) - i64::from(old.unwrap_or(0))
+    };
+    let counted = |d: i64| u64::try_from(d).unwrap_or(0);
+    let (succeeded, indexes) = if is_indexed(job) {
+        let (s, f) = finished_index_deltas(job, old, new);
+        let label = if backoff_limit_per_index(job).is_some() {
+            "perIndex"
+        } else {
+            "global"
+        };
+        (s, Some((label, counted(s), counted(f))))
+    } else {
+        (delta(new.succeeded, old.succeeded), None)
+    };
+    FinishedCounts {
+        mode: completion_mode_label(job),
+        succeeded_pods: counted(succeeded),
+        failed_pods: counted(delta(new.failed, old.failed)),
+        indexes,
+    }
+}
+
+/// The `result` label of `job_finished_total` for the terminal condition `finished`.
+pub fn finished_result(finished: &JobCondition) -> &'static str {
+    if finished.type_ == c::COMPLETE {
+        m::SUCCEEDED
+    } else {
+        m::FAILED
+    }
 }
 
 /// Index count changes between two statuses, for `job_finished_indexes_total`:

@@ -339,12 +339,85 @@ fn deadline_requeues_at_the_deadline() {
         json!({"startTime": "2026-01-01T00:59:00Z"}),
     );
     let p = run(&j, &[pod("r", "Running").build()]);
-    assert_eq!(p.deadline_requeue, Some(Duration::from_secs(40)));
+    assert_eq!(
+        p.waiting,
+        [Waiting::ActiveDeadline {
+            remaining: Duration::from_secs(40)
+        }]
+    );
     let p = run(&job(json!({"activeDeadlineSeconds": 100}), json!({})), &[]);
     assert_eq!(
-        p.deadline_requeue,
-        Some(Duration::from_secs(100)),
+        p.waiting,
+        [Waiting::ActiveDeadline {
+            remaining: Duration::from_secs(100)
+        }],
         "starts now"
+    );
+    let p = run(&job(json!({}), json!({})), &[]);
+    assert_eq!(p.waiting, [], "no deadline, nothing to wait for");
+}
+
+#[test]
+fn waiting_with_deadline_and_backoff_lists_both() {
+    let j = job(
+        json!({"completions": 3, "parallelism": 1, "activeDeadlineSeconds": 100}),
+        json!({"failed": 1, "startTime": "2026-01-01T00:59:00Z"}),
+    );
+    let record = BackoffRecord {
+        failures_after_last_success: 1,
+        last_failure_time: Some(ts("2026-01-01T00:59:56Z")),
+    };
+    let p = run_with(&j, &[], true, record, &HashSet::new());
+    assert_eq!(
+        p.waiting,
+        [
+            Waiting::ActiveDeadline {
+                remaining: Duration::from_secs(40)
+            },
+            Waiting::PodBackoff {
+                remaining: Duration::from_secs(6)
+            },
+        ]
+    );
+}
+
+#[test]
+fn requeue_after_table() {
+    let ms = Duration::from_millis;
+    // (wait, requeue after): a deadline is exact, a backoff is floored at the batch period.
+    let cases = [
+        (Waiting::ActiveDeadline { remaining: ms(300) }, ms(300)),
+        (
+            Waiting::ActiveDeadline {
+                remaining: ms(40_000),
+            },
+            ms(40_000),
+        ),
+        (Waiting::PodBackoff { remaining: ms(300) }, ms(1_000)),
+        (
+            Waiting::PodBackoff {
+                remaining: ms(6_000),
+            },
+            ms(6_000),
+        ),
+        (Waiting::IndexBackoff { remaining: ms(1) }, ms(1_000)),
+        (
+            Waiting::IndexBackoff {
+                remaining: ms(5_000),
+            },
+            ms(5_000),
+        ),
+    ];
+    for (wait, after) in cases {
+        assert_eq!(wait.requeue_after(), after, "{wait:?}");
+    }
+    assert_eq!(
+        [
+            Waiting::ActiveDeadline { remaining: ms(1) }.code(),
+            Waiting::PodBackoff { remaining: ms(1) }.code(),
+            Waiting::IndexBackoff { remaining: ms(1) }.code(),
+        ],
+        ["ActiveDeadline", "PodBackoff", "IndexBackoff"]
     );
 }
 
@@ -360,7 +433,12 @@ fn recreation_waits_for_backoff() {
     };
     let p = run_with(&j, &[], true, record, &HashSet::new());
     assert!(matches!(p.action, Action::None));
-    assert_eq!(p.backoff_requeue, Some(Duration::from_secs(6)));
+    assert_eq!(
+        p.waiting,
+        [Waiting::PodBackoff {
+            remaining: Duration::from_secs(6)
+        }]
+    );
     assert_eq!(p.sync_action, "pods_created");
     // A new failure in this sync extends the record: 2 failures => 20 s from its finish.
     let f = pod("f", "Failed")
@@ -368,7 +446,12 @@ fn recreation_waits_for_backoff() {
         .build();
     let p = run_with(&j, &[f], true, record, &HashSet::new());
     assert_eq!(p.new_backoff.failures_after_last_success, 2);
-    assert_eq!(p.backoff_requeue, Some(Duration::from_secs(18)));
+    assert_eq!(
+        p.waiting,
+        [Waiting::PodBackoff {
+            remaining: Duration::from_secs(18)
+        }]
+    );
     // Expired: create.
     let old = BackoffRecord {
         failures_after_last_success: 1,
@@ -593,7 +676,12 @@ fn per_index_backoff_delays_only_that_index() {
         &[recent, pod("r1", "Running").index(1).build()],
     );
     assert!(matches!(p.action, Action::None));
-    assert_eq!(p.backoff_requeue, Some(Duration::from_secs(5)));
+    assert_eq!(
+        p.waiting,
+        [Waiting::IndexBackoff {
+            remaining: Duration::from_secs(5)
+        }]
+    );
 }
 
 #[test]
@@ -648,4 +736,278 @@ fn creation_reason_label() {
     let j = job(json!({}), json!({"failed": 1}));
     let p = run(&j, &[]);
     assert_eq!(creation_reason(&j, &p), "recreate_terminating_or_failed");
+}
+
+#[test]
+fn skip_table() {
+    let finished = json!({"conditions": [{"type": "Complete", "status": "True"}]});
+    let not_yet = json!({"conditions": [{"type": "Complete", "status": "False"}]});
+    let kueue = json!({"managedBy": "kueue.x-k8s.io/multikueue"});
+    let ours = json!({"managedBy": "kubernetes.io/job-controller"});
+    let unknown = json!({"completionMode": "Sliced"});
+    let cases: [(&str, Job, Option<Skip<'_>>); 7] = [
+        ("plain", job(json!({}), json!({})), None),
+        ("ours by name", job(ours, json!({})), None),
+        ("condition not true", job(json!({}), not_yet), None),
+        (
+            "managed elsewhere",
+            job(kueue.clone(), json!({})),
+            Some(Skip::ManagedBy("kueue.x-k8s.io/multikueue")),
+        ),
+        (
+            "managed elsewhere wins over finished",
+            job(kueue, finished.clone()),
+            Some(Skip::ManagedBy("kueue.x-k8s.io/multikueue")),
+        ),
+        (
+            "finished wins over unknown mode",
+            job(unknown.clone(), finished),
+            Some(Skip::Finished),
+        ),
+        (
+            "unknown mode",
+            job(unknown, json!({})),
+            Some(Skip::UnknownCompletionMode),
+        ),
+    ];
+    for (name, j, want) in &cases {
+        assert_eq!(skip(j), *want, "{name}");
+    }
+}
+
+#[test]
+fn release_orphan_table() {
+    let owned_by = |refs: serde_json::Value| {
+        let mut b = pod("o", "Succeeded");
+        b.0["metadata"]["ownerReferences"] = refs;
+        b
+    };
+    let job_ref = json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "pi", "uid": "job-uid", "controller": true}]);
+    let rs_ref = json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "pi", "uid": "rs-uid", "controller": true}]);
+    let old_job_ref = json!([{"apiVersion": "batch/v2", "kind": "Job", "name": "pi", "uid": "job-uid", "controller": true}]);
+    let not_controller =
+        json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "pi", "uid": "rs-uid"}]);
+    let running = job(json!({}), json!({}));
+    let done = job(
+        json!({}),
+        json!({"conditions": [{"type": "Failed", "status": "True"}]}),
+    );
+    let done_elsewhere = job(
+        json!({"managedBy": "kueue.x-k8s.io/multikueue"}),
+        json!({"conditions": [{"type": "Complete", "status": "True"}]}),
+    );
+    let cases = [
+        ("no controller", owned_by(json!([])).build(), None, true),
+        (
+            "no controller, no finalizer",
+            owned_by(json!([])).no_finalizer().build(),
+            None,
+            false,
+        ),
+        (
+            "owner not a controller",
+            owned_by(not_controller).build(),
+            None,
+            true,
+        ),
+        (
+            "controlled by a ReplicaSet",
+            owned_by(rs_ref).build(),
+            None,
+            false,
+        ),
+        (
+            "another Job API",
+            owned_by(old_job_ref).build(),
+            None,
+            false,
+        ),
+        (
+            "its Job is gone",
+            owned_by(job_ref.clone()).build(),
+            None,
+            true,
+        ),
+        (
+            "its Job runs",
+            owned_by(job_ref.clone()).build(),
+            Some(&running),
+            false,
+        ),
+        (
+            "its Job finished",
+            owned_by(job_ref.clone()).build(),
+            Some(&done),
+            true,
+        ),
+        (
+            "its Job finished, no finalizer",
+            owned_by(job_ref.clone()).no_finalizer().build(),
+            Some(&done),
+            false,
+        ),
+        (
+            "its Job is managed elsewhere",
+            owned_by(job_ref).build(),
+            Some(&done_elsewhere),
+            false,
+        ),
+    ];
+    for (name, p, owner, want) in &cases {
+        assert_eq!(release_orphan(p, *owner), *want, "{name}");
+    }
+}
+
+fn env_names(t: &k8s_openapi::api::core::v1::PodTemplateSpec) -> Vec<String> {
+    t.spec
+        .iter()
+        .flat_map(|s| &s.containers)
+        .flat_map(|c| c.env.iter().flatten())
+        .map(|e| e.name.clone())
+        .collect()
+}
+
+fn finalizers_of(t: &k8s_openapi::api::core::v1::PodTemplateSpec) -> Vec<String> {
+    t.metadata
+        .as_ref()
+        .and_then(|m| m.finalizers.clone())
+        .unwrap_or_default()
+}
+
+#[test]
+fn pod_template_table() {
+    let template_with = |finalizers: serde_json::Value| {
+        json!({"template": {
+            "metadata": {"finalizers": finalizers},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}
+        }})
+    };
+    let tracking = "batch.kubernetes.io/job-tracking";
+    // (case, spec, finalizers, env names)
+    let cases = [
+        ("non-indexed", json!({}), vec![tracking], vec![]),
+        (
+            "indexed",
+            json!({"completionMode": "Indexed", "completions": 3}),
+            vec![tracking],
+            vec!["JOB_COMPLETION_INDEX"],
+        ),
+        (
+            "finalizer already in the template",
+            template_with(json!(["example.com/keep", tracking])),
+            vec!["example.com/keep", tracking],
+            vec![],
+        ),
+        (
+            "other finalizers kept",
+            template_with(json!(["example.com/keep"])),
+            vec!["example.com/keep", tracking],
+            vec![],
+        ),
+    ];
+    for (name, spec, finalizers, env) in cases {
+        let t = pod_template(&job(spec, json!({})));
+        assert_eq!(finalizers_of(&t), finalizers, "{name}");
+        assert_eq!(env_names(&t), env, "{name}");
+    }
+}
+
+#[test]
+fn new_pod_table() {
+    let template = pod_template(&job(
+        json!({"completionMode": "Indexed", "completions": 5}),
+        json!({}),
+    ));
+    let plain = NewPod {
+        index: None,
+        failure_counts: None,
+    };
+    for (name, new) in [("no pod", None), ("no index", Some(&plain))] {
+        let (pod, generate_name) = new_pod(&template, "pi", new);
+        assert_eq!(pod, template, "{name}");
+        assert_eq!(generate_name, None, "{name}");
+    }
+    // (index, failure counts, annotations beyond the index)
+    let cases = [
+        (3, None, vec![]),
+        (
+            4,
+            Some((2, 0)),
+            vec![("batch.kubernetes.io/job-index-failure-count", "2")],
+        ),
+        (
+            0,
+            Some((2, 1)),
+            vec![
+                ("batch.kubernetes.io/job-index-failure-count", "2"),
+                ("batch.kubernetes.io/job-index-ignored-failure-count", "1"),
+            ],
+        ),
+    ];
+    for (ix, failure_counts, extra) in cases {
+        let new = NewPod {
+            index: Some(ix),
+            failure_counts,
+        };
+        let (pod, generate_name) = new_pod(&template, "pi", Some(&new));
+        assert_eq!(generate_name.as_deref(), Some(format!("pi-{ix}-").as_str()));
+        let meta = pod.metadata.clone().unwrap_or_default();
+        let mut want: Vec<(String, String)> = vec![(
+            "batch.kubernetes.io/job-completion-index".into(),
+            ix.to_string(),
+        )];
+        want.extend(
+            extra
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
+        want.sort();
+        let got: Vec<(String, String)> = meta.annotations.unwrap_or_default().into_iter().collect();
+        assert_eq!(got, want, "index {ix}");
+        assert_eq!(
+            meta.labels
+                .unwrap_or_default()
+                .get("batch.kubernetes.io/job-completion-index"),
+            Some(&ix.to_string()),
+            "index {ix}"
+        );
+        assert_eq!(
+            pod.spec.and_then(|s| s.hostname),
+            Some(format!("pi-{ix}")),
+            "index {ix}"
+        );
+        assert_eq!(
+            finalizers_of(&template),
+            ["batch.kubernetes.io/job-tracking"]
+        );
+    }
+}
+
+#[test]
+fn deadline_changed_table() {
+    let started = json!({"startTime": "2026-01-01T00:59:00Z"});
+    let with = |ads: Option<i64>, status: &serde_json::Value| {
+        job(
+            ads.map_or(json!({}), |s| json!({"activeDeadlineSeconds": s})),
+            status.clone(),
+        )
+    };
+    let at = |remaining: u64| {
+        Some(Waiting::ActiveDeadline {
+            remaining: Duration::from_secs(remaining),
+        })
+    };
+    // (case, old deadline, new deadline, new status, wait); started 60 s ago.
+    let cases = [
+        ("not started", Some(100), Some(50), json!({}), None),
+        ("deadline removed", Some(100), None, started.clone(), None),
+        ("unchanged", Some(100), Some(100), started.clone(), None),
+        ("set", None, Some(100), started.clone(), at(40)),
+        ("extended", Some(100), Some(200), started.clone(), at(140)),
+        ("already passed", Some(100), Some(30), started, at(0)),
+    ];
+    for (name, old, new, status, want) in cases {
+        let got = deadline_changed(&with(old, &status), &with(new, &status), now());
+        assert_eq!(got, want, "{name}");
+    }
 }

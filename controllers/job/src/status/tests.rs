@@ -413,3 +413,88 @@ fn finished_events_table() {
         }]
     );
 }
+
+#[test]
+fn finished_counts_table() {
+    let status = |v: serde_json::Value| -> JobStatus { serde_json::from_value(v).unwrap() };
+    let indexed = json!({"completionMode": "Indexed", "completions": 5, "parallelism": 5});
+    let per_index = json!({"completionMode": "Indexed", "completions": 5, "parallelism": 5, "backoffLimitPerIndex": 1});
+    // (case, spec, old status, new status, counts)
+    let cases = [
+        (
+            "non-indexed",
+            json!({}),
+            json!({"succeeded": 1}),
+            json!({"succeeded": 3, "failed": 2}),
+            FinishedCounts {
+                mode: "NonIndexed",
+                succeeded_pods: 2,
+                failed_pods: 2,
+                indexes: None,
+            },
+        ),
+        (
+            "a decrease counts nothing",
+            json!({}),
+            json!({"succeeded": 3, "failed": 2}),
+            json!({"succeeded": 1, "failed": 2}),
+            FinishedCounts {
+                mode: "NonIndexed",
+                succeeded_pods: 0,
+                failed_pods: 0,
+                indexes: None,
+            },
+        ),
+        (
+            "indexed: succeeded pods are new indexes",
+            indexed.clone(),
+            json!({"completedIndexes": "0", "succeeded": 1}),
+            json!({"completedIndexes": "0-2,4", "succeeded": 7, "failed": 1}),
+            FinishedCounts {
+                mode: "Indexed",
+                succeeded_pods: 3,
+                failed_pods: 1,
+                indexes: Some(("global", 3, 0)),
+            },
+        ),
+        (
+            "indexed: failed indexes only with backoffLimitPerIndex",
+            indexed,
+            json!({}),
+            json!({"failedIndexes": "3"}),
+            FinishedCounts {
+                mode: "Indexed",
+                succeeded_pods: 0,
+                failed_pods: 0,
+                indexes: Some(("global", 0, 0)),
+            },
+        ),
+        (
+            "per index",
+            per_index,
+            json!({"completedIndexes": "1", "failedIndexes": "0"}),
+            json!({"completedIndexes": "1-2", "failedIndexes": "0,3-4", "failed": 2}),
+            FinishedCounts {
+                mode: "Indexed",
+                succeeded_pods: 1,
+                failed_pods: 2,
+                indexes: Some(("perIndex", 1, 2)),
+            },
+        ),
+    ];
+    for (name, spec, old, new, want) in cases {
+        let j = job(spec, json!({}));
+        assert_eq!(
+            finished_counts(&j, &status(old), &status(new)),
+            want,
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn finished_result_label() {
+    let cond = |type_: &str| new_condition(type_, "True", "r", "m", now());
+    assert_eq!(finished_result(&cond("Complete")), "succeeded");
+    assert_eq!(finished_result(&cond("Failed")), "failed");
+}
