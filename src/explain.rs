@@ -3,9 +3,12 @@
 //! only reads, so it works on any cluster, whichever manager runs the controller. Installed
 //! as `kubectl-rkcm`, it also runs as `kubectl rkcm explain ...`.
 //!
-//! Kinds: `deployment`, `statefulset`, `job`, `cronjob`. Each reads what its controller's
-//! sync reads: the Deployment's ReplicaSets; the StatefulSet's pods, controller revisions
-//! and the namespace's claims; the Job's pods; the namespace's Jobs for a CronJob. Children
+//! Kinds: `deployment`, `replicaset`, `replicationcontroller`, `statefulset`, `daemonset`,
+//! `job`, `cronjob`, and `pod` for PodGC. Each reads what its controller's sync reads: the
+//! Deployment's ReplicaSets; the active pods of a ReplicaSet or ReplicationController; the
+//! StatefulSet's pods, controller revisions and the namespace's claims; the nodes and the
+//! DaemonSet's pods and revisions; the Job's pods; the namespace's Jobs for a CronJob; every
+//! pod and node of the cluster for a pod (PodGC counts terminated pods cluster-wide). Children
 //! are picked by the runtime's claim rules, as the controller claims them. Output: text for
 //! a person, or `-o json` (the schema of [`rkcm_runtime::explain::Explanation`]).
 
@@ -13,22 +16,28 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use k8s_openapi::api::apps::v1::{ControllerRevision, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::apps::v1::{
+    ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet,
+};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod, ReplicationController};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ListParams;
 use kube::{Api, Client, Resource};
 use rkcm_runtime::api::client::{ClientOptions, build_config, make_client};
-use rkcm_runtime::cache::cached::Pod as CachedPod;
+use rkcm_runtime::cache::cached::{Node as CachedNode, Pod as CachedPod};
 use rkcm_runtime::explain::Explanation;
 use rkcm_runtime::workload::controller_ref::{Claim, OwnerInfo, classify};
 use rkcm_runtime::workload::history::owned_or_orphan_revisions;
+use rkcm_runtime::workload::pod::is_pod_active;
 use rkcm_runtime::workload::selector::Selector;
 use serde::de::DeserializeOwned;
 
 const USAGE: &str = "usage: rkcm explain KIND/NAMESPACE/NAME [--kubeconfig PATH] [-o text|json]
-  KIND: deployment (deploy), statefulset (sts), job, cronjob (cj)";
+  KIND: deployment (deploy), replicaset (rs), replicationcontroller (rc), statefulset (sts),
+        daemonset (ds), job, cronjob (cj), pod (po, for PodGC)
+  --terminated-pod-gc-threshold N   PodGC's threshold the manager runs with (pods only;
+                                    default 12500)";
 
 /// A parsed `explain` command line.
 #[derive(Debug, PartialEq, Eq)]
@@ -38,14 +47,20 @@ pub struct Args {
     pub name: String,
     pub kubeconfig: Option<PathBuf>,
     pub json: bool,
+    /// PodGC's `--terminated-pod-gc-threshold` (explaining a pod).
+    pub terminated_pod_gc_threshold: i32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Deployment,
+    ReplicaSet,
+    ReplicationController,
     StatefulSet,
+    DaemonSet,
     Job,
     CronJob,
+    Pod,
 }
 
 /// Parses the arguments after `explain`.
@@ -53,6 +68,7 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
     let mut target = None;
     let mut kubeconfig = None;
     let mut json = false;
+    let mut threshold = rkcm_podgc::DEFAULT_TERMINATED_POD_GC_THRESHOLD;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let (flag, inline) = match a.split_once('=') {
@@ -72,6 +88,12 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
                 "text" => json = false,
                 other => return Err(format!("unknown output format {other:?}\n{USAGE}")),
             },
+            "--terminated-pod-gc-threshold" => {
+                let v = value("--terminated-pod-gc-threshold")?;
+                threshold = v.parse().map_err(|_| {
+                    format!("--terminated-pod-gc-threshold: {v:?} is not a number\n{USAGE}")
+                })?;
+            }
             "-h" | "--help" => return Err(USAGE.to_owned()),
             f if f.starts_with('-') => return Err(format!("unknown flag {f}\n{USAGE}")),
             _ if target.is_none() => target = Some(a.clone()),
@@ -85,9 +107,13 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
     };
     let kind = match kind.to_ascii_lowercase().as_str() {
         "deployment" | "deployments" | "deploy" => Kind::Deployment,
+        "replicaset" | "replicasets" | "rs" => Kind::ReplicaSet,
+        "replicationcontroller" | "replicationcontrollers" | "rc" => Kind::ReplicationController,
         "statefulset" | "statefulsets" | "sts" => Kind::StatefulSet,
+        "daemonset" | "daemonsets" | "ds" => Kind::DaemonSet,
         "job" | "jobs" => Kind::Job,
         "cronjob" | "cronjobs" | "cj" => Kind::CronJob,
+        "pod" | "pods" | "po" => Kind::Pod,
         other => return Err(format!("kind {other:?} is not explained yet\n{USAGE}")),
     };
     if namespace.is_empty() || name.is_empty() {
@@ -99,6 +125,7 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
         name: (*name).to_owned(),
         kubeconfig,
         json,
+        terminated_pod_gc_threshold: threshold,
     })
 }
 
@@ -169,7 +196,16 @@ async fn explain(args: &Args) -> anyhow::Result<Explanation> {
             })?;
             Ok(rkcm_deployment::explain::explain(&d, &owned, now))
         }
+        Kind::ReplicaSet => {
+            let rs: ReplicaSet = read.get(&args.name).await?;
+            replicas(&read, &rs, "ReplicaSet", now).await
+        }
+        Kind::ReplicationController => {
+            let rc: ReplicationController = read.get(&args.name).await?;
+            replicas(&read, &rc, "ReplicationController", now).await
+        }
         Kind::StatefulSet => statefulset(&read, &args.name, now).await,
+        Kind::DaemonSet => daemonset(&read, &args.name, now).await,
         Kind::Job => {
             let job: Job = read.get(&args.name).await?;
             let selector = rkcm_job::plan::selector_of(&job)
@@ -190,6 +226,19 @@ async fn explain(args: &Args) -> anyhow::Result<Explanation> {
                 .collect();
             let local = rkcm_cronjob::Config::default().local_time_zone;
             Ok(rkcm_cronjob::explain::explain(&cj, &jobs, &local, now))
+        }
+        Kind::Pod => {
+            let pod = Arc::new(CachedPod::from(read.get::<Pod>(&args.name).await?));
+            let pods = read.list_all::<Pod>().await?;
+            let pods: Vec<Arc<CachedPod>> = cached(pods.into_iter().map(Arc::new).collect());
+            let nodes = nodes(&read).await?;
+            Ok(rkcm_podgc::explain::explain(
+                &pod,
+                &pods,
+                &nodes,
+                args.terminated_pod_gc_threshold,
+                rkcm_podgc::DEFAULT_QUARANTINE.as_secs(),
+            ))
         }
     }
 }
@@ -237,6 +286,92 @@ impl Read<'_> {
             })?
             .items)
     }
+
+    /// Every object of a kind in the cluster (nodes; pods of every namespace for PodGC).
+    async fn list_all<K>(&self) -> anyhow::Result<Vec<K>>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+    {
+        Ok(Api::<K>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+            .with_context(|| format!("listing the {}s of the cluster", K::kind(&())))?
+            .items)
+    }
+}
+
+async fn nodes(read: &Read<'_>) -> anyhow::Result<Vec<Arc<CachedNode>>> {
+    Ok(read
+        .list_all::<Node>()
+        .await?
+        .iter()
+        .map(|n| Arc::new(CachedNode::from(n)))
+        .collect())
+}
+
+/// A ReplicaSet or ReplicationController: the active pods it owns or would adopt.
+async fn replicas<O>(
+    read: &Read<'_>,
+    owner: &O,
+    kind: &str,
+    now: jiff::Timestamp,
+) -> anyhow::Result<Explanation>
+where
+    O: rkcm_replicaset::owner::ReplicaOwner<DynamicType = ()>,
+{
+    let selector = owner
+        .selector()
+        .with_context(|| format!("the selector of {kind} {}", read.key))?;
+    let active: Vec<Pod> = read
+        .list::<Pod>()
+        .await?
+        .into_iter()
+        .filter(|p| is_pod_active(&CachedPod::from(p)))
+        .collect();
+    let pods = claimed(owner, active, |p| {
+        selector.matches(p.metadata.labels.as_ref())
+    })?;
+    Ok(rkcm_replicaset::explain::explain(
+        owner,
+        kind,
+        &cached(pods),
+        now,
+    ))
+}
+
+async fn daemonset(
+    read: &Read<'_>,
+    name: &str,
+    now: jiff::Timestamp,
+) -> anyhow::Result<Explanation> {
+    let ds: DaemonSet = read.get(name).await?;
+    let selector = Selector::from_label_selector(&ds.spec.selector)
+        .with_context(|| format!("the selector of DaemonSet {}", read.key))?;
+    let pods = claimed(&ds, read.list::<Pod>().await?, |p| {
+        selector.matches(p.metadata.labels.as_ref())
+    })?;
+    let revisions: Vec<Arc<ControllerRevision>> = read
+        .list::<ControllerRevision>()
+        .await?
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+    let uid = ds.metadata.uid.clone().unwrap_or_default();
+    let revisions = owned_or_orphan_revisions(&revisions, &uid, |r| {
+        selector.matches(r.metadata.labels.as_ref())
+    });
+    let nodes = nodes(read).await?;
+    let seen = rkcm_daemonset::explain::Seen {
+        ds: &ds,
+        nodes: &nodes,
+        pods: &cached(pods),
+        revisions: &revisions,
+    };
+    Ok(rkcm_daemonset::explain::explain(
+        &seen,
+        rkcm_daemonset::Config::default().rollout_skips_not_ready_nodes,
+        now,
+    ))
 }
 
 async fn statefulset(

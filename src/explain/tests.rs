@@ -14,6 +14,7 @@ fn parses_the_target_and_flags() {
             name: "web".into(),
             kubeconfig: Some(PathBuf::from("k")),
             json: true,
+            terminated_pod_gc_threshold: 12500,
         })
     );
     let a = args(&["--kubeconfig=k", "Deployment/ns/web", "--output=text"]);
@@ -57,6 +58,15 @@ fn parses_the_workload_kinds_and_their_short_names() {
         ("cronjob/ns/hourly", Kind::CronJob),
         ("cj/ns/hourly", Kind::CronJob),
         ("CronJob/ns/hourly", Kind::CronJob),
+        ("replicaset/ns/web-5d8", Kind::ReplicaSet),
+        ("rs/ns/web-5d8", Kind::ReplicaSet),
+        ("ReplicationController/ns/old", Kind::ReplicationController),
+        ("rc/ns/old", Kind::ReplicationController),
+        ("daemonset/kube-system/agent", Kind::DaemonSet),
+        ("ds/kube-system/agent", Kind::DaemonSet),
+        ("pod/ns/x", Kind::Pod),
+        ("po/ns/x", Kind::Pod),
+        ("Pods/ns/x", Kind::Pod),
     ] {
         assert_eq!(args(&[target]).map(|a| a.kind), Ok(kind), "{target}");
     }
@@ -66,8 +76,33 @@ fn parses_the_workload_kinds_and_their_short_names() {
         Ok(("db".into(), "pg".into(), true))
     );
     // The usage names every kind.
-    match args(&["pod/ns/x"]) {
-        Err(e) => assert!(e.contains("statefulset (sts), job, cronjob (cj)"), "{e}"),
-        Ok(a) => panic!("pod parsed: {a:?}"),
+    match args(&["service/ns/x"]) {
+        Err(e) => {
+            for kind in [
+                "deployment (deploy)",
+                "replicaset (rs)",
+                "replicationcontroller (rc)",
+                "statefulset (sts)",
+                "daemonset (ds)",
+                "job,",
+                "cronjob (cj)",
+                "pod (po",
+            ] {
+                assert!(e.contains(kind), "{kind} missing from {e}");
+            }
+        }
+        Ok(a) => panic!("service parsed: {a:?}"),
+    }
+}
+
+#[test]
+fn takes_podgc_threshold_for_pods() {
+    let a = args(&["pod/ns/x", "--terminated-pod-gc-threshold", "3"]);
+    assert_eq!(a.map(|a| a.terminated_pod_gc_threshold), Ok(3));
+    let a = args(&["pod/ns/x", "--terminated-pod-gc-threshold=0"]);
+    assert_eq!(a.map(|a| a.terminated_pod_gc_threshold), Ok(0));
+    match args(&["pod/ns/x", "--terminated-pod-gc-threshold", "many"]) {
+        Err(e) => assert!(e.contains("\"many\" is not a number"), "{e}"),
+        Ok(a) => panic!("parsed: {a:?}"),
     }
 }
