@@ -27,6 +27,7 @@ use kube::{Api, Client, Resource};
 use rkcm_runtime::api::client::{ClientOptions, build_config, make_client};
 use rkcm_runtime::cache::cached::{Node as CachedNode, Pod as CachedPod};
 use rkcm_runtime::explain::Explanation;
+use rkcm_runtime::explain::decisions::{Decided, Outcome};
 use rkcm_runtime::workload::controller_ref::{Claim, OwnerInfo, classify};
 use rkcm_runtime::workload::history::owned_or_orphan_revisions;
 use rkcm_runtime::workload::pod::is_pod_active;
@@ -37,7 +38,12 @@ const USAGE: &str = "usage: rkcm explain KIND/NAMESPACE/NAME [--kubeconfig PATH]
   KIND: deployment (deploy), replicaset (rs), replicationcontroller (rc), statefulset (sts),
         daemonset (ds), job, cronjob (cj), pod (po, for PodGC)
   --terminated-pod-gc-threshold N   PodGC's threshold the manager runs with (pods only;
-                                    default 12500)";
+                                    default 12500)
+  --manager URL                     also show the running manager's last decision for the
+                                    object, read from URL/debug/rkcm/decisions with the
+                                    kubeconfig's credentials (e.g. https://127.0.0.1:10257)
+  --manager-insecure-skip-tls-verify
+                                    accept the manager's self-signed serving certificate";
 
 /// A parsed `explain` command line.
 #[derive(Debug, PartialEq, Eq)]
@@ -49,6 +55,9 @@ pub struct Args {
     pub json: bool,
     /// PodGC's `--terminated-pod-gc-threshold` (explaining a pod).
     pub terminated_pod_gc_threshold: i32,
+    /// The running manager's secure serving address, to read its last decision.
+    pub manager: Option<String>,
+    pub manager_insecure: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +78,7 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
     let mut kubeconfig = None;
     let mut json = false;
     let mut threshold = rkcm_podgc::DEFAULT_TERMINATED_POD_GC_THRESHOLD;
+    let (mut manager, mut manager_insecure) = (None, false);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let (flag, inline) = match a.split_once('=') {
@@ -94,6 +104,8 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
                     format!("--terminated-pod-gc-threshold: {v:?} is not a number\n{USAGE}")
                 })?;
             }
+            "--manager" => manager = Some(value("--manager")?),
+            "--manager-insecure-skip-tls-verify" => manager_insecure = true,
             "-h" | "--help" => return Err(USAGE.to_owned()),
             f if f.starts_with('-') => return Err(format!("unknown flag {f}\n{USAGE}")),
             _ if target.is_none() => target = Some(a.clone()),
@@ -126,6 +138,8 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
         kubeconfig,
         json,
         terminated_pod_gc_threshold: threshold,
+        manager,
+        manager_insecure,
     })
 }
 
@@ -149,7 +163,7 @@ pub fn main(args: &[String]) -> i32 {
             return 1;
         }
     };
-    match runtime.block_on(explain(&args)) {
+    match runtime.block_on(explain_with_last(&args)) {
         Ok(e) => {
             if args.json {
                 match serde_json::to_string_pretty(&e) {
@@ -171,7 +185,48 @@ pub fn main(args: &[String]) -> i32 {
     }
 }
 
-async fn explain(args: &Args) -> anyhow::Result<Explanation> {
+/// What `explain` prints: the explanation, and with `--manager` the running manager's last
+/// decision for the object (`lastDecision`: the record, or `null` when it has none).
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Report {
+    #[serde(flatten)]
+    explanation: Explanation,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_decision: Option<Option<Decided>>,
+}
+
+impl Report {
+    fn render(&self) -> String {
+        let mut out = self.explanation.render();
+        match &self.last_decision {
+            None => {}
+            Some(None) => out.push_str("Last decision of the running manager: none recorded\n"),
+            Some(Some(d)) => {
+                let outcome = match &d.outcome {
+                    Outcome::Synced => "synced".to_owned(),
+                    Outcome::Failed { error } => format!("failed: {error}"),
+                };
+                out.push_str(&format!(
+                    "Last decision of the running manager ({}, at {}): {outcome}\n",
+                    d.controller, d.at
+                ));
+                for a in &d.actions {
+                    out.push_str(&format!("  - wrote {a}\n"));
+                }
+                for w in &d.waiting {
+                    out.push_str(&format!("  - waiting: {w}\n"));
+                }
+                if d.actions.is_empty() && d.waiting.is_empty() {
+                    out.push_str("  - no writes\n");
+                }
+            }
+        }
+        out
+    }
+}
+
+async fn explain_with_last(args: &Args) -> anyhow::Result<Report> {
     let opts = ClientOptions {
         kubeconfig: args.kubeconfig.clone(),
         ..ClientOptions::default()
@@ -179,7 +234,58 @@ async fn explain(args: &Args) -> anyhow::Result<Explanation> {
     let config = build_config(&opts)
         .await
         .context("reading the client configuration")?;
-    let client = make_client(&config, &opts, "rkcm-explain").context("building the client")?;
+    let explanation = explain(args, &opts, config.clone()).await?;
+    let last_decision = match &args.manager {
+        None => None,
+        Some(url) => Some(
+            last_decision(url, args.manager_insecure, config, &explanation)
+                .await
+                .with_context(|| format!("reading the last decision from the manager at {url}"))?,
+        ),
+    };
+    Ok(Report {
+        explanation,
+        last_decision,
+    })
+}
+
+/// The manager's `/debug/rkcm/decisions/CONTROLLER/NS/NAME`, asked with the kubeconfig's
+/// credentials; `None` when it has no record (404).
+async fn last_decision(
+    url: &str,
+    insecure: bool,
+    mut config: kube::Config,
+    e: &Explanation,
+) -> anyhow::Result<Option<Decided>> {
+    config.cluster_url = url.parse().context("parsing the manager's URL")?;
+    if insecure {
+        config.accept_invalid_certs = true;
+        config.root_cert = None;
+    }
+    config.tls_server_name = None;
+    let client = Client::try_from(config).context("building the manager's client")?;
+    let path = format!(
+        "/debug/rkcm/decisions/{}/{}/{}",
+        e.controller, e.object.namespace, e.object.name
+    );
+    let request = http::Request::get(path)
+        .body(Vec::new())
+        .context("building the request")?;
+    match client.request_text(request).await {
+        Ok(body) => Ok(Some(
+            serde_json::from_str(&body).context("parsing the manager's answer")?,
+        )),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+        Err(err) => Err(err).context("asking the manager"),
+    }
+}
+
+async fn explain(
+    args: &Args,
+    opts: &ClientOptions,
+    config: kube::Config,
+) -> anyhow::Result<Explanation> {
+    let client = make_client(&config, opts, "rkcm-explain").context("building the client")?;
     let read = Read {
         client,
         namespace: &args.namespace,

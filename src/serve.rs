@@ -24,6 +24,11 @@
 //!   are not configurable, as in Go); `--cert-dir` keeps the self-signed pair on disk as
 //!   `kube-controller-manager.crt`/`.key` and reuses it.
 //!
+//! rkcm's own: `/debug/rkcm/decisions` lists the controllers' last decision per object (JSON;
+//! `?controller=NAME` keeps one controller's), `/debug/rkcm/decisions/CONTROLLER/NS/NAME`
+//! answers one (404 when there is none); see [`rkcm_runtime::explain::decisions`]. They are
+//! authorized like `/metrics` (a `get` of the path).
+//!
 //! Not served (optional upstream endpoints): `/debug/pprof/*`, `/debug/flags/v`. `/configz`
 //! answers the part of upstream's component config that rkcm honours, in upstream's shape.
 
@@ -112,6 +117,9 @@ pub fn route(
             rkcm_runtime::metrics::render(),
         ),
         "/metrics/slis" => text(StatusCode::OK, METRICS_CONTENT_TYPE, render_slis()),
+        _ if path == DECISIONS || path.starts_with(DECISIONS_PREFIX) => {
+            decisions(rkcm_runtime::explain::decisions::global(), path, query)
+        }
         _ => {
             let (endpoint, sub) = match path.trim_start_matches('/').split_once('/') {
                 Some((e, s)) => (e, Some(s)),
@@ -156,6 +164,53 @@ pub fn route(
                 },
             }
         }
+    }
+}
+
+const DECISIONS: &str = "/debug/rkcm/decisions";
+const DECISIONS_PREFIX: &str = "/debug/rkcm/decisions/";
+
+/// `/debug/rkcm/decisions[/CONTROLLER/NS/NAME]` from `store`.
+fn decisions(
+    store: &rkcm_runtime::explain::decisions::Decisions,
+    path: &str,
+    query: Option<&str>,
+) -> Response<Full<Bytes>> {
+    let body = match path.strip_prefix(DECISIONS_PREFIX) {
+        None => {
+            let controller = query
+                .into_iter()
+                .flat_map(|q| q.split('&'))
+                .find_map(|kv| kv.strip_prefix("controller="));
+            serde_json::to_string(&store.list(controller))
+        }
+        Some(rest) => {
+            let Some((controller, key)) = rest.split_once('/') else {
+                return text(
+                    StatusCode::NOT_FOUND,
+                    PLAIN,
+                    format!("expected {DECISIONS_PREFIX}CONTROLLER/NAMESPACE/NAME\n"),
+                );
+            };
+            match store.get(controller, key) {
+                Some(d) => serde_json::to_string(&d),
+                None => {
+                    return text(
+                        StatusCode::NOT_FOUND,
+                        PLAIN,
+                        format!("no decision of {controller} for {key}\n"),
+                    );
+                }
+            }
+        }
+    };
+    match body {
+        Ok(json) => text(StatusCode::OK, "application/json", json),
+        Err(err) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            PLAIN,
+            format!("encoding decisions: {err}\n"),
+        ),
     }
 }
 
@@ -481,6 +536,67 @@ mod tests {
         h.set_ready(true);
         let checks = h.ready_checks(Instant::now());
         assert_eq!(checks.last(), Some(&ok(INFORMER_SYNC_CHECK)));
+    }
+
+    #[test]
+    fn serves_the_last_decisions() {
+        use rkcm_runtime::explain::decisions::{Decisions, Note, Outcome};
+        let store = Decisions::new(10);
+        let note = Note {
+            actions: vec!["POST /api/v1/namespaces/ns/pods: 201".into()],
+            ..Note::default()
+        };
+        store.record("job-controller", "ns/pi", Outcome::Synced, note, "t".into());
+        store.record(
+            "deployment-controller",
+            "ns/web",
+            Outcome::Failed {
+                error: "conflict".into(),
+            },
+            Note::default(),
+            "t".into(),
+        );
+        let body = |r: Response<Full<Bytes>>| {
+            let status = r.status();
+            let bytes =
+                futures::executor::block_on(http_body_util::BodyExt::collect(r.into_body()))
+                    .map(|b| b.to_bytes())
+                    .unwrap_or_default();
+            (status, String::from_utf8_lossy(&bytes).into_owned())
+        };
+        let (status, one) = body(decisions(
+            &store,
+            "/debug/rkcm/decisions/job-controller/ns/pi",
+            None,
+        ));
+        assert_eq!(status, StatusCode::OK);
+        let v: serde_json::Value = serde_json::from_str(&one).expect("json");
+        assert_eq!(v["controller"], "job-controller");
+        assert_eq!(v["key"], "ns/pi");
+        assert_eq!(v["outcome"]["result"], "synced");
+        assert_eq!(v["actions"][0], "POST /api/v1/namespaces/ns/pods: 201");
+        let (status, all) = body(decisions(&store, "/debug/rkcm/decisions", None));
+        assert_eq!(status, StatusCode::OK);
+        let v: serde_json::Value = serde_json::from_str(&all).expect("json");
+        assert_eq!(v.as_array().map(Vec::len), Some(2));
+        let (_, some) = body(decisions(
+            &store,
+            "/debug/rkcm/decisions",
+            Some("controller=deployment-controller"),
+        ));
+        let v: serde_json::Value = serde_json::from_str(&some).expect("json");
+        assert_eq!(v[0]["outcome"]["error"], "conflict");
+        assert_eq!(v.as_array().map(Vec::len), Some(1));
+        for missing in [
+            "/debug/rkcm/decisions/job-controller/ns/other",
+            "/debug/rkcm/decisions/job-controller",
+        ] {
+            assert_eq!(
+                decisions(&store, missing, None).status(),
+                StatusCode::NOT_FOUND,
+                "{missing}"
+            );
+        }
     }
 
     #[test]

@@ -15,6 +15,8 @@ fn parses_the_target_and_flags() {
             kubeconfig: Some(PathBuf::from("k")),
             json: true,
             terminated_pod_gc_threshold: 12500,
+            manager: None,
+            manager_insecure: false,
         })
     );
     let a = args(&["--kubeconfig=k", "Deployment/ns/web", "--output=text"]);
@@ -93,6 +95,24 @@ fn parses_the_workload_kinds_and_their_short_names() {
         }
         Ok(a) => panic!("service parsed: {a:?}"),
     }
+}
+
+#[test]
+fn takes_the_managers_address() {
+    let a = args(&[
+        "job/ns/pi",
+        "--manager=https://127.0.0.1:10257",
+        "--manager-insecure-skip-tls-verify",
+    ]);
+    assert_eq!(
+        a.map(|a| (a.manager, a.manager_insecure)),
+        Ok((Some("https://127.0.0.1:10257".to_owned()), true))
+    );
+    let a = args(&["job/ns/pi"]);
+    assert_eq!(
+        a.map(|a| (a.manager, a.manager_insecure)),
+        Ok((None, false))
+    );
 }
 
 #[test]

@@ -31,6 +31,7 @@ impl Reconcile for Controller {
     async fn sync(&self, key: String) -> Result<(), Error> {
         let _running = self.deferred.enter();
         let Some(cj) = self.cronjobs.get(&key) else {
+            rkcm_runtime::explain::decisions::note_gone();
             tracing::debug!(cronjob = %key, "cronjob not found, may be it is deleted");
             self.deferred.forget(&key);
             return Ok(());

@@ -126,6 +126,7 @@ impl Controller {
                 source,
             })?;
         let Some(ds) = self.daemonsets.get(key) else {
+            rkcm_runtime::explain::decisions::note_gone();
             tracing::debug!(daemonset = key, "daemon set has been deleted");
             self.expectations.delete_expectations(key);
             self.consistency.clear(key, None);

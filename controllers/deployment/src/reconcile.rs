@@ -79,6 +79,7 @@ impl Controller {
 
     async fn sync_inner(&self, key: &str) -> Result<(), Error> {
         let Some(cached) = self.deployments.get(key) else {
+            rkcm_runtime::explain::decisions::note_gone();
             tracing::debug!(
                 controller = crate::config::NAME,
                 key,

@@ -144,6 +144,7 @@ impl Controller {
         let started = tokio::time::Instant::now();
         self.ensure_caches_caught_up(&key)?;
         let Some(job) = self.jobs.get(&key) else {
+            rkcm_runtime::explain::decisions::note_gone();
             tracing::debug!(key = %key, "job has been deleted");
             self.forget(&key);
             return Ok(());
@@ -212,6 +213,10 @@ impl Controller {
         for wait in &plan.waiting {
             let after = wait.requeue_after();
             tracing::debug!(key, reason = wait.code(), next_sync_in = ?after, "job waits; will sync again");
+            rkcm_runtime::explain::decisions::note_wait(
+                wait.code(),
+                format_args!("sync again in {after:?}"),
+            );
             self.queue.add_after(key.to_owned(), after);
         }
         let (executed, manage_err) = self.execute(job, key, &namespace, &plan).await;

@@ -201,6 +201,7 @@ impl<O: ReplicaOwner> Controller<O> {
                 source,
             })?;
         let Some(cached) = self.owners.get(key) else {
+            rkcm_runtime::explain::decisions::note_gone();
             tracing::debug!(
                 controller = O::CONTROLLER_NAME,
                 key,

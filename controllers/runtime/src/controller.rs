@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cache::{Informable, Informer, InformerFactory};
 use crate::context::ControllerContext;
+use crate::explain::decisions;
 use crate::queue::{QueueKey, RetryPolicy, WorkQueue, run_workers_with};
 
 /// Whether one informer has completed its initial list, and a way to wait for it.
@@ -187,11 +188,30 @@ impl<C: Send + Sync + 'static> Run<C> {
     /// failures handled by `policy` (upstream's `handleErr`). Each sync's duration is logged
     /// at debug (upstream's deferred "Finished syncing" log).
     pub fn queue<K, E, F, Fut>(
+        self,
+        queue: WorkQueue<K>,
+        workers: usize,
+        policy: RetryPolicy<E>,
+        sync: F,
+    ) -> Self
+    where
+        K: QueueKey + fmt::Display,
+        F: Fn(Arc<C>, K) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: fmt::Display + Send + 'static,
+    {
+        self.add_queue(queue, workers, policy, sync, false)
+    }
+
+    /// [`Run::queue`]; with `record`, each sync's outcome and notes become the key's last
+    /// decision ([`decisions`]).
+    fn add_queue<K, E, F, Fut>(
         mut self,
         queue: WorkQueue<K>,
         workers: usize,
         policy: RetryPolicy<E>,
         sync: F,
+        record: bool,
     ) -> Self
     where
         K: QueueKey + fmt::Display,
@@ -204,7 +224,20 @@ impl<C: Send + Sync + 'static> Run<C> {
             let sync = sync(controller.clone(), key.clone());
             async move {
                 let started = tokio::time::Instant::now();
-                let result = sync.await;
+                let result = if record {
+                    let (result, note) = decisions::noting(sync).await;
+                    let outcome = match &result {
+                        Ok(()) => decisions::Outcome::Synced,
+                        Err(e) => decisions::Outcome::Failed {
+                            error: e.to_string(),
+                        },
+                    };
+                    let at = jiff::Timestamp::now().to_string();
+                    decisions::global().record(name, &key.to_string(), outcome, note, at);
+                    result
+                } else {
+                    sync.await
+                };
                 tracing::debug!(
                     controller = name,
                     %key,
@@ -257,7 +290,8 @@ impl<C: Send + Sync + 'static> Run<C> {
 
 impl<C: Reconcile> Run<C> {
     /// A run of `controller` (see [`Run::new`]) with its main queue: `workers` workers, each
-    /// key synced by [`Reconcile::sync`] and retried per [`Reconcile::retry_policy`].
+    /// key synced by [`Reconcile::sync`] and retried per [`Reconcile::retry_policy`]. Each
+    /// sync's outcome and notes are the key's last decision ([`decisions`]).
     pub fn main(
         name: &'static str,
         wait_for: Vec<SyncProbe>,
@@ -265,11 +299,12 @@ impl<C: Reconcile> Run<C> {
         queue: WorkQueue<String>,
         workers: usize,
     ) -> Self {
-        Self::new(name, wait_for, controller).queue(
+        Self::new(name, wait_for, controller).add_queue(
             queue,
             workers,
             C::retry_policy(),
             |c: Arc<C>, key| async move { c.sync(key).await },
+            true,
         )
     }
 }

@@ -9,6 +9,8 @@
 
 use serde::Serialize;
 
+pub mod decisions;
+
 /// The object explained.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ObjectRef {

@@ -91,6 +91,7 @@ impl Controller {
         let satisfied = cached.is_none() || self.expectations.satisfied_expectations(key);
         match plan::begin(cached.as_deref(), satisfied) {
             Begin::Forget => {
+                rkcm_runtime::explain::decisions::note_gone();
                 tracing::debug!(
                     controller = crate::config::NAME,
                     key,
@@ -204,6 +205,16 @@ impl Controller {
         }
         if !plan.waiting.is_empty() {
             tracing::debug!(controller = crate::config::NAME, key, waiting = ?plan.waiting, "statefulset plan waits");
+        }
+        for wait in plan
+            .waiting
+            .iter()
+            .filter(|_| rkcm_runtime::explain::decisions::recording())
+        {
+            // The variant names the wait, its fields the ordinals and numbers behind it.
+            let text = format!("{wait:?}");
+            let code = text.split([' ', '(']).next().unwrap_or_default();
+            rkcm_runtime::explain::decisions::note_wait(code, &text);
         }
         let (result, update_deletions) = self.execute(&ctx, &update_set, &plan).await;
 

@@ -66,6 +66,7 @@ impl Reconcile for Controller {
     /// a copy older than the server's, and the common case saves a GET (a quorum read).
     async fn sync(&self, key: String) -> Result<(), Error> {
         let Some(cached) = self.jobs.get(&key) else {
+            rkcm_runtime::explain::decisions::note_gone();
             return Ok(());
         };
         tracing::debug!(controller = crate::config::NAME, key = %key, "checking whether job is ready for cleanup");

@@ -42,6 +42,7 @@ use tokio::time::Instant;
 use tower::{BoxError, Layer, Service};
 
 use crate::error::Error;
+use crate::explain::decisions;
 use crate::queue::flowcontrol::{RateLimiter, client_limiter};
 
 /// client-go `rest.Request` retries a `Retry-After` response at most this many times.
@@ -370,7 +371,21 @@ where
     fn call(&mut self, req: Request<Body>) -> Self::Future {
         let inner = self.inner.clone();
         let shared = self.shared.clone();
-        Box::pin(send(inner, shared, req))
+        Box::pin(async move {
+            // A recorded sync's writes are its last decision's actions (`rkcm explain
+            // --manager`). Checked here, in the task of the caller that awaits the answer.
+            let write = decisions::write_of(req.method(), req.uri());
+            let result = send(inner, shared, req).await;
+            if let Some(write) = write {
+                match &result {
+                    Ok(resp) => {
+                        decisions::note_action(format!("{write}: {}", resp.status().as_u16()))
+                    }
+                    Err(err) => decisions::note_action(format!("{write}: {err}")),
+                }
+            }
+            result
+        })
     }
 }
 
