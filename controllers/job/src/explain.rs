@@ -294,11 +294,29 @@ fn running(e: &mut Explanation, seen: &Seen<'_>, now: jiff::Timestamp) {
     }
     if plan::is_suspended(job) {
         suspended(e, seen);
-    } else if let Some(left) = p.backoff_requeue.filter(|_| p.finished.is_none()) {
+    } else if let Some(left) = backoff_left(&p).filter(|_| p.finished.is_none()) {
         backoff(e, seen, &p, left);
     } else if p.finished.is_none() && e.actions.is_empty() && !p.active.is_empty() {
         active(e, seen, &p);
     }
+}
+
+/// The time left of the Job's or its indexes' pod recreation backoff, when the plan waits on it.
+fn backoff_left(p: &Plan) -> Option<Duration> {
+    p.waiting.iter().find_map(|w| match *w {
+        plan::Waiting::PodBackoff { remaining } | plan::Waiting::IndexBackoff { remaining } => {
+            Some(remaining)
+        }
+        plan::Waiting::ActiveDeadline { .. } => None,
+    })
+}
+
+/// The time left until `activeDeadlineSeconds`, when the Job has one.
+fn deadline_left(p: &Plan) -> Option<Duration> {
+    p.waiting.iter().find_map(|w| match *w {
+        plan::Waiting::ActiveDeadline { remaining } => Some(remaining),
+        _ => None,
+    })
 }
 
 fn names(pods: &[Arc<Pod>]) -> String {
@@ -377,8 +395,7 @@ fn backoff(e: &mut Explanation, seen: &Seen<'_>, p: &Plan, left: Duration) {
 
 fn active(e: &mut Explanation, seen: &Seen<'_>, p: &Plan) {
     e.state = State::Waiting;
-    let deadline = p
-        .deadline_requeue
+    let deadline = deadline_left(p)
         .map(|d| format!("; active deadline in {}s", d.as_secs()))
         .unwrap_or_default();
     e.waiting_on.push(Waiting {
