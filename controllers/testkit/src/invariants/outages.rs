@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 
 use super::faults::{
     CONTROLLERS, CutRecord, Options, Outcome, Rejection, Replica, Workload, audit_writes,
-    count_panics, kwok_template, lease_writer, watched_namespace,
+    close_run, kwok_template, lease_writer, watched_namespace,
 };
 use crate::cluster::{TestCluster, TestNamespace};
 use crate::harness::ManagerKind;
@@ -690,15 +690,7 @@ pub async fn run_partition(
         anyhow::Ok(())
     }
     .await;
-    if let Err(e) = result {
-        outcome.error = Some(format!("{e:#}"));
-    }
-    outcome.duration_s = begun.elapsed().as_secs_f64();
-    outcome.record(watcher.finish().await);
-    for r in &mut replicas {
-        outcome.panics += count_panics(&std::fs::read_to_string(&r.log).unwrap_or_default());
-        let _ = r.child.kill().await;
-    }
+    close_run(&mut outcome, result, begun, watcher, &mut replicas).await;
     for (_, p) in &proxies {
         p.stop();
     }

@@ -11,6 +11,7 @@ use super::report::count_panics;
 use super::workload::{Workload, watched_namespace};
 use crate::cluster::TestCluster;
 use crate::harness::ManagerKind;
+use crate::invariants::watch::InvariantWatcher;
 use crate::wait::wait_for;
 
 /// One workload write of the audit log: (time, user).
@@ -167,6 +168,26 @@ fn spawn_pair(
     ])
 }
 
+/// Closes a run of manager replicas: records the run's error, its duration, what the
+/// invariant watcher saw and the panics in each replica's log, then kills the replicas.
+pub(crate) async fn close_run(
+    outcome: &mut Outcome,
+    result: Result<()>,
+    begun: Instant,
+    watcher: InvariantWatcher,
+    replicas: &mut [Replica],
+) {
+    if let Err(e) = result {
+        outcome.error = Some(format!("{e:#}"));
+    }
+    outcome.duration_s = begun.elapsed().as_secs_f64();
+    outcome.record(watcher.finish().await);
+    for r in replicas {
+        outcome.panics += count_panics(&std::fs::read_to_string(&r.log).unwrap_or_default());
+        let _ = r.child.kill().await;
+    }
+}
+
 /// The `leader` scenario for `kind`. Needs `RKCM_CLUSTER_DIR` (the plane's directory, for
 /// the users' kubeconfigs and the audit log).
 pub async fn run_leader(
@@ -258,14 +279,6 @@ pub async fn run_leader(
         anyhow::Ok(())
     }
     .await;
-    if let Err(e) = result {
-        outcome.error = Some(format!("{e:#}"));
-    }
-    outcome.duration_s = begun.elapsed().as_secs_f64();
-    outcome.record(watcher.finish().await);
-    for r in &mut replicas {
-        outcome.panics += count_panics(&std::fs::read_to_string(&r.log).unwrap_or_default());
-        let _ = r.child.kill().await;
-    }
+    close_run(&mut outcome, result, begun, watcher, &mut replicas).await;
     Ok(outcome)
 }
