@@ -109,6 +109,18 @@ impl ClusterRbac {
                 .await;
         }
     }
+
+    /// Runs `scenario` with a fresh record of the cluster-scoped RBAC it creates, then
+    /// deletes that RBAC whatever the outcome; returns what the scenario returned.
+    pub(crate) async fn around(
+        client: &kube::Client,
+        scenario: impl AsyncFnOnce(&mut Self) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        let mut rbac = Self::default();
+        let result = scenario(&mut rbac).await;
+        rbac.delete(client).await;
+        result
+    }
 }
 
 /// Waits until RBAC lets `user` (with `groups`) `get` the non-resource `path`, so the
@@ -261,11 +273,10 @@ fn requests_with_method(metrics: &str, method: &str) -> f64 {
 async fn metrics_need_an_authorized_identity() -> anyhow::Result<()> {
     let cluster = TestCluster::connect().await?;
     let ns = cluster.namespace("rkcm-authz").await?;
-    let client = cluster.client();
-    let mut rbac = ClusterRbac::default();
-    let result = metrics_scenario(&cluster, ns.name(), &mut rbac).await;
-    rbac.delete(&client).await;
-    result
+    ClusterRbac::around(&cluster.client(), async |rbac| {
+        metrics_scenario(&cluster, ns.name(), rbac).await
+    })
+    .await
 }
 
 #[allow(
