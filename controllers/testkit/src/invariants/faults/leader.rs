@@ -121,20 +121,23 @@ impl Replica {
     }
 }
 
+/// Whether audit event `e` is a successful write of a Lease in `namespace`.
+pub(crate) fn is_lease_write(e: &Value, namespace: &str) -> bool {
+    e["stage"] == "ResponseComplete"
+        && e["objectRef"]["namespace"] == namespace
+        && e["objectRef"]["resource"] == "leases"
+        && matches!(e["verb"].as_str(), Some("update" | "create" | "patch"))
+        && e["responseStatus"]["code"]
+            .as_i64()
+            .is_some_and(|c| c < 300)
+}
+
 /// The user of the replica holding the Lease: the last one that wrote it (audit log).
 pub(crate) fn lease_writer(log: &str, namespace: &str) -> Option<String> {
     log.lines()
         .rev()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|e| {
-            e["stage"] == "ResponseComplete"
-                && e["objectRef"]["namespace"] == namespace
-                && e["objectRef"]["resource"] == "leases"
-                && matches!(e["verb"].as_str(), Some("update" | "create" | "patch"))
-                && e["responseStatus"]["code"]
-                    .as_i64()
-                    .is_some_and(|c| c < 300)
-        })
+        .find(|e| is_lease_write(e, namespace))
         .and_then(|e| e["user"]["username"].as_str().map(str::to_owned))
 }
 
