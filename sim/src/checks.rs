@@ -21,7 +21,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use rkcm_testkit::invariants::{Checker, Config, Kind, Object, Observation};
+use rkcm_testkit::invariants::{Checker, Config, Object, Observation};
 use rkcm_testkit::sim::nodes::NodeModel;
 use rkcm_testkit::sim::server::{Change, World};
 use serde_json::Value;
@@ -84,16 +84,7 @@ impl Checks {
         let mut checker = Checker::new(Config {
             grace: jiff::SignedDuration::from_secs(15),
         });
-        for kind in [
-            Kind::Pod,
-            Kind::ReplicaSet,
-            Kind::Deployment,
-            Kind::Job,
-            Kind::Node,
-        ] {
-            checker.observe(base, Observation::ListStart(kind, None));
-            checker.observe(base, Observation::ListDone(kind, None));
-        }
+        checker.listed_empty(base, |_| None);
         Self {
             checker,
             base,

@@ -225,11 +225,10 @@ async fn kubeadm_command_line_runs_the_controllers_as_their_service_accounts() -
     };
     let cluster = TestCluster::connect().await?;
     let ns = cluster.namespace("rkcm-kubeadm").await?;
-    let client = cluster.client();
-    let mut rbac = ClusterRbac::default();
-    let result = kubeadm_scenario(&cluster, &pki, ns.name(), &mut rbac).await;
-    rbac.delete(&client).await;
-    result
+    ClusterRbac::around(&cluster.client(), async |rbac| {
+        kubeadm_scenario(&cluster, &pki, ns.name(), rbac).await
+    })
+    .await
 }
 
 #[allow(
@@ -445,12 +444,13 @@ async fn a_controller_whose_service_account_lacks_a_permission_fails_visibly() -
         .get(name)
         .await
         .context("reading the bootstrap binding")?;
-    let mut rbac = ClusterRbac::default();
     bindings.delete(name, &DeleteParams::default()).await?;
-    let result = denied_scenario(&cluster, ns.name(), &mut rbac).await;
-    let restored = restore_binding(&client, &saved).await;
-    rbac.delete(&client).await;
-    result.and(restored)
+    ClusterRbac::around(&client, async |rbac| {
+        let result = denied_scenario(&cluster, ns.name(), rbac).await;
+        let restored = restore_binding(&client, &saved).await;
+        result.and(restored)
+    })
+    .await
 }
 
 async fn denied_scenario(

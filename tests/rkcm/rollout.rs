@@ -706,13 +706,8 @@ fn mask_replicaset_name(message: &str) -> String {
     clippy::too_many_lines,
     reason = "a test that reads top to bottom as its steps"
 )]
-async fn session(
-    cluster: &TestCluster,
-    ns: &TestNamespace,
-    kind: Kind,
-) -> anyhow::Result<Transcript> {
+async fn session(ns: &TestNamespace, k: &Kubectl, kind: Kind) -> anyhow::Result<Transcript> {
     let mut t = Transcript::new(kind);
-    let k = Kubectl::new(cluster, ns.name())?;
     let status = ["rollout", "status", "deployment/web", "--timeout=90s"];
 
     // Settles, learns new hashes, records the state.
@@ -970,7 +965,7 @@ async fn session(
         )
         .await?,
     );
-    lean_session(&mut t, ns, &k).await?;
+    lean_session(&mut t, ns, k).await?;
 
     let rs_columns = "custom-columns=NAME:.metadata.name,REVISION:.metadata.annotations.deployment\\.kubernetes\\.io/revision,DESIRED:.spec.replicas,CURRENT:.status.replicas,READY:.status.readyReplicas,IMAGE:.spec.template.spec.containers[0].image";
     let mut out = k.run(&["get", "rs", "-o", rs_columns], None).await?;
@@ -1068,20 +1063,23 @@ pub(crate) struct Side {
     _ns: TestNamespace,
 }
 
-/// Runs `session` in a namespace of its own against a freshly started manager of `kind`
-/// running `controllers`; the manager must still run afterwards and must not have tried to
-/// write outside its namespace.
+/// Runs `session` in a namespace of its own, with kubectl on that namespace, against a
+/// freshly started manager of `kind` running `controllers`; the manager must still run
+/// afterwards and must not have tried to write outside its namespace.
 pub(crate) async fn run_side(
     cluster: &TestCluster,
     kind: Kind,
     prefix: &str,
     controllers: &str,
-    session: impl AsyncFnOnce(&TestNamespace) -> anyhow::Result<Transcript>,
+    session: impl AsyncFnOnce(&TestNamespace, &Kubectl) -> anyhow::Result<Transcript>,
 ) -> anyhow::Result<Side> {
     let ns = cluster.namespace(prefix).await?;
     wait_default_service_account(&ns).await?;
     let mut manager = Manager::start(kind, cluster, ns.name(), controllers).await?;
-    let result = session(&ns).await;
+    let result = match Kubectl::new(cluster, ns.name()) {
+        Ok(k) => session(&ns, &k).await,
+        Err(e) => Err(e),
+    };
     let result = match (result, manager.check_running_in_namespace()) {
         (Ok(t), Ok(())) => Ok(t),
         (Err(e), _) | (Ok(_), Err(e)) => Err(e),
@@ -1163,7 +1161,7 @@ async fn kubectl_rollout_session_matches_upstream() -> anyhow::Result<()> {
             kind,
             prefix,
             CONTROLLERS,
-            async move |ns: &TestNamespace| session(cluster, ns, kind).await,
+            async move |ns: &TestNamespace, k: &Kubectl| session(ns, k, kind).await,
         )
     };
     let (reference, tested) = tokio::join!(

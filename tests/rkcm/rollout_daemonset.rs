@@ -200,14 +200,13 @@ fn describe(d: &DaemonSet, revs: &[ControllerRevision], pods: &[Pod]) -> String 
     reason = "a test that reads top to bottom as its steps"
 )]
 async fn session(
-    cluster: &TestCluster,
     ns: &TestNamespace,
+    k: &Kubectl,
     kind: Kind,
     group: &str,
     nodes: i32,
 ) -> anyhow::Result<Transcript> {
     let mut t = Transcript::new(kind);
-    let k = Kubectl::new(cluster, ns.name())?;
     let status = [
         "rollout",
         "status",
@@ -369,8 +368,8 @@ async fn kubectl_rollout_daemonset_session_matches_upstream() -> anyhow::Result<
             kind,
             prefix,
             CONTROLLERS,
-            async move |ns: &TestNamespace| {
-                let result = session(cluster, ns, kind, group, count).await;
+            async move |ns: &TestNamespace, k: &Kubectl| {
+                let result = session(ns, k, kind, group, count).await;
                 // Pods bound to the test's nodes never finish terminating once the nodes are gone.
                 let _ = ns
                     .api::<Pod>()

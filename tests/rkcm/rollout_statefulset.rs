@@ -513,9 +513,8 @@ async fn run_sts_side(cluster: &TestCluster, kind: Kind, prefix: &str) -> anyhow
         kind,
         prefix,
         STS_CONTROLLERS,
-        async |ns: &TestNamespace| {
-            let k = Kubectl::new(cluster, ns.name())?;
-            let (raw, restarts) = session(ns, &k).await?;
+        async |ns: &TestNamespace, k: &Kubectl| {
+            let (raw, restarts) = session(ns, k).await?;
             // Revision names made by restarts differ between the sides: name them by order; the
             // namespaces differ too.
             let mut t = Transcript::new(kind);

@@ -22,7 +22,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde_json::json;
 
 use crate::serve::{
-    AcceptAnyCert, HttpResponse, Rkcm, STARTUP, TempDir, client_config, https_request,
+    AcceptAnyCert, HttpResponse, Rkcm, STARTUP, TempDir, cert_client_config, client_config,
+    https_request,
 };
 
 /// A ServiceAccount `name` in `namespace` (created) and a one-hour token for it.
@@ -108,6 +109,18 @@ impl ClusterRbac {
                 .delete(r, &DeleteParams::default())
                 .await;
         }
+    }
+
+    /// Runs `scenario` with a fresh record of the cluster-scoped RBAC it creates, then
+    /// deletes that RBAC whatever the outcome; returns what the scenario returned.
+    pub(crate) async fn around(
+        client: &kube::Client,
+        scenario: impl AsyncFnOnce(&mut Self) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        let mut rbac = Self::default();
+        let result = scenario(&mut rbac).await;
+        rbac.delete(client).await;
+        result
     }
 }
 
@@ -202,20 +215,6 @@ pub(crate) enum As {
     Proxy(CertificateDer<'static>, PrivateKeyDer<'static>, String),
 }
 
-fn cert_config(
-    verifier: Arc<AcceptAnyCert>,
-    cert: &CertificateDer<'static>,
-    key: &PrivateKeyDer<'static>,
-) -> anyhow::Result<rustls::ClientConfig> {
-    Ok(rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()?
-    .dangerous()
-    .with_custom_certificate_verifier(verifier)
-    .with_client_auth_cert(vec![cert.clone()], key.clone_key())?)
-}
-
 /// GET `path` from rkcm on `port` as `who`.
 pub(crate) async fn get_as(port: u16, path: &str, who: &As) -> anyhow::Result<HttpResponse> {
     let verifier = Arc::new(AcceptAnyCert::new());
@@ -226,14 +225,20 @@ pub(crate) async fn get_as(port: u16, path: &str, who: &As) -> anyhow::Result<Ht
             https_request(port, path, &[header], client_config(verifier)?).await
         }
         As::Cert(cert, key) => {
-            https_request(port, path, &[], cert_config(verifier, cert, key)?).await
+            https_request(port, path, &[], cert_client_config(verifier, cert, key)?).await
         }
         As::Proxy(cert, key, user) => {
             let headers = [
                 format!("X-Remote-User: {user}"),
                 "X-Remote-Group: system:authenticated".to_owned(),
             ];
-            https_request(port, path, &headers, cert_config(verifier, cert, key)?).await
+            https_request(
+                port,
+                path,
+                &headers,
+                cert_client_config(verifier, cert, key)?,
+            )
+            .await
         }
     }
 }
@@ -261,11 +266,10 @@ fn requests_with_method(metrics: &str, method: &str) -> f64 {
 async fn metrics_need_an_authorized_identity() -> anyhow::Result<()> {
     let cluster = TestCluster::connect().await?;
     let ns = cluster.namespace("rkcm-authz").await?;
-    let client = cluster.client();
-    let mut rbac = ClusterRbac::default();
-    let result = metrics_scenario(&cluster, ns.name(), &mut rbac).await;
-    rbac.delete(&client).await;
-    result
+    ClusterRbac::around(&cluster.client(), async |rbac| {
+        metrics_scenario(&cluster, ns.name(), rbac).await
+    })
+    .await
 }
 
 #[allow(

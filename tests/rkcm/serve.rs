@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 pub(crate) use rkcm_testkit::scrape::{
-    AcceptAnyCert, HttpResponse, client_config, free_port, https_get, https_get_with, https_request,
+    AcceptAnyCert, HttpResponse, cert_client_config, client_config, free_port, https_get,
+    https_get_with, https_request,
 };
 use rkcm_testkit::{ScopedProxy, TestCluster, unique_name, wait_for};
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
@@ -79,16 +79,33 @@ impl ServerCertVerifier for AcceptAnyCert {
     }
 }
 
+/// A TLS client trusting the servers `verifier` accepts, without a client certificate.
 pub fn client_config(
     verifier: Arc<dyn ServerCertVerifier>,
 ) -> anyhow::Result<rustls::ClientConfig> {
+    Ok(client_builder(verifier)?.with_no_client_auth())
+}
+
+/// A TLS client trusting the servers `verifier` accepts, presenting `cert` (key `key`).
+pub fn cert_client_config(
+    verifier: Arc<dyn ServerCertVerifier>,
+    cert: &CertificateDer<'static>,
+    key: &PrivateKeyDer<'static>,
+) -> anyhow::Result<rustls::ClientConfig> {
+    Ok(client_builder(verifier)?.with_client_auth_cert(vec![cert.clone()], key.clone_key())?)
+}
+
+/// A TLS client on the ring provider and the default protocol versions, trusting the
+/// servers `verifier` accepts; the client certificate is still to choose.
+fn client_builder(
+    verifier: Arc<dyn ServerCertVerifier>,
+) -> anyhow::Result<rustls::ConfigBuilder<rustls::ClientConfig, rustls::client::WantsClientCert>> {
     Ok(rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
     .with_safe_default_protocol_versions()?
     .dangerous()
-    .with_custom_certificate_verifier(verifier)
-    .with_no_client_auth())
+    .with_custom_certificate_verifier(verifier))
 }
 
 /// One HTTP/1.1 GET over TLS to `127.0.0.1:port` (SNI `localhost`), `Connection: close`.

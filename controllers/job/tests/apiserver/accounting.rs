@@ -7,10 +7,6 @@ use serde_json::json;
 
 use crate::harness::*;
 
-fn name_of(p: &Pod) -> String {
-    p.metadata.name.clone().unwrap_or_default()
-}
-
 rkcm_testkit::scenario! {
     ready_pods_and_restart_counts, "job-ready", ready_and_restarts; start = start
 }
@@ -44,7 +40,7 @@ async fn ready_and_restarts(env: &Env) -> Result<()> {
             }]}),
         )
         .await?;
-    let j = wait_job(env, "rdy", "Failed", WITHIN, |j| has_condition(j, "Failed")).await?;
+    let j = wait_condition(env, "rdy", "Failed").await?;
     ensure_conditions(
         &j,
         &[
@@ -96,10 +92,7 @@ async fn adopt(env: &Env) -> Result<()> {
     })
     .await?;
     env.terminate(&name_of(&p), 0).await?;
-    let j = wait_job(env, "adopt", "Complete", WITHIN, |j| {
-        has_condition(j, "Complete")
-    })
-    .await?;
+    let j = wait_condition(env, "adopt", "Complete").await?;
     ensure(status(&j).succeeded == Some(1), format!("{:?}", status(&j)))?;
     Ok(())
 }

@@ -4,32 +4,19 @@
 use anyhow::Result;
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
 use serde_json::json;
 
 use crate::harness::*;
-
-fn name_of(p: &Pod) -> String {
-    p.metadata.name.clone().unwrap_or_default()
-}
 
 rkcm_testkit::scenario! {
     elastic_indexed_scale_down_drops_high_indexes, "job-elastic", elastic; start = start
 }
 
 async fn elastic(env: &Env) -> Result<()> {
-    let uid = env
-        .start_job(
-            "el",
-            json!({"completionMode": "Indexed", "completions": 4, "parallelism": 4}),
-            true,
-        )
-        .await?;
-    env.wait_active_within(&uid, 4, WITHIN).await?;
+    let uid = env.start_indexed("el", 4, json!({})).await?;
     for ix in [0, 3] {
-        let p = env.wait_index(&uid, ix).await?;
-        env.terminate(&name_of(&p), 0).await?;
+        env.end_index(&uid, ix, 0).await?;
     }
     wait_job(env, "el", "indexes 0 and 3 counted", WITHIN, |j| {
         status(j).completed_indexes.as_deref() == Some("0,3") && status(j).succeeded == Some(2)
@@ -59,10 +46,7 @@ async fn elastic(env: &Env) -> Result<()> {
         format!("only index 1 runs on: {:?}", names_of(&active)),
     )?;
     env.terminate(&name_of(&p1), 0).await?;
-    let j = wait_job(env, "el", "Complete", WITHIN, |j| {
-        has_condition(j, "Complete")
-    })
-    .await?;
+    let j = wait_condition(env, "el", "Complete").await?;
     let s = status(&j);
     ensure(
         s.completed_indexes.as_deref() == Some("0,1") && s.succeeded == Some(2),

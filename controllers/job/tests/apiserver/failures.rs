@@ -92,7 +92,7 @@ async fn fail_job_rule(env: &Env) -> Result<()> {
         false,
     ))
     .await?;
-    let j = wait_job(env, "pfp", "Failed", WITHIN, |j| has_condition(j, "Failed")).await?;
+    let j = wait_condition(env, "pfp", "Failed").await?;
     ensure_conditions(
         &j,
         &["FailureTarget=PodFailurePolicy", "Failed=PodFailurePolicy"],
@@ -159,10 +159,7 @@ async fn ignore_rule(env: &Env) -> Result<()> {
     )?;
     let name = second[0].metadata.name.clone().unwrap_or_default();
     env.terminate(&name, 0).await?;
-    let j = wait_job(env, "ign", "Complete", WITHIN, |j| {
-        has_condition(j, "Complete")
-    })
-    .await?;
+    let j = wait_condition(env, "ign", "Complete").await?;
     ensure(
         status(&j).failed.unwrap_or(0) == 0 && status(&j).succeeded == Some(1),
         format!("{:?}", status(&j)),
@@ -190,10 +187,7 @@ async fn deadline(env: &Env) -> Result<()> {
         .await?;
     env.wait_active_within(&uid, 1, WITHIN).await?;
     let started = std::time::Instant::now();
-    let j = wait_job(env, "late", "Failed", WITHIN, |j| {
-        has_condition(j, "Failed")
-    })
-    .await?;
+    let j = wait_condition(env, "late", "Failed").await?;
     ensure(
         started.elapsed() <= Duration::from_secs(12),
         format!("deadline enforced after {:?}", started.elapsed()),
@@ -238,7 +232,7 @@ async fn fail_index(env: &Env) -> Result<()> {
             false,
         )
         .await?;
-    let j = wait_job(env, "fi", "Failed", WITHIN, |j| has_condition(j, "Failed")).await?;
+    let j = wait_condition(env, "fi", "Failed").await?;
     let s = status(&j);
     ensure(
         s.failed_indexes.as_deref() == Some("0-2") && s.failed == Some(3),

@@ -43,6 +43,11 @@ pub async fn wait_job(
         .await
 }
 
+/// Waits until Job `name` has condition `type_` true; returns it.
+pub async fn wait_condition(env: &Env, name: &str, type_: &str) -> Result<Job> {
+    wait_job(env, name, type_, WITHIN, |j| has_condition(j, type_)).await
+}
+
 /// Job helpers on the testkit's [`Env`].
 #[allow(async_fn_in_trait)]
 pub trait JobEnv {
@@ -57,8 +62,13 @@ pub trait JobEnv {
     /// Events on the Job `name` with `reason`.
     async fn events(&self, name: &str, reason: &str) -> Result<Vec<Event>>;
     async fn wait_event(&self, name: &str, reason: &str) -> Result<Event>;
+    /// Starts the driven Indexed Job `name` of `n` completions, all in parallel, with the
+    /// spec fields of `extra` on top, and waits for its `n` active pods; returns its UID.
+    async fn start_indexed(&self, name: &str, n: i32, extra: Value) -> Result<String>;
     /// Waits for the active pod of index `ix`.
     async fn wait_index(&self, uid: &str, ix: i32) -> Result<Pod>;
+    /// Waits for the active pod of index `ix` and terminates it with `code`.
+    async fn end_index(&self, uid: &str, ix: i32, code: i32) -> Result<()>;
     /// Waits until the Job `uid` has no active pod left (`what` says why it should not).
     async fn wait_none_active(&self, uid: &str, what: &str) -> Result<()>;
 }
@@ -103,6 +113,22 @@ impl JobEnv for Env {
             Ok(self.events(name, reason).await?.into_iter().next())
         })
         .await
+    }
+
+    async fn start_indexed(&self, name: &str, n: i32, extra: Value) -> Result<String> {
+        let mut spec = json!({"completionMode": "Indexed", "completions": n, "parallelism": n});
+        if let (Some(spec), Value::Object(extra)) = (spec.as_object_mut(), extra) {
+            spec.extend(extra);
+        }
+        let uid = self.start_job(name, spec, true).await?;
+        self.wait_active_within(&uid, usize::try_from(n)?, WITHIN)
+            .await?;
+        Ok(uid)
+    }
+
+    async fn end_index(&self, uid: &str, ix: i32, code: i32) -> Result<()> {
+        let pod = self.wait_index(uid, ix).await?;
+        self.terminate(&name_of(&pod), code).await
     }
 
     async fn wait_index(&self, uid: &str, ix: i32) -> Result<Pod> {

@@ -8,10 +8,6 @@ use serde_json::json;
 
 use crate::harness::*;
 
-fn name_of(p: &Pod) -> String {
-    p.metadata.name.clone().unwrap_or_default()
-}
-
 rkcm_testkit::scenario! {
     backoff_limit_per_index_fails_only_that_index, "job-perindex", per_index; start = start
 }
@@ -63,10 +59,9 @@ async fn per_index(env: &Env) -> Result<()> {
     )?;
     env.terminate(&name_of(&again), 1).await?;
     for ix in [1, 2] {
-        let p = env.wait_index(&uid, ix).await?;
-        env.terminate(&name_of(&p), 0).await?;
+        env.end_index(&uid, ix, 0).await?;
     }
-    let j = wait_job(env, "pi", "Failed", WITHIN, |j| has_condition(j, "Failed")).await?;
+    let j = wait_condition(env, "pi", "Failed").await?;
     let s = status(&j);
     ensure(
         s.failed_indexes.as_deref() == Some("0")
@@ -85,20 +80,14 @@ rkcm_testkit::scenario! {
 
 async fn success_policy(env: &Env) -> Result<()> {
     let uid = env
-        .start_job(
+        .start_indexed(
             "sp",
-            json!({"completionMode": "Indexed", "completions": 3, "parallelism": 3,
-                   "successPolicy": {"rules": [{"succeededIndexes": "0"}]}}),
-            true,
+            3,
+            json!({"successPolicy": {"rules": [{"succeededIndexes": "0"}]}}),
         )
         .await?;
-    env.wait_active_within(&uid, 3, WITHIN).await?;
-    let p0 = env.wait_index(&uid, 0).await?;
-    env.terminate(&name_of(&p0), 0).await?;
-    let j = wait_job(env, "sp", "Complete", WITHIN, |j| {
-        has_condition(j, "Complete")
-    })
-    .await?;
+    env.end_index(&uid, 0, 0).await?;
+    let j = wait_condition(env, "sp", "Complete").await?;
     ensure_conditions(
         &j,
         &["SuccessCriteriaMet=SuccessPolicy", "Complete=SuccessPolicy"],

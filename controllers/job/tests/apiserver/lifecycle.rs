@@ -17,10 +17,7 @@ async fn suspend(env: &Env) -> Result<()> {
             true,
         )
         .await?;
-    let j = wait_job(env, "sus", "Suspended", WITHIN, |j| {
-        has_condition(j, "Suspended")
-    })
-    .await?;
+    let j = wait_condition(env, "sus", "Suspended").await?;
     ensure(
         status(&j).start_time.is_none(),
         "no startTime while suspended",
@@ -83,10 +80,7 @@ async fn suspend(env: &Env) -> Result<()> {
     let pods = env.wait_active_within(&uid, 1, WITHIN).await?;
     env.terminate(pods[0].metadata.name.as_deref().unwrap_or_default(), 0)
         .await?;
-    let j = wait_job(env, "sus", "Complete", WITHIN, |j| {
-        has_condition(j, "Complete")
-    })
-    .await?;
+    let j = wait_condition(env, "sus", "Complete").await?;
     ensure(
         status(&j).succeeded == Some(4) && status(&j).failed.unwrap_or(0) == 0,
         format!("{:?}", status(&j)),

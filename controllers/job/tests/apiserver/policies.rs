@@ -8,10 +8,6 @@ use serde_json::json;
 
 use crate::harness::*;
 
-fn name_of(p: &Pod) -> String {
-    p.metadata.name.clone().unwrap_or_default()
-}
-
 fn created(p: &Pod) -> Result<Timestamp> {
     p.metadata
         .creation_timestamp
@@ -79,17 +75,15 @@ rkcm_testkit::scenario! {
 
 async fn max_failed_indexes(env: &Env) -> Result<()> {
     let uid = env
-        .start_job(
+        .start_indexed(
             "mfi",
-            json!({"completionMode": "Indexed", "completions": 3, "parallelism": 3,
-                   "backoffLimitPerIndex": 0, "maxFailedIndexes": 0}),
-            true,
+            3,
+            json!({"backoffLimitPerIndex": 0, "maxFailedIndexes": 0}),
         )
         .await?;
-    env.wait_active_within(&uid, 3, WITHIN).await?;
     let p1 = env.wait_index(&uid, 1).await?;
     env.terminate(&name_of(&p1), 1).await?;
-    let j = wait_job(env, "mfi", "Failed", WITHIN, |j| has_condition(j, "Failed")).await?;
+    let j = wait_condition(env, "mfi", "Failed").await?;
     ensure_conditions(
         &j,
         &[
@@ -143,16 +137,13 @@ rkcm_testkit::scenario! {
 
 async fn success_count(env: &Env) -> Result<()> {
     let uid = env
-        .start_job(
+        .start_indexed(
             "sc",
-            json!({"completionMode": "Indexed", "completions": 5, "parallelism": 5,
-                   "successPolicy": {"rules": [{"succeededCount": 2}]}}),
-            true,
+            5,
+            json!({"successPolicy": {"rules": [{"succeededCount": 2}]}}),
         )
         .await?;
-    env.wait_active_within(&uid, 5, WITHIN).await?;
-    let p3 = env.wait_index(&uid, 3).await?;
-    env.terminate(&name_of(&p3), 0).await?;
+    env.end_index(&uid, 3, 0).await?;
     let j = wait_job(env, "sc", "index 3 counted", WITHIN, |j| {
         status(j).completed_indexes.as_deref() == Some("3")
     })
@@ -161,12 +152,8 @@ async fn success_count(env: &Env) -> Result<()> {
         conditions(&j).is_empty() && status(&j).active == Some(4),
         format!("one index is not enough: {:?}", status(&j)),
     )?;
-    let p1 = env.wait_index(&uid, 1).await?;
-    env.terminate(&name_of(&p1), 0).await?;
-    let j = wait_job(env, "sc", "Complete", WITHIN, |j| {
-        has_condition(j, "Complete")
-    })
-    .await?;
+    env.end_index(&uid, 1, 0).await?;
+    let j = wait_condition(env, "sc", "Complete").await?;
     ensure_conditions(
         &j,
         &["SuccessCriteriaMet=SuccessPolicy", "Complete=SuccessPolicy"],

@@ -53,10 +53,6 @@ async fn delete(env: &Env, pod: &Pod) -> Result<()> {
     Ok(())
 }
 
-fn name_of(p: &Pod) -> String {
-    p.metadata.name.clone().unwrap_or_default()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs apiserver: make test"]
 async fn terminating_pod_counts_as_failed_by_default() -> Result<()> {
@@ -189,7 +185,7 @@ async fn finish_waits(env: &Env, node: &str) -> Result<()> {
     })
     .await?;
     env.terminate(&name_of(&pods[1]), 137).await?;
-    let j = wait_job(env, "fw", "Failed", WITHIN, |j| has_condition(j, "Failed")).await?;
+    let j = wait_condition(env, "fw", "Failed").await?;
     let s = status(&j);
     ensure(
         s.terminating.unwrap_or(0) == 0 && s.failed == Some(2),

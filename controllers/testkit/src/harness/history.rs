@@ -243,21 +243,8 @@ impl Readier {
         let pods = env.pods();
         let (tx, rx) = tokio::sync::oneshot::channel();
         let task = tokio::spawn(async move {
-            let mut tx = Some(tx);
-            let mut stream = watcher(pods.clone(), watcher::Config::default())
-                .default_backoff()
-                .boxed();
-            while let Some(ev) = stream.next().await {
-                let pod = match ev {
-                    Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => p,
-                    Ok(watcher::Event::InitDone) => {
-                        if let Some(tx) = tx.take() {
-                            let _ = tx.send(());
-                        }
-                        continue;
-                    }
-                    _ => continue,
-                };
+            let mut stream = applied_pods(pods.clone(), tx).boxed();
+            while let Some(pod) = stream.next().await {
                 if !is_active(&pod) || is_ready(&pod) || !which(&pod) {
                     continue;
                 }
@@ -282,6 +269,30 @@ impl Readier {
             .context("readier task ended")?;
         Ok(Self { task })
     }
+}
+
+/// The pods of `pods` as its watch applies them (the listed ones first); `listed` is told
+/// once the watch has listed.
+pub(super) fn applied_pods(
+    pods: Api<Pod>,
+    listed: tokio::sync::oneshot::Sender<()>,
+) -> impl futures::Stream<Item = Pod> + Send + 'static {
+    let mut listed = Some(listed);
+    watcher(pods, watcher::Config::default())
+        .default_backoff()
+        .filter_map(move |ev| {
+            let pod = match ev {
+                Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => Some(p),
+                Ok(watcher::Event::InitDone) => {
+                    if let Some(tx) = listed.take() {
+                        let _ = tx.send(());
+                    }
+                    None
+                }
+                _ => None,
+            };
+            std::future::ready(pod)
+        })
 }
 
 impl Drop for Readier {

@@ -15,12 +15,11 @@ use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
 use super::env::Env;
-use super::history::Seen;
+use super::history::{Seen, applied_pods};
 use super::objects::{WITHIN, is_active, name_of, ready_status, uid_of};
 use crate::cluster::terminated;
 
@@ -118,23 +117,10 @@ impl JobPodRunner {
         let task = {
             let finished = finished.clone();
             tokio::spawn(async move {
-                let mut tx = Some(tx);
                 let mut taken: BTreeSet<String> = BTreeSet::new();
                 let mut runs = tokio::task::JoinSet::new();
-                let mut stream = watcher(pods.clone(), watcher::Config::default())
-                    .default_backoff()
-                    .boxed();
-                while let Some(ev) = stream.next().await {
-                    let pod = match ev {
-                        Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => p,
-                        Ok(watcher::Event::InitDone) => {
-                            if let Some(tx) = tx.take() {
-                                let _ = tx.send(());
-                            }
-                            continue;
-                        }
-                        _ => continue,
-                    };
+                let mut stream = applied_pods(pods.clone(), tx).boxed();
+                while let Some(pod) = stream.next().await {
                     if !is_active(&pod) || !job_controlled(&pod) || !taken.insert(uid_of(&pod)) {
                         continue;
                     }

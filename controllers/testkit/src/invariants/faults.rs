@@ -26,7 +26,7 @@ mod outcome;
 mod report;
 mod workload;
 
-pub(crate) use leader::{Replica, audit_writes, lease_writer};
+pub(crate) use leader::{Replica, audit_writes, close_run, is_lease_write, lease_writer};
 pub use leader::{handover, run_leader};
 pub use outcome::{ALL_CONTROLLERS, CONTROLLERS, CutRecord, Handover, Options, Outcome, Rejection};
 pub(crate) use report::count_panics;

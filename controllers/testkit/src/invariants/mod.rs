@@ -133,6 +133,17 @@ pub enum Kind {
     Node,
 }
 
+impl Kind {
+    /// Every kind.
+    pub const ALL: [Kind; 5] = [
+        Kind::Pod,
+        Kind::ReplicaSet,
+        Kind::Deployment,
+        Kind::Job,
+        Kind::Node,
+    ];
+}
+
 /// One object as a watch delivered it.
 #[derive(Debug, Clone)]
 pub enum Object {
@@ -297,6 +308,15 @@ impl Checker {
         Self {
             config,
             ..Default::default()
+        }
+    }
+
+    /// Observes a first, empty list of every kind at `at`, each in the namespace `scope`
+    /// gives (`None`: cluster-wide), so the watches start from nothing.
+    pub fn listed_empty(&mut self, at: Timestamp, scope: impl Fn(Kind) -> Option<String>) {
+        for kind in Kind::ALL {
+            self.observe(at, Observation::ListStart(kind, scope(kind)));
+            self.observe(at, Observation::ListDone(kind, scope(kind)));
         }
     }
 

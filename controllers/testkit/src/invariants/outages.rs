@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 
 use super::faults::{
     CONTROLLERS, CutRecord, Options, Outcome, Rejection, Replica, Workload, audit_writes,
-    count_panics, kwok_template, lease_writer, watched_namespace,
+    close_run, is_lease_write, kwok_template, lease_writer, watched_namespace,
 };
 use crate::cluster::{TestCluster, TestNamespace};
 use crate::harness::ManagerKind;
@@ -118,15 +118,7 @@ pub fn pod_creates(log: &str, namespace: &str) -> Vec<jiff::Timestamp> {
 pub fn lease_writes(log: &str, namespace: &str) -> Vec<(jiff::Timestamp, String)> {
     log.lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| {
-            e["stage"] == "ResponseComplete"
-                && e["objectRef"]["namespace"] == namespace
-                && e["objectRef"]["resource"] == "leases"
-                && matches!(e["verb"].as_str(), Some("update" | "create" | "patch"))
-                && e["responseStatus"]["code"]
-                    .as_i64()
-                    .is_some_and(|c| c < 300)
-        })
+        .filter(|e| is_lease_write(e, namespace))
         .filter_map(|e| {
             let at = e["requestReceivedTimestamp"].as_str()?.parse().ok()?;
             Some((at, e["user"]["username"].as_str()?.to_owned()))
@@ -690,15 +682,7 @@ pub async fn run_partition(
         anyhow::Ok(())
     }
     .await;
-    if let Err(e) = result {
-        outcome.error = Some(format!("{e:#}"));
-    }
-    outcome.duration_s = begun.elapsed().as_secs_f64();
-    outcome.record(watcher.finish().await);
-    for r in &mut replicas {
-        outcome.panics += count_panics(&std::fs::read_to_string(&r.log).unwrap_or_default());
-        let _ = r.child.kill().await;
-    }
+    close_run(&mut outcome, result, begun, watcher, &mut replicas).await;
     for (_, p) in &proxies {
         p.stop();
     }

@@ -84,21 +84,7 @@ fn run(steps: Vec<(i64, Observation)>) -> Vec<Invariant> {
     let mut c = Checker::new(Config {
         grace: SignedDuration::from_secs(GRACE),
     });
-    for kind in [
-        Kind::Pod,
-        Kind::ReplicaSet,
-        Kind::Deployment,
-        Kind::Job,
-        Kind::Node,
-    ] {
-        let scope = if kind == Kind::Node {
-            None
-        } else {
-            Some("ns".to_owned())
-        };
-        c.observe(t(0), Observation::ListStart(kind, scope.clone()));
-        c.observe(t(0), Observation::ListDone(kind, scope));
-    }
+    c.listed_empty(t(0), |kind| (kind != Kind::Node).then(|| "ns".to_owned()));
     c.observe(t(0), A(node("node-a")));
     let mut last = 0;
     for (s, obs) in steps {

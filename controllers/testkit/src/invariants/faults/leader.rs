@@ -11,6 +11,7 @@ use super::report::count_panics;
 use super::workload::{Workload, watched_namespace};
 use crate::cluster::TestCluster;
 use crate::harness::ManagerKind;
+use crate::invariants::watch::InvariantWatcher;
 use crate::wait::wait_for;
 
 /// One workload write of the audit log: (time, user).
@@ -120,20 +121,23 @@ impl Replica {
     }
 }
 
+/// Whether audit event `e` is a successful write of a Lease in `namespace`.
+pub(crate) fn is_lease_write(e: &Value, namespace: &str) -> bool {
+    e["stage"] == "ResponseComplete"
+        && e["objectRef"]["namespace"] == namespace
+        && e["objectRef"]["resource"] == "leases"
+        && matches!(e["verb"].as_str(), Some("update" | "create" | "patch"))
+        && e["responseStatus"]["code"]
+            .as_i64()
+            .is_some_and(|c| c < 300)
+}
+
 /// The user of the replica holding the Lease: the last one that wrote it (audit log).
 pub(crate) fn lease_writer(log: &str, namespace: &str) -> Option<String> {
     log.lines()
         .rev()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|e| {
-            e["stage"] == "ResponseComplete"
-                && e["objectRef"]["namespace"] == namespace
-                && e["objectRef"]["resource"] == "leases"
-                && matches!(e["verb"].as_str(), Some("update" | "create" | "patch"))
-                && e["responseStatus"]["code"]
-                    .as_i64()
-                    .is_some_and(|c| c < 300)
-        })
+        .find(|e| is_lease_write(e, namespace))
         .and_then(|e| e["user"]["username"].as_str().map(str::to_owned))
 }
 
@@ -165,6 +169,26 @@ fn spawn_pair(
                 .with_extension("log"),
         )?,
     ])
+}
+
+/// Closes a run of manager replicas: records the run's error, its duration, what the
+/// invariant watcher saw and the panics in each replica's log, then kills the replicas.
+pub(crate) async fn close_run(
+    outcome: &mut Outcome,
+    result: Result<()>,
+    begun: Instant,
+    watcher: InvariantWatcher,
+    replicas: &mut [Replica],
+) {
+    if let Err(e) = result {
+        outcome.error = Some(format!("{e:#}"));
+    }
+    outcome.duration_s = begun.elapsed().as_secs_f64();
+    outcome.record(watcher.finish().await);
+    for r in replicas {
+        outcome.panics += count_panics(&std::fs::read_to_string(&r.log).unwrap_or_default());
+        let _ = r.child.kill().await;
+    }
 }
 
 /// The `leader` scenario for `kind`. Needs `RKCM_CLUSTER_DIR` (the plane's directory, for
@@ -258,14 +282,6 @@ pub async fn run_leader(
         anyhow::Ok(())
     }
     .await;
-    if let Err(e) = result {
-        outcome.error = Some(format!("{e:#}"));
-    }
-    outcome.duration_s = begun.elapsed().as_secs_f64();
-    outcome.record(watcher.finish().await);
-    for r in &mut replicas {
-        outcome.panics += count_panics(&std::fs::read_to_string(&r.log).unwrap_or_default());
-        let _ = r.child.kill().await;
-    }
+    close_run(&mut outcome, result, begun, watcher, &mut replicas).await;
     Ok(outcome)
 }
