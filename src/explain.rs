@@ -445,6 +445,25 @@ where
     ))
 }
 
+/// The ControllerRevisions the owner's controller works with: its own, and orphans its
+/// selector matches.
+async fn revisions(
+    read: &Read<'_>,
+    owner: &ObjectMeta,
+    selector: &Selector,
+) -> anyhow::Result<Vec<Arc<ControllerRevision>>> {
+    let all: Vec<Arc<ControllerRevision>> = read
+        .list::<ControllerRevision>()
+        .await?
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+    let uid = owner.uid.as_deref().unwrap_or_default();
+    Ok(owned_or_orphan_revisions(&all, uid, |r| {
+        selector.matches(r.metadata.labels.as_ref())
+    }))
+}
+
 async fn daemonset(
     read: &Read<'_>,
     name: &str,
@@ -456,16 +475,7 @@ async fn daemonset(
     let pods = claimed(&ds, read.list::<Pod>().await?, |p| {
         selector.matches(p.metadata.labels.as_ref())
     })?;
-    let revisions: Vec<Arc<ControllerRevision>> = read
-        .list::<ControllerRevision>()
-        .await?
-        .into_iter()
-        .map(Arc::new)
-        .collect();
-    let uid = ds.metadata.uid.clone().unwrap_or_default();
-    let revisions = owned_or_orphan_revisions(&revisions, &uid, |r| {
-        selector.matches(r.metadata.labels.as_ref())
-    });
+    let revisions = revisions(read, &ds.metadata, &selector).await?;
     let nodes = nodes(read).await?;
     let seen = rkcm_daemonset::explain::Seen {
         ds: &ds,
@@ -492,16 +502,7 @@ async fn statefulset(
         selector.matches(p.metadata.labels.as_ref())
             && rkcm_statefulset::identity::is_member_of(&set, &CachedPod::from(p))
     })?;
-    let revisions: Vec<Arc<ControllerRevision>> = read
-        .list::<ControllerRevision>()
-        .await?
-        .into_iter()
-        .map(Arc::new)
-        .collect();
-    let uid = set.metadata.uid.clone().unwrap_or_default();
-    let revisions = owned_or_orphan_revisions(&revisions, &uid, |r| {
-        selector.matches(r.metadata.labels.as_ref())
-    });
+    let revisions = revisions(read, &set.metadata, &selector).await?;
     let claims: rkcm_statefulset::claims::Claims = read
         .list::<PersistentVolumeClaim>()
         .await?
