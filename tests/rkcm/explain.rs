@@ -14,6 +14,8 @@
 mod daemonset;
 #[path = "explain/deployment.rs"]
 mod deployment;
+#[path = "explain/job.rs"]
+mod job;
 #[path = "explain/podgc.rs"]
 mod podgc;
 #[path = "explain/replicaset.rs"]
