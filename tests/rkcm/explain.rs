@@ -10,6 +10,8 @@
 //!
 //! One file per controller group under `explain/`.
 
+#[path = "explain/cronjob.rs"]
+mod cronjob;
 #[path = "explain/daemonset.rs"]
 mod daemonset;
 #[path = "explain/deployment.rs"]
