@@ -18,8 +18,6 @@ mod cronjob_takeover;
 mod daemonset_takeover;
 #[path = "rkcm/explain.rs"]
 mod explain;
-#[path = "rkcm/explain_live.rs"]
-mod explain_live;
 #[path = "rkcm/flags.rs"]
 mod flags;
 #[path = "rkcm/forget.rs"]

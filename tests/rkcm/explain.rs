@@ -18,6 +18,8 @@ mod daemonset;
 mod deployment;
 #[path = "explain/job.rs"]
 mod job;
+#[path = "explain/live.rs"]
+mod live;
 #[path = "explain/podgc.rs"]
 mod podgc;
 #[path = "explain/replicaset.rs"]
@@ -51,9 +53,17 @@ pub(crate) async fn explain(
     target: &str,
     extra: &[&str],
 ) -> anyhow::Result<Value> {
+    let mut args = vec![target, "-o", "json"];
+    args.extend_from_slice(extra);
+    let out = run_explain(cluster, &args).await?;
+    serde_json::from_str(&out).context("parsing rkcm explain -o json")
+}
+
+/// `rkcm explain ARGS... --kubeconfig=<the cluster's>`; its standard output.
+pub(crate) async fn run_explain(cluster: &TestCluster, args: &[&str]) -> anyhow::Result<String> {
     let out = tokio::process::Command::new(rkcm_bin())
-        .args(["explain", target, "-o", "json"])
-        .args(extra)
+        .arg("explain")
+        .args(args)
         .arg(format!(
             "--kubeconfig={}",
             cluster.kubeconfig_path().display()
@@ -66,12 +76,12 @@ pub(crate) async fn explain(
         .context("running rkcm explain")?;
     if !out.status.success() {
         bail!(
-            "rkcm explain {target} failed ({:?}): {}",
+            "rkcm explain {args:?} failed ({:?}): {}",
             out.status.code(),
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    serde_json::from_slice(&out.stdout).context("parsing rkcm explain -o json")
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// The reason codes of an explanation, in its order.

@@ -3,10 +3,7 @@
 //! --manager` shows it beside what it would decide now, the path needs an authorized identity,
 //! and the record is forgotten when the Job is deleted.
 
-use std::process::Stdio;
-use std::time::Duration;
-
-use anyhow::{Context as _, bail, ensure};
+use anyhow::{Context as _, ensure};
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, DeleteParams, PostParams};
 use rkcm_testkit::{TestCluster, wait_for};
@@ -14,41 +11,21 @@ use serde_json::json;
 
 use crate::job_takeover::job_manifest;
 use crate::secure_serving::{As, ClusterRbac, get_as, service_account_token, wait_allowed};
-use crate::serve::{Rkcm, rkcm_bin};
+use crate::serve::Rkcm;
 
-/// One sync after a change, with margin for a busy plane.
-const REACT: Duration = Duration::from_secs(60);
+use super::{REACT, run_explain};
 
-/// `rkcm explain job/NS/NAME --manager ...` with `extra` flags; stdout.
+/// `rkcm explain TARGET --manager <rkcm on port> [extra...]`; its standard output.
 async fn explain(
     cluster: &TestCluster,
     target: &str,
     port: u16,
     extra: &[&str],
 ) -> anyhow::Result<String> {
-    let out = tokio::process::Command::new(rkcm_bin())
-        .args(["explain", target])
-        .arg(format!(
-            "--kubeconfig={}",
-            cluster.kubeconfig_path().display()
-        ))
-        .arg(format!("--manager=https://127.0.0.1:{port}"))
-        .arg("--manager-insecure-skip-tls-verify")
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .output()
-        .await
-        .context("running rkcm explain")?;
-    if !out.status.success() {
-        bail!(
-            "rkcm explain failed ({:?}): {}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    let manager = format!("--manager=https://127.0.0.1:{port}");
+    let mut args = vec![target, &manager, "--manager-insecure-skip-tls-verify"];
+    args.extend_from_slice(extra);
+    run_explain(cluster, &args).await
 }
 
 #[tokio::test]
