@@ -10,6 +10,36 @@
 //!
 //! One file per controller group under `explain/`.
 
+/// The two tests of one scenario: `$rkcm` runs it under rkcm, `$upstream` under upstream
+/// kube-controller-manager, each in a [`session`] of its own running `$controllers`.
+macro_rules! under_both {
+    ($rkcm:ident, $upstream:ident, $prefix:literal, $controllers:expr, $scenario:path) => {
+        #[tokio::test]
+        #[ignore = "needs apiserver: make test"]
+        async fn $rkcm() -> anyhow::Result<()> {
+            super::session(
+                rkcm_testkit::harness::ManagerKind::Rkcm,
+                $prefix,
+                $controllers,
+                $scenario,
+            )
+            .await
+        }
+
+        #[tokio::test]
+        #[ignore = "needs apiserver: make test"]
+        async fn $upstream() -> anyhow::Result<()> {
+            super::session(
+                rkcm_testkit::harness::ManagerKind::Upstream,
+                $prefix,
+                $controllers,
+                $scenario,
+            )
+            .await
+        }
+    };
+}
+
 #[path = "explain/cronjob.rs"]
 mod cronjob;
 #[path = "explain/daemonset.rs"]

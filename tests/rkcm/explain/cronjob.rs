@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use anyhow::bail;
 use k8s_openapi::api::batch::v1::CronJob;
-use rkcm_testkit::harness::{Env, ManagerKind, kwok_template};
+use rkcm_testkit::harness::{Env, kwok_template};
 use rkcm_testkit::wait_for;
 use serde_json::{Value, json};
 
-use super::{has_remedy, message, objects, reasons, session, target, wait_explained, wait_until};
+use super::{has_remedy, message, objects, reasons, target, wait_explained, wait_until};
 
 const CONTROLLERS: &str = "cronjob-controller,job-controller";
 /// Up to one minute to the next run, and one sync after it.
@@ -134,20 +134,10 @@ async fn scenario(env: &Env) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn explain_cronjob_next_run_forbid_and_suspend_under_rkcm() -> anyhow::Result<()> {
-    session(ManagerKind::Rkcm, "rkcm-explain-cj", CONTROLLERS, scenario).await
-}
-
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn explain_cronjob_next_run_forbid_and_suspend_under_upstream() -> anyhow::Result<()> {
-    session(
-        ManagerKind::Upstream,
-        "rkcm-explain-cj",
-        CONTROLLERS,
-        scenario,
-    )
-    .await
-}
+under_both!(
+    explain_cronjob_next_run_forbid_and_suspend_under_rkcm,
+    explain_cronjob_next_run_forbid_and_suspend_under_upstream,
+    "rkcm-explain-cj",
+    CONTROLLERS,
+    scenario
+);

@@ -8,10 +8,10 @@ use anyhow::bail;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
-use rkcm_testkit::harness::{Env, ManagerKind};
+use rkcm_testkit::harness::Env;
 use serde_json::{Value, json};
 
-use super::{Nodes, REACT, objects, reasons, session, target, test_toleration, wait_until};
+use super::{Nodes, REACT, objects, reasons, target, test_toleration, wait_until};
 
 const CONTROLLERS: &str = "daemonset-controller";
 /// The label that puts a node in this test's DaemonSet (value: the namespace).
@@ -98,20 +98,10 @@ async fn scenario(env: &Env) -> anyhow::Result<()> {
     result.and(deleted)
 }
 
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn explain_daemonset_nodes_without_a_pod_under_rkcm() -> anyhow::Result<()> {
-    session(ManagerKind::Rkcm, "rkcm-explain-ds", CONTROLLERS, scenario).await
-}
-
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn explain_daemonset_nodes_without_a_pod_under_upstream() -> anyhow::Result<()> {
-    session(
-        ManagerKind::Upstream,
-        "rkcm-explain-ds",
-        CONTROLLERS,
-        scenario,
-    )
-    .await
-}
+under_both!(
+    explain_daemonset_nodes_without_a_pod_under_rkcm,
+    explain_daemonset_nodes_without_a_pod_under_upstream,
+    "rkcm-explain-ds",
+    CONTROLLERS,
+    scenario
+);

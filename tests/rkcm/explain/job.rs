@@ -7,11 +7,11 @@
 
 use anyhow::bail;
 use k8s_openapi::api::batch::v1::Job;
-use rkcm_testkit::harness::{Env, ManagerKind, kwok_template};
+use rkcm_testkit::harness::{Env, kwok_template};
 use serde_json::{Value, json};
 
 use super::{
-    REACT, has_remedy, message, objects, session, target, wait_explained, wait_settled, wait_until,
+    REACT, has_remedy, message, objects, target, wait_explained, wait_settled, wait_until,
 };
 
 const CONTROLLERS: &str = "job-controller";
@@ -122,20 +122,10 @@ async fn scenario(env: &Env) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn explain_job_suspended_backoff_and_failure_policy_under_rkcm() -> anyhow::Result<()> {
-    session(ManagerKind::Rkcm, "rkcm-explain-job", CONTROLLERS, scenario).await
-}
-
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn explain_job_suspended_backoff_and_failure_policy_under_upstream() -> anyhow::Result<()> {
-    session(
-        ManagerKind::Upstream,
-        "rkcm-explain-job",
-        CONTROLLERS,
-        scenario,
-    )
-    .await
-}
+under_both!(
+    explain_job_suspended_backoff_and_failure_policy_under_rkcm,
+    explain_job_suspended_backoff_and_failure_policy_under_upstream,
+    "rkcm-explain-job",
+    CONTROLLERS,
+    scenario
+);

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use anyhow::bail;
 use k8s_openapi::api::core::v1::Pod;
-use rkcm_testkit::harness::{Env, ManagerKind, NO_SCHEDULER, PAUSE, phase};
+use rkcm_testkit::harness::{Env, NO_SCHEDULER, PAUSE, phase};
 use rkcm_testkit::wait_for;
 use serde_json::{Value, json};
 
-use super::{Nodes, REACT, has_remedy, message, objects, reasons, session, target, wait_until};
+use super::{Nodes, REACT, has_remedy, message, objects, reasons, target, wait_until};
 
 const CONTROLLERS: &str = "pod-garbage-collector-controller";
 /// PodGC's quarantine of a missing node (40 s), a live GET, and margin.
@@ -110,20 +110,10 @@ async fn scenario(env: &Env) -> anyhow::Result<()> {
     result.and(deleted)
 }
 
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn explain_podgc_threshold_and_missing_node_under_rkcm() -> anyhow::Result<()> {
-    session(ManagerKind::Rkcm, "rkcm-explain-gc", CONTROLLERS, scenario).await
-}
-
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn explain_podgc_threshold_and_missing_node_under_upstream() -> anyhow::Result<()> {
-    session(
-        ManagerKind::Upstream,
-        "rkcm-explain-gc",
-        CONTROLLERS,
-        scenario,
-    )
-    .await
-}
+under_both!(
+    explain_podgc_threshold_and_missing_node_under_rkcm,
+    explain_podgc_threshold_and_missing_node_under_upstream,
+    "rkcm-explain-gc",
+    CONTROLLERS,
+    scenario
+);

@@ -5,11 +5,11 @@
 use anyhow::bail;
 use k8s_openapi::api::core::v1::ResourceQuota;
 use kube::api::DeleteParams;
-use rkcm_testkit::harness::{Env, ManagerKind, kwok_template};
+use rkcm_testkit::harness::{Env, kwok_template};
 use rkcm_testkit::wait_for;
 use serde_json::json;
 
-use super::{REACT, entry, has_remedy, message, session, target, wait_explained, wait_settled};
+use super::{REACT, entry, has_remedy, message, target, wait_explained, wait_settled};
 
 async fn scenario(env: &Env) -> anyhow::Result<()> {
     env.create::<ResourceQuota>(json!({
@@ -60,26 +60,10 @@ async fn scenario(env: &Env) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn explain_replicaset_pod_create_refused_under_rkcm() -> anyhow::Result<()> {
-    session(
-        ManagerKind::Rkcm,
-        "rkcm-explain-rs",
-        "replicaset-controller",
-        scenario,
-    )
-    .await
-}
-
-#[tokio::test]
-#[ignore = "needs apiserver: make test"]
-async fn explain_replicaset_pod_create_refused_under_upstream() -> anyhow::Result<()> {
-    session(
-        ManagerKind::Upstream,
-        "rkcm-explain-rs",
-        "replicaset-controller",
-        scenario,
-    )
-    .await
-}
+under_both!(
+    explain_replicaset_pod_create_refused_under_rkcm,
+    explain_replicaset_pod_create_refused_under_upstream,
+    "rkcm-explain-rs",
+    "replicaset-controller",
+    scenario
+);
