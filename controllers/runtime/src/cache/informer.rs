@@ -382,6 +382,7 @@ impl<K: Informable> Informer<K> {
                         // rather than stop informing.
                         warn!(resource = %resource, "Informer list/watch stream ended; restarting");
                         tokio::select! {
+                            biased;
                             () = shutdown.cancelled() => {}
                             () = tokio::time::sleep(RESTART_DELAY) => {}
                         }
