@@ -196,6 +196,7 @@ impl Deferred {
                 return;
             }
             tokio::select! {
+                biased;
                 () = &mut notified => {}
                 () = tokio::time::sleep_until(deadline) => return,
                 // The queue may empty without a sync ending (a key handed to no worker yet
@@ -284,6 +285,7 @@ impl Deferred {
     ) {
         loop {
             let next = tokio::select! {
+                biased;
                 () = stop.cancelled() => break,
                 next = self.next() => next,
             };
@@ -291,6 +293,7 @@ impl Deferred {
                 return;
             };
             tokio::select! {
+                biased;
                 () = stop.cancelled() => {}
                 () = self.wait_idle(&queue, since + MAX_DEFER) => {}
             }

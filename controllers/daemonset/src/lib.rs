@@ -153,6 +153,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
+                biased;
                 () = shutdown.cancelled() => return,
                 _ = tick.tick() => c.gc_backoff(),
             }

@@ -180,7 +180,7 @@ impl Controller {
         };
         let started = std::time::Instant::now();
         let plan = plan(&snapshot, now);
-        let cost = started.elapsed();
+        let cost = self.clock.work_time(started);
         if let Some(delay) = plan.requeue_after {
             self.queue.add_after(key.to_owned(), delay);
         }

@@ -13,6 +13,14 @@ pub trait Clock: Send + Sync + 'static {
     }
     /// Wall-clock now, as written into and compared with API object timestamps.
     fn wall(&self) -> jiff::Timestamp;
+    /// How long the work the caller began at `started` took (`std::time::Instant::now()`
+    /// then), for limits that scale with a controller's own CPU time (the DaemonSet's sync
+    /// spacing): real time, also where monotonic time is paused, since the work took real
+    /// time. The deterministic simulation answers with a fixed cost, so that a seed does not
+    /// depend on the speed of the machine.
+    fn work_time(&self, started: std::time::Instant) -> std::time::Duration {
+        started.elapsed()
+    }
 }
 
 pub type SharedClock = Arc<dyn Clock>;

@@ -277,6 +277,7 @@ impl<C: Send + Sync + 'static> Run<C> {
         let all = futures::future::join_all(runs);
         tokio::pin!(all);
         tokio::select! {
+            biased;
             _ = &mut all => {}
             () = ctx.shutdown.cancelled() => {
                 shut_down();

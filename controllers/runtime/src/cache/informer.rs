@@ -55,6 +55,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use crate::cache::projection::{Fields, Projectable};
+use crate::cache::signal::Signal;
 use crate::cache::source::{ContentType, ListMode, Source};
 use crate::cache::store::{
     Change, IndexFn, Informable, Inner, State, Store, compare_resource_versions,
@@ -120,7 +121,7 @@ impl<K> Clone for Informer<K> {
 pub(super) struct Shared<K> {
     resource: String,
     inner: Arc<RwLock<Inner<K>>>,
-    synced: tokio::sync::watch::Sender<bool>,
+    synced: Signal<bool>,
     started: AtomicBool,
     /// Asks the running list/watch to start over with a fresh list.
     relist: tokio::sync::Notify,
@@ -138,9 +139,9 @@ impl<K: Informable> Informer<K> {
                 inner: Arc::new(RwLock::new(Inner {
                     state: State::new(),
                     subscribers: Vec::new(),
-                    synced_version: tokio::sync::watch::Sender::new(None),
+                    synced_version: Arc::new(Signal::new(None)),
                 })),
-                synced: tokio::sync::watch::Sender::new(false),
+                synced: Signal::new(false),
                 started: AtomicBool::new(false),
                 relist: tokio::sync::Notify::new(),
                 pending_tasks: Mutex::new(Vec::new()),
@@ -170,7 +171,7 @@ impl<K: Informable> Informer<K> {
         let mut inner = self.shared.inner.write();
         if inner.state.declare(K::project, fields) {
             info!(resource = %self.shared.resource, "Projection widened; relisting");
-            self.shared.synced.send_replace(false);
+            self.shared.synced.set(false);
             self.shared.relist.notify_one();
         }
     }
@@ -222,17 +223,16 @@ impl<K: Informable> Informer<K> {
     }
 
     pub fn has_synced(&self) -> bool {
-        *self.shared.synced.borrow()
+        self.shared.synced.get()
     }
 
     /// Waits until synced; false if `shutdown` fired first.
     pub async fn wait_synced(&self, shutdown: &CancellationToken) -> bool {
         let resource = self.resource_name();
         info!(resource, "Waiting for caches to sync");
-        let mut synced = self.shared.synced.subscribe();
         let done = tokio::select! {
             biased;
-            result = synced.wait_for(|synced| *synced) => result.is_ok(),
+            () = self.shared.synced.wait_for(|synced| *synced) => true,
             () = shutdown.cancelled() => false,
         };
         if done {
@@ -276,13 +276,10 @@ impl<K: Informable> Informer<K> {
         }
         // Still under the lock: a waiter woken by a version finds the cache at least there.
         let version = inner.state.last_synced_resource_version();
-        if inner.synced_version.borrow().as_deref() != version {
-            let version = version.map(str::to_owned);
-            inner.synced_version.send_replace(version);
-        }
+        inner.synced_version.set(version.map(str::to_owned));
         // Still under the lock: once synced is visible, the initial adds are queued.
-        if inner.state.has_synced() && !*self.shared.synced.borrow() {
-            self.shared.synced.send_replace(true);
+        if inner.state.has_synced() {
+            self.shared.synced.set(true);
         }
     }
 
@@ -295,14 +292,14 @@ impl<K: Informable> Informer<K> {
     /// when `rv` cannot be compared with the cache's version (nothing to wait for); false if
     /// `shutdown` fired first.
     pub async fn wait_for_resource_version(&self, rv: &str, shutdown: &CancellationToken) -> bool {
-        let mut versions = self.shared.inner.read().synced_version.subscribe();
+        let versions = self.shared.inner.read().synced_version.clone();
         let caught_up = |seen: &Option<String>| {
             seen.as_deref()
                 .is_some_and(|seen| compare_resource_versions(seen, rv) != Some(Ordering::Less))
         };
         tokio::select! {
             biased;
-            result = versions.wait_for(caught_up) => result.is_ok(),
+            () = versions.wait_for(caught_up) => true,
             () = shutdown.cancelled() => false,
         }
     }
@@ -385,6 +382,7 @@ impl<K: Informable> Informer<K> {
                         // rather than stop informing.
                         warn!(resource = %resource, "Informer list/watch stream ended; restarting");
                         tokio::select! {
+                            biased;
                             () = shutdown.cancelled() => {}
                             () = tokio::time::sleep(RESTART_DELAY) => {}
                         }

@@ -7,11 +7,13 @@
 //! - `watch`: the list+watch stream, its retry backoff and error logging.
 //! - `source`: what a factory's informers hold and how they list (scope, encoding, list mode).
 //! - `factory`: the process-wide set of informers.
+//! - `signal`: what waiters of an informer wait on (sync, resourceVersion), woken in order.
 
 pub mod cached;
 mod factory;
 mod informer;
 pub mod projection;
+mod signal;
 mod source;
 mod store;
 mod watch;

@@ -13,6 +13,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
 use crate::cache::projection::Fields;
+use crate::cache::signal::Signal;
 use crate::fasthash::HashMap as FastMap;
 use crate::keys;
 
@@ -485,7 +486,7 @@ pub(super) struct Inner<K> {
     pub(super) state: State<K>,
     pub(super) subscribers: Vec<mpsc::UnboundedSender<Change<K>>>,
     /// `state.last_synced_resource_version()`, for waiters.
-    pub(super) synced_version: tokio::sync::watch::Sender<Option<String>>,
+    pub(super) synced_version: Arc<Signal<Option<String>>>,
 }
 
 /// Read access to the cache. Objects are shared: clone before changing.

@@ -268,6 +268,7 @@ async fn drive<K: QueueKey>(queue: Weak<Inner<K>>, wake: Arc<Notify>) {
         }
         drop(inner);
         tokio::select! {
+            biased;
             () = tokio::time::sleep_until(deadline) => {}
             () = wake.notified() => {}
         }
