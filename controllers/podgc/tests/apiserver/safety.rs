@@ -3,10 +3,6 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use k8s_openapi::api::admissionregistration::v1::{
-    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
-};
-use kube::api::{Api, DeleteParams, PostParams};
 use rkcm_podgc::Reason;
 use rkcm_testkit::builders::pod;
 use rkcm_testkit::{NodeBuilder, unique_name, wait_for};
@@ -234,96 +230,22 @@ async fn metrics(env: &Env) -> Result<()> {
 #[ignore = "needs apiserver: make test"]
 async fn rejected_status_write_counts_an_error_and_keeps_the_pod() -> Result<()> {
     let env = Env::new("pgc-reject").await?;
-    let policy = Policy::install(&env).await?;
+    let policy = DenyPolicy::install(
+        &env,
+        "pgc-reject-failed",
+        json!({"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
+               "resources": ["pods/status"]}),
+        "object.status.phase != 'Failed'",
+        "rkcm test: pods may not be marked Failed",
+    )
+    .await?;
     let result = rejected(&env, &policy).await;
     let removed = policy.remove().await;
     env.finish(result).await?;
     removed
 }
 
-struct Policy {
-    name: String,
-    policies: Api<ValidatingAdmissionPolicy>,
-    bindings: Api<ValidatingAdmissionPolicyBinding>,
-}
-
-impl Policy {
-    async fn install(env: &Env) -> Result<Self> {
-        let client = env.cluster.client();
-        let name = unique_name("pgc-reject-failed");
-        let selector = json!({"matchLabels": {"kubernetes.io/metadata.name": env.name()}});
-        let policy: ValidatingAdmissionPolicy = serde_json::from_value(json!({
-            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-            "metadata": {"name": name},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "namespaceSelector": selector,
-                    "resourceRules": [{
-                        "apiGroups": [""], "apiVersions": ["v1"],
-                        "operations": ["UPDATE"], "resources": ["pods/status"],
-                    }],
-                },
-                "validations": [{
-                    "expression": "object.status.phase != 'Failed'",
-                    "message": "rkcm test: pods may not be marked Failed",
-                }],
-            },
-        }))?;
-        let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
-            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": name},
-            "spec": {
-                "policyName": name,
-                "validationActions": ["Deny"],
-                "matchResources": {"namespaceSelector": selector},
-            },
-        }))?;
-        let policies = Api::<ValidatingAdmissionPolicy>::all(client.clone());
-        let bindings = Api::<ValidatingAdmissionPolicyBinding>::all(client);
-        policies
-            .create(&PostParams::default(), &policy)
-            .await
-            .context("creating policy")?;
-        let this = Self {
-            name,
-            policies,
-            bindings,
-        };
-        this.bindings
-            .create(&PostParams::default(), &binding)
-            .await
-            .context("creating binding")?;
-        Ok(this)
-    }
-
-    async fn unbind(&self) -> Result<()> {
-        match self
-            .bindings
-            .delete(&self.name, &DeleteParams::default())
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            Err(e) => Err(e).context("deleting binding"),
-        }
-    }
-
-    async fn remove(self) -> Result<()> {
-        self.unbind().await?;
-        match self
-            .policies
-            .delete(&self.name, &DeleteParams::default())
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            Err(e) => Err(e).context("deleting policy"),
-        }
-    }
-}
-
-async fn rejected(env: &Env, policy: &Policy) -> Result<()> {
+async fn rejected(env: &Env, policy: &DenyPolicy) -> Result<()> {
     let ns = env.name();
     // The policy takes effect asynchronously: probe until a Failed write is refused.
     env.create_pod(pod(ns, "probe").unschedulable().build())

@@ -20,6 +20,7 @@
 //!   [`index_overlaps`]: two live pods of one completion index in a pod history.
 //! - Free functions: object accessors, small JSON builders, `ensure`-style assertions.
 
+mod admission;
 mod checks;
 mod clock;
 mod controllers;
@@ -31,6 +32,7 @@ mod objects;
 mod real_nodes;
 mod seen;
 
+pub use admission::DenyPolicy;
 pub use checks::*;
 pub use clock::OffsetClock;
 pub use controllers::Controllers;
