@@ -5,8 +5,8 @@
 
 use anyhow::bail;
 use k8s_openapi::api::core::v1::ResourceQuota;
-use kube::api::DeleteParams;
 use k8s_openapi::api::core::v1::{Pod, ReplicationController};
+use kube::api::DeleteParams;
 use rkcm_testkit::harness::{DenyPolicy, Env, kwok_template};
 use rkcm_testkit::wait_for;
 use serde_json::json;
@@ -119,7 +119,9 @@ async fn admission(env: &Env, policy: &DenyPolicy) -> anyhow::Result<()> {
     {
         bail!("PodCreateFailed without the policy's message: {e:#}");
     }
-    if e["controller"] != "replicationcontroller-controller" || !has_remedy(&e, "describe ReplicationController old") {
+    if e["controller"] != "replicationcontroller-controller"
+        || !has_remedy(&e, "describe ReplicationController old")
+    {
         bail!("PodCreateFailed of an RC without its controller or remedy: {e:#}");
     }
 

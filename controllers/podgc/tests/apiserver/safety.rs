@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use kube::api::DeleteParams;
 use rkcm_podgc::Reason;
 use rkcm_testkit::builders::pod;
 use rkcm_testkit::{NodeBuilder, unique_name, wait_for};
