@@ -9,7 +9,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::harness::Env;
+use super::env::Env;
 use crate::unique_name;
 
 /// A policy denying, in the namespace of one [`Env`], the requests of `rule` for which
