@@ -133,11 +133,30 @@ async fn hand_driven_pods_follow_the_ordering_rules_in(base: &Base) -> Result<()
         finish(&env, "web-2").await?;
         env.wait_settled("web", 2).await?;
 
-        // §9 26: a gracefully deleted web-0 keeps its slot until it is finished.
+        // §9 26: a gracefully deleted web-0 keeps its slot until it is finished. web-1 is
+        // unready while web-0 is deleted and the set scaled up, so web-2 waits on web-1
+        // whatever the controller's pod cache shows yet; web-1's return to Ready comes after
+        // web-0's deletion in the pod watch, so from then on only web-0 holds web-2 back.
         let hist = env.pod_history().await?;
+        env.cluster
+            .set_pod_phase(env.name(), "web-1", "Running", false)
+            .await?;
+        env.wait_status("web", "web-1 unready in status", |_, st| {
+            st.ready_replicas == Some(1)
+        })
+        .await?;
         let old = env.pod("web-0").await?.context("web-0")?;
         env.pods().delete("web-0", &DeleteParams::default()).await?;
         env.scale("web", 3).await?;
+        holds_for(
+            "web-2 not created while web-1 is unready",
+            HOLDS,
+            || async { Ok(!existing(&env, "web-2").await?) },
+        )
+        .await?;
+        env.cluster
+            .set_pod_phase(env.name(), "web-1", "Running", true)
+            .await?;
         holds_for(
             "web-0 stays terminating, web-2 is not created",
             HOLDS,
