@@ -68,12 +68,14 @@ Notes:
   guard also holds a sync until the controller's own pod creates are cached, so expectations
   are a second line and the mutant survives. With the gate off and expectations on, seeds
   0..200 pass.
-- `mutant-no-uid-precondition` survives. PodGC decides once per sweep (every 20 s) on a cache
-  that lags at most 10 s in the fault model, so the pod it deletes is still the one it saw;
-  a pod re-created under the same name between its list and its delete needs a longer lag,
-  and with 30 s watch delays the invariant checker itself flags ordinary eventual consistency
-  (a ReplicaSet acting on a spec 16 s old). The PodGC scenario reuses pod names and keeps a
-  terminated-pod threshold of 3 for this mutant; it has not been enough. Open.
+- `mutant-no-uid-precondition`: in its own scenario PodGC sweeps every second (upstream: every
+  20 s, after which a 10 s cache lag has nearly always caught up), and the workload re-creates
+  each pod of a pool of reused names (bare-run-0..3, running to completion, a terminated-pod
+  threshold of 3) as soon as it is gone. A sweep whose cache still shows the old, terminated
+  pod deletes it again: with the UID precondition the server refuses, without it the new pod
+  (pending or running on a live node) goes. The checker judges the pod the server deleted
+  (ForceDeleteOutsidePodGcRules) and any pod PodGC marks Failed (FailedOutsidePodGcRules).
+  49 of seeds 0..100 catch the mutant; without it, podgc seeds 0..1000 pass.
 NOTES
 } >"$REPORT"
 echo "report: $REPORT"

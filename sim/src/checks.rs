@@ -5,7 +5,10 @@
 //! - `ForceDeleteOutsidePodGcRules`: a delete with grace period 0 by anyone but the kubelet
 //!   must come from PodGC, for a terminal pod, a pod whose node is gone, an unscheduled
 //!   terminating pod, or a terminating pod on a NotReady node with the out-of-service taint
-//!   (`pkg/controller/podgc/gc_controller.go`).
+//!   (`pkg/controller/podgc/gc_controller.go`), judged on the pod the server deleted (its
+//!   UID), which a delete by name alone need not be the one the deleter saw.
+//! - `FailedOutsidePodGcRules`: PodGC marked `Failed` a pod that, as it was just before the
+//!   write, was not garbage by those rules.
 //! - `StatefulSetIdentityRunningTwice`: two pods of one StatefulSet identity with running
 //!   containers at once (one may be a container left on a dead node after its pod object
 //!   was force-deleted).
@@ -27,6 +30,61 @@ use rkcm_testkit::sim::server::{Change, World};
 use serde_json::Value;
 
 use crate::scenario::{controller_of, is_terminal, is_terminating, s};
+
+/// Whether PodGC may take a pod (mark it failed and force-delete it) by its rules, judged on
+/// the pod given and the nodes as they are now.
+struct Verdict {
+    garbage: bool,
+    /// What the verdict rests on, for the report.
+    detail: String,
+}
+
+/// PodGC's rules: a terminal pod, a pod whose node is gone, an unscheduled terminating pod,
+/// or a terminating pod on a NotReady node with the out-of-service taint
+/// (`pkg/controller/podgc/gc_controller.go`). PodGC reads the node from its cache, as
+/// upstream does, so a node that was out of service within the last [`NODE_LAG_MS`] counts as
+/// out of service (`recent`: when each node last was).
+fn podgc_rules(world: &World, recent: &BTreeMap<String, u64>, pod: &Value) -> Verdict {
+    let node = s(pod, &["spec", "nodeName"]);
+    let node_obj = (!node.is_empty())
+        .then(|| world.get("nodes", node))
+        .flatten();
+    let out_of_service = node_obj.as_ref().is_some_and(|n| is_out_of_service(n))
+        || recent
+            .get(node)
+            .is_some_and(|at| *at + NODE_LAG_MS >= world.now_ms());
+    let garbage = is_terminal(pod)
+        || (!node.is_empty() && node_obj.is_none())
+        || (is_terminating(pod) && (node.is_empty() || out_of_service));
+    Verdict {
+        garbage,
+        detail: format!(
+            "phase {:?}, node {node:?} exists: {}, out of service: {out_of_service}, terminating: {}",
+            s(pod, &["status", "phase"]),
+            node_obj.is_some(),
+            is_terminating(pod)
+        ),
+    }
+}
+
+/// How far behind the API a controller's node cache may be: more than the fault model's
+/// longest watch delay (10 s).
+const NODE_LAG_MS: u64 = 15_000;
+
+/// A NotReady node with the out-of-service taint.
+fn is_out_of_service(n: &Value) -> bool {
+    let tainted = n["spec"]["taints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|t| t["key"] == "node.kubernetes.io/out-of-service");
+    let ready = n["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True");
+    tainted && !ready
+}
 
 /// One broken invariant, as the report prints it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +120,8 @@ pub struct Checks {
     sim: Vec<Broken>,
     seen: BTreeSet<(String, String)>,
     deletions_done: usize,
+    /// When each node was last out of service (NotReady, tainted), in commit order.
+    out_of_service_at: BTreeMap<String, u64>,
 }
 
 fn typed<T: serde::de::DeserializeOwned>(v: &Value) -> Option<Box<T>> {
@@ -91,6 +151,7 @@ impl Checks {
             sim: Vec::new(),
             seen: BTreeSet::new(),
             deletions_done: 0,
+            out_of_service_at: BTreeMap::new(),
             failed_done: 0,
             recent_failures: BTreeMap::new(),
         }
@@ -118,6 +179,11 @@ impl Checks {
     /// Feeds the changes committed since the last step, then checks the state.
     pub fn step(&mut self, world: &World, model: &NodeModel, changes: &[Change]) {
         for c in changes {
+            if c.resource == "nodes"
+                && (is_out_of_service(&c.obj) || c.prev.as_deref().is_some_and(is_out_of_service))
+            {
+                self.out_of_service_at.insert(c.key.clone(), c.at_ms);
+            }
             let Some(obj) = object(c.resource, &c.obj) else {
                 continue;
             };
@@ -130,6 +196,7 @@ impl Checks {
         }
         let now = world.now_ms();
         self.checker.tick(self.at(now));
+        self.podgc_failed(world, changes);
         self.force_deletes(world);
         self.identities(world, model, now);
         self.daemons(world, now);
@@ -163,39 +230,51 @@ impl Checks {
             if d.resource != "pods" || d.grace != Some(0) || d.epoch == 0 {
                 continue;
             }
+            // The object the server deleted, not the one the deleter meant: a delete by name
+            // can reach a pod re-created under that name.
             let pod = &d.obj;
-            let node = s(pod, &["spec", "nodeName"]);
-            let node_obj = (!node.is_empty())
-                .then(|| world.get("nodes", node))
-                .flatten();
-            let out_of_service = node_obj.as_ref().is_some_and(|n| {
-                let tainted = n["spec"]["taints"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|t| t["key"] == "node.kubernetes.io/out-of-service");
-                let ready = n["status"]["conditions"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True");
-                tainted && !ready
-            });
-            let allowed = is_terminal(pod)
-                || (!node.is_empty() && node_obj.is_none())
-                || (is_terminating(pod) && (node.is_empty() || out_of_service));
-            if d.agent != "pod-garbage-collector" || !allowed {
+            let verdict = podgc_rules(world, &self.out_of_service_at, pod);
+            if d.agent != "pod-garbage-collector" || !verdict.garbage {
                 self.report(
                     d.at_ms,
                     "ForceDeleteOutsidePodGcRules",
                     d.key.clone(),
                     format!(
-                        "{} deleted with grace 0 (uid precondition: {}): phase {:?}, node {node:?} exists: {}, terminating: {}",
+                        "{} deleted uid {} with grace 0 (uid precondition: {}): {}",
                         d.agent,
+                        s(pod, &["metadata", "uid"]),
                         d.uid_precondition,
-                        s(pod, &["status", "phase"]),
-                        node_obj.is_some(),
-                        is_terminating(pod)
+                        verdict.detail
+                    ),
+                );
+            }
+        }
+    }
+
+    /// PodGC marks a pod `Failed` only on its way to force-deleting it: the pod, as it was
+    /// just before the write (the object written, not the one PodGC saw in its cache), must
+    /// be garbage by PodGC's rules.
+    fn podgc_failed(&mut self, world: &World, changes: &[Change]) {
+        for c in changes {
+            if c.resource != "pods" || c.kind != "MODIFIED" || c.agent != "pod-garbage-collector" {
+                continue;
+            }
+            let Some(prev) = &c.prev else {
+                continue;
+            };
+            if is_terminal(prev) || s(&c.obj, &["status", "phase"]) != "Failed" {
+                continue;
+            }
+            let verdict = podgc_rules(world, &self.out_of_service_at, prev);
+            if !verdict.garbage {
+                self.report(
+                    c.at_ms,
+                    "FailedOutsidePodGcRules",
+                    c.key.clone(),
+                    format!(
+                        "pod-garbage-collector marked uid {} Failed: {}",
+                        s(prev, &["metadata", "uid"]),
+                        verdict.detail
                     ),
                 );
             }

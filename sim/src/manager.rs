@@ -120,6 +120,14 @@ pub struct Manager {
 /// The terminated-pod threshold of PodGC in its own scenario.
 const PODGC_SCENARIO_THRESHOLD: i32 = 3;
 
+/// The pause between two sweeps of PodGC in its own scenario (upstream's is 20 s). A sweep
+/// decides on its caches as they are, and the fault model lets a watch lag at most 10 s: with
+/// sweeps 20 s apart, the deletion of a pod PodGC just removed is nearly always cached before
+/// the next sweep, so a pod re-created under the same name is never judged by the old pod's
+/// entry. With a sweep every second, several sweeps fall inside one lag window, which is what
+/// the UID preconditions of PodGC's writes are for.
+const PODGC_SCENARIO_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Starts the controllers `ctls` as incarnation `epoch`.
 pub fn start(api: &SimApi, clock: &SharedClock, ctls: &[Ctl], epoch: u64) -> Manager {
     let shutdown = CancellationToken::new();
@@ -189,15 +197,17 @@ pub fn start(api: &SimApi, clock: &SharedClock, ctls: &[Ctl], epoch: u64) -> Man
             Ctl::PodGc => {
                 rkcm_podgc::informers(&factory);
                 // In its own scenario PodGC also keeps terminated pods to a handful
-                // (`--terminated-pod-gc-threshold`), a rule that deletes without quarantine;
-                // as every other scenario's helper it keeps upstream's default.
-                let cfg = rkcm_podgc::Config {
-                    terminated_pod_gc_threshold: if ctls.first() == Some(&Ctl::PodGc) {
-                        PODGC_SCENARIO_THRESHOLD
-                    } else {
-                        rkcm_podgc::Config::default().terminated_pod_gc_threshold
-                    },
-                    ..Default::default()
+                // (`--terminated-pod-gc-threshold`), a rule that deletes without quarantine,
+                // and sweeps every second; as every other scenario's helper it keeps
+                // upstream's defaults.
+                let cfg = if ctls.first() == Some(&Ctl::PodGc) {
+                    rkcm_podgc::Config {
+                        terminated_pod_gc_threshold: PODGC_SCENARIO_THRESHOLD,
+                        gc_check_period: PODGC_SCENARIO_PERIOD,
+                        ..Default::default()
+                    }
+                } else {
+                    rkcm_podgc::Config::default()
                 };
                 tokio::spawn(async move {
                     let _ = rkcm_podgc::start(ctx, cfg).await;

@@ -286,17 +286,22 @@ impl Scenario {
         }
     }
 
-    /// A pod no controller owns, running to completion, under a name from a small pool whose
-    /// pod is gone (a name is used again and again, as a StatefulSet or a user's script
-    /// would): a delete by name alone made on a lagging cache would reach the new pod.
-    fn create_bare_pod(&mut self, world: &mut World, rng: &mut StdRng) {
-        let free: Vec<String> = (0..BARE_POOL)
-            .map(|i| format!("bare-run-{i}"))
-            .filter(|name| world.get("pods", &format!("{NS}/{name}")).is_none())
-            .collect();
-        if let Some(name) = pick(rng, &free) {
-            world.trace_line(format!("user create pod {name}"));
-            create(world, "pods", bare_pod(&name, "Never"));
+    /// Called every step of the fault phase. In the PodGC scenario, a pod no controller owns,
+    /// running to completion, is created under each name of a small pool whose pod is gone,
+    /// at once (a name used again and again, as a StatefulSet or a user's script would): the
+    /// new pod is running or about to run on a live node, so it is not garbage, while a
+    /// cache that has not yet seen the old pod go may still show it terminated; a delete or
+    /// a status write by name alone made on that cache would reach the new pod.
+    pub fn tick(&mut self, world: &mut World) {
+        if self.ctl != Ctl::PodGc {
+            return;
+        }
+        for i in 0..BARE_POOL {
+            let name = format!("bare-run-{i}");
+            if world.get("pods", &format!("{NS}/{name}")).is_none() {
+                world.trace_line(format!("user create pod {name}"));
+                create(world, "pods", bare_pod(&name, "Never"));
+            }
         }
     }
 
@@ -317,7 +322,7 @@ impl Scenario {
             return;
         };
         match (self.ctl, rng.random_range(0..3)) {
-            (Ctl::ReplicaSet | Ctl::PodGc | Ctl::Deployment | Ctl::StatefulSet, 0 | 1) => {
+            (Ctl::ReplicaSet | Ctl::PodGc, _) | (Ctl::Deployment | Ctl::StatefulSet, 0 | 1) => {
                 let replicas = rng.random_range(0..=5);
                 world.trace_line(format!("user scale {target} to {replicas}"));
                 world.edit("user", plural, &target, |o| {
@@ -336,18 +341,6 @@ impl Scenario {
                     o["spec"]["template"]["spec"]["containers"][0]["image"] = json!(image);
                     true
                 });
-            }
-            (Ctl::ReplicaSet | Ctl::PodGc, _) => {
-                if self.ctl == Ctl::PodGc && rng.random_bool(0.5) {
-                    self.create_bare_pod(world, rng);
-                } else {
-                    let replicas = rng.random_range(0..=5);
-                    world.trace_line(format!("user scale {target} to {replicas}"));
-                    world.edit("user", plural, &target, |o| {
-                        o["spec"]["replicas"] = json!(replicas);
-                        true
-                    });
-                }
             }
             (Ctl::Job | Ctl::TtlAfterFinished, 0) => {
                 let ttl = (self.ctl == Ctl::TtlAfterFinished).then(|| rng.random_range(0..20));

@@ -3,7 +3,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::{DeleteParams, PostParams, Preconditions};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::watcher;
 use serde_json::json;
 
@@ -57,6 +57,66 @@ async fn creates_conflicts_and_preconditioned_deletes() {
         .await
         .expect("delete");
     assert!(pods.get_opt("a").await.expect("get").is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn writes_carrying_an_old_uid_fail() {
+    let api = SimApi::new(3, base());
+    let pods: Api<Pod> = Api::namespaced(api.client(1, "test"), "ns");
+    let old = pods
+        .create(&PostParams::default(), &pod("a"))
+        .await
+        .expect("create");
+    pods.delete("a", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let new = pods
+        .create(&PostParams::default(), &pod("a"))
+        .await
+        .expect("create again");
+    let failed = |uid: Option<String>| {
+        serde_json::from_value::<Pod>(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "a", "namespace": "ns", "uid": uid},
+            "status": {"phase": "Failed"}}))
+        .expect("pod")
+    };
+    let params = PatchParams::apply("test").force();
+    let err = pods
+        .patch_status(
+            "a",
+            &params,
+            &Patch::Apply(failed(old.metadata.uid.clone())),
+        )
+        .await
+        .expect_err("a status apply with the old pod's UID must fail");
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 422),
+        "{err:?}"
+    );
+    let mut stale = new.clone();
+    stale.metadata.uid = old.metadata.uid.clone();
+    stale.metadata.resource_version = None;
+    let err = pods
+        .replace("a", &PostParams::default(), &stale)
+        .await
+        .expect_err("an update with the old pod's UID must fail");
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 409),
+        "{err:?}"
+    );
+    let phase = |p: &Pod| p.status.as_ref().and_then(|s| s.phase.clone());
+    let now = pods.get("a").await.expect("get");
+    assert_eq!(now.metadata.uid, new.metadata.uid);
+    assert_ne!(phase(&now).as_deref(), Some("Failed"));
+    let done = pods
+        .patch_status(
+            "a",
+            &params,
+            &Patch::Apply(failed(new.metadata.uid.clone())),
+        )
+        .await
+        .expect("a status apply with the pod's own UID");
+    assert_eq!(phase(&done).as_deref(), Some("Failed"));
 }
 
 #[tokio::test(start_paused = true)]

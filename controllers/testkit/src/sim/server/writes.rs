@@ -187,6 +187,9 @@ impl World {
         if !wanted_rv.is_empty() && wanted_rv != meta_str(&current, "resourceVersion") {
             return conflict(r, name);
         }
+        if let Some(refused) = foreign_uid(r, name, &body, &current, patch.is_some()) {
+            return refused;
+        }
         let proposed = match patch {
             Some(kind) => patch::apply(kind, &current, &body),
             None => body,
@@ -399,6 +402,48 @@ impl World {
 }
 
 /// 409 Conflict as the registry answers a stale resourceVersion.
+/// A write whose body names a UID other than the object's: the UID is immutable, so a write
+/// meant for an object that was deleted and re-created under the same name fails. An update
+/// takes it as a precondition (409); a patch, server-side apply included, fails validation
+/// (422, kubernetes/kubernetes#127625).
+fn foreign_uid(
+    r: &ResourceInfo,
+    name: &str,
+    body: &Value,
+    current: &Value,
+    is_patch: bool,
+) -> Option<Reply> {
+    let body_uid = body["metadata"]["uid"].as_str().unwrap_or_default();
+    let current_uid = meta_str(current, "uid");
+    if body_uid.is_empty() || body_uid == current_uid {
+        return None;
+    }
+    Some(if is_patch {
+        Reply::Json(
+            422,
+            status(
+                422,
+                "Invalid",
+                &format!(
+                    "{} \"{name}\" is invalid: metadata.uid: Invalid value: \"{body_uid}\": field is immutable",
+                    r.kind
+                ),
+            ),
+        )
+    } else {
+        Reply::Json(
+            409,
+            status(
+                409,
+                "Conflict",
+                &format!(
+                    "Precondition failed: UID in precondition: {body_uid}, UID in object meta: {current_uid}"
+                ),
+            ),
+        )
+    })
+}
+
 pub(super) fn conflict(r: &ResourceInfo, name: &str) -> Reply {
     Reply::Json(
         409,
