@@ -30,15 +30,6 @@ use crate::plan::{self, Action, ChildStep, PlannedEvent};
 use crate::schedule;
 use crate::status;
 
-fn waiting(reason: &'static str, message: String, objects: Vec<String>) -> Waiting {
-    Waiting {
-        reason,
-        message,
-        objects,
-        since: None,
-    }
-}
-
 fn job_ref(name: &str) -> String {
     format!("Job/{name}")
 }
@@ -220,7 +211,7 @@ fn missed_deadline(e: &mut Explanation, seen: &Seen<'_>, cj: &CronJob, at: Optio
     let when = at.map_or_else(String::new, |t| format!(" at {t}"));
     e.waiting_on.push(Waiting {
         since: at.map(|t| t.to_string()),
-        ..waiting(
+        ..Waiting::new(
             "MissedStartingDeadline",
             format!(
                 "the run scheduled{when} is more than startingDeadlineSeconds ({sds}s) late and \
@@ -245,7 +236,7 @@ fn event(e: &mut Explanation, seen: &Seen<'_>, cj: &CronJob, ev: &PlannedEvent) 
             let at = due().map_or_else(String::new, |t| format!(" at {t}"));
             e.waiting_on.push(Waiting {
                 since: due().map(|t| t.to_string()),
-                ..waiting(
+                ..Waiting::new(
                     "ConcurrencyForbid",
                     format!(
                         "the run scheduled{at} is skipped: {} is still active and \
@@ -278,7 +269,7 @@ fn event(e: &mut Explanation, seen: &Seen<'_>, cj: &CronJob, ev: &PlannedEvent) 
                 .map(|t| t.0.to_string());
             e.waiting_on.push(Waiting {
                 since,
-                ..waiting(
+                ..Waiting::new(
                     "TooManyMissedStartTimes",
                     format!(
                         "more than 100 scheduled start times were missed: {}",
@@ -289,13 +280,19 @@ fn event(e: &mut Explanation, seen: &Seen<'_>, cj: &CronJob, ev: &PlannedEvent) 
             });
         }
         reasons::INVALID_SCHEDULE | reasons::UNPARSEABLE_SCHEDULE => {
-            e.waiting_on
-                .push(waiting("InvalidSchedule", ev.message.clone(), Vec::new()));
+            e.waiting_on.push(Waiting::new(
+                "InvalidSchedule",
+                ev.message.clone(),
+                Vec::new(),
+            ));
             e.remedies.push("correct spec.schedule".into());
         }
         reasons::UNKNOWN_TIME_ZONE => {
-            e.waiting_on
-                .push(waiting("UnknownTimeZone", ev.message.clone(), Vec::new()));
+            e.waiting_on.push(Waiting::new(
+                "UnknownTimeZone",
+                ev.message.clone(),
+                Vec::new(),
+            ));
             e.remedies.push("correct spec.timeZone".into());
         }
         _ => {}
@@ -309,7 +306,7 @@ fn suspended(e: &mut Explanation, seen: &Seen<'_>, cj: &CronJob) {
         .and_then(|s| s.last_schedule_time.as_ref())
         .map_or_else(|| "never".to_owned(), |t| t.0.to_string());
     let active = active_names(cj);
-    e.waiting_on.push(waiting(
+    e.waiting_on.push(Waiting::new(
         "Suspended",
         format!(
             "spec.suspend is true: no Job starts (last scheduled: {last}; {} Job(s) active)",
@@ -332,7 +329,7 @@ fn next_run(e: &mut Explanation, seen: &Seen<'_>, cj: &CronJob, next: Timestamp)
         .map(|t| t.0.to_string());
     e.waiting_on.push(Waiting {
         since,
-        ..waiting(
+        ..Waiting::new(
             "NextScheduledRun",
             format!(
                 "next run at {next} (in {}s), schedule {:?}; {} Job(s) active",

@@ -238,12 +238,7 @@ fn ineligible_nodes(e: &mut Explanation, seen: &Seen<'_>, snap: &Snapshot<'_>) {
         }
     }
     let mut note = |reason: &'static str, message: String, objects: Vec<String>| {
-        e.waiting_on.push(Waiting {
-            reason,
-            message,
-            objects,
-            since: None,
-        });
+        e.waiting_on.push(Waiting::new(reason, message, objects));
     };
     if !selector.is_empty() {
         let n = selector.len();

@@ -40,15 +40,6 @@ fn rfc3339(t: jiff::Timestamp) -> String {
     t.to_string()
 }
 
-fn waiting(reason: &'static str, message: String, objects: Vec<String>) -> Waiting {
-    Waiting {
-        reason,
-        message,
-        objects,
-        since: None,
-    }
-}
-
 fn pod_ref(p: &Pod) -> String {
     format!("Pod/{}", p.metadata.name.as_deref().unwrap_or_default())
 }
@@ -96,7 +87,7 @@ pub fn explain(job: &Job, pods: &[Arc<Pod>], now: jiff::Timestamp) -> Explanatio
     };
     if let Some(by) = plan::managed_by_external(job) {
         e.state = State::Waiting;
-        e.waiting_on.push(waiting(
+        e.waiting_on.push(Waiting::new(
             "ManagedElsewhere",
             format!("spec.managedBy is {by:?}: that controller runs the Job, this one does not"),
             Vec::new(),
@@ -149,7 +140,7 @@ fn failure(e: &mut Explanation, seen: &Seen<'_>, cond: &JobCondition) {
                     seen.ns
                 ));
             }
-            waiting(
+            Waiting::new(
                 "PodFailurePolicy",
                 format!("{rule}spec.podFailurePolicy failed the Job: {message}"),
                 objects,
@@ -157,7 +148,7 @@ fn failure(e: &mut Explanation, seen: &Seen<'_>, cond: &JobCondition) {
         }
         reason::BACKOFF_LIMIT_EXCEEDED => {
             e.remedies.push(seen.describe_pods());
-            waiting(
+            Waiting::new(
                 "BackoffLimitExceeded",
                 format!(
                     "{} pod(s) failed, backoffLimit {}: {message}",
@@ -177,7 +168,7 @@ fn failure(e: &mut Explanation, seen: &Seen<'_>, cond: &JobCondition) {
             e.remedies.push(
                 "raise spec.activeDeadlineSeconds in the new Job if the work needs longer".into(),
             );
-            waiting(
+            Waiting::new(
                 "DeadlineExceeded",
                 format!(
                     "{ran}activeDeadlineSeconds {}: {message}",
@@ -188,7 +179,7 @@ fn failure(e: &mut Explanation, seen: &Seen<'_>, cond: &JobCondition) {
         }
         _ => {
             e.remedies.push(seen.describe_pods());
-            waiting(
+            Waiting::new(
                 "FailedIndexes",
                 format!(
                     "failed indexes {:?} (maxFailedIndexes {}): {message}",
@@ -330,7 +321,7 @@ fn suspended(e: &mut Explanation, seen: &Seen<'_>) {
     let status = seen.job.status.clone().unwrap_or_default();
     e.waiting_on.push(Waiting {
         since,
-        ..waiting(
+        ..Waiting::new(
             "Suspended",
             format!(
                 "spec.suspend is true: no pod runs ({} of {} completions succeeded)",
@@ -360,7 +351,7 @@ fn backoff(e: &mut Explanation, seen: &Seen<'_>, p: &Plan, left: Duration) {
         .max_by_key(|x| finished_time(x));
     e.waiting_on.push(Waiting {
         since: p.new_backoff.last_failure_time.map(rfc3339),
-        ..waiting(
+        ..Waiting::new(
             "PodFailureBackoff",
             format!(
                 "{} pod failure(s) since the last success ({} failed of backoffLimit {}): the \
@@ -397,7 +388,7 @@ fn active(e: &mut Explanation, seen: &Seen<'_>, p: &Plan) {
         .unwrap_or_default();
     e.waiting_on.push(Waiting {
         since: p.start_time.map(rfc3339),
-        ..waiting(
+        ..Waiting::new(
             "PodsActive",
             format!(
                 "{} pod(s) active ({} ready), {} of {} completions succeeded, parallelism \
@@ -431,7 +422,7 @@ fn tracking_finalizers(e: &mut Explanation, seen: &Seen<'_>) {
     if e.state == State::Settled {
         e.state = State::Waiting;
     }
-    e.waiting_on.push(waiting(
+    e.waiting_on.push(Waiting::new(
         "TrackingFinalizers",
         format!(
             "{} finished pod(s) still carry the {TRACKING_FINALIZER} finalizer; the Job \

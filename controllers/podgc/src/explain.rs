@@ -78,12 +78,7 @@ pub fn explain(
         .iter()
         .find(|n| n.metadata.name.as_deref() == Some(node_name));
     let mut wait = |reason: &'static str, message: String, objects: Vec<String>| {
-        e.waiting_on.push(Waiting {
-            reason,
-            message,
-            objects,
-            since: None,
-        });
+        e.waiting_on.push(Waiting::new(reason, message, objects));
     };
     if sweep.unknown_nodes.contains(node_name) {
         wait(

@@ -47,6 +47,18 @@ pub struct Waiting {
     pub since: Option<String>,
 }
 
+impl Waiting {
+    /// A wait with no recorded start.
+    pub fn new(reason: &'static str, message: String, objects: Vec<String>) -> Self {
+        Self {
+            reason,
+            message,
+            objects,
+            since: None,
+        }
+    }
+}
+
 /// What a controller would do with one object now.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -83,15 +83,6 @@ impl Seen<'_> {
     }
 }
 
-fn wait(reason: &'static str, message: String, objects: Vec<String>) -> Wait {
-    Wait {
-        reason,
-        message,
-        objects,
-        since: None,
-    }
-}
-
 fn pod_ref(name: &str) -> String {
     format!("Pod/{name}")
 }
@@ -148,7 +139,7 @@ pub fn explain(
         Begin::Sync(set, _) => {
             if let Err(message) = sync(&mut e, set, revisions, pods, claims, cfg, now) {
                 e.waiting_on
-                    .push(wait("RevisionUnreadable", message, Vec::new()));
+                    .push(Wait::new("RevisionUnreadable", message, Vec::new()));
                 e.remedies.push(
                     "correct the pod template (spec.template) so a revision can be made of it"
                         .into(),
@@ -160,7 +151,7 @@ pub fn explain(
             ..
         } => {
             e.waiting_on
-                .push(wait("InvalidSelector", message, Vec::new()));
+                .push(Wait::new("InvalidSelector", message, Vec::new()));
             e.remedies.push("correct spec.selector".into());
         }
         Begin::Wait { .. } | Begin::Forget => {}
@@ -253,7 +244,7 @@ fn sync(
         .or(p.max_unavailable_error.clone())
     {
         e.waiting_on
-            .push(wait("InvalidStrategy", message, Vec::new()));
+            .push(Wait::new("InvalidStrategy", message, Vec::new()));
         e.remedies.push("correct spec.updateStrategy".into());
         if p.phases.is_empty() {
             return Ok(());
@@ -328,7 +319,7 @@ fn waiting(e: &mut Explanation, seen: &Seen<'_>, w: &Waiting) {
             );
             e.waiting_on.push(Wait {
                 since,
-                ..wait(
+                ..Wait::new(
                     "UpdatedPodNotAvailable",
                     format!(
                         "RollingUpdate: pod {name} (revision {}) is {state}; pods below ordinal \
@@ -354,7 +345,7 @@ fn waiting(e: &mut Explanation, seen: &Seen<'_>, w: &Waiting) {
                 })
                 .filter_map(|p| p.metadata.name.as_deref().map(pod_ref))
                 .collect();
-            e.waiting_on.push(wait(
+            e.waiting_on.push(Wait::new(
                 "MaxUnavailable",
                 format!(
                     "{unavailable} of {} pods unavailable, maxUnavailable {max}: no further old \
@@ -412,7 +403,7 @@ fn not_ready(e: &mut Explanation, seen: &Seen<'_>, ord: i32) {
     };
     e.waiting_on.push(Wait {
         since: ready_since(pod),
-        ..wait(reason, message, vec![pod_ref(&name)])
+        ..Wait::new(reason, message, vec![pod_ref(&name)])
     });
     if stuck {
         e.remedies.push(format!(
@@ -463,7 +454,7 @@ fn held(
             ),
         ),
     };
-    e.waiting_on.push(wait(
+    e.waiting_on.push(Wait::new(
         reason,
         message,
         names.iter().map(|n| pod_ref(n)).collect(),
@@ -528,7 +519,7 @@ fn blocked(e: &mut Explanation, seen: &Seen<'_>, w: &Waiting) {
         // this sync; Expectations and InvalidSelector come from `begin`.
         _ => return,
     };
-    e.waiting_on.push(wait(reason, message, objects));
+    e.waiting_on.push(Wait::new(reason, message, objects));
 }
 
 #[cfg(test)]
