@@ -63,8 +63,8 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams, PostParams};
-use rkcm_testkit::TestCluster;
 use rkcm_testkit::harness::{Env, Manager, ManagerKind};
+use rkcm_testkit::{TestCluster, wait_for_every};
 use serde_json::{Value, json};
 
 use crate::rollout::wait_default_service_account;
@@ -179,18 +179,17 @@ pub(crate) async fn wait_until(
     timeout: Duration,
     check: impl Fn(&Value) -> bool,
 ) -> anyhow::Result<Value> {
-    let start = tokio::time::Instant::now();
-    loop {
-        let last = match explain(cluster, target, extra).await {
-            Ok(e) if check(&e) => return Ok(e),
-            Ok(e) => format!("{}\n{e:#}", summary(&e)),
-            Err(err) => format!("{err:#}"),
-        };
-        if start.elapsed() >= timeout {
-            bail!("timed out after {timeout:?} waiting for explain {target}: {what}; last: {last}");
+    let what = format!("explain {target}: {what}");
+    wait_for_every(&what, timeout, EVERY, || async {
+        let e = explain(cluster, target, extra).await?;
+        if check(&e) {
+            Ok(Some(e))
+        } else {
+            // Remembered as the last error, so a timeout shows the last explanation.
+            Err(anyhow::anyhow!("{}\n{e:#}", summary(&e)))
         }
-        tokio::time::sleep(EVERY).await;
-    }
+    })
+    .await
 }
 
 /// Waits (up to [`REACT`]) until explain on `target` says `state` with exactly `want` as

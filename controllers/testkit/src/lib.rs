@@ -42,7 +42,7 @@ pub use cluster::{
 };
 pub use proxy::ScopedProxy;
 pub use volumes::TestVolumes;
-pub use wait::{POLL, holds_for, wait_for};
+pub use wait::{POLL, holds_for, wait_for, wait_for_every};
 
 /// Whether `pod` is written whole in protobuf, as a pod create sends it: the encoder knows every
 /// field, and reading the bytes back gives the same JSON. `Err` says what went wrong.

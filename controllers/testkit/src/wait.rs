@@ -11,7 +11,21 @@ pub const POLL: Duration = Duration::from_millis(100);
 /// Polls `check` until it returns `Ok(Some(value))`, and returns the value. `Ok(None)` means
 /// "not yet"; an `Err` is remembered and polling goes on (the API may be briefly
 /// unavailable). After `timeout` it fails naming `what` and the last error seen.
-pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> anyhow::Result<T>
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<Option<T>>>,
+{
+    wait_for_every(what, timeout, POLL, check).await
+}
+
+/// [`wait_for`], polling every `every` (for a check that is costly, e.g. runs a process).
+pub async fn wait_for_every<T, F, Fut>(
+    what: &str,
+    timeout: Duration,
+    every: Duration,
+    mut check: F,
+) -> anyhow::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = anyhow::Result<Option<T>>>,
@@ -34,7 +48,7 @@ where
                 None => bail!("timed out after {timeout:?} ({polls} checks) waiting for {what}"),
             }
         }
-        tokio::time::sleep(POLL).await;
+        tokio::time::sleep(every).await;
     }
 }
 
