@@ -52,6 +52,17 @@
 #                                  bare pods, until synced plus IDLE_SECONDS idle; idle-empty
 #                                  is the same on an empty plane (run first: bytes per cached
 #                                  pod = settled RSS difference / IDLE_PODS)
+#   ENVELOPE_NAMESPACES=1 ENVELOPE_PODS_PER_NAMESPACE=3000 ENVELOPE_NODES_PER_NAMESPACE=100
+#   ENVELOPE_THROUGHPUT=20 ENVELOPE_PROBES=20   envelope: clusterloader2's load test mix
+#                                  (Deployments, StatefulSets, Jobs, CronJobs, a DaemonSet) in
+#                                  that many namespaces on kwok nodes of its own, created,
+#                                  scaled, rolled, probed idle and deleted at that many pods a
+#                                  second, with every controller; reaction latency per
+#                                  controller. The plane logs pod creates in its namespaces
+#                                  with their body (to tell a generateName pod's owner) and
+#                                  runs the scheduler at BENCH_SCHEDULER_QPS=500 /
+#                                  BENCH_SCHEDULER_BURST=1000; timeout at least
+#                                  ENVELOPE_TIMEOUT=3600
 #   BENCH_TIMEOUT=900              seconds one manager may take to converge (cronjob: at
 #                                  least its minutes plus 3, the schedule sets the pace)
 #   BENCH_CONCURRENCY=32           requests in flight while the bench creates/deletes objects
@@ -105,10 +116,11 @@ if [ "$quick" = 1 ]; then
   : "${JOB_LARGE_PARALLELISM:=50}" "${JOB_TTL_JOBS:=50}"
   : "${MASS_DEPLOYMENTS:=50}" "${MASS_REPLICAS:=4}" "${MASS_TIMEOUT:=300}"
   : "${IDLE_NODES:=50}" "${IDLE_PODS:=500}" "${IDLE_SECONDS:=15}"
+  : "${ENVELOPE_PODS_PER_NAMESPACE:=600}" "${ENVELOPE_NODES_PER_NAMESPACE:=20}" "${ENVELOPE_PROBES:=5}"
   : "${BENCH_REPORT:=bench/reports/quick.md}"
 fi
 # Every scenario, in report order.
-ALL_SCENARIOS=podgc,replicaset,deployment,cronjob,daemonset,statefulset,job-1k,job-10k,job-ttl,mass-rollout,idle-empty,idle
+ALL_SCENARIOS=podgc,replicaset,deployment,cronjob,daemonset,statefulset,job-1k,job-10k,job-ttl,mass-rollout,idle-empty,idle,envelope
 QPS=${BENCH_QPS:-100}
 BURST=${BENCH_BURST:-200}
 MANAGERS=${BENCH_MANAGERS:-upstream,rkcm}
@@ -141,6 +153,14 @@ MASS_TIMEOUT=${MASS_TIMEOUT:-1800}
 IDLE_NODES=${IDLE_NODES:-1000}
 IDLE_PODS=${IDLE_PODS:-10000}
 IDLE_SECONDS=${IDLE_SECONDS:-60}
+ENVELOPE_NAMESPACES=${ENVELOPE_NAMESPACES:-1}
+ENVELOPE_PODS_PER_NAMESPACE=${ENVELOPE_PODS_PER_NAMESPACE:-3000}
+ENVELOPE_NODES_PER_NAMESPACE=${ENVELOPE_NODES_PER_NAMESPACE:-100}
+ENVELOPE_THROUGHPUT=${ENVELOPE_THROUGHPUT:-20}
+ENVELOPE_PROBES=${ENVELOPE_PROBES:-20}
+ENVELOPE_TIMEOUT=${ENVELOPE_TIMEOUT:-3600}
+SCHEDULER_QPS=${BENCH_SCHEDULER_QPS:-500}
+SCHEDULER_BURST=${BENCH_SCHEDULER_BURST:-1000}
 TIMEOUT=${BENCH_TIMEOUT:-900}
 CONCURRENCY=${BENCH_CONCURRENCY:-32}
 NODES=${BENCH_NODES:-30}
@@ -202,9 +222,16 @@ fi
 step "benchmark plane in $DIR (AUDIT=1, KCM=0, NODES=$NODES, KWOK_POD_WORKERS=$KWOK_POD_WORKERS)"
 # 9>&-: the plane's processes (they outlive this script with BENCH_KEEP_PLANE=1) and the
 # managers the bench starts must not inherit the lock's descriptor.
+# The envelope's namespaces (bench-envelope-<manager>-<i>), whose pod creates the audit log
+# keeps with their body.
+envelope_namespaces=""
+for m in upstream rkcm; do
+  for ((i = 0; i < 64; i++)); do envelope_namespaces+="bench-envelope-$m-$i,"; done
+done
 plane() {
   RKCM_CLUSTER_DIR=$DIR AUDIT=1 KCM=0 NODES=$NODES KWOK_POD_WORKERS=$KWOK_POD_WORKERS \
-    bash "$here/cluster.sh" "$@" 9>&-
+    AUDIT_POD_CREATE_NAMESPACES=${envelope_namespaces%,} SCHEDULER_QPS=$SCHEDULER_QPS \
+    SCHEDULER_BURST=$SCHEDULER_BURST bash "$here/cluster.sh" "$@" 9>&-
 }
 started=0
 if plane env >/dev/null 2>&1 && (. "$DIR/env.sh"; kubectl get --raw /readyz >/dev/null 2>&1); then
@@ -244,7 +271,7 @@ what="make bench"
 [ -z "${BENCH_SCENARIOS:-}" ] || what="BENCH_SCENARIOS=$SCENARIOS $what"
 [ "${BENCH_ORDERS:-one}" = one ] || what="BENCH_ORDERS=$BENCH_ORDERS $what"
 [ -z "${BENCH_RKCM_BIN:-}" ] || what="BENCH_RKCM_BIN=.../$(basename "$BENCH_RKCM_BIN") $what"
-plane_line="local plane from e2e/cluster.sh: etcd $ETCD_VERSION, kube-apiserver $K8S_VERSION with audit log (Metadata level, blocking), kube-scheduler, kwok $KWOK_VERSION with $NODES simulated nodes and $KWOK_POD_WORKERS pod workers; no upstream manager besides the one under test"
+plane_line="local plane from e2e/cluster.sh: etcd $ETCD_VERSION, kube-apiserver $K8S_VERSION with audit log (Metadata level, blocking; pod creates in the envelope's namespaces at Request level), kube-scheduler (client QPS $SCHEDULER_QPS, burst $SCHEDULER_BURST), kwok $KWOK_VERSION with $NODES simulated nodes and $KWOK_POD_WORKERS pod workers; no upstream manager besides the one under test"
 common=(--cluster-dir "$DIR" --managers "$MANAGERS" --qps "$QPS" --burst "$BURST"
   --concurrency "$CONCURRENCY" --logs-dir "$WORK/logs" "${rkcm_flags[@]}" "${orders[@]}"
   --command "$what" --plane "$plane_line")
@@ -286,6 +313,15 @@ for s in ${SCENARIOS//,/ }; do
       step "scenario mass-rollout: $MASS_DEPLOYMENTS Deployments x $MASS_REPLICAS replicas in one namespace, created, then all updated at once, on kwok nodes of its own (managers: $MANAGERS; qps $QPS, burst $BURST)"
       [ "$timeout" -ge "$MASS_TIMEOUT" ] || timeout=$MASS_TIMEOUT
       args=(mass-rollout --deployments "$MASS_DEPLOYMENTS" --replicas "$MASS_REPLICAS") ;;
+    envelope)
+      [ "$ENVELOPE_NAMESPACES" -le 64 ] || die "envelope: at most 64 namespaces (the audit policy names 64)"
+      step "scenario envelope: $ENVELOPE_NAMESPACES namespaces x $ENVELOPE_PODS_PER_NAMESPACE pods on $(( ENVELOPE_NAMESPACES * ENVELOPE_NODES_PER_NAMESPACE )) kwok nodes of its own, $ENVELOPE_THROUGHPUT pods/s (managers: $MANAGERS; qps $QPS, burst $BURST)"
+      grep -q "bench-envelope-rkcm-0" "$DIR/audit-policy.yaml" 2>/dev/null ||
+        warn "envelope: the running plane does not log pod creates with their body; pods made from generateName go unattributed in the reaction latency (restart the plane)"
+      [ "$timeout" -ge "$ENVELOPE_TIMEOUT" ] || timeout=$ENVELOPE_TIMEOUT
+      args=(envelope --namespaces "$ENVELOPE_NAMESPACES" --pods-per-namespace "$ENVELOPE_PODS_PER_NAMESPACE"
+        --nodes-per-namespace "$ENVELOPE_NODES_PER_NAMESPACE" --throughput "$ENVELOPE_THROUGHPUT"
+        --probes "$ENVELOPE_PROBES") ;;
     idle-empty)
       step "scenario idle-empty: every implemented controller on an empty plane, synced + $IDLE_SECONDS s idle (managers: $MANAGERS; qps $QPS, burst $BURST)"
       args=(idle --id idle-empty --nodes 0 --pods 0 --idle-seconds "$IDLE_SECONDS") ;;

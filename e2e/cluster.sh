@@ -22,6 +22,13 @@
 #   RKCM_CLUSTER_DIR=...    state, logs and kubeconfig (default: $TMPDIR/rkcm-cluster-$UID)
 #   AUDIT=1                 apiserver audit log (metadata of every request) in logs/audit.log;
 #                           benchmarks count each manager's requests from it by user name
+#   AUDIT_POD_CREATE_NAMESPACES="a b"   with AUDIT=1: pod creates in these namespaces are
+#                           logged with their body (Request level), so a pod made from
+#                           generateName can be told apart by its owner (the envelope
+#                           benchmark's reaction latency)
+#   SCHEDULER_QPS=50 SCHEDULER_BURST=100   kube-scheduler's client limits (its defaults); the
+#                           benchmark plane raises them so the scheduler is not what a
+#                           manager under test waits for
 #   KWOK_POD_WORKERS=N      pod stages kwok plays at once (kwok's podPlayStageParallelism,
 #                           4 when unset): every simulated kubelet shares these workers, so a
 #                           mass rollout waits on them; the benchmark plane raises it
@@ -216,8 +223,16 @@ cmd_up() {
   write_kubeconfig "$RUN/kubeconfig-kcm" kcm
   local audit=()
   if [ "${AUDIT:-0}" = 1 ]; then
-    printf '%s\n' 'apiVersion: audit.k8s.io/v1' 'kind: Policy' 'omitStages: [RequestReceived]' \
-      'rules:' '- level: Metadata' >"$RUN/audit-policy.yaml"
+    {
+      printf '%s\n' 'apiVersion: audit.k8s.io/v1' 'kind: Policy' 'omitStages: [RequestReceived]' \
+        'omitManagedFields: true' 'rules:'
+      if [ -n "${AUDIT_POD_CREATE_NAMESPACES:-}" ]; then
+        printf '%s\n' '- level: Request' '  verbs: [create]' \
+          '  resources: [{group: "", resources: [pods]}]' '  namespaces:'
+        for ns in ${AUDIT_POD_CREATE_NAMESPACES//,/ }; do printf '  - %s\n' "$ns"; done
+      fi
+      printf '%s\n' '- level: Metadata'
+    } >"$RUN/audit-policy.yaml"
     audit=(--audit-policy-file="$RUN/audit-policy.yaml" --audit-log-path="$RUN/logs/audit.log"
       --audit-log-maxsize=0 --audit-log-mode=blocking)
   fi
@@ -257,7 +272,8 @@ cmd_up() {
     { check_started kube-apiserver; die "kube-apiserver not ready after 90 s; log: $RUN/logs/kube-apiserver.log"; }
 
   start_proc kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$RUN/kubeconfig" \
-    --leader-elect=false --bind-address=127.0.0.1 --secure-port="$SP"
+    --leader-elect=false --bind-address=127.0.0.1 --secure-port="$SP" \
+    --kube-api-qps="${SCHEDULER_QPS:-50}" --kube-api-burst="${SCHEDULER_BURST:-100}"
 
   if [ "${KCM:-1}" != 0 ]; then
     start_proc kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig="$RUN/kubeconfig" \

@@ -47,6 +47,8 @@ pub struct Env {
 pub struct Probe {
     started: Instant,
     pid: u32,
+    /// The manager's user name in the audit log.
+    user: &'static str,
     log: PathBuf,
     audit_log: PathBuf,
     milestones: Arc<Mutex<Vec<Milestone>>>,
@@ -69,10 +71,17 @@ struct PhaseRecord {
 }
 
 impl Probe {
-    fn new(started: Instant, pid: u32, log: PathBuf, audit_log: PathBuf) -> Self {
+    fn new(
+        started: Instant,
+        pid: u32,
+        user: &'static str,
+        log: PathBuf,
+        audit_log: PathBuf,
+    ) -> Self {
         Self {
             started,
             pid,
+            user,
             log,
             audit_log,
             milestones: Arc::default(),
@@ -195,6 +204,11 @@ impl Probe {
     /// The manager's log (stdout and stderr), e.g. to wait for a line it writes.
     pub fn log(&self) -> &Path {
         &self.log
+    }
+
+    /// The user name the manager's requests carry in the audit log.
+    pub fn manager_user(&self) -> &'static str {
+        self.user
     }
 
     /// The manager's resident memory now (`VmRSS`).
@@ -646,7 +660,13 @@ async fn measure<S: Scenario>(
     let pid = proc.pid;
     let curve_bucket = scenario.rss_curve();
     let sampler = RssSampler::start_with_curve(pid, Duration::from_millis(100), curve_bucket);
-    let probe = Probe::new(started, pid, proc.log.clone(), env.audit_log.clone());
+    let probe = Probe::new(
+        started,
+        pid,
+        m.user(),
+        proc.log.clone(),
+        env.audit_log.clone(),
+    );
 
     let outcome = run_until_converged(scenario, env, m, state, &probe, &mut proc).await;
     let converged_at = started.elapsed();
@@ -708,9 +728,10 @@ async fn measure<S: Scenario>(
     }
 }
 
-/// The plane's own processes (pid files of e2e/cluster.sh) whose CPU a run reports.
+/// The plane's own processes (pid files of e2e/cluster.sh) whose CPU a run reports (the
+/// scheduler and kwok too: the envelope shows whether they kept up).
 fn plane_pids(cluster_dir: &Path) -> Vec<(String, u32)> {
-    ["kube-apiserver", "etcd"]
+    ["kube-apiserver", "etcd", "kube-scheduler", "kwok"]
         .iter()
         .filter_map(|name| {
             let text =

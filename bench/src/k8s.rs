@@ -16,6 +16,9 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
 
+/// The user agent of the bench's own requests.
+pub const BENCH_AGENT: &str = "rkcm-bench";
+
 /// A client from a kubeconfig file (its current context).
 pub async fn client(kubeconfig: &Path) -> anyhow::Result<Client> {
     let kc = kube::config::Kubeconfig::read_from(kubeconfig)
@@ -26,6 +29,12 @@ pub async fn client(kubeconfig: &Path) -> anyhow::Result<Client> {
             .context("loading the kubeconfig")?;
     // Deleting or listing 20 000 pods in one request takes a while on a busy plane.
     config.read_timeout = Some(Duration::from_secs(300));
+    // The audit log tells the bench's own changes apart by this agent (reaction latency:
+    // the plane's kwok writes with the same admin user).
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(BENCH_AGENT),
+    ));
     Client::try_from(config).context("building the client")
 }
 

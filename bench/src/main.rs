@@ -16,6 +16,7 @@ mod say;
 mod audit;
 mod harness;
 mod k8s;
+mod latency;
 mod manager;
 mod memory;
 mod nodes;
@@ -119,6 +120,14 @@ enum Command {
         common: Common,
         #[command(flatten)]
         args: scenarios::mass_rollout::Args,
+    },
+    /// Scale envelope: the load test's mix of workloads on kwok nodes of the run's own,
+    /// created, scaled, rolled, probed and deleted at a fixed pod throughput; reaction latency.
+    Envelope {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        args: scenarios::envelope::Args,
     },
     /// Idle: every implemented controller on a plane with N nodes and P running pods, until
     /// synced plus an idle window; RSS settled and per cached pod.
@@ -316,6 +325,9 @@ async fn main() -> std::process::ExitCode {
             }
             Command::MassRollout { common, args } => {
                 run_scenario(scenarios::mass_rollout::MassRollout::new(args), &common).await
+            }
+            Command::Envelope { common, args } => {
+                run_scenario(scenarios::envelope::Envelope::new(args), &common).await
             }
             Command::Idle { common, args } => {
                 run_scenario(scenarios::idle::Idle::new(args), &common).await

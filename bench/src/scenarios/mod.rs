@@ -15,6 +15,7 @@
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
+pub mod envelope;
 pub mod idle;
 pub mod job;
 pub mod mass_rollout;

@@ -1,0 +1,737 @@
+//! The scale envelope: clusterloader2's load test, shrunk to what this plane holds. Every
+//! workload controller runs; kwok nodes of the run's own (30 pods each on average, room for
+//! 110) hold namespaces of Deployments, StatefulSets, Jobs and CronJobs in the load test's mix
+//! (`mix.rs`) and one DaemonSet over every node. Once the manager runs, the bench drives five
+//! phases, each paced at a fixed pod throughput and timed until it has converged:
+//! - **create**: every object created (in a shuffled order), until every Deployment is
+//!   available, every StatefulSet ready, the DaemonSet on every node and every Job complete;
+//! - **scale**: every Deployment and StatefulSet scaled to between half and one and a half
+//!   times its size;
+//! - **roll**: every Deployment, StatefulSet and the DaemonSet given a new pod template;
+//! - **idle probes**: single changes a few seconds apart on a quiet manager (a Deployment and
+//!   a StatefulSet scaled by one, a ReplicaSet's pod and a daemon pod deleted, a one-pod Job
+//!   created), each round until converged;
+//! - **delete**: Deployments and StatefulSets scaled to 0, the DaemonSet moved to no node,
+//!   the CronJobs and Jobs deleted (the plane runs no garbage collector: these are the parts
+//!   of a deletion the workload controllers do), until no pod of theirs is left and no
+//!   deleted Job's pod keeps its tracking finalizer.
+//!
+//! Besides the harness's numbers (CPU, RSS, requests, the plane's CPU, each phase), the run
+//! reports reaction latency from the audit log (`crate::latency`: from each change to the
+//! manager's first write for it, split into the idle probes and the load around them), the
+//! manager's settled RSS with all pods cached, and what the plane's processes held at the
+//! peak.
+
+mod mix;
+mod model;
+mod objects;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use k8s_openapi::api::apps::v1::{
+    ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet,
+};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::{Client, ResourceExt};
+use serde_json::Value;
+
+use self::mix::{Kind, Pace, Rng, Workload};
+use self::model::{Key, Stores, Want};
+use self::objects::RUN_LABEL;
+use crate::harness::{Env, Probe, Scenario};
+use crate::results::{Correctness, Metric};
+use crate::scenarios::idle::ALL_CONTROLLERS;
+use crate::scenarios::podgc::group;
+use crate::{audit, k8s, latency, nodes, procfs};
+
+/// Room of each node of the run (the load test's nodes average 30 pods).
+const PODS_PER_NODE_ROOM: usize = 110;
+/// Seconds between two rounds of idle probes (the manager is quiet between them).
+const PROBE_GAP: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// Namespaces of the run (the load test: one per 100 nodes).
+    #[arg(long, default_value_t = 1)]
+    pub namespaces: usize,
+    /// Pods of each namespace (the load test: 3 000).
+    #[arg(long, default_value_t = 3_000)]
+    pub pods_per_namespace: usize,
+    /// Nodes per namespace (the load test: 100, 30 pods each).
+    #[arg(long, default_value_t = 100)]
+    pub nodes_per_namespace: usize,
+    /// Pods a second the create, scale, roll and delete phases hand out.
+    #[arg(long, default_value_t = 20.0)]
+    pub throughput: f64,
+    /// Rounds of idle probes.
+    #[arg(long, default_value_t = 20)]
+    pub probes: usize,
+    /// Seconds per point of the RSS curve.
+    #[arg(long, default_value_t = 10)]
+    pub curve_seconds: u64,
+}
+
+pub struct Envelope {
+    args: Args,
+    plan: Vec<Workload>,
+}
+
+impl Envelope {
+    pub fn new(args: Args) -> Self {
+        let plan = mix::plan(args.namespaces, args.pods_per_namespace, args.nodes());
+        Self { args, plan }
+    }
+}
+
+impl Args {
+    fn nodes(&self) -> usize {
+        self.namespaces * self.nodes_per_namespace
+    }
+}
+
+pub struct State {
+    run: String,
+    audit_log: std::path::PathBuf,
+    stores: Stores,
+    want: BTreeMap<Key, Want>,
+    manager_user: &'static str,
+    audit_from: Option<u64>,
+    idle: Option<(jiff::Timestamp, jiff::Timestamp)>,
+    settled_rss: Option<u64>,
+    cached_pods: usize,
+    plane_rss: BTreeMap<String, u64>,
+    problems: Vec<String>,
+    cron_jobs_seen: usize,
+}
+
+fn ns_of(run: &str, i: usize) -> String {
+    format!("{run}-{i}")
+}
+
+fn node_name(run: &str, i: usize) -> String {
+    format!("{run}-n{i:04}")
+}
+
+/// Creates the object of `w` in `ns`.
+async fn create(client: &Client, ns: &str, w: &Workload, obj: Value) -> anyhow::Result<()> {
+    async fn post<K: k8s::Namespaced + serde::Serialize>(
+        client: &Client,
+        ns: &str,
+        obj: Value,
+    ) -> anyhow::Result<()> {
+        let api: Api<K> = Api::namespaced(client.clone(), ns);
+        let obj: K = serde_json::from_value(obj)?;
+        let pp = PostParams::default();
+        match k8s::retry(|| api.create(&pp, &obj)).await {
+            Ok(_) => Ok(()),
+            Err(e) if k8s::is_status(&e, 409) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+    match w.kind {
+        Kind::Deployment => post::<Deployment>(client, ns, obj).await,
+        Kind::StatefulSet => post::<StatefulSet>(client, ns, obj).await,
+        Kind::DaemonSet => post::<DaemonSet>(client, ns, obj).await,
+        Kind::Job => post::<Job>(client, ns, obj).await,
+        Kind::CronJob => post::<CronJob>(client, ns, obj).await,
+    }
+    .with_context(|| format!("creating {:?} {ns}/{}", w.kind, w.name))
+}
+
+/// Merge-patches the object of `w` in `ns`.
+async fn patch(client: &Client, ns: &str, w: &Workload, body: Value) -> anyhow::Result<()> {
+    async fn merge<K: k8s::Namespaced + serde::Serialize>(
+        client: &Client,
+        ns: &str,
+        name: &str,
+        body: &Value,
+    ) -> anyhow::Result<()> {
+        let api: Api<K> = Api::namespaced(client.clone(), ns);
+        let pp = PatchParams::default();
+        let patch = Patch::Merge(body);
+        k8s::retry(|| api.patch(name, &pp, &patch))
+            .await
+            .map(drop)
+            .map_err(Into::into)
+    }
+    match w.kind {
+        Kind::Deployment => merge::<Deployment>(client, ns, &w.name, &body).await,
+        Kind::StatefulSet => merge::<StatefulSet>(client, ns, &w.name, &body).await,
+        Kind::DaemonSet => merge::<DaemonSet>(client, ns, &w.name, &body).await,
+        Kind::Job | Kind::CronJob => anyhow::bail!("the run does not patch {:?}s", w.kind),
+    }
+    .with_context(|| format!("patching {:?} {ns}/{}", w.kind, w.name))
+}
+
+/// Deletes the Job or CronJob of `w` (background propagation: no garbage collector runs).
+async fn delete(client: &Client, ns: &str, w: &Workload) -> anyhow::Result<()> {
+    let dp = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        ..DeleteParams::default()
+    };
+    let r = match w.kind {
+        Kind::Job => {
+            let api: Api<Job> = Api::namespaced(client.clone(), ns);
+            k8s::retry(|| api.delete(&w.name, &dp)).await.map(drop)
+        }
+        Kind::CronJob => {
+            let api: Api<CronJob> = Api::namespaced(client.clone(), ns);
+            k8s::retry(|| api.delete(&w.name, &dp)).await.map(drop)
+        }
+        _ => anyhow::bail!("the run does not delete {:?}s", w.kind),
+    };
+    match r {
+        Ok(()) => Ok(()),
+        Err(e) if k8s::is_status(&e, 404) => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("deleting {:?} {ns}/{}", w.kind, w.name)),
+    }
+}
+
+/// Deletes one pod (a probe: its controller must replace it).
+async fn delete_pod(client: &Client, ns: &str, name: &str) -> anyhow::Result<()> {
+    let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), ns);
+    let dp = DeleteParams::default();
+    match k8s::retry(|| api.delete(name, &dp)).await {
+        Ok(_) => Ok(()),
+        Err(e) if k8s::is_status(&e, 404) => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("deleting pod {ns}/{name}")),
+    }
+}
+
+impl Envelope {
+    fn want_of(&self, w: &Workload) -> Want {
+        Want {
+            kind: w.kind,
+            pods: w.pods,
+            present: true,
+        }
+    }
+
+    /// Waits until the phase has converged (checked every second on the bench's watches).
+    async fn converged(
+        &self,
+        state: &State,
+        probe: &Probe,
+        phase: &str,
+        no_owned_pods: bool,
+    ) -> anyhow::Result<()> {
+        loop {
+            let snap = state.stores.snapshot();
+            let (count, lines) = model::lagging(&state.want, &snap, no_owned_pods, 3);
+            if count == 0 {
+                return Ok(());
+            }
+            probe.progress(format!(
+                "{phase}: {count} lagging, e.g. {}",
+                lines.join("; ")
+            ));
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    fn workloads(&self, kinds: &[Kind]) -> Vec<Workload> {
+        self.plan
+            .iter()
+            .filter(|w| kinds.contains(&w.kind))
+            .cloned()
+            .collect()
+    }
+
+    async fn phase_create(
+        &self,
+        env: &Env,
+        state: &mut State,
+        probe: &Probe,
+    ) -> anyhow::Result<()> {
+        let mut order = self.plan.clone();
+        Rng::new(1).shuffle(&mut order);
+        let start = probe.begin("create");
+        let mut pace = Pace::new(self.args.throughput);
+        for (i, w) in order.iter().enumerate() {
+            pace.take(w.pods).await;
+            let ns = ns_of(&state.run, w.ns);
+            create(&env.client, &ns, w, objects::object(&state.run, w)).await?;
+            if w.kind != Kind::CronJob {
+                state.want.insert((ns, w.name.clone()), self.want_of(w));
+            }
+            probe.progress(format!(
+                "create: {} of {} objects created",
+                i + 1,
+                order.len()
+            ));
+        }
+        self.converged(state, probe, "create", false).await?;
+        // Every Job ran exactly its completions' pods.
+        let snap = state.stores.snapshot();
+        let mut per_job: BTreeMap<Key, usize> = BTreeMap::new();
+        for p in &snap.pods {
+            for o in p.owner_references().iter().filter(|o| o.kind == "Job") {
+                *per_job
+                    .entry((p.namespace().unwrap_or_default(), o.name.clone()))
+                    .or_default() += 1;
+            }
+        }
+        for w in self.workloads(&[Kind::Job]) {
+            let k = (ns_of(&state.run, w.ns), w.name.clone());
+            let made = per_job.get(&k).copied().unwrap_or(0);
+            if made != w.pods {
+                state.problems.push(format!(
+                    "job {}/{}: {made} pods for {} completions",
+                    k.0, k.1, w.pods
+                ));
+            }
+        }
+        probe.end(start, format!("{} objects", order.len()));
+        Ok(())
+    }
+
+    async fn phase_scale(&self, env: &Env, state: &mut State, probe: &Probe) -> anyhow::Result<()> {
+        let mut order = self.workloads(&[Kind::Deployment, Kind::StatefulSet]);
+        let mut rng = Rng::new(2);
+        rng.shuffle(&mut order);
+        let start = probe.begin("scale");
+        let mut pace = Pace::new(self.args.throughput);
+        let mut moved = 0;
+        for w in &order {
+            let ns = ns_of(&state.run, w.ns);
+            let k = (ns.clone(), w.name.clone());
+            let old = state.want.get(&k).map_or(w.pods, |x| x.pods);
+            let new = mix::scaled(old, &mut rng);
+            pace.take(old.abs_diff(new)).await;
+            patch(&env.client, &ns, w, objects::scale_patch(new)).await?;
+            moved += old.abs_diff(new);
+            if let Some(x) = state.want.get_mut(&k) {
+                x.pods = new;
+            }
+        }
+        self.converged(state, probe, "scale", false).await?;
+        probe.end(
+            start,
+            format!("{} objects, {moved} pods added or removed", order.len()),
+        );
+        Ok(())
+    }
+
+    async fn phase_roll(&self, env: &Env, state: &mut State, probe: &Probe) -> anyhow::Result<()> {
+        let mut order = self.workloads(&[Kind::Deployment, Kind::StatefulSet, Kind::DaemonSet]);
+        Rng::new(3).shuffle(&mut order);
+        let start = probe.begin("roll");
+        let mut pace = Pace::new(self.args.throughput);
+        for w in &order {
+            let ns = ns_of(&state.run, w.ns);
+            let pods = state
+                .want
+                .get(&(ns.clone(), w.name.clone()))
+                .map_or(0, |x| x.pods);
+            pace.take(pods).await;
+            patch(&env.client, &ns, w, objects::roll_patch("v2")).await?;
+        }
+        self.converged(state, probe, "roll", false).await?;
+        // The peak: everything placed, rolled and cached.
+        state.plane_rss = plane_rss(&env.cluster_dir);
+        probe.end(start, format!("{} objects", order.len()));
+        Ok(())
+    }
+
+    async fn phase_probes(
+        &self,
+        env: &Env,
+        state: &mut State,
+        probe: &Probe,
+    ) -> anyhow::Result<()> {
+        let small = |k: Kind| {
+            self.plan
+                .iter()
+                .filter(|w| w.kind == k && w.pods == mix::SMALL)
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        let (deploys, sets) = (small(Kind::Deployment), small(Kind::StatefulSet));
+        anyhow::ensure!(
+            !deploys.is_empty() && !sets.is_empty(),
+            "the run has no small Deployment or StatefulSet to probe"
+        );
+        let mut rng = Rng::new(4);
+        tokio::time::sleep(PROBE_GAP).await;
+        let from = jiff::Timestamp::now();
+        let start = probe.begin("idle probes");
+        for round in 0..self.args.probes {
+            for w in [
+                &deploys[rng.below(deploys.len())],
+                &sets[rng.below(sets.len())],
+            ] {
+                let ns = ns_of(&state.run, w.ns);
+                let k = (ns.clone(), w.name.clone());
+                let n = state.want.get(&k).map_or(w.pods, |x| x.pods) + 1;
+                patch(&env.client, &ns, w, objects::scale_patch(n)).await?;
+                if let Some(x) = state.want.get_mut(&k) {
+                    x.pods = n;
+                }
+            }
+            let running = state.stores.running_pods();
+            for owner in ["ReplicaSet", "DaemonSet"] {
+                let of: Vec<_> = running
+                    .iter()
+                    .filter(|p| p.owner_references().iter().any(|o| o.kind == owner))
+                    .collect();
+                if !of.is_empty() {
+                    let p = of[rng.below(of.len())];
+                    delete_pod(
+                        &env.client,
+                        &p.namespace().unwrap_or_default(),
+                        &p.name_any(),
+                    )
+                    .await?;
+                }
+            }
+            let job = Workload {
+                kind: Kind::Job,
+                ns: 0,
+                name: format!("job-probe-{round}"),
+                pods: 1,
+            };
+            let ns = ns_of(&state.run, 0);
+            create(&env.client, &ns, &job, objects::object(&state.run, &job)).await?;
+            state
+                .want
+                .insert((ns, job.name.clone()), self.want_of(&job));
+            self.converged(state, probe, &format!("idle probe {round}"), false)
+                .await?;
+            tokio::time::sleep(PROBE_GAP).await;
+        }
+        state.idle = Some((from, jiff::Timestamp::now()));
+        state.settled_rss = probe.manager_rss_bytes();
+        state.cached_pods = state.stores.snapshot().pods.len();
+        probe.end(start, format!("{} rounds", self.args.probes));
+        Ok(())
+    }
+
+    async fn phase_delete(
+        &self,
+        env: &Env,
+        state: &mut State,
+        probe: &Probe,
+    ) -> anyhow::Result<()> {
+        let mut order = self.plan.clone();
+        Rng::new(5).shuffle(&mut order);
+        let start = probe.begin("delete");
+        let mut pace = Pace::new(self.args.throughput);
+        for w in &order {
+            let ns = ns_of(&state.run, w.ns);
+            let k = (ns.clone(), w.name.clone());
+            let pods = state.want.get(&k).map_or(w.pods, |x| x.pods);
+            pace.take(pods).await;
+            match w.kind {
+                Kind::Deployment | Kind::StatefulSet => {
+                    patch(&env.client, &ns, w, objects::scale_patch(0)).await?
+                }
+                Kind::DaemonSet => patch(&env.client, &ns, w, objects::nowhere_patch()).await?,
+                Kind::Job | Kind::CronJob => delete(&env.client, &ns, w).await?,
+            }
+            match (w.kind, state.want.get_mut(&k)) {
+                (Kind::Job, Some(x)) => x.present = false,
+                (_, Some(x)) => x.pods = 0,
+                _ => {}
+            }
+        }
+        // The probe Jobs go too.
+        let probes: Vec<Key> = state
+            .want
+            .iter()
+            .filter(|(k, w)| w.kind == Kind::Job && k.1.starts_with("job-probe-"))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in probes {
+            let w = Workload {
+                kind: Kind::Job,
+                ns: 0,
+                name: k.1.clone(),
+                pods: 1,
+            };
+            delete(&env.client, &k.0, &w).await?;
+            if let Some(x) = state.want.get_mut(&k) {
+                x.present = false;
+            }
+        }
+        self.converged(state, probe, "delete", true).await?;
+        let snap = state.stores.snapshot();
+        state.cron_jobs_seen = snap
+            .jobs
+            .iter()
+            .filter(|j| j.owner_references().iter().any(|o| o.kind == "CronJob"))
+            .count();
+        probe.end(start, format!("{} objects", order.len()));
+        Ok(())
+    }
+}
+
+/// `VmRSS` of the plane's processes now (pid files of the plane).
+fn plane_rss(cluster_dir: &std::path::Path) -> BTreeMap<String, u64> {
+    ["kube-apiserver", "etcd", "kube-scheduler", "kwok"]
+        .iter()
+        .filter_map(|name| {
+            let text =
+                std::fs::read_to_string(cluster_dir.join(format!("pids/{name}.pid"))).ok()?;
+            let pid: u32 = text.trim().parse().ok()?;
+            Some((name.to_string(), procfs::status_bytes(pid, "VmRSS")?))
+        })
+        .collect()
+}
+
+fn mib(b: u64) -> f64 {
+    b as f64 / 1_048_576.0
+}
+
+impl Scenario for Envelope {
+    type State = State;
+
+    fn id(&self) -> &'static str {
+        "envelope"
+    }
+
+    fn title(&self) -> String {
+        format!(
+            "Scale envelope: {} nodes, {} namespaces of {} pods (the load test's mix), created, scaled, rolled, probed and deleted",
+            group(self.args.nodes()),
+            self.args.namespaces,
+            group(self.args.pods_per_namespace)
+        )
+    }
+
+    fn description(&self) -> String {
+        let count = |k: Kind| self.plan.iter().filter(|w| w.kind == k).count();
+        format!(
+            "clusterloader2's load test at the size this plane holds: {nodes} kwok nodes of the \
+             run's own (room for 110 pods each) and {ns} namespaces, each with a quarter of its \
+             {ppn} pods in big ({big}), medium ({med}) and small ({small}) Deployments, a tenth \
+             in StatefulSets and a tenth in Jobs (medium and small), two CronJobs every minute \
+             (one-pod Jobs, `ttlSecondsAfterFinished: 30`), and one DaemonSet on every node: \
+             {d} Deployments, {s} StatefulSets, {j} Jobs, {c} CronJobs, {pods} pods in all. \
+             Every workload controller runs. Phases, each paced at {tp} pods a second and timed \
+             until converged: **create**, **scale** (each Deployment and StatefulSet to between \
+             half and one and a half times its size), **roll** (new pod templates, the \
+             DaemonSet's too), **idle probes** ({probes} rounds, {gap} s apart: a Deployment \
+             and a StatefulSet scaled by one, a ReplicaSet's pod and a daemon pod deleted, a \
+             one-pod Job created) and **delete** (Deployments and StatefulSets scaled to 0, \
+             the DaemonSet moved to no node, Jobs and CronJobs deleted; no garbage collector \
+             runs). Reaction latency: from each change (its audit-log completion) to the \
+             manager's first write for it (request received), per controller, in the idle \
+             probes and under load (every other phase). Correct: every phase converges, every \
+             Job ran exactly its completions' pods, no pod of a ReplicaSet, StatefulSet or the \
+             DaemonSet is left, no deleted Job's pod keeps its tracking finalizer.",
+            nodes = group(self.args.nodes()),
+            ns = self.args.namespaces,
+            ppn = group(self.args.pods_per_namespace),
+            big = mix::BIG,
+            med = mix::MEDIUM,
+            small = mix::SMALL,
+            d = group(count(Kind::Deployment)),
+            s = group(count(Kind::StatefulSet)),
+            j = group(count(Kind::Job)),
+            c = group(count(Kind::CronJob)),
+            pods = group(mix::steady_pods(&self.plan)),
+            tp = self.args.throughput,
+            probes = self.args.probes,
+            gap = PROBE_GAP.as_secs(),
+        )
+    }
+
+    fn params(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("namespaces".into(), self.args.namespaces.to_string()),
+            (
+                "pods_per_namespace".into(),
+                self.args.pods_per_namespace.to_string(),
+            ),
+            ("nodes".into(), self.args.nodes().to_string()),
+            ("pods".into(), mix::steady_pods(&self.plan).to_string()),
+            ("objects".into(), self.plan.len().to_string()),
+            ("throughput".into(), self.args.throughput.to_string()),
+            ("probes".into(), self.args.probes.to_string()),
+        ])
+    }
+
+    fn controllers(&self) -> Vec<&'static str> {
+        ALL_CONTROLLERS.to_vec()
+    }
+
+    fn rss_curve(&self) -> Option<Duration> {
+        Some(Duration::from_secs(self.args.curve_seconds.max(1)))
+    }
+
+    async fn setup(&self, env: &Env, ns: &str) -> anyhow::Result<State> {
+        anyhow::ensure!(
+            self.args.namespaces > 0 && self.args.nodes_per_namespace > 0,
+            "--namespaces and --nodes-per-namespace must be positive"
+        );
+        let peak = mix::steady_pods(&self.plan) * 3;
+        anyhow::ensure!(
+            self.args.nodes() * PODS_PER_NODE_ROOM >= peak,
+            "{} nodes hold {} pods, fewer than three times the run's {} (scale up by half, \
+             surge and terminating pods at once)",
+            self.args.nodes(),
+            self.args.nodes() * PODS_PER_NODE_ROOM,
+            mix::steady_pods(&self.plan)
+        );
+        // A reused plane may still hold an interrupted run's objects.
+        self.cleanup(env, ns).await?;
+        k8s::ensure_namespace(&env.client, ns).await?;
+        for i in 0..self.args.namespaces {
+            k8s::ensure_namespace(&env.client, &ns_of(ns, i)).await?;
+        }
+        let names: Vec<String> = (0..self.args.nodes()).map(|i| node_name(ns, i)).collect();
+        let t = Instant::now();
+        nodes::create_nodes(env, &names, |name| {
+            nodes::kwok_node_with_room(name, RUN_LABEL, ns, PODS_PER_NODE_ROOM)
+        })
+        .await?;
+        nodes::wait_nodes_ready(env, RUN_LABEL, ns, names.len()).await?;
+        say!(
+            "{} nodes of {ns} Ready in {:.1} s",
+            names.len(),
+            t.elapsed().as_secs_f64()
+        );
+        let stores = Stores::start(&env.client, ns).await?;
+        Ok(State {
+            run: ns.to_string(),
+            audit_log: env.audit_log.clone(),
+            stores,
+            want: BTreeMap::new(),
+            manager_user: "",
+            audit_from: None,
+            idle: None,
+            settled_rss: None,
+            cached_pods: 0,
+            plane_rss: BTreeMap::new(),
+            problems: Vec::new(),
+            cron_jobs_seen: 0,
+        })
+    }
+
+    async fn converge(&self, env: &Env, state: &mut State, probe: &Probe) -> anyhow::Result<()> {
+        state.manager_user = probe.manager_user();
+        state.audit_from = audit::offset(&env.audit_log).ok();
+        self.phase_create(env, state, probe).await?;
+        self.phase_scale(env, state, probe).await?;
+        self.phase_roll(env, state, probe).await?;
+        self.phase_probes(env, state, probe).await?;
+        self.phase_delete(env, state, probe).await
+    }
+
+    async fn verify(&self, _env: &Env, state: &mut State) -> anyhow::Result<Correctness> {
+        let snap = state.stores.snapshot();
+        let mut wrong = state.problems.clone();
+        let (count, lines) = model::lagging(&state.want, &snap, true, 5);
+        if count > 0 {
+            wrong.push(format!(
+                "{count} objects off after the run: {}",
+                lines.join("; ")
+            ));
+        }
+        for rs in &snap.replicasets {
+            let spec = rs.spec.replicas.unwrap_or(0);
+            let status = rs.status.as_ref().map_or(0, |s| s.replicas);
+            if spec != 0 || status != 0 {
+                wrong.push(format!(
+                    "replicaset {}: spec {spec}, status {status} after scaling to 0",
+                    rs.name_any()
+                ));
+            }
+        }
+        let crons = self.plan.iter().filter(|w| w.kind == Kind::CronJob).count();
+        Ok(Correctness::unless(wrong, || {
+            format!(
+                "every phase converged; {} Jobs each ran exactly its completions; {} ReplicaSets at 0; \
+                 {} Jobs of {crons} CronJobs left for TTL",
+                self.plan.iter().filter(|w| w.kind == Kind::Job).count() + self.args.probes,
+                snap.replicasets.len(),
+                state.cron_jobs_seen
+            )
+        }))
+    }
+
+    fn metrics(&self, state: &State) -> Vec<Metric> {
+        let mut out = Vec::new();
+        let metric = |name: String, value: f64, unit: &str| Metric {
+            name,
+            value,
+            unit: unit.to_string(),
+        };
+        if let Some(b) = state.settled_rss {
+            out.push(metric(
+                "RSS settled (all pods cached)".into(),
+                mib(b),
+                "MiB",
+            ));
+            out.push(metric("pods cached".into(), state.cached_pods as f64, ""));
+        }
+        for (name, b) in &state.plane_rss {
+            out.push(metric(format!("{name} RSS at the peak"), mib(*b), "MiB"));
+        }
+        if let Some(from) = state.audit_from {
+            match latency::read(&state.audit_log, from, None) {
+                Ok(records) => {
+                    let samples =
+                        latency::reactions(&records, state.manager_user, mix::classify_owner);
+                    let idle = |s: &&latency::Sample| {
+                        state.idle.is_some_and(|(a, b)| s.at >= a && s.at <= b)
+                    };
+                    let (quiet, busy): (Vec<_>, Vec<_>) = samples.iter().partition(idle);
+                    for (tag, set) in [("load", busy), ("idle", quiet)] {
+                        for (controller, s) in latency::summarize(set) {
+                            for (stat, v) in [("p50", s.p50), ("p99", s.p99), ("max", s.max)] {
+                                out.push(metric(
+                                    format!("reaction {controller} {stat} ({tag})"),
+                                    (v * 1e6).round() / 1e3,
+                                    "ms",
+                                ));
+                            }
+                            out.push(metric(
+                                format!("reaction {controller} changes ({tag})"),
+                                s.changes as f64,
+                                "",
+                            ));
+                            if s.unanswered > 0 {
+                                out.push(metric(
+                                    format!("reaction {controller} unanswered ({tag})"),
+                                    s.unanswered as f64,
+                                    "",
+                                ));
+                            }
+                        }
+                    }
+                }
+                Err(e) => say!("WARNING: reading the audit log for reaction latency: {e:#}"),
+            }
+        }
+        out
+    }
+
+    async fn cleanup(&self, env: &Env, ns: &str) -> anyhow::Result<()> {
+        let c = &env.client;
+        let mut result = Ok(());
+        for i in 0..self.args.namespaces {
+            let ns = ns_of(ns, i);
+            let r = async {
+                k8s::delete_every::<CronJob>(c, &ns, "cronjobs").await?;
+                k8s::delete_every::<Job>(c, &ns, "jobs").await?;
+                k8s::delete_every::<Deployment>(c, &ns, "deployments").await?;
+                k8s::delete_every::<StatefulSet>(c, &ns, "statefulsets").await?;
+                k8s::delete_every::<DaemonSet>(c, &ns, "daemonsets").await?;
+                k8s::delete_every::<ReplicaSet>(c, &ns, "replicasets").await?;
+                k8s::delete_every::<ControllerRevision>(c, &ns, "controllerrevisions").await?;
+                k8s::delete_all_pods(c, &ns, Duration::from_secs(600)).await
+            }
+            .await;
+            if let Err(e) = r {
+                say!("WARNING: cleanup of {ns}: {e:#}");
+                result = Err(e);
+            }
+        }
+        let nodes = nodes::delete_labelled_nodes(env, RUN_LABEL, ns).await;
+        result.and(nodes)
+    }
+}
