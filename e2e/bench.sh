@@ -53,11 +53,12 @@
 #                                  is the same on an empty plane (run first: bytes per cached
 #                                  pod = settled RSS difference / IDLE_PODS)
 #   ENVELOPE_NAMESPACES=1 ENVELOPE_PODS_PER_NAMESPACE=3000 ENVELOPE_NODES_PER_NAMESPACE=100
-#   ENVELOPE_THROUGHPUT=20 ENVELOPE_PROBES=20   envelope: clusterloader2's load test mix
+#   ENVELOPE_THROUGHPUT=20 ENVELOPE_PROBES=20 ENVELOPE_CHURN=1   envelope: clusterloader2's load test mix
 #                                  (Deployments, StatefulSets, Jobs, CronJobs, a DaemonSet) in
 #                                  that many namespaces on kwok nodes of its own, created,
 #                                  scaled, rolled, probed idle and deleted at that many pods a
-#                                  second, with every controller; reaction latency per
+#                                  second, with every controller, ENVELOPE_CHURN disruptions a
+#                                  second while it loads; reaction latency per
 #                                  controller. The plane logs pod creates in its namespaces
 #                                  with their body (to tell a generateName pod's owner) and
 #                                  runs the scheduler at BENCH_SCHEDULER_QPS=500 /
@@ -158,6 +159,7 @@ ENVELOPE_PODS_PER_NAMESPACE=${ENVELOPE_PODS_PER_NAMESPACE:-3000}
 ENVELOPE_NODES_PER_NAMESPACE=${ENVELOPE_NODES_PER_NAMESPACE:-100}
 ENVELOPE_THROUGHPUT=${ENVELOPE_THROUGHPUT:-20}
 ENVELOPE_PROBES=${ENVELOPE_PROBES:-20}
+ENVELOPE_CHURN=${ENVELOPE_CHURN:-1}
 ENVELOPE_TIMEOUT=${ENVELOPE_TIMEOUT:-3600}
 SCHEDULER_QPS=${BENCH_SCHEDULER_QPS:-500}
 SCHEDULER_BURST=${BENCH_SCHEDULER_BURST:-1000}
@@ -321,7 +323,7 @@ for s in ${SCENARIOS//,/ }; do
       [ "$timeout" -ge "$ENVELOPE_TIMEOUT" ] || timeout=$ENVELOPE_TIMEOUT
       args=(envelope --namespaces "$ENVELOPE_NAMESPACES" --pods-per-namespace "$ENVELOPE_PODS_PER_NAMESPACE"
         --nodes-per-namespace "$ENVELOPE_NODES_PER_NAMESPACE" --throughput "$ENVELOPE_THROUGHPUT"
-        --probes "$ENVELOPE_PROBES") ;;
+        --probes "$ENVELOPE_PROBES" --churn "$ENVELOPE_CHURN") ;;
     idle-empty)
       step "scenario idle-empty: every implemented controller on an empty plane, synced + $IDLE_SECONDS s idle (managers: $MANAGERS; qps $QPS, burst $BURST)"
       args=(idle --id idle-empty --nodes 0 --pods 0 --idle-seconds "$IDLE_SECONDS") ;;

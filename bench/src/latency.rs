@@ -365,6 +365,43 @@ pub fn reactions(
     samples
 }
 
+/// The CronJob controller's runs in `records`: each Job the manager created for a scheduled
+/// time, named `<cronjob>-<minutes since the epoch>` as upstream names them, gives a sample of
+/// controller `cronjob` from the scheduled time to the create request (its lateness: the
+/// change a CronJob acts on is the clock). `is_cronjob` tells the run's CronJob names; a
+/// create answered 409 (the Job existed already) is not a run.
+pub fn cron_runs(
+    records: &[Record],
+    manager_user: &str,
+    is_cronjob: impl Fn(&str) -> bool,
+) -> Vec<Sample> {
+    let mut samples: Vec<Sample> = records
+        .iter()
+        .filter(|r| {
+            r.user == manager_user
+                && r.verb == "create"
+                && r.resource == "jobs"
+                && r.subresource.is_empty()
+                && r.code < 400
+        })
+        .filter_map(|r| {
+            let (cronjob, minutes) = r.name.rsplit_once('-')?;
+            if !is_cronjob(cronjob) {
+                return None;
+            }
+            let minutes: i64 = minutes.parse().ok()?;
+            let scheduled = Timestamp::from_second(minutes.checked_mul(60)?).ok()?;
+            Some(Sample {
+                controller: "cronjob",
+                at: scheduled,
+                latency: Some(r.received.duration_since(scheduled).as_secs_f64()),
+            })
+        })
+        .collect();
+    samples.sort_by_key(|s| s.at);
+    samples
+}
+
 /// The samples' summary per controller.
 pub fn summarize<'a>(
     samples: impl IntoIterator<Item = &'a Sample>,
@@ -399,6 +436,49 @@ fn nearest_rank(sorted: &[f64], percent: usize) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cron_runs_are_late_from_their_scheduled_minute() {
+        // 29 934 724 minutes since the epoch = 2026-12-01T00:04:00Z.
+        let scheduled: Timestamp = "2026-12-01T00:04:00Z".parse().unwrap();
+        assert_eq!(scheduled.as_second(), 29_934_724 * 60);
+        let create = |name: &str, after_ms: i64, code: u16, user: &str| Record {
+            received: Timestamp::from_millisecond(scheduled.as_millisecond() + after_ms).unwrap(),
+            completed: Timestamp::from_millisecond(scheduled.as_millisecond() + after_ms + 5)
+                .unwrap(),
+            user: user.into(),
+            agent: String::new(),
+            verb: "create".into(),
+            namespace: "t1".into(),
+            resource: "jobs".into(),
+            subresource: String::new(),
+            name: name.into(),
+            owner: String::new(),
+            code,
+        };
+        let records = [
+            create("cron-0-29934724", 120, 201, MANAGER),
+            create("cron-1-29934724", 1_500, 201, MANAGER),
+            // Already there: not a run.
+            create("cron-1-29934724", 1_700, 409, MANAGER),
+            // Not a CronJob of the run, not the manager, not a scheduled name.
+            create("job-small-0", 10, 201, MANAGER),
+            create("cron-0-29934725", 10, 201, "kcm"),
+            create("cron-0-x", 10, 201, MANAGER),
+        ];
+        let runs = cron_runs(&records, MANAGER, |n| n.starts_with("cron-"));
+        let got: Vec<(&str, Timestamp, Option<f64>)> = runs
+            .iter()
+            .map(|s| (s.controller, s.at, s.latency))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("cronjob", scheduled, Some(0.12)),
+                ("cronjob", scheduled, Some(1.5))
+            ]
+        );
+    }
 
     const MANAGER: &str = "rkcm";
     const BASE: &str = "2026-11-29T04:06:20Z";

@@ -8,6 +8,8 @@
 //! - **scale**: every Deployment and StatefulSet scaled to between half and one and a half
 //!   times its size;
 //! - **roll**: every Deployment, StatefulSet and the DaemonSet given a new pod template;
+//!   while these three run, churn (`churn.rs`): every second, in turn, a pod of a ReplicaSet,
+//!   of a StatefulSet and of the DaemonSet deleted and a one-pod Job created;
 //! - **idle probes**: single changes a few seconds apart on a quiet manager (a Deployment and
 //!   a StatefulSet scaled by one, a ReplicaSet's pod and a daemon pod deleted, a one-pod Job
 //!   created), each round until converged;
@@ -22,23 +24,23 @@
 //! manager's settled RSS with all pods cached, and what the plane's processes held at the
 //! peak.
 
+mod churn;
 mod mix;
 mod model;
 mod objects;
+mod phases;
+mod writes;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use k8s_openapi::api::apps::v1::{
     ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet,
 };
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
-use kube::{Client, ResourceExt};
-use serde_json::Value;
+use kube::ResourceExt;
 
-use self::mix::{Kind, Pace, Rng, Workload};
+use self::mix::{Kind, Workload};
 use self::model::{Key, Stores, Want};
 use self::objects::RUN_LABEL;
 use crate::harness::{Env, Probe, Scenario};
@@ -66,6 +68,11 @@ pub struct Args {
     /// Pods a second the create, scale, roll and delete phases hand out.
     #[arg(long, default_value_t = 20.0)]
     pub throughput: f64,
+    /// Disruptions a second while the create, scale and roll phases run (in turn: a
+    /// ReplicaSet's pod, a StatefulSet's pod and a daemon pod deleted, a one-pod Job
+    /// created): the changes whose reaction is measured under load.
+    #[arg(long, default_value_t = 1.0)]
+    pub churn: f64,
     /// Rounds of idle probes.
     #[arg(long, default_value_t = 20)]
     pub probes: usize,
@@ -115,359 +122,6 @@ fn node_name(run: &str, i: usize) -> String {
     format!("{run}-n{i:04}")
 }
 
-/// Creates the object of `w` in `ns`.
-async fn create(client: &Client, ns: &str, w: &Workload, obj: Value) -> anyhow::Result<()> {
-    async fn post<K: k8s::Namespaced + serde::Serialize>(
-        client: &Client,
-        ns: &str,
-        obj: Value,
-    ) -> anyhow::Result<()> {
-        let api: Api<K> = Api::namespaced(client.clone(), ns);
-        let obj: K = serde_json::from_value(obj)?;
-        let pp = PostParams::default();
-        match k8s::retry(|| api.create(&pp, &obj)).await {
-            Ok(_) => Ok(()),
-            Err(e) if k8s::is_status(&e, 409) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
-    }
-    match w.kind {
-        Kind::Deployment => post::<Deployment>(client, ns, obj).await,
-        Kind::StatefulSet => post::<StatefulSet>(client, ns, obj).await,
-        Kind::DaemonSet => post::<DaemonSet>(client, ns, obj).await,
-        Kind::Job => post::<Job>(client, ns, obj).await,
-        Kind::CronJob => post::<CronJob>(client, ns, obj).await,
-    }
-    .with_context(|| format!("creating {:?} {ns}/{}", w.kind, w.name))
-}
-
-/// Merge-patches the object of `w` in `ns`.
-async fn patch(client: &Client, ns: &str, w: &Workload, body: Value) -> anyhow::Result<()> {
-    async fn merge<K: k8s::Namespaced + serde::Serialize>(
-        client: &Client,
-        ns: &str,
-        name: &str,
-        body: &Value,
-    ) -> anyhow::Result<()> {
-        let api: Api<K> = Api::namespaced(client.clone(), ns);
-        let pp = PatchParams::default();
-        let patch = Patch::Merge(body);
-        k8s::retry(|| api.patch(name, &pp, &patch))
-            .await
-            .map(drop)
-            .map_err(Into::into)
-    }
-    match w.kind {
-        Kind::Deployment => merge::<Deployment>(client, ns, &w.name, &body).await,
-        Kind::StatefulSet => merge::<StatefulSet>(client, ns, &w.name, &body).await,
-        Kind::DaemonSet => merge::<DaemonSet>(client, ns, &w.name, &body).await,
-        Kind::Job | Kind::CronJob => anyhow::bail!("the run does not patch {:?}s", w.kind),
-    }
-    .with_context(|| format!("patching {:?} {ns}/{}", w.kind, w.name))
-}
-
-/// Deletes the Job or CronJob of `w` (background propagation: no garbage collector runs).
-async fn delete(client: &Client, ns: &str, w: &Workload) -> anyhow::Result<()> {
-    let dp = DeleteParams {
-        propagation_policy: Some(PropagationPolicy::Background),
-        ..DeleteParams::default()
-    };
-    let r = match w.kind {
-        Kind::Job => {
-            let api: Api<Job> = Api::namespaced(client.clone(), ns);
-            k8s::retry(|| api.delete(&w.name, &dp)).await.map(drop)
-        }
-        Kind::CronJob => {
-            let api: Api<CronJob> = Api::namespaced(client.clone(), ns);
-            k8s::retry(|| api.delete(&w.name, &dp)).await.map(drop)
-        }
-        _ => anyhow::bail!("the run does not delete {:?}s", w.kind),
-    };
-    match r {
-        Ok(()) => Ok(()),
-        Err(e) if k8s::is_status(&e, 404) => Ok(()),
-        Err(e) => Err(e).with_context(|| format!("deleting {:?} {ns}/{}", w.kind, w.name)),
-    }
-}
-
-/// Deletes one pod (a probe: its controller must replace it).
-async fn delete_pod(client: &Client, ns: &str, name: &str) -> anyhow::Result<()> {
-    let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), ns);
-    let dp = DeleteParams::default();
-    match k8s::retry(|| api.delete(name, &dp)).await {
-        Ok(_) => Ok(()),
-        Err(e) if k8s::is_status(&e, 404) => Ok(()),
-        Err(e) => Err(e).with_context(|| format!("deleting pod {ns}/{name}")),
-    }
-}
-
-impl Envelope {
-    fn want_of(&self, w: &Workload) -> Want {
-        Want {
-            kind: w.kind,
-            pods: w.pods,
-            present: true,
-        }
-    }
-
-    /// Waits until the phase has converged (checked every second on the bench's watches).
-    async fn converged(
-        &self,
-        state: &State,
-        probe: &Probe,
-        phase: &str,
-        no_owned_pods: bool,
-    ) -> anyhow::Result<()> {
-        loop {
-            let snap = state.stores.snapshot();
-            let (count, lines) = model::lagging(&state.want, &snap, no_owned_pods, 3);
-            if count == 0 {
-                return Ok(());
-            }
-            probe.progress(format!(
-                "{phase}: {count} lagging, e.g. {}",
-                lines.join("; ")
-            ));
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    }
-
-    fn workloads(&self, kinds: &[Kind]) -> Vec<Workload> {
-        self.plan
-            .iter()
-            .filter(|w| kinds.contains(&w.kind))
-            .cloned()
-            .collect()
-    }
-
-    async fn phase_create(
-        &self,
-        env: &Env,
-        state: &mut State,
-        probe: &Probe,
-    ) -> anyhow::Result<()> {
-        let mut order = self.plan.clone();
-        Rng::new(1).shuffle(&mut order);
-        let start = probe.begin("create");
-        let mut pace = Pace::new(self.args.throughput);
-        for (i, w) in order.iter().enumerate() {
-            pace.take(w.pods).await;
-            let ns = ns_of(&state.run, w.ns);
-            create(&env.client, &ns, w, objects::object(&state.run, w)).await?;
-            if w.kind != Kind::CronJob {
-                state.want.insert((ns, w.name.clone()), self.want_of(w));
-            }
-            probe.progress(format!(
-                "create: {} of {} objects created",
-                i + 1,
-                order.len()
-            ));
-        }
-        self.converged(state, probe, "create", false).await?;
-        // Every Job ran exactly its completions' pods.
-        let snap = state.stores.snapshot();
-        let mut per_job: BTreeMap<Key, usize> = BTreeMap::new();
-        for p in &snap.pods {
-            for o in p.owner_references().iter().filter(|o| o.kind == "Job") {
-                *per_job
-                    .entry((p.namespace().unwrap_or_default(), o.name.clone()))
-                    .or_default() += 1;
-            }
-        }
-        for w in self.workloads(&[Kind::Job]) {
-            let k = (ns_of(&state.run, w.ns), w.name.clone());
-            let made = per_job.get(&k).copied().unwrap_or(0);
-            if made != w.pods {
-                state.problems.push(format!(
-                    "job {}/{}: {made} pods for {} completions",
-                    k.0, k.1, w.pods
-                ));
-            }
-        }
-        probe.end(start, format!("{} objects", order.len()));
-        Ok(())
-    }
-
-    async fn phase_scale(&self, env: &Env, state: &mut State, probe: &Probe) -> anyhow::Result<()> {
-        let mut order = self.workloads(&[Kind::Deployment, Kind::StatefulSet]);
-        let mut rng = Rng::new(2);
-        rng.shuffle(&mut order);
-        let start = probe.begin("scale");
-        let mut pace = Pace::new(self.args.throughput);
-        let mut moved = 0;
-        for w in &order {
-            let ns = ns_of(&state.run, w.ns);
-            let k = (ns.clone(), w.name.clone());
-            let old = state.want.get(&k).map_or(w.pods, |x| x.pods);
-            let new = mix::scaled(old, &mut rng);
-            pace.take(old.abs_diff(new)).await;
-            patch(&env.client, &ns, w, objects::scale_patch(new)).await?;
-            moved += old.abs_diff(new);
-            if let Some(x) = state.want.get_mut(&k) {
-                x.pods = new;
-            }
-        }
-        self.converged(state, probe, "scale", false).await?;
-        probe.end(
-            start,
-            format!("{} objects, {moved} pods added or removed", order.len()),
-        );
-        Ok(())
-    }
-
-    async fn phase_roll(&self, env: &Env, state: &mut State, probe: &Probe) -> anyhow::Result<()> {
-        let mut order = self.workloads(&[Kind::Deployment, Kind::StatefulSet, Kind::DaemonSet]);
-        Rng::new(3).shuffle(&mut order);
-        let start = probe.begin("roll");
-        let mut pace = Pace::new(self.args.throughput);
-        for w in &order {
-            let ns = ns_of(&state.run, w.ns);
-            let pods = state
-                .want
-                .get(&(ns.clone(), w.name.clone()))
-                .map_or(0, |x| x.pods);
-            pace.take(pods).await;
-            patch(&env.client, &ns, w, objects::roll_patch("v2")).await?;
-        }
-        self.converged(state, probe, "roll", false).await?;
-        // The peak: everything placed, rolled and cached.
-        state.plane_rss = plane_rss(&env.cluster_dir);
-        probe.end(start, format!("{} objects", order.len()));
-        Ok(())
-    }
-
-    async fn phase_probes(
-        &self,
-        env: &Env,
-        state: &mut State,
-        probe: &Probe,
-    ) -> anyhow::Result<()> {
-        let small = |k: Kind| {
-            self.plan
-                .iter()
-                .filter(|w| w.kind == k && w.pods == mix::SMALL)
-                .cloned()
-                .collect::<Vec<_>>()
-        };
-        let (deploys, sets) = (small(Kind::Deployment), small(Kind::StatefulSet));
-        anyhow::ensure!(
-            !deploys.is_empty() && !sets.is_empty(),
-            "the run has no small Deployment or StatefulSet to probe"
-        );
-        let mut rng = Rng::new(4);
-        tokio::time::sleep(PROBE_GAP).await;
-        let from = jiff::Timestamp::now();
-        let start = probe.begin("idle probes");
-        for round in 0..self.args.probes {
-            for w in [
-                &deploys[rng.below(deploys.len())],
-                &sets[rng.below(sets.len())],
-            ] {
-                let ns = ns_of(&state.run, w.ns);
-                let k = (ns.clone(), w.name.clone());
-                let n = state.want.get(&k).map_or(w.pods, |x| x.pods) + 1;
-                patch(&env.client, &ns, w, objects::scale_patch(n)).await?;
-                if let Some(x) = state.want.get_mut(&k) {
-                    x.pods = n;
-                }
-            }
-            let running = state.stores.running_pods();
-            for owner in ["ReplicaSet", "DaemonSet"] {
-                let of: Vec<_> = running
-                    .iter()
-                    .filter(|p| p.owner_references().iter().any(|o| o.kind == owner))
-                    .collect();
-                if !of.is_empty() {
-                    let p = of[rng.below(of.len())];
-                    delete_pod(
-                        &env.client,
-                        &p.namespace().unwrap_or_default(),
-                        &p.name_any(),
-                    )
-                    .await?;
-                }
-            }
-            let job = Workload {
-                kind: Kind::Job,
-                ns: 0,
-                name: format!("job-probe-{round}"),
-                pods: 1,
-            };
-            let ns = ns_of(&state.run, 0);
-            create(&env.client, &ns, &job, objects::object(&state.run, &job)).await?;
-            state
-                .want
-                .insert((ns, job.name.clone()), self.want_of(&job));
-            self.converged(state, probe, &format!("idle probe {round}"), false)
-                .await?;
-            tokio::time::sleep(PROBE_GAP).await;
-        }
-        state.idle = Some((from, jiff::Timestamp::now()));
-        state.settled_rss = probe.manager_rss_bytes();
-        state.cached_pods = state.stores.snapshot().pods.len();
-        probe.end(start, format!("{} rounds", self.args.probes));
-        Ok(())
-    }
-
-    async fn phase_delete(
-        &self,
-        env: &Env,
-        state: &mut State,
-        probe: &Probe,
-    ) -> anyhow::Result<()> {
-        let mut order = self.plan.clone();
-        Rng::new(5).shuffle(&mut order);
-        let start = probe.begin("delete");
-        let mut pace = Pace::new(self.args.throughput);
-        for w in &order {
-            let ns = ns_of(&state.run, w.ns);
-            let k = (ns.clone(), w.name.clone());
-            let pods = state.want.get(&k).map_or(w.pods, |x| x.pods);
-            pace.take(pods).await;
-            match w.kind {
-                Kind::Deployment | Kind::StatefulSet => {
-                    patch(&env.client, &ns, w, objects::scale_patch(0)).await?
-                }
-                Kind::DaemonSet => patch(&env.client, &ns, w, objects::nowhere_patch()).await?,
-                Kind::Job | Kind::CronJob => delete(&env.client, &ns, w).await?,
-            }
-            match (w.kind, state.want.get_mut(&k)) {
-                (Kind::Job, Some(x)) => x.present = false,
-                (_, Some(x)) => x.pods = 0,
-                _ => {}
-            }
-        }
-        // The probe Jobs go too.
-        let probes: Vec<Key> = state
-            .want
-            .iter()
-            .filter(|(k, w)| w.kind == Kind::Job && k.1.starts_with("job-probe-"))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in probes {
-            let w = Workload {
-                kind: Kind::Job,
-                ns: 0,
-                name: k.1.clone(),
-                pods: 1,
-            };
-            delete(&env.client, &k.0, &w).await?;
-            if let Some(x) = state.want.get_mut(&k) {
-                x.present = false;
-            }
-        }
-        self.converged(state, probe, "delete", true).await?;
-        let snap = state.stores.snapshot();
-        state.cron_jobs_seen = snap
-            .jobs
-            .iter()
-            .filter(|j| j.owner_references().iter().any(|o| o.kind == "CronJob"))
-            .count();
-        probe.end(start, format!("{} objects", order.len()));
-        Ok(())
-    }
-}
-
 /// `VmRSS` of the plane's processes now (pid files of the plane).
 fn plane_rss(cluster_dir: &std::path::Path) -> BTreeMap<String, u64> {
     ["kube-apiserver", "etcd", "kube-scheduler", "kwok"]
@@ -513,7 +167,9 @@ impl Scenario for Envelope {
              Every workload controller runs. Phases, each paced at {tp} pods a second and timed \
              until converged: **create**, **scale** (each Deployment and StatefulSet to between \
              half and one and a half times its size), **roll** (new pod templates, the \
-             DaemonSet's too), **idle probes** ({probes} rounds, {gap} s apart: a Deployment \
+             DaemonSet's too; while these three run, churn at {churn} a second: in turn a \
+             ReplicaSet's, a StatefulSet's and a daemon pod deleted and a one-pod Job created), \
+             **idle probes** ({probes} rounds, {gap} s apart: a Deployment \
              and a StatefulSet scaled by one, a ReplicaSet's pod and a daemon pod deleted, a \
              one-pod Job created) and **delete** (Deployments and StatefulSets scaled to 0, \
              the DaemonSet moved to no node, Jobs and CronJobs deleted; no garbage collector \
@@ -534,6 +190,7 @@ impl Scenario for Envelope {
             c = group(count(Kind::CronJob)),
             pods = group(mix::steady_pods(&self.plan)),
             tp = self.args.throughput,
+            churn = self.args.churn,
             probes = self.args.probes,
             gap = PROBE_GAP.as_secs(),
         )
@@ -551,6 +208,7 @@ impl Scenario for Envelope {
             ("objects".into(), self.plan.len().to_string()),
             ("throughput".into(), self.args.throughput.to_string()),
             ("probes".into(), self.args.probes.to_string()),
+            ("churn_per_second".into(), self.args.churn.to_string()),
         ])
     }
 
@@ -614,9 +272,28 @@ impl Scenario for Envelope {
     async fn converge(&self, env: &Env, state: &mut State, probe: &Probe) -> anyhow::Result<()> {
         state.manager_user = probe.manager_user();
         state.audit_from = audit::offset(&env.audit_log).ok();
-        self.phase_create(env, state, probe).await?;
-        self.phase_scale(env, state, probe).await?;
-        self.phase_roll(env, state, probe).await?;
+        let churn = churn::Churn::start(
+            env.client.clone(),
+            state.stores.pod_store(),
+            state.run.clone(),
+            ns_of(&state.run, 0),
+            Duration::from_secs_f64(1.0 / self.args.churn.max(0.001)),
+        );
+        let load = async {
+            self.phase_create(env, state, probe).await?;
+            self.phase_scale(env, state, probe).await?;
+            self.phase_roll(env, state, probe).await
+        }
+        .await;
+        // The churn's Jobs must complete like the others before the idle probes.
+        let jobs = churn.stop().await;
+        load?;
+        for job in jobs? {
+            state
+                .want
+                .insert((ns_of(&state.run, 0), job.name.clone()), self.want_of(&job));
+        }
+        self.converged(state, probe, "churn Jobs", false).await?;
         self.phase_probes(env, state, probe).await?;
         self.phase_delete(env, state, probe).await
     }
@@ -674,8 +351,11 @@ impl Scenario for Envelope {
         if let Some(from) = state.audit_from {
             match latency::read(&state.audit_log, from, None) {
                 Ok(records) => {
-                    let samples =
+                    let mut samples =
                         latency::reactions(&records, state.manager_user, mix::classify_owner);
+                    samples.extend(latency::cron_runs(&records, state.manager_user, |n| {
+                        n.starts_with(Kind::CronJob.prefix())
+                    }));
                     let idle = |s: &&latency::Sample| {
                         state.idle.is_some_and(|(a, b)| s.at >= a && s.at <= b)
                     };

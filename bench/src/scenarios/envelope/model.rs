@@ -294,19 +294,9 @@ impl Stores {
         }
     }
 
-    /// Running, not deleted pods of the run, with their owner's name.
-    pub fn running_pods(&self) -> Vec<Arc<Pod>> {
-        self.pods
-            .state()
-            .into_iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .filter(|p| {
-                p.status
-                    .as_ref()
-                    .and_then(|s| s.phase.as_deref())
-                    .is_some_and(|ph| ph == "Running")
-            })
-            .collect()
+    /// The pod store, for a task of its own.
+    pub fn pod_store(&self) -> Store<Pod> {
+        self.pods.clone()
     }
 }
 
