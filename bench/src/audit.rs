@@ -71,16 +71,21 @@ pub fn offset(path: &Path) -> anyhow::Result<u64> {
         .len())
 }
 
-/// Counts `user`'s completed requests in the complete lines between byte `from` and byte
-/// `to` (`None`: end of file). Returns the counts and the offset just after the last
-/// complete line read, where the next stretch should start.
-pub fn count(path: &Path, user: &str, from: u64, to: Option<u64>) -> anyhow::Result<(Counts, u64)> {
+/// Hands `each` every complete line (without its newline) between byte `from` and byte `to`
+/// (`None`: end of file) with the byte it starts at; a line still being written at the end is
+/// left out. Returns the offset just after the last complete line read, where the next
+/// stretch should start.
+pub fn each_line(
+    path: &Path,
+    from: u64,
+    to: Option<u64>,
+    mut each: impl FnMut(u64, &[u8]) -> anyhow::Result<()>,
+) -> anyhow::Result<u64> {
     let mut file =
         std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    file.seek(SeekFrom::Start(from))?;
+    file.seek(SeekFrom::Start(from))
+        .with_context(|| format!("seeking to byte {from} of {}", path.display()))?;
     let mut reader = BufReader::with_capacity(1 << 20, file);
-    let needle = format!("\"username\":\"{user}\"");
-    let mut counts = Counts::default();
     let mut pos = from;
     let mut buf = Vec::with_capacity(4096);
     loop {
@@ -88,20 +93,33 @@ pub fn count(path: &Path, user: &str, from: u64, to: Option<u64>) -> anyhow::Res
             break;
         }
         buf.clear();
-        let n = reader.read_until(b'\n', &mut buf)?;
+        let n = reader
+            .read_until(b'\n', &mut buf)
+            .with_context(|| format!("reading {} at byte {pos}", path.display()))?;
         if n == 0 || buf.last() != Some(&b'\n') {
             break; // end of file, or a line still being written
         }
+        each(pos, &buf[..n - 1])?;
         pos += n as u64;
-        let line = &buf[..n - 1];
+    }
+    Ok(pos)
+}
+
+/// Counts `user`'s completed requests in the complete lines between byte `from` and byte
+/// `to` (`None`: end of file). Returns the counts and the offset just after the last
+/// complete line read, where the next stretch should start.
+pub fn count(path: &Path, user: &str, from: u64, to: Option<u64>) -> anyhow::Result<(Counts, u64)> {
+    let needle = format!("\"username\":\"{user}\"");
+    let mut counts = Counts::default();
+    let pos = each_line(path, from, to, |_, line| {
         if !contains(line, needle.as_bytes()) {
-            continue;
+            return Ok(());
         }
         let Ok(ev) = serde_json::from_slice::<Line>(line) else {
-            continue;
+            return Ok(());
         };
         if ev.stage != "ResponseComplete" || ev.user.username != user {
-            continue;
+            return Ok(());
         }
         counts.total += 1;
         *counts.by_verb.entry(ev.verb.to_string()).or_default() += 1;
@@ -123,7 +141,8 @@ pub fn count(path: &Path, user: &str, from: u64, to: Option<u64>) -> anyhow::Res
         if code == 429 {
             counts.throttled += 1;
         }
-    }
+        Ok(())
+    })?;
     Ok((counts, pos))
 }
 

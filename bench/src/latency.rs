@@ -15,7 +15,6 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::Path;
 
 use anyhow::Context;
@@ -155,37 +154,18 @@ struct OwnerReference<'a> {
 /// (`None`: end of file), in log order. A line still being written at the end is left
 /// out; lines that are not audit events are skipped.
 pub fn read(path: &Path, from: u64, to: Option<u64>) -> anyhow::Result<Vec<Record>> {
-    let mut file =
-        std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    file.seek(SeekFrom::Start(from))
-        .with_context(|| format!("seeking to byte {from} of {}", path.display()))?;
-    let mut reader = BufReader::with_capacity(1 << 20, file);
     let mut records = Vec::new();
-    let mut pos = from;
-    let mut buf = Vec::with_capacity(4096);
-    loop {
-        if to.is_some_and(|to| pos >= to) {
-            break;
-        }
-        buf.clear();
-        let n = reader
-            .read_until(b'\n', &mut buf)
-            .with_context(|| format!("reading {} at byte {pos}", path.display()))?;
-        if n == 0 || buf.last() != Some(&b'\n') {
-            break; // end of file, or a line still being written
-        }
-        let at = pos;
-        pos += n as u64;
-        let line = &buf[..n - 1];
+    crate::audit::each_line(path, from, to, |at, line| {
         if !is_write(line) {
-            continue;
+            return Ok(());
         }
         if let Some(record) =
             parse(line).with_context(|| format!("{} at byte {at}", path.display()))?
         {
             records.push(record);
         }
-    }
+        Ok(())
+    })?;
     Ok(records)
 }
 
