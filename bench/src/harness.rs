@@ -730,7 +730,7 @@ async fn measure<S: Scenario>(
 
 /// The plane's own processes (pid files of e2e/cluster.sh) whose CPU a run reports (the
 /// scheduler and kwok too: the envelope shows whether they kept up).
-fn plane_pids(cluster_dir: &Path) -> Vec<(String, u32)> {
+pub fn plane_pids(cluster_dir: &Path) -> Vec<(String, u32)> {
     ["kube-apiserver", "etcd", "kube-scheduler", "kwok"]
         .iter()
         .filter_map(|name| {

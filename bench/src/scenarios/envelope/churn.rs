@@ -14,7 +14,7 @@ use kube::runtime::reflector::Store;
 use kube::{Client, ResourceExt};
 use tokio::sync::oneshot;
 
-use super::mix::{Kind, Rng, Workload};
+use super::mix::{Rng, Workload};
 use super::objects;
 use super::writes::create;
 use crate::k8s;
@@ -88,12 +88,7 @@ impl Churn {
                     1 => delete_one_pod(&client, &pods, "StatefulSet", &mut rng).await?,
                     2 => delete_one_pod(&client, &pods, "DaemonSet", &mut rng).await?,
                     _ => {
-                        let job = Workload {
-                            kind: Kind::Job,
-                            ns: 0,
-                            name: format!("job-probe-load-{i}"),
-                            pods: 1,
-                        };
+                        let job = Workload::one_pod_job(format!("job-probe-load-{i}"));
                         create(&client, &ns, &job, objects::object(&run, &job)).await?;
                         jobs.push(job);
                     }

@@ -57,6 +57,18 @@ pub struct Workload {
     pub pods: usize,
 }
 
+impl Workload {
+    /// A one-pod Job in the run's first namespace (the probes' and the churn's).
+    pub fn one_pod_job(name: String) -> Self {
+        Self {
+            kind: Kind::Job,
+            ns: 0,
+            name,
+            pods: 1,
+        }
+    }
+}
+
 /// The objects of `namespaces` namespaces of `pods_per_ns` pods each, plus one DaemonSet
 /// over `nodes` nodes (in namespace 0). Per namespace, as the load test splits it: a quarter
 /// of the pods each in big, medium and small Deployments; a tenth in StatefulSets and a tenth

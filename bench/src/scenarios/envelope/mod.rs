@@ -43,7 +43,7 @@ use kube::ResourceExt;
 use self::mix::{Kind, Workload};
 use self::model::{Key, Stores, Want};
 use self::objects::RUN_LABEL;
-use crate::harness::{Env, Probe, Scenario};
+use crate::harness::{self, Env, Probe, Scenario};
 use crate::results::{Correctness, Metric};
 use crate::scenarios::idle::ALL_CONTROLLERS;
 use crate::scenarios::podgc::group;
@@ -122,16 +122,11 @@ fn node_name(run: &str, i: usize) -> String {
     format!("{run}-n{i:04}")
 }
 
-/// `VmRSS` of the plane's processes now (pid files of the plane).
+/// `VmRSS` of the plane's processes now.
 fn plane_rss(cluster_dir: &std::path::Path) -> BTreeMap<String, u64> {
-    ["kube-apiserver", "etcd", "kube-scheduler", "kwok"]
-        .iter()
-        .filter_map(|name| {
-            let text =
-                std::fs::read_to_string(cluster_dir.join(format!("pids/{name}.pid"))).ok()?;
-            let pid: u32 = text.trim().parse().ok()?;
-            Some((name.to_string(), procfs::status_bytes(pid, "VmRSS")?))
-        })
+    harness::plane_pids(cluster_dir)
+        .into_iter()
+        .filter_map(|(name, pid)| Some((name, procfs::status_bytes(pid, "VmRSS")?)))
         .collect()
 }
 
@@ -291,7 +286,7 @@ impl Scenario for Envelope {
         for job in jobs? {
             state
                 .want
-                .insert((ns_of(&state.run, 0), job.name.clone()), self.want_of(&job));
+                .insert((ns_of(&state.run, 0), job.name.clone()), Want::of(&job));
         }
         self.converged(state, probe, "churn Jobs", false).await?;
         self.phase_probes(env, state, probe).await?;
@@ -323,7 +318,7 @@ impl Scenario for Envelope {
             format!(
                 "every phase converged; {} Jobs each ran exactly its completions; {} ReplicaSets at 0; \
                  {} Jobs of {crons} CronJobs left for TTL",
-                self.plan.iter().filter(|w| w.kind == Kind::Job).count() + self.args.probes,
+                self.plan.iter().filter(|w| w.kind == Kind::Job).count(),
                 snap.replicasets.len(),
                 state.cron_jobs_seen
             )

@@ -13,7 +13,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 
-use super::mix::Kind;
+use super::mix::{Kind, Workload};
 use super::objects::RUN_LABEL;
 
 /// The finalizer the Job controller keeps on the pods it has not counted yet.
@@ -26,6 +26,17 @@ pub struct Want {
     pub kind: Kind,
     pub pods: usize,
     pub present: bool,
+}
+
+impl Want {
+    /// What the create phase asks of `w`: its pods, present.
+    pub fn of(w: &Workload) -> Self {
+        Self {
+            kind: w.kind,
+            pods: w.pods,
+            present: true,
+        }
+    }
 }
 
 /// Key of an object: (namespace, name).
@@ -207,6 +218,33 @@ pub fn lagging(
     let count = lines.len();
     lines.truncate(limit);
     (count, lines)
+}
+
+/// The Jobs of `jobs` (key and completions) whose pods in `pods` are not exactly their
+/// completions (a Job that ran a pod twice, or lost one), one line each.
+pub fn jobs_not_run_exactly(
+    jobs: impl IntoIterator<Item = (Key, usize)>,
+    pods: &[Arc<Pod>],
+) -> Vec<String> {
+    let mut per_job: BTreeMap<Key, usize> = BTreeMap::new();
+    for p in pods {
+        for o in p.owner_references().iter().filter(|o| o.kind == "Job") {
+            *per_job
+                .entry((p.namespace().unwrap_or_default(), o.name.clone()))
+                .or_default() += 1;
+        }
+    }
+    jobs.into_iter()
+        .filter_map(|(k, completions)| {
+            let made = per_job.get(&k).copied().unwrap_or(0);
+            (made != completions).then(|| {
+                format!(
+                    "job {}/{}: {made} pods for {completions} completions",
+                    k.0, k.1
+                )
+            })
+        })
+        .collect()
 }
 
 /// Reflector stores of the run's objects and pods (label [`RUN_LABEL`] = run, every
@@ -400,6 +438,26 @@ mod tests {
         };
         let (count, lines) = lagging(&want, &missing, false, 10);
         assert_eq!((count, lines[0].as_str()), (1, "n/job-a not seen yet"));
+    }
+
+    #[test]
+    fn jobs_are_judged_by_the_pods_they_ran() {
+        let pods = vec![
+            pod("job-a-1", "Job", "job-a", false),
+            pod("job-a-2", "Job", "job-a", false),
+            pod("job-b-1", "Job", "job-b", false),
+            pod("job-b-2", "Job", "job-b", false),
+            pod("job-b-3", "Job", "job-b", false),
+            pod("deploy-x-1-y", "ReplicaSet", "job-c", false),
+        ];
+        let jobs = [(k("job-a"), 2), (k("job-b"), 2), (k("job-c"), 1)];
+        assert_eq!(
+            jobs_not_run_exactly(jobs, &pods),
+            [
+                "job n/job-b: 3 pods for 2 completions",
+                "job n/job-c: 0 pods for 1 completions"
+            ]
+        );
     }
 
     #[test]

@@ -2,7 +2,6 @@
 //! each paced at the run's pod throughput, begun and ended on the probe, and waited for until
 //! the bench's watches show it converged.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kube::ResourceExt;
@@ -14,14 +13,6 @@ use super::{Envelope, PROBE_GAP, State, churn, ns_of, objects, plane_rss};
 use crate::harness::{Env, Probe};
 
 impl Envelope {
-    pub(super) fn want_of(&self, w: &Workload) -> Want {
-        Want {
-            kind: w.kind,
-            pods: w.pods,
-            present: true,
-        }
-    }
-
     /// Waits until the phase has converged (checked every second on the bench's watches).
     pub(super) async fn converged(
         &self,
@@ -67,7 +58,7 @@ impl Envelope {
             let ns = ns_of(&state.run, w.ns);
             create(&env.client, &ns, w, objects::object(&state.run, w)).await?;
             if w.kind != Kind::CronJob {
-                state.want.insert((ns, w.name.clone()), self.want_of(w));
+                state.want.insert((ns, w.name.clone()), Want::of(w));
             }
             probe.progress(format!(
                 "create: {} of {} objects created",
@@ -76,26 +67,12 @@ impl Envelope {
             ));
         }
         self.converged(state, probe, "create", false).await?;
-        // Every Job ran exactly its completions' pods.
-        let snap = state.stores.snapshot();
-        let mut per_job: BTreeMap<Key, usize> = BTreeMap::new();
-        for p in &snap.pods {
-            for o in p.owner_references().iter().filter(|o| o.kind == "Job") {
-                *per_job
-                    .entry((p.namespace().unwrap_or_default(), o.name.clone()))
-                    .or_default() += 1;
-            }
-        }
-        for w in self.workloads(&[Kind::Job]) {
-            let k = (ns_of(&state.run, w.ns), w.name.clone());
-            let made = per_job.get(&k).copied().unwrap_or(0);
-            if made != w.pods {
-                state.problems.push(format!(
-                    "job {}/{}: {made} pods for {} completions",
-                    k.0, k.1, w.pods
-                ));
-            }
-        }
+        let jobs = self
+            .workloads(&[Kind::Job])
+            .into_iter()
+            .map(|w| ((ns_of(&state.run, w.ns), w.name), w.pods));
+        let off = model::jobs_not_run_exactly(jobs, &state.stores.snapshot().pods);
+        state.problems.extend(off);
         probe.end(start, format!("{} objects", order.len()));
         Ok(())
     }
@@ -196,17 +173,10 @@ impl Envelope {
             let pods = state.stores.pod_store();
             churn::delete_one_pod(&env.client, &pods, "ReplicaSet", &mut rng).await?;
             churn::delete_one_pod(&env.client, &pods, "DaemonSet", &mut rng).await?;
-            let job = Workload {
-                kind: Kind::Job,
-                ns: 0,
-                name: format!("job-probe-{round}"),
-                pods: 1,
-            };
+            let job = Workload::one_pod_job(format!("job-probe-{round}"));
             let ns = ns_of(&state.run, 0);
             create(&env.client, &ns, &job, objects::object(&state.run, &job)).await?;
-            state
-                .want
-                .insert((ns, job.name.clone()), self.want_of(&job));
+            state.want.insert((ns, job.name.clone()), Want::of(&job));
             self.converged(state, probe, &format!("idle probe {round}"), false)
                 .await?;
             tokio::time::sleep(PROBE_GAP).await;
@@ -254,13 +224,7 @@ impl Envelope {
             .map(|(k, _)| k.clone())
             .collect();
         for k in probes {
-            let w = Workload {
-                kind: Kind::Job,
-                ns: 0,
-                name: k.1.clone(),
-                pods: 1,
-            };
-            delete(&env.client, &k.0, &w).await?;
+            delete(&env.client, &k.0, &Workload::one_pod_job(k.1.clone())).await?;
             if let Some(x) = state.want.get_mut(&k) {
                 x.present = false;
             }
