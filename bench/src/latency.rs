@@ -6,9 +6,10 @@
 //! creates (the ReplicaSet controller must then create their pods). A manager write
 //! answers a change when it names the changed object, a child named after it
 //! (`<owner>-<suffix>`: ReplicaSets, pods, ControllerRevisions), or, for a pod created by
-//! `generateName`, when the pod's controller owner reference names it. Kwok, the
-//! scheduler and the apiserver write too; they are neither bench nor manager and are
-//! ignored.
+//! `generateName`, when the pod's controller owner reference names it. A daemon pod's
+//! delete is timed from the pod's removal, which is what the DaemonSet controller acts on.
+//! Kwok, the scheduler and the apiserver write too; they are neither bench nor manager and
+//! are ignored.
 //!
 //! Reading is separate from the rules: [`read`] turns the log into [`Record`]s, and
 //! [`reactions`] and [`summarize`] are pure functions of them.
@@ -250,13 +251,23 @@ fn parent(name: &str) -> Option<&str> {
         .filter(|p| !p.is_empty())
 }
 
-/// The change a record makes, if a controller must act on it: the controller and the key
-/// of the object whose writes answer it.
+/// The change a record makes, if a controller must act on it.
+struct Change<'r> {
+    controller: &'static str,
+    /// The object whose writes answer it.
+    answered_by: Key<'r>,
+    /// A daemon pod's delete: the DaemonSet controller acts on the pod's removal, not on the
+    /// delete that marks it terminating (upstream, like rkcm, never runs a second daemon pod
+    /// beside a terminating one), so the change is timed from the removal.
+    on_removal: Option<Key<'r>>,
+}
+
+/// The change a record makes, if a controller must act on it.
 fn change<'r>(
     r: &'r Record,
     manager_user: &str,
     classify: &impl Fn(&str) -> Option<&'static str>,
-) -> Option<(&'static str, Key<'r>)> {
+) -> Option<Change<'r>> {
     if r.code >= 400 || r.name.is_empty() {
         return None;
     }
@@ -264,7 +275,11 @@ fn change<'r>(
     if r.user == manager_user {
         // The Deployment controller's new ReplicaSet, for the ReplicaSet controller.
         return (r.verb == "create" && r.resource == "replicasets" && r.subresource.is_empty())
-            .then_some(("replicaset", (ns, r.name.as_str())));
+            .then_some(Change {
+                controller: "replicaset",
+                answered_by: (ns, r.name.as_str()),
+                on_removal: None,
+            });
     }
     if !r.agent.starts_with(BENCH_AGENT) {
         return None;
@@ -278,11 +293,40 @@ fn change<'r>(
         "jobs" if r.verb == "create" && r.subresource.is_empty() => "job",
         "pods" if r.verb == "delete" && r.subresource.is_empty() => {
             let owner = parent(&r.name)?;
-            return Some((classify(owner)?, (ns, owner)));
+            let controller = classify(owner)?;
+            return Some(Change {
+                controller,
+                answered_by: (ns, owner),
+                on_removal: (controller == "daemonset").then_some((ns, r.name.as_str())),
+            });
         }
         _ => return None,
     };
-    Some((controller, (ns, r.name.as_str())))
+    Some(Change {
+        controller,
+        answered_by: (ns, r.name.as_str()),
+        on_removal: None,
+    })
+}
+
+/// When each pod was removed: the end of its last successful delete by anyone but the
+/// manager (kwok's, after a graceful delete; the bench's own when it removed the pod at once).
+fn removals<'r>(records: &'r [Record], manager_user: &str) -> HashMap<Key<'r>, Timestamp> {
+    let mut removed: HashMap<Key, Timestamp> = HashMap::new();
+    for r in records.iter().filter(|r| {
+        r.user != manager_user
+            && r.verb == "delete"
+            && r.resource == "pods"
+            && r.subresource.is_empty()
+            && !r.name.is_empty()
+            && r.code < 400
+    }) {
+        let at = removed
+            .entry((r.namespace.as_str(), r.name.as_str()))
+            .or_insert(r.completed);
+        *at = (*at).max(r.completed);
+    }
+    removed
 }
 
 /// The names a manager write answers for, in its namespace (repeats possible).
@@ -324,19 +368,22 @@ pub fn reactions(
     for times in writes.values_mut() {
         times.sort_unstable();
     }
+    let removed = removals(records, manager_user);
     let mut samples: Vec<Sample> = records
         .iter()
         .filter_map(|r| {
-            let (controller, key) = change(r, manager_user, &classify)?;
-            let latency = writes.get(&key).and_then(|times| {
-                let first = times.partition_point(|t| *t < r.completed);
-                times
-                    .get(first)
-                    .map(|t| t.duration_since(r.completed).as_secs_f64())
+            let c = change(r, manager_user, &classify)?;
+            let at = c
+                .on_removal
+                .and_then(|pod| removed.get(&pod).copied())
+                .map_or(r.completed, |gone| gone.max(r.completed));
+            let latency = writes.get(&c.answered_by).and_then(|times| {
+                let first = times.partition_point(|t| *t < at);
+                times.get(first).map(|t| t.duration_since(at).as_secs_f64())
             });
             Some(Sample {
-                controller,
-                at: r.completed,
+                controller: c.controller,
+                at,
                 latency,
             })
         })
@@ -591,6 +638,35 @@ mod tests {
                     }),
                 ],
                 vec![("replicaset", 2000, Some(0.05))],
+            ),
+            (
+                "daemon pod delete timed from kwok's removal, the manager's own delete aside",
+                vec![
+                    bench(1000, "delete", "pods", "ds-a-x7k2q"),
+                    with(manager(1100, "delete", "pods", "ds-a-x7k2q"), |r| {
+                        r.code = 200;
+                    }),
+                    with(bench(1400, "delete", "pods", "ds-a-x7k2q"), |r| {
+                        r.agent = "kwok/v0.7.0".into();
+                        r.code = 200;
+                    }),
+                    with(bench(1500, "delete", "pods", "ds-a-x7k2q"), |r| {
+                        r.agent = "kwok/v0.7.0".into();
+                        r.code = 404;
+                    }),
+                    with(manager(1450, "create", "pods", ""), |r| {
+                        r.owner = "ds-a".into();
+                    }),
+                    // Removed at once by the bench's own delete.
+                    bench(3000, "delete", "pods", "ds-a-p9v4w"),
+                    with(manager(3020, "create", "pods", ""), |r| {
+                        r.owner = "ds-a".into();
+                    }),
+                ],
+                vec![
+                    ("daemonset", 1400, Some(0.05)),
+                    ("daemonset", 3000, Some(0.02)),
+                ],
             ),
             (
                 "manager ReplicaSet create answered by its pod create",
