@@ -185,7 +185,7 @@ mod tests {
         assert_eq!(c.queue.len(), 1);
         let k = c.queue.get().await.expect("key");
         c.queue.done(&k);
-        // The schedule: at the next minute (60 s + 100 ms after 09:59:00), not now.
+        // The schedule: at the next minute (60 s + the pad after 09:59:00), not now.
         let mut every_minute = (*old).clone();
         every_minute.spec.schedule = "* * * * *".into();
         c.on_cronjob(Change::Updated {

@@ -362,7 +362,7 @@ pub fn most_recent_schedule_time(
 }
 
 /// Upstream `nextScheduleTimeDuration`: from `now` until just after the next instant (the
-/// 100 ms pad lands the sync after it). Zero or negative means "now".
+/// [`consts::NEXT_SCHEDULE_DELTA`] pad lands the sync after it). Zero or negative means "now".
 pub fn next_schedule_time_duration(
     cj: &CronJob,
     now: Timestamp,

@@ -308,6 +308,19 @@ fn next_schedule_time_duration_table() {
             after_top(6 * HOUR),
             SignedDuration::from_secs(20 * HOUR) + delta,
         ),
+        (
+            // A sync woken 3 ms early (the wall clock slewed against the queue's timer)
+            // finds nothing due and waits for the rest, 3 ms plus the 5 ms pad.
+            "woken just before the instant",
+            with(
+                top_of_the_hour(),
+                Some(top_of_the_hour()),
+                None,
+                "* * * * *",
+            ),
+            after_top(MIN) - SignedDuration::from_millis(3),
+            SignedDuration::from_millis(8),
+        ),
     ];
     for (name, cj, now, want) in cases {
         let sched = schedule::parse_standard(&cj.spec.schedule).expect(name);
