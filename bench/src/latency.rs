@@ -262,7 +262,7 @@ struct Change<'r> {
     on_removal: Option<Key<'r>>,
 }
 
-/// The change a record makes, if a controller must act on it.
+/// Reads `r` as a change a controller must act on; `None` when no controller must.
 fn change<'r>(
     r: &'r Record,
     manager_user: &str,
