@@ -8,6 +8,9 @@
 //! (`<owner>-<suffix>`: ReplicaSets, pods, ControllerRevisions), or, for a pod created by
 //! `generateName`, when the pod's controller owner reference names it. A daemon pod's
 //! delete is timed from the pod's removal, which is what the DaemonSet controller acts on.
+//! Latencies run from the change's completion (the end of the apiserver's response); the
+//! watch event goes out before that, so a write received while the change's request was
+//! still open answers it, at 0 s.
 //! Kwok, the scheduler and the apiserver write too; they are neither bench nor manager and
 //! are ignored.
 //!
@@ -61,8 +64,9 @@ pub struct Sample {
     pub controller: &'static str,
     /// When the change completed.
     pub at: Timestamp,
-    /// Seconds from the change to the manager's first write for it; `None` when the
-    /// manager never wrote for it afterwards.
+    /// Seconds from the change to the manager's first write for it (0 when that write came
+    /// before the change's response was complete); `None` when the manager never wrote for
+    /// it afterwards.
     pub latency: Option<f64>,
 }
 
@@ -309,10 +313,14 @@ fn change<'r>(
     })
 }
 
-/// When each pod was removed: the end of its last successful delete by anyone but the
-/// manager (kwok's, after a graceful delete; the bench's own when it removed the pod at once).
-fn removals<'r>(records: &'r [Record], manager_user: &str) -> HashMap<Key<'r>, Timestamp> {
-    let mut removed: HashMap<Key, Timestamp> = HashMap::new();
+/// When each pod was removed: its last successful delete by anyone but the manager (kwok's,
+/// after a graceful delete; the bench's own when it removed the pod at once), as that
+/// request's (received, completed) times.
+fn removals<'r>(
+    records: &'r [Record],
+    manager_user: &str,
+) -> HashMap<Key<'r>, (Timestamp, Timestamp)> {
+    let mut removed: HashMap<Key, (Timestamp, Timestamp)> = HashMap::new();
     for r in records.iter().filter(|r| {
         r.user != manager_user
             && r.verb == "delete"
@@ -323,8 +331,10 @@ fn removals<'r>(records: &'r [Record], manager_user: &str) -> HashMap<Key<'r>, T
     }) {
         let at = removed
             .entry((r.namespace.as_str(), r.name.as_str()))
-            .or_insert(r.completed);
-        *at = (*at).max(r.completed);
+            .or_insert((r.received, r.completed));
+        if r.completed > at.1 {
+            *at = (r.received, r.completed);
+        }
     }
     removed
 }
@@ -373,13 +383,30 @@ pub fn reactions(
         .iter()
         .filter_map(|r| {
             let c = change(r, manager_user, &classify)?;
-            let at = c
+            // The request that made the change: the removal's for a daemon pod. The
+            // manager's own change (a ReplicaSet it created) is not answered by itself.
+            let (sent, at) = c
                 .on_removal
                 .and_then(|pod| removed.get(&pod).copied())
-                .map_or(r.completed, |gone| gone.max(r.completed));
+                .filter(|(_, gone)| *gone > r.completed)
+                .unwrap_or(if r.user == manager_user {
+                    (r.completed, r.completed)
+                } else {
+                    (r.received, r.completed)
+                });
+            // The apiserver sends the watch event before it finishes the response, so a
+            // manager can answer while the change's request is still open: its first write
+            // received after the request was is the answer, and one received before the
+            // completion counts as 0 s (latencies are measured from the completion).
             let latency = writes.get(&c.answered_by).and_then(|times| {
-                let first = times.partition_point(|t| *t < at);
-                times.get(first).map(|t| t.duration_since(at).as_secs_f64())
+                let first = times.partition_point(|t| *t < sent);
+                times.get(first).map(|t| {
+                    if *t < at {
+                        0.0
+                    } else {
+                        t.duration_since(at).as_secs_f64()
+                    }
+                })
             });
             Some(Sample {
                 controller: c.controller,
@@ -666,6 +693,39 @@ mod tests {
                 vec![
                     ("daemonset", 1400, Some(0.05)),
                     ("daemonset", 3000, Some(0.02)),
+                ],
+            ),
+            (
+                "answered while the change's request was still open: 0 s",
+                vec![
+                    // Received at 990, completed at 1000.
+                    bench(1000, "create", "jobs", "job-a"),
+                    // Before the request: not an answer.
+                    manager(985, "update", "jobs", "job-b"),
+                    with(manager(995, "create", "pods", ""), |r| {
+                        r.owner = "job-a".into();
+                    }),
+                    with(manager(1500, "update", "jobs", "job-a"), |r| {
+                        r.subresource = "status".into();
+                    }),
+                    bench(2000, "create", "jobs", "job-b"),
+                    with(manager(2003, "create", "pods", ""), |r| {
+                        r.owner = "job-b".into();
+                    }),
+                    // A daemon pod's removal by kwok: received at 3390, completed at 3400.
+                    bench(3000, "delete", "pods", "ds-a-x7k2q"),
+                    with(bench(3400, "delete", "pods", "ds-a-x7k2q"), |r| {
+                        r.agent = "kwok/v0.7.0".into();
+                        r.code = 200;
+                    }),
+                    with(manager(3395, "create", "pods", ""), |r| {
+                        r.owner = "ds-a".into();
+                    }),
+                ],
+                vec![
+                    ("job", 1000, Some(0.0)),
+                    ("job", 2000, Some(0.003)),
+                    ("daemonset", 3400, Some(0.0)),
                 ],
             ),
             (

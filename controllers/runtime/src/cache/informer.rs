@@ -263,6 +263,19 @@ impl<K: Informable> Informer<K> {
                 m.events.with_label_values(&[resource, change.kind()]).inc();
             }
         }
+        if tracing::enabled!(tracing::Level::TRACE) {
+            // The moment a change reaches the cache, for latency profiles (`-v=5`).
+            for change in &changes {
+                let meta = change.object().meta();
+                tracing::trace!(
+                    resource,
+                    change = change.kind(),
+                    namespace = meta.namespace.as_deref().unwrap_or(""),
+                    name = meta.name.as_deref().unwrap_or(""),
+                    "informer change"
+                );
+            }
+        }
         if !changes.is_empty() {
             // A closed channel means the subscriber's task is gone (runtime shut down).
             inner

@@ -215,6 +215,7 @@ impl<K: QueueKey> Inner<K> {
         if state.processing.contains(&key) {
             return;
         }
+        tracing::trace!(queue = self.name.as_str(), ?key, "queued");
         state.queue.push_back(key);
         drop(state);
         self.ready.notify_one();
