@@ -169,7 +169,8 @@ impl Scenario for Envelope {
              one-pod Job created) and **delete** (Deployments and StatefulSets scaled to 0, \
              the DaemonSet moved to no node, Jobs and CronJobs deleted; no garbage collector \
              runs). Reaction latency: from each change (its audit-log completion) to the \
-             manager's first write for it (request received), per controller, in the idle \
+             manager's first write for it (request received; 0 when it came before the \
+             change's response was complete), per controller, in the idle \
              probes and under load (every other phase). Correct: every phase converges, every \
              Job ran exactly its completions' pods, no pod of a ReplicaSet, StatefulSet or the \
              DaemonSet is left, no deleted Job's pod keeps its tracking finalizer.",
