@@ -40,6 +40,8 @@ pub mod jitter;
 pub mod keys;
 pub mod metrics;
 pub mod queue;
+#[cfg(test)]
+mod test_log;
 pub mod tracked;
 pub mod workload;
 

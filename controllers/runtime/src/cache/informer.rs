@@ -263,19 +263,6 @@ impl<K: Informable> Informer<K> {
                 m.events.with_label_values(&[resource, change.kind()]).inc();
             }
         }
-        if tracing::enabled!(tracing::Level::TRACE) {
-            // The moment a change reaches the cache, for latency profiles (`-v=5`).
-            for change in &changes {
-                let meta = change.object().meta();
-                tracing::trace!(
-                    resource,
-                    change = change.kind(),
-                    namespace = meta.namespace.as_deref().unwrap_or(""),
-                    name = meta.name.as_deref().unwrap_or(""),
-                    "informer change"
-                );
-            }
-        }
         if !changes.is_empty() {
             // A closed channel means the subscriber's task is gone (runtime shut down).
             inner
@@ -293,6 +280,21 @@ impl<K: Informable> Informer<K> {
         // Still under the lock: once synced is visible, the initial adds are queued.
         if inner.state.has_synced() {
             self.shared.synced.set(true);
+        }
+        drop(inner);
+        if tracing::enabled!(tracing::Level::TRACE) {
+            // The moment a change reached the cache, for latency profiles (`-v=5`); logged
+            // after the lock, which every reader of the cache waits on.
+            for change in &changes {
+                let meta = change.object().meta();
+                tracing::trace!(
+                    resource,
+                    change = change.kind(),
+                    namespace = meta.namespace.as_deref().unwrap_or(""),
+                    name = meta.name.as_deref().unwrap_or(""),
+                    "informer change"
+                );
+            }
         }
     }
 

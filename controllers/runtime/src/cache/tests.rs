@@ -765,3 +765,20 @@ async fn scoped_factory_reports_its_scope() {
     );
     assert_eq!(InformerFactory::new(client).scope(), &Scope::Cluster);
 }
+
+/// Each change the informer applies is traced with its kind and object (for latency
+/// profiles at `-v=5`).
+#[test]
+fn applied_changes_are_traced() {
+    let captured = crate::test_log::Captured::default();
+    let _guard = tracing::subscriber::set_default(captured.clone());
+    let informer = Informer::<ConfigMap>::detached();
+    informer.feed(watcher::Event::Init);
+    informer.feed(watcher::Event::InitApply(cm("a", "x", "1")));
+    informer.feed(watcher::Event::InitDone);
+    informer.feed(watcher::Event::Apply(cm("a", "x", "2")));
+    informer.feed(watcher::Event::Delete(cm("a", "x", "3")));
+    let traced = captured.fields_of(tracing::Level::TRACE, "informer change");
+    let want = |change: &str| format!("resource=configmaps change={change} namespace=a name=x");
+    assert_eq!(traced, [want("added"), want("updated"), want("deleted")]);
+}

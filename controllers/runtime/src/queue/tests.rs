@@ -6,7 +6,6 @@ use tokio::time::{sleep, timeout};
 use super::*;
 use futures::FutureExt;
 use std::collections::{HashMap, HashSet};
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +15,7 @@ use tokio::time::Instant;
 use super::limiter::Limiter;
 use super::metrics::families;
 use super::workers::Failure;
+use crate::test_log::Captured;
 
 fn k(s: &str) -> String {
     s.to_owned()
@@ -664,36 +664,18 @@ fn retry_policy_classifies_failures() {
     );
 }
 
-/// Records the level and message of every event logged on this thread.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<(tracing::Level, String)>>>);
-
-struct MessageOf(String);
-
-impl tracing::field::Visit for MessageOf {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn fmt::Debug) {
-        if field.name() == "message" {
-            self.0 = format!("{value:?}");
-        }
-    }
-}
-
-impl tracing::Subscriber for Captured {
-    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-        true
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        let mut message = MessageOf(String::new());
-        event.record(&mut message);
-        self.0.lock().push((*event.metadata().level(), message.0));
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
+/// A key entering the queue is traced once (for latency profiles); a key already waiting is
+/// not queued again and not traced again.
+#[tokio::test]
+async fn a_key_entering_the_queue_is_traced_once() {
+    let captured = Captured::default();
+    let _guard = tracing::subscriber::set_default(captured.clone());
+    let queue = unnamed(RateLimiter::Default);
+    queue.add(k("a"));
+    queue.add(k("a"));
+    queue.add(k("b"));
+    let queued = captured.fields_of(tracing::Level::TRACE, "queued");
+    assert_eq!(queued, ["queue= key=\"a\"", "queue= key=\"b\""]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -749,7 +731,7 @@ async fn quiet_errors_are_requeued_at_debug_and_others_warn() {
         .await
         .expect("workers did not exit")
         .expect("run_workers panicked");
-    let logged = captured.0.lock().clone();
+    let logged = captured.messages();
     let warnings = logged
         .iter()
         .filter(|(level, _)| *level == tracing::Level::WARN)
