@@ -7,9 +7,11 @@ Reads the binaries from `cargo test --no-run --message-format=json` (built befor
 each with `--include-ignored` in its package directory (as cargo does), at most JOBS at a time
 (env RKCM_TEST_JOBS, default 1), the real-plane suites first (they are the long ones), prints
 each binary's output whole as it finishes and ends with one summary line:
-`tests: N passed, N failed, N skipped`. A binary with at most three failed tests gets those
-tests run once more, alone; if they pass, they are reported as FLAKY and counted as passed.
-Exits 1 if any binary failed.
+`tests: N passed, N failed, N flaky, N skipped`. A binary with at most three failed tests gets
+those tests run once more, alone; if they pass, they are FLAKY: counted as flaky, not as passed,
+and listed by name before the summary (a flaky test has a race to find and fix). A flaky test
+does not fail the run; a test that fails again does. Exits 1 if any binary failed.
+`--self-test` checks the counting on made-up outputs.
 Extra arguments are passed to every test binary (e.g. a name filter).
 
 Tests named `solo_*` run last, after every other test has finished, one at a time: they run
@@ -105,17 +107,78 @@ def results(bins, jobs, extra):
         yield name, code, output, secs
 
 
+class Tally:
+    """The run's counts. A binary's output is added with its exit code and, when its failed
+    tests were run again alone and all passed, the retry's output."""
+
+    def __init__(self):
+        self.passed = self.failed = self.flaky = self.skipped = 0
+        self.bad = []  # binaries that failed
+        self.flaky_tests = []  # (binary, test)
+
+    def add(self, name, code, output, retry=None):
+        counts = RESULT.findall(output)
+        for p, f, i in counts:
+            self.passed += int(p)
+            self.failed += int(f)
+            self.skipped += int(i)
+        if code == 0:
+            return
+        if retry is not None:
+            # Every failed test passed alone: each is flaky, neither passed nor failed.
+            names = FAILED_TEST.findall(output)
+            self.failed -= len(names)
+            self.flaky += len(names)
+            self.flaky_tests += [(name, t) for t in names]
+            return
+        self.bad.append(name)
+        if not counts:
+            self.failed += 1
+
+    def summary(self):
+        return (
+            f"tests: {self.passed} passed, {self.failed} failed, {self.flaky} flaky, "
+            f"{self.skipped} skipped"
+        )
+
+
+def self_test():
+    """The tally on made-up outputs: a clean binary, a flaky one, one that fails twice and
+    one that crashed before printing a result."""
+    ok_out = "test a ... ok\ntest result: ok. 3 passed; 0 failed; 1 ignored; 0 measured\n"
+    flaky_out = (
+        "test b ... ok\ntest c ... FAILED\n"
+        "test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured\n"
+    )
+    retry_out = "test c ... ok\ntest result: ok. 1 passed; 0 failed; 0 ignored; 0 measured\n"
+    t = Tally()
+    t.add("ok", 0, ok_out)
+    t.add("flaky", 101, flaky_out, retry_out)
+    t.add("broken", 101, flaky_out)
+    t.add("crashed", 101, "thread main panicked\n")
+    want = "tests: 5 passed, 2 failed, 1 flaky, 1 skipped"
+    good = (
+        t.summary() == want
+        and t.flaky_tests == [("flaky", "c")]
+        and t.bad == ["broken", "crashed"]
+    )
+    print(f"self-test: {'ok' if good else 'FAILED'} ({t.summary()}, want {want})", file=sys.stderr)
+    return 0 if good else 1
+
+
 def main():
+    if "--self-test" in sys.argv[1:]:
+        return self_test()
     jobs = int(os.environ.get("RKCM_TEST_JOBS", "1"))
     extra = sys.argv[1:]
     bins = binaries()
     # Real-plane suites (integration test targets) first: they take longest.
     bins.sort(key=lambda b: (0 if "(test " in b[0] else 1, b[0]))
-    passed = failed = skipped = 0
-    bad = []
+    tally = Tally()
     for name, code, output, secs in results(bins, jobs, extra):
         print(f"\n==> {name}: exit {code} in {secs:.0f}s", flush=True)
         print(output, end="" if output.endswith("\n") else "\n", flush=True)
+        again = None
         if code != 0:
             binary = next(b for b in bins if b[0] == name.removesuffix(" solo"))
             again = retry_failed(name, *binary[1:3], extra, output)
@@ -123,26 +186,13 @@ def main():
                 flaky = FAILED_TEST.findall(output)
                 print(f"FLAKY (failed, then passed alone): {', '.join(flaky)}", flush=True)
                 print(again, end="", flush=True)
-                code = 0
-                # Count the first run's passes plus the retried tests.
-                first = RESULT.findall(output)
-                output = "test result: ok. {} passed; 0 failed; {} ignored;".format(
-                    sum(int(p) for p, _, _ in first) + len(flaky),
-                    sum(int(i) for _, _, i in first),
-                )
-        counts = RESULT.findall(output)
-        for p, f, i in counts:
-            passed += int(p)
-            failed += int(f)
-            skipped += int(i)
-        if code != 0:
-            bad.append(name)
-            if not counts:
-                failed += 1
-    for name in bad:
+        tally.add(name, code, output, again)
+    for name, test in tally.flaky_tests:
+        print(f"FLAKY: {name}: {test}")
+    for name in tally.bad:
         print(f"FAILED: {name}")
-    print(f"tests: {passed} passed, {failed} failed, {skipped} skipped", flush=True)
-    return 1 if bad else 0
+    print(tally.summary(), flush=True)
+    return 1 if tally.bad else 0
 
 
 if __name__ == "__main__":

@@ -30,10 +30,11 @@ if [ -z "${RKCM_TEST_KUBECONFIG:-}" ]; then
   trap 'kill "$plane_build" 2>/dev/null || true' EXIT
 fi
 
-step "lint: cargo fmt --check, cargo clippy -D warnings, no import circle"
+step "lint: cargo fmt --check, cargo clippy -D warnings, no import circle, the test runner's self-test"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 python3 "$here/import-circles.py" --self-test
+python3 "$here/run-tests.py" --self-test
 python3 "$here/import-circles.py"
 
 # The real-node tier's image holds the dev-profile binary built here (e2e/image.sh).
