@@ -204,6 +204,13 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     // Writes read only the identity of their answer; it comes in the same encoding.
     rkcm_runtime::api::write::accept_protobuf(content_type == ContentType::Protobuf);
     let factory = InformerFactory::with_options(informer_client, list_mode, content_type);
+    // Another manager's writes to the objects of the controllers started below.
+    if let Some(found) = rkcm_runtime::handover::install() {
+        let client = make_client(&config, &client_opts, "handover")
+            .context("building the client of the other-manager events")?;
+        let events = rkcm_runtime::events::EventRecorder::new(client, "rkcm");
+        tokio::spawn(rkcm_runtime::handover::report(found, events));
+    }
     let started = start_controllers(
         &cli,
         &config,
@@ -528,6 +535,7 @@ async fn start_controllers(
         };
         tracing::info!(controller = def.name, "starting controller");
         let handle = tokio::spawn((imp.start)(ctx, cli));
+        rkcm_runtime::handover::controller_started(def.name, jiff::Timestamp::now());
         health.add_check(def.name);
         serve::set_controller_running(def.name, true);
         tasks.push(ControllerTask {

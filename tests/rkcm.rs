@@ -22,6 +22,8 @@ mod explain;
 mod flags;
 #[path = "rkcm/forget.rs"]
 mod forget;
+#[path = "rkcm/handover.rs"]
+mod handover;
 #[path = "rkcm/job_faults.rs"]
 mod job_faults;
 #[path = "rkcm/job_takeover.rs"]

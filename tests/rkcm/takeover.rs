@@ -525,7 +525,14 @@ async fn deployments_change_hands_without_churn() -> anyhow::Result<()> {
     }
     .await;
     Manager::with_logs(scaled, &mut [&mut upstream])
-        .context("upstream scaling steady after handback")
+        .context("upstream scaling steady after handback")?;
+    // Each manager ran alone: rkcm never saw the other's writes as made beside it.
+    let events = crate::handover::other_manager_events(&ns).await?;
+    anyhow::ensure!(
+        events.is_empty(),
+        "OtherControllerManager events: {events:#?}"
+    );
+    Ok(())
 }
 
 /// Under upstream: the four Deployments and the sentinel, each waited for.

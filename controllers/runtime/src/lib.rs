@@ -36,6 +36,7 @@ pub mod error;
 pub mod events;
 pub mod explain;
 pub mod fasthash;
+pub mod handover;
 pub mod jitter;
 pub mod keys;
 pub mod metrics;

@@ -142,7 +142,7 @@ struct Projection<K> {
     keep: Fields,
 }
 
-impl<K: Resource + Clone> State<K> {
+impl<K: Resource<DynamicType = ()> + Clone> State<K> {
     pub(crate) fn new() -> Self {
         let mut state = Self {
             objects: FastMap::default(),
@@ -207,6 +207,8 @@ impl<K: Resource + Clone> State<K> {
 
     /// The object as the cache keeps it.
     fn strip(&self, mut obj: K) -> K {
+        // The last look at who wrote the object before that is dropped.
+        crate::handover::observe(&obj);
         obj.meta_mut().managed_fields = None;
         if let Some(p) = &self.projection {
             (p.apply)(&mut obj, p.keep);

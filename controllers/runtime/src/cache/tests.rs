@@ -782,3 +782,51 @@ fn applied_changes_are_traced() {
     let want = |change: &str| format!("resource=configmaps change={change} namespace=a name=x");
     assert_eq!(traced, [want("added"), want("updated"), want("deleted")]);
 }
+
+/// The informers hand each foreign write (`handover`) over once, before `managedFields` are
+/// dropped from the cached object. The only test of this binary that installs the watch.
+#[test]
+fn informers_hand_each_foreign_write_over_once() {
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    use crate::handover;
+
+    let at = |s: &str| s.parse::<jiff::Timestamp>().unwrap();
+    let mut found = handover::install().expect("installed once per test binary");
+    assert!(handover::install().is_none(), "a second install is refused");
+    handover::controller_started("replicaset-controller", at("2026-12-05T16:00:00Z"));
+    let informer = Informer::<ReplicaSet>::detached();
+    let rs = |rv: &str, time: &str| ReplicaSet {
+        metadata: ObjectMeta {
+            name: Some("web".into()),
+            namespace: Some("ns".into()),
+            uid: Some("u1".into()),
+            resource_version: Some(rv.into()),
+            managed_fields: Some(vec![ManagedFieldsEntry {
+                manager: Some(handover::OTHER_MANAGER.into()),
+                operation: Some("Update".into()),
+                subresource: Some("status".into()),
+                time: Some(Time(at(time))),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    informer.feed(watcher::Event::Apply(rs("5", "2026-12-05T16:00:07Z")));
+    let first = found.try_recv().expect("the write is handed over");
+    assert_eq!(first.object.name.as_deref(), Some("web"));
+    assert_eq!(first.write.controller, "replicaset-controller");
+    // The same write seen again on a later version of the object: not again.
+    informer.feed(watcher::Event::Apply(rs("6", "2026-12-05T16:00:07Z")));
+    assert!(found.try_recv().is_err(), "reported twice");
+    // A newer write: again.
+    informer.feed(watcher::Event::Apply(rs("7", "2026-12-05T16:00:09Z")));
+    assert_eq!(
+        found.try_recv().map(|f| f.write.time).ok(),
+        Some(at("2026-12-05T16:00:09Z"))
+    );
+    let cached = informer.store().get("ns/web").expect("cached");
+    assert_eq!(cached.metadata.managed_fields, None);
+}
