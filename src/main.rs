@@ -598,7 +598,8 @@ async fn report_sync(probes: Vec<SyncProbe>, health: serve::Health, shutdown: Ca
     }
 }
 
-/// `kubernetes_feature_enabled{name,stage}`: 1 for enabled gates, 0 otherwise.
+/// `kubernetes_feature_enabled{name,stage}`: 1 for gates in effect whose behaviour rkcm has,
+/// 0 otherwise (a gate on by default upstream that rkcm does not implement reports 0).
 fn export_feature_gates(gates: &cli::FeatureGates) {
     static GAUGE: OnceLock<Option<IntGaugeVec>> = OnceLock::new();
     let Some(gauge) = get_or_register(&GAUGE, "kubernetes_feature_enabled", || {
@@ -616,8 +617,9 @@ fn export_feature_gates(gates: &cli::FeatureGates) {
         gauge
             .with_label_values(&[spec.name, spec.stage.label()])
             .set(i64::from(enabled));
-        if enabled != spec.default {
-            tracing::info!(gate = spec.name, enabled, "feature gate set");
+        let set = gates.enabled(spec.name);
+        if set != spec.default {
+            tracing::info!(gate = spec.name, enabled = set, "feature gate set");
         }
     }
     // Documented differences (README, "Not implemented"), not faults of this run: info, so

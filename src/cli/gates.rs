@@ -13,6 +13,8 @@ use std::collections::BTreeMap;
 use super::generic::parse_go_bool;
 
 mod table;
+#[cfg(test)]
+mod upstream;
 
 pub use table::{DEPENDENCIES, FEATURE_GATES, GateSpec, Stage};
 
@@ -262,11 +264,16 @@ impl FeatureGates {
             .collect()
     }
 
-    /// Every known gate with its effective state, for `kubernetes_feature_enabled`.
+    /// Every known gate with what rkcm does, for `kubernetes_feature_enabled`: the effective
+    /// state, except that a gate whose behaviour rkcm lacks ([`Support::NotImplemented`])
+    /// reports off, as rkcm runs, whatever upstream's default.
     pub fn all(&self) -> Vec<(&'static GateSpec, bool)> {
         FEATURE_GATES
             .iter()
-            .map(|g| (g, self.effective(g).0))
+            .map(|g| {
+                let implemented = !matches!(support(g.name), Support::NotImplemented(_));
+                (g, implemented && self.effective(g).0)
+            })
             .collect()
     }
 }
@@ -481,6 +488,36 @@ mod tests {
                 .iter()
                 .all(|(g, _)| *g != "ComponentFlagz")
         );
+    }
+
+    /// `kubernetes_feature_enabled` says what rkcm does: a gate whose behaviour rkcm lacks
+    /// reports 0 even where upstream's default (and so [`FeatureGates::enabled`]) is on.
+    #[test]
+    fn the_metric_reports_what_rkcm_does() {
+        for entries in [
+            &[][..],
+            &["AllBeta=false"][..],
+            &["ClientsAllowCARotation=false"][..],
+        ] {
+            let gates = parse(entries).expect("valid");
+            for (spec, reported) in gates.all() {
+                let does = match support(spec.name) {
+                    Support::NotImplemented(_) => false,
+                    _ => gates.enabled(spec.name),
+                };
+                assert_eq!(reported, does, "{} with {entries:?}", spec.name);
+            }
+        }
+        let reported = |name: &str| {
+            parse(&[])
+                .expect("defaults")
+                .all()
+                .into_iter()
+                .find(|(s, _)| s.name == name)
+                .map(|(_, on)| on)
+        };
+        assert_eq!(reported("ClientsAllowCARotation"), Some(false));
+        assert_eq!(reported("WatchListClient"), Some(true));
     }
 
     /// Every gate that upstream's workload controllers, or the client-go and
