@@ -71,6 +71,7 @@ const APISERVER_BUDGET: Duration = Duration::from_secs(10);
 const SYNC_PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 fn main() {
+    serve::mark_process_start();
     // `rkcm explain ...` (and `kubectl rkcm explain ...` through a `kubectl-rkcm` link) is a
     // read-only command of its own; every other command line is upstream's flags.
     let args: Vec<String> = std::env::args_os()
@@ -323,6 +324,11 @@ async fn start_server(cli: &Cli, health: &serve::Health) -> anyhow::Result<JoinH
             tls_min_version: cli.serving.tls_min_version.clone(),
             tls_cipher_suites: cli.serving.tls_cipher_suites.clone(),
             configz: cli.configz().to_string(),
+            zpages: serve::Zpages::new(
+                cli.feature_gates.enabled("ComponentFlagz"),
+                cli.feature_gates.enabled("ComponentStatusz"),
+                &cli.effective_flags,
+            ),
         },
         health.clone(),
         delegation,

@@ -54,3 +54,5 @@ mod statefulset_identity;
 mod statefulset_takeover;
 #[path = "rkcm/takeover.rs"]
 mod takeover;
+#[path = "rkcm/zpages.rs"]
+mod zpages;

@@ -96,8 +96,10 @@ pub fn support(name: &str) -> Support {
             "rkcm's API clients read the CA file of their kubeconfig (or the ServiceAccount's) \
              once at start; a rotated CA needs a restart",
         ),
-        "ComponentFlagz" => NotImplemented("rkcm serves no /flagz"),
-        "ComponentStatusz" => NotImplemented("rkcm serves no /statusz"),
+        "ComponentFlagz" => Honoured("/flagz: the flags and their values (on) or 404 (off)"),
+        "ComponentStatusz" => {
+            Honoured("/statusz: start time, uptime, versions and paths (on) or 404 (off)")
+        }
         "InOrderInformersBatchProcess"
         | "UnlockWhileProcessingFIFO"
         | "InformerResourceVersion" => NoEffect(
@@ -438,8 +440,6 @@ mod tests {
             ("ClientsAllowCBOR", "true"),
             ("ClientsPreferCBOR", "true"),
             ("ClientsAllowCARotation", "true"),
-            ("ComponentFlagz", "true"),
-            ("ComponentStatusz", "true"),
         ] {
             let err = refused(&[&format!("{gate}={refused_value}")]);
             assert_eq!(
@@ -473,21 +473,19 @@ mod tests {
             .into_iter()
             .map(|(g, _)| g)
             .collect();
-        assert_eq!(
-            notices,
-            [
-                "ClientsAllowCARotation",
-                "ComponentFlagz",
-                "ComponentStatusz"
-            ]
-        );
+        assert_eq!(notices, ["ClientsAllowCARotation"]);
         assert!(
-            parse(&["ComponentFlagz=false"])
+            parse(&["ClientsAllowCARotation=false"])
                 .expect("off")
                 .notices()
-                .iter()
-                .all(|(g, _)| *g != "ComponentFlagz")
+                .is_empty()
         );
+        // Implemented gates take either value.
+        for gate in ["ComponentFlagz", "ComponentStatusz"] {
+            for value in ["true", "false"] {
+                parse(&[&format!("{gate}={value}")]).unwrap_or_else(|e| panic!("{gate}: {e:?}"));
+            }
+        }
     }
 
     /// `kubernetes_feature_enabled` says what rkcm does: a gate whose behaviour rkcm lacks
