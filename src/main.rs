@@ -138,6 +138,8 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     log_startup(&cli);
 
     let client_opts = cli.client_options();
+    // client-go's gate is process-wide; set it before any client config is built.
+    rkcm_runtime::api::client::set_ca_rotation(cli.feature_gates.enabled("ClientsAllowCARotation"));
     let config = build_config(&client_opts)
         .await
         .context("building the API client config")?;

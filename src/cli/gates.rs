@@ -28,7 +28,12 @@ pub enum Support {
     /// Only upstream's default is implemented: the other value is refused at start.
     DefaultOnly(&'static str),
     /// Upstream's default is on but rkcm behaves as with the gate off (a difference the README
-    /// lists): `false` is accepted, `true` given explicitly is refused, the default is logged.
+    /// lists): `false` is accepted, `true` given explicitly is refused, the default is logged,
+    /// and `kubernetes_feature_enabled` reports it off.
+    #[expect(
+        dead_code,
+        reason = "no gate is classified so today; start-up, log and metric still handle one"
+    )]
     NotImplemented(&'static str),
     /// Changes nothing in the controllers rkcm runs: accepted either way, as upstream's
     /// workload controllers ignore it too.
@@ -92,9 +97,9 @@ pub fn support(name: &str) -> Support {
         "ClientsAllowCBOR" | "ClientsPreferCBOR" => {
             DefaultOnly("rkcm's API clients speak JSON and protobuf, not CBOR")
         }
-        "ClientsAllowCARotation" => NotImplemented(
-            "rkcm's API clients read the CA file of their kubeconfig (or the ServiceAccount's) \
-             once at start; a rotated CA needs a restart",
+        "ClientsAllowCARotation" => Honoured(
+            "a CA file of the kubeconfig (or the ServiceAccount's ca.crt) is re-read while \
+             running, new connections trust what it holds (on), or read once at start (off)",
         ),
         "ComponentFlagz" => Honoured("/flagz: the flags and their values (on) or 404 (off)"),
         "ComponentStatusz" => {
@@ -439,7 +444,6 @@ mod tests {
             ("CoordinatedLeaderElection", "true"),
             ("ClientsAllowCBOR", "true"),
             ("ClientsPreferCBOR", "true"),
-            ("ClientsAllowCARotation", "true"),
         ] {
             let err = refused(&[&format!("{gate}={refused_value}")]);
             assert_eq!(
@@ -466,22 +470,14 @@ mod tests {
             "feature gate WorkloadWithJob=true is not implemented by rkcm: gang scheduling of \
              Jobs is not implemented"
         );
-        // Defaults rkcm does not implement are only noticed.
-        let notices: Vec<&str> = parse(&[])
-            .expect("defaults")
-            .notices()
-            .into_iter()
-            .map(|(g, _)| g)
-            .collect();
-        assert_eq!(notices, ["ClientsAllowCARotation"]);
-        assert!(
-            parse(&["ClientsAllowCARotation=false"])
-                .expect("off")
-                .notices()
-                .is_empty()
-        );
+        // No default rkcm runs is one it does not implement.
+        assert!(parse(&[]).expect("defaults").notices().is_empty());
         // Implemented gates take either value.
-        for gate in ["ComponentFlagz", "ComponentStatusz"] {
+        for gate in [
+            "ClientsAllowCARotation",
+            "ComponentFlagz",
+            "ComponentStatusz",
+        ] {
             for value in ["true", "false"] {
                 parse(&[&format!("{gate}={value}")]).unwrap_or_else(|e| panic!("{gate}: {e:?}"));
             }
@@ -514,7 +510,8 @@ mod tests {
                 .find(|(s, _)| s.name == name)
                 .map(|(_, on)| on)
         };
-        assert_eq!(reported("ClientsAllowCARotation"), Some(false));
+        assert_eq!(reported("ClientsAllowCARotation"), Some(true));
+        assert_eq!(reported("ComponentFlagz"), Some(true));
         assert_eq!(reported("WatchListClient"), Some(true));
     }
 
