@@ -327,7 +327,14 @@ async fn handle(
             return status_error(StatusCode::FORBIDDEN, "Forbidden", &message);
         }
     }
-    if let Some(resp) = shared.zpages.answer(method, path, query, headers) {
+    if let Some(page) = shared.zpages.answer(method, path, query, headers) {
+        let mut resp = text(page.status, &page.content_type, page.body);
+        if let Some(w) = page
+            .warning
+            .and_then(|w| header::HeaderValue::from_str(&w).ok())
+        {
+            resp.headers_mut().insert(header::WARNING, w);
+        }
         return resp;
     }
     if path == "/configz" && (method == Method::GET || method == Method::HEAD) {

@@ -24,12 +24,8 @@ use std::collections::BTreeMap;
 use std::sync::LazyLock;
 use std::time::{Duration, SystemTime};
 
-use bytes::Bytes;
-use http::{HeaderMap, Method, Response, StatusCode, header};
-use http_body_util::Full;
+use http::{HeaderMap, Method, StatusCode, header};
 use serde::Serialize;
-
-use super::{PLAIN, text};
 
 /// The component name on both pages.
 pub const COMPONENT: &str = "rkcm";
@@ -38,6 +34,7 @@ pub const EMULATION_VERSION: &str = "1.37";
 const FLAGZ: &str = "/flagz";
 const STATUSZ: &str = "/statusz";
 const GROUP: &str = "config.k8s.io";
+const PLAIN: &str = "text/plain; charset=utf-8";
 /// Upstream's delimiters between a name and its value on the text pages.
 const DELIMITERS: [&str; 4] = [":", ": ", "=", " "];
 const WARNING: &str = "Warning: This endpoint is not meant to be machine parseable, has no \
@@ -50,6 +47,25 @@ static PROCESS_START: LazyLock<SystemTime> = LazyLock::new(SystemTime::now);
 /// Records the process's start for `/statusz`; call first thing in `main`.
 pub fn mark_process_start() {
     LazyLock::force(&PROCESS_START);
+}
+
+/// One answer, for the server to send with its usual headers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Page {
+    pub status: StatusCode,
+    pub content_type: String,
+    pub body: String,
+    /// A `Warning` header (the deprecated `v1alpha1`).
+    pub warning: Option<String>,
+}
+
+fn text(status: StatusCode, content_type: &str, body: String) -> Page {
+    Page {
+        status,
+        content_type: content_type.to_owned(),
+        body,
+        warning: None,
+    }
 }
 
 /// The two pages, each present when its gate is on.
@@ -111,7 +127,7 @@ impl Zpages {
         path: &str,
         query: Option<&str>,
         headers: &HeaderMap,
-    ) -> Option<Response<Full<Bytes>>> {
+    ) -> Option<Page> {
         if method != Method::GET && method != Method::HEAD {
             return None;
         }
@@ -361,7 +377,7 @@ struct StatuszObject<'a> {
     paths: &'a [String],
 }
 
-fn respond_flagz(f: &Flagz, format: Format) -> Response<Full<Bytes>> {
+fn respond_flagz(f: &Flagz, format: Format) -> Page {
     match format {
         Format::Text => text(StatusCode::OK, PLAIN, f.text.clone()),
         Format::Structured { version, .. } => structured(
@@ -377,7 +393,7 @@ fn respond_flagz(f: &Flagz, format: Format) -> Response<Full<Bytes>> {
     }
 }
 
-fn respond_statusz(s: &Statusz, format: Format, now: SystemTime) -> Response<Full<Bytes>> {
+fn respond_statusz(s: &Statusz, format: Format, now: SystemTime) -> Page {
     match format {
         Format::Text => text(
             StatusCode::OK,
@@ -409,7 +425,7 @@ fn respond_statusz(s: &Statusz, format: Format, now: SystemTime) -> Response<Ful
 
 /// A `config.k8s.io` object as JSON or YAML, with the negotiated content type and, for the
 /// deprecated version, upstream's warning.
-fn structured(kind: &str, format: Format, obj: &impl Serialize) -> Response<Full<Bytes>> {
+fn structured(kind: &str, format: Format, obj: &impl Serialize) -> Page {
     let Format::Structured {
         yaml,
         version,
@@ -445,14 +461,11 @@ fn structured(kind: &str, format: Format, obj: &impl Serialize) -> Response<Full
         body,
     );
     if version == "v1alpha1" {
-        let warning = format!(
+        resp.warning = Some(format!(
             "299 - \"This version of the {} endpoint is deprecated. Please use a newer \
              version.\"",
             kind.to_ascii_lowercase()
-        );
-        if let Ok(v) = header::HeaderValue::from_str(&warning) {
-            resp.headers_mut().insert(header::WARNING, v);
-        }
+        ));
     }
     resp
 }
@@ -481,7 +494,7 @@ struct Status {
 }
 
 /// Upstream's 406: `NotAcceptable`, listing what the page offers.
-fn not_acceptable(pretty: bool) -> Response<Full<Bytes>> {
+fn not_acceptable(pretty: bool) -> Page {
     let status = Status {
         kind: "Status",
         api_version: "v1",

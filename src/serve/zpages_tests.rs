@@ -1,5 +1,3 @@
-use http_body_util::BodyExt as _;
-
 use super::*;
 
 fn flags() -> Vec<(String, String)> {
@@ -9,7 +7,7 @@ fn flags() -> Vec<(String, String)> {
     ]
 }
 
-fn get(pages: &Zpages, path: &str, accept: &str, query: Option<&str>) -> Response<Full<Bytes>> {
+fn get(pages: &Zpages, path: &str, accept: &str, query: Option<&str>) -> Page {
     let mut headers = HeaderMap::new();
     if !accept.is_empty() {
         headers.insert(header::ACCEPT, accept.parse().expect("header"));
@@ -19,18 +17,12 @@ fn get(pages: &Zpages, path: &str, accept: &str, query: Option<&str>) -> Respons
         .unwrap_or_else(|| panic!("{path} not answered"))
 }
 
-fn body(r: Response<Full<Bytes>>) -> String {
-    let bytes = futures::executor::block_on(r.into_body().collect())
-        .expect("body")
-        .to_bytes();
-    String::from_utf8_lossy(&bytes).into_owned()
+fn body(r: Page) -> String {
+    r.body
 }
 
-fn content_type(r: &Response<Full<Bytes>>) -> &str {
-    r.headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
+fn content_type(r: &Page) -> &str {
+    &r.content_type
 }
 
 /// Upstream's negotiation, clause by clause (k8s.io/apiserver flagz/statusz handlers and
@@ -131,7 +123,7 @@ fn negotiation_follows_upstream() {
 fn flagz_text_is_upstreams_page() {
     let pages = Zpages::new(true, false, &flags());
     let r = get(&pages, "/flagz", "", None);
-    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.status, StatusCode::OK);
     assert_eq!(content_type(&r), "text/plain; charset=utf-8");
     let text = body(r);
     let lines: Vec<&str> = text.lines().collect();
@@ -158,12 +150,12 @@ fn flagz_structured_is_upstreams_object() {
         "application/json;as=Flagz;g=config.k8s.io;v=v1beta1",
         None,
     );
-    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.status, StatusCode::OK);
     assert_eq!(
         content_type(&r),
         "application/json;g=config.k8s.io;v=v1beta1;as=Flagz"
     );
-    assert!(r.headers().get(header::WARNING).is_none());
+    assert!(r.warning.is_none());
     assert_eq!(
         body(r),
         "{\"kind\":\"Flagz\",\"apiVersion\":\"config.k8s.io/v1beta1\",\"metadata\":{\"name\":\
@@ -176,11 +168,11 @@ fn flagz_structured_is_upstreams_object() {
         None,
     );
     assert_eq!(
-        r.headers().get(header::WARNING).map(|v| v.to_str().ok()),
-        Some(Some(
+        r.warning.as_deref(),
+        Some(
             "299 - \"This version of the flagz endpoint is deprecated. Please use a newer \
              version.\""
-        ))
+        )
     );
     let yaml: serde_json::Value = serde_yaml::from_str(&body(r)).expect("yaml");
     assert_eq!(yaml["apiVersion"], "config.k8s.io/v1alpha1");
@@ -192,7 +184,7 @@ fn unacceptable_is_upstreams_406() {
     let pages = Zpages::new(true, true, &flags());
     for path in ["/flagz", "/statusz"] {
         let r = get(&pages, path, "application/json", None);
-        assert_eq!(r.status(), StatusCode::NOT_ACCEPTABLE);
+        assert_eq!(r.status, StatusCode::NOT_ACCEPTABLE);
         assert_eq!(content_type(&r), "application/json");
         assert_eq!(
             body(r),
