@@ -71,6 +71,7 @@ const APISERVER_BUDGET: Duration = Duration::from_secs(10);
 const SYNC_PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 fn main() {
+    serve::mark_process_start();
     // `rkcm explain ...` (and `kubectl rkcm explain ...` through a `kubectl-rkcm` link) is a
     // read-only command of its own; every other command line is upstream's flags.
     let args: Vec<String> = std::env::args_os()
@@ -137,6 +138,8 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     log_startup(&cli);
 
     let client_opts = cli.client_options();
+    // client-go's gate is process-wide; set it before any client config is built.
+    rkcm_runtime::api::client::set_ca_rotation(cli.feature_gates.enabled("ClientsAllowCARotation"));
     let config = build_config(&client_opts)
         .await
         .context("building the API client config")?;
@@ -330,6 +333,11 @@ async fn start_server(cli: &Cli, health: &serve::Health) -> anyhow::Result<JoinH
             tls_min_version: cli.serving.tls_min_version.clone(),
             tls_cipher_suites: cli.serving.tls_cipher_suites.clone(),
             configz: cli.configz().to_string(),
+            zpages: serve::Zpages::new(
+                cli.feature_gates.enabled("ComponentFlagz"),
+                cli.feature_gates.enabled("ComponentStatusz"),
+                &cli.effective_flags,
+            ),
         },
         health.clone(),
         delegation,
@@ -606,7 +614,8 @@ async fn report_sync(probes: Vec<SyncProbe>, health: serve::Health, shutdown: Ca
     }
 }
 
-/// `kubernetes_feature_enabled{name,stage}`: 1 for enabled gates, 0 otherwise.
+/// `kubernetes_feature_enabled{name,stage}`: 1 for gates in effect whose behaviour rkcm has,
+/// 0 otherwise (a gate on by default upstream that rkcm does not implement reports 0).
 fn export_feature_gates(gates: &cli::FeatureGates) {
     static GAUGE: OnceLock<Option<IntGaugeVec>> = OnceLock::new();
     let Some(gauge) = get_or_register(&GAUGE, "kubernetes_feature_enabled", || {
@@ -624,8 +633,9 @@ fn export_feature_gates(gates: &cli::FeatureGates) {
         gauge
             .with_label_values(&[spec.name, spec.stage.label()])
             .set(i64::from(enabled));
-        if enabled != spec.default {
-            tracing::info!(gate = spec.name, enabled, "feature gate set");
+        let set = gates.enabled(spec.name);
+        if set != spec.default {
+            tracing::info!(gate = spec.name, enabled = set, "feature gate set");
         }
     }
     // Documented differences (README, "Not implemented"), not faults of this run: info, so

@@ -30,7 +30,8 @@
 //! authorized like `/metrics` (a `get` of the path).
 //!
 //! Not served (optional upstream endpoints): `/debug/pprof/*`, `/debug/flags/v`. `/configz`
-//! answers the part of upstream's component config that rkcm honours, in upstream's shape.
+//! answers the part of upstream's component config that rkcm honours, in upstream's shape;
+//! `/flagz` and `/statusz` are upstream's pages ([`Zpages`]), authorized like `/metrics`.
 
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
@@ -54,6 +55,7 @@ mod config;
 mod health;
 mod metrics;
 mod tls;
+mod zpages;
 
 pub use config::{ServeConfig, ServeError};
 
@@ -61,6 +63,7 @@ pub use health::{Health, HealthQuery, render_health};
 use metrics::{observe_slis, render_slis};
 pub use metrics::{register_build_info, set_controller_running};
 use tls::tls_acceptor;
+pub use zpages::{Zpages, mark_process_start};
 
 /// Bound on a TLS handshake, so a client that connects and stays silent does not pin a task.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -262,6 +265,7 @@ pub fn start(
         health,
         delegation,
         configz: cfg.configz,
+        zpages: cfg.zpages,
     });
     Ok(tokio::spawn(accept_loop(listener, acceptor, shared)))
 }
@@ -271,6 +275,7 @@ struct Shared {
     health: Health,
     delegation: Delegation,
     configz: String,
+    zpages: Zpages,
 }
 
 /// Upstream's `Status` error body (`apierrors.NewUnauthorized` / `NewForbidden`).
@@ -321,6 +326,16 @@ async fn handle(
             }
             return status_error(StatusCode::FORBIDDEN, "Forbidden", &message);
         }
+    }
+    if let Some(page) = shared.zpages.answer(method, path, query, headers) {
+        let mut resp = text(page.status, &page.content_type, page.body);
+        if let Some(w) = page
+            .warning
+            .and_then(|w| header::HeaderValue::from_str(&w).ok())
+        {
+            resp.headers_mut().insert(header::WARNING, w);
+        }
+        return resp;
     }
     if path == "/configz" && (method == Method::GET || method == Method::HEAD) {
         return text(StatusCode::OK, "application/json", shared.configz.clone());
@@ -656,6 +671,7 @@ mod tests {
             tls_min_version: None,
             tls_cipher_suites: vec![],
             configz: String::new(),
+            zpages: Zpages::default(),
         };
         let (first, _) = load_identity(&cfg).expect("generated");
         assert!(dir.join("kube-controller-manager.crt").exists());
@@ -676,6 +692,7 @@ mod tests {
             tls_min_version: Some("VersionTLS13".into()),
             tls_cipher_suites: vec![],
             configz: String::new(),
+            zpages: Zpages::default(),
         };
         let acceptor = tls_acceptor(&cfg, None).expect("acceptor");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -768,6 +785,7 @@ mod tests {
             tls_min_version: None,
             tls_cipher_suites: vec![],
             configz: String::new(),
+            zpages: Zpages::default(),
         };
         assert!(tls_acceptor(&cfg, None).is_ok());
         assert!(tls_acceptor(&cfg, Some(vec![])).is_ok());

@@ -8,6 +8,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 // A test crate root resolves `mod x;` next to itself (tests/x.rs), hence the paths.
+#[path = "rkcm/ca_rotation.rs"]
+mod ca_rotation;
 #[path = "rkcm/chaos.rs"]
 mod chaos;
 #[path = "rkcm/cronjob_status_lag.rs"]
@@ -56,3 +58,5 @@ mod statefulset_identity;
 mod statefulset_takeover;
 #[path = "rkcm/takeover.rs"]
 mod takeover;
+#[path = "rkcm/zpages.rs"]
+mod zpages;

@@ -47,4 +47,6 @@ pub struct ServeConfig {
     pub tls_cipher_suites: Vec<String>,
     /// The body of `/configz` (JSON).
     pub configz: String,
+    /// `/flagz` and `/statusz`, each present when its gate is on.
+    pub zpages: super::Zpages,
 }

@@ -246,8 +246,8 @@ fn unimplemented_feature_gate_value_exits_one_naming_the_gate() {
             "WorkloadWithJob=true",
         ),
         (
-            "--feature-gates=ComponentStatusz=true",
-            "ComponentStatusz=true",
+            "--feature-gates=ClientsAllowCBOR=true",
+            "ClientsAllowCBOR=true",
         ),
     ] {
         // Bounded: a gate accepted by mistake would leave rkcm running against the tripwire.

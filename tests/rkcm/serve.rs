@@ -71,7 +71,7 @@ impl Rkcm {
         Self::spawn_with(name, &kubeconfig, args, Some(proxy))
     }
 
-    fn spawn_with(
+    pub(crate) fn spawn_with(
         name: &str,
         kubeconfig: &Path,
         args: &[String],

@@ -33,6 +33,7 @@ pub mod proxy;
 pub mod recorder;
 pub mod scrape;
 pub mod sim;
+pub mod tls_front;
 pub mod volumes;
 mod wait;
 
@@ -41,6 +42,7 @@ pub use cluster::{
     ETCD_ENV, KEEP_ENV, KUBECONFIG_ENV, TestCluster, TestNamespace, TestNode, unique_name,
 };
 pub use proxy::ScopedProxy;
+pub use tls_front::{TestCa, TlsFront};
 pub use volumes::TestVolumes;
 pub use wait::{POLL, holds_for, wait_for, wait_for_every};
 

@@ -18,6 +18,12 @@
 //!   `Retry-After` did not process the request. Requests whose body cannot be replayed (none
 //!   that kube builds today) are not retried. kube's own retry layer is switched off so the
 //!   two do not multiply.
+//! - With client-go's `ClientsAllowCARotation` on ([`set_ca_rotation`], on by default as
+//!   upstream), a CA given as a file (the kubeconfig's `certificate-authority` without
+//!   `-data`, or the in-cluster ServiceAccount's `ca.crt`) is re-read while the process runs
+//!   (client-go `transport/ca_rotation.go`): new connections trust the bundle the file holds
+//!   then, so a rotated CA needs no restart. kube re-reads the file at most once a minute
+//!   (upstream every five), keeping the last good bundle when the file is unreadable.
 //! - Each client sends `User-Agent: rkcm/<version> (<os>/<arch>) <client-name>` so apiserver
 //!   audit logs attribute requests to the controller, as upstream's do.
 //! - Metrics with upstream names and buckets, registered once in
@@ -29,6 +35,7 @@
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -72,9 +79,59 @@ impl Default for ClientOptions {
     }
 }
 
+/// client-go's `ClientsAllowCARotation` gate, process-wide as there.
+static CA_ROTATION: AtomicBool = AtomicBool::new(true);
+
+/// Sets `ClientsAllowCARotation` for every config [`build_config`] builds from now on.
+pub fn set_ca_rotation(enabled: bool) {
+    CA_ROTATION.store(enabled, Ordering::Relaxed);
+}
+
+/// The CA file of the kubeconfig's current cluster, when its CA comes from a file only
+/// (client-go reloads only then: `CAFile` set and `CAData` empty). kube has made the path
+/// absolute.
+pub fn ca_file(kubeconfig: &Kubeconfig) -> Option<PathBuf> {
+    let context = kubeconfig.current_context.as_deref()?;
+    let cluster = kubeconfig
+        .contexts
+        .iter()
+        .find(|c| c.name == context)?
+        .context
+        .as_ref()?
+        .cluster
+        .clone();
+    let cluster = kubeconfig
+        .clusters
+        .iter()
+        .find(|c| c.name == cluster)?
+        .cluster
+        .as_ref()?;
+    if cluster
+        .certificate_authority_data
+        .as_deref()
+        .is_some_and(|d| !d.is_empty())
+    {
+        return None;
+    }
+    cluster
+        .certificate_authority
+        .as_deref()
+        .filter(|f| !f.is_empty())
+        .map(PathBuf::from)
+}
+
 /// Resolves the client configuration from `--kubeconfig` and `--master`, mirroring client-go
-/// `clientcmd.BuildConfigFromFlags`.
+/// `clientcmd.BuildConfigFromFlags`; see [`set_ca_rotation`] for the CA file.
 pub async fn build_config(opts: &ClientOptions) -> Result<kube::Config, Error> {
+    let mut config = resolve_config(opts).await?;
+    if !CA_ROTATION.load(Ordering::Relaxed) {
+        // kube sets it for the in-cluster config; the gate off reads the CA once.
+        config.root_cert_file = None;
+    }
+    Ok(config)
+}
+
+async fn resolve_config(opts: &ClientOptions) -> Result<kube::Config, Error> {
     let kubeconfig = opts
         .kubeconfig
         .as_ref()
@@ -104,11 +161,15 @@ pub async fn build_config(opts: &ClientOptions) -> Result<kube::Config, Error> {
             let file = Kubeconfig::read_from(path).map_err(|err| {
                 Error::Config(format!("reading kubeconfig {}: {err}", path.display()))
             })?;
-            kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
-                .await
-                .map_err(|err| {
-                    Error::Config(format!("loading kubeconfig {}: {err}", path.display()))
-                })?
+            let ca = ca_file(&file);
+            let mut config =
+                kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+                    .await
+                    .map_err(|err| {
+                        Error::Config(format!("loading kubeconfig {}: {err}", path.display()))
+                    })?;
+            config.root_cert_file = ca;
+            config
         }
         None => {
             // `--master` alone: an unauthenticated config pointing at that URL.

@@ -268,3 +268,51 @@ async fn build_config_master_overrides_kubeconfig() {
     assert_eq!(cfg.cluster_url.scheme_str(), Some("https"));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// client-go reloads a CA given as a file only (`CAFile` set, `CAData` empty); kube re-reads
+/// `root_cert_file`. The gate off reads the CA once.
+#[tokio::test]
+async fn a_ca_file_is_reloadable_unless_the_gate_is_off() {
+    let dir = std::env::temp_dir().join(rkcm_testkit::unique_name("rkcm-ca-file"));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let ca = rkcm_testkit::TestCa::new("rkcm-test-ca").expect("ca");
+    std::fs::write(dir.join("ca.crt"), ca.pem()).expect("write ca");
+    let kubeconfig = |name: &str, cluster: &str| {
+        let path = dir.join(name);
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  \
+                 cluster:\n    server: https://10.0.0.1:6443\n{cluster}contexts:\n- name: c\n  \
+                 context:\n    cluster: k\n    user: u\nusers:\n- name: u\n  user:\n    token: \
+                 abc\n"
+            ),
+        )
+        .expect("write kubeconfig");
+        ClientOptions {
+            kubeconfig: Some(path),
+            ..Default::default()
+        }
+    };
+    // A relative path is the kubeconfig's directory's.
+    let by_file = kubeconfig("by-file", "    certificate-authority: ca.crt\n");
+    let cfg = build_config(&by_file).await.expect("loads");
+    assert_eq!(cfg.root_cert_file, Some(dir.join("ca.crt")));
+    assert!(cfg.root_cert.is_some(), "read at start too");
+
+    let mut file =
+        Kubeconfig::read_from(by_file.kubeconfig.as_ref().expect("path")).expect("reads");
+    assert_eq!(ca_file(&file), Some(dir.join("ca.crt")));
+    if let Some(cluster) = file.clusters[0].cluster.as_mut() {
+        cluster.certificate_authority_data = Some("aW5saW5l".to_owned());
+    }
+    assert_eq!(ca_file(&file), None, "inline data wins and is fixed");
+    file.current_context = Some("elsewhere".to_owned());
+    assert_eq!(ca_file(&file), None);
+
+    set_ca_rotation(false);
+    let off = build_config(&by_file).await.expect("loads");
+    set_ca_rotation(true);
+    assert_eq!(off.root_cert_file, None);
+    std::fs::remove_dir_all(&dir).ok();
+}
