@@ -135,7 +135,7 @@ async fn run_async(ctl: Ctl, seed: u64) -> Outcome {
         let now = w.now_ms();
         model.step(&mut w);
         if now < fault_ms {
-            scenario.tick(&mut w);
+            scenario.tick(&mut w, &mut model);
             if now >= next_op {
                 scenario.op(&mut w, &mut model, &mut rng);
                 next_op = now + rng.random_range(1_000..12_000);
