@@ -147,7 +147,7 @@ fn report(args: &Args, ctl: Ctl, seed: u64, out: &rkcm_sim::Outcome) -> bool {
     let mut broken: Vec<&rkcm_sim::checks::Broken> = out.broken.iter().collect();
     if let Some(expect) = &args.expect {
         broken.sort_by_key(|b| b.invariant != *expect);
-        if !broken.first().is_some_and(|b| b.invariant == *expect) {
+        if broken.first().is_none_or(|b| b.invariant != *expect) {
             for b in &broken {
                 println!(
                     "note controller {} seed {seed}, not {expect}: {b}",

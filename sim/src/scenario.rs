@@ -302,7 +302,7 @@ impl Scenario {
             return;
         }
         let now = world.now_ms();
-        if now > 0 && now % GROW_EVERY_MS == 0 {
+        if now > 0 && now.is_multiple_of(GROW_EVERY_MS) {
             let node = format!("node-{}", self.nodes);
             self.add_node(world, model);
             let mut pod = bare_pod(&format!("pinned-{node}"), "Always");
