@@ -44,8 +44,9 @@ SIM_SEEDS ?= 500
 sim:
 	$(CARGO) run --release -p rkcm-sim -- --seeds $(SIM_SEEDS)
 
-# Each deliberate bug of sim/Cargo.toml must be caught within SIM_MUTANT_SEEDS seeds; writes
-# bench/reports/sim-mutants.md.
+# Each deliberate bug of rkcm_runtime::mutants (one simulator build, chosen at run time) must be
+# caught by the invariant named for it within its seed budget (SIM_MUTANT_SEEDS=N overrides);
+# writes bench/reports/sim-mutants.md. `make test` runs it too (e2e/test.sh).
 sim-mutants:
 	bash sim/mutants.sh
 

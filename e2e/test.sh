@@ -44,6 +44,11 @@ step "build tests and the rkcm binary (black-box tests run it)"
 cargo test --workspace --no-run
 cargo build -p rkcm
 
+# The simulator binary the sim tests use has every mutant compiled in (sim/mutants.sh).
+step "simulator mutation check: every mutant caught by its invariant within its seed budget"
+SIM_BIN="$CARGO_TARGET_DIR/debug/rkcm-sim" SIM_MUTANT_REPORT="$(mktemp "${TMPDIR:-/tmp}/rkcm-sim-mutants.XXXXXX.md")" \
+  bash sim/mutants.sh
+
 skip_args=()
 if [ "${RKCM_SKIP_REAL_NODES:-0}" = 1 ]; then
   step "RKCM_SKIP_REAL_NODES=1: the real-node tier (real_nodes_*) is LEFT OUT of this run"

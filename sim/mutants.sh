@@ -1,84 +1,125 @@
 #!/usr/bin/env bash
-# The simulator's mutation check (`make sim-mutants`): builds rkcm-sim once per deliberate bug
-# (a cargo feature of the sim crate, see sim/Cargo.toml), runs the controller that bug lives in
-# over seeds 0..MAX until the first failing seed, and writes a table of mutant, seeds to the
-# first failure, the invariant that caught it and the replay command to REPORT.
+# The simulator's mutation check (`make sim-mutants`; `make test` runs it too): builds
+# rkcm-sim once, with every deliberate bug of `rkcm_runtime::mutants` compiled in, then for
+# each mutant runs the scenario it is caught in (`--mutant NAME`) over seeds 0.. until the
+# first seed where the invariant named for it breaks (`--expect`), up to the mutant's stated
+# seed budget, and writes a table of mutant, seeds to the catch, the invariant and the replay
+# command to REPORT.
 #
-# Exits non-zero if a mutant survives MAX seeds: the simulator no longer catches that bug.
+# Exits non-zero if a mutant survives its budget: the simulator no longer catches that bug
+# with the check that is meant to.
+#
+# SIM_MUTANT_SEEDS=N replaces every stated budget with N; SIM_MUTANT_REPORT=path writes the
+# report elsewhere (`make test` writes it to a temporary file); SIM_BIN=path uses a simulator
+# binary already built (built with the sim crate's features, e.g. by `cargo test --no-run`).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-MAX=${SIM_MUTANT_SEEDS:-200}
 REPORT=${SIM_MUTANT_REPORT:-bench/reports/sim-mutants.md}
 CARGO=${CARGO:-cargo}
 
-# feature controller what-it-breaks
+# mutant scenario budget invariant what-it-breaks
 MUTANTS=(
-  "mutant-no-expectations replicaset expectations off: a sync creates or deletes pods while its own earlier creates and deletes are not yet in the cache"
-  "mutant-no-stale-guard deployment the stale-cache guard off: a sync acts on caches older than the controller's own last writes"
-  "mutant-no-uid-precondition podgc PodGC's status write and force delete without the pod's UID: a pod re-created under the same name can be failed and deleted"
-  "mutant-sts-early-replacement statefulset StatefulSet pod deletes without a grace period: the replacement of an identity is created while the old pod's containers may still run"
-  "mutant-job-count-before-finalizer job the Job controller counts a finished pod before its tracking finalizer is removed"
-  "mutant-cronjob-job-name-from-clock cronjob the CronJob controller names a Job for the moment of the sync, not its scheduled time"
+  "no-expectations replicaset 20 ReplicaSetAboveReplicas expectations off: a sync creates or deletes pods while its own earlier creates and deletes are not yet in the cache"
+  "no-stale-guard deployment 60 DeploymentAboveSurge the stale-cache guard off: a sync acts on caches older than the controller's own last writes"
+  "deployment-ignore-min-available deployment 20 DeploymentScaleDownBelowMinAvailable the Deployment controller scales old ReplicaSets down without regard to replicas - maxUnavailable"
+  "daemonset-replace-terminating daemonset 20 DaemonSetTwoLivePodsOnNode the DaemonSet controller counts a terminating pod as gone and starts its replacement (maxSurge 0) while its containers still run"
+  "sts-early-replacement statefulset 20 ForceDeleteOnLiveNode StatefulSet pod deletes without a grace period: the replacement of an identity is created while the old pod's containers may still run"
+  "sts-force-delete-cut-off statefulset 40 StatefulSetIdentityRunningTwice the StatefulSet controller deletes a pod that is not ready (its node may be cut off) without a grace period and starts the replacement while the old containers run there"
+  "job-count-before-finalizer job 100 JobCountAboveTerminatedPods the Job controller counts a finished pod before its tracking finalizer is removed"
+  "cronjob-job-name-from-clock cronjob 20 CronJobSlotTwice the CronJob controller names a Job for the moment of the sync, not its scheduled time"
+  "podgc-no-uid-precondition podgc 20 ForceDeleteOutsidePodGcRules PodGC's status write and force delete without the pod's UID: a pod re-created under the same name can be failed and deleted"
+  "podgc-orphans-from-cache podgc 40 FailedOutsidePodGcRules PodGC takes a node missing from its cache for deleted, without the quarantine and the live GET, and fails and deletes its pods"
+  "podgc-out-of-service-without-taint podgc 40 FailedOutsidePodGcRules PodGC's out-of-service rule without the taint: terminating pods of any not-ready node are failed and force-deleted while their containers may run"
+  "ttl-no-version-precondition ttlafterfinished 80 JobDeletedBeforeTtl the TTL controller deletes a Job with its UID alone as precondition: a Job whose TTL was just raised goes on its cached copy's TTL"
 )
+
+if [[ -z "${SIM_BIN:-}" ]]; then
+  echo "== build rkcm-sim (every mutant compiled in)"
+  $CARGO build -q -p rkcm-sim
+  SIM_BIN="${CARGO_TARGET_DIR:-target}/debug/rkcm-sim"
+fi
 
 rows=()
 descriptions=()
 survivors=0
+started_all=$(date +%s)
 for m in "${MUTANTS[@]}"; do
-  read -r feature ctl what <<<"$m"
-  descriptions+=("- \`$feature\`: $what.")
-  echo "== $feature ($ctl, up to $MAX seeds)"
-  $CARGO build -q -p rkcm-sim --features "$feature"
-  bin="${CARGO_TARGET_DIR:-target}/debug/rkcm-sim"
+  read -r name ctl budget invariant what <<<"$m"
+  budget=${SIM_MUTANT_SEEDS:-$budget}
+  descriptions+=("- \`$name\` ($ctl): $what.")
+  echo "== $name ($ctl, up to $budget seeds, expecting $invariant)"
   started=$(date +%s)
-  out=$("$bin" --controller "$ctl" --seeds "$MAX" --fail-fast 2>&1 || true)
-  took=$(( $(date +%s) - started ))
+  out=$(RUST_BACKTRACE=0 "$SIM_BIN" --controller "$ctl" --mutant "$name" --expect "$invariant" \
+    --seeds "$budget" --fail-fast 2>&1 || true)
+  took=$(($(date +%s) - started))
   fail=$(grep -m1 '^FAIL controller' <<<"$out" || true)
   if [[ -z "$fail" ]]; then
-    echo "   SURVIVED $MAX seeds"
-    rows+=("| \`$feature\` | $ctl | survived $MAX seeds | — | — | ${took} s |")
+    echo "   SURVIVED $budget seeds"
+    rows+=("| \`$name\` | $ctl | $budget | survived | $invariant | — | ${took} s |")
     survivors=$((survivors + 1))
     continue
   fi
   seed=$(sed -E 's/.* seed ([0-9]+):.*/\1/' <<<"$fail")
-  invariant=$(grep -A1 -m1 '^FAIL controller' <<<"$out" | tail -1 | awk '{print $2}')
-  echo "   caught at seed $seed by $invariant (${took} s)"
-  rows+=("| \`$feature\` | $ctl | $((seed + 1)) (seed $seed) | $invariant | \`cargo run -p rkcm-sim --features $feature -- --controller $ctl --seed $seed --trace\` | ${took} s |")
+  others=$(grep -c "^note controller $ctl seed " <<<"$out" || true)
+  echo "   caught at seed $seed by $invariant (${took} s; $others finding(s) of other invariants on earlier seeds)"
+  rows+=("| \`$name\` | $ctl | $budget | $((seed + 1)) (seed $seed) | $invariant | \`rkcm-sim --controller $ctl --mutant $name --seed $seed --trace\` | ${took} s |")
 done
+took_all=$(($(date +%s) - started_all))
 
 {
   echo "# Simulator mutation check"
   echo
   echo "Written by \`make sim-mutants\` (sim/mutants.sh) on $(date -u +%Y-%m-%dT%H:%MZ), commit"
-  echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown), debug build, up to $MAX seeds per mutant."
-  echo "Each mutant is one deliberate bug, switched on by a cargo feature of the sim crate; the"
-  echo "simulator must break an invariant within the seed range."
+  echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown), debug build, ${took_all} s in all."
+  echo "Each mutant is one deliberate bug in a controller crate (\`rkcm_runtime::mutants\`), all"
+  echo "compiled into one simulator build and switched on at run time (\`--mutant NAME\`); a"
+  echo "build without the sim crate (\`cargo build -p rkcm\`) compiles none in. A mutant counts"
+  echo "as caught only when the invariant named for it breaks within its seed budget"
+  echo "(\`--expect\`); findings of other invariants are notes."
   echo
   printf '%s\n' "${descriptions[@]}"
   echo
-  echo "| mutant | controller | seeds to first failure | caught by | replay | time |"
-  echo "| --- | --- | ---: | --- | --- | ---: |"
+  echo "| mutant | scenario | budget | seeds to the catch | caught by | replay | time |"
+  echo "| --- | --- | ---: | ---: | --- | --- | ---: |"
   printf '%s\n' "${rows[@]}"
   cat <<'NOTES'
 
+Replay with `cargo run -p rkcm-sim --release -- ARGS` (ARGS as in the table).
+
 Notes:
-- `mutant-no-expectations` runs with the ReplicaSet stale-cache guard's gate off
+- `no-expectations` runs with the ReplicaSet stale-cache guard's gate off
   (`StaleControllerConsistencyReplicaSet=false`, a supported setting): with the gate on, the
   guard also holds a sync until the controller's own pod creates are cached, so expectations
-  are a second line and the mutant survives. With the gate off and expectations on, seeds
-  0..200 pass.
-- `mutant-no-uid-precondition`: in its own scenario PodGC sweeps every second (upstream: every
+  are a second line and the mutant survives.
+- `podgc-no-uid-precondition`: in its own scenario PodGC sweeps every second (upstream: every
   20 s, after which a 10 s cache lag has nearly always caught up), and the workload re-creates
-  each pod of a pool of reused names (bare-run-0..3, running to completion, a terminated-pod
-  threshold of 3) as soon as it is gone. A sweep whose cache still shows the old, terminated
-  pod deletes it again: with the UID precondition the server refuses, without it the new pod
-  (pending or running on a live node) goes. The checker judges the pod the server deleted
-  (ForceDeleteOutsidePodGcRules) and any pod PodGC marks Failed (FailedOutsidePodGcRules).
-  49 of seeds 0..100 catch the mutant; without it, podgc seeds 0..1000 pass.
+  each pod of a pool of reused names (bare-run-0..3) as soon as it is gone. A sweep whose
+  cache still shows the old, terminated pod deletes it again: with the UID precondition the
+  server refuses, without it the new pod goes (ForceDeleteOutsidePodGcRules, judged on the pod
+  the server deleted).
+- `podgc-orphans-from-cache`, `podgc-out-of-service-without-taint`: PodGC marks a pod
+  `Failed` before it force-deletes it, so the pod the server deletes is terminal by then;
+  the checker judges the `Failed` write on the pod as it was just before it
+  (FailedOutsidePodGcRules). In the PodGC scenario a node joins every 30 s with a pod created
+  on it (`spec.nodeName`), whose event can reach PodGC before the node's.
+- `sts-force-delete-cut-off` also breaks ForceDeleteOutsidePodGcRules at the delete; the
+  identity check is the one that sees the second set of containers start
+  (StatefulSetIdentityRunningTwice), which `--expect` requires.
+- Each check sees what it is named for. With the checks as they were before
+  DeploymentScaleDownBelowMinAvailable, JobDeletedBeforeTtl and the DaemonSet check's count of
+  terminating pods whose containers run (commit 44b6690's `sim/src/checks.rs`, final code
+  otherwise), `deployment-ignore-min-available`, `ttl-no-version-precondition` and
+  `daemonset-replace-terminating` survive their budgets (20, 80, 20 seeds) with no finding
+  at all. `podgc-orphans-from-cache` survived 30 seeds of the PodGC, DaemonSet and ReplicaSet
+  scenarios until the PodGC scenario pinned a pod to each joining node.
+- Without any mutant, with the final checks and fault model: deployment seeds 0..350,
+  statefulset, daemonset, job, ttlafterfinished and podgc seeds 0..120 and 200..350, and
+  cronjob seeds 0..120 pass, as do the seeds of `sim/tests/sim.rs` (every controller 0..40,
+  the regression seeds).
 NOTES
 } >"$REPORT"
-echo "report: $REPORT"
+echo "report: $REPORT (${took_all} s)"
 if ((survivors > 0)); then
   echo "$survivors mutant(s) survived: the simulator no longer catches them" >&2
   exit 1

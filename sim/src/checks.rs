@@ -13,10 +13,19 @@
 //!   containers at once (one may be a container left on a dead node after its pod object
 //!   was force-deleted).
 //! - `DaemonSetTwoLivePodsOnNode`: two live pods of one DaemonSet on one node while its
-//!   `maxSurge` is 0.
+//!   `maxSurge` is 0, a pod counting as live while it is neither terminal nor terminating or
+//!   while its containers still run (a terminating pod's, or a cut-off node's after its pod
+//!   object went): with `maxSurge` 0 a new daemon pod must not start beside them.
+//! - `DeploymentScaleDownBelowMinAvailable`: a scale-down of the Deployment controller took
+//!   the available pods below `replicas - maxUnavailable` ([`availability`]).
+//! - `JobDeletedBeforeTtl`: the TTL controller deleted a Job before its TTL passed, judged
+//!   on the Job the server deleted ([`ttl`]).
 //! - `WriteRetryStorm`: one controller retried the same failing write more than
 //!   [`STORM`] times within a virtual second (a failed sync backs off: 5 ms doubling, so
 //!   about 8 tries in the first second, client-go's `ItemExponentialFailureRateLimiter`).
+
+mod availability;
+mod ttl;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -122,6 +131,7 @@ pub struct Checks {
     deletions_done: usize,
     /// When each node was last out of service (NotReady, tainted), in commit order.
     out_of_service_at: BTreeMap<String, u64>,
+    availability: availability::Availability,
 }
 
 fn typed<T: serde::de::DeserializeOwned>(v: &Value) -> Option<Box<T>> {
@@ -154,6 +164,7 @@ impl Checks {
             out_of_service_at: BTreeMap::new(),
             failed_done: 0,
             recent_failures: BTreeMap::new(),
+            availability: availability::Availability::default(),
         }
     }
 
@@ -199,8 +210,11 @@ impl Checks {
         self.podgc_failed(world, changes);
         self.force_deletes(world);
         self.identities(world, model, now);
-        self.daemons(world, now);
+        self.daemons(world, model, now);
         self.storms(world);
+        for (at, rs, detail) in self.availability.step(world, changes) {
+            self.report(at, "DeploymentScaleDownBelowMinAvailable", rs, detail);
+        }
     }
 
     fn storms(&mut self, world: &World) {
@@ -227,6 +241,12 @@ impl Checks {
         let new: Vec<_> = world.deletions[self.deletions_done..].to_vec();
         self.deletions_done = world.deletions.len();
         for d in new {
+            if d.resource == "jobs" && d.agent == "ttl-after-finished-controller" {
+                if let Some(why) = ttl::early(&d.obj, self.at(d.at_ms)) {
+                    self.report(d.at_ms, "JobDeletedBeforeTtl", d.key.clone(), why);
+                }
+                continue;
+            }
             if d.resource != "pods" || d.grace != Some(0) || d.epoch == 0 {
                 continue;
             }
@@ -315,22 +335,16 @@ impl Checks {
         }
     }
 
-    fn daemons(&mut self, world: &World, now: u64) {
-        let mut live: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
-        for pod in world.list("pods") {
-            let Some((kind, name, _)) = controller_of(&pod) else {
-                continue;
-            };
-            let node = s(&pod, &["spec", "nodeName"]);
-            if kind != "DaemonSet" || node.is_empty() || is_terminal(&pod) || is_terminating(&pod) {
-                continue;
-            }
-            live.entry((name, node.to_owned()))
-                .or_default()
-                .push(s(&pod, &["metadata", "name"]).to_owned());
-        }
-        for ((ds, node), pods) in live {
-            if pods.len() > 1 {
+    /// Two pods of one DaemonSet whose maxSurge is 0 live on one node: each is live while it
+    /// is neither terminal nor terminating, or while its containers still run (a terminating
+    /// pod, or a pod object gone from a cut-off node), as [`live_daemon_pods`] counts.
+    fn daemons(&mut self, world: &World, model: &NodeModel, now: u64) {
+        for ((ds, node), pods) in live_daemon_pods(world, model) {
+            let surge = world
+                .get("daemonsets", &format!("{}/{ds}", crate::scenario::NS))
+                .map(|d| d["spec"]["updateStrategy"]["rollingUpdate"]["maxSurge"].clone());
+            let no_surge = surge.is_none_or(|v| v.is_null() || v == 0 || v == "0%");
+            if pods.len() > 1 && no_surge {
                 self.report(
                     now,
                     "DaemonSetTwoLivePodsOnNode",
@@ -362,4 +376,33 @@ impl Checks {
         out.extend(self.sim.iter().cloned());
         out
     }
+}
+
+/// The live pods of each DaemonSet per node, `(daemonset, node)` to pod names: pods bound to
+/// the node that are neither terminal nor terminating, and every pod whose containers still
+/// run there (terminating, or its object gone while the node was cut off; as `name (uid)`).
+fn live_daemon_pods(world: &World, model: &NodeModel) -> BTreeMap<(String, String), Vec<String>> {
+    let running: BTreeMap<String, String> = model.running().into_iter().collect();
+    let mut live: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    let mut note = |pod: &Value, uid: &str, node: &str| {
+        if let Some((kind, name, _)) = controller_of(pod)
+            && kind == "DaemonSet"
+            && !node.is_empty()
+        {
+            let pod = format!("{} ({uid})", s(pod, &["metadata", "name"]));
+            live.entry((name, node.to_owned())).or_default().push(pod);
+        }
+    };
+    for pod in world.list("pods") {
+        let uid = s(&pod, &["metadata", "uid"]);
+        let runs = running.get(uid);
+        if runs.is_some() || !(is_terminal(&pod) || is_terminating(&pod)) {
+            let node = runs.map_or(s(&pod, &["spec", "nodeName"]), String::as_str);
+            note(&pod, uid, node);
+        }
+    }
+    for (node, ghost) in model.ghosts() {
+        note(&ghost.pod, &ghost.uid, node);
+    }
+    live
 }

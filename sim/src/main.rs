@@ -36,6 +36,14 @@ struct Args {
     /// Log the controllers' own tracing output (RUST_LOG filter, e.g. `info`).
     #[arg(long)]
     log: Option<String>,
+    /// Switch on one deliberate bug of `rkcm_runtime::mutants` (the mutation check,
+    /// `sim/mutants.sh`).
+    #[arg(long)]
+    mutant: Option<String>,
+    /// Count a seed as failed only when this invariant broke (others are printed as notes):
+    /// the mutation check's proof that a mutant is caught by the check named for it.
+    #[arg(long)]
+    expect: Option<String>,
     /// Internal: run the one `--seed` and end with a `SUMMARY` line for the parent process
     /// that runs a range.
     #[arg(long, hide = true)]
@@ -73,6 +81,12 @@ fn run_in_child(args: &Args, ctl: Ctl, seed: u64) -> anyhow::Result<Summary> {
     if let Some(filter) = &args.log {
         cmd.args(["--log", filter]);
     }
+    if let Some(m) = &args.mutant {
+        cmd.args(["--mutant", m]);
+    }
+    if let Some(e) = &args.expect {
+        cmd.args(["--expect", e]);
+    }
     let out = cmd
         .stderr(std::process::Stdio::inherit())
         .output()
@@ -105,8 +119,70 @@ fn run_in_child(args: &Args, ctl: Ctl, seed: u64) -> anyhow::Result<Summary> {
     })
 }
 
+/// The replay command of one seed.
+fn replay(args: &Args, ctl: Ctl, seed: u64) -> String {
+    let mut cmd = format!(
+        "cargo run -p rkcm-sim --release -- --controller {} --seed {seed} --trace",
+        ctl.name()
+    );
+    if let Some(m) = &args.mutant {
+        cmd += &format!(" --mutant {m}");
+    }
+    cmd
+}
+
+/// Prints one seed's run (trace, dump, findings); whether it passed. With `--expect`, a run
+/// fails only when that invariant broke; it is then printed first.
+fn report(args: &Args, ctl: Ctl, seed: u64, out: &rkcm_sim::Outcome) -> bool {
+    if args.trace {
+        for line in &out.trace {
+            println!("{line}");
+        }
+    }
+    if args.dump {
+        for line in &out.dump {
+            println!("{line}");
+        }
+    }
+    let mut broken: Vec<&rkcm_sim::checks::Broken> = out.broken.iter().collect();
+    if let Some(expect) = &args.expect {
+        broken.sort_by_key(|b| b.invariant != *expect);
+        if broken.first().is_none_or(|b| b.invariant != *expect) {
+            for b in &broken {
+                println!(
+                    "note controller {} seed {seed}, not {expect}: {b}",
+                    ctl.name()
+                );
+            }
+            broken.clear();
+        }
+    }
+    if broken.is_empty() {
+        if !args.summary {
+            println!(
+                "ok controller {} seed {seed}: settled {:?} ms after faults, {} requests, {} crashes, {} restarts",
+                ctl.name(),
+                out.settled_ms,
+                out.requests,
+                out.crashes,
+                out.restarts
+            );
+        }
+        return true;
+    }
+    println!("FAIL controller {} seed {seed}:", ctl.name());
+    for b in broken {
+        println!("  {b}");
+    }
+    println!("  replay: {}", replay(args, ctl, seed));
+    false
+}
+
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let Some(m) = &args.mutant {
+        rkcm_runtime::mutants::select(m).map_err(anyhow::Error::msg)?;
+    }
     if let Some(filter) = &args.log {
         tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
@@ -149,38 +225,11 @@ fn main() -> anyhow::Result<()> {
             virtual_ms += out.virtual_ms;
             requests += out.requests;
             crashes += u64::from(out.crashes);
-            if args.trace {
-                for line in &out.trace {
-                    println!("{line}");
-                }
-            }
-            if args.dump {
-                for line in &out.dump {
-                    println!("{line}");
-                }
-            }
-            if !out.passed() {
-                println!("FAIL controller {} seed {seed}:", ctl.name());
-                for b in &out.broken {
-                    println!("  {b}");
-                }
-                println!(
-                    "  replay: cargo run -p rkcm-sim --release -- --controller {} --seed {seed} --trace",
-                    ctl.name()
-                );
+            if !report(&args, ctl, seed, &out) {
                 failed.push((ctl, seed));
                 if args.fail_fast {
                     break;
                 }
-            } else if !args.summary {
-                println!(
-                    "ok controller {} seed {seed}: settled {:?} ms after faults, {} requests, {} crashes, {} restarts",
-                    ctl.name(),
-                    out.settled_ms,
-                    out.requests,
-                    out.crashes,
-                    out.restarts
-                );
             }
         }
         if args.summary {

@@ -154,7 +154,7 @@ pub fn start(api: &SimApi, clock: &SharedClock, ctls: &[Ctl], epoch: u64) -> Man
                     // with it on, the guard also holds syncs until the controller's own pod
                     // creates are cached, and expectations are a second line.
                     let cfg = rkcm_replicaset::Config {
-                        stale_cache_guard: !cfg!(feature = "mutant-no-expectations"),
+                        stale_cache_guard: !rkcm_runtime::mutants::on("no-expectations"),
                         ..Default::default()
                     };
                     let _ = rkcm_replicaset::start_replicaset(ctx, cfg).await;

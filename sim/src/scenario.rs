@@ -14,6 +14,8 @@ use crate::manager::Ctl;
 pub const NS: &str = "sim";
 /// Names of the run-to-completion pods of the PodGC scenario.
 const BARE_POOL: usize = 4;
+/// How often a node joins the cluster in the PodGC scenario (virtual ms).
+const GROW_EVERY_MS: u64 = 30_000;
 
 /// `path` of `v` as a string (`""` when absent).
 pub fn s<'a>(v: &'a Value, path: &[&str]) -> &'a str {
@@ -291,10 +293,22 @@ impl Scenario {
     /// at once (a name used again and again, as a StatefulSet or a user's script would): the
     /// new pod is running or about to run on a live node, so it is not garbage, while a
     /// cache that has not yet seen the old pod go may still show it terminated; a delete or
-    /// a status write by name alone made on that cache would reach the new pod.
-    pub fn tick(&mut self, world: &mut World) {
+    /// a status write by name alone made on that cache would reach the new pod. And every
+    /// [`GROW_EVERY_MS`] a node joins with a pod created on it (`spec.nodeName` set, as a
+    /// user or an agent pinning a pod does): a node cache that lags behind the pod cache
+    /// does not show the node yet (what PodGC's quarantine of unknown node names is for).
+    pub fn tick(&mut self, world: &mut World, model: &mut NodeModel) {
         if self.ctl != Ctl::PodGc {
             return;
+        }
+        let now = world.now_ms();
+        if now > 0 && now.is_multiple_of(GROW_EVERY_MS) {
+            let node = format!("node-{}", self.nodes);
+            self.add_node(world, model);
+            let mut pod = bare_pod(&format!("pinned-{node}"), "Always");
+            pod["spec"]["nodeName"] = json!(node);
+            world.trace_line(format!("user create pod pinned-{node} on {node}"));
+            create(world, "pods", pod);
         }
         for i in 0..BARE_POOL {
             let name = format!("bare-run-{i}");

@@ -267,3 +267,53 @@ fn fixed_seed_set_passes() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// The fault model answers a create that landed with a 504 (the client cannot tell it
+/// happened) in the scenarios without the ReplicaSet controller: a Job seed's trace shows one
+/// for a pod create, and the seed still passes.
+#[test]
+fn a_create_that_landed_can_time_out() -> anyhow::Result<()> {
+    let out = run(Ctl::Job, 12)?;
+    assert!(
+        out.trace
+            .iter()
+            .any(|l| l.contains("sim 504 after job-controller POST pods")),
+        "no 504 after a landed pod create ({})",
+        replay_hint(Ctl::Job, 12)
+    );
+    assert!(
+        out.passed(),
+        "{:?} ({})",
+        out.broken,
+        replay_hint(Ctl::Job, 12)
+    );
+    Ok(())
+}
+
+/// `--mutant` switches one deliberate bug on, and `--expect` fails a seed only when that
+/// invariant broke: the DaemonSet mutant is caught by the DaemonSet check at seed 0, and a
+/// name the registry does not know is refused.
+#[test]
+fn mutants_are_chosen_at_run_time() -> anyhow::Result<()> {
+    let args = [
+        "--controller",
+        "daemonset",
+        "--seed",
+        "0",
+        "--mutant",
+        "daemonset-replace-terminating",
+        "--expect",
+        "DaemonSetTwoLivePodsOnNode",
+    ];
+    let report = simulate(&args)?.unwrap_or_default();
+    assert!(
+        report.contains("DaemonSetTwoLivePodsOnNode"),
+        "mutant not caught: {report}"
+    );
+    assert!(
+        simulate(&["--controller", "daemonset", "--seed", "0"])?.is_none(),
+        "seed 0 fails without the mutant"
+    );
+    assert!(simulate(&["--seed", "0", "--mutant", "no-such-mutant"])?.is_some());
+    Ok(())
+}

@@ -666,7 +666,7 @@ pub fn plan_schedule(cj: &CronJob, now: Timestamp, local: &TimeZone) -> Schedule
             // Mutant (sim only): the Job is named for the moment of the sync, not for its
             // scheduled time, so a sync that does not see its earlier Job starts another one
             // for the same time.
-            if cfg!(feature = "sim-mutant-job-name-from-clock") {
+            if rkcm_runtime::mutants::on("cronjob-job-name-from-clock") {
                 job.metadata.name = Some(format!(
                     "{}-{}",
                     cj.metadata.name.as_deref().unwrap_or_default(),

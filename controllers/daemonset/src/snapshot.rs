@@ -64,6 +64,13 @@ pub fn pods_by_node(pods: &[Arc<Pod>], include_deleted_terminal: bool) -> PodsBy
         {
             continue;
         }
+        // Mutant (sim only): a terminating pod no longer holds its node, so its replacement
+        // starts while its containers may still run (with maxSurge 0).
+        if rkcm_runtime::mutants::on("daemonset-replace-terminating")
+            && pod.metadata.deletion_timestamp.is_some()
+        {
+            continue;
+        }
         let Some(node) = target_node_name(pod) else {
             continue;
         };

@@ -234,7 +234,7 @@ pub fn clean_uncounted(status: &mut JobStatus, with_finalizer: &HashSet<String>)
     let mut changed = false;
     // Mutant (sim only): a UID is counted while its pod still has the finalizer.
     let still_held = |uid: &String| {
-        !cfg!(feature = "sim-mutant-count-before-finalizer") && with_finalizer.contains(uid)
+        !rkcm_runtime::mutants::on("job-count-before-finalizer") && with_finalizer.contains(uid)
     };
     let u = uncounted_mut(status);
     let mut counted_succeeded = 0;

@@ -43,14 +43,12 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// `(line number, line)` of every force-delete spelling in `source`, ignoring comment lines
-/// and the body line of a simulator mutant (`if cfg!(feature = "sim-mutant-...") {` on the
-/// line before: a deliberate bug only a simulator build switches on, `sim/mutants.sh`).
+/// and the body line of a simulator mutant (`if ... mutants::on("...") {` on the line before:
+/// a deliberate bug only a simulator build can switch on, `rkcm_runtime::mutants`).
 fn force_deletes(source: &str) -> Vec<(usize, String)> {
     let lines: Vec<&str> = source.lines().collect();
     let mutant_body = |i: usize| {
-        i > 0
-            && lines[i - 1].contains("cfg!(feature = \"sim-mutant-")
-            && lines[i - 1].trim_end().ends_with('{')
+        i > 0 && lines[i - 1].contains("mutants::on(\"") && lines[i - 1].trim_end().ends_with('{')
     };
     lines
         .iter()
@@ -92,7 +90,7 @@ fn scanner_recognises_force_delete_spellings() {
          // a comment about .grace_period(0) is fine\n\
          let d = DeleteParams::default().grace_period(30);\n\
          let e = DeleteParams { grace_period_seconds: Some(0) };\n\
-         if cfg!(feature = \"sim-mutant-x\") {\n\
+         if cut_off && rkcm_runtime::mutants::on(\"x\") {\n\
              params.grace_period_seconds = Some(0);\n\
          }\n\
          if cfg!(feature = \"other\") {\n\

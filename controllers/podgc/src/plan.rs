@@ -194,9 +194,12 @@ fn plan_out_of_service(pods: &[Arc<Pod>], nodes: &HashMap<&str, &Node>) -> Vec<A
         .filter(|p| {
             // An unbound pod or an unknown node is not this sweep's business (the unscheduled
             // and orphan sweeps cover those).
-            nodes
-                .get(node_name_of(p))
-                .is_some_and(|n| !is_node_ready(n) && has_out_of_service_taint(n))
+            nodes.get(node_name_of(p)).is_some_and(|n| {
+                // Mutant (sim only): any not-ready node counts as out of service.
+                !is_node_ready(n)
+                    && (has_out_of_service_taint(n)
+                        || rkcm_runtime::mutants::on("podgc-out-of-service-without-taint"))
+            })
         })
         .cloned()
         .collect();

@@ -82,7 +82,7 @@ impl PodGcApi for KubeApi {
             grace_period_seconds: Some(0),
             preconditions: uid
                 // Mutant (sim only): delete by name alone.
-                .filter(|_| !cfg!(feature = "sim-mutant-no-uid-precondition"))
+                .filter(|_| !rkcm_runtime::mutants::on("podgc-no-uid-precondition"))
                 .map(|uid| Preconditions {
                     uid: Some(uid.to_owned()),
                     resource_version: None,
@@ -196,6 +196,12 @@ impl<A: PodGcApi> Sweeper<A> {
         // Orphans: quarantine first, then a live GET, so that a node merely missing from a
         // lagging cache (or slow to register) never costs its pods.
         for node in &plan.unknown_nodes {
+            // Mutant (sim only): a node missing from the cache counts as deleted at once,
+            // without the quarantine and the live GET.
+            if rkcm_runtime::mutants::on("podgc-orphans-from-cache") {
+                report.deleted_nodes.insert(node.clone());
+                continue;
+            }
             self.node_queue.add_after(node.clone(), self.cfg.quarantine);
         }
         // Only names whose wait has ended are queued (`len` counts ready names only); this

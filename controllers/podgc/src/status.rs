@@ -69,7 +69,7 @@ pub fn failed_status_apply(pod: &Pod, reason: Reason, now: jiff::Timestamp) -> O
                 .metadata
                 .uid
                 .clone()
-                .filter(|_| !cfg!(feature = "sim-mutant-no-uid-precondition")),
+                .filter(|_| !rkcm_runtime::mutants::on("podgc-no-uid-precondition")),
             ..Default::default()
         },
         spec: None,

@@ -22,7 +22,8 @@
 //! [`metrics`] (the process-wide Prometheus registry with upstream metric names),
 //! [`tracked`] (the sizes of the maps controllers keep per object, exported as
 //! `rkcm_tracked_entries`, so a map that keeps entries of deleted objects shows),
-//! [`duration`], [`fasthash`] and [`jitter`] (seedable randomness). On top: [`context`] (what a controller is started with) and
+//! [`duration`], [`fasthash`] and [`jitter`] (seedable randomness), [`mutants`] (the
+//! simulator's deliberate bugs, compiled in only with the `sim-mutants` feature). On top: [`context`] (what a controller is started with) and
 //! [`controller`] (the one start loop, and the [`controller::SyncProbe`] declaration of the
 //! informers a controller reads).
 
@@ -40,6 +41,7 @@ pub mod handover;
 pub mod jitter;
 pub mod keys;
 pub mod metrics;
+pub mod mutants;
 pub mod queue;
 #[cfg(test)]
 mod test_log;

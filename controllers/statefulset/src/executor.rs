@@ -235,7 +235,13 @@ impl Controller {
         let mut params = delete_params(pod.metadata.uid.as_deref());
         // Mutant (sim only): skip the grace period, so the replacement of this identity is
         // created while the old pod's containers may still run.
-        if cfg!(feature = "sim-mutant-early-replacement") {
+        if rkcm_runtime::mutants::on("sts-early-replacement") {
+            params.grace_period_seconds = Some(0);
+        }
+        // Mutant (sim only): a pod that is not ready (its node may be cut off) goes without a
+        // grace period, so its replacement starts while its containers may still run there.
+        let cut_off = !crate::identity::is_running_and_ready(pod);
+        if cut_off && rkcm_runtime::mutants::on("sts-force-delete-cut-off") {
             params.grace_period_seconds = Some(0);
         }
         match rkcm_runtime::api::write::delete::<Pod>(

@@ -108,7 +108,13 @@ impl Controller {
             propagation_policy: Some(PropagationPolicy::Foreground),
             preconditions: Some(Preconditions {
                 uid: job.metadata.uid.clone(),
-                resource_version: job.metadata.resource_version.clone(),
+                // Mutant (sim only): the UID alone, so a Job whose TTL was just raised is
+                // deleted on its cached copy's TTL.
+                resource_version: job
+                    .metadata
+                    .resource_version
+                    .clone()
+                    .filter(|_| !rkcm_runtime::mutants::on("ttl-no-version-precondition")),
             }),
             ..DeleteParams::default()
         };

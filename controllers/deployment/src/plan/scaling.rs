@@ -63,7 +63,11 @@ pub fn reconcile_old(d: &Deployment, all: &[Rs], old: &[Rs], new: &Rs) -> OldSca
     if model::sum_spec(old) == 0 {
         return out;
     }
-    let min_available = model::desired(d) - replicas::max_unavailable(d);
+    let mut min_available = model::desired(d) - replicas::max_unavailable(d);
+    // Mutant (sim only): old ReplicaSets scale down without regard to availability.
+    if rkcm_runtime::mutants::on("deployment-ignore-min-available") {
+        min_available = 0;
+    }
     let new_unavailable = model::replicas(new) - model::available_replicas(new);
     let max_scaled_down = model::sum_spec(all) - min_available - new_unavailable;
     if max_scaled_down <= 0 {

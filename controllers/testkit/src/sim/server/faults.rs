@@ -26,10 +26,10 @@ pub struct Faults {
     /// Probability that a manager's write fails with 500 without landing, or with 504 after
     /// landing (the client cannot tell whether it happened).
     pub server_error: f64,
-    /// Whether `server_error` also answers creates with 504 after they landed. Off in the
-    /// seed runs: the ReplicaSet controller counts such a create as failed (as upstream's
-    /// `manageReplicas` does; upstream's Job and DaemonSet controllers do not) and may create
-    /// one pod too many until its cache shows the first.
+    /// Whether `server_error` also answers creates with 504 after they landed. On for half
+    /// the seeds of the scenarios without the ReplicaSet controller, which counts such a
+    /// create as failed (as upstream's `manageReplicas` does; upstream's Job and DaemonSet
+    /// controllers do not) and may create one pod too many until its cache shows the first.
     pub timeout_creates: bool,
 }
 
