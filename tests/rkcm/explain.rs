@@ -50,10 +50,16 @@ mod deployment;
 mod job;
 #[path = "explain/live.rs"]
 mod live;
+#[path = "explain/manners.rs"]
+mod manners;
 #[path = "explain/podgc.rs"]
 mod podgc;
+#[path = "explain/planning.rs"]
+mod planning;
 #[path = "explain/replicaset.rs"]
 mod replicaset;
+#[path = "explain/refused.rs"]
+mod refused;
 #[path = "explain/statefulset.rs"]
 mod statefulset;
 

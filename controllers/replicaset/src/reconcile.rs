@@ -291,6 +291,16 @@ impl<O: ReplicaOwner> Controller<O> {
         };
 
         let min_ready = owner.min_ready_seconds();
+        if written.available_replicas < owner.desired_replicas() {
+            rkcm_runtime::explain::decisions::note_wait(
+                "PodsUnavailable",
+                format_args!(
+                    "{} of {} pods available (minReadySeconds {min_ready})",
+                    written.available_replicas,
+                    owner.desired_replicas()
+                ),
+            );
+        }
         if min_ready > 0 && written.ready_replicas != written.available_replicas {
             // No pod event will announce that a pod became available: look again then.
             if let Some(delay) = plan::availability_requeue(&claimed, min_ready, self.clock.wall())
