@@ -122,7 +122,10 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
                 other => return Err(format!("unknown output format {other:?}\n{USAGE}")),
             },
             f if f.starts_with("--rkcm-") && inline.is_none() => planning_flags.push(a.clone()),
-            f if f.starts_with("--") && planning::is_planning_flag(&f[2..]) => {
+            f if f
+                .strip_prefix("--")
+                .is_some_and(planning::is_planning_flag) =>
+            {
                 planning_flags.push(format!("{f}={}", value(f)?));
             }
             "--manager" => manager = Some(value("--manager")?),
@@ -156,7 +159,9 @@ fn target(
     let split: Vec<&str> = match targets {
         [] => return Err(USAGE.to_owned()),
         [one] => one.split('/').collect(),
-        [kind, name] if !kind.contains('/') && !name.contains('/') => vec![kind, name],
+        [kind, name] if !kind.contains('/') && !name.contains('/') => {
+            vec![kind.as_str(), name.as_str()]
+        }
         _ => {
             return Err(format!(
                 "{targets:?}: expected KIND/NAME, KIND NAME or KIND/NAMESPACE/NAME\n{USAGE}"
