@@ -20,17 +20,15 @@ use k8s_openapi::api::apps::v1::{
     ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet,
 };
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{
-    Event, Node, PersistentVolumeClaim, Pod, ReplicationController,
-};
+use k8s_openapi::api::core::v1::{Event, Node, PersistentVolumeClaim, Pod, ReplicationController};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ListParams;
-use kube::{Api, Client, Resource};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Resource};
 use rkcm_runtime::api::client::{ClientOptions, make_client};
 use rkcm_runtime::cache::cached::{Node as CachedNode, Pod as CachedPod};
-use rkcm_runtime::explain::{Explanation, ObjectRef};
 use rkcm_runtime::explain::decisions::{Decided, Outcome};
+use rkcm_runtime::explain::{Explanation, ObjectRef};
 use rkcm_runtime::workload::controller_ref::{Claim, OwnerInfo, classify};
 use rkcm_runtime::workload::history::owned_or_orphan_revisions;
 use rkcm_runtime::workload::pod::is_pod_active;
@@ -122,10 +120,7 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
                 other => return Err(format!("unknown output format {other:?}\n{USAGE}")),
             },
             f if f.starts_with("--rkcm-") && inline.is_none() => planning_flags.push(a.clone()),
-            f if f
-                .strip_prefix("--")
-                .is_some_and(planning::is_planning_flag) =>
-            {
+            f if f.strip_prefix("--").is_some_and(planning::is_planning_flag) => {
                 planning_flags.push(format!("{f}={}", value(f)?));
             }
             "--manager" => manager = Some(value("--manager")?),
@@ -361,7 +356,12 @@ async fn explain_with_last(args: &Args) -> anyhow::Result<Report> {
     let planning = planning_of(args, manager.as_ref()).await?;
     let now = jiff::Timestamp::now();
     let mut explanation = explain(args, &read, &planning, now).await?;
-    let events = read.events_of(&explanation.object).await?;
+    // PodGC and the TTL controller write no events; a pod's or a Job's events are the
+    // kubelet's and the Job controller's, not refusals of their writes.
+    let events = match args.kind {
+        Kind::Pod | Kind::TtlAfterFinished => Vec::new(),
+        _ => read.events_of(&explanation.object).await?,
+    };
     let mut refused = rkcm_runtime::explain::refused::from_events(&events, now);
     let last_decision = match &manager {
         None => None,
@@ -551,11 +551,13 @@ impl Read<'_> {
             "involvedObject.kind={},involvedObject.name={}",
             object.kind, object.name
         );
-        Ok(Api::<Event>::namespaced(self.client.clone(), self.namespace)
-            .list(&ListParams::default().fields(&fields))
-            .await
-            .with_context(|| format!("listing the events of {} {}", object.kind, self.key))?
-            .items)
+        Ok(
+            Api::<Event>::namespaced(self.client.clone(), self.namespace)
+                .list(&ListParams::default().fields(&fields))
+                .await
+                .with_context(|| format!("listing the events of {} {}", object.kind, self.key))?
+                .items,
+        )
     }
 
     async fn list<K>(&self) -> anyhow::Result<Vec<K>>

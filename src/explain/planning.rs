@@ -70,7 +70,10 @@ mod tests {
     #[test]
     fn plans_with_the_managers_defaults_gates_and_own_flags() {
         let d = flags(&[]).expect("defaults");
-        assert!(d.statefulset.max_unavailable, "MaxUnavailableStatefulSet is on by default");
+        assert!(
+            d.statefulset.max_unavailable,
+            "MaxUnavailableStatefulSet is on by default"
+        );
         assert!(!d.daemonset.rollout_skips_not_ready_nodes);
         assert_eq!(d.terminated_pod_gc_threshold, 12500);
 
@@ -88,7 +91,10 @@ mod tests {
     #[test]
     fn refuses_what_the_manager_refuses() {
         let err = flags(&["--feature-gates=NoSuchGate=true"]).expect_err("refused");
-        assert!(err.contains("unrecognized feature gate: NoSuchGate"), "{err}");
+        assert!(
+            err.contains("unrecognized feature gate: NoSuchGate"),
+            "{err}"
+        );
         let err = flags(&["--rkcm-no-such-flag=true"]).expect_err("refused");
         assert!(err.contains("rkcm-no-such-flag"), "{err}");
     }

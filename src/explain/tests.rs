@@ -30,8 +30,14 @@ fn parses_the_target_and_flags() {
 #[test]
 fn refuses_what_it_cannot_explain() {
     for (bad, want) in [
-        (vec!["deployment/a/b/c"], "expected KIND/NAME or KIND/NAMESPACE/NAME"),
-        (vec!["deployment/ns/web", "x"], "expected KIND/NAME, KIND NAME"),
+        (
+            vec!["deployment/a/b/c"],
+            "expected KIND/NAME or KIND/NAMESPACE/NAME",
+        ),
+        (
+            vec!["deployment/ns/web", "x"],
+            "expected KIND/NAME, KIND NAME",
+        ),
         (vec!["deployment/ns/web", "-n", "other"], "disagree"),
         (vec!["deployment/"], "empty namespace or name"),
         (vec!["job", "pi", "extra"], "unexpected argument"),
@@ -144,7 +150,10 @@ fn takes_the_managers_planning_flags() {
     );
     // What the manager refuses, explain refuses (exit 2, with the usage).
     for (bad, want) in [
-        (vec!["pod/ns/x", "--terminated-pod-gc-threshold", "many"], "many"),
+        (
+            vec!["pod/ns/x", "--terminated-pod-gc-threshold", "many"],
+            "many",
+        ),
         (
             vec!["sts/ns/x", "--feature-gates=NoSuchGate=true"],
             "unrecognized feature gate: NoSuchGate",
@@ -177,7 +186,12 @@ fn takes_the_target_and_namespace_as_kubectl_does() {
     );
     assert_eq!(
         got(&["--namespace=batch", "sts/db"]),
-        Ok((Kind::StatefulSet, Some("batch".to_owned()), "db".to_owned(), None))
+        Ok((
+            Kind::StatefulSet,
+            Some("batch".to_owned()),
+            "db".to_owned(),
+            None
+        ))
     );
     // KIND/NAMESPACE/NAME still works, and agrees with a matching -n.
     assert_eq!(

@@ -37,7 +37,9 @@ pub fn of(cli: &Cli) -> Effective {
         flags: cli
             .effective_flags
             .iter()
-            .filter(|(name, value)| plans_with(name) && !(name == "feature-gates" && value.is_empty()))
+            .filter(|(name, value)| {
+                plans_with(name) && !(name == "feature-gates" && value.is_empty())
+            })
             .map(|(name, value)| format!("--{name}={value}"))
             .collect(),
     }
@@ -95,8 +97,16 @@ mod tests {
                 .contains(&"--feature-gates=MaxUnavailableStatefulSet=false".to_owned()),
             "{e:?}"
         );
-        assert!(e.flags.contains(&"--rkcm-daemonset-rollout-skip-not-ready-nodes=true".to_owned()), "{e:?}");
-        assert!(e.flags.contains(&"--terminated-pod-gc-threshold=7".to_owned()), "{e:?}");
+        assert!(
+            e.flags
+                .contains(&"--rkcm-daemonset-rollout-skip-not-ready-nodes=true".to_owned()),
+            "{e:?}"
+        );
+        assert!(
+            e.flags
+                .contains(&"--terminated-pod-gc-threshold=7".to_owned()),
+            "{e:?}"
+        );
         assert!(!e.flags.iter().any(|f| f.contains("concurrent")), "{e:?}");
         // Every `--rkcm-*` flag of the command is published.
         let rkcm = crate::cli::parse::command()
@@ -110,7 +120,10 @@ mod tests {
         );
         // Defaults: no gates given, none published.
         let d = of(&cli(&[]));
-        assert!(!d.flags.iter().any(|f| f.starts_with("--feature-gates")), "{d:?}");
+        assert!(
+            !d.flags.iter().any(|f| f.starts_with("--feature-gates")),
+            "{d:?}"
+        );
     }
 
     #[test]

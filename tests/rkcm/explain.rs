@@ -44,6 +44,8 @@ macro_rules! under_both {
 mod cronjob;
 #[path = "explain/daemonset.rs"]
 mod daemonset;
+#[path = "explain/decided.rs"]
+mod decided;
 #[path = "explain/deployment.rs"]
 mod deployment;
 #[path = "explain/job.rs"]
@@ -52,14 +54,14 @@ mod job;
 mod live;
 #[path = "explain/manners.rs"]
 mod manners;
-#[path = "explain/podgc.rs"]
-mod podgc;
 #[path = "explain/planning.rs"]
 mod planning;
-#[path = "explain/replicaset.rs"]
-mod replicaset;
+#[path = "explain/podgc.rs"]
+mod podgc;
 #[path = "explain/refused.rs"]
 mod refused;
+#[path = "explain/replicaset.rs"]
+mod replicaset;
 #[path = "explain/statefulset.rs"]
 mod statefulset;
 

@@ -37,7 +37,9 @@ pub fn explain(job: &Job, now: jiff::Timestamp) -> Explanation {
         e.state = State::Waiting;
         e.waiting_on.push(Waiting {
             reason: "Deleting",
-            message: "the Job is being deleted; it goes once the garbage collector has removed its pods".into(),
+            message:
+                "the Job is being deleted; it goes once the garbage collector has removed its pods"
+                    .into(),
             objects: Vec::new(),
             since: Some(t.0.to_string()),
         });
@@ -141,15 +143,49 @@ mod tests {
     #[test]
     fn explains_each_verdict() {
         for (name, job, state, reasons, action) in [
-            ("no ttl", job(None, Some("2026-12-05T11:00:00Z")), State::Settled, vec!["NoTtl"], false),
-            ("running", job(Some(60), None), State::Waiting, vec!["NotFinished"], false),
-            ("counting", job(Some(600), Some("2026-12-05T11:55:00Z")), State::Waiting, vec!["TtlNotExpired"], false),
-            ("expired", job(Some(60), Some("2026-12-05T11:55:00Z")), State::Acting, vec![], true),
-            ("skew", job(Some(60), Some("2026-12-05T12:10:00Z")), State::Waiting, vec!["FinishedInFuture"], false),
+            (
+                "no ttl",
+                job(None, Some("2026-12-05T11:00:00Z")),
+                State::Settled,
+                vec!["NoTtl"],
+                false,
+            ),
+            (
+                "running",
+                job(Some(60), None),
+                State::Waiting,
+                vec!["NotFinished"],
+                false,
+            ),
+            (
+                "counting",
+                job(Some(600), Some("2026-12-05T11:55:00Z")),
+                State::Waiting,
+                vec!["TtlNotExpired"],
+                false,
+            ),
+            (
+                "expired",
+                job(Some(60), Some("2026-12-05T11:55:00Z")),
+                State::Acting,
+                vec![],
+                true,
+            ),
+            (
+                "skew",
+                job(Some(60), Some("2026-12-05T12:10:00Z")),
+                State::Waiting,
+                vec!["FinishedInFuture"],
+                false,
+            ),
         ] {
             let e = explain(&job, now());
             let got: Vec<&str> = e.waiting_on.iter().map(|w| w.reason).collect();
-            assert_eq!((e.state, got, !e.actions.is_empty()), (state, reasons, action), "{name}: {e:?}");
+            assert_eq!(
+                (e.state, got, !e.actions.is_empty()),
+                (state, reasons, action),
+                "{name}: {e:?}"
+            );
             assert_eq!(e.controller, "ttl-after-finished-controller");
         }
         let e = explain(&job(Some(600), Some("2026-12-05T11:55:00Z")), now());
@@ -168,10 +204,17 @@ mod tests {
             c[0].last_transition_time = None;
         }
         let e = explain(&j, now());
-        assert_eq!((e.state, e.waiting_on[0].reason), (State::Stalled, "FinishTimeUnknown"));
+        assert_eq!(
+            (e.state, e.waiting_on[0].reason),
+            (State::Stalled, "FinishTimeUnknown")
+        );
         let mut j = job(Some(60), Some("2026-12-05T11:55:00Z"));
-        j.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
+        j.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
         let e = explain(&j, now());
-        assert_eq!((e.state, e.waiting_on[0].reason), (State::Waiting, "Deleting"));
+        assert_eq!(
+            (e.state, e.waiting_on[0].reason),
+            (State::Waiting, "Deleting")
+        );
     }
 }

@@ -18,7 +18,10 @@ const CONTEXT: &str = "rkcm-explain-manners";
 
 /// `rkcm explain ARGS -o json` with exactly `env` for KUBECONFIG and HOME (no
 /// `--kubeconfig`); its parsed output, or its standard error.
-async fn explain_env(args: &[&str], env: &[(&str, &std::path::Path)]) -> anyhow::Result<Result<Value, String>> {
+async fn explain_env(
+    args: &[&str],
+    env: &[(&str, &std::path::Path)],
+) -> anyhow::Result<Result<Value, String>> {
     let mut cmd = tokio::process::Command::new(rkcm_bin());
     cmd.arg("explain").args(args).args(["-o", "json"]);
     cmd.env_remove("KUBECONFIG");
@@ -35,13 +38,18 @@ async fn explain_env(args: &[&str], env: &[(&str, &std::path::Path)]) -> anyhow:
     if !out.status.success() {
         return Ok(Err(String::from_utf8_lossy(&out.stderr).into_owned()));
     }
-    Ok(Ok(serde_json::from_slice(&out.stdout).context("parsing explain -o json")?))
+    Ok(Ok(
+        serde_json::from_slice(&out.stdout).context("parsing explain -o json")?
+    ))
 }
 
 fn object(e: &Result<Value, String>) -> anyhow::Result<(String, String)> {
     match e {
         Ok(v) => Ok((
-            v["object"]["namespace"].as_str().unwrap_or_default().to_owned(),
+            v["object"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
             v["object"]["name"].as_str().unwrap_or_default().to_owned(),
         )),
         Err(stderr) => bail!("explain failed: {stderr}"),
@@ -91,7 +99,11 @@ async fn check(dir: &std::path::Path, kc: &Kubeconfig, ns: &str) -> anyhow::Resu
     let want = (ns.to_owned(), "pi".to_owned());
 
     // KUBECONFIG, --context: the context's namespace.
-    let e = explain_env(&["job/pi", "--context", CONTEXT], &[("KUBECONFIG", &file), ("HOME", &empty_home)]).await?;
+    let e = explain_env(
+        &["job/pi", "--context", CONTEXT],
+        &[("KUBECONFIG", &file), ("HOME", &empty_home)],
+    )
+    .await?;
     ensure!(object(&e)? == want, "KUBECONFIG + --context: {e:?}");
     // ~/.kube/config, KIND NAME and -n.
     let e = explain_env(&["job", "pi", "-n", ns], &[("HOME", &home)]).await?;
@@ -105,7 +117,10 @@ async fn check(dir: &std::path::Path, kc: &Kubeconfig, ns: &str) -> anyhow::Resu
     // No kubeconfig anywhere (and not in a cluster): a plain error naming where it looked.
     let e = explain_env(&["job/pi"], &[("HOME", &empty_home)]).await?;
     match e {
-        Err(stderr) => ensure!(stderr.contains("KUBECONFIG") && stderr.contains("~/.kube/config"), "{stderr}"),
+        Err(stderr) => ensure!(
+            stderr.contains("KUBECONFIG") && stderr.contains("~/.kube/config"),
+            "{stderr}"
+        ),
         Ok(v) => bail!("explained without a kubeconfig: {v}"),
     }
     Ok(())

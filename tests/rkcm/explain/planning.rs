@@ -122,6 +122,10 @@ async fn explain_plans_with_the_running_managers_feature_gates() -> anyhow::Resu
 fn flags(e: &Value) -> Vec<String> {
     e["plannedWith"]["flags"]
         .as_array()
-        .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_owned)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(str::to_owned))
+                .collect()
+        })
         .unwrap_or_default()
 }

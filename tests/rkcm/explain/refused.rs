@@ -30,13 +30,17 @@ async fn wait_quota_stall(env: &Env, target: &str) -> anyhow::Result<Value> {
     )
     .await?;
     let m = message(&e, "QuotaExceeded");
-    let creates = e["actions"]
-        .as_array()
-        .is_some_and(|a| a.iter().any(|x| x.as_str().is_some_and(|s| s.contains("create"))));
+    let creates = e["actions"].as_array().is_some_and(|a| {
+        a.iter()
+            .any(|x| x.as_str().is_some_and(|s| s.contains("create")))
+    });
     if !(m.starts_with("the API server refused ")
         && m.contains("exceeded quota")
         && has_remedy(&e, "raise the namespace's ResourceQuota")
-        && has_remedy(&e, &format!("kubectl -n {} describe resourcequota", env.name()))
+        && has_remedy(
+            &e,
+            &format!("kubectl -n {} describe resourcequota", env.name()),
+        )
         && creates)
     {
         bail!("QuotaExceeded: {e:#}");

@@ -267,7 +267,10 @@ pub fn apply(e: &mut Explanation, refused: Vec<Refused>) {
         };
         e.waiting_on.push(Waiting {
             reason: code,
-            message: format!("the API server refused {times} of the controller: {}", r.message),
+            message: format!(
+                "the API server refused {times} of the controller: {}",
+                r.message
+            ),
             objects: Vec::new(),
             since: r.since.map(|t| t.to_string()),
         });

@@ -90,9 +90,27 @@ fn reads_recent_warning_events_and_gathers_them_by_kind() {
             "2026-12-05T11:59:00Z",
         ),
         // Too old, not a warning, not a refusal.
-        event("Warning", QUOTA, 9, "2026-12-05T10:00:00Z", "2026-12-05T11:30:00Z"),
-        event("Normal", "Created pod: pi-c", 1, "2026-12-05T11:59:00Z", "2026-12-05T11:59:00Z"),
-        event("Warning", "something else", 1, "2026-12-05T11:59:00Z", "2026-12-05T11:59:00Z"),
+        event(
+            "Warning",
+            QUOTA,
+            9,
+            "2026-12-05T10:00:00Z",
+            "2026-12-05T11:30:00Z",
+        ),
+        event(
+            "Normal",
+            "Created pod: pi-c",
+            1,
+            "2026-12-05T11:59:00Z",
+            "2026-12-05T11:59:00Z",
+        ),
+        event(
+            "Warning",
+            "something else",
+            1,
+            "2026-12-05T11:59:00Z",
+            "2026-12-05T11:59:00Z",
+        ),
         // A single conflict is the ordinary retry.
         event(
             "Warning",
@@ -132,7 +150,10 @@ fn reads_the_last_decisions_noted_refusals_and_its_error() {
     };
     let got = from_decision(&d);
     assert_eq!(got.len(), 1, "{got:?}");
-    assert_eq!((got[0].refusal, got[0].message.as_str()), (Refusal::Quota, QUOTA));
+    assert_eq!(
+        (got[0].refusal, got[0].message.as_str()),
+        (Refusal::Quota, QUOTA)
+    );
     let conflict = Decided {
         outcome: Outcome::Failed {
             error: "updating status: the object has been modified".into(),
@@ -141,7 +162,10 @@ fn reads_the_last_decisions_noted_refusals_and_its_error() {
         ..d
     };
     assert_eq!(
-        from_decision(&conflict).iter().map(|r| r.refusal).collect::<Vec<_>>(),
+        from_decision(&conflict)
+            .iter()
+            .map(|r| r.refusal)
+            .collect::<Vec<_>>(),
         [Refusal::Conflict]
     );
     let synced = Decided {
@@ -164,7 +188,11 @@ fn a_refused_create_is_a_stalled_wait_with_the_message_and_a_remedy() {
     let mut e = acting();
     apply(&mut e, from_events(&events, now));
     assert_eq!(e.state, State::Stalled);
-    assert_eq!(e.actions, ["create 1 pod(s)"], "the create is still what it would do");
+    assert_eq!(
+        e.actions,
+        ["create 1 pod(s)"],
+        "the create is still what it would do"
+    );
     assert_eq!(
         e.waiting_on,
         vec![Waiting {
@@ -182,8 +210,14 @@ fn a_refused_create_is_a_stalled_wait_with_the_message_and_a_remedy() {
     );
     // Text form: the reason, the server's message, the remedy.
     let text = e.render();
-    assert!(text.starts_with("job/pi in ns (job-controller): stalled"), "{text}");
-    assert!(text.contains("QuotaExceeded: the API server refused 4 writes"), "{text}");
+    assert!(
+        text.starts_with("job/pi in ns (job-controller): stalled"),
+        "{text}"
+    );
+    assert!(
+        text.contains("QuotaExceeded: the API server refused 4 writes"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -201,13 +235,20 @@ fn a_conflict_waits_and_a_settled_object_ignores_old_refusals() {
         (e.state, e.waiting_on[0].reason),
         (State::Waiting, "WriteConflict")
     );
-    assert!(e.remedies[0].contains("--show-managed-fields"), "{:?}", e.remedies);
+    assert!(
+        e.remedies[0].contains("--show-managed-fields"),
+        "{:?}",
+        e.remedies
+    );
 
     let mut settled = acting();
     settled.state = State::Settled;
     settled.actions.clear();
     apply(&mut settled, vec![conflict]);
-    assert_eq!((settled.state, settled.waiting_on.len()), (State::Settled, 0));
+    assert_eq!(
+        (settled.state, settled.waiting_on.len()),
+        (State::Settled, 0)
+    );
 }
 
 #[test]
