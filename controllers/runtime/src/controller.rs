@@ -230,7 +230,7 @@ impl<C: Send + Sync + 'static> Run<C> {
                         Ok(()) => decisions::Outcome::Synced,
                         Err(e) => {
                             let error = e.to_string();
-                            decisions::note_refusal(&mut note, &error);
+                            crate::explain::refused::note_refusal(&mut note, &error);
                             decisions::Outcome::Failed { error }
                         }
                     };

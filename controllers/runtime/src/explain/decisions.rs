@@ -76,18 +76,6 @@ pub fn note_waits(waiting: &[super::Waiting]) {
     }
 }
 
-/// A failed sync whose error is a refused write: the refusal is one of its waits
-/// (`QuotaExceeded: <the server's message>`, [`super::refused`]), so the last decision says
-/// why the object does not progress, for every controller.
-pub fn note_refusal(note: &mut Note, error: &str) {
-    if let Some(r) = super::refused::classify(error) {
-        let code = r.code();
-        if !note.waiting.iter().any(|w| w.starts_with(code)) {
-            note.waiting.push(format!("{code}: {error}"));
-        }
-    }
-}
-
 /// Whether the current task runs a recorded sync (the API client notes writes only then).
 pub fn recording() -> bool {
     NOTE.try_with(|_| ()).is_ok()
@@ -275,16 +263,6 @@ mod tests {
         assert!(!n.gone);
         let (_, n) = noting(async { note_gone() }).await;
         assert!(n.gone);
-    }
-
-    #[test]
-    fn a_refused_write_in_the_error_is_a_wait() {
-        let mut n = Note::default();
-        let error = "creating pods of Job ns/pi: pods \"pi-x\" is forbidden: exceeded quota: none";
-        note_refusal(&mut n, error);
-        note_refusal(&mut n, error);
-        note_refusal(&mut n, "the server is unavailable");
-        assert_eq!(n.waiting, [format!("QuotaExceeded: {error}")]);
     }
 
     #[tokio::test]

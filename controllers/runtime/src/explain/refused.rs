@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Event;
 
-use super::decisions::{Decided, Outcome};
+use super::decisions::{Decided, Note, Outcome};
 use super::{Explanation, State, Waiting};
 
 /// How far back an event still counts: beyond the work queue's longest per-key backoff
@@ -237,6 +237,18 @@ pub fn from_decision(d: &Decided) -> Vec<Refused> {
         since: None,
         last: at,
     }))
+}
+
+/// A failed sync whose error is a refused write: the refusal is one of its waits
+/// (`QuotaExceeded: <the server's message>`), so the last decision says why the object does
+/// not progress, for every controller.
+pub fn note_refusal(note: &mut Note, error: &str) {
+    if let Some(r) = classify(error) {
+        let code = r.code();
+        if !note.waiting.iter().any(|w| w.starts_with(code)) {
+            note.waiting.push(format!("{code}: {error}"));
+        }
+    }
 }
 
 /// Wait reasons that already report a refused write from the object's own status.

@@ -272,3 +272,13 @@ fn a_refusal_the_status_already_reports_is_not_repeated() {
     assert_eq!(e.waiting_on.len(), 1);
     assert_eq!(e.remedies, ["fix it"]);
 }
+
+#[test]
+fn a_refused_write_in_the_error_is_a_wait() {
+    let mut n = Note::default();
+    let error = "creating pods of Job ns/pi: pods \"pi-x\" is forbidden: exceeded quota: none";
+    note_refusal(&mut n, error);
+    note_refusal(&mut n, error);
+    note_refusal(&mut n, "the server is unavailable");
+    assert_eq!(n.waiting, [format!("QuotaExceeded: {error}")]);
+}
