@@ -1,6 +1,7 @@
 //! `rkcm explain` finds the cluster as kubectl does: `KUBECONFIG`, else `~/.kube/config`;
 //! `--context` picks a context, whose namespace is the default; `-n` wins; `KIND/NAME` and
-//! `KIND NAME` name the object. Only reads: no manager runs.
+//! `KIND NAME` name the object; a `kubectl-rkcm` link on the PATH makes it
+//! `kubectl rkcm explain`. Only reads: no manager runs.
 
 use std::process::Stdio;
 
@@ -9,6 +10,7 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, PostParams};
 use kube::config::{Kubeconfig, NamedContext};
 use rkcm_testkit::TestCluster;
+use rkcm_testkit::harness::e2e_bin;
 use serde_json::Value;
 
 use crate::job_takeover::job_manifest;
@@ -114,6 +116,28 @@ async fn check(dir: &std::path::Path, kc: &Kubeconfig, ns: &str) -> anyhow::Resu
         Err(stderr) => ensure!(stderr.contains("Job default/pi not found"), "{stderr}"),
         Ok(v) => bail!("found in the default namespace: {v}"),
     }
+    // As a kubectl plugin: `kubectl rkcm explain ...` runs `kubectl-rkcm explain ...`.
+    let plugins = dir.join("plugins");
+    std::fs::create_dir_all(&plugins)?;
+    std::os::unix::fs::symlink(rkcm_bin(), plugins.join("kubectl-rkcm"))?;
+    let path = std::env::join_paths(std::iter::once(plugins.clone()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))?;
+    let out = tokio::process::Command::new(e2e_bin("kubectl")?)
+        .args(["rkcm", "explain", "job", "pi", "-n", ns, "-o", "json"])
+        .env("PATH", path)
+        .env("KUBECONFIG", &file)
+        .env("HOME", &empty_home)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .context("running kubectl rkcm explain")?;
+    let plugin = if out.status.success() {
+        Ok(serde_json::from_slice(&out.stdout).context("parsing kubectl rkcm explain")?)
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    ensure!(object(&plugin)? == want, "kubectl rkcm explain: {plugin:?}");
     // No kubeconfig anywhere (and not in a cluster): a plain error naming where it looked.
     let e = explain_env(&["job/pi"], &[("HOME", &empty_home)]).await?;
     match e {
