@@ -4,7 +4,8 @@
 //! start: without the gate the manager replaces one pod (db-2) and waits for it, for good.
 //! `rkcm explain --manager URL` reads the manager's configuration and agrees: waiting, no
 //! write; so does explain given the same `--feature-gates`. With built-in defaults (gate on)
-//! explain would have the controller delete another pod, which this manager never does.
+//! explain would have the controller delete another pod, which this manager never does. The
+//! configuration endpoint refuses an identity without a grant, as `/metrics` does.
 
 use anyhow::{Context as _, ensure};
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -14,6 +15,7 @@ use rkcm_testkit::harness::kwok_template;
 use rkcm_testkit::{TestCluster, wait_for};
 use serde_json::{Value, json};
 
+use crate::secure_serving::{As, get_as, service_account_token};
 use crate::serve::Rkcm;
 
 use super::{REACT, explain};
@@ -105,6 +107,11 @@ async fn explain_plans_with_the_running_managers_feature_gates() -> anyhow::Resu
             defaults["state"] == "acting" && defaults["plannedWith"]["source"] == "defaults",
             "with defaults: {defaults:#}"
         );
+        // The configuration is authorized like /metrics: an identity without a grant is
+        // refused.
+        let stranger = service_account_token(&client, ns.name(), "stranger").await?;
+        let refused = get_as(rkcm.port, "/debug/rkcm/config", &As::Token(stranger)).await?;
+        ensure!(refused.status == 403, "a stranger read the configuration: {}", refused.body);
         // The manager indeed stays put: db-1 is still the old revision's pod.
         let db1 = pods.get("db-1").await.context("reading db-1")?;
         ensure!(
