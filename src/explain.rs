@@ -476,10 +476,7 @@ async fn explain(
             replicas(read, &rc, "ReplicationController", now).await
         }
         Kind::StatefulSet => statefulset(read, &args.name, &planning.statefulset, now).await,
-        Kind::DaemonSet => {
-            let skip = planning.daemonset.rollout_skips_not_ready_nodes;
-            daemonset(read, &args.name, skip, now).await
-        }
+        Kind::DaemonSet => daemonset(read, &args.name, &planning.daemonset, now).await,
         Kind::Job => {
             let job: Job = read.get(&args.name).await?;
             let selector = rkcm_job::plan::selector_of(&job)
@@ -654,7 +651,7 @@ async fn revisions(
 async fn daemonset(
     read: &Read<'_>,
     name: &str,
-    skip_not_ready_nodes: bool,
+    cfg: &rkcm_daemonset::Config,
     now: jiff::Timestamp,
 ) -> anyhow::Result<Explanation> {
     let ds: DaemonSet = read.get(name).await?;
@@ -671,11 +668,7 @@ async fn daemonset(
         pods: &cached(pods),
         revisions: &revisions,
     };
-    Ok(rkcm_daemonset::explain::explain(
-        &seen,
-        skip_not_ready_nodes,
-        now,
-    ))
+    Ok(rkcm_daemonset::explain::explain(&seen, cfg, now))
 }
 
 async fn statefulset(

@@ -189,8 +189,7 @@ impl Controller {
                 pods: &pods,
                 revisions: &[],
             };
-            let skip = self.cfg.rollout_skips_not_ready_nodes;
-            let e = crate::explain::explain(&seen, skip, now);
+            let e = crate::explain::explain(&seen, &self.cfg, now);
             rkcm_runtime::explain::decisions::note_waits(&e.waiting_on);
         }
         let cost = self.clock.work_time(started);
