@@ -469,11 +469,11 @@ async fn explain(
         }
         Kind::ReplicaSet => {
             let rs: ReplicaSet = read.get(&args.name).await?;
-            replicas(read, &rs, "ReplicaSet", now).await
+            replicas(read, &rs, "ReplicaSet", &planning.replicas, now).await
         }
         Kind::ReplicationController => {
             let rc: ReplicationController = read.get(&args.name).await?;
-            replicas(read, &rc, "ReplicationController", now).await
+            replicas(read, &rc, "ReplicationController", &planning.replicas, now).await
         }
         Kind::StatefulSet => statefulset(read, &args.name, &planning.statefulset, now).await,
         Kind::DaemonSet => daemonset(read, &args.name, &planning.daemonset, now).await,
@@ -604,6 +604,7 @@ async fn replicas<O>(
     read: &Read<'_>,
     owner: &O,
     kind: &str,
+    cfg: &rkcm_replicaset::plan::PlanConfig,
     now: jiff::Timestamp,
 ) -> anyhow::Result<Explanation>
 where
@@ -621,10 +622,11 @@ where
     let pods = claimed(owner, active, |p| {
         selector.matches(p.metadata.labels.as_ref())
     })?;
-    Ok(rkcm_replicaset::explain::explain(
+    Ok(rkcm_replicaset::explain::explain_with(
         owner,
         kind,
         &cached(pods),
+        cfg,
         now,
     ))
 }

@@ -333,7 +333,7 @@ pub(crate) fn statefulset_config(cli: &Cli) -> rkcm_statefulset::Config {
 }
 
 /// The RS/RC configuration from `--concurrent-*-syncs` and `--feature-gates`.
-fn replica_config(concurrency: i32, cli: &Cli) -> rkcm_replicaset::Config {
+pub(crate) fn replica_config(concurrency: i32, cli: &Cli) -> rkcm_replicaset::Config {
     rkcm_replicaset::Config {
         workers: workers(concurrency),
         terminating_replicas: cli

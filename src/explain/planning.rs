@@ -28,6 +28,8 @@ pub struct Planning {
     /// The flags, as given to the manager's parser.
     pub flags: Vec<String>,
     pub statefulset: rkcm_statefulset::Config,
+    /// The ReplicaSet and ReplicationController plan's settings.
+    pub replicas: rkcm_replicaset::plan::PlanConfig,
     pub daemonset: rkcm_daemonset::Config,
     pub terminated_pod_gc_threshold: i32,
 }
@@ -52,6 +54,13 @@ impl Planning {
             source,
             flags: flags.to_vec(),
             statefulset: registry::statefulset_config(&cli),
+            replicas: {
+                let rs = registry::replica_config(cli.replicaset.concurrent_replicaset_syncs, &cli);
+                rkcm_replicaset::plan::PlanConfig {
+                    burst: rs.burst_replicas,
+                    pod_deletion_cost: rs.pod_deletion_cost,
+                }
+            },
             daemonset: registry::daemonset_config(&cli),
             terminated_pod_gc_threshold: cli.podgc.terminated_pod_gc_threshold,
         })
@@ -76,15 +85,19 @@ mod tests {
         );
         assert!(!d.daemonset.rollout_skips_not_ready_nodes);
         assert_eq!(d.terminated_pod_gc_threshold, 12500);
+        assert!(d.replicas.pod_deletion_cost);
 
         let p = flags(&[
-            "--feature-gates=MaxUnavailableStatefulSet=false",
+            "--feature-gates=MaxUnavailableStatefulSet=false,PodDeletionCost=false",
+            "--feature-gates=TaintTolerationComparisonOperators=true",
             "--rkcm-daemonset-rollout-skip-not-ready-nodes=true",
             "--terminated-pod-gc-threshold=3",
         ])
         .expect("parsed");
         assert!(!p.statefulset.max_unavailable);
         assert!(p.daemonset.rollout_skips_not_ready_nodes);
+        assert!(p.daemonset.taint_comparison_operators);
+        assert!(!p.replicas.pod_deletion_cost);
         assert_eq!(p.terminated_pod_gc_threshold, 3);
     }
 
