@@ -20,28 +20,41 @@ use k8s_openapi::api::apps::v1::{
     ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet,
 };
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod, ReplicationController};
+use k8s_openapi::api::core::v1::{Event, Node, PersistentVolumeClaim, Pod, ReplicationController};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ListParams;
+use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Resource};
-use rkcm_runtime::api::client::{ClientOptions, build_config, make_client};
+use rkcm_runtime::api::client::{ClientOptions, make_client};
 use rkcm_runtime::cache::cached::{Node as CachedNode, Pod as CachedPod};
-use rkcm_runtime::explain::Explanation;
 use rkcm_runtime::explain::decisions::{Decided, Outcome};
+use rkcm_runtime::explain::{Explanation, ObjectRef};
 use rkcm_runtime::workload::controller_ref::{Claim, OwnerInfo, classify};
 use rkcm_runtime::workload::history::owned_or_orphan_revisions;
 use rkcm_runtime::workload::pod::is_pod_active;
 use rkcm_runtime::workload::selector::Selector;
 use serde::de::DeserializeOwned;
 
-const USAGE: &str = "usage: rkcm explain KIND/NAMESPACE/NAME [--kubeconfig PATH] [-o text|json]
+use planning::{Planning, Source};
+
+mod planning;
+
+const USAGE: &str = "usage: rkcm explain KIND/NAME [-n NAMESPACE] [--context NAME] [--kubeconfig PATH] [-o text|json]
+       rkcm explain KIND NAME ...   or   rkcm explain KIND/NAMESPACE/NAME ...
   KIND: deployment (deploy), replicaset (rs), replicationcontroller (rc), statefulset (sts),
-        daemonset (ds), job, cronjob (cj), pod (po, for PodGC)
-  --terminated-pod-gc-threshold N   PodGC's threshold the manager runs with (pods only;
-                                    default 12500)
-  --manager URL                     also show the running manager's last decision for the
-                                    object, read from URL/debug/rkcm/decisions with the
-                                    kubeconfig's credentials (e.g. https://127.0.0.1:10257)
+        daemonset (ds), job, cronjob (cj), ttl (a Job, for TTL-after-finished),
+        pod (po, for PodGC)
+  As kubectl: the kubeconfig is --kubeconfig, else the files of KUBECONFIG, else
+  ~/.kube/config (else the in-cluster config); --context picks a context, and the namespace
+  is -n, else the context's, else \"default\".
+  --feature-gates, --rkcm-*, --terminated-pod-gc-threshold
+                                    the manager's flags: explain plans with them, as the
+                                    manager does (default: upstream's defaults)
+  --manager URL                     plan with the running manager's configuration
+                                    (URL/debug/rkcm/config; flags given here apply after
+                                    it) and show its last decision for the object
+                                    (URL/debug/rkcm/decisions), asked with the kubeconfig's
+                                    credentials (e.g. https://127.0.0.1:10257)
   --manager-insecure-skip-tls-verify
                                     accept the manager's self-signed serving certificate";
 
@@ -49,12 +62,16 @@ const USAGE: &str = "usage: rkcm explain KIND/NAMESPACE/NAME [--kubeconfig PATH]
 #[derive(Debug, PartialEq, Eq)]
 pub struct Args {
     pub kind: Kind,
-    pub namespace: String,
+    /// From `-n` or `KIND/NAMESPACE/NAME`; `None`: the context's namespace, else `default`.
+    pub namespace: Option<String>,
     pub name: String,
     pub kubeconfig: Option<PathBuf>,
+    /// `--context`: the kubeconfig context; `None`: its current context.
+    pub context: Option<String>,
     pub json: bool,
-    /// PodGC's `--terminated-pod-gc-threshold` (explaining a pod).
-    pub terminated_pod_gc_threshold: i32,
+    /// The manager's flags given (`--feature-gates`, `--rkcm-*`,
+    /// `--terminated-pod-gc-threshold`), each `--NAME=VALUE` or a bare boolean `--NAME`.
+    pub planning_flags: Vec<String>,
     /// The running manager's secure serving address, to read its last decision.
     pub manager: Option<String>,
     pub manager_insecure: bool,
@@ -69,15 +86,17 @@ pub enum Kind {
     DaemonSet,
     Job,
     CronJob,
+    /// A Job, as the TTL-after-finished controller sees it.
+    TtlAfterFinished,
     Pod,
 }
 
 /// Parses the arguments after `explain`.
 pub fn parse(args: &[String]) -> Result<Args, String> {
-    let mut target = None;
-    let mut kubeconfig = None;
+    let mut targets: Vec<String> = Vec::new();
+    let (mut kubeconfig, mut context, mut ns_flag) = (None, None, None);
     let mut json = false;
-    let mut threshold = rkcm_podgc::DEFAULT_TERMINATED_POD_GC_THRESHOLD;
+    let mut planning_flags = Vec::new();
     let (mut manager, mut manager_insecure) = (None, false);
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -93,31 +112,82 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
         };
         match flag {
             "--kubeconfig" => kubeconfig = Some(PathBuf::from(value("--kubeconfig")?)),
+            "--context" => context = Some(value("--context")?),
+            "-n" | "--namespace" => ns_flag = Some(value("--namespace")?),
             "-o" | "--output" => match value("-o")?.as_str() {
                 "json" => json = true,
                 "text" => json = false,
                 other => return Err(format!("unknown output format {other:?}\n{USAGE}")),
             },
-            "--terminated-pod-gc-threshold" => {
-                let v = value("--terminated-pod-gc-threshold")?;
-                threshold = v.parse().map_err(|_| {
-                    format!("--terminated-pod-gc-threshold: {v:?} is not a number\n{USAGE}")
-                })?;
+            f if f.starts_with("--rkcm-") && inline.is_none() => planning_flags.push(a.clone()),
+            f if f.strip_prefix("--").is_some_and(planning::is_planning_flag) => {
+                planning_flags.push(format!("{f}={}", value(f)?));
             }
             "--manager" => manager = Some(value("--manager")?),
             "--manager-insecure-skip-tls-verify" => manager_insecure = true,
             "-h" | "--help" => return Err(USAGE.to_owned()),
             f if f.starts_with('-') => return Err(format!("unknown flag {f}\n{USAGE}")),
-            _ if target.is_none() => target = Some(a.clone()),
+            _ if targets.len() < 2 => targets.push(a.clone()),
             _ => return Err(format!("unexpected argument {a:?}\n{USAGE}")),
         }
     }
-    let target = target.ok_or_else(|| USAGE.to_owned())?;
-    let parts: Vec<&str> = target.split('/').collect();
-    let [kind, namespace, name] = parts.as_slice() else {
-        return Err(format!("{target:?}: expected KIND/NAMESPACE/NAME\n{USAGE}"));
+    let (kind, namespace, name) = target(&targets, ns_flag)?;
+    Planning::from_flags(&planning_flags, Source::Flags).map_err(|e| format!("{e}\n{USAGE}"))?;
+    Ok(Args {
+        kind,
+        namespace,
+        name,
+        kubeconfig,
+        context,
+        json,
+        planning_flags,
+        manager,
+        manager_insecure,
+    })
+}
+
+/// The object named by `KIND/NAME`, `KIND NAME` or `KIND/NAMESPACE/NAME`, with `-n`.
+fn target(
+    targets: &[String],
+    ns_flag: Option<String>,
+) -> Result<(Kind, Option<String>, String), String> {
+    let split: Vec<&str> = match targets {
+        [] => return Err(USAGE.to_owned()),
+        [one] => one.split('/').collect(),
+        [kind, name] if !kind.contains('/') && !name.contains('/') => {
+            vec![kind.as_str(), name.as_str()]
+        }
+        _ => {
+            return Err(format!(
+                "{targets:?}: expected KIND/NAME, KIND NAME or KIND/NAMESPACE/NAME\n{USAGE}"
+            ));
+        }
     };
-    let kind = match kind.to_ascii_lowercase().as_str() {
+    let (kind, namespace, name) = match split.as_slice() {
+        [kind, name] => (*kind, ns_flag, *name),
+        [kind, namespace, name] => match &ns_flag {
+            Some(n) if n != namespace => {
+                return Err(format!(
+                    "the namespace {namespace:?} of the target and -n {n:?} disagree\n{USAGE}"
+                ));
+            }
+            _ => (*kind, Some((*namespace).to_owned()), *name),
+        },
+        _ => {
+            return Err(format!(
+                "{:?}: expected KIND/NAME or KIND/NAMESPACE/NAME\n{USAGE}",
+                targets.join(" ")
+            ));
+        }
+    };
+    if name.is_empty() || namespace.as_deref().is_some_and(str::is_empty) {
+        return Err(format!("{targets:?}: empty namespace or name\n{USAGE}"));
+    }
+    Ok((kind_of(kind)?, namespace, name.to_owned()))
+}
+
+fn kind_of(kind: &str) -> Result<Kind, String> {
+    Ok(match kind.to_ascii_lowercase().as_str() {
         "deployment" | "deployments" | "deploy" => Kind::Deployment,
         "replicaset" | "replicasets" | "rs" => Kind::ReplicaSet,
         "replicationcontroller" | "replicationcontrollers" | "rc" => Kind::ReplicationController,
@@ -125,21 +195,9 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
         "daemonset" | "daemonsets" | "ds" => Kind::DaemonSet,
         "job" | "jobs" => Kind::Job,
         "cronjob" | "cronjobs" | "cj" => Kind::CronJob,
+        "ttl" | "ttlafterfinished" | "ttl-after-finished" => Kind::TtlAfterFinished,
         "pod" | "pods" | "po" => Kind::Pod,
         other => return Err(format!("kind {other:?} is not explained yet\n{USAGE}")),
-    };
-    if namespace.is_empty() || name.is_empty() {
-        return Err(format!("{target:?}: empty namespace or name\n{USAGE}"));
-    }
-    Ok(Args {
-        kind,
-        namespace: (*namespace).to_owned(),
-        name: (*name).to_owned(),
-        kubeconfig,
-        json,
-        terminated_pod_gc_threshold: threshold,
-        manager,
-        manager_insecure,
     })
 }
 
@@ -194,11 +252,28 @@ struct Report {
     explanation: Explanation,
     #[serde(skip_serializing_if = "Option::is_none")]
     last_decision: Option<Option<Decided>>,
+    planned_with: PlannedWith,
+}
+
+/// The configuration the plan was made with.
+#[derive(Debug, serde::Serialize)]
+struct PlannedWith {
+    source: Source,
+    flags: Vec<String>,
 }
 
 impl Report {
     fn render(&self) -> String {
         let mut out = self.explanation.render();
+        let p = &self.planned_with;
+        let from = match p.source {
+            Source::Defaults => None,
+            Source::Flags => Some("the flags given"),
+            Source::Manager => Some("the running manager's configuration"),
+        };
+        if let Some(from) = from {
+            out.push_str(&format!("Planned with {from}: {}\n", p.flags.join(" ")));
+        }
         match &self.last_decision {
             None => {}
             Some(None) => out.push_str("Last decision of the running manager: none recorded\n"),
@@ -226,72 +301,162 @@ impl Report {
     }
 }
 
-async fn explain_with_last(args: &Args) -> anyhow::Result<Report> {
-    let opts = ClientOptions {
-        kubeconfig: args.kubeconfig.clone(),
-        ..ClientOptions::default()
+/// The client configuration as kubectl finds it: `--kubeconfig`, else the files of
+/// `KUBECONFIG` (merged), else `~/.kube/config`, else the in-cluster configuration; the
+/// context `--context` or the current one. (The manager reads only its `--kubeconfig`; this
+/// command is for people.)
+async fn kubectl_config(args: &Args) -> anyhow::Result<kube::Config> {
+    let options = KubeConfigOptions {
+        context: args.context.clone(),
+        ..KubeConfigOptions::default()
     };
-    let config = build_config(&opts)
-        .await
-        .context("reading the client configuration")?;
-    let explanation = explain(args, &opts, config.clone()).await?;
-    let last_decision = match &args.manager {
-        None => None,
+    let file = match &args.kubeconfig {
+        Some(path) => Some(
+            Kubeconfig::read_from(path)
+                .with_context(|| format!("reading the kubeconfig {}", path.display()))?,
+        ),
+        None => match Kubeconfig::read() {
+            Ok(k) => Some(k),
+            Err(err) if std::env::var_os("KUBECONFIG").is_some() => {
+                return Err(err).context("reading the kubeconfig files of KUBECONFIG");
+            }
+            Err(_) => None,
+        },
+    };
+    match file {
+        Some(k) => kube::Config::from_custom_kubeconfig(k, &options)
+            .await
+            .context("loading the kubeconfig"),
+        None => kube::Config::incluster().context(
+            "no kubeconfig: neither --kubeconfig, KUBECONFIG nor ~/.kube/config, and not in a cluster",
+        ),
+    }
+}
+
+async fn explain_with_last(args: &Args) -> anyhow::Result<Report> {
+    let config = kubectl_config(args).await?;
+    let namespace = args
+        .namespace
+        .clone()
+        .unwrap_or_else(|| config.default_namespace.clone());
+    let opts = ClientOptions::default();
+    let client = make_client(&config, &opts, "rkcm-explain").context("building the client")?;
+    let read = Read {
+        client,
+        namespace: &namespace,
+        key: format!("{namespace}/{}", args.name),
+    };
+    let manager = match &args.manager {
         Some(url) => Some(
-            last_decision(url, args.manager_insecure, config, &explanation)
+            manager_client(url, args.manager_insecure, config.clone())
+                .with_context(|| format!("the manager at {url}"))?,
+        ),
+        None => None,
+    };
+    let planning = planning_of(args, manager.as_ref()).await?;
+    let now = jiff::Timestamp::now();
+    let mut explanation = explain(args, &read, &planning, now).await?;
+    // PodGC and the TTL controller write no events; a pod's or a Job's events are the
+    // kubelet's and the Job controller's, not refusals of their writes.
+    let events = match args.kind {
+        Kind::Pod | Kind::TtlAfterFinished => Vec::new(),
+        _ => read.events_of(&explanation.object).await?,
+    };
+    let mut refused = rkcm_runtime::explain::refused::from_events(&events, now);
+    let last_decision = match &manager {
+        None => None,
+        Some(client) => Some(
+            last_decision(client, &explanation)
                 .await
-                .with_context(|| format!("reading the last decision from the manager at {url}"))?,
+                .context("reading the last decision from the manager")?,
         ),
     };
+    if let Some(Some(d)) = &last_decision {
+        let known: Vec<_> = refused.iter().map(|r| r.refusal).collect();
+        refused.extend(
+            rkcm_runtime::explain::refused::from_decision(d)
+                .into_iter()
+                .filter(|r| !known.contains(&r.refusal)),
+        );
+    }
+    rkcm_runtime::explain::refused::apply(&mut explanation, refused);
     Ok(Report {
         explanation,
         last_decision,
+        planned_with: PlannedWith {
+            source: planning.source,
+            flags: planning.flags,
+        },
     })
 }
 
-/// The manager's `/debug/rkcm/decisions/CONTROLLER/NS/NAME`, asked with the kubeconfig's
-/// credentials; `None` when it has no record (404).
-async fn last_decision(
-    url: &str,
-    insecure: bool,
-    mut config: kube::Config,
-    e: &Explanation,
-) -> anyhow::Result<Option<Decided>> {
+/// The planning configuration: the manager's (`--manager`) with the command line's flags
+/// after it, or the command line's alone.
+async fn planning_of(args: &Args, manager: Option<&Client>) -> anyhow::Result<Planning> {
+    let Some(client) = manager else {
+        let source = if args.planning_flags.is_empty() {
+            Source::Defaults
+        } else {
+            Source::Flags
+        };
+        return Planning::from_flags(&args.planning_flags, source).map_err(anyhow::Error::msg);
+    };
+    let body = manager_get(client, crate::serve::effective::PATH)
+        .await?
+        .context("the manager does not serve its configuration (an rkcm manager does)")?;
+    let effective: crate::serve::effective::Effective =
+        serde_json::from_str(&body).context("parsing the manager's configuration")?;
+    let mut flags = effective.flags;
+    flags.extend(args.planning_flags.iter().cloned());
+    Planning::from_flags(&flags, Source::Manager)
+        .map_err(anyhow::Error::msg)
+        .context("planning with the manager's configuration")
+}
+
+/// A client of the manager's secure port with the kubeconfig's credentials.
+fn manager_client(url: &str, insecure: bool, mut config: kube::Config) -> anyhow::Result<Client> {
     config.cluster_url = url.parse().context("parsing the manager's URL")?;
     if insecure {
         config.accept_invalid_certs = true;
         config.root_cert = None;
     }
     config.tls_server_name = None;
-    let client = Client::try_from(config).context("building the manager's client")?;
-    let path = format!(
-        "/debug/rkcm/decisions/{}/{}/{}",
-        e.controller, e.object.namespace, e.object.name
-    );
+    Client::try_from(config).context("building the manager's client")
+}
+
+/// `GET path` of the manager; `None` when it answers 404.
+async fn manager_get(client: &Client, path: &str) -> anyhow::Result<Option<String>> {
     let request = http::Request::get(path)
         .body(Vec::new())
         .context("building the request")?;
     match client.request_text(request).await {
-        Ok(body) => Ok(Some(
-            serde_json::from_str(&body).context("parsing the manager's answer")?,
-        )),
+        Ok(body) => Ok(Some(body)),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
-        Err(err) => Err(err).context("asking the manager"),
+        Err(err) => Err(err).with_context(|| format!("asking the manager for {path}")),
     }
 }
 
+/// The manager's `/debug/rkcm/decisions/CONTROLLER/NS/NAME`; `None` when it has no record.
+async fn last_decision(client: &Client, e: &Explanation) -> anyhow::Result<Option<Decided>> {
+    let path = format!(
+        "/debug/rkcm/decisions/{}/{}/{}",
+        e.controller, e.object.namespace, e.object.name
+    );
+    match manager_get(client, &path).await? {
+        Some(body) => Ok(Some(
+            serde_json::from_str(&body).context("parsing the manager's answer")?,
+        )),
+        None => Ok(None),
+    }
+}
+
+/// What the object's controller would do with it now, from its own plan.
 async fn explain(
     args: &Args,
-    opts: &ClientOptions,
-    config: kube::Config,
+    read: &Read<'_>,
+    planning: &Planning,
+    now: jiff::Timestamp,
 ) -> anyhow::Result<Explanation> {
-    let client = make_client(&config, opts, "rkcm-explain").context("building the client")?;
-    let read = Read {
-        client,
-        namespace: &args.namespace,
-        key: format!("{}/{}", args.namespace, args.name),
-    };
-    let now = jiff::Timestamp::now();
     match args.kind {
         Kind::Deployment => {
             let d: Deployment = read.get(&args.name).await?;
@@ -304,14 +469,14 @@ async fn explain(
         }
         Kind::ReplicaSet => {
             let rs: ReplicaSet = read.get(&args.name).await?;
-            replicas(&read, &rs, "ReplicaSet", now).await
+            replicas(read, &rs, "ReplicaSet", &planning.replicas, now).await
         }
         Kind::ReplicationController => {
             let rc: ReplicationController = read.get(&args.name).await?;
-            replicas(&read, &rc, "ReplicationController", now).await
+            replicas(read, &rc, "ReplicationController", &planning.replicas, now).await
         }
-        Kind::StatefulSet => statefulset(&read, &args.name, now).await,
-        Kind::DaemonSet => daemonset(&read, &args.name, now).await,
+        Kind::StatefulSet => statefulset(read, &args.name, &planning.statefulset, now).await,
+        Kind::DaemonSet => daemonset(read, &args.name, &planning.daemonset, now).await,
         Kind::Job => {
             let job: Job = read.get(&args.name).await?;
             let selector = rkcm_job::plan::selector_of(&job)
@@ -333,16 +498,20 @@ async fn explain(
             let local = rkcm_cronjob::Config::default().local_time_zone;
             Ok(rkcm_cronjob::explain::explain(&cj, &jobs, &local, now))
         }
+        Kind::TtlAfterFinished => {
+            let job: Job = read.get(&args.name).await?;
+            Ok(rkcm_ttlafterfinished::explain::explain(&job, now))
+        }
         Kind::Pod => {
             let pod = Arc::new(CachedPod::from(read.get::<Pod>(&args.name).await?));
             let pods = read.list_all::<Pod>().await?;
             let pods: Vec<Arc<CachedPod>> = cached(pods.into_iter().map(Arc::new).collect());
-            let nodes = nodes(&read).await?;
+            let nodes = nodes(read).await?;
             Ok(rkcm_podgc::explain::explain(
                 &pod,
                 &pods,
                 &nodes,
-                args.terminated_pod_gc_threshold,
+                planning.terminated_pod_gc_threshold,
                 rkcm_podgc::DEFAULT_QUARANTINE.as_secs(),
             ))
         }
@@ -371,6 +540,21 @@ impl Read<'_> {
             .await
             .with_context(|| format!("reading {kind} {}", self.key))?
             .with_context(|| format!("{kind} {} not found", self.key))
+    }
+
+    /// The events about `object` (core/v1, as `kubectl describe` shows them).
+    async fn events_of(&self, object: &ObjectRef) -> anyhow::Result<Vec<Event>> {
+        let fields = format!(
+            "involvedObject.kind={},involvedObject.name={}",
+            object.kind, object.name
+        );
+        Ok(
+            Api::<Event>::namespaced(self.client.clone(), self.namespace)
+                .list(&ListParams::default().fields(&fields))
+                .await
+                .with_context(|| format!("listing the events of {} {}", object.kind, self.key))?
+                .items,
+        )
     }
 
     async fn list<K>(&self) -> anyhow::Result<Vec<K>>
@@ -420,6 +604,7 @@ async fn replicas<O>(
     read: &Read<'_>,
     owner: &O,
     kind: &str,
+    cfg: &rkcm_replicaset::plan::PlanConfig,
     now: jiff::Timestamp,
 ) -> anyhow::Result<Explanation>
 where
@@ -437,10 +622,11 @@ where
     let pods = claimed(owner, active, |p| {
         selector.matches(p.metadata.labels.as_ref())
     })?;
-    Ok(rkcm_replicaset::explain::explain(
+    Ok(rkcm_replicaset::explain::explain_with(
         owner,
         kind,
         &cached(pods),
+        cfg,
         now,
     ))
 }
@@ -467,6 +653,7 @@ async fn revisions(
 async fn daemonset(
     read: &Read<'_>,
     name: &str,
+    cfg: &rkcm_daemonset::Config,
     now: jiff::Timestamp,
 ) -> anyhow::Result<Explanation> {
     let ds: DaemonSet = read.get(name).await?;
@@ -483,16 +670,13 @@ async fn daemonset(
         pods: &cached(pods),
         revisions: &revisions,
     };
-    Ok(rkcm_daemonset::explain::explain(
-        &seen,
-        rkcm_daemonset::Config::default().rollout_skips_not_ready_nodes,
-        now,
-    ))
+    Ok(rkcm_daemonset::explain::explain(&seen, cfg, now))
 }
 
 async fn statefulset(
     read: &Read<'_>,
     name: &str,
+    cfg: &rkcm_statefulset::Config,
     now: jiff::Timestamp,
 ) -> anyhow::Result<Explanation> {
     let set: StatefulSet = read.get(name).await?;
@@ -514,7 +698,7 @@ async fn statefulset(
         &revisions,
         &cached(pods),
         &claims,
-        &rkcm_statefulset::Config::default(),
+        cfg,
         now,
     ))
 }

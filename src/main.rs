@@ -95,6 +95,7 @@ fn main() {
         }
         Invocation::Run(cli) => *cli,
     };
+    serve::effective::publish(&cli);
     if let Err(err) = logging::init(
         logging::Format::from_flag(&cli.logging.logging_format),
         cli.logging.v,

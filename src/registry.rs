@@ -281,7 +281,7 @@ fn workers(flag: i32) -> usize {
 }
 
 /// The DaemonSet configuration from its flags, `--feature-gates` and rkcm's own flag.
-fn daemonset_config(cli: &Cli) -> rkcm_daemonset::Config {
+pub(crate) fn daemonset_config(cli: &Cli) -> rkcm_daemonset::Config {
     rkcm_daemonset::Config {
         workers: workers(cli.daemonset.concurrent_daemonset_syncs),
         // Needs AtomicFIFO, which `--feature-gates` checks (a dependency upstream).
@@ -319,7 +319,7 @@ fn job_config(cli: &Cli) -> rkcm_job::Config {
 }
 
 /// The StatefulSet configuration from its flags and `--feature-gates`.
-fn statefulset_config(cli: &Cli) -> rkcm_statefulset::Config {
+pub(crate) fn statefulset_config(cli: &Cli) -> rkcm_statefulset::Config {
     rkcm_statefulset::Config {
         workers: workers(cli.statefulset.concurrent_statefulset_syncs),
         max_unavailable: cli.feature_gates.enabled("MaxUnavailableStatefulSet"),
@@ -333,7 +333,7 @@ fn statefulset_config(cli: &Cli) -> rkcm_statefulset::Config {
 }
 
 /// The RS/RC configuration from `--concurrent-*-syncs` and `--feature-gates`.
-fn replica_config(concurrency: i32, cli: &Cli) -> rkcm_replicaset::Config {
+pub(crate) fn replica_config(concurrency: i32, cli: &Cli) -> rkcm_replicaset::Config {
     rkcm_replicaset::Config {
         workers: workers(concurrency),
         terminating_replicas: cli

@@ -52,6 +52,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::auth::{Decision, Delegation};
 
 mod config;
+pub mod effective;
 mod health;
 mod metrics;
 mod tls;
@@ -120,6 +121,7 @@ pub fn route(
             rkcm_runtime::metrics::render(),
         ),
         "/metrics/slis" => text(StatusCode::OK, METRICS_CONTENT_TYPE, render_slis()),
+        effective::PATH => effective::answer(),
         _ if path == DECISIONS || path.starts_with(DECISIONS_PREFIX) => {
             decisions(rkcm_runtime::explain::decisions::global(), path, query)
         }

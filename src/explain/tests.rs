@@ -10,11 +10,12 @@ fn parses_the_target_and_flags() {
         args(&["deploy/ns/web", "--kubeconfig", "k", "-o", "json"]),
         Ok(Args {
             kind: Kind::Deployment,
-            namespace: "ns".into(),
+            namespace: Some("ns".into()),
             name: "web".into(),
             kubeconfig: Some(PathBuf::from("k")),
+            context: None,
             json: true,
-            terminated_pod_gc_threshold: 12500,
+            planning_flags: vec![],
             manager: None,
             manager_insecure: false,
         })
@@ -29,7 +30,17 @@ fn parses_the_target_and_flags() {
 #[test]
 fn refuses_what_it_cannot_explain() {
     for (bad, want) in [
-        (vec!["deployment/web"], "expected KIND/NAMESPACE/NAME"),
+        (
+            vec!["deployment/a/b/c"],
+            "expected KIND/NAME or KIND/NAMESPACE/NAME",
+        ),
+        (
+            vec!["deployment/ns/web", "x"],
+            "expected KIND/NAME, KIND NAME",
+        ),
+        (vec!["deployment/ns/web", "-n", "other"], "disagree"),
+        (vec!["deployment/"], "empty namespace or name"),
+        (vec!["job", "pi", "extra"], "unexpected argument"),
         (
             vec!["widget/ns/web"],
             "kind \"widget\" is not explained yet",
@@ -68,6 +79,8 @@ fn parses_the_workload_kinds_and_their_short_names() {
         ("ds/kube-system/agent", Kind::DaemonSet),
         ("pod/ns/x", Kind::Pod),
         ("po/ns/x", Kind::Pod),
+        ("ttl/ns/pi", Kind::TtlAfterFinished),
+        ("ttl-after-finished/ns/pi", Kind::TtlAfterFinished),
         ("Pods/ns/x", Kind::Pod),
     ] {
         assert_eq!(args(&[target]).map(|a| a.kind), Ok(kind), "{target}");
@@ -75,7 +88,7 @@ fn parses_the_workload_kinds_and_their_short_names() {
     let a = args(&["sts/db/pg", "-o", "json"]);
     assert_eq!(
         a.map(|a| (a.namespace, a.name, a.json)),
-        Ok(("db".into(), "pg".into(), true))
+        Ok((Some("db".into()), "pg".into(), true))
     );
     // The usage names every kind.
     match args(&["service/ns/x"]) {
@@ -88,6 +101,7 @@ fn parses_the_workload_kinds_and_their_short_names() {
                 "daemonset (ds)",
                 "job,",
                 "cronjob (cj)",
+                "ttl (a Job",
                 "pod (po",
             ] {
                 assert!(e.contains(kind), "{kind} missing from {e}");
@@ -116,13 +130,72 @@ fn takes_the_managers_address() {
 }
 
 #[test]
-fn takes_podgc_threshold_for_pods() {
-    let a = args(&["pod/ns/x", "--terminated-pod-gc-threshold", "3"]);
-    assert_eq!(a.map(|a| a.terminated_pod_gc_threshold), Ok(3));
-    let a = args(&["pod/ns/x", "--terminated-pod-gc-threshold=0"]);
-    assert_eq!(a.map(|a| a.terminated_pod_gc_threshold), Ok(0));
-    match args(&["pod/ns/x", "--terminated-pod-gc-threshold", "many"]) {
-        Err(e) => assert!(e.contains("\"many\" is not a number"), "{e}"),
-        Ok(a) => panic!("parsed: {a:?}"),
+fn takes_the_managers_planning_flags() {
+    let a = args(&[
+        "pod/ns/x",
+        "--terminated-pod-gc-threshold",
+        "3",
+        "--feature-gates=MaxUnavailableStatefulSet=false",
+        "--rkcm-daemonset-rollout-skip-not-ready-nodes",
+        "--rkcm-deployment-stale-cache-guard=false",
+    ]);
+    assert_eq!(
+        a.map(|a| a.planning_flags),
+        Ok(vec![
+            "--terminated-pod-gc-threshold=3".to_owned(),
+            "--feature-gates=MaxUnavailableStatefulSet=false".to_owned(),
+            "--rkcm-daemonset-rollout-skip-not-ready-nodes".to_owned(),
+            "--rkcm-deployment-stale-cache-guard=false".to_owned(),
+        ])
+    );
+    // What the manager refuses, explain refuses (exit 2, with the usage).
+    for (bad, want) in [
+        (
+            vec!["pod/ns/x", "--terminated-pod-gc-threshold", "many"],
+            "many",
+        ),
+        (
+            vec!["sts/ns/x", "--feature-gates=NoSuchGate=true"],
+            "unrecognized feature gate: NoSuchGate",
+        ),
+        (vec!["sts/ns/x", "--rkcm-nope"], "rkcm-nope"),
+    ] {
+        match args(&bad) {
+            Err(e) => assert!(e.contains(want) && e.contains("usage:"), "{bad:?}: {e}"),
+            Ok(a) => panic!("{bad:?} parsed: {a:?}"),
+        }
     }
+}
+
+#[test]
+fn takes_the_target_and_namespace_as_kubectl_does() {
+    let got = |a: &[&str]| args(a).map(|a| (a.kind, a.namespace, a.name, a.context));
+    // KIND/NAME and KIND NAME: the namespace is -n, else the context's (None here).
+    assert_eq!(
+        got(&["job/pi"]),
+        Ok((Kind::Job, None, "pi".to_owned(), None))
+    );
+    assert_eq!(
+        got(&["job", "pi", "-n", "batch", "--context", "kind-dev"]),
+        Ok((
+            Kind::Job,
+            Some("batch".to_owned()),
+            "pi".to_owned(),
+            Some("kind-dev".to_owned())
+        ))
+    );
+    assert_eq!(
+        got(&["--namespace=batch", "sts/db"]),
+        Ok((
+            Kind::StatefulSet,
+            Some("batch".to_owned()),
+            "db".to_owned(),
+            None
+        ))
+    );
+    // KIND/NAMESPACE/NAME still works, and agrees with a matching -n.
+    assert_eq!(
+        got(&["job/batch/pi", "-n", "batch"]),
+        Ok((Kind::Job, Some("batch".to_owned()), "pi".to_owned(), None))
+    );
 }

@@ -44,14 +44,22 @@ macro_rules! under_both {
 mod cronjob;
 #[path = "explain/daemonset.rs"]
 mod daemonset;
+#[path = "explain/decided.rs"]
+mod decided;
 #[path = "explain/deployment.rs"]
 mod deployment;
 #[path = "explain/job.rs"]
 mod job;
 #[path = "explain/live.rs"]
 mod live;
+#[path = "explain/manners.rs"]
+mod manners;
+#[path = "explain/planning.rs"]
+mod planning;
 #[path = "explain/podgc.rs"]
 mod podgc;
+#[path = "explain/refused.rs"]
+mod refused;
 #[path = "explain/replicaset.rs"]
 mod replicaset;
 #[path = "explain/statefulset.rs"]

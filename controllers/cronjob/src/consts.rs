@@ -3,6 +3,8 @@
 
 use jiff::SignedDuration;
 
+/// Canonical name of the CronJob controller (`--controllers`; alias `cronjob`).
+pub const NAME: &str = "cronjob-controller";
 /// `source.component` of the events this controller records.
 pub const EVENT_COMPONENT: &str = "cronjob-controller";
 /// Work queue name (the `name` label of `workqueue_*` metrics).

@@ -52,6 +52,10 @@ impl Reconcile for Controller {
             .filter(|j| plan::is_child(j, &cj))
             .collect();
         let now = self.clock.wall();
+        if rkcm_runtime::explain::decisions::recording() {
+            let e = crate::explain::explain(&cj, &children, &self.syncer.local, now);
+            rkcm_runtime::explain::decisions::note_waits(&e.waiting_on);
+        }
         if !self.defer {
             // Upstream's order: the status write ends the sync.
             if let Some(d) = self.syncer.sync(&cj, &children, now).await? {

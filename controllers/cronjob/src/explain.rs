@@ -72,7 +72,7 @@ pub fn explain(cj: &CronJob, jobs: &[Arc<Job>], local: &TimeZone, now: Timestamp
             namespace: seen.ns.clone(),
             name: seen.name.clone(),
         },
-        controller: crate::NAME,
+        controller: crate::consts::NAME,
         state: State::Settled,
         actions: Vec::new(),
         waiting_on: Vec::new(),

@@ -68,8 +68,7 @@ pub use error::Error;
 
 use crate::controller::Controller;
 
-/// Canonical name of the CronJob controller (`--controllers`; alias `cronjob`).
-pub const NAME: &str = "cronjob-controller";
+pub use consts::NAME;
 
 /// The informers the controller reads (the process requests them before starting the
 /// factory, and waits for them before running workers).

@@ -28,7 +28,8 @@ use rkcm_runtime::workload::pod::{is_pod_available, is_terminal};
 
 use crate::NAME;
 use crate::backoff::Backoff;
-use crate::consts::{BURST_REPLICAS, strategy};
+use crate::config::Config;
+use crate::consts::strategy;
 use crate::eligibility::{Eligibility, Ineligible};
 use crate::plan::{Snapshot, plan, pods_by_node};
 use crate::revision;
@@ -60,9 +61,10 @@ fn current_hash(seen: &Seen<'_>) -> String {
     }
 }
 
-/// The explanation for `seen.ds` at `now`, with the manager's default for rkcm's opt-in
-/// `--rkcm-daemonset-rollout-skip-not-ready-nodes`.
-pub fn explain(seen: &Seen<'_>, skip_not_ready_nodes: bool, now: Timestamp) -> Explanation {
+/// The explanation for `seen.ds` at `now`, with the manager's configuration `cfg` (its gate
+/// `TaintTolerationComparisonOperators` and rkcm's opt-in
+/// `--rkcm-daemonset-rollout-skip-not-ready-nodes` change the plan).
+pub fn explain(seen: &Seen<'_>, cfg: &Config, now: Timestamp) -> Explanation {
     let ds = seen.ds;
     let mut e = Explanation {
         object: ObjectRef {
@@ -85,9 +87,9 @@ pub fn explain(seen: &Seen<'_>, skip_not_ready_nodes: bool, now: Timestamp) -> E
         hash: &hash,
         expectations_satisfied: true,
         backoff: &backoff,
-        burst: BURST_REPLICAS,
-        comparison_operators: false,
-        skip_not_ready_nodes,
+        burst: cfg.burst_replicas,
+        comparison_operators: cfg.taint_comparison_operators,
+        skip_not_ready_nodes: cfg.rollout_skips_not_ready_nodes,
     };
     let p = plan(&snap, now);
     for node in &p.creates {

@@ -180,6 +180,18 @@ impl Controller {
         };
         let started = std::time::Instant::now();
         let plan = plan(&snapshot, now);
+        if rkcm_runtime::explain::decisions::recording() {
+            // The last decision's waits, in explain's reason codes (no revisions: the
+            // current hash is the live template's, as the sync's `hash`).
+            let seen = crate::explain::Seen {
+                ds: &ds,
+                nodes: &nodes,
+                pods: &pods,
+                revisions: &[],
+            };
+            let e = crate::explain::explain(&seen, &self.cfg, now);
+            rkcm_runtime::explain::decisions::note_waits(&e.waiting_on);
+        }
         let cost = self.clock.work_time(started);
         if let Some(delay) = plan.requeue_after {
             self.queue.add_after(key.to_owned(), delay);

@@ -103,7 +103,13 @@ impl Controller {
             d: (*cached).clone(),
             rss: Vec::new(),
         };
-        sync.run().await
+        let result = sync.run().await;
+        if rkcm_runtime::explain::decisions::recording() {
+            // The last decision's waits, in explain's reason codes, over what this pass saw.
+            let e = crate::explain::explain(&sync.d, &sync.rss, self.clock.wall());
+            rkcm_runtime::explain::decisions::note_waits(&e.waiting_on);
+        }
+        result
     }
 
     /// Pods controlled by each of `rss`, by ReplicaSet UID (`getPodMapForDeployment`).

@@ -25,11 +25,24 @@ fn pod_name(pod: &Pod) -> &str {
     pod.metadata.name.as_deref().unwrap_or_default()
 }
 
-/// The explanation for `owner` with the active pods it controls (`claimed`), at `now`.
+/// The explanation for `owner` with the active pods it controls (`claimed`), at `now`, with
+/// upstream's defaults.
 pub fn explain<O: ReplicaOwner>(
     owner: &O,
     kind: &str,
     claimed: &[Arc<Pod>],
+    now: jiff::Timestamp,
+) -> Explanation {
+    explain_with(owner, kind, claimed, &PlanConfig::default(), now)
+}
+
+/// [`explain`] with the manager's plan settings (its gate `PodDeletionCost` picks which pods
+/// a scale-down deletes).
+pub fn explain_with<O: ReplicaOwner>(
+    owner: &O,
+    kind: &str,
+    claimed: &[Arc<Pod>],
+    cfg: &PlanConfig,
     now: jiff::Timestamp,
 ) -> Explanation {
     let meta = owner.meta();
@@ -55,7 +68,7 @@ pub fn explain<O: ReplicaOwner>(
         expectations_satisfied: true,
         owner_deleting: deleting,
     };
-    match plan(&snap, &PlanConfig::default(), now) {
+    match plan(&snap, cfg, now) {
         Plan::Nothing => {}
         Plan::Create(n) => e.actions.push(format!(
             "create {n} pods ({} of {} exist)",

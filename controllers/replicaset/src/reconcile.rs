@@ -291,6 +291,7 @@ impl<O: ReplicaOwner> Controller<O> {
         };
 
         let min_ready = owner.min_ready_seconds();
+        note_unavailable(&written, owner.desired_replicas(), min_ready);
         if min_ready > 0 && written.ready_replicas != written.available_replicas {
             // No pod event will announce that a pod became available: look again then.
             if let Some(delay) = plan::availability_requeue(&claimed, min_ready, self.clock.wall())
@@ -562,3 +563,15 @@ impl<O: ReplicaOwner> Reconcile for Controller<O> {
 
 #[cfg(test)]
 mod tests;
+
+/// The last decision's wait while pods are missing or not available (explain's
+/// `PodsUnavailable`).
+fn note_unavailable(written: &ReplicaStatus, desired: i32, min_ready: i32) {
+    let available = written.available_replicas;
+    if available < desired {
+        rkcm_runtime::explain::decisions::note_wait(
+            "PodsUnavailable",
+            format_args!("{available} of {desired} pods available (minReadySeconds {min_ready})"),
+        );
+    }
+}

@@ -225,12 +225,14 @@ impl<C: Send + Sync + 'static> Run<C> {
             async move {
                 let started = tokio::time::Instant::now();
                 let result = if record {
-                    let (result, note) = decisions::noting(sync).await;
+                    let (result, mut note) = decisions::noting(sync).await;
                     let outcome = match &result {
                         Ok(()) => decisions::Outcome::Synced,
-                        Err(e) => decisions::Outcome::Failed {
-                            error: e.to_string(),
-                        },
+                        Err(e) => {
+                            let error = e.to_string();
+                            crate::explain::refused::note_refusal(&mut note, &error);
+                            decisions::Outcome::Failed { error }
+                        }
                     };
                     let at = jiff::Timestamp::now().to_string();
                     decisions::global().record(name, &key.to_string(), outcome, note, at);

@@ -10,6 +10,7 @@
 use serde::Serialize;
 
 pub mod decisions;
+pub mod refused;
 
 /// The object explained.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -38,6 +38,7 @@
 mod config;
 pub mod consts;
 mod error;
+pub mod explain;
 mod handlers;
 mod metrics;
 pub mod plan;

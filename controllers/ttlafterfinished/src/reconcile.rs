@@ -45,6 +45,14 @@ impl Controller {
                     );
                 }
                 tracing::debug!(controller = crate::config::NAME, key, finish_time = %expiry.finish_at, expire_at = %expiry.expire_at, remaining = ?after, "job finished, TTL not expired yet");
+                rkcm_runtime::explain::decisions::note_wait(
+                    if expiry.finished_in_future {
+                        "FinishedInFuture"
+                    } else {
+                        "TtlNotExpired"
+                    },
+                    format_args!("deleted at {} (in {after:?})", expiry.expire_at),
+                );
                 self.queue.add_after(key.to_string(), after);
                 Ok(None)
             }

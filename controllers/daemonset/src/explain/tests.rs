@@ -31,7 +31,7 @@ fn run(
         pods,
         revisions: &[],
     };
-    explain(&seen, false, ts(1000))
+    explain(&seen, &crate::Config::default(), ts(1000))
 }
 
 #[test]
@@ -146,4 +146,30 @@ fn an_unusable_budget_is_stalled() {
     let e = run(&ds, &nodes(&["n1"]), &pods);
     assert_eq!(e.state, State::Stalled, "{e:?}");
     assert_eq!(reasons(&e)[0], "InvalidStrategy");
+}
+
+#[test]
+fn plans_with_the_managers_comparison_operators_gate() {
+    let ds = ds_with(json!({"spec": {"template": {"spec": {"tolerations": [
+        {"key": "tier", "operator": "Gt", "value": "3", "effect": "NoSchedule"}
+    ]}}}}));
+    let node = Arc::new(node_from(json!({"metadata": {"name": "n5"},
+        "spec": {"taints": [{"key": "tier", "value": "5", "effect": "NoSchedule"}]}})));
+    let nodes = [node];
+    let seen = Seen {
+        ds: &ds,
+        nodes: &nodes,
+        pods: &[],
+        revisions: &[],
+    };
+    // Gate off (upstream's default): a `Gt` toleration tolerates nothing.
+    let off = explain(&seen, &crate::Config::default(), ts(1000));
+    assert_eq!(reasons(&off), ["TaintNotTolerated"]);
+    // The manager runs with the gate on: 5 > 3 is tolerated, the pod is created.
+    let on = crate::Config {
+        taint_comparison_operators: true,
+        ..crate::Config::default()
+    };
+    let e = explain(&seen, &on, ts(1000));
+    assert_eq!(e.actions, ["create a pod on node n5"], "{e:?}");
 }

@@ -10,7 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use rkcm_runtime::cache::cached::Pod;
 use rkcm_runtime::explain::State;
 
-use super::explain;
+use super::{explain, explain_with};
+use crate::plan::PlanConfig;
 use crate::plan::tests::{P, ago, now};
 
 fn rs(replicas: i32) -> ReplicaSet {
@@ -117,4 +118,44 @@ fn an_owner_being_deleted_acts_no_more() {
     let e = explain(&owner, "ReplicaSet", &[ready("a")], now());
     assert!(e.actions.is_empty(), "{e:?}");
     assert_eq!(e.waiting_on[0].reason, "Deleting");
+}
+
+#[test]
+fn plans_with_the_managers_pod_deletion_cost_gate() {
+    // b is older, so without the gate the newer a goes first; b costs less to delete.
+    let a = P {
+        name: "a",
+        uid: "a",
+        node: "n1",
+        phase: "Running",
+        ready: true,
+        ready_since: Some(ago(Duration::from_secs(60))),
+        created: Some(ago(Duration::from_secs(60))),
+        cost: Some("100"),
+        owner_uid: Some("rs-uid"),
+        ..P::default()
+    }
+    .build();
+    let b = P {
+        name: "b",
+        uid: "b",
+        node: "n1",
+        phase: "Running",
+        ready: true,
+        ready_since: Some(ago(Duration::from_secs(60))),
+        created: Some(ago(Duration::from_secs(600))),
+        cost: Some("-100"),
+        owner_uid: Some("rs-uid"),
+        ..P::default()
+    }
+    .build();
+    let pods = [a, b];
+    let on = explain(&rs(1), "ReplicaSet", &pods, now());
+    assert_eq!(on.actions, ["delete 1 pods: b"]);
+    let off = PlanConfig {
+        pod_deletion_cost: false,
+        ..PlanConfig::default()
+    };
+    let e = explain_with(&rs(1), "ReplicaSet", &pods, &off, now());
+    assert_eq!(e.actions, ["delete 1 pods: a"]);
 }

@@ -69,6 +69,13 @@ pub fn note_wait(reason: &str, message: impl std::fmt::Display) {
     let _ = NOTE.try_with(|n| n.borrow_mut().waiting.push(format!("{reason}: {message}")));
 }
 
+/// Adds the waits of an explanation the current sync computed (no-op outside a recorded sync).
+pub fn note_waits(waiting: &[super::Waiting]) {
+    for w in waiting {
+        note_wait(w.reason, &w.message);
+    }
+}
+
 /// Whether the current task runs a recorded sync (the API client notes writes only then).
 pub fn recording() -> bool {
     NOTE.try_with(|_| ()).is_ok()

@@ -1,0 +1,114 @@
+//! The configuration `rkcm explain` plans with: the manager's, not built-in defaults. Taken
+//! from the same flags the manager takes (`--feature-gates`, `--rkcm-*`,
+//! `--terminated-pod-gc-threshold`), parsed by the manager's own parser and turned into each
+//! controller's `Config` by the registry's functions; with `--manager URL`, the running
+//! manager's flags (`/debug/rkcm/config`) come first and the command line's after them.
+
+use serde::Serialize;
+
+use crate::cli::{Invocation, parse};
+use crate::registry;
+
+/// Where the planning flags came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Source {
+    /// No flag given: upstream's defaults (and rkcm's own defaults).
+    Defaults,
+    /// The command line's flags.
+    Flags,
+    /// The running manager's configuration (and any flags given after it).
+    Manager,
+}
+
+/// The settings the explained plans depend on.
+#[derive(Debug, Clone)]
+pub struct Planning {
+    pub source: Source,
+    /// The flags, as given to the manager's parser.
+    pub flags: Vec<String>,
+    pub statefulset: rkcm_statefulset::Config,
+    /// The ReplicaSet and ReplicationController plan's settings.
+    pub replicas: rkcm_replicaset::plan::PlanConfig,
+    pub daemonset: rkcm_daemonset::Config,
+    pub terminated_pod_gc_threshold: i32,
+}
+
+/// Whether the long flag `name` (without dashes) is one `explain` passes to the manager's
+/// parser.
+pub fn is_planning_flag(name: &str) -> bool {
+    crate::serve::effective::plans_with(name)
+}
+
+impl Planning {
+    /// The planning configuration of `flags` (each `--NAME=VALUE`), parsed as the manager
+    /// parses its command line.
+    pub fn from_flags(flags: &[String], source: Source) -> Result<Self, String> {
+        let argv = std::iter::once("rkcm".to_owned()).chain(flags.iter().cloned());
+        let cli = match parse::parse(argv) {
+            Ok(Invocation::Run(cli)) => cli,
+            Ok(Invocation::PrintVersion(_)) => return Err("unexpected --version".to_owned()),
+            Err(err) => return Err(format!("the manager's flags: {err}")),
+        };
+        Ok(Self {
+            source,
+            flags: flags.to_vec(),
+            statefulset: registry::statefulset_config(&cli),
+            replicas: {
+                let rs = registry::replica_config(cli.replicaset.concurrent_replicaset_syncs, &cli);
+                rkcm_replicaset::plan::PlanConfig {
+                    burst: rs.burst_replicas,
+                    pod_deletion_cost: rs.pod_deletion_cost,
+                }
+            },
+            daemonset: registry::daemonset_config(&cli),
+            terminated_pod_gc_threshold: cli.podgc.terminated_pod_gc_threshold,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags(f: &[&str]) -> Result<Planning, String> {
+        let f: Vec<String> = f.iter().map(|s| (*s).to_owned()).collect();
+        Planning::from_flags(&f, Source::Flags)
+    }
+
+    #[test]
+    fn plans_with_the_managers_defaults_gates_and_own_flags() {
+        let d = flags(&[]).expect("defaults");
+        assert!(
+            d.statefulset.max_unavailable,
+            "MaxUnavailableStatefulSet is on by default"
+        );
+        assert!(!d.daemonset.rollout_skips_not_ready_nodes);
+        assert_eq!(d.terminated_pod_gc_threshold, 12500);
+        assert!(d.replicas.pod_deletion_cost);
+
+        let p = flags(&[
+            "--feature-gates=MaxUnavailableStatefulSet=false,PodDeletionCost=false",
+            "--feature-gates=TaintTolerationComparisonOperators=true",
+            "--rkcm-daemonset-rollout-skip-not-ready-nodes=true",
+            "--terminated-pod-gc-threshold=3",
+        ])
+        .expect("parsed");
+        assert!(!p.statefulset.max_unavailable);
+        assert!(p.daemonset.rollout_skips_not_ready_nodes);
+        assert!(p.daemonset.taint_comparison_operators);
+        assert!(!p.replicas.pod_deletion_cost);
+        assert_eq!(p.terminated_pod_gc_threshold, 3);
+    }
+
+    #[test]
+    fn refuses_what_the_manager_refuses() {
+        let err = flags(&["--feature-gates=NoSuchGate=true"]).expect_err("refused");
+        assert!(
+            err.contains("unrecognized feature gate: NoSuchGate"),
+            "{err}"
+        );
+        let err = flags(&["--rkcm-no-such-flag=true"]).expect_err("refused");
+        assert!(err.contains("rkcm-no-such-flag"), "{err}");
+    }
+}
