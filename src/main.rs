@@ -208,13 +208,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     // Writes read only the identity of their answer; it comes in the same encoding.
     rkcm_runtime::api::write::accept_protobuf(content_type == ContentType::Protobuf);
     let factory = InformerFactory::with_options(informer_client, list_mode, content_type);
-    // Another manager's writes to the objects of the controllers started below.
-    if let Some(found) = rkcm_runtime::handover::install() {
-        let client = make_client(&config, &client_opts, "handover")
-            .context("building the client of the other-manager events")?;
-        let events = rkcm_runtime::events::EventRecorder::new(client, "rkcm");
-        tokio::spawn(rkcm_runtime::handover::report(found, events));
-    }
+    watch_other_managers(&config, &client_opts)?;
     let started = start_controllers(
         &cli,
         &config,
@@ -468,6 +462,18 @@ impl std::future::Future for ControllerTask {
             .poll(cx)
             .map(|r| (name, r))
     }
+}
+
+/// Reports another manager's writes to the objects of the controllers this process starts
+/// (`rkcm_runtime::handover`).
+fn watch_other_managers(config: &kube::Config, opts: &ClientOptions) -> anyhow::Result<()> {
+    if let Some(found) = rkcm_runtime::handover::install() {
+        let client = make_client(config, opts, "handover")
+            .context("building the client of the other-manager events")?;
+        let events = rkcm_runtime::events::EventRecorder::new(client, "rkcm");
+        tokio::spawn(rkcm_runtime::handover::report(found, events));
+    }
+    Ok(())
 }
 
 /// Requests informers and starts every enabled, implemented controller. `None` when
