@@ -98,22 +98,27 @@ async fn guard_lets_a_sync_through_on_an_empty_synced_cache() -> anyhow::Result<
     Ok(())
 }
 
-/// The vanished-object case: the controller wrote a pod that was deleted while the cache's
-/// watch was down, and the watch came back with a relist (410) that no longer holds it. The
-/// list's own version covers the write, so the owner syncs at once; nothing else in the
-/// namespace changes, so no later event would.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs apiserver: make test"]
-async fn guard_lets_a_sync_through_when_the_written_object_vanished_during_a_watch_gap()
--> anyhow::Result<()> {
+/// The vanished-object case: the controller wrote an object that was deleted while the
+/// cache's watch was down, and the watch came back with a relist (410) that no longer holds
+/// it. The list's own version covers the write, so the owner syncs at once; nothing else in
+/// the namespace changes, so no later event would. For pods (read as protobuf) and for a
+/// JSON type.
+async fn vanished_during_a_watch_gap<K, W>(
+    prefix: &str,
+    make: fn(&str) -> anyhow::Result<W>,
+) -> anyhow::Result<()>
+where
+    K: Informable,
+    W: Informable + serde::Serialize + kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+{
     let cluster = TestCluster::connect().await?;
-    let ns = cluster.namespace("guard-vanished").await?;
-    let pods: Api<Pod> = ns.api();
-    pods.create(&PostParams::default(), &pod("keep")?).await?;
+    let ns = cluster.namespace(prefix).await?;
+    let api: Api<W> = ns.api();
+    api.create(&PostParams::default(), &make("keep")?).await?;
     let probe = Probe::new();
     probe.short_watches(2);
     let factory = InformerFactory::namespaced(probe.client(&cluster).await?, ns.name());
-    let informer = factory.informer::<CachedPod>();
+    let informer = factory.informer::<K>();
     let shutdown = CancellationToken::new();
     let _stop = Stop(shutdown.clone());
     factory.start(shutdown.clone());
@@ -121,20 +126,16 @@ async fn guard_lets_a_sync_through_when_the_written_object_vanished_during_a_wat
     let store = informer.store();
 
     // The watch ends within seconds; its re-watch is held, then answered 410 Gone.
-    probe.trap_next_watch("/api/v1/pods", true);
+    let collection = K::url_path(&(), None);
+    probe.trap_next_watch(&collection, true);
     wait_for("the re-watch to be held", CAUGHT_UP_WITHIN, || {
         let parked = probe.parked();
         async move { Ok((parked > 0).then_some(())) }
     })
     .await?;
-    let written = written_and_gone(&pods, &pod("child")?).await?;
+    let written = written_and_gone(&api, &make("child")?).await?;
     let guard = StaleGuard::new("guard-plane", "guard_plane_vanished", "help");
-    guard.wrote(
-        OWNER,
-        "uid-1",
-        GroupResource::of::<CachedPod>(),
-        Some(&written),
-    );
+    guard.wrote(OWNER, "uid-1", GroupResource::of::<K>(), Some(&written));
     assert!(
         guard.ensure_caught_up(OWNER, &[&store]).is_err(),
         "held while the watch is down"
@@ -146,9 +147,22 @@ async fn guard_lets_a_sync_through_when_the_written_object_vanished_during_a_wat
     Ok(())
 }
 
-/// Where the cache learns no list or bookmark version (the JSON path: kube's watcher keeps
-/// them), a write whose object vanished before the cache saw it holds the owner's syncs for
-/// [`MAX_HOLD`], and then no longer: the sync goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn guard_lets_a_sync_through_when_the_written_pod_vanished_during_a_watch_gap()
+-> anyhow::Result<()> {
+    vanished_during_a_watch_gap::<CachedPod, Pod>("guard-vanished", pod).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn guard_lets_a_sync_through_when_the_written_config_map_vanished_during_a_watch_gap()
+-> anyhow::Result<()> {
+    vanished_during_a_watch_gap::<ConfigMap, ConfigMap>("guard-vanished-json", config_map).await
+}
+
+/// A write the cache never reaches (a version past anything the namespace will see) holds the
+/// owner's syncs for [`MAX_HOLD`], and then no longer: the sync goes through.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs apiserver: make test"]
 async fn guard_hold_on_a_vanished_write_ends_after_the_longest_hold() -> anyhow::Result<()> {
@@ -164,7 +178,7 @@ async fn guard_hold_on_a_vanished_write_ends_after_the_longest_hold() -> anyhow:
     factory.start(shutdown.clone());
     assert!(informer.wait_synced(&shutdown).await);
     let store = informer.store();
-    // Written at a version the cache will never show: past every object it holds.
+    // Written at a version the cache will never show.
     let seen = informer
         .last_synced_resource_version()
         .ok_or_else(|| anyhow::anyhow!("a synced cache holding an object has a version"))?;
