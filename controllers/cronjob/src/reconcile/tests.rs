@@ -569,7 +569,7 @@ async fn only_the_controllers_own_forgotten_run_is_adopted() {
                     .iter()
                     .filter_map(|j| j.metadata.name.clone())
                     .collect::<Vec<_>>(),
-                [slot_name.clone()],
+                std::slice::from_ref(&slot_name),
                 "{case}: the slot is still owed"
             );
         }

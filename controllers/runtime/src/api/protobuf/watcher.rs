@@ -34,14 +34,19 @@ use crate::error::is_gone;
 /// Decodes one object message (without envelope).
 pub type Decode<K> = fn(&[u8]) -> std::result::Result<K, DecodeError>;
 
+/// Parses one JSON list: its metadata and items.
+type JsonListParse<K> = fn(&[u8]) -> serde_json::Result<(ListMeta, Vec<K>)>;
+/// Parses one JSON watch event (one line).
+type JsonEventParse<K> = fn(&[u8]) -> serde_json::Result<WatchEvent<K>>;
+
 /// How a stream's lists and watch events are encoded.
 enum Wire<K> {
     /// Protobuf, objects read by `Decode`.
     Protobuf(Decode<K>),
     /// JSON (serde), for any type.
     Json {
-        list: fn(&[u8]) -> serde_json::Result<(ListMeta, Vec<K>)>,
-        event: fn(&[u8]) -> serde_json::Result<WatchEvent<K>>,
+        list: JsonListParse<K>,
+        event: JsonEventParse<K>,
     },
 }
 
@@ -526,7 +531,7 @@ fn event<K: kube::Resource>(
 
 /// [`event`] for a JSON watch frame (one line), parsed by `parse`.
 fn from_json<K: kube::Resource>(
-    parse: fn(&[u8]) -> serde_json::Result<WatchEvent<K>>,
+    parse: JsonEventParse<K>,
     frame: &[u8],
     rv: &mut String,
     initial: &mut bool,
