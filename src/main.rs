@@ -203,7 +203,8 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     // has noticed any other value.
     let content_type =
         ContentType::from_media_type(&cli.api.kube_api_content_type).unwrap_or(ContentType::Json);
-    // rkcm's own opt-in, before any controller creates its queue.
+    // rkcm's own rule (on unless `--rkcm-retry-ignores-early-failures=false`), before any
+    // controller creates its queue.
     rkcm_runtime::queue::set_ignore_early_failures(cli.rkcm.rkcm_retry_ignores_early_failures);
     // Writes read only the identity of their answer; it comes in the same encoding.
     rkcm_runtime::api::write::accept_protobuf(content_type == ContentType::Protobuf);

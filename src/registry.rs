@@ -94,6 +94,7 @@ pub static CONTROLLERS: &[ControllerDef] = &[
                 let cfg = rkcm_cronjob::Config {
                     workers: workers(cli.cronjob.concurrent_cron_job_syncs),
                     defer_status_writes: cli.rkcm.rkcm_cronjob_defer_status_writes,
+                    adopt_forgotten_runs: cli.rkcm.rkcm_cronjob_adopt_forgotten_runs,
                     ..rkcm_cronjob::Config::default()
                 };
                 boxed(rkcm_cronjob::start(ctx, cfg))

@@ -196,7 +196,7 @@ const REGRESSIONS: &[(Ctl, u64, &str)] = &[
     (Ctl::Deployment, 35, "ReplicaSet cache behind a create"),
     // The only active ReplicaSet had the right size but replica annotations of an
     // interrupted proportional scale: every sync took the scaling path and the next template
-    // never rolled out (NotConvergedAfterFaults; upstream kubernetes/kubernetes#138036).
+    // never rolled out (NotConvergedAfterFaults; upstream kubernetes/kubernetes#102551).
     (Ctl::Deployment, 25, "stale desired-replicas annotation"),
     // The ReplicaSet cache had applied no object yet (the ADDED event of the controller's own
     // first ReplicaSet was still delayed) and the guard took "no version" for current: a

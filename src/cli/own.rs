@@ -1,8 +1,9 @@
 //! rkcm's own flags: behaviour upstream kube-controller-manager does not have. Every name
 //! starts with `--rkcm-`; each one's default is upstream's behaviour except
-//! `--rkcm-cronjob-defer-status-writes`, `--rkcm-retry-ignores-early-failures` and
-//! `--rkcm-deployment-stale-cache-guard`, differences
-//! the README's "Differences from upstream" measures.
+//! `--rkcm-retry-ignores-early-failures`, `--rkcm-deployment-stale-cache-guard` and
+//! `--rkcm-cronjob-adopt-forgotten-runs` (all on by default), differences the README's
+//! "Differences from upstream" measures. `--rkcm-cronjob-defer-status-writes` and
+//! `--rkcm-daemonset-rollout-skip-not-ready-nodes` are off unless asked for.
 
 use clap::{ArgAction, Args};
 
@@ -21,14 +22,29 @@ pub struct RkcmFlags {
           value_name = "bool")]
     pub rkcm_daemonset_rollout_skip_not_ready_nodes: bool,
 
-    /// Not upstream, on by default: a CronJob sync's status write waits until no other sync
-    /// runs (at most 5 s) so that Jobs due at the same instant are all created first; a
-    /// CronJob's lastScheduleTime and active then show up later than with upstream (see the
-    /// README). False writes each status at the end of its sync, as upstream.
+    /// Not upstream, off by default (for large CronJob fleets): a CronJob sync's status write
+    /// waits until no other sync runs (at most 5 s) so that Jobs due at the same instant are
+    /// all created first. The cost: a CronJob's lastScheduleTime and active show up seconds
+    /// after its Job, a write to the CronJob inside the wait makes the held write conflict (and
+    /// its retry warn UnexpectedJob), and a leader lost inside the wait leaves the next leader
+    /// to recover (see the README). False (the default) writes each status at the end of its
+    /// sync, as upstream.
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_go_bool,
+          value_name = "bool")]
+    pub rkcm_cronjob_defer_status_writes: bool,
+
+    /// Not upstream, on by default: an unfinished Job the CronJob controller created for a
+    /// scheduled time (its name is the controller's for that time, and the time is not in the
+    /// future) that the CronJob's status forgot (the manager stopped between the create and the
+    /// status write) joins status.active and its time becomes lastScheduleTime. Upstream only
+    /// warns UnexpectedJob, so that time runs again once the Job is gone. A Job made by hand
+    /// that carries the scheduled-timestamp annotation is left alone either way. False only
+    /// warns, as upstream (strict parity runs).
     #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "true", value_parser = parse_go_bool,
           value_name = "bool")]
-    pub rkcm_cronjob_defer_status_writes: bool,
+    pub rkcm_cronjob_adopt_forgotten_runs: bool,
 
     /// Not upstream, on by default: a sync that fails before its key's retry is due (an event
     /// started it early) does not lengthen the key's backoff. Upstream counts every failure, so

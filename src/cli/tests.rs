@@ -114,7 +114,8 @@ fn defaults_equal_upstream() {
         ("requestheader-uid-headers", ""),
         ("requestheader-username-headers", "x-remote-user"),
         // rkcm's own (not upstream's): off is upstream's behaviour.
-        ("rkcm-cronjob-defer-status-writes", "true"),
+        ("rkcm-cronjob-adopt-forgotten-runs", "true"),
+        ("rkcm-cronjob-defer-status-writes", "false"),
         ("rkcm-daemonset-rollout-skip-not-ready-nodes", "false"),
         ("rkcm-deployment-stale-cache-guard", "true"),
         ("rkcm-retry-ignores-early-failures", "true"),

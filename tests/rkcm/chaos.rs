@@ -319,12 +319,12 @@ async fn rkcm_keeps_invariants_under_kills_watch_lag_and_churn() -> anyhow::Resu
 
 /// Pod creates rejected by a ValidatingAdmissionPolicy for [`REJECTED`], while the
 /// ReplicaSet is annotated every [`TICK`] (each update a sync that fails again): with rkcm's
-/// opt-in `--rkcm-retry-ignores-early-failures`, once creates pass its pods appear within
-/// [`RESUME`] (kubernetes/kubernetes#132805; by default every failure counts, as upstream's).
+/// default `--rkcm-retry-ignores-early-failures` (on), once creates pass its pods appear within
+/// [`RESUME`] (kubernetes/kubernetes#132805; with the flag off every failure counts, as
+/// upstream's).
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs apiserver: make test"]
-async fn opted_in_rkcm_resumes_pod_creates_soon_after_admission_rejected_them() -> anyhow::Result<()>
-{
+async fn rkcm_resumes_pod_creates_soon_after_admission_rejected_them() -> anyhow::Result<()> {
     use kube::api::{Patch, PatchParams};
     use rkcm_testkit::invariants::outages::AdmissionGate;
     let env = Env::new("chaos-reject").await?;

@@ -103,6 +103,7 @@ mod tests {
                 api: reconcile::KubeApi::new(fake.client()),
                 recorder,
                 local: TimeZone::UTC,
+                adopt_forgotten_runs: true,
             },
             clock: Arc::new(rkcm_runtime::clock::FakeClock::new(
                 now.parse().expect("ts"),

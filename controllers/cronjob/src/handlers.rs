@@ -127,6 +127,7 @@ mod tests {
                 api: reconcile::KubeApi::new(client),
                 recorder,
                 local: TimeZone::UTC,
+                adopt_forgotten_runs: true,
             },
             clock: Arc::new(clock),
             deferred: Arc::new(deferred::Deferred::default()),

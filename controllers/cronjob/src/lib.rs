@@ -26,12 +26,12 @@
 //! Reads the shared CronJob and Job informers. Writes Jobs (create, delete), `cronjobs/status`
 //! (full `PUT` with the cached resourceVersion, at most once per sync) and Events (source
 //! `cronjob-controller`); live `GET`s of a CronJob or Job only where upstream does them.
-//! Unlike upstream (unless `--rkcm-cronjob-defer-status-writes=false`), a sync's status write
-//! is sent once no other sync is running (at most a few seconds later, see [`deferred`]), so
+//! With `--rkcm-cronjob-defer-status-writes` (off by default, unlike upstream when on), a sync's
+//! status write is sent once no other sync is running (at most a few seconds later, see [`deferred`]), so
 //! when many CronJobs fire at the same instant every Job is created before the status writes
 //! take their share of the client's rate limit; a CronJob is not synced again until its status
-//! write is done and in the cache. With the flag off, each sync ends with its own status write,
-//! as upstream's.
+//! write is done and in the cache. With the flag off (the default), each sync ends with its own
+//! status write, as upstream's.
 //! Metric: `cronjob_controller_job_creation_skew_duration_seconds`; queue `cronjob`.
 //!
 //! # Layout
@@ -102,6 +102,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
                 ctx.clock.clone(),
             ),
             local: cfg.local_time_zone.clone(),
+            adopt_forgotten_runs: cfg.adopt_forgotten_runs,
         },
         clock: ctx.clock.clone(),
         deferred: Arc::new(deferred::Deferred::default()),

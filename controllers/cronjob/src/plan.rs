@@ -169,11 +169,18 @@ pub fn unexpected_job_event(job: &Job) -> PlannedEvent {
 /// (the controller crashed between creating it and writing the status): the scheduled time
 /// its annotation records, when later than `lastScheduleTime`. The sync then records the Job
 /// as started ([`crate::status::record_start`]) besides the `UnexpectedJob` Warning upstream
-/// gives. Upstream v1.37 only warns: the slot then counts as not yet run, so the Job is
-/// started again for it once the first one is gone (a second Job for one scheduled time,
-/// found by the simulator, `rkcm-sim --controller cronjob --seed 142`), and under `Forbid`
-/// another Job can start while the forgotten one runs.
-pub fn forgotten_start(cj: &CronJob, job: &Job) -> Option<Timestamp> {
+/// gives (unless `--rkcm-cronjob-adopt-forgotten-runs=false`). Upstream v1.37 only warns: the
+/// slot then counts as not yet run, so the Job is started again for it once the first one is
+/// gone (a second Job for one scheduled time, found by the simulator,
+/// `rkcm-sim --controller cronjob --seed 142`), and under `Forbid` another Job can start while
+/// the forgotten one runs.
+///
+/// Only a Job this controller could have created for that time counts: its name is exactly
+/// the one [`job_name`] gives the annotated time (upstream `getJobName`), and that time is not
+/// after `now`. A Job made by hand (or by another tool) that carries the annotation, or one
+/// annotated with a time yet to come, would otherwise move `lastScheduleTime` and skip a run
+/// the schedule owes; such a Job only gets the Warning, as upstream.
+pub fn forgotten_start(cj: &CronJob, job: &Job, now: Timestamp) -> Option<Timestamp> {
     let scheduled: Timestamp = job
         .metadata
         .annotations
@@ -181,8 +188,9 @@ pub fn forgotten_start(cj: &CronJob, job: &Job) -> Option<Timestamp> {
         .get(consts::SCHEDULED_TIMESTAMP_ANNOTATION)?
         .parse()
         .ok()?;
+    let ours = job.metadata.name.as_deref() == Some(job_name(cj, scheduled).as_str());
     let newer = last_schedule_time(cj).is_none_or(|last| scheduled > last);
-    (newer && finished_condition(job).is_none()).then_some(scheduled)
+    (ours && scheduled <= now && newer && finished_condition(job).is_none()).then_some(scheduled)
 }
 
 /// `status.active` entries whose Job is not among the cached children: each is confirmed

@@ -134,6 +134,9 @@ pub struct Syncer<A> {
     pub recorder: EventRecorder,
     /// The zone schedules without `timeZone` are read in (upstream: the process's local zone).
     pub local: TimeZone,
+    /// [`crate::Config::adopt_forgotten_runs`]: a forgotten run of this controller's joins
+    /// `status.active` ([`plan::forgotten_start`]); off, it only gets the Warning, as upstream.
+    pub adopt_forgotten_runs: bool,
 }
 
 /// A sync step's answer: the requeue delay that ends the sync, if any.
@@ -233,7 +236,7 @@ impl<A: CronJobApi> Syncer<A> {
 
     /// Upstream `syncCronJob`: children, then the scheduling decision and its writes.
     async fn sync_cronjob(&self, pass: &mut Pass, children: &[Arc<Job>], now: Timestamp) -> Step {
-        let child_uids = self.observe_children(pass, children).await?;
+        let child_uids = self.observe_children(pass, children, now).await?;
         self.confirm_unlisted_active(pass, &child_uids).await?;
         let decision = plan::plan_schedule(&pass.cj, now, &self.local);
         for e in &decision.events {
@@ -263,6 +266,7 @@ impl<A: CronJobApi> Syncer<A> {
         &self,
         pass: &mut Pass,
         children: &[Arc<Job>],
+        now: Timestamp,
     ) -> Result<HashSet<String>, Error> {
         let mut child_uids = HashSet::new();
         for job in children {
@@ -286,7 +290,9 @@ impl<A: CronJobApi> Syncer<A> {
                         continue;
                     }
                     self.emit(&pass.cj, &plan::unexpected_job_event(job));
-                    if let Some(scheduled) = plan::forgotten_start(&fresh, job) {
+                    if self.adopt_forgotten_runs
+                        && let Some(scheduled) = plan::forgotten_start(&fresh, job, now)
+                    {
                         status::record_start(&mut pass.cj, job, scheduled);
                         pass.dirty = true;
                     }

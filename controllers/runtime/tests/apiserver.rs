@@ -4,13 +4,18 @@
 //!
 //! Informer scenarios: one LIST+WATCH per type however many subscribers; add/update/delete
 //! with old and new objects; a watch gap closed by a relist (forced 410, and a real etcd
-//! compaction) that reports exactly what changed in the gap, once.
+//! compaction) that reports exactly what changed in the gap, once. The stale-cache guard over
+//! real informers (`apiserver/guard.rs`): an empty cache and a written object that vanished in
+//! a watch gap let the sync through at the list's version, and a hold ends after its bound.
 
 #[path = "apiserver/probe.rs"]
 mod probe;
 
 #[path = "apiserver/controls.rs"]
 mod controls;
+
+#[path = "apiserver/guard.rs"]
+mod guard;
 
 use std::sync::Arc;
 use std::time::Duration;

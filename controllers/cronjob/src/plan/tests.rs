@@ -690,8 +690,10 @@ fn each_child_asks_for_its_step() {
 }
 
 /// A running child the status forgot (crash between its create and the status write): its
-/// scheduled time counts as started when later than `lastScheduleTime`; a finished one, an
-/// older one, or one without (or with an unreadable) annotation does not.
+/// scheduled time counts as started when later than `lastScheduleTime`, its name is the one
+/// the controller gives that time and the time is not in the future; a finished one, an
+/// older one, a hand-made one carrying the annotation, a future one, or one without (or with
+/// an unreadable) annotation does not.
 #[test]
 fn a_forgotten_running_child_counts_as_started() {
     let annotated = |name: &str, at: &str, condition: Option<&str>| {
@@ -708,42 +710,63 @@ fn a_forgotten_running_child_counts_as_started() {
     let last = ts("2016-05-19T10:00:00Z");
     let cj = with(ts("2016-05-19T09:00:00Z"), Some(last), None, "*/2 * * * *");
     let never_ran = with(ts("2016-05-19T09:00:00Z"), None, None, "*/2 * * * *");
+    let now = ts("2016-05-19T10:05:00Z");
+    // The names the controller gives 10:02 and 10:04 UTC (Unix minutes).
+    let (at_1002, at_1004) = ("mycronjob-24394202", "mycronjob-24394204");
     let cases = vec![
         (
             "newer and running",
             &cj,
-            annotated("a", "2016-05-19T10:02:00Z", None),
+            annotated(at_1002, "2016-05-19T10:02:00Z", None),
             Some(ts("2016-05-19T10:02:00Z")),
         ),
         (
             "offset of the CronJob's zone",
             &cj,
-            annotated("b", "2016-05-19T12:04:00+02:00", None),
+            annotated(at_1004, "2016-05-19T12:04:00+02:00", None),
             Some(ts("2016-05-19T10:04:00Z")),
         ),
         (
             "no lastScheduleTime yet",
             &never_ran,
-            annotated("c", "2016-05-19T10:02:00Z", None),
+            annotated(at_1002, "2016-05-19T10:02:00Z", None),
             Some(ts("2016-05-19T10:02:00Z")),
         ),
         (
             "the recorded slot",
             &cj,
-            annotated("d", "2016-05-19T10:00:00Z", None),
+            annotated("mycronjob-24394200", "2016-05-19T10:00:00Z", None),
             None,
         ),
         (
             "finished",
             &cj,
-            annotated("e", "2016-05-19T10:02:00Z", Some("Complete")),
+            annotated(at_1002, "2016-05-19T10:02:00Z", Some("Complete")),
+            None,
+        ),
+        (
+            "made by hand, carrying the annotation",
+            &cj,
+            annotated("my-manual-run", "2016-05-19T10:02:00Z", None),
+            None,
+        ),
+        (
+            "named for another time than its annotation",
+            &cj,
+            annotated(at_1004, "2016-05-19T10:02:00Z", None),
+            None,
+        ),
+        (
+            "a time yet to come, with its name",
+            &cj,
+            annotated("mycronjob-24394210", "2016-05-19T10:10:00Z", None),
             None,
         ),
         ("unreadable", &cj, annotated("f", "yesterday", None), None),
-        ("no annotation", &cj, job("g", None, None), None),
+        ("no annotation", &cj, job(at_1002, None, None), None),
     ];
     for (name, cj, j, want) in cases {
-        assert_eq!(forgotten_start(cj, &j), want, "{name}");
+        assert_eq!(forgotten_start(cj, &j, now), want, "{name}");
     }
 }
 

@@ -111,6 +111,7 @@ fn syncer() -> (Syncer<Arc<Fake>>, Arc<Fake>, FakeEvents) {
             api: fake.clone(),
             recorder,
             local: TimeZone::UTC,
+            adopt_forgotten_runs: true,
         },
         fake,
         events,
@@ -508,6 +509,71 @@ async fn unexpected_child_is_reported_not_adopted() {
         .await
         .expect("sync");
     assert!(reasons(&events).is_empty());
+}
+
+/// A running Job the status forgot is adopted only when it is this controller's run for the
+/// annotated time (named `<cronjob>-<Unix minutes>`) and the switch is on: the slot then
+/// counts as run. A Job made by hand that carries the annotation only gets the Warning, and
+/// so does ours with the switch off (upstream): the slot is still owed and the controller
+/// goes on to create its Job for it.
+#[tokio::test]
+async fn only_the_controllers_own_forgotten_run_is_adopted() {
+    let (cj, _) = setup("Allow", false, false);
+    let annotated = |name: &str| {
+        let mut j = job(name, None, None);
+        j.metadata.annotations = Some(
+            [(
+                crate::consts::SCHEDULED_TIMESTAMP_ANNOTATION.to_string(),
+                "2016-05-19T10:00:00Z".to_string(),
+            )]
+            .into(),
+        );
+        Arc::new(j)
+    };
+    let slot_name = plan::job_name(&cj, top_of_the_hour());
+    let ours = annotated(&slot_name);
+    let by_hand = annotated("manual-run");
+    for (case, adopt, child, adopted) in [
+        ("ours", true, &ours, true),
+        ("made by hand", true, &by_hand, false),
+        ("ours, switched off", false, &ours, false),
+    ] {
+        let (mut s, fake, events) = syncer();
+        s.adopt_forgotten_runs = adopt;
+        *fake.cronjob.lock().expect("l") = Some(cj.clone());
+        s.sync(&cj, std::slice::from_ref(child), just_after_the_hour())
+            .await
+            .expect("sync");
+        assert_eq!(
+            reasons(&events).first().map(String::as_str),
+            Some("UnexpectedJob"),
+            "{case}"
+        );
+        let created: Vec<_> = fake.created.lock().expect("l").clone();
+        let status = fake.updates.lock().expect("l").last().cloned();
+        if adopted {
+            assert!(created.is_empty(), "{case}: the slot counts as run");
+            let status = status.expect("status written");
+            assert!(
+                plan::in_active_list(&status, child.metadata.uid.as_deref().unwrap_or("")),
+                "{case}"
+            );
+            assert_eq!(
+                status.status.and_then(|s| s.last_schedule_time),
+                Some(Time(top_of_the_hour())),
+                "{case}"
+            );
+        } else {
+            assert_eq!(
+                created
+                    .iter()
+                    .filter_map(|j| j.metadata.name.clone())
+                    .collect::<Vec<_>>(),
+                std::slice::from_ref(&slot_name),
+                "{case}: the slot is still owed"
+            );
+        }
+    }
 }
 
 #[tokio::test]

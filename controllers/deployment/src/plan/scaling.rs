@@ -174,7 +174,8 @@ pub enum ScalePlan {
     /// The only active ReplicaSet (or the latest) has the right size but replica annotations
     /// of another `spec.replicas`: rewrite them at the same size. Upstream v1.37 returns
     /// without a write here, so `isScalingEvent` stays true on every sync and a later
-    /// template change never rolls out (kubernetes/kubernetes#138036, #138840).
+    /// template change never rolls out (kubernetes/kubernetes#102551; pull requests #138036
+    /// and #138840).
     Annotations(ScaleOp),
     /// The new ReplicaSet is saturated: every active old one goes to 0 (skipped when equal).
     OldToZero(Vec<ScaleOp>),

@@ -558,7 +558,7 @@ fn scale_single_active_or_saturated() {
 /// The only active ReplicaSet has the right size but was annotated for another size (a
 /// proportional scale interrupted by a conflict): the annotations are rewritten, or the
 /// Deployment stays a scaling event and never rolls out (simulator seed 25; upstream
-/// kubernetes/kubernetes#138036). Without the annotation there is no scaling event and
+/// kubernetes/kubernetes#102551). Without the annotation there is no scaling event and
 /// nothing to write.
 #[test]
 fn scale_rewrites_stale_annotations_of_the_only_active_replica_set() {

@@ -30,10 +30,12 @@
 //!   queued to every subscriber registered by then.
 //! - [`Store::last_synced_resource_version`] is the newest resourceVersion the cache reflects
 //!   (client-go `LastStoreSyncResourceVersion`), advanced in the same critical section that
-//!   applies the change; [`Informer::wait_for_resource_version`] waits for it. kube's watcher
-//!   keeps list resourceVersions and bookmarks to itself, so it is the newest resourceVersion of
-//!   an object the cache applied (watch events in order; a relist contributes its newest
-//!   object): never ahead of client-go's value, at most behind it by writes that left no object.
+//!   applies the change; [`Informer::wait_for_resource_version`] waits for it. It follows the
+//!   objects the cache applies and, as client-go's, each complete list's own resourceVersion
+//!   and each watch bookmark's ([`crate::cache::item::Item::Version`]) on the protobuf path
+//!   (pods and nodes). kube's watcher (the JSON path: every other type) keeps those to itself,
+//!   so there it is the newest resourceVersion of an object the cache applied: never ahead of
+//!   client-go's value, at most behind it by writes that left no object.
 
 use std::cmp::Ordering;
 use std::future::Future;
@@ -42,8 +44,8 @@ use std::pin::Pin;
 use std::sync::atomic::{self, AtomicBool};
 use std::sync::{Arc, OnceLock};
 
-use futures::StreamExt;
 use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
 use kube::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, ListSemantic};
@@ -54,6 +56,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
+use crate::cache::item::Item;
 use crate::cache::projection::{Fields, Projectable};
 use crate::cache::signal::Signal;
 use crate::cache::source::{ContentType, ListMode, Source};
@@ -298,6 +301,17 @@ impl<K: Informable> Informer<K> {
         }
     }
 
+    /// Records that the cache, with everything fed so far, reflects resourceVersion `rv` though
+    /// no object carries it: a complete list's own version or a watch bookmark's, which
+    /// client-go's reflector records too (`LastSyncResourceVersion`). Ignored while a relist is
+    /// in progress (the cache still shows the state before it); never moves the version back.
+    pub fn feed_version(&self, rv: &str) {
+        let mut inner = self.shared.inner.write();
+        inner.state.observe_list_version(rv);
+        let version = inner.state.last_synced_resource_version();
+        inner.synced_version.set(version.map(str::to_owned));
+    }
+
     /// The newest resourceVersion the cache reflects (see [`Store::last_synced_resource_version`]).
     pub fn last_synced_resource_version(&self) -> Option<String> {
         self.store().last_synced_resource_version()
@@ -358,7 +372,7 @@ impl<K: Informable> Informer<K> {
         // After the first complete list every relist reads consistently (see `list_watch`).
         let mut listed = false;
         while !shutdown.is_cancelled() {
-            let events: BoxStream<'static, watcher::Result<watcher::Event<K>>> = match &codec {
+            let events: BoxStream<'static, watcher::Result<Item<K>>> = match &codec {
                 Some(codec) => {
                     let params = crate::api::protobuf::watcher::Params {
                         path: K::url_path(&(), None),
@@ -373,7 +387,10 @@ impl<K: Informable> Informer<K> {
                     crate::api::protobuf::watcher::watch(client.clone(), params, codec.decode)
                         .boxed()
                 }
-                None => list_watch(Api::<K>::all(client.clone()), config.clone(), listed).boxed(),
+                // kube's watcher keeps list versions and bookmarks to itself: events only.
+                None => list_watch(Api::<K>::all(client.clone()), config.clone(), listed)
+                    .map_ok(Item::Event)
+                    .boxed(),
             };
             let mut stream = Box::pin(events.backoff(retry_backoff()));
             loop {
@@ -384,13 +401,14 @@ impl<K: Informable> Informer<K> {
                     item = stream.next() => item,
                 };
                 match item {
-                    Some(Ok(event)) => {
+                    Some(Ok(Item::Event(event))) => {
                         errors.clear();
                         listed |= matches!(event, watcher::Event::InitDone);
                         if let Some(event) = in_scope(&source.scope, event) {
                             self.feed(event);
                         }
                     }
+                    Some(Ok(Item::Version(rv))) => self.feed_version(&rv),
                     Some(Err(err)) => errors.report(&resource, &err),
                     None => {
                         // kube's watcher and backoff never end; should that change, rebuild

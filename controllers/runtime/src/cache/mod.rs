@@ -5,6 +5,7 @@
 //! - `store`: the cache of one informer and the state machine from watcher events to changes.
 //! - `informer`: the shared informer: subscriptions, delivery, its list/watch loop.
 //! - `watch`: the list+watch stream, its retry backoff and error logging.
+//! - `item`: what the stream hands the informer (events, and versions without an object).
 //! - `source`: what a factory's informers hold and how they list (scope, encoding, list mode).
 //! - `factory`: the process-wide set of informers.
 //! - `signal`: what waiters of an informer wait on (sync, resourceVersion), woken in order.
@@ -12,6 +13,7 @@
 pub mod cached;
 mod factory;
 mod informer;
+pub mod item;
 pub mod projection;
 mod signal;
 mod source;

@@ -291,6 +291,14 @@ impl<K: Resource<DynamicType = ()> + Clone> State<K> {
         }
     }
 
+    /// Advances the synced resourceVersion to a version no object carries (a list's, a
+    /// bookmark's) unless a relist is in progress: readers still see the state before it.
+    pub(crate) fn observe_list_version(&mut self, rv: &str) {
+        if self.relist.is_none() {
+            self.observe_version(Some(rv));
+        }
+    }
+
     pub(crate) fn has_synced(&self) -> bool {
         self.synced
     }

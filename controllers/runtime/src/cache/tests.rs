@@ -660,6 +660,58 @@ fn synced_version_follows_lists_and_events() {
     assert_eq!(state.last_synced_resource_version(), Some("26"));
 }
 
+/// A list's own version and a bookmark's advance the synced version as client-go's reflector
+/// does: an empty list, or writes whose objects are gone, leave the cache current at the
+/// list's version, not at its newest object's (or at none). Not during a relist: readers still
+/// see the state before it. Never back.
+#[test]
+fn synced_version_follows_list_and_bookmark_versions() {
+    let informer = Informer::<ConfigMap>::detached();
+    informer.feed(watcher::Event::Init);
+    informer.feed_version("5");
+    assert_eq!(
+        informer.last_synced_resource_version(),
+        None,
+        "inside the list"
+    );
+    informer.feed(watcher::Event::InitDone);
+    assert_eq!(informer.last_synced_resource_version(), None, "empty list");
+    informer.feed_version("40");
+    assert_eq!(
+        informer.last_synced_resource_version().as_deref(),
+        Some("40"),
+        "the empty list's own version"
+    );
+    informer.feed(watcher::Event::Apply(cm("a", "x", "41")));
+    informer.feed_version("50");
+    assert_eq!(
+        informer.last_synced_resource_version().as_deref(),
+        Some("50"),
+        "a bookmark"
+    );
+    informer.feed_version("45");
+    assert_eq!(
+        informer.last_synced_resource_version().as_deref(),
+        Some("50"),
+        "never back"
+    );
+    informer.feed(watcher::Event::Init);
+    informer.feed(watcher::Event::InitApply(cm("a", "x", "41")));
+    informer.feed_version("60");
+    assert_eq!(
+        informer.last_synced_resource_version().as_deref(),
+        Some("50"),
+        "not during a relist"
+    );
+    informer.feed(watcher::Event::InitDone);
+    informer.feed_version("70");
+    assert_eq!(
+        informer.last_synced_resource_version().as_deref(),
+        Some("70"),
+        "the relist's own version"
+    );
+}
+
 #[tokio::test]
 async fn waiting_for_a_resource_version() {
     let informer = Informer::<ConfigMap>::detached();

@@ -10,11 +10,19 @@
 //! Expectations already prevent duplicate creates and deletes; the guard removes the rest of
 //! the churn a lagging cache causes (repeated adoption patches, status writes computed from an
 //! outdated child list).
+//!
+//! A hold is bounded ([`MAX_HOLD`]): a cache can fail to reach a written version for good (the
+//! written object was deleted while the watch was down, so no event of it ever comes, and no
+//! other object of the resource changes), and a key held until its retries run out would never
+//! sync again. Past the bound the sync goes through on the cache as it is, logged and counted
+//! in `rkcm_stale_cache_guard_released_total`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 
 use prometheus::{IntCounterVec, Opts};
+use tokio::time::Instant;
 
 use crate::cache::{Informable, Informer, Store, compare_resource_versions};
 use crate::metrics::register;
@@ -57,12 +65,61 @@ pub struct Stale {
     pub observed: String,
 }
 
+/// The longest the guard holds one owner's syncs back, from the first sync it held.
+///
+/// Why a time and this one: a live watch delivers the controller's own write within a second
+/// even under load, and a watch that was cut comes back within its retry backoff (at most 4 s)
+/// and relists, so a hold longer than a few seconds means the cache will not reach the written
+/// version by itself (the written object vanished before the cache saw it, and nothing else of
+/// the resource moved). A held sync is retried with its queue's backoff (5 ms doubling): the
+/// retries reach 30 s after about 13 of them, before the Deployment queue's limit of 15 drops
+/// the key, and the Job queue's (1 s doubling to 60 s) within a handful. A count of holds would
+/// depend on how many unrelated events re-queued the key; the time does not.
+pub const MAX_HOLD: Duration = Duration::from_secs(30);
+
+/// A sync the guard let through although a cache had not caught up: it had held the owner's
+/// syncs for `held` (at least [`MAX_HOLD`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Released {
+    pub stale: Stale,
+    pub held: Duration,
+}
+
 /// What the controller wrote for one owner (identified by UID, so a re-created owner of the
-/// same name starts clean): the newest resourceVersion per group-resource.
+/// same name starts clean): the newest resourceVersion per group-resource, and since when the
+/// guard has held the owner's syncs back (`None`: not held yet).
 #[derive(Debug)]
 struct Record {
     owner_uid: String,
     versions: BTreeMap<GroupResource, String>,
+    held_since: Option<Instant>,
+}
+
+/// A sync the guard lets through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ready {
+    /// Every cache shows what the controller wrote (or nothing was recorded).
+    CaughtUp,
+    /// A cache is still behind, but the hold has reached [`MAX_HOLD`].
+    Released(Released),
+}
+
+/// The first resource whose cache has not seen the version written (see
+/// [`ConsistencyStore::ensure_ready_at`] for what holds a sync and what does not).
+fn first_lagging(
+    versions: &BTreeMap<GroupResource, String>,
+    observed: impl Fn(&GroupResource) -> Option<String>,
+) -> Option<Stale> {
+    versions.iter().find_map(|(resource, written)| {
+        let seen = observed(resource)?;
+        let behind = seen.is_empty()
+            || compare_resource_versions(written, &seen) == Some(std::cmp::Ordering::Greater);
+        behind.then(|| Stale {
+            resource: resource.clone(),
+            written: written.clone(),
+            observed: seen,
+        })
+    })
 }
 
 /// Written resourceVersions per owner key (`namespace/name`).
@@ -93,11 +150,13 @@ impl ConsistencyStore {
         let record = records.entry(owner.to_owned()).or_insert_with(|| Record {
             owner_uid: owner_uid.to_owned(),
             versions: BTreeMap::new(),
+            held_since: None,
         });
         if record.owner_uid != owner_uid {
             *record = Record {
                 owner_uid: owner_uid.to_owned(),
                 versions: BTreeMap::new(),
+                held_since: None,
             };
         }
         let keep = record.versions.get(&resource).is_some_and(|known| {
@@ -123,34 +182,42 @@ impl ConsistencyStore {
     /// record); the first lagging resource otherwise. `observed` gives a cache's last synced
     /// resourceVersion: `None` for a resource no cache was given for, and a pair of versions
     /// that cannot be compared, do not hold the sync up (upstream fails open); an empty one
-    /// (a synced cache that has applied no object of the resource yet, so not the write
-    /// either) does. client-go's cache always knows its list's resourceVersion; rkcm's knows
-    /// only the versions of objects it applied, so an empty cache must not pass for current.
+    /// (a synced cache that has applied no object and no list or bookmark version of the
+    /// resource yet, so not the write either) does.
+    ///
+    /// `now` bounds the hold: the first lagging answer starts the owner's hold; once it has
+    /// lasted [`MAX_HOLD`] the sync goes through ([`Ready::Released`]) and the record is
+    /// forgotten, as if caught up.
+    pub fn ensure_ready_at(
+        &self,
+        owner: &str,
+        observed: impl Fn(&GroupResource) -> Option<String>,
+        now: Instant,
+    ) -> Result<Ready, Stale> {
+        let mut records = self.records();
+        let Some(record) = records.get_mut(owner) else {
+            return Ok(Ready::CaughtUp);
+        };
+        let Some(stale) = first_lagging(&record.versions, observed) else {
+            records.remove(owner);
+            return Ok(Ready::CaughtUp);
+        };
+        let since = *record.held_since.get_or_insert(now);
+        let held = now.saturating_duration_since(since);
+        if held < MAX_HOLD {
+            return Err(stale);
+        }
+        records.remove(owner);
+        Ok(Ready::Released(Released { stale, held }))
+    }
+
+    /// [`ConsistencyStore::ensure_ready_at`] now (tokio's clock).
     pub fn ensure_ready(
         &self,
         owner: &str,
         observed: impl Fn(&GroupResource) -> Option<String>,
-    ) -> Result<(), Stale> {
-        let mut records = self.records();
-        let Some(record) = records.get(owner) else {
-            return Ok(());
-        };
-        for (resource, written) in &record.versions {
-            let Some(seen) = observed(resource) else {
-                continue;
-            };
-            if seen.is_empty()
-                || compare_resource_versions(written, &seen) == Some(std::cmp::Ordering::Greater)
-            {
-                return Err(Stale {
-                    resource: resource.clone(),
-                    written: written.clone(),
-                    observed: seen,
-                });
-            }
-        }
-        records.remove(owner);
-        Ok(())
+    ) -> Result<Ready, Stale> {
+        self.ensure_ready_at(owner, observed, Instant::now())
     }
 
     /// Owners with writes the caches have not yet been seen to reflect.
@@ -280,9 +347,10 @@ impl StaleGuard {
         self.store.clear(key, owner_uid);
     }
 
-    /// `Ok` when each of `caches` has seen what the controller wrote for `key`; otherwise the
-    /// first lagging resource, counted and logged at debug (an expected requeue, not a
-    /// failure).
+    /// `Ok` when each of `caches` has seen what the controller wrote for `key`, or the guard
+    /// has held `key` for [`MAX_HOLD`] (then logged and counted in
+    /// `rkcm_stale_cache_guard_released_total`); otherwise the first lagging resource, counted
+    /// and logged at debug (an expected requeue, not a failure).
     pub fn ensure_caught_up(&self, key: &str, caches: &[&dyn ObservedCache]) -> Result<(), Stale> {
         // Mutant (sim only): the guard never holds a sync back.
         if !self.enabled || crate::mutants::on("no-stale-guard") {
@@ -295,22 +363,74 @@ impl StaleGuard {
                 .find(|c| c.group_resource() == *gr)
                 .map(|c| c.last_synced().unwrap_or_default())
         };
-        self.store.ensure_ready(key, observed).inspect_err(|stale| {
-            if let Some(skips) = &self.skips {
-                skips
-                    .with_label_values(&[&stale.resource.group, &stale.resource.resource])
-                    .inc();
+        match self.store.ensure_ready(key, observed) {
+            Ok(Ready::CaughtUp) => Ok(()),
+            Ok(Ready::Released(released)) => {
+                self.released(key, &released);
+                Ok(())
             }
-            tracing::debug!(
-                controller = self.controller,
-                key,
-                resource = %stale.resource,
-                written = %stale.written,
-                observed = %stale.observed,
-                "cache older than the controller's own writes; skipping sync"
-            );
-        })
+            Err(stale) => {
+                if let Some(skips) = &self.skips {
+                    skips
+                        .with_label_values(&[&stale.resource.group, &stale.resource.resource])
+                        .inc();
+                }
+                tracing::debug!(
+                    controller = self.controller,
+                    key,
+                    resource = %stale.resource,
+                    written = %stale.written,
+                    observed = %stale.observed,
+                    "cache older than the controller's own writes; skipping sync"
+                );
+                Err(stale)
+            }
+        }
     }
+
+    fn released(&self, key: &str, released: &Released) {
+        let stale = &released.stale;
+        if let Some(counter) = released_counter() {
+            counter
+                .with_label_values(&[
+                    self.controller,
+                    &stale.resource.group,
+                    &stale.resource.resource,
+                ])
+                .inc();
+        }
+        tracing::info!(
+            controller = self.controller,
+            key,
+            resource = %stale.resource,
+            written = %stale.written,
+            observed = %stale.observed,
+            held_seconds = released.held.as_secs_f64(),
+            "cache still older than the controller's own writes after the longest hold; syncing on it"
+        );
+    }
+}
+
+/// `rkcm_stale_cache_guard_released_total{controller,group,resource}`: syncs the guard let
+/// through after [`MAX_HOLD`] although a cache was still behind the controller's writes.
+fn released_counter() -> Option<&'static IntCounterVec> {
+    static COUNTER: OnceLock<Option<IntCounterVec>> = OnceLock::new();
+    COUNTER
+        .get_or_init(|| {
+            let opts = Opts::new(
+                "rkcm_stale_cache_guard_released_total",
+                "Syncs the stale-cache guard let through after its longest hold although a cache \
+                 was still behind the controller's own writes.",
+            );
+            match IntCounterVec::new(opts, &["controller", "group", "resource"]) {
+                Ok(counter) => Some(register(counter)),
+                Err(error) => {
+                    tracing::error!(%error, "cannot build stale-cache guard release counter");
+                    None
+                }
+            }
+        })
+        .as_ref()
 }
 
 #[cfg(test)]
@@ -357,7 +477,10 @@ mod tests {
     #[test]
     fn no_record_is_ready() {
         let store = ConsistencyStore::new();
-        assert_eq!(store.ensure_ready("ns/web", caches(None, None)), Ok(()));
+        assert_eq!(
+            store.ensure_ready("ns/web", caches(None, None)),
+            Ok(Ready::CaughtUp)
+        );
     }
 
     #[test]
@@ -390,13 +513,13 @@ mod tests {
 
         assert_eq!(
             store.ensure_ready("ns/web", caches(Some("105"), Some("110"))),
-            Ok(())
+            Ok(Ready::CaughtUp)
         );
         assert_eq!(store.len(), 0, "dropped once caught up");
         // Nothing left to wait for, even if a cache were to go back.
         assert_eq!(
             store.ensure_ready("ns/web", caches(Some("1"), Some("1"))),
-            Ok(())
+            Ok(Ready::CaughtUp)
         );
     }
 
@@ -404,18 +527,21 @@ mod tests {
     fn unknown_or_incomparable_versions_do_not_block() {
         let store = ConsistencyStore::new();
         store.wrote_at("ns/web", "u1", pods(), "105");
-        assert_eq!(store.ensure_ready("ns/web", caches(None, None)), Ok(()));
+        assert_eq!(
+            store.ensure_ready("ns/web", caches(None, None)),
+            Ok(Ready::CaughtUp)
+        );
 
         store.wrote_at("ns/web", "u1", pods(), "105");
         assert_eq!(
             store.ensure_ready("ns/web", caches(Some("opaque"), None)),
-            Ok(())
+            Ok(Ready::CaughtUp)
         );
 
         store.wrote_at("ns/web", "u1", pods(), "opaque");
         assert_eq!(
             store.ensure_ready("ns/web", caches(Some("1"), None)),
-            Ok(())
+            Ok(Ready::CaughtUp)
         );
 
         store.wrote_at("ns/web", "u1", pods(), "");
@@ -440,7 +566,131 @@ mod tests {
         assert_eq!(store.len(), 1);
         assert_eq!(
             store.ensure_ready("ns/web", caches(Some("200"), Some("110"))),
-            Ok(())
+            Ok(Ready::CaughtUp)
+        );
+    }
+
+    /// The hold is bounded: the first lagging answer starts it, a sync goes through once it has
+    /// lasted [`MAX_HOLD`] (also on an empty cache, and however many times it was held), and the
+    /// next write's hold starts over; a hold that ends by catching up does not carry over.
+    #[test]
+    fn a_hold_ends_after_the_longest_hold() {
+        enum Op {
+            Write(GroupResource, &'static str),
+            /// At `secs` after the start, with the pods and ReplicaSets caches at these versions.
+            Check(f64, Option<&'static str>, Option<&'static str>, Want),
+        }
+        #[derive(Debug, PartialEq)]
+        enum Want {
+            Held,
+            CaughtUp,
+            /// Let through, held for this many seconds.
+            Released(f64),
+        }
+        use Op::{Check, Write};
+        let at = |secs: f64| Duration::from_secs_f64(secs);
+        let cases: Vec<(&str, Vec<Op>)> = vec![
+            (
+                "held until the bound, then through",
+                vec![
+                    Write(pods(), "105"),
+                    Check(0.0, Some("104"), None, Want::Held),
+                    Check(1.0, Some("104"), None, Want::Held),
+                    Check(29.9, Some("104"), None, Want::Held),
+                    Check(30.0, Some("104"), None, Want::Released(30.0)),
+                    // Forgotten: nothing left to hold.
+                    Check(31.0, Some("104"), None, Want::CaughtUp),
+                ],
+            ),
+            (
+                "the bound counts from the first hold, not the write",
+                vec![
+                    Write(pods(), "105"),
+                    Check(100.0, Some("104"), None, Want::Held),
+                    Check(129.0, Some("104"), None, Want::Held),
+                    Check(130.5, Some("104"), None, Want::Released(30.5)),
+                ],
+            ),
+            (
+                "an empty cache is held, and let through at the bound",
+                vec![
+                    Write(replicasets(), "110"),
+                    Check(0.0, Some("200"), Some(""), Want::Held),
+                    Check(30.0, Some("200"), Some(""), Want::Released(30.0)),
+                ],
+            ),
+            (
+                "a hold that caught up does not shorten the next one",
+                vec![
+                    Write(pods(), "105"),
+                    Check(0.0, Some("104"), None, Want::Held),
+                    Check(20.0, Some("105"), None, Want::CaughtUp),
+                    Write(pods(), "107"),
+                    Check(25.0, Some("106"), None, Want::Held),
+                    Check(54.0, Some("106"), None, Want::Held),
+                    Check(55.0, Some("106"), None, Want::Released(30.0)),
+                ],
+            ),
+            (
+                "one hold across resources: another lagging one does not restart it",
+                vec![
+                    Write(pods(), "105"),
+                    Write(replicasets(), "110"),
+                    Check(0.0, Some("104"), Some("110"), Want::Held),
+                    Check(20.0, Some("105"), Some("109"), Want::Held),
+                    Check(30.0, Some("105"), Some("109"), Want::Released(30.0)),
+                ],
+            ),
+        ];
+        for (name, ops) in cases {
+            let store = ConsistencyStore::new();
+            let start = Instant::now();
+            for (step, op) in ops.into_iter().enumerate() {
+                match op {
+                    Write(resource, rv) => store.wrote_at("ns/web", "u1", resource, rv),
+                    Check(secs, p, r, want) => {
+                        let got =
+                            match store.ensure_ready_at("ns/web", caches(p, r), start + at(secs)) {
+                                Err(_) => Want::Held,
+                                Ok(Ready::CaughtUp) => Want::CaughtUp,
+                                Ok(Ready::Released(released)) => {
+                                    Want::Released(released.held.as_secs_f64())
+                                }
+                            };
+                        assert_eq!(got, want, "{name}, step {step}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_guard_counts_and_logs_a_release() {
+        let guard = StaleGuard::new("release-test", "guard_release_test", "help");
+        guard.wrote("ns/rs", "uid-1", pods(), Some("7"));
+        // The hold started long ago (the store's clock is tokio's; a record can be aged).
+        let long_ago = Instant::now()
+            .checked_sub(MAX_HOLD + Duration::from_secs(1))
+            .expect("a monotonic clock that has run for a while");
+        assert!(
+            guard
+                .store()
+                .ensure_ready_at("ns/rs", |_| Some("5".into()), long_ago)
+                .is_err()
+        );
+        let pods_informer = crate::cache::Informer::<Pod>::detached();
+        assert_eq!(
+            guard.ensure_caught_up("ns/rs", &[&pods_informer.store()]),
+            Ok(()),
+            "held past the bound: through"
+        );
+        assert!(guard.store().is_empty());
+        let text = crate::metrics::render();
+        assert!(
+            text.contains(
+                "rkcm_stale_cache_guard_released_total{controller=\"release-test\",group=\"\",resource=\"pods\"} 1"
+            ),
+            "{text}"
         );
     }
 
@@ -449,7 +699,10 @@ mod tests {
         let store = ConsistencyStore::new();
         store.wrote_at("ns/a", "ua", pods(), "50");
         store.wrote_at("ns/b", "ub", pods(), "10");
-        assert_eq!(store.ensure_ready("ns/b", caches(Some("20"), None)), Ok(()));
+        assert_eq!(
+            store.ensure_ready("ns/b", caches(Some("20"), None)),
+            Ok(Ready::CaughtUp)
+        );
         assert!(
             store
                 .ensure_ready("ns/a", caches(Some("20"), None))
@@ -460,7 +713,7 @@ mod tests {
         store.wrote_at("ns/a", "ua2", replicasets(), "30");
         assert_eq!(
             store.ensure_ready("ns/a", caches(Some("20"), Some("30"))),
-            Ok(())
+            Ok(Ready::CaughtUp)
         );
     }
 

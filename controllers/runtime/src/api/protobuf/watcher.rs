@@ -17,6 +17,8 @@ use futures::Stream;
 use http_body_util::BodyExt;
 use kube::runtime::watcher::{Error, Event, Result};
 
+use crate::cache::item::Item;
+
 use super::envelope::{Frames, bookmark, envelope, error_status, list, status, watch_event};
 use super::wire::{DecodeError, MEDIA_TYPE, WATCH_MEDIA_TYPE};
 use crate::error::is_gone;
@@ -68,15 +70,18 @@ struct Machine<K> {
     params: Params,
     decode: Decode<K>,
     phase: Phase,
-    out: VecDeque<Result<Event<K>>>,
+    out: VecDeque<Result<Item<K>>>,
 }
 
-/// The event stream of `params`: never ends; errors are items (back off on them).
+/// The event stream of `params`: never ends; errors are items (back off on them). Besides
+/// kube's events it gives the resourceVersion of each complete list (after its `InitDone`)
+/// and of each bookmark of a running watch ([`Item::Version`]), as client-go's reflector
+/// records them.
 pub fn watch<K: kube::Resource + Send + 'static>(
     client: kube::Client,
     params: Params,
     decode: Decode<K>,
-) -> impl Stream<Item = Result<Event<K>>> + Send {
+) -> impl Stream<Item = Result<Item<K>>> + Send {
     let machine = Machine {
         client,
         params,
@@ -118,7 +123,7 @@ impl<K: kube::Resource + Send + 'static> Machine<K> {
             Phase::Empty if self.params.streaming => {
                 match open_watch(&self.client, &self.params, "0", true).await {
                     Ok(body) => {
-                        self.out.push_back(Ok(Event::Init));
+                        self.out.push_back(Ok(Event::Init.into()));
                         self.phase = Phase::Watching {
                             rv: String::new(),
                             body,
@@ -130,7 +135,7 @@ impl<K: kube::Resource + Send + 'static> Machine<K> {
                 }
             }
             Phase::Empty => {
-                self.out.push_back(Ok(Event::Init));
+                self.out.push_back(Ok(Event::Init.into()));
                 self.phase = Phase::Listing { continue_: None };
             }
             Phase::Listing { continue_ } => self.list_page(continue_).await,
@@ -184,8 +189,11 @@ impl<K: kube::Resource + Send + 'static> Machine<K> {
         });
         match decoded {
             Ok((meta, items)) => {
-                self.out
-                    .extend(items.into_iter().map(|obj| Ok(Event::InitApply(obj))));
+                self.out.extend(
+                    items
+                        .into_iter()
+                        .map(|obj| Ok(Event::InitApply(obj).into())),
+                );
                 match meta.continue_ {
                     Some(token) => {
                         self.phase = Phase::Listing {
@@ -197,7 +205,9 @@ impl<K: kube::Resource + Send + 'static> Machine<K> {
                     }
                     None => {
                         self.params.listed = true;
-                        self.out.push_back(Ok(Event::InitDone));
+                        self.out.push_back(Ok(Event::InitDone.into()));
+                        self.out
+                            .push_back(Ok(Item::Version(meta.resource_version.clone())));
                         self.phase = Phase::Listed {
                             rv: meta.resource_version,
                         };
@@ -242,8 +252,19 @@ impl<K: kube::Resource + Send + 'static> Machine<K> {
                     return; // Phase::Empty: a broken stream is not resumed.
                 }
             };
+            let was_initial = initial;
             match event(self.params.kind, self.decode, &frame, &mut rv, &mut initial) {
-                Ok(Some(event)) => self.out.push_back(Ok(event)),
+                // The end of a streaming list: the cache reflects the bookmark's version.
+                Ok(Some(Event::InitDone)) => {
+                    self.out.push_back(Ok(Event::InitDone.into()));
+                    self.out.push_back(Ok(Item::Version(rv.clone())));
+                }
+                Ok(Some(event)) => self.out.push_back(Ok(event.into())),
+                // A bookmark of a running watch (one inside a streaming list's initial events
+                // marks a state the cache does not show until the list is complete).
+                Ok(None) if !was_initial && !rv.is_empty() => {
+                    self.out.push_back(Ok(Item::Version(rv.clone())));
+                }
                 Ok(None) => {}
                 Err(Stop::Gone(status)) => {
                     self.out.push_back(Err(Error::WatchError(status)));
