@@ -11,10 +11,11 @@
 //! - [`InformerFactory::informer`] returns the same informer for the same type, so a type is
 //!   listed and watched once no matter how many controllers read it.
 //! - The engine is `crate::api::protobuf::watcher`, kube's watcher state machine in protobuf
-//!   (pods, nodes) or JSON (every other type): paged LIST of 500 served from the watch cache
-//!   (or a streaming list), bookmarks, re-watch from the last resourceVersion, relist on a 410
+//!   (pods, nodes) or JSON (every other type): paged LIST of 500, every list a consistent read
+//!   (never `resourceVersion=0`, which a lagging watch cache may answer with an old state), or
+//!   a streaming list; bookmarks, re-watch from the last resourceVersion, relist on a 410
 //!   inside the stream or answering the watch request (kube-rs would retry the expired
-//!   resourceVersion forever), consistent relists once a list is complete. Retried with a
+//!   resourceVersion forever). Retried with a
 //!   backoff of 0.8 s doubling to 4 s (kube's and client-go's go up to 30 s, which delays
 //!   recovery after an API server outage). Errors are logged and retried until shutdown; they
 //!   never end the informer.
@@ -359,8 +360,6 @@ impl<K: Informable> Informer<K> {
         };
         debug!(resource = %resource, protobuf = codec.is_some(), "Starting informer");
         let mut errors = ErrorLog::default();
-        // After the first complete list every relist reads consistently (`Params::listed`).
-        let mut listed = false;
         while !shutdown.is_cancelled() {
             let params = list_watch::Params {
                 path: K::url_path(&(), None),
@@ -370,7 +369,6 @@ impl<K: Informable> Informer<K> {
                 page_size: PAGE_SIZE,
                 timeout,
                 streaming: source.list_mode == ListMode::Streaming,
-                listed,
             };
             let events: BoxStream<'static, watcher::Result<Item<K>>> = match &codec {
                 Some(codec) => list_watch::watch(client.clone(), params, codec.decode).boxed(),
@@ -387,7 +385,6 @@ impl<K: Informable> Informer<K> {
                 match item {
                     Some(Ok(Item::Event(event))) => {
                         errors.clear();
-                        listed |= matches!(event, watcher::Event::InitDone);
                         if let Some(event) = in_scope(&source.scope, event) {
                             self.feed(event);
                         }

@@ -120,10 +120,6 @@ pub struct Params {
     pub timeout: u32,
     /// One streaming WATCH (`sendInitialEvents=true`) instead of LIST pages.
     pub streaming: bool,
-    /// The cache already holds a complete list: every LIST is a consistent read (no
-    /// resourceVersion), never `resourceVersion=0`, which a lagging watch cache may answer
-    /// with a state older than the one the cache already shows.
-    pub listed: bool,
 }
 
 /// A client reports an idle watch as dead this long after its server-side timeout.
@@ -272,17 +268,7 @@ impl<K: kube::Resource + Send + 'static> Machine<K> {
     }
 
     async fn list_page(&mut self, continue_: Option<String>) {
-        let mut query = format!("limit={}{}", self.params.page_size, selector(&self.params));
-        match &continue_ {
-            Some(token) => query.push_str(&format!("&continue={}", encode(token))),
-            // The first list from the watch cache, as kube's `ListSemantic::Any`; a relist
-            // must not go back behind what the cache already showed, so it reads consistently
-            // (client-go relists at its last resourceVersion for the same reason).
-            None if !self.params.listed => {
-                query.push_str("&resourceVersion=0&resourceVersionMatch=NotOlderThan");
-            }
-            None => {}
-        }
+        let query = list_query(&self.params, continue_.as_deref());
         let sent = send(
             &self.client,
             &self.params.path,
@@ -317,7 +303,6 @@ impl<K: kube::Resource + Send + 'static> Machine<K> {
                         self.out.push_back(Err(Error::NoResourceVersion));
                     }
                     None => {
-                        self.params.listed = true;
                         self.out.push_back(Ok(Event::InitDone.into()));
                         self.out
                             .push_back(Ok(Item::Version(meta.resource_version.clone())));
@@ -418,6 +403,20 @@ impl<K: kube::Resource + Send + 'static> Machine<K> {
             Phase::Listed { rv }
         };
     }
+}
+
+/// The query of one LIST page: the first page of every list, the first list of a manager
+/// included, is a consistent read (no resourceVersion), as kube's watcher sends it with a page
+/// size (kube-core drops `resourceVersion=0` when a limit is set); later pages follow their
+/// continue token. Never `resourceVersion=0`: a lagging watch cache may answer it with a state
+/// older than the one the cache, or a manager before this one, already acted on (a restarted
+/// manager then re-creates pods its predecessor created).
+fn list_query(params: &Params, continue_: Option<&str>) -> String {
+    let mut query = format!("limit={}{}", params.page_size, selector(params));
+    if let Some(token) = continue_ {
+        query.push_str(&format!("&continue={}", encode(token)));
+    }
+    query
 }
 
 /// Opens a watch from `rv`; `initial`: a streaming list (`sendInitialEvents`).

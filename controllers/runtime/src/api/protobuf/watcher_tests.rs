@@ -97,6 +97,36 @@ fn query_values_are_escaped() {
     assert_eq!(encode("x/y z"), "x%2Fy%20z");
 }
 
+/// Every LIST is a consistent read: no `resourceVersion=0` (a lagging watch cache may answer
+/// it with a state a manager before this one already acted on), first list or relist; later
+/// pages follow their continue token.
+#[test]
+fn lists_read_consistently() {
+    let params = Params {
+        path: "/api/v1/pods".into(),
+        kind: "Pod",
+        list_kind: "PodList",
+        field_selector: Some("spec.nodeName=n".into()),
+        page_size: 500,
+        timeout: 290,
+        streaming: false,
+    };
+    let cases = [
+        (None, "limit=500&fieldSelector=spec.nodeName%3Dn"),
+        (
+            Some("a/b"),
+            "limit=500&fieldSelector=spec.nodeName%3Dn&continue=a%2Fb",
+        ),
+    ];
+    for (continue_, want) in cases {
+        assert_eq!(
+            list_query(&params, continue_),
+            want,
+            "continue {continue_:?}"
+        );
+    }
+}
+
 /// The JSON watch: one event per line (a line may arrive in pieces), each object's version
 /// followed, a bookmark's version taken (and the end of a streaming list's initial events
 /// seen), 410 told from other error statuses, an object without a version refused.
