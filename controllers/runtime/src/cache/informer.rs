@@ -10,12 +10,15 @@
 //! Guarantees:
 //! - [`InformerFactory::informer`] returns the same informer for the same type, so a type is
 //!   listed and watched once no matter how many controllers read it.
-//! - The engine is `kube::runtime::watcher` (paged LIST of 500 served from the watch cache,
-//!   bookmarks, re-watch from the last resourceVersion, relist on an in-stream 410), retried
-//!   with a backoff of 0.8 s doubling to 4 s (kube's and client-go's go up to 30 s, which
-//!   delays recovery after an API server outage); a watch *request* answered with 410 also forces a
-//!   relist (kube-rs would retry the expired resourceVersion forever). Errors are logged and
-//!   retried until shutdown; they never end the informer.
+//! - The engine is `crate::api::protobuf::watcher`, kube's watcher state machine in protobuf
+//!   (pods, nodes) or JSON (every other type): paged LIST of 500, every list a consistent read
+//!   (never `resourceVersion=0`, which a lagging watch cache may answer with an old state), or
+//!   a streaming list; bookmarks, re-watch from the last resourceVersion, relist on a 410
+//!   inside the stream or answering the watch request (kube-rs would retry the expired
+//!   resourceVersion forever). Retried with a
+//!   backoff of 0.8 s doubling to 4 s (kube's and client-go's go up to 30 s, which delays
+//!   recovery after an API server outage). Errors are logged and retried until shutdown; they
+//!   never end the informer.
 //! - A relist replaces the cache atomically and delivers the difference, so a delete missed
 //!   while the watch was down still reaches every subscriber, as a tombstone
 //!   (`final_state_unknown: true`) carrying the last state the cache knew.
@@ -30,12 +33,10 @@
 //!   queued to every subscriber registered by then.
 //! - [`Store::last_synced_resource_version`] is the newest resourceVersion the cache reflects
 //!   (client-go `LastStoreSyncResourceVersion`), advanced in the same critical section that
-//!   applies the change; [`Informer::wait_for_resource_version`] waits for it. It follows the
-//!   objects the cache applies and, as client-go's, each complete list's own resourceVersion
-//!   and each watch bookmark's ([`crate::cache::item::Item::Version`]) on the protobuf path
-//!   (pods and nodes). kube's watcher (the JSON path: every other type) keeps those to itself,
-//!   so there it is the newest resourceVersion of an object the cache applied: never ahead of
-//!   client-go's value, at most behind it by writes that left no object.
+//!   applies the change; [`Informer::wait_for_resource_version`] waits for it. As client-go's,
+//!   it follows the objects the cache applies, each complete list's own resourceVersion and
+//!   each watch bookmark's ([`crate::cache::item::Item::Version`]), so an empty cache, or one
+//!   whose newest write left no object, is current at its list's or bookmark's version.
 
 use std::cmp::Ordering;
 use std::future::Future;
@@ -44,11 +45,10 @@ use std::pin::Pin;
 use std::sync::atomic::{self, AtomicBool};
 use std::sync::{Arc, OnceLock};
 
+use futures::StreamExt;
 use futures::stream::BoxStream;
-use futures::{StreamExt, TryStreamExt};
-use kube::Api;
 use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, ListSemantic};
+use kube::runtime::watcher;
 use parking_lot::{Mutex, RwLock};
 use prometheus::{IntCounterVec, IntGaugeVec, Opts};
 use tokio::runtime::Handle;
@@ -56,6 +56,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
+use crate::api::protobuf::watcher as list_watch;
 use crate::cache::item::Item;
 use crate::cache::projection::{Fields, Projectable};
 use crate::cache::signal::Signal;
@@ -64,7 +65,7 @@ use crate::cache::store::{
     Change, IndexFn, Informable, Inner, State, Store, compare_resource_versions,
 };
 use crate::cache::watch::{
-    ErrorLog, PAGE_SIZE, RESTART_DELAY, WATCH_TIMEOUT_SECS, in_scope, list_watch, retry_backoff,
+    ErrorLog, PAGE_SIZE, RESTART_DELAY, WATCH_TIMEOUT_SECS, in_scope, retry_backoff,
 };
 use crate::metrics::{get_or_register, register};
 
@@ -353,44 +354,25 @@ impl<K: Informable> Informer<K> {
     async fn run(self, client: kube::Client, source: Source, shutdown: CancellationToken) {
         let resource = self.shared.resource.clone();
         let timeout = crate::jitter::in_range(WATCH_TIMEOUT_SECS);
-        let mut config = watcher::Config::default()
-            .page_size(PAGE_SIZE)
-            .list_semantic(ListSemantic::Any)
-            .timeout(timeout);
-        if source.list_mode == ListMode::Streaming {
-            config = config.streaming_lists();
-        }
-        if let Some(fields) = source.scope.field_selector::<K>() {
-            config = config.fields(&fields);
-        }
         let codec = match source.content_type {
             ContentType::Protobuf => crate::api::protobuf::codec::<K>(),
             ContentType::Json => None,
         };
         debug!(resource = %resource, protobuf = codec.is_some(), "Starting informer");
         let mut errors = ErrorLog::default();
-        // After the first complete list every relist reads consistently (see `list_watch`).
-        let mut listed = false;
         while !shutdown.is_cancelled() {
+            let params = list_watch::Params {
+                path: K::url_path(&(), None),
+                kind: codec.as_ref().map_or("", |c| c.kind),
+                list_kind: codec.as_ref().map_or("", |c| c.list_kind),
+                field_selector: source.scope.field_selector::<K>(),
+                page_size: PAGE_SIZE,
+                timeout,
+                streaming: source.list_mode == ListMode::Streaming,
+            };
             let events: BoxStream<'static, watcher::Result<Item<K>>> = match &codec {
-                Some(codec) => {
-                    let params = crate::api::protobuf::watcher::Params {
-                        path: K::url_path(&(), None),
-                        kind: codec.kind,
-                        list_kind: codec.list_kind,
-                        field_selector: source.scope.field_selector::<K>(),
-                        page_size: PAGE_SIZE,
-                        timeout,
-                        streaming: source.list_mode == ListMode::Streaming,
-                        listed,
-                    };
-                    crate::api::protobuf::watcher::watch(client.clone(), params, codec.decode)
-                        .boxed()
-                }
-                // kube's watcher keeps list versions and bookmarks to itself: events only.
-                None => list_watch(Api::<K>::all(client.clone()), config.clone(), listed)
-                    .map_ok(Item::Event)
-                    .boxed(),
+                Some(codec) => list_watch::watch(client.clone(), params, codec.decode).boxed(),
+                None => list_watch::watch_json::<K>(client.clone(), params).boxed(),
             };
             let mut stream = Box::pin(events.backoff(retry_backoff()));
             loop {
@@ -403,7 +385,6 @@ impl<K: Informable> Informer<K> {
                 match item {
                     Some(Ok(Item::Event(event))) => {
                         errors.clear();
-                        listed |= matches!(event, watcher::Event::InitDone);
                         if let Some(event) = in_scope(&source.scope, event) {
                             self.feed(event);
                         }
@@ -411,7 +392,7 @@ impl<K: Informable> Informer<K> {
                     Some(Ok(Item::Version(rv))) => self.feed_version(&rv),
                     Some(Err(err)) => errors.report(&resource, &err),
                     None => {
-                        // kube's watcher and backoff never end; should that change, rebuild
+                        // The stream and its backoff never end; should that change, rebuild
                         // rather than stop informing.
                         warn!(resource = %resource, "Informer list/watch stream ended; restarting");
                         tokio::select! {

@@ -1,16 +1,14 @@
-//! The list+watch stream of one informer: kube's watcher with a relist on a 410 answer, the
-//! retry backoff, the scope filter and the logging of list/watch errors.
+//! What the informers' list+watch streams share (the streams themselves are
+//! `crate::api::protobuf::watcher`'s, in protobuf or JSON): the retry backoff, the scope
+//! filter and the logging of list/watch errors.
 
 use std::time::Duration;
 
-use futures::stream::BoxStream;
-use futures::{Stream, StreamExt};
-use kube::runtime::watcher::{self, ListSemantic};
-use kube::{Api, Resource};
+use kube::Resource;
+use kube::runtime::watcher;
 use tracing::{debug, info, warn};
 
 use crate::cache::source::Scope;
-use crate::cache::store::Informable;
 use crate::error::is_gone;
 
 /// LIST page size, as client-go's pager.
@@ -83,74 +81,6 @@ pub(super) fn in_scope<K: Resource>(
         }
         _ => Some(event),
     }
-}
-
-/// kube's watcher, except that
-/// - a watch request answered with 410 Gone starts over with a fresh LIST: kube-rs relists only
-///   on a 410 inside the watch stream and would otherwise retry the expired resourceVersion
-///   forever (client-go relists in both cases);
-/// - once a complete list is in the cache (`listed`, or this stream's first `InitDone`), every
-///   relist is a consistent read (`ListSemantic::MostRecent`): kube-rs relists with
-///   `resourceVersion=0`, which a lagging watch cache (another API server, or one behind etcd)
-///   may answer with a state older than the cache already showed, undoing writes the
-///   controller has seen and the stale-cache guard has stopped waiting for. client-go relists
-///   at its last resourceVersion for the same reason.
-pub(super) fn list_watch<K: Informable>(
-    api: Api<K>,
-    config: watcher::Config,
-    listed: bool,
-) -> impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send {
-    type Events<T> = BoxStream<'static, watcher::Result<watcher::Event<T>>>;
-    struct State<T> {
-        stream: Option<Events<T>>,
-        /// A complete list has been seen: later lists must be consistent.
-        listed: bool,
-        /// The current stream lists consistently.
-        consistent: bool,
-    }
-    let start = State {
-        stream: None,
-        listed,
-        consistent: false,
-    };
-    futures::stream::unfold(start, move |mut state| {
-        let (api, config) = (api.clone(), config.clone());
-        async move {
-            loop {
-                let stream = match state.stream.as_mut() {
-                    Some(stream) => stream,
-                    None => {
-                        let config = if state.listed {
-                            config.clone().list_semantic(ListSemantic::MostRecent)
-                        } else {
-                            config.clone()
-                        };
-                        state.consistent = state.listed;
-                        state
-                            .stream
-                            .insert(watcher::watcher(api.clone(), config).boxed())
-                    }
-                };
-                let item = stream.next().await?;
-                match &item {
-                    // A relist by a stream built to read from the watch cache: rebuild it to
-                    // read consistently; the new stream announces its own list.
-                    Ok(watcher::Event::Init) if state.listed && !state.consistent => {
-                        state.stream = None;
-                        continue;
-                    }
-                    Ok(watcher::Event::InitDone) => state.listed = true,
-                    Err(watcher::Error::WatchStartFailed(kube::Error::Api(status)))
-                        if is_gone(status) =>
-                    {
-                        state.stream = None;
-                    }
-                    _ => {}
-                }
-                return Some((item, state));
-            }
-        }
-    })
 }
 
 /// Logs list/watch errors without flooding: the backoff already spaces retries (0.8 s

@@ -101,8 +101,8 @@ async fn guard_lets_a_sync_through_on_an_empty_synced_cache() -> anyhow::Result<
 /// The vanished-object case: the controller wrote an object that was deleted while the
 /// cache's watch was down, and the watch came back with a relist (410) that no longer holds
 /// it. The list's own version covers the write, so the owner syncs at once; nothing else in
-/// the namespace changes, so no later event would. Pods (read as protobuf: the JSON path's
-/// kube watcher keeps list and bookmark versions to itself).
+/// the namespace changes, so no later event would. For pods (read as protobuf) and for a
+/// JSON type.
 async fn vanished_during_a_watch_gap<K, W>(
     prefix: &str,
     make: fn(&str) -> anyhow::Result<W>,
@@ -152,6 +152,13 @@ where
 async fn guard_lets_a_sync_through_when_the_written_pod_vanished_during_a_watch_gap()
 -> anyhow::Result<()> {
     vanished_during_a_watch_gap::<CachedPod, Pod>("guard-vanished", pod).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn guard_lets_a_sync_through_when_the_written_config_map_vanished_during_a_watch_gap()
+-> anyhow::Result<()> {
+    vanished_during_a_watch_gap::<ConfigMap, ConfigMap>("guard-vanished-json", config_map).await
 }
 
 /// A write the cache never reaches (a version past anything the namespace will see) holds the

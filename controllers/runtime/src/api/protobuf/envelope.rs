@@ -121,12 +121,14 @@ pub fn watch_event(buf: &[u8]) -> Result<(String, &[u8])> {
     Ok((type_, object))
 }
 
-/// Splits a watch stream into frames (4-byte big-endian length, then the message). Feed it
-/// the body as it arrives; take the complete frames.
+/// Splits a watch stream into frames (4-byte big-endian length, then the message; or, made
+/// with [`Frames::lines`], one JSON event per line). Feed it the body as it arrives; take the
+/// complete frames.
 #[derive(Debug, Default)]
 pub struct Frames {
     buf: Vec<u8>,
     start: usize,
+    lines: bool,
 }
 
 /// The largest frame accepted (the API server's own limit on an object is far below).
@@ -141,21 +143,40 @@ impl Frames {
         self.buf.extend_from_slice(chunk);
     }
 
+    /// A splitter of a JSON watch stream: newline-delimited events.
+    pub fn lines() -> Self {
+        Self {
+            lines: true,
+            ..Self::default()
+        }
+    }
+
     /// The next complete frame, if one has arrived.
     pub fn next_frame(&mut self) -> Result<Option<Vec<u8>>> {
         let pending = &self.buf[self.start..];
-        let Some(head) = pending.get(..4) else {
-            return Ok(None);
-        };
-        let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
-        if len > MAX_FRAME {
-            return Err(DecodeError::new(format!("watch frame of {len} bytes")));
-        }
-        let Some(frame) = pending.get(4..4 + len) else {
-            return Ok(None);
+        let (frame, used) = if self.lines {
+            let Some(end) = pending.iter().position(|b| *b == b'\n') else {
+                if pending.len() > MAX_FRAME {
+                    return Err(DecodeError::new("watch line too long"));
+                }
+                return Ok(None);
+            };
+            (&pending[..end], end + 1)
+        } else {
+            let Some(head) = pending.get(..4) else {
+                return Ok(None);
+            };
+            let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
+            if len > MAX_FRAME {
+                return Err(DecodeError::new(format!("watch frame of {len} bytes")));
+            }
+            let Some(frame) = pending.get(4..4 + len) else {
+                return Ok(None);
+            };
+            (frame, 4 + len)
         };
         let frame = frame.to_vec();
-        self.start += 4 + len;
+        self.start += used;
         if self.start > self.buf.len() / 2 {
             self.buf.drain(..self.start);
             self.start = 0;

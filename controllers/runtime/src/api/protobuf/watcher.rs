@@ -8,6 +8,10 @@
 //! its timeout; 410 Gone starts over with a fresh list (kube-rs does that only for a 410
 //! inside the stream; client-go, and rkcm's JSON informers, for both). Errors are reported as
 //! kube's `watcher::Error`s, so the informer's backoff and logging treat both paths alike.
+//!
+//! The same machine speaks JSON ([`watch_json`]) for the types without a protobuf reader, so
+//! every informer sees each list's own resourceVersion and each bookmark's, which kube's
+//! watcher keeps to itself ([`Item::Version`]).
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -15,16 +19,92 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::Stream;
 use http_body_util::BodyExt;
+use kube::core::WatchEvent;
 use kube::runtime::watcher::{Error, Event, Result};
+use serde::de::DeserializeOwned;
 
 use crate::cache::item::Item;
 
-use super::envelope::{Frames, bookmark, envelope, error_status, list, status, watch_event};
+use super::envelope::{
+    Frames, ListMeta, bookmark, envelope, error_status, list, status, watch_event,
+};
 use super::wire::{DecodeError, MEDIA_TYPE, WATCH_MEDIA_TYPE};
 use crate::error::is_gone;
 
 /// Decodes one object message (without envelope).
 pub type Decode<K> = fn(&[u8]) -> std::result::Result<K, DecodeError>;
+
+/// Parses one JSON list: its metadata and items.
+type JsonListParse<K> = fn(&[u8]) -> serde_json::Result<(ListMeta, Vec<K>)>;
+/// Parses one JSON watch event (one line).
+type JsonEventParse<K> = fn(&[u8]) -> serde_json::Result<WatchEvent<K>>;
+
+/// How a stream's lists and watch events are encoded.
+enum Wire<K> {
+    /// Protobuf, objects read by `Decode`.
+    Protobuf(Decode<K>),
+    /// JSON (serde), for any type.
+    Json {
+        list: JsonListParse<K>,
+        event: JsonEventParse<K>,
+    },
+}
+
+impl<K> Wire<K> {
+    fn list_media(&self) -> &'static str {
+        match self {
+            Wire::Protobuf(_) => MEDIA_TYPE,
+            Wire::Json { .. } => JSON,
+        }
+    }
+
+    fn watch_media(&self) -> &'static str {
+        match self {
+            Wire::Protobuf(_) => WATCH_MEDIA_TYPE,
+            Wire::Json { .. } => JSON,
+        }
+    }
+
+    fn frames(&self) -> Frames {
+        match self {
+            Wire::Protobuf(_) => Frames::default(),
+            Wire::Json { .. } => Frames::lines(),
+        }
+    }
+}
+
+const JSON: &str = "application/json";
+
+/// A JSON list's metadata and items.
+#[derive(serde::Deserialize)]
+struct JsonList<K> {
+    #[serde(default)]
+    metadata: JsonListMeta,
+    #[serde(default = "Option::default")]
+    items: Option<Vec<K>>,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonListMeta {
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default, rename = "continue")]
+    continue_: Option<String>,
+}
+
+fn json_list<K: DeserializeOwned>(bytes: &[u8]) -> serde_json::Result<(ListMeta, Vec<K>)> {
+    let list: JsonList<K> = serde_json::from_slice(bytes)?;
+    let meta = ListMeta {
+        resource_version: list.metadata.resource_version.unwrap_or_default(),
+        continue_: list.metadata.continue_.filter(|c| !c.is_empty()),
+    };
+    Ok((meta, list.items.unwrap_or_default()))
+}
+
+fn json_event<K: DeserializeOwned>(frame: &[u8]) -> serde_json::Result<WatchEvent<K>> {
+    serde_json::from_slice(frame)
+}
 
 /// What to list and watch, and how.
 #[derive(Debug, Clone)]
@@ -40,10 +120,6 @@ pub struct Params {
     pub timeout: u32,
     /// One streaming WATCH (`sendInitialEvents=true`) instead of LIST pages.
     pub streaming: bool,
-    /// The cache already holds a complete list: every LIST is a consistent read (no
-    /// resourceVersion), never `resourceVersion=0`, which a lagging watch cache may answer
-    /// with a state older than the one the cache already shows.
-    pub listed: bool,
 }
 
 /// A client reports an idle watch as dead this long after its server-side timeout.
@@ -68,7 +144,7 @@ enum Phase {
 struct Machine<K> {
     client: kube::Client,
     params: Params,
-    decode: Decode<K>,
+    wire: Wire<K>,
     phase: Phase,
     out: VecDeque<Result<Item<K>>>,
 }
@@ -82,13 +158,35 @@ pub fn watch<K: kube::Resource + Send + 'static>(
     params: Params,
     decode: Decode<K>,
 ) -> impl Stream<Item = Result<Item<K>>> + Send {
-    let machine = Machine {
+    run(Machine {
         client,
         params,
-        decode,
+        wire: Wire::Protobuf(decode),
         phase: Phase::Empty,
         out: VecDeque::new(),
-    };
+    })
+}
+
+/// [`watch`] in JSON, for any type (`params.kind` and `params.list_kind` are not used).
+pub fn watch_json<K: kube::Resource + DeserializeOwned + Send + 'static>(
+    client: kube::Client,
+    params: Params,
+) -> impl Stream<Item = Result<Item<K>>> + Send {
+    run(Machine {
+        client,
+        params,
+        wire: Wire::Json {
+            list: json_list::<K>,
+            event: json_event::<K>,
+        },
+        phase: Phase::Empty,
+        out: VecDeque::new(),
+    })
+}
+
+fn run<K: kube::Resource + Send + 'static>(
+    machine: Machine<K>,
+) -> impl Stream<Item = Result<Item<K>>> + Send {
     futures::stream::unfold(machine, |mut m| async move {
         loop {
             if let Some(item) = m.out.pop_front() {
@@ -121,13 +219,14 @@ impl<K: kube::Resource + Send + 'static> Machine<K> {
     async fn step(&mut self) {
         match std::mem::replace(&mut self.phase, Phase::Empty) {
             Phase::Empty if self.params.streaming => {
-                match open_watch(&self.client, &self.params, "0", true).await {
+                let accept = self.wire.watch_media();
+                match open_watch(&self.client, &self.params, "0", true, accept).await {
                     Ok(body) => {
                         self.out.push_back(Ok(Event::Init.into()));
                         self.phase = Phase::Watching {
                             rv: String::new(),
                             body,
-                            frames: Frames::default(),
+                            frames: self.wire.frames(),
                             initial: true,
                         };
                     }
@@ -140,12 +239,13 @@ impl<K: kube::Resource + Send + 'static> Machine<K> {
             }
             Phase::Listing { continue_ } => self.list_page(continue_).await,
             Phase::Listed { rv } => {
-                match open_watch(&self.client, &self.params, &rv, false).await {
+                let accept = self.wire.watch_media();
+                match open_watch(&self.client, &self.params, &rv, false, accept).await {
                     Ok(body) => {
                         self.phase = Phase::Watching {
                             rv,
                             body,
-                            frames: Frames::default(),
+                            frames: self.wire.frames(),
                             initial: false,
                         }
                     }
@@ -168,24 +268,23 @@ impl<K: kube::Resource + Send + 'static> Machine<K> {
     }
 
     async fn list_page(&mut self, continue_: Option<String>) {
-        let mut query = format!("limit={}{}", self.params.page_size, selector(&self.params));
-        match &continue_ {
-            Some(token) => query.push_str(&format!("&continue={}", encode(token))),
-            // The first list from the watch cache, as kube's `ListSemantic::Any`; a relist
-            // must not go back behind what the cache already showed, so it reads consistently
-            // (client-go relists at its last resourceVersion for the same reason).
-            None if !self.params.listed => {
-                query.push_str("&resourceVersion=0&resourceVersionMatch=NotOlderThan");
-            }
-            None => {}
-        }
-        let sent = send(&self.client, &self.params.path, query, MEDIA_TYPE).await;
+        let query = list_query(&self.params, continue_.as_deref());
+        let sent = send(
+            &self.client,
+            &self.params.path,
+            query,
+            self.wire.list_media(),
+        )
+        .await;
         let body = match sent {
             Ok(response) => response.into_body().collect_bytes().await,
             Err(e) => Err(e),
         };
-        let decoded = body.and_then(|bytes| {
-            list(&bytes, self.params.list_kind, self.decode).map_err(service_error)
+        let decoded = body.and_then(|bytes| match &self.wire {
+            Wire::Protobuf(decode) => {
+                list(&bytes, self.params.list_kind, decode).map_err(service_error)
+            }
+            Wire::Json { list, .. } => list(&bytes).map_err(service_error),
         });
         match decoded {
             Ok((meta, items)) => {
@@ -204,7 +303,6 @@ impl<K: kube::Resource + Send + 'static> Machine<K> {
                         self.out.push_back(Err(Error::NoResourceVersion));
                     }
                     None => {
-                        self.params.listed = true;
                         self.out.push_back(Ok(Event::InitDone.into()));
                         self.out
                             .push_back(Ok(Item::Version(meta.resource_version.clone())));
@@ -253,7 +351,13 @@ impl<K: kube::Resource + Send + 'static> Machine<K> {
                 }
             };
             let was_initial = initial;
-            match event(self.params.kind, self.decode, &frame, &mut rv, &mut initial) {
+            let decoded = match &self.wire {
+                Wire::Protobuf(decode) => {
+                    event(self.params.kind, *decode, &frame, &mut rv, &mut initial)
+                }
+                Wire::Json { event, .. } => from_json(*event, &frame, &mut rv, &mut initial),
+            };
+            match decoded {
                 // The end of a streaming list: the cache reflects the bookmark's version.
                 Ok(Some(Event::InitDone)) => {
                     self.out.push_back(Ok(Event::InitDone.into()));
@@ -301,12 +405,27 @@ impl<K: kube::Resource + Send + 'static> Machine<K> {
     }
 }
 
+/// The query of one LIST page: the first page of every list, the first list of a manager
+/// included, is a consistent read (no resourceVersion), as kube's watcher sends it with a page
+/// size (kube-core drops `resourceVersion=0` when a limit is set); later pages follow their
+/// continue token. Never `resourceVersion=0`: a lagging watch cache may answer it with a state
+/// older than the one the cache, or a manager before this one, already acted on (a restarted
+/// manager then re-creates pods its predecessor created).
+fn list_query(params: &Params, continue_: Option<&str>) -> String {
+    let mut query = format!("limit={}{}", params.page_size, selector(params));
+    if let Some(token) = continue_ {
+        query.push_str(&format!("&continue={}", encode(token)));
+    }
+    query
+}
+
 /// Opens a watch from `rv`; `initial`: a streaming list (`sendInitialEvents`).
 async fn open_watch(
     client: &kube::Client,
     params: &Params,
     rv: &str,
     initial: bool,
+    accept: &str,
 ) -> kube::Result<kube::client::Body> {
     let mut query = format!(
         "watch=true&allowWatchBookmarks=true&timeoutSeconds={}&resourceVersion={}{}",
@@ -317,9 +436,7 @@ async fn open_watch(
     if initial {
         query.push_str("&sendInitialEvents=true&resourceVersionMatch=NotOlderThan");
     }
-    Ok(send(client, &params.path, query, WATCH_MEDIA_TYPE)
-        .await?
-        .into_body())
+    Ok(send(client, &params.path, query, accept).await?.into_body())
 }
 
 fn selector(params: &Params) -> String {
@@ -408,6 +525,56 @@ fn event<K: kube::Resource>(
                 "unknown watch event type {other:?}"
             ))));
         }
+    }))
+}
+
+/// [`event`] for a JSON watch frame (one line), parsed by `parse`.
+fn from_json<K: kube::Resource>(
+    parse: JsonEventParse<K>,
+    frame: &[u8],
+    rv: &mut String,
+    initial: &mut bool,
+) -> std::result::Result<Option<Event<K>>, Stop> {
+    if frame.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let broken = |e: serde_json::Error| Stop::Broken(DecodeError::new(e.to_string()));
+    let applied = |obj: K, rv: &mut String| match obj.meta().resource_version.as_deref() {
+        Some(object_rv) if !object_rv.is_empty() => {
+            *rv = object_rv.to_owned();
+            Ok(obj)
+        }
+        _ => Err(Stop::Broken(DecodeError::new(
+            "a watch event without metadata.resourceVersion",
+        ))),
+    };
+    Ok(Some(match parse(frame).map_err(broken)? {
+        WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
+            let obj = applied(obj, rv)?;
+            if *initial {
+                Event::InitApply(obj)
+            } else {
+                Event::Apply(obj)
+            }
+        }
+        WatchEvent::Deleted(obj) => Event::Delete(applied(obj, rv)?),
+        WatchEvent::Bookmark(mark) => {
+            if !mark.metadata.resource_version.is_empty() {
+                *rv = mark.metadata.resource_version;
+            }
+            let ends_initial = mark
+                .metadata
+                .annotations
+                .get("k8s.io/initial-events-end")
+                .is_some_and(|v| v == "true");
+            if !(*initial && ends_initial) {
+                return Ok(None);
+            }
+            *initial = false;
+            Event::InitDone
+        }
+        WatchEvent::Error(status) if is_gone(&status) => return Err(Stop::Gone(status)),
+        WatchEvent::Error(status) => return Err(Stop::Status(status)),
     }))
 }
 
