@@ -6,7 +6,6 @@
 //! Shared helpers for the drop-in tests (`kubeadm.rs`) live here too: ServiceAccount tokens,
 //! cluster-scoped RBAC that is removed again, a private CA with client certificates.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context as _, ensure};
@@ -17,8 +16,9 @@ use k8s_openapi::api::authorization::v1::{
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, DeleteParams, PostParams};
+pub(crate) use rkcm_testkit::TestCa;
 use rkcm_testkit::{TestCluster, unique_name, wait_for};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::json;
 
 use crate::serve::{
@@ -154,56 +154,6 @@ pub(crate) async fn wait_allowed(
         },
     )
     .await
-}
-
-/// A private CA issuing client certificates.
-pub(crate) struct TestCa {
-    pub pem: String,
-    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
-}
-
-impl TestCa {
-    pub(crate) fn new(cn: &str) -> anyhow::Result<Self> {
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
-        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, cn);
-        let key = rcgen::KeyPair::generate()?;
-        let cert = params.self_signed(&key)?;
-        Ok(Self {
-            pem: cert.pem(),
-            issuer: rcgen::Issuer::new(params, key),
-        })
-    }
-
-    pub(crate) fn write(&self, path: &Path) -> anyhow::Result<()> {
-        std::fs::write(path, &self.pem).with_context(|| format!("writing {}", path.display()))
-    }
-
-    /// A client certificate and key for `cn` (group `org`, if given).
-    pub(crate) fn client(
-        &self,
-        cn: &str,
-        org: Option<&str>,
-    ) -> anyhow::Result<(CertificateDer<'static>, PrivateKeyDer<'static>)> {
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, cn);
-        if let Some(o) = org {
-            params
-                .distinguished_name
-                .push(rcgen::DnType::OrganizationName, o);
-        }
-        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
-        let key = rcgen::KeyPair::generate()?;
-        let cert = params.signed_by(&key, &self.issuer)?;
-        Ok((
-            cert.der().clone(),
-            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-        ))
-    }
 }
 
 /// How a request authenticates.

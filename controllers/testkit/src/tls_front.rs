@@ -15,7 +15,7 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use tokio_util::sync::CancellationToken;
 
-/// A private CA issuing serving certificates.
+/// A private CA issuing serving and client certificates.
 pub struct TestCa {
     pem: String,
     issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
@@ -40,6 +40,35 @@ impl TestCa {
     /// The CA certificate (PEM), what a client's `certificate-authority` file holds.
     pub fn pem(&self) -> &str {
         &self.pem
+    }
+
+    /// Writes the CA certificate (PEM) to `path`.
+    pub fn write(&self, path: &Path) -> anyhow::Result<()> {
+        std::fs::write(path, &self.pem).with_context(|| format!("writing {}", path.display()))
+    }
+
+    /// A client certificate and key for `cn` (group `org`, if given), signed by this CA.
+    pub fn client(
+        &self,
+        cn: &str,
+        org: Option<&str>,
+    ) -> anyhow::Result<(CertificateDer<'static>, PrivateKeyDer<'static>)> {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        if let Some(o) = org {
+            params
+                .distinguished_name
+                .push(rcgen::DnType::OrganizationName, o);
+        }
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let key = rcgen::KeyPair::generate()?;
+        let cert = params.signed_by(&key, &self.issuer)?;
+        Ok((
+            cert.der().clone(),
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        ))
     }
 
     /// A serving certificate for `127.0.0.1` and `localhost`, signed by this CA.
