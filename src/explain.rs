@@ -408,9 +408,12 @@ async fn planning_of(args: &Args, manager: Option<&Client>) -> anyhow::Result<Pl
         serde_json::from_str(&body).context("parsing the manager's configuration")?;
     let mut flags = effective.flags;
     flags.extend(args.planning_flags.iter().cloned());
-    Planning::from_flags(&flags, Source::Manager)
-        .map_err(anyhow::Error::msg)
-        .context("planning with the manager's configuration")
+    let planning = Planning::from_flags(&flags, Source::Manager).map_err(anyhow::Error::msg);
+    match effective.local_time_zone {
+        Some(zone) => planning.and_then(|p| p.in_time_zone(&zone).map_err(anyhow::Error::msg)),
+        None => planning,
+    }
+    .context("planning with the manager's configuration")
 }
 
 /// A client of the manager's secure port with the kubeconfig's credentials.
@@ -495,8 +498,12 @@ async fn explain(
                 .into_iter()
                 .map(Arc::new)
                 .collect();
-            let local = rkcm_cronjob::Config::default().local_time_zone;
-            Ok(rkcm_cronjob::explain::explain(&cj, &jobs, &local, now))
+            Ok(rkcm_cronjob::explain::explain(
+                &cj,
+                &jobs,
+                &planning.cronjob_time_zone,
+                now,
+            ))
         }
         Kind::TtlAfterFinished => {
             let job: Job = read.get(&args.name).await?;

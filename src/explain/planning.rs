@@ -32,6 +32,9 @@ pub struct Planning {
     pub replicas: rkcm_replicaset::plan::PlanConfig,
     pub daemonset: rkcm_daemonset::Config,
     pub terminated_pod_gc_threshold: i32,
+    /// The zone of a CronJob without `spec.timeZone`: the manager's local zone when it says
+    /// which, else this process's.
+    pub cronjob_time_zone: jiff::tz::TimeZone,
 }
 
 /// Whether the long flag `name` (without dashes) is one `explain` passes to the manager's
@@ -63,7 +66,16 @@ impl Planning {
             },
             daemonset: registry::daemonset_config(&cli),
             terminated_pod_gc_threshold: cli.podgc.terminated_pod_gc_threshold,
+            cronjob_time_zone: rkcm_cronjob::Config::default().local_time_zone,
         })
+    }
+
+    /// Plans in the manager's local time zone `name` (IANA); an unknown name is an error,
+    /// not a silent fallback to this machine's zone.
+    pub fn in_time_zone(mut self, name: &str) -> Result<Self, String> {
+        self.cronjob_time_zone = jiff::tz::TimeZone::get(name)
+            .map_err(|err| format!("the manager's local time zone {name:?}: {err}"))?;
+        Ok(self)
     }
 }
 
@@ -99,6 +111,18 @@ mod tests {
         assert!(p.daemonset.taint_comparison_operators);
         assert!(!p.replicas.pod_deletion_cost);
         assert_eq!(p.terminated_pod_gc_threshold, 3);
+    }
+
+    #[test]
+    fn plans_cronjobs_in_the_managers_local_time_zone() {
+        let p = flags(&[])
+            .and_then(|p| p.in_time_zone("Asia/Tokyo"))
+            .expect("a known zone");
+        assert_eq!(p.cronjob_time_zone.iana_name(), Some("Asia/Tokyo"));
+        let err = flags(&[])
+            .and_then(|p| p.in_time_zone("Nowhere/Atlantis"))
+            .expect_err("an unknown zone is refused");
+        assert!(err.contains("Nowhere/Atlantis"), "{err}");
     }
 
     #[test]

@@ -2,10 +2,12 @@
 //! `rkcm explain --manager URL` plans with it rather than with built-in defaults. Served
 //! behind the same authentication and authorization as `/metrics` (a `get` of the path).
 //!
-//! The answer is JSON `{"flags": [...]}`: the flags that reproduce what the controllers' plans
-//! depend on, as the manager took them: `--feature-gates` (the values given), every
-//! `--rkcm-*` flag and `--terminated-pod-gc-threshold`, each `--NAME=VALUE` with its effective
-//! value. `rkcm explain` parses them with the manager's own flag parser.
+//! The answer is JSON `{"flags": [...], "localTimeZone": "..."}`: the flags that reproduce what
+//! the controllers' plans depend on, as the manager took them: `--feature-gates` (the values
+//! given), every `--rkcm-*` flag and `--terminated-pod-gc-threshold`, each `--NAME=VALUE` with
+//! its effective value, which `rkcm explain` parses with the manager's own flag parser; and the
+//! manager's local time zone, in which a CronJob without `spec.timeZone` is scheduled (its
+//! IANA name; absent when the system's zone has none).
 
 use std::sync::OnceLock;
 
@@ -24,6 +26,13 @@ pub const PATH: &str = "/debug/rkcm/config";
 pub struct Effective {
     /// `--NAME=VALUE` for each flag the plans depend on.
     pub flags: Vec<String>,
+    /// The IANA name of the manager's local time zone (older managers send none).
+    #[serde(
+        default,
+        rename = "localTimeZone",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub local_time_zone: Option<String>,
 }
 
 /// Whether the flag `name` (long, without dashes) changes a plan.
@@ -42,6 +51,7 @@ pub fn of(cli: &Cli) -> Effective {
             })
             .map(|(name, value)| format!("--{name}={value}"))
             .collect(),
+        local_time_zone: jiff::tz::TimeZone::system().iana_name().map(str::to_owned),
     }
 }
 
@@ -117,6 +127,11 @@ mod tests {
         assert_eq!(
             e.flags.iter().filter(|f| f.starts_with("--rkcm-")).count(),
             rkcm
+        );
+        // The CronJob controller's local zone is the process's.
+        assert_eq!(
+            e.local_time_zone.as_deref(),
+            jiff::tz::TimeZone::system().iana_name()
         );
         // Defaults: no gates given, none published.
         let d = of(&cli(&[]));

@@ -13,6 +13,7 @@
 //!   `node.kubernetes.io/out-of-service` taint.
 //! - `NotGarbage`: a running or pending pod on a node that exists: nothing for PodGC (settled).
 
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use rkcm_runtime::cache::cached::{Node, Pod};
@@ -20,7 +21,7 @@ use rkcm_runtime::explain::{Explanation, ObjectRef, State, Waiting};
 
 use crate::config::NAME;
 use crate::plan::{
-    Reason, has_out_of_service_taint, is_node_ready, is_terminated, is_terminating, plan,
+    Reason, SweepPlan, has_out_of_service_taint, is_node_ready, is_terminated, is_terminating, plan,
 };
 
 fn key(pod: &Pod) -> (&str, &str) {
@@ -77,17 +78,9 @@ pub fn explain(
     let node = nodes
         .iter()
         .find(|n| n.metadata.name.as_deref() == Some(node_name));
-    let mut wait = |reason: &'static str, message: String, objects: Vec<String>| {
-        e.waiting_on.push(Waiting::new(reason, message, objects));
-    };
     if sweep.unknown_nodes.contains(node_name) {
-        wait(
-            "NodeQuarantine",
-            format!(
-                "node {node_name} is not in the cluster: PodGC deletes the pod once the node has been missing for {quarantine_secs} s and a GET confirms it is gone"
-            ),
-            vec![format!("Node/{node_name}")],
-        );
+        e.waiting_on
+            .push(quarantine_wait(node_name, quarantine_secs));
         e.state = State::Waiting;
         return e;
     }
@@ -100,7 +93,11 @@ pub fn explain(
                 "the pod has terminated; the cluster holds {terminated} terminated pods and PodGC deletes the oldest only above {threshold} (--terminated-pod-gc-threshold)"
             )
         };
-        wait("BelowTerminatedThreshold", message, Vec::new());
+        e.waiting_on.push(Waiting::new(
+            "BelowTerminatedThreshold",
+            message,
+            Vec::new(),
+        ));
         e.remedies.push(format!(
             "delete it yourself if it is not needed: kubectl -n {namespace} delete pod {name}"
         ));
@@ -110,14 +107,11 @@ pub fn explain(
         && let Some(n) = node
     {
         let ready = is_node_ready(n);
-        let tainted = has_out_of_service_taint(n);
-        wait(
-            "NodePresent",
-            format!(
-                "the pod is being deleted on node {node_name}, which exists (Ready: {ready}, out-of-service taint: {tainted}): its kubelet finishes the deletion; PodGC force-deletes only on a NotReady node with the out-of-service taint"
-            ),
-            vec![format!("Node/{node_name}")],
-        );
+        e.waiting_on.push(node_present_wait(
+            node_name,
+            ready,
+            has_out_of_service_taint(n),
+        ));
         e.state = State::Waiting;
         if !ready {
             e.remedies.push(format!(
@@ -126,14 +120,69 @@ pub fn explain(
         }
         return e;
     }
-    wait(
+    e.waiting_on.push(Waiting::new(
         "NotGarbage",
         format!(
             "the pod is not terminated nor being deleted, and its node {node_name:?} exists or it is not bound: nothing for PodGC"
         ),
         Vec::new(),
-    );
+    ));
     e
+}
+
+/// PodGC waits on a pod whose node `node` is missing from the cluster.
+fn quarantine_wait(node: &str, quarantine_secs: u64) -> Waiting {
+    Waiting::new(
+        "NodeQuarantine",
+        format!(
+            "node {node} is not in the cluster: PodGC deletes the pod once the node has been missing for {quarantine_secs} s and a GET confirms it is gone"
+        ),
+        vec![format!("Node/{node}")],
+    )
+}
+
+/// PodGC leaves a pod being deleted on node `node`, which exists, to its kubelet.
+fn node_present_wait(node: &str, ready: bool, tainted: bool) -> Waiting {
+    Waiting::new(
+        "NodePresent",
+        format!(
+            "the pod is being deleted on node {node}, which exists (Ready: {ready}, out-of-service taint: {tainted}): its kubelet finishes the deletion; PodGC force-deletes only on a NotReady node with the out-of-service taint"
+        ),
+        vec![format!("Node/{node}")],
+    )
+}
+
+/// What one sweep waits on, per pod key (`namespace/name`), for the sweep's last decisions:
+/// every pod bound to a node missing from the cluster and not confirmed gone in this sweep
+/// (`NodeQuarantine`), and every pod being deleted on a NotReady node without the
+/// out-of-service taint (`NodePresent`: the pods people find stuck `Terminating`). The same
+/// reasons and messages as [`explain`]. Terminated pods below the threshold and pods on Ready
+/// nodes are settled for PodGC: no record, so the store holds only the pods that wait.
+pub fn sweep_waits(
+    pods: &[Arc<Pod>],
+    nodes: &[Arc<Node>],
+    sweep: &SweepPlan,
+    confirmed_gone: &BTreeSet<String>,
+    quarantine_secs: u64,
+) -> Vec<(String, Waiting)> {
+    let by_name: HashMap<&str, &Node> = nodes
+        .iter()
+        .filter_map(|n| n.metadata.name.as_deref().map(|name| (name, n.as_ref())))
+        .collect();
+    pods.iter()
+        .filter_map(|pod| {
+            let node = pod.spec.as_ref()?.node_name.as_deref()?;
+            let wait = if sweep.unknown_nodes.contains(node) {
+                (!confirmed_gone.contains(node)).then(|| quarantine_wait(node, quarantine_secs))
+            } else {
+                let n = by_name.get(node)?;
+                let stuck =
+                    is_terminating(pod) && !is_node_ready(n) && !has_out_of_service_taint(n);
+                stuck.then(|| node_present_wait(node, false, false))
+            }?;
+            Some((rkcm_runtime::keys::key_of(pod.as_ref()), wait))
+        })
+        .collect()
 }
 
 #[cfg(test)]

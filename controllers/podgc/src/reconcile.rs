@@ -9,7 +9,7 @@
 //!
 //! API writes go through [`PodGcApi`], so the sweep can be tested without a cluster.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 
@@ -18,9 +18,10 @@ use k8s_openapi::api::core::v1 as core;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use rkcm_runtime::cache::cached::{Node, Pod};
 use rkcm_runtime::clock::SharedClock;
+use rkcm_runtime::explain::decisions::{self, Decisions, Note, Outcome};
 use rkcm_runtime::queue::{RateLimiter, WorkQueue};
 
-use crate::config::Config;
+use crate::config::{Config, NAME};
 use crate::consts;
 use crate::error::Error;
 use crate::metrics::{self, Metrics};
@@ -138,6 +139,25 @@ pub(crate) struct SweepReport {
     pub failed: Vec<(Reason, String)>,
     /// Quarantined nodes confirmed gone by a live `GET`.
     pub deleted_nodes: BTreeSet<String>,
+    /// The sweep's last decision for each pod it acted on or waits on.
+    pub decided: Vec<Decision>,
+}
+
+/// PodGC's last decision for one pod (`namespace/name`), as the queue-driven controllers
+/// record theirs after each sync.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Decision {
+    pub key: String,
+    pub outcome: Outcome,
+    pub note: Note,
+}
+
+/// One pod's attempt: what the report and the pod's last decision say of it.
+struct Attempt {
+    reason: Reason,
+    key: String,
+    ok: bool,
+    decision: Decision,
 }
 
 /// The sweeper and the state it keeps between sweeps: only the quarantine.
@@ -155,6 +175,11 @@ pub(crate) struct Sweeper<A> {
     clock: SharedClock,
     node_queue: WorkQueue<String>,
     metrics: &'static Metrics,
+    /// Where the sweeps' last decisions go (the process's store, served to `rkcm explain`).
+    decisions: &'static Decisions,
+    /// The pods the previous sweep recorded: a pod no longer acted on nor waited on is
+    /// forgotten, so the store holds what the latest sweep decided and nothing older.
+    recorded: HashSet<String>,
 }
 
 impl<A> Drop for Sweeper<A> {
@@ -174,7 +199,35 @@ impl<A: PodGcApi> Sweeper<A> {
             // Only `add_after` is used: the rate limiter never applies.
             node_queue: WorkQueue::new(consts::NODE_QUEUE_NAME, RateLimiter::default()),
             metrics: metrics::get(),
+            decisions: decisions::global(),
+            recorded: HashSet::new(),
         }
+    }
+
+    /// Records into `store` instead of the process's store (tests).
+    #[cfg(test)]
+    pub(crate) fn with_decisions(mut self, store: &'static Decisions) -> Self {
+        self.decisions = store;
+        self
+    }
+
+    /// Replaces the previous sweep's last decisions with this sweep's.
+    fn record(&mut self, decided: &[Decision]) {
+        let at = self.clock.wall().to_string();
+        let now: HashSet<String> = decided.iter().map(|d| d.key.clone()).collect();
+        for stale in self.recorded.difference(&now) {
+            let gone = Note {
+                gone: true,
+                ..Note::default()
+            };
+            self.decisions
+                .record(NAME, stale, Outcome::Synced, gone, at.clone());
+        }
+        for d in decided {
+            self.decisions
+                .record(NAME, &d.key, d.outcome.clone(), d.note.clone(), at.clone());
+        }
+        self.recorded = now;
     }
 
     /// One sweep over a snapshot of the pod and node caches.
@@ -244,6 +297,15 @@ impl<A: PodGcApi> Sweeper<A> {
         for pod in &plan.unscheduled {
             self.delete_one(pod, Reason::Unscheduled, &mut report).await;
         }
+        let waits = crate::explain::sweep_waits(
+            pods,
+            nodes,
+            &plan,
+            &report.deleted_nodes,
+            self.cfg.quarantine.as_secs(),
+        );
+        add_waits(&mut report.decided, waits);
+        self.record(&report.decided);
         report
     }
 
@@ -260,28 +322,22 @@ impl<A: PodGcApi> Sweeper<A> {
         // The futures are built up front (they are lazy): a stream mapped through a closure
         // over `&Arc<Pod>` would make the sweep future not provably `Send`.
         let attempts: Vec<_> = pods.iter().map(|pod| self.attempt(pod, reason)).collect();
-        let results: Vec<(Reason, String, bool)> = futures::stream::iter(attempts)
+        let results: Vec<Attempt> = futures::stream::iter(attempts)
             .buffer_unordered(limit)
             .collect()
             .await;
-        for (reason, key, ok) in results {
-            if !ok {
-                report.failed.push((reason, key.clone()));
-            }
-            report.attempted.push((reason, key));
+        for attempt in results {
+            report.add(attempt);
         }
     }
 
     async fn delete_one(&self, pod: &Pod, reason: Reason, report: &mut SweepReport) {
-        let (reason, key, ok) = self.attempt(pod, reason).await;
-        if !ok {
-            report.failed.push((reason, key.clone()));
-        }
-        report.attempted.push((reason, key));
+        let attempt = self.attempt(pod, reason).await;
+        report.add(attempt);
     }
 
-    /// One pod: act, log, count. Returns `(reason, key, succeeded)`.
-    async fn attempt(&self, pod: &Pod, reason: Reason) -> (Reason, String, bool) {
+    /// One pod: act, log, count, and note the writes for its last decision.
+    async fn attempt(&self, pod: &Pod, reason: Reason) -> Attempt {
         let key = pod_key(pod);
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         // Upstream counts out-of-service attempts before acting and the others after; keep
@@ -289,7 +345,21 @@ impl<A: PodGcApi> Sweeper<A> {
         if reason == Reason::OutOfService {
             self.metrics.attempt(namespace, reason);
         }
-        let ok = match mark_failed_and_delete(&self.api, pod, reason, self.clock.wall()).await {
+        let act = mark_failed_and_delete(&self.api, pod, reason, self.clock.wall());
+        let (result, mut note) = decisions::noting(act).await;
+        note.actions.insert(
+            0,
+            format!("force-delete the pod (grace period 0): {}", reason.label()),
+        );
+        let outcome = match &result {
+            Ok(()) => Outcome::Synced,
+            Err(error) => {
+                let error = error.to_string();
+                rkcm_runtime::explain::refused::note_refusal(&mut note, &error);
+                Outcome::Failed { error }
+            }
+        };
+        let ok = match result {
             Ok(()) => {
                 if matches!(reason, Reason::Orphaned | Reason::Unscheduled) {
                     tracing::info!(pod = %key, reason = reason.label(), "forced deletion of pod succeeded");
@@ -310,7 +380,43 @@ impl<A: PodGcApi> Sweeper<A> {
         if reason != Reason::OutOfService {
             self.metrics.attempt(namespace, reason);
         }
-        (reason, key, ok)
+        Attempt {
+            reason,
+            decision: Decision {
+                key: key.clone(),
+                outcome,
+                note,
+            },
+            key,
+            ok,
+        }
+    }
+}
+
+impl SweepReport {
+    fn add(&mut self, attempt: Attempt) {
+        if !attempt.ok {
+            self.failed.push((attempt.reason, attempt.key.clone()));
+        }
+        self.attempted.push((attempt.reason, attempt.key));
+        // A pod selected by two sweeps has two; the store keeps the later.
+        self.decided.push(attempt.decision);
+    }
+}
+
+/// Adds the sweep's waits (one per pod) to its decisions; a pod the sweep acted on keeps the
+/// attempt as its decision.
+fn add_waits(decided: &mut Vec<Decision>, waits: Vec<(String, rkcm_runtime::explain::Waiting)>) {
+    let acted: HashSet<String> = decided.iter().map(|d| d.key.clone()).collect();
+    for (key, wait) in waits.into_iter().filter(|(k, _)| !acted.contains(k)) {
+        decided.push(Decision {
+            key,
+            outcome: Outcome::Synced,
+            note: Note {
+                waiting: vec![format!("{}: {}", wait.reason, wait.message)],
+                ..Note::default()
+            },
+        });
     }
 }
 

@@ -3,13 +3,16 @@
 //! whose pods an admission policy refuses: its last decision waits on `AdmissionDenied` with
 //! the policy's message (a failed sync's refused write is a wait for every controller) and on
 //! `PodsUnavailable`. A finished Job with a TTL of an hour: the TTL controller's last decision
-//! waits on `TtlNotExpired`, and `rkcm explain ttl/NS/NAME` says so too.
+//! waits on `TtlNotExpired`, and `rkcm explain ttl/NS/NAME` says so too. PodGC, which sweeps
+//! on a timer rather than syncing keys: a pod bound to a node that goes waits on the
+//! quarantine (`NodeQuarantine`) in its last decision, and then the decision is the
+//! force-delete with its writes (a finalizer keeps the pod, so it can still be asked about).
 
 use anyhow::ensure;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::PostParams;
+use kube::api::{Patch, PatchParams, PostParams};
 use rkcm_testkit::harness::{DenyPolicy, Env, kwok_template};
 use rkcm_testkit::wait_for;
 use serde_json::{Value, json};
@@ -17,7 +20,7 @@ use serde_json::{Value, json};
 use crate::rollout::wait_default_service_account;
 use crate::serve::Rkcm;
 
-use super::{REACT, explain, reasons};
+use super::{Nodes, REACT, explain, reasons, test_toleration};
 
 const REFUSAL: &str = "rkcm test: pods labelled refuse are not admitted";
 
@@ -110,6 +113,72 @@ async fn scenario(env: &Env, port: u16) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// PodGC's last decisions for a pod whose node goes: the quarantine, then the force-delete.
+async fn podgc(env: &Env, with_manager: &[&str]) -> anyhow::Result<()> {
+    let mut nodes = Nodes::new(env);
+    let result = async {
+        let node = nodes.create(env, "gone", &[], &[]).await?;
+        env.create::<Pod>(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "orphan", "finalizers": [HOLD]},
+            "spec": {"nodeName": node, "tolerations": [test_toleration()],
+                     "containers": [{"name": "main", "image": "registry.example/web:v1"}]},
+        }))
+        .await?;
+        nodes.delete(&node).await?;
+        let pod = super::target(env, "pod", "orphan");
+        let quarantine = format!("NodeQuarantine: node {node} is not in the cluster");
+        wait_for(
+            "PodGC's last decision to wait on the quarantine",
+            REACT,
+            || async {
+                let e = explain(&env.cluster, &pod, with_manager).await?;
+                let waiting = waits(&e).iter().any(|w| w.starts_with(&quarantine));
+                Ok((waiting
+                    && e["lastDecision"]["controller"] == "pod-garbage-collector-controller")
+                    .then_some(()))
+            },
+        )
+        .await?;
+        // The quarantine (40 s) and a sweep (20 s) later, the force-delete.
+        let delete = format!("DELETE /api/v1/namespaces/{}/pods/orphan: 200", env.name());
+        let e = wait_for(
+            "PodGC's last decision to force-delete",
+            2 * REACT,
+            || async {
+                let e = explain(&env.cluster, &pod, with_manager).await?;
+                let actions = e["lastDecision"]["actions"].clone();
+                let acted = actions[0] == "force-delete the pod (grace period 0): orphaned"
+                    && actions
+                        .as_array()
+                        .is_some_and(|a| a.iter().any(|a| a == delete.as_str()));
+                Ok(acted.then_some(e))
+            },
+        )
+        .await?;
+        ensure!(e["lastDecision"]["outcome"]["result"] == "synced", "{e:#}");
+        anyhow::Ok(())
+    }
+    .await;
+    let released = env
+        .api::<Pod>()
+        .patch(
+            "orphan",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await;
+    let released = match released {
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        other => other.map(drop).map_err(anyhow::Error::from),
+    };
+    let deleted = nodes.delete_all().await;
+    result.and(released).and(deleted)
+}
+
+/// The finalizer that keeps the orphaned pod after PodGC's force-delete.
+const HOLD: &str = "rkcm.test/hold";
+
 #[tokio::test]
 #[ignore = "needs apiserver: make test"]
 async fn every_controllers_last_decision_records_its_waits() -> anyhow::Result<()> {
@@ -133,14 +202,16 @@ async fn every_controllers_last_decision_records_its_waits() -> anyhow::Result<(
                 env.name(),
                 &[
                     "--leader-elect=false".to_owned(),
-                    "--controllers=replicaset-controller,job-controller,ttl-after-finished-controller".to_owned(),
+                    "--controllers=replicaset-controller,job-controller,ttl-after-finished-controller,pod-garbage-collector-controller".to_owned(),
                     format!("--authentication-kubeconfig={kubeconfig}"),
                     format!("--authorization-kubeconfig={kubeconfig}"),
                 ],
             )
             .await?;
             rkcm.wait_serving().await?;
-            scenario(&env, rkcm.port).await
+            scenario(&env, rkcm.port).await?;
+            let manager = format!("--manager=https://127.0.0.1:{}", rkcm.port);
+            podgc(&env, &[manager.as_str(), "--manager-insecure-skip-tls-verify"]).await
         }
         .await;
         let removed = policy.remove().await;

@@ -96,3 +96,92 @@ fn a_running_pod_is_not_garbage() {
     assert_eq!(e.state, State::Settled);
     assert_eq!(e.waiting_on[0].reason, "NotGarbage");
 }
+
+/// `sweep_waits`: the waits a sweep records, one row per pod: (pod, its node, the nodes of
+/// the cluster, the names confirmed gone this sweep) -> the reason recorded, or none.
+#[test]
+fn a_sweep_records_the_waits_explain_names() {
+    use std::collections::BTreeSet;
+
+    use super::sweep_waits;
+    use crate::plan::plan;
+
+    let ready = || arc(node("ready", Some("True"), &[]));
+    let down = || arc(node("down", Some("False"), &[]));
+    let tainted = || {
+        arc(node(
+            "tainted",
+            Some("False"),
+            &[(
+                "node.kubernetes.io/out-of-service",
+                "nodeshutdown",
+                "NoExecute",
+            )],
+        ))
+    };
+    let cases: [(&str, Pod, Vec<&str>, Option<&str>); 8] = [
+        (
+            "running on a Ready node",
+            on(pod("ns", "a", 0, "Running"), "ready"),
+            vec![],
+            None,
+        ),
+        (
+            "terminating on a Ready node",
+            deleting(on(pod("ns", "a", 0, "Running"), "ready")),
+            vec![],
+            None,
+        ),
+        (
+            "terminating on a NotReady node",
+            deleting(on(pod("ns", "a", 0, "Running"), "down")),
+            vec![],
+            Some("NodePresent"),
+        ),
+        (
+            "running on a NotReady node",
+            on(pod("ns", "a", 0, "Running"), "down"),
+            vec![],
+            None,
+        ),
+        (
+            "terminating on an out-of-service node",
+            deleting(on(pod("ns", "a", 0, "Running"), "tainted")),
+            vec![],
+            None,
+        ),
+        (
+            "on a missing node",
+            on(pod("ns", "a", 0, "Running"), "ghost"),
+            vec![],
+            Some("NodeQuarantine"),
+        ),
+        (
+            "on a node confirmed gone",
+            on(pod("ns", "a", 0, "Running"), "ghost"),
+            vec!["ghost"],
+            None,
+        ),
+        (
+            "terminated, unbound",
+            pod("ns", "a", 0, "Succeeded"),
+            vec![],
+            None,
+        ),
+    ];
+    let nodes = [ready(), down(), tainted()];
+    for (case, p, gone, want) in cases {
+        let pods = [arc(p)];
+        let sweep = plan(&pods, &nodes, 12_500);
+        let gone: BTreeSet<String> = gone.into_iter().map(str::to_owned).collect();
+        let got = sweep_waits(&pods, &nodes, &sweep, &gone, 40);
+        let reasons: Vec<&str> = got.iter().map(|(_, w)| w.reason).collect();
+        assert_eq!(reasons, want.into_iter().collect::<Vec<_>>(), "{case}");
+        // The recorded wait is explain's own.
+        if let Some((key, w)) = got.first() {
+            assert_eq!(key, "ns/a", "{case}");
+            let e = run(&pods[0], &pods, &nodes, 12_500);
+            assert_eq!(e.waiting_on.first(), Some(w), "{case}");
+        }
+    }
+}

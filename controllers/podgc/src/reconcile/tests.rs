@@ -616,3 +616,106 @@ async fn run_sweeps_returns_immediately_when_already_shut_down() {
     assert!(api.calls().is_empty());
     assert!(sweeps.load(Ordering::SeqCst) <= 1);
 }
+
+/// A store of this test's own (the process's store is shared by every test).
+fn store() -> &'static Decisions {
+    Box::leak(Box::new(Decisions::new(100)))
+}
+
+fn decided(store: &Decisions, key: &str) -> Option<decisions::Decided> {
+    store.get(NAME, key)
+}
+
+/// Each sweep leaves a last decision for every pod it acted on or waits on, as the queue
+/// controllers do per sync: the force-delete with its writes (or the refused write), the
+/// quarantine a missing node's pods wait out, a pod stuck terminating on a NotReady node; and
+/// a pod that no longer needs PodGC is forgotten by the next sweep.
+#[tokio::test(start_paused = true)]
+async fn every_sweep_records_its_decisions_and_forgets_the_rest() {
+    let ns = "rt-decided";
+    let api = Api::default();
+    api.0.on(
+        "DELETE",
+        &format!("/api/v1/namespaces/{ns}/pods/refused"),
+        Reply::forbidden(&format!(
+            "pods \"refused\" is forbidden: User \"system:serviceaccount:kube-system:rkcm\" cannot delete resource \"pods\" in API group \"\" in the namespace \"{ns}\""
+        )),
+    );
+    let store = store();
+    let mut s = sweeper(
+        &api,
+        Config {
+            quarantine: Duration::from_secs(40),
+            ..cfg(0)
+        },
+    )
+    .with_decisions(store);
+    let nodes = arcs(vec![
+        node("down", "False", false),
+        node("up", "True", false),
+    ]);
+    let stuck = deleting(on(pod(ns, "stuck", 0, "Running"), "down"));
+    let draining = deleting(on(pod(ns, "draining", 0, "Running"), "up"));
+    let orphan = on(pod(ns, "orphan", 0, "Running"), "ghost");
+    let pods = arcs(vec![
+        stuck,
+        draining,
+        orphan,
+        deleting(pod(ns, "unbound", 1, "Pending")),
+        deleting(pod(ns, "refused", 2, "Pending")),
+    ]);
+    s.sweep(&pods, &nodes).await;
+
+    let key = |name: &str| format!("{ns}/{name}");
+    let unbound = decided(store, &key("unbound")).expect("unbound pod recorded");
+    assert_eq!(unbound.controller, NAME);
+    assert_eq!(unbound.outcome, Outcome::Synced);
+    assert_eq!(
+        unbound.actions.first().map(String::as_str),
+        Some("force-delete the pod (grace period 0): unscheduled")
+    );
+    // The writes themselves are noted by the manager's client stack, which this fake API
+    // server's client lacks: the plane test `explain/decided.rs` checks them.
+    let refused = decided(store, &key("refused")).expect("refused pod recorded");
+    assert!(
+        matches!(&refused.outcome, Outcome::Failed { error } if error.contains("cannot delete")),
+        "{refused:?}"
+    );
+    assert!(
+        refused
+            .waiting
+            .iter()
+            .any(|w| w.starts_with("WriteForbidden: ")),
+        "a refused write is a wait: {refused:?}"
+    );
+    let orphan = decided(store, &key("orphan")).expect("orphan recorded");
+    assert_eq!(orphan.actions, Vec::<String>::new());
+    assert_eq!(orphan.waiting.len(), 1, "{orphan:?}");
+    assert!(
+        orphan.waiting[0].starts_with("NodeQuarantine: node ghost is not in the cluster"),
+        "{orphan:?}"
+    );
+    let stuck = decided(store, &key("stuck")).expect("stuck pod recorded");
+    assert!(
+        stuck.waiting.len() == 1 && stuck.waiting[0].starts_with("NodePresent: "),
+        "{stuck:?}"
+    );
+    assert_eq!(
+        decided(store, &key("draining")),
+        None,
+        "a pod its Ready node's kubelet is deleting is not PodGC's wait"
+    );
+
+    // The next sweep: the deleted pods are gone, the node is back: nothing left to record.
+    let nodes = arcs(vec![
+        node("down", "True", false),
+        node("up", "True", false),
+        node("ghost", "True", false),
+    ]);
+    let pods = arcs(vec![
+        deleting(on(pod(ns, "stuck", 0, "Running"), "down")),
+        on(pod(ns, "orphan", 0, "Running"), "ghost"),
+    ]);
+    s.sweep(&pods, &nodes).await;
+    assert_eq!(store.list(Some(NAME)), Vec::new());
+}
