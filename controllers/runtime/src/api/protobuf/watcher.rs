@@ -220,7 +220,7 @@ impl<K: kube::Resource + Send + 'static> Machine<K> {
         match std::mem::replace(&mut self.phase, Phase::Empty) {
             Phase::Empty if self.params.streaming => {
                 let accept = self.wire.watch_media();
-                match open_watch(&self.client, &self.params, "0", true, accept).await {
+                match open_watch(&self.client, &self.params, "", true, accept).await {
                     Ok(body) => {
                         self.out.push_back(Ok(Event::Init.into()));
                         self.phase = Phase::Watching {
@@ -419,7 +419,27 @@ fn list_query(params: &Params, continue_: Option<&str>) -> String {
     query
 }
 
-/// Opens a watch from `rv`; `initial`: a streaming list (`sendInitialEvents`).
+/// The query of a WATCH from `rv`; `initial`: a streaming list (`sendInitialEvents`). A
+/// streaming list starts from no resourceVersion, as client-go's reflector sends its first:
+/// the server then reads the current version from etcd and sends the state at least that
+/// new (a consistent read). `resourceVersion=0` would let a lagging watch cache answer with
+/// an older state, the hazard the paged lists avoid ([`list_query`]).
+fn watch_query(params: &Params, rv: &str, initial: bool) -> String {
+    let mut query = format!(
+        "watch=true&allowWatchBookmarks=true&timeoutSeconds={}",
+        params.timeout
+    );
+    if !rv.is_empty() {
+        query.push_str(&format!("&resourceVersion={}", encode(rv)));
+    }
+    query.push_str(&selector(params));
+    if initial {
+        query.push_str("&sendInitialEvents=true&resourceVersionMatch=NotOlderThan");
+    }
+    query
+}
+
+/// Opens a watch from `rv` (see [`watch_query`]).
 async fn open_watch(
     client: &kube::Client,
     params: &Params,
@@ -427,15 +447,7 @@ async fn open_watch(
     initial: bool,
     accept: &str,
 ) -> kube::Result<kube::client::Body> {
-    let mut query = format!(
-        "watch=true&allowWatchBookmarks=true&timeoutSeconds={}&resourceVersion={}{}",
-        params.timeout,
-        encode(rv),
-        selector(params)
-    );
-    if initial {
-        query.push_str("&sendInitialEvents=true&resourceVersionMatch=NotOlderThan");
-    }
+    let query = watch_query(params, rv, initial);
     Ok(send(client, &params.path, query, accept).await?.into_body())
 }
 

@@ -127,6 +127,36 @@ fn lists_read_consistently() {
     }
 }
 
+/// A streaming list is a consistent read too: its WATCH carries no resourceVersion; a
+/// re-watch continues from the version the cache reached.
+#[test]
+fn streaming_lists_read_consistently() {
+    let params = Params {
+        path: "/api/v1/pods".into(),
+        kind: "Pod",
+        list_kind: "PodList",
+        field_selector: None,
+        page_size: 500,
+        timeout: 290,
+        streaming: true,
+    };
+    let cases = [
+        (
+            "",
+            true,
+            "watch=true&allowWatchBookmarks=true&timeoutSeconds=290&sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
+        ),
+        (
+            "42",
+            false,
+            "watch=true&allowWatchBookmarks=true&timeoutSeconds=290&resourceVersion=42",
+        ),
+    ];
+    for (rv, initial, want) in cases {
+        assert_eq!(watch_query(&params, rv, initial), want, "rv {rv:?}");
+    }
+}
+
 /// The JSON watch: one event per line (a line may arrive in pieces), each object's version
 /// followed, a bookmark's version taken (and the end of a streaming list's initial events
 /// seen), 410 told from other error statuses, an object without a version refused.
