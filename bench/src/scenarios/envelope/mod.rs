@@ -463,3 +463,39 @@ impl Scenario for Envelope {
         result.and(nodes)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_distributions_keep_every_answered_change_in_ms() {
+        let at = jiff::Timestamp::UNIX_EPOCH;
+        let sample = |controller, latency| latency::Sample {
+            controller,
+            at,
+            latency,
+        };
+        let samples = [
+            sample("job", Some(0.0123456)),
+            sample("deployment", Some(0.002)),
+            sample("job", None), // never answered: not in the distribution
+            sample("job", Some(0.001)),
+        ];
+        let got: Vec<(String, String, Vec<f64>)> = latency_distributions(&samples, "load")
+            .into_iter()
+            .map(|d| (d.name, d.unit, d.values))
+            .collect();
+        let want = [
+            ("reaction (load)", vec![1.0, 2.0, 12.346]),
+            ("reaction deployment (load)", vec![2.0]),
+            ("reaction job (load)", vec![1.0, 12.346]),
+        ];
+        assert_eq!(got.len(), want.len(), "{got:?}");
+        for ((name, unit, values), (want_name, want_values)) in got.iter().zip(want) {
+            assert_eq!((name.as_str(), unit.as_str()), (want_name, "ms"));
+            assert_eq!(values, &want_values, "{name}");
+        }
+        assert!(latency_distributions(&[], "idle").is_empty());
+    }
+}
