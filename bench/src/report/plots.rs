@@ -446,22 +446,43 @@ pub fn charts(sources: &[Source]) -> Vec<ChartFile> {
     out
 }
 
-/// Writes the charts into `dir` with an index (`README.md`) linking each.
+/// Writes the charts into `dir` with an index (`README.md`) linking each, and the charts
+/// already there from other result files.
 pub fn write(dir: &Path, charts: &[ChartFile]) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let mut index = String::from(
-        "# Benchmark charts\n\nWritten by `make bench` (from the report's scenarios) and by \
-         `rkcm-bench plot <result or report files>` (e.g. the committed \
-         `bench/reports/*.json`). SVG, one per line below.\n\n",
-    );
     for c in charts {
         let path = dir.join(&c.file);
         std::fs::write(&path, &c.svg).with_context(|| format!("writing {}", path.display()))?;
-        index.push_str(&format!("- [{}]({})\n", c.title, c.file));
     }
+    let mut others: Vec<String> = std::fs::read_dir(dir)
+        .with_context(|| format!("listing {}", dir.display()))?
+        .filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
+        .filter(|f| f.ends_with(".svg") && !charts.iter().any(|c| c.file == *f))
+        .collect();
+    others.sort();
     let path = dir.join("README.md");
-    std::fs::write(&path, index).with_context(|| format!("writing {}", path.display()))?;
+    std::fs::write(&path, index(charts, &others))
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
+}
+
+/// The index of a chart directory: the charts just written, then the others there.
+fn index(charts: &[ChartFile], others: &[String]) -> String {
+    let mut o = String::from(
+        "# Benchmark charts\n\nWritten by `make bench` (from the report's scenarios) and by \
+         `rkcm-bench plot <result or report files>` (e.g. the committed \
+         `bench/reports/*.json`).\n\n",
+    );
+    for c in charts {
+        o.push_str(&format!("- [{}]({})\n", c.title, c.file));
+    }
+    if !others.is_empty() {
+        o.push_str("\nWritten earlier, from other result files:\n\n");
+        for f in others {
+            o.push_str(&format!("- [{f}]({f})\n"));
+        }
+    }
+    o
 }
 
 /// A loaded input: its file stem, whether it is a bench's own newest result (a scenario
@@ -713,6 +734,21 @@ mod tests {
         assert_eq!(files, ["per-object-job.svg"]);
         crate::report::svg::tests::check_xml(&charts[0].svg).unwrap_or_else(|e| panic!("{e}"));
         assert!(charts[0].title.contains("Indexed Job"));
+    }
+
+    #[test]
+    fn the_index_lists_the_new_charts_then_the_earlier_ones() {
+        let c = ChartFile {
+            source: "idle".into(),
+            file: "idle-rss.svg".into(),
+            title: "idle: RSS".into(),
+            svg: String::new(),
+        };
+        let text = index(std::slice::from_ref(&c), &["old.svg".to_string()]);
+        let new = text.find("- [idle: RSS](idle-rss.svg)").expect(&text);
+        let old = text.find("- [old.svg](old.svg)").expect(&text);
+        assert!(new < old, "{text}");
+        assert!(!index(&[c], &[]).contains("earlier"));
     }
 
     #[test]
