@@ -593,7 +593,8 @@ mod tests {
 
     #[test]
     fn the_cdf_rises_by_one_share_per_sample_and_once_per_value() {
-        let cases: [(&[f64], Vec<(f64, f64)>); 4] = [
+        type Case<'a> = (&'a [f64], Vec<(f64, f64)>);
+        let cases: [Case; 4] = [
             (&[], vec![]),
             (&[5.0], vec![(5.0, 0.0), (5.0, 1.0)]),
             (
