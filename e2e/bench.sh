@@ -4,7 +4,8 @@
 # Builds rkcm and rkcm-bench (release), brings up a dedicated benchmark plane (audit log on,
 # no upstream manager of its own), runs every scenario for both managers — upstream first,
 # then rkcm, same --kube-api-qps/--kube-api-burst — and writes the Markdown report plus the
-# raw numbers (JSON) beside it. Stops by itself; tears down the plane if it started it.
+# raw numbers (JSON) and its charts (SVG, bench/reports/plots/; for another report
+# <name>-plots/) beside it. Stops by itself; tears down the plane if it started it.
 #
 #   bash e2e/bench.sh            full size (the numbers in bench/reports/latest.md)
 #   bash e2e/bench.sh --quick    small sizes, report in bench/reports/quick.md
@@ -362,5 +363,5 @@ rc=0
 [ "$rc" = 0 ] || [ "$rc" = 3 ] || die "writing the report failed"
 [ "$rc" = 0 ] || failed=1
 
-step "done in $(( $(date +%s) - t0 )) s: $REPORT (raw: $REPORT_JSON; manager logs: $WORK/logs)"
+step "done in $(( $(date +%s) - t0 )) s: $REPORT (raw: $REPORT_JSON; charts beside it; manager logs: $WORK/logs)"
 [ "$failed" = 0 ] || { warn "some runs failed; see $REPORT"; exit 1; }

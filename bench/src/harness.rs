@@ -17,7 +17,9 @@ use kube::Client;
 use crate::audit;
 use crate::manager::{self, Manager, Running};
 use crate::procfs::{self, RssSampler};
-use crate::results::{Correctness, Metric, Milestone, Phase, RunResult, ScenarioResult, Status};
+use crate::results::{
+    Correctness, Distribution, Metric, Milestone, Phase, RunResult, ScenarioResult, Status,
+};
 
 /// Everything a scenario run needs to know about the plane and the managers.
 pub struct Env {
@@ -252,6 +254,11 @@ pub trait Scenario {
     async fn verify(&self, env: &Env, state: &mut Self::State) -> anyhow::Result<Correctness>;
     /// Scenario-specific numbers of the run, read after `verify` (e.g. Job lateness).
     fn metrics(&self, _state: &Self::State) -> Vec<Metric> {
+        Vec::new()
+    }
+    /// Samples kept whole for the report's charts (e.g. every reaction latency), read after
+    /// `metrics`.
+    fn distributions(&self, _state: &Self::State) -> Vec<Distribution> {
         Vec::new()
     }
     /// Numbers derived from the run's own measurements (RSS, CPU) once they are read, just
@@ -541,6 +548,7 @@ async fn verify_run<S: Scenario>(scenario: &S, env: &Env, state: &mut S::State, 
             r.status = if c.ok { Status::Ok } else { Status::Incorrect };
             r.correctness = Some(c);
             r.metrics = scenario.metrics(state);
+            r.distributions = scenario.distributions(state);
             for m in &r.metrics {
                 say!("  {}: {} {}", m.name, m.value, m.unit);
             }
@@ -688,6 +696,7 @@ async fn measure<S: Scenario>(
         verify_run(scenario, env, state, r).await;
     }
 
+    r.usage = Some(sampler.usage()).filter(|u| !u.rss_bytes.is_empty());
     if let Some(b) = curve_bucket {
         r.rss_curve = sampler.curve();
         r.rss_curve_seconds = Some(b.as_secs_f64());

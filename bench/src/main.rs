@@ -141,6 +141,9 @@ enum Command {
     Memory(memory::Args),
     /// Merge scenario result files into the Markdown report and one JSON file.
     Report(report::Args),
+    /// Charts (SVG) of scenario result files or reports, e.g. the committed
+    /// `bench/reports/*.json`.
+    Plot(report::plots::Args),
 }
 
 /// What every scenario subcommand takes.
@@ -335,6 +338,11 @@ async fn main() -> std::process::ExitCode {
             Command::Memory(args) => {
                 memory::run(&args)?;
                 say!("memory report: {}", args.out.display());
+                Ok(true)
+            }
+            Command::Plot(args) => {
+                let n = report::plots::run(&args)?;
+                say!("charts: {n} in {}", args.out.display());
                 Ok(true)
             }
             Command::Report(args) => {

@@ -5,6 +5,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::results::Usage;
+
 /// Clock ticks per second of `utime`/`stime` (`getconf CLK_TCK`); 100 if unknown.
 pub fn clock_ticks() -> u64 {
     // SAFETY: sysconf only reads a configuration value.
@@ -93,11 +95,16 @@ pub async fn wait_for_quiet_host(quiet: f64, window: Duration, limit: Duration) 
     (start.elapsed(), busy)
 }
 
-/// Samples `VmRSS` in the background and keeps the maximum seen, and, when asked for, the
-/// curve: the largest sample of each `bucket` of time since the start.
+/// Seconds between the samples of a run's [`Usage`] (RSS and CPU over time), at its start.
+pub const USAGE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Samples `VmRSS` in the background and keeps the maximum seen, the run's [`Usage`] (RSS
+/// and CPU every [`USAGE_INTERVAL`]), and, when asked for, the curve: the largest sample of
+/// each `bucket` of time since the start.
 pub struct RssSampler {
     max: Arc<AtomicU64>,
     curve: Arc<Mutex<Vec<u64>>>,
+    usage: Arc<Mutex<Usage>>,
     stop: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -108,28 +115,38 @@ impl RssSampler {
     pub fn start_with_curve(pid: u32, every: Duration, bucket: Option<Duration>) -> Self {
         let max = Arc::new(AtomicU64::new(0));
         let curve = Arc::new(Mutex::new(Vec::new()));
+        let usage = Arc::new(Mutex::new(Usage::new(USAGE_INTERVAL.as_secs_f64())));
         let stop = Arc::new(AtomicBool::new(false));
         let task = tokio::spawn({
-            let (max, curve, stop) = (max.clone(), curve.clone(), stop.clone());
+            let (max, curve, usage, stop) =
+                (max.clone(), curve.clone(), usage.clone(), stop.clone());
             async move {
                 let started = Instant::now();
                 let mut tick = tokio::time::interval(every);
+                let mut stretch_max = 0;
                 while !stop.load(Ordering::Relaxed) {
                     tick.tick().await;
-                    match status_bytes(pid, "VmRSS") {
-                        Some(rss) => {
-                            max.fetch_max(rss, Ordering::Relaxed);
-                            if let Some(b) = bucket.filter(|b| !b.is_zero()) {
-                                let i =
-                                    (started.elapsed().as_secs_f64() / b.as_secs_f64()) as usize;
-                                let mut c = curve.lock().unwrap_or_else(PoisonError::into_inner);
-                                if c.len() <= i {
-                                    c.resize(i + 1, 0);
-                                }
-                                c[i] = c[i].max(rss);
-                            }
+                    let Some(rss) = status_bytes(pid, "VmRSS") else {
+                        break; // the process is gone
+                    };
+                    max.fetch_max(rss, Ordering::Relaxed);
+                    let elapsed = started.elapsed().as_secs_f64();
+                    if let Some(b) = bucket.filter(|b| !b.is_zero()) {
+                        let i = (elapsed / b.as_secs_f64()) as usize;
+                        let mut c = curve.lock().unwrap_or_else(PoisonError::into_inner);
+                        if c.len() <= i {
+                            c.resize(i + 1, 0);
                         }
-                        None => break, // the process is gone
+                        c[i] = c[i].max(rss);
+                    }
+                    stretch_max = stretch_max.max(rss);
+                    let mut u = usage.lock().unwrap_or_else(PoisonError::into_inner);
+                    if elapsed >= u.next_end() {
+                        let cpu = cpu_seconds(pid)
+                            .or_else(|| u.cpu_seconds.last().copied())
+                            .unwrap_or(0.0);
+                        u.push(stretch_max, cpu);
+                        stretch_max = 0;
                     }
                 }
             }
@@ -137,9 +154,18 @@ impl RssSampler {
         Self {
             max,
             curve,
+            usage,
             stop,
             task,
         }
+    }
+
+    /// RSS and CPU over the run so far.
+    pub fn usage(&self) -> Usage {
+        self.usage
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The largest sample of each bucket so far, from the start (0 for a bucket without a
@@ -185,6 +211,23 @@ mod tests {
         }
         let (busy, total) = host_cpu_jiffies().expect("/proc/stat is readable");
         assert!(busy <= total && total > 0);
+    }
+
+    #[tokio::test]
+    async fn the_sampler_keeps_rss_and_cpu_over_time() {
+        let pid = std::process::id();
+        let sampler = RssSampler::start_with_curve(pid, Duration::from_millis(20), None);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while sampler.usage().rss_bytes.len() < 2 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let u = sampler.usage();
+        sampler.stop().await;
+        assert_eq!(u.interval_seconds, USAGE_INTERVAL.as_secs_f64());
+        assert!(u.rss_bytes.len() >= 2, "{u:?}");
+        assert_eq!(u.rss_bytes.len(), u.cpu_seconds.len());
+        assert!(u.rss_bytes.iter().all(|&b| b > 0), "{u:?}");
+        assert!(u.cpu_seconds.windows(2).all(|w| w[0] <= w[1]), "{u:?}");
     }
 
     #[test]

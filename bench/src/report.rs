@@ -10,7 +10,9 @@ use crate::manager::Manager;
 use crate::results::{Host, Origin, RunResult, ScenarioResult, Status};
 
 mod cells;
+pub mod plots;
 mod runs;
+mod svg;
 mod tables;
 use cells::{
     APISERVER, cpu, manager_label, mean_of_orders, mib, ok_run, order_label, peak_rss, plane_cpu,
@@ -36,6 +38,52 @@ pub struct Args {
     /// One line describing the control plane (versions, nodes).
     #[arg(long, default_value = "")]
     pub plane: String,
+    /// Directory for the charts (SVG) [default: `plots` beside the Markdown report, or
+    /// `<report name>-plots` for a report not named `latest.md`].
+    #[arg(long)]
+    pub plots: Option<PathBuf>,
+}
+
+/// Where the charts of the report `md` go by default.
+fn default_plots_dir(md: &Path) -> PathBuf {
+    let dir = md.parent().unwrap_or(Path::new(""));
+    match md.file_stem().map(|s| s.to_string_lossy()) {
+        Some(stem) if stem != "latest" => dir.join(format!("{stem}-plots")),
+        _ => dir.join("plots"),
+    }
+}
+
+/// A chart as the Markdown report links it: whose it is, its path from the report, title.
+#[derive(Debug, Clone)]
+pub struct ChartLink {
+    /// The scenario id, or empty for a chart across scenarios.
+    pub source: String,
+    pub path: String,
+    pub title: String,
+}
+
+/// Writes the charts of the report's scenarios into `dir`; their links from `md`.
+fn write_charts(report: &Report, md: &Path, dir: &Path) -> anyhow::Result<Vec<ChartLink>> {
+    let sources: Vec<plots::Source> = report
+        .scenarios
+        .iter()
+        .map(|s| plots::Source {
+            name: s.scenario.clone(),
+            scenario: s.clone(),
+        })
+        .collect();
+    let charts = plots::charts(&sources);
+    plots::write(dir, &charts)?;
+    let base = md.parent().unwrap_or(Path::new(""));
+    let rel = dir.strip_prefix(base).unwrap_or(dir);
+    Ok(charts
+        .into_iter()
+        .map(|c| ChartLink {
+            source: c.source,
+            path: rel.join(&c.file).to_string_lossy().into_owned(),
+            title: c.title,
+        })
+        .collect())
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -137,9 +185,15 @@ pub fn write(args: &Args) -> anyhow::Result<bool> {
         crate::results::without_home(&serde_json::to_string_pretty(&report)?) + "\n",
     )
     .with_context(|| format!("writing {}", args.json.display()))?;
+    let plots_dir = args
+        .plots
+        .clone()
+        .unwrap_or_else(|| default_plots_dir(&args.md));
+    let charts = write_charts(&report, &args.md, &plots_dir)?;
+    say!("charts: {} in {}", charts.len(), plots_dir.display());
     std::fs::write(
         &args.md,
-        crate::results::without_home(&markdown(&report, &args.json)),
+        crate::results::without_home(&markdown(&report, &args.json, &charts)),
     )
     .with_context(|| format!("writing {}", args.md.display()))?;
     Ok(report
@@ -149,7 +203,7 @@ pub fn write(args: &Args) -> anyhow::Result<bool> {
         .all(|r| !r.status.is_failure()))
 }
 
-pub fn markdown(r: &Report, json_path: &Path) -> String {
+pub fn markdown(r: &Report, json_path: &Path, charts: &[ChartLink]) -> String {
     let mut o = String::new();
     let json_name = json_path.file_name().map_or_else(
         || json_path.display().to_string(),
@@ -208,10 +262,44 @@ pub fn markdown(r: &Report, json_path: &Path) -> String {
     );
 
     write_summary(&mut o, r);
+    write_charts_across(&mut o, charts);
     for s in &r.scenarios {
-        write_scenario(&mut o, s, r);
+        write_scenario(&mut o, s, r, charts);
     }
     o
+}
+
+/// The charts of no one scenario (per-object cost against size), as images.
+fn write_charts_across(o: &mut String, charts: &[ChartLink]) {
+    let across: Vec<&ChartLink> = charts.iter().filter(|c| c.source.is_empty()).collect();
+    if across.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "## Charts across scenarios
+"
+    );
+    for c in across {
+        let _ = writeln!(
+            o,
+            "![{}]({})
+",
+            c.title, c.path
+        );
+    }
+}
+
+/// The charts of one scenario, as images.
+fn write_scenario_charts(o: &mut String, id: &str, charts: &[ChartLink]) {
+    for c in charts.iter().filter(|c| c.source == id) {
+        let _ = writeln!(
+            o,
+            "![{}]({})
+",
+            c.title, c.path
+        );
+    }
 }
 
 fn host_line(h: &Host) -> String {
@@ -235,7 +323,7 @@ fn swapped_order(s: &ScenarioResult) -> Option<String> {
     ))
 }
 
-fn write_scenario(o: &mut String, s: &ScenarioResult, r: &Report) {
+fn write_scenario(o: &mut String, s: &ScenarioResult, r: &Report, charts: &[ChartLink]) {
     let _ = writeln!(o, "## {}\n", s.title);
     let _ = writeln!(o, "{}\n", s.description);
     match &s.origin {
@@ -328,6 +416,7 @@ fn write_scenario(o: &mut String, s: &ScenarioResult, r: &Report) {
     write_orders(o, s);
     write_metrics(o, s);
     write_phases(o, s);
+    write_scenario_charts(o, &s.scenario, charts);
     write_rss_curves(o, s);
     for run in &s.runs {
         write_run(o, run, "");
@@ -601,7 +690,7 @@ mod tests {
             order: vec![Manager::Upstream, Manager::Rkcm],
             scenarios: vec![s],
         };
-        let md = markdown(&r, Path::new("latest.json"));
+        let md = markdown(&r, Path::new("latest.json"), &[]);
         assert!(md.contains("by `BENCH_SCENARIOS=replicaset make bench` at commit `abc`."));
         assert!(md.contains("Plane: a plane."));
         assert!(md.contains(
@@ -610,6 +699,53 @@ mod tests {
         assert!(md.contains(
             "| *rkcm / upstream* | scale up 0 → 1 000 | 0.50× | 0.50× | 1.10× | 1.00× | |"
         ));
+    }
+
+    #[test]
+    fn the_report_shows_its_charts() {
+        let r = Report {
+            generated_at: "now".into(),
+            command: "make bench".into(),
+            commit: "def".into(),
+            host: Host::probe(),
+            plane: String::new(),
+            order: vec![Manager::Upstream, Manager::Rkcm],
+            scenarios: vec![scenario("rs", "now"), scenario("idle", "now")],
+        };
+        let link = |source: &str, path: &str| ChartLink {
+            source: source.into(),
+            path: path.into(),
+            title: format!("chart {path}"),
+        };
+        let charts = [
+            link("idle", "plots/idle-rss.svg"),
+            link("", "plots/per-object-job.svg"),
+        ];
+        let md = markdown(&r, Path::new("latest.json"), &charts);
+        let across = md.find("## Charts across scenarios").expect(&md);
+        let per_object = md
+            .find("![chart plots/per-object-job.svg](plots/per-object-job.svg)")
+            .expect(&md);
+        let rs = md.find("## title of rs").expect(&md);
+        let idle = md.find("## title of idle").expect(&md);
+        let idle_rss = md
+            .find("![chart plots/idle-rss.svg](plots/idle-rss.svg)")
+            .expect(&md);
+        assert!(across < per_object && per_object < rs && rs < idle && idle < idle_rss);
+        assert_eq!(md.matches("![").count(), 2);
+        assert!(!markdown(&r, Path::new("latest.json"), &[]).contains("## Charts"));
+    }
+
+    #[test]
+    fn charts_go_beside_the_report() {
+        let cases = [
+            ("bench/reports/latest.md", "bench/reports/plots"),
+            ("bench/reports/quick.md", "bench/reports/quick-plots"),
+            ("latest.md", "plots"),
+        ];
+        for (md, want) in cases {
+            assert_eq!(default_plots_dir(Path::new(md)), Path::new(want), "{md}");
+        }
     }
 
     #[test]

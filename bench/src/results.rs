@@ -110,6 +110,73 @@ pub struct Metric {
     pub unit: String,
 }
 
+/// A manager's resident memory and CPU time over its run, one sample per `interval_seconds`:
+/// sample `i` covers the stretch up to `(i + 1) × interval_seconds` after the start, with the
+/// largest `VmRSS` seen in it (sampled every 100 ms) and the CPU used from the start to its
+/// end. The interval doubles (neighbouring samples merged) whenever a run would need more
+/// than [`Usage::MAX_SAMPLES`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    pub interval_seconds: f64,
+    pub rss_bytes: Vec<u64>,
+    pub cpu_seconds: Vec<f64>,
+}
+
+impl Usage {
+    pub const MAX_SAMPLES: usize = 1200;
+
+    pub fn new(interval_seconds: f64) -> Self {
+        Self {
+            interval_seconds,
+            ..Self::default()
+        }
+    }
+
+    /// Seconds after the start at which the next sample ends.
+    pub fn next_end(&self) -> f64 {
+        (self.rss_bytes.len() + 1) as f64 * self.interval_seconds
+    }
+
+    /// Adds a sample (the largest RSS of its stretch, the CPU at its end); merges
+    /// neighbouring pairs into one sample of twice the interval once there are
+    /// [`Usage::MAX_SAMPLES`].
+    pub fn push(&mut self, rss_bytes: u64, cpu_seconds: f64) {
+        self.rss_bytes.push(rss_bytes);
+        self.cpu_seconds.push(cpu_seconds);
+        if self.rss_bytes.len() >= Self::MAX_SAMPLES {
+            self.rss_bytes = self
+                .rss_bytes
+                .chunks(2)
+                .map(|c| c.iter().copied().max().unwrap_or(0))
+                .collect();
+            self.cpu_seconds = self
+                .cpu_seconds
+                .chunks(2)
+                .filter_map(|c| c.last().copied())
+                .collect();
+            self.interval_seconds *= 2.0;
+        }
+    }
+
+    /// (seconds after the start, value) of each sample.
+    pub fn points<T: Copy>(&self, values: &[T]) -> Vec<(f64, T)> {
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| ((i + 1) as f64 * self.interval_seconds, v))
+            .collect()
+    }
+}
+
+/// Every sample of one measure of a run, ascending (e.g. "reaction (load)" in ms).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Distribution {
+    pub name: String,
+    #[serde(default)]
+    pub unit: String,
+    pub values: Vec<f64>,
+}
+
 /// One manager, one scenario.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunResult {
@@ -153,6 +220,13 @@ pub struct RunResult {
     pub rss_curve: Vec<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rss_curve_seconds: Option<f64>,
+    /// RSS and CPU over the whole run at a fixed interval (every run; the charts' source).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// Samples of a measure kept whole for the charts (e.g. every reaction latency), each
+    /// sorted ascending.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub distributions: Vec<Distribution>,
     /// Requests of the manager's user over the whole run (start to stop).
     pub requests: Option<Counts>,
     /// Requests completed between start and convergence.
@@ -198,6 +272,8 @@ impl RunResult {
             rss_file_bytes: None,
             rss_curve: Vec::new(),
             rss_curve_seconds: None,
+            usage: None,
+            distributions: Vec::new(),
             requests: None,
             requests_converge: None,
             correctness: None,
@@ -313,6 +389,40 @@ impl Host {
                 .trim()
                 .to_string(),
         }
+    }
+}
+
+#[cfg(test)]
+mod usage_tests {
+    use super::Usage;
+
+    #[test]
+    fn samples_end_one_interval_apart() {
+        let mut u = Usage::new(1.0);
+        assert_eq!(u.next_end(), 1.0);
+        u.push(10, 0.5);
+        u.push(30, 0.75);
+        assert_eq!(u.next_end(), 3.0);
+        assert_eq!(u.points(&u.rss_bytes), [(1.0, 10), (2.0, 30)]);
+        assert_eq!(u.points(&u.cpu_seconds), [(1.0, 0.5), (2.0, 0.75)]);
+    }
+
+    #[test]
+    fn a_long_run_doubles_the_interval_keeping_peaks_and_cpu_at_each_end() {
+        let mut u = Usage::new(1.0);
+        for i in 0..Usage::MAX_SAMPLES as u64 - 1 {
+            // The RSS peaks in odd seconds, the CPU grows by 1 s a second.
+            u.push(if i % 2 == 1 { 100 + i } else { 1 }, (i + 1) as f64);
+        }
+        assert_eq!(u.rss_bytes.len(), Usage::MAX_SAMPLES - 1);
+        assert_eq!(u.interval_seconds, 1.0);
+        u.push(1, Usage::MAX_SAMPLES as f64);
+        assert_eq!(u.rss_bytes.len(), Usage::MAX_SAMPLES / 2);
+        assert_eq!(u.interval_seconds, 2.0);
+        // Sample i now ends at 2(i + 1) s: the CPU then, the larger RSS of its two seconds.
+        assert_eq!(u.points(&u.cpu_seconds)[..2], [(2.0, 2.0), (4.0, 4.0)]);
+        assert_eq!(u.rss_bytes[..2], [101, 103]);
+        assert_eq!(u.next_end(), Usage::MAX_SAMPLES as f64 + 2.0);
     }
 }
 

@@ -44,7 +44,7 @@ use self::mix::{Kind, Workload};
 use self::model::{Key, Stores, Want};
 use self::objects::RUN_LABEL;
 use crate::harness::{self, Env, Probe, Scenario};
-use crate::results::{Correctness, Metric};
+use crate::results::{Correctness, Distribution, Metric};
 use crate::scenarios::idle::ALL_CONTROLLERS;
 use crate::scenarios::podgc::group;
 use crate::{audit, k8s, latency, nodes, procfs};
@@ -112,7 +112,13 @@ pub struct State {
     plane_rss: BTreeMap<String, u64>,
     problems: Vec<String>,
     cron_jobs_seen: usize,
+    /// The reaction samples (under load, idle), read from the audit log once for the metrics
+    /// and the distributions.
+    reactions: std::sync::OnceLock<Option<Reactions>>,
 }
+
+/// Reaction samples under load and in the idle probes phase.
+type Reactions = (Vec<latency::Sample>, Vec<latency::Sample>);
 
 fn ns_of(run: &str, i: usize) -> String {
     format!("{run}-{i}")
@@ -127,6 +133,55 @@ fn plane_rss(cluster_dir: &std::path::Path) -> BTreeMap<String, u64> {
     harness::plane_pids(cluster_dir)
         .into_iter()
         .filter_map(|(name, pid)| Some((name, procfs::status_bytes(pid, "VmRSS")?)))
+        .collect()
+}
+
+/// The run's reaction samples, read from the audit log on first use.
+fn reactions(state: &State) -> Option<&Reactions> {
+    state
+        .reactions
+        .get_or_init(|| {
+            let from = state.audit_from?;
+            let records = match latency::read(&state.audit_log, from, None) {
+                Ok(r) => r,
+                Err(e) => {
+                    say!("WARNING: reading the audit log for reaction latency: {e:#}");
+                    return None;
+                }
+            };
+            let mut samples = latency::reactions(&records, state.manager_user, mix::classify_owner);
+            samples.extend(latency::cron_runs(&records, state.manager_user, |n| {
+                n.starts_with(Kind::CronJob.prefix())
+            }));
+            let idle =
+                |s: &latency::Sample| state.idle.is_some_and(|(a, b)| s.at >= a && s.at <= b);
+            let (quiet, busy): (Vec<_>, Vec<_>) = samples.into_iter().partition(idle);
+            Some((busy, quiet))
+        })
+        .as_ref()
+}
+
+/// Every answered change's latency in ms, per controller and all together (`reaction
+/// (load)`, `reaction deployment (load)`), ascending.
+fn latency_distributions(samples: &[latency::Sample], tag: &str) -> Vec<Distribution> {
+    let mut by: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for s in samples {
+        let Some(l) = s.latency else { continue };
+        let ms = (l * 1e6).round() / 1e3;
+        by.entry(format!("reaction ({tag})")).or_default().push(ms);
+        by.entry(format!("reaction {} ({tag})", s.controller))
+            .or_default()
+            .push(ms);
+    }
+    by.into_iter()
+        .map(|(name, mut values)| {
+            values.sort_unstable_by(f64::total_cmp);
+            Distribution {
+                name,
+                unit: "ms".into(),
+                values,
+            }
+        })
         .collect()
 }
 
@@ -262,6 +317,7 @@ impl Scenario for Envelope {
             plane_rss: BTreeMap::new(),
             problems: Vec::new(),
             cron_jobs_seen: 0,
+            reactions: std::sync::OnceLock::new(),
         })
     }
 
@@ -344,46 +400,42 @@ impl Scenario for Envelope {
         for (name, b) in &state.plane_rss {
             out.push(metric(format!("{name} RSS at the peak"), mib(*b), "MiB"));
         }
-        if let Some(from) = state.audit_from {
-            match latency::read(&state.audit_log, from, None) {
-                Ok(records) => {
-                    let mut samples =
-                        latency::reactions(&records, state.manager_user, mix::classify_owner);
-                    samples.extend(latency::cron_runs(&records, state.manager_user, |n| {
-                        n.starts_with(Kind::CronJob.prefix())
-                    }));
-                    let idle = |s: &&latency::Sample| {
-                        state.idle.is_some_and(|(a, b)| s.at >= a && s.at <= b)
-                    };
-                    let (quiet, busy): (Vec<_>, Vec<_>) = samples.iter().partition(idle);
-                    for (tag, set) in [("load", busy), ("idle", quiet)] {
-                        for (controller, s) in latency::summarize(set) {
-                            for (stat, v) in [("p50", s.p50), ("p99", s.p99), ("max", s.max)] {
-                                out.push(metric(
-                                    format!("reaction {controller} {stat} ({tag})"),
-                                    (v * 1e6).round() / 1e3,
-                                    "ms",
-                                ));
-                            }
-                            out.push(metric(
-                                format!("reaction {controller} changes ({tag})"),
-                                s.changes as f64,
-                                "",
-                            ));
-                            if s.unanswered > 0 {
-                                out.push(metric(
-                                    format!("reaction {controller} unanswered ({tag})"),
-                                    s.unanswered as f64,
-                                    "",
-                                ));
-                            }
-                        }
+        if let Some((busy, quiet)) = reactions(state) {
+            for (tag, set) in [("load", busy), ("idle", quiet)] {
+                for (controller, s) in latency::summarize(set) {
+                    for (stat, v) in [("p50", s.p50), ("p99", s.p99), ("max", s.max)] {
+                        out.push(metric(
+                            format!("reaction {controller} {stat} ({tag})"),
+                            (v * 1e6).round() / 1e3,
+                            "ms",
+                        ));
+                    }
+                    out.push(metric(
+                        format!("reaction {controller} changes ({tag})"),
+                        s.changes as f64,
+                        "",
+                    ));
+                    if s.unanswered > 0 {
+                        out.push(metric(
+                            format!("reaction {controller} unanswered ({tag})"),
+                            s.unanswered as f64,
+                            "",
+                        ));
                     }
                 }
-                Err(e) => say!("WARNING: reading the audit log for reaction latency: {e:#}"),
             }
         }
         out
+    }
+
+    fn distributions(&self, state: &State) -> Vec<Distribution> {
+        let Some((busy, quiet)) = reactions(state) else {
+            return Vec::new();
+        };
+        [("load", busy), ("idle", quiet)]
+            .into_iter()
+            .flat_map(|(tag, set)| latency_distributions(set, tag))
+            .collect()
     }
 
     async fn cleanup(&self, env: &Env, ns: &str) -> anyhow::Result<()> {
@@ -409,5 +461,41 @@ impl Scenario for Envelope {
         }
         let nodes = nodes::delete_labelled_nodes(env, RUN_LABEL, ns).await;
         result.and(nodes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_distributions_keep_every_answered_change_in_ms() {
+        let at = jiff::Timestamp::UNIX_EPOCH;
+        let sample = |controller, latency| latency::Sample {
+            controller,
+            at,
+            latency,
+        };
+        let samples = [
+            sample("job", Some(0.0123456)),
+            sample("deployment", Some(0.002)),
+            sample("job", None), // never answered: not in the distribution
+            sample("job", Some(0.001)),
+        ];
+        let got: Vec<(String, String, Vec<f64>)> = latency_distributions(&samples, "load")
+            .into_iter()
+            .map(|d| (d.name, d.unit, d.values))
+            .collect();
+        let want = [
+            ("reaction (load)", vec![1.0, 2.0, 12.346]),
+            ("reaction deployment (load)", vec![2.0]),
+            ("reaction job (load)", vec![1.0, 12.346]),
+        ];
+        assert_eq!(got.len(), want.len(), "{got:?}");
+        for ((name, unit, values), (want_name, want_values)) in got.iter().zip(want) {
+            assert_eq!((name.as_str(), unit.as_str()), (want_name, "ms"));
+            assert_eq!(values, &want_values, "{name}");
+        }
+        assert!(latency_distributions(&[], "idle").is_empty());
     }
 }
