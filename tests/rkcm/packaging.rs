@@ -92,7 +92,7 @@ pub(crate) fn helm_or_skip(test: &str) -> anyhow::Result<Option<PathBuf>> {
     }
 }
 
-pub(crate) fn required_tool(name: &str) -> anyhow::Result<PathBuf> {
+fn required_tool(name: &str) -> anyhow::Result<PathBuf> {
     tool(name).with_context(|| {
         format!("{name} not found in RKCM_E2E_BIN or PATH (make e2e-bins builds the pinned one)")
     })
