@@ -114,9 +114,12 @@ impl Tracker {
     }
 }
 
+/// Lends a tracker to the function it is given (under the tracker's lock).
+type Lender = Box<dyn Fn(&mut dyn FnMut(&Tracker)) + Send + Sync>;
+
 /// The collector of these metrics: reads a tracker at every scrape.
 pub struct WaitingCollector {
-    read: Box<dyn Fn(&mut dyn FnMut(&Tracker)) + Send + Sync>,
+    read: Lender,
     waiting: IntGaugeVec,
     oldest: prometheus::GaugeVec,
     syncs: IntCounterVec,
