@@ -56,7 +56,7 @@ use decision::{
     Decision, Observation, decide, holder, is_valid, jittered, observe, released, renewed,
 };
 use lease::{KubeBackend, LeaseBackend};
-use metrics::{metrics, set_master_status};
+use metrics::{count_renewal, metrics, set_master_status};
 
 /// `source.component` of our leader-election events: upstream's, because tooling selects
 /// KCM's election events by it (client-go `tools/leaderelection/resourcelock`).
@@ -450,7 +450,9 @@ impl Core {
             let window_end = Instant::now() + self.cfg.renew_deadline;
             let window = tokio::time::timeout_at(window_end, async {
                 loop {
-                    match self.try_acquire_or_renew(&mut t).await {
+                    let attempt = self.try_acquire_or_renew(&mut t).await;
+                    count_renewal(&self.cfg.name, matches!(attempt, Attempt::Leading));
+                    match attempt {
                         Attempt::Leading => return Ok(()),
                         Attempt::HeldBy(holder) => return Err(holder),
                         Attempt::Failed => {
@@ -893,6 +895,14 @@ mod tests {
         LeaderElector::with_backend(Box::new(fake.clone()), config(name, identity), health)
     }
 
+    fn renewals(name: &str, result: &str) -> u64 {
+        metrics()
+            .expect("valid definitions")
+            .renewals
+            .with_label_values(&[name, result])
+            .get()
+    }
+
     fn master(name: &str) -> i64 {
         metrics()
             .expect("valid definitions")
@@ -921,6 +931,9 @@ mod tests {
         // Renewals every ~2 s on the fast path: create + ~4 renewals.
         let writes = fake.st().writes.len();
         assert!((4..=6).contains(&writes), "{writes} writes");
+        let ok = renewals("t-create", "success");
+        let renewed = u64::try_from(writes - 1).expect("small");
+        assert_eq!((ok, renewals("t-create", "error")), (renewed, 0));
         assert_eq!(fake.spec().acquire_time, s.acquire_time);
         assert!(fake.st().events.contains(&format!("{ME} became leader")));
         assert!(
@@ -1021,6 +1034,12 @@ mod tests {
             "{after:?}"
         );
         assert_eq!(master("t-lost"), 0);
+        // Every attempt in the 10 s window failed and was counted, none as a success.
+        let ok = renewals("t-lost", "success");
+        let failed = renewals("t-lost", "error");
+        assert!(failed >= 4, "{failed} failed renewals");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(renewals("t-lost", "success"), ok);
         // A leader that cannot renew turns unhealthy after 15 + 20 s since its last renewal.
         assert!(health.live_checks(Instant::now())[0].1.is_ok());
         tokio::time::advance(Duration::from_secs(30)).await;

@@ -38,6 +38,8 @@ mod kubeconfig;
 mod leader;
 #[path = "rkcm/packaging.rs"]
 mod packaging;
+#[path = "rkcm/prometheus.rs"]
+mod prometheus;
 #[path = "rkcm/quiet.rs"]
 mod quiet;
 #[path = "rkcm/real_nodes.rs"]

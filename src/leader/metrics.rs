@@ -1,4 +1,7 @@
-//! `leader_election_master_status` and `leader_election_slowpath_total`.
+//! `leader_election_master_status` and `leader_election_slowpath_total` (upstream's), and
+//! `rkcm_leader_election_renewals_total{name,result}`: each renewal attempt of a leader
+//! (`success`, or `error` when the write failed or someone else held the Lease); upstream has no
+//! such counter, dashboards read renewals from it.
 
 use std::sync::OnceLock;
 
@@ -8,6 +11,7 @@ use rkcm_runtime::metrics::{get_or_register, register};
 pub(super) struct Metrics {
     pub(super) master_status: IntGaugeVec,
     pub(super) slowpath: IntCounterVec,
+    pub(super) renewals: IntCounterVec,
 }
 
 impl Metrics {
@@ -30,6 +34,13 @@ impl Metrics {
                 ),
                 &["name"],
             )?),
+            renewals: register(IntCounterVec::new(
+                Opts::new(
+                    "rkcm_leader_election_renewals_total",
+                    "Lease renewal attempts of the leader by result (success or error).",
+                ),
+                &["name", "result"],
+            )?),
         })
     }
 }
@@ -39,11 +50,25 @@ pub(super) fn metrics() -> Option<&'static Metrics> {
     get_or_register(&METRICS, "leader_election", Metrics::build)
 }
 
-/// `leader_election_master_status{name}`: 1 while leading the lease, 0 otherwise.
+/// `leader_election_master_status{name}`: 1 while leading the lease, 0 otherwise. The first
+/// call (at construction) also creates the lease's slow-path and renewal counters at 0, so a
+/// dashboard finds their series before the first increment.
 pub(super) fn set_master_status(name: &str, leading: bool) {
     if let Some(m) = metrics() {
+        m.slowpath.with_label_values(&[name]);
+        for result in ["success", "error"] {
+            m.renewals.with_label_values(&[name, result]);
+        }
         m.master_status
             .with_label_values(&[name])
             .set(i64::from(leading));
+    }
+}
+
+/// `rkcm_leader_election_renewals_total{name,result}`: one renewal attempt of the leader.
+pub(super) fn count_renewal(name: &str, ok: bool) {
+    if let Some(m) = metrics() {
+        let result = if ok { "success" } else { "error" };
+        m.renewals.with_label_values(&[name, result]).inc();
     }
 }

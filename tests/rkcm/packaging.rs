@@ -77,7 +77,7 @@ fn tool(name: &str) -> Option<PathBuf> {
 
 /// helm, or `None` (with a message) when a plain `cargo test` has no e2e toolchain. Missing
 /// helm is an error where tests against a cluster run (`RKCM_TEST_KUBECONFIG` set).
-fn helm_or_skip(test: &str) -> anyhow::Result<Option<PathBuf>> {
+pub(crate) fn helm_or_skip(test: &str) -> anyhow::Result<Option<PathBuf>> {
     match tool("helm") {
         Some(h) => Ok(Some(h)),
         None if std::env::var_os(rkcm_testkit::KUBECONFIG_ENV).is_some() => {
@@ -163,7 +163,12 @@ fn template_cmd(helm: &Path, release: &str, namespace: &str, sets: &[&str]) -> C
 }
 
 /// `helm template` of the chart with `--set` values, as parsed documents.
-fn render(helm: &Path, release: &str, namespace: &str, sets: &[&str]) -> anyhow::Result<Docs> {
+pub(crate) fn render(
+    helm: &Path,
+    release: &str,
+    namespace: &str,
+    sets: &[&str],
+) -> anyhow::Result<Docs> {
     let out = run_ok(&mut template_cmd(helm, release, namespace, sets), None)?;
     Docs::parse(&out.stdout)
 }
@@ -182,7 +187,7 @@ fn kubectl_cmd(kubectl: &Path, args: &[&str]) -> anyhow::Result<Command> {
 // Rendered documents
 // ---------------------------------------------------------------------------------------------
 
-struct Docs(Vec<Value>);
+pub(crate) struct Docs(Vec<Value>);
 
 impl Docs {
     fn parse(yaml: &str) -> anyhow::Result<Self> {
@@ -202,7 +207,7 @@ impl Docs {
             .filter(move |d| str_at(d, &["kind"]) == Some(kind))
     }
 
-    fn one<'a>(&'a self, kind: &'a str) -> anyhow::Result<&'a Value> {
+    pub(crate) fn one<'a>(&'a self, kind: &'a str) -> anyhow::Result<&'a Value> {
         let all: Vec<_> = self.of_kind(kind).collect();
         ensure!(all.len() == 1, "expected one {kind}, found {}", all.len());
         Ok(all[0])
@@ -489,6 +494,11 @@ fn chart_passes_helm_lint() -> anyhow::Result<()> {
             "controllers={*}",
             "serviceMonitor.enabled=true",
             "namespace.create=true",
+        ][..],
+        &[
+            "dashboard.enabled=true",
+            "prometheusRule.enabled=true",
+            "prometheusRule.alerts.RkcmNoLeader.enabled=false",
         ][..],
         &[
             "replicaCount=1",

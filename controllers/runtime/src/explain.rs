@@ -11,6 +11,7 @@ use serde::Serialize;
 
 pub mod decisions;
 pub mod refused;
+pub mod waiting_metrics;
 
 /// The object explained.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -18,6 +18,8 @@
 //!   `rkcm-check`.
 //! - [`volumes::TestVolumes`] pre-creates volumes so that claims bind.
 //! - [`fake_api::FakeApi`] is the one fake API server of unit tests.
+//! - [`prometheus::Prometheus`] runs a real Prometheus (the distribution package) that scrapes
+//!   rkcm as the chart's ServiceMonitor would and evaluates its rules; [`prometheus::promtool`].
 //! - [`recorder::Recorder`] records the requests an in-process controller sends and how they
 //!   were answered (an audit log of its own traffic).
 
@@ -29,6 +31,7 @@ mod cluster;
 pub mod fake_api;
 pub mod harness;
 pub mod invariants;
+pub mod prometheus;
 pub mod proxy;
 pub mod recorder;
 pub mod scrape;

@@ -108,6 +108,8 @@ struct Inner {
     by_key: HashMap<(String, String), (u64, Decided)>,
     /// Insertion order of the live records, oldest first.
     order: BTreeMap<u64, (String, String)>,
+    /// The waits and sync counts the metrics read ([`super::waiting_metrics`]).
+    waits: super::waiting_metrics::Tracker,
 }
 
 /// The bounded store of last decisions.
@@ -137,12 +139,17 @@ impl Decisions {
     pub fn record(&self, controller: &str, key: &str, outcome: Outcome, note: Note, at: String) {
         let id = (controller.to_owned(), key.to_owned());
         let mut inner = self.lock();
+        let failed = matches!(outcome, Outcome::Failed { .. });
+        inner.waits.count_sync(&id.0, failed);
         if let Some((seq, _)) = inner.by_key.remove(&id) {
             inner.order.remove(&seq);
         }
         if note.gone {
+            inner.waits.forget(&id.0, &id.1);
             return;
         }
+        let now = std::time::SystemTime::now();
+        inner.waits.observe(&id.0, &id.1, &note.waiting, now);
         inner.seq += 1;
         let seq = inner.seq;
         let decided = Decided {
@@ -159,6 +166,7 @@ impl Decisions {
             let Some((_, oldest)) = inner.order.pop_first() else {
                 break;
             };
+            inner.waits.forget(&oldest.0, &oldest.1);
             inner.by_key.remove(&oldest);
         }
     }
@@ -182,6 +190,11 @@ impl Decisions {
             .collect()
     }
 
+    /// Lends the waits and sync counts to `f` (the metrics collector, at a scrape).
+    pub fn with_tracker(&self, f: &mut dyn FnMut(&super::waiting_metrics::Tracker)) {
+        f(&self.lock().waits);
+    }
+
     pub fn len(&self) -> usize {
         self.lock().by_key.len()
     }
@@ -194,7 +207,9 @@ impl Decisions {
 /// The process's store: the controllers record into it, the debug endpoint reads it.
 pub fn global() -> &'static Decisions {
     static STORE: OnceLock<Decisions> = OnceLock::new();
-    STORE.get_or_init(|| Decisions::new(CAPACITY))
+    let store = STORE.get_or_init(|| Decisions::new(CAPACITY));
+    super::waiting_metrics::register_once(move |f| store.with_tracker(f));
+    store
 }
 
 #[cfg(test)]
