@@ -21,8 +21,22 @@ use crate::{unique_name, wait_for};
 pub const STARTUP: Duration = Duration::from_secs(60);
 
 /// The directory holding `prometheus` and `promtool`, installing the package first if needed
-/// (`e2e/prometheus.sh`, idempotent).
+/// (`e2e/prometheus.sh`, idempotent). Once per process: the tests of one binary run at the same
+/// time, and two `apt-get install`s at once would fail on dpkg's lock on a fresh machine.
 pub fn binary_dir() -> anyhow::Result<PathBuf> {
+    static DIR: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+    let mut dir = DIR
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(d) = dir.as_ref() {
+        return Ok(d.clone());
+    }
+    let found = install()?;
+    *dir = Some(found.clone());
+    Ok(found)
+}
+
+fn install() -> anyhow::Result<PathBuf> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../e2e/prometheus.sh");
     let out = Command::new("bash")
         .arg(&script)
