@@ -7,7 +7,15 @@
 //! 3. client config (`--kubeconfig`/`--master`), HTTPS health/metrics server (served even
 //!    while standby);
 //! 4. with `--leader-elect`: campaign; a standby opens no watches and starts nothing else;
-//! 5. wait for the apiserver's `/healthz` (1 s polls, 10 s budget);
+//! 5. wait for the apiserver's `/healthz` (1 s polls, 10 s budget); read its `/version`
+//!    (logged, `rkcm_apiserver_version_info`) and take the feature gates of kube-controller-
+//!    manager of that minor ([`cli::FeatureGates::parse_at`]): `--feature-gates` is checked
+//!    again as that minor's manager checks it, and every gate behind a behaviour takes that
+//!    minor's default. A server older than v1.34 is refused; one newer than v1.37 gets v1.37's
+//!    gates with a warning. Gates read before (the CA file rotation, `/flagz` and `/statusz`)
+//!    keep the newest minor's defaults. While running, `/version` is read every
+//!    [`VERSION_RECHECK`]: when the minor whose gates apply changes (an upgrade), rkcm drains
+//!    and exits 1 so that its restart takes the new minor's defaults;
 //! 6. request the informers of every enabled controller, start the controllers (each with its
 //!    own client and token bucket — with `--use-service-account-credentials`, authenticating
 //!    as its own ServiceAccount, see [`credentials`] — `--controller-start-interval` apart),
@@ -68,6 +76,8 @@ const DRAIN_BUDGET: Duration = Duration::from_secs(20);
 const APISERVER_POLL: Duration = Duration::from_secs(1);
 const APISERVER_BUDGET: Duration = Duration::from_secs(10);
 /// How often to report cache sync progress while waiting.
+/// How often the API server's version is read again, to notice an upgrade to another minor.
+const VERSION_RECHECK: Duration = Duration::from_secs(300);
 const SYNC_PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 fn main() {
@@ -128,7 +138,7 @@ fn main() {
 }
 
 /// Runs the process; returns the exit code. `Err` means a startup failure (exit 1).
-async fn run(cli: Cli) -> anyhow::Result<i32> {
+async fn run(mut cli: Cli) -> anyhow::Result<i32> {
     // rustls needs a process-wide crypto provider when more than one could be linked; ring
     // is the only one we build with. An error means one is already installed.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -150,7 +160,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     let _server = start_server(&cli, &health).await?;
 
     // Upstream `leaderElectAndRun`: `ReleaseOnCancel` follows the gate.
-    let release_on_exit = cli
+    let mut release_on_exit = cli
         .feature_gates
         .enabled("ControllerManagerReleaseLeaderElectionLockOnExit");
     let leading = if cli.leader.leader_elect {
@@ -191,6 +201,16 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             return Ok(release(leading, release_on_exit, 1).await);
         }
     }
+    let server_minor = match adopt_server_version(&mut cli, &informer_client).await {
+        Ok(minor) => minor,
+        Err(err) => {
+            tracing::error!(error = format!("{err:#}"), "the API server's version");
+            return Ok(release(leading, release_on_exit, 1).await);
+        }
+    };
+    release_on_exit = cli
+        .feature_gates
+        .enabled("ControllerManagerReleaseLeaderElectionLockOnExit");
 
     // WatchListClient (on by default, as upstream): one streaming WATCH per type instead of
     // paginated LISTs for the initial state.
@@ -226,12 +246,34 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     factory.start(shutdown.clone());
     tokio::spawn(report_sync(probes, health.clone(), shutdown.clone()));
 
-    // Run until a signal, a failing controller, or leadership loss.
+    // Run until a signal, a failing controller, leadership loss, or another server minor.
+    let other_minor = rkcm_runtime::api::server_version::wait_for_other_minor(
+        &informer_client,
+        server_minor,
+        (cli::OLDEST_MINOR, cli::NEWEST_MINOR),
+        VERSION_RECHECK,
+        &shutdown,
+    );
+    tokio::pin!(other_minor);
+    let mut watching_version = true;
     let mut code = 0;
     loop {
         tokio::select! {
             _ = lost.cancelled() => return Ok(leadership_lost()),
             _ = shutdown.cancelled() => break,
+            changed = &mut other_minor, if watching_version => {
+                watching_version = false;
+                if let Some(version) = changed {
+                    tracing::warn!(
+                        server = %version.git_version,
+                        from_minor = server_minor,
+                        "the API server's minor changed: restarting to take that minor's \
+                         feature gates"
+                    );
+                    code = 1;
+                    shutdown.cancel();
+                }
+            }
             Some((name, result)) = tasks.next() => {
                 serve::set_controller_running(name, false);
                 if !controller_ended_ok(name, result) {
@@ -622,6 +664,55 @@ async fn report_sync(probes: Vec<SyncProbe>, health: serve::Health, shutdown: Ca
     }
 }
 
+/// Reads the API server's `/version`, logs and exports it, and replaces the command line's
+/// feature gates with those of kube-controller-manager of the server's minor; returns that
+/// minor. Fails for a server older than the oldest supported minor and for `--feature-gates`
+/// that minor's manager refuses.
+async fn adopt_server_version(cli: &mut Cli, client: &kube::Client) -> anyhow::Result<u32> {
+    use rkcm_runtime::api::server_version::{self, Fit};
+    let version = server_version::read(client)
+        .await
+        .map_err(|e| anyhow::anyhow!(e))?;
+    server_version::export(&version);
+    let fit = server_version::fit(&version, cli::OLDEST_MINOR, cli::NEWEST_MINOR);
+    let minor = match fit {
+        Fit::Supported(minor) => minor,
+        Fit::Newer { newest } => {
+            tracing::warn!(
+                server = %version.git_version,
+                gates_of = format!("v1.{newest}"),
+                "the API server is newer than the newest Kubernetes rkcm knows: rkcm follows \
+                 kube-controller-manager v1.{newest}, as a manager one minor behind its server"
+            );
+            newest
+        }
+        Fit::Unsupported => anyhow::bail!(
+            "the API server is {version}; rkcm supports Kubernetes v1.{} to v1.{}",
+            cli::OLDEST_MINOR,
+            cli::NEWEST_MINOR
+        ),
+    };
+    tracing::info!(
+        server = %version.git_version,
+        minor = version.minor,
+        gates_of = format!("v1.{minor}"),
+        "API server version"
+    );
+    let gates = cli::FeatureGates::parse_at(minor, &cli.generic.feature_gates).map_err(|errs| {
+        anyhow::anyhow!(
+            "--feature-gates as kube-controller-manager v1.{minor} reads them (the API \
+             server is {}): {}",
+            version.git_version,
+            errs.join("; ")
+        )
+    })?;
+    if gates != cli.feature_gates {
+        export_feature_gates(&gates);
+    }
+    cli.feature_gates = gates;
+    Ok(minor)
+}
+
 /// `kubernetes_feature_enabled{name,stage}`: 1 for gates in effect whose behaviour rkcm has,
 /// 0 otherwise (a gate on by default upstream that rkcm does not implement reports 0).
 fn export_feature_gates(gates: &cli::FeatureGates) {
@@ -637,6 +728,8 @@ fn export_feature_gates(gates: &cli::FeatureGates) {
     }) else {
         return;
     };
+    // Gates of another minor read before go.
+    gauge.reset();
     for (spec, enabled) in gates.all() {
         gauge
             .with_label_values(&[spec.name, spec.stage.label()])
