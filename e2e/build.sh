@@ -32,7 +32,7 @@ have() { # have BIN EXPECTED-SUBSTRING: the binary exists and reports the pinned
   [[ $v == *"$2"* ]]
 }
 
-mkdir -p "$OUT" "$SRC"
+mkdir -p "$SRC"
 start=$(date +%s)
 
 # ---------- Kubernetes: wrapper module requiring k8s.io/kubernetes, every staging repo replaced ----------
@@ -94,6 +94,7 @@ if [ "${1:-}" = module ]; then
   exit 0
 fi
 
+mkdir -p "$OUT"
 for c in kube-apiserver kube-controller-manager kube-scheduler kubelet; do
   if have "$c" "Kubernetes $K8S_VERSION" --version; then log "$c $K8S_VERSION: cached"; else k8s_build "$c"; fi
 done

@@ -228,7 +228,8 @@ async fn run(mut cli: Cli) -> anyhow::Result<i32> {
     rkcm_runtime::queue::set_ignore_early_failures(cli.rkcm.rkcm_retry_ignores_early_failures);
     // Writes read only the identity of their answer; it comes in the same encoding.
     rkcm_runtime::api::write::accept_protobuf(content_type == ContentType::Protobuf);
-    let factory = InformerFactory::with_options(informer_client, list_mode, content_type);
+    let factory =
+        InformerFactory::with_options(informer_client.clone(), list_mode, content_type);
     watch_other_managers(&config, &client_opts)?;
     let started = start_controllers(
         &cli,
