@@ -26,8 +26,22 @@ for v in "$@"; do
   rm -rf "$W/gengates"; mkdir -p "$W/gengates"
   cp "$here/gengates/main.go" "$W/gengates/main.go"
   out=$root/src/cli/gates/table/v1_$minor.rs
-  log "$v: reading the registry"
-  ( cd "$W" && go run -trimpath ./gengates "$v" ) >"$out.tmp" || die "running the generator for $v failed"
+  # The defaults kube-controller-manager's options override (NAME=BOOL@VERSION).
+  kk=$(cd "$W" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+  overrides=$(python3 - "$kk/cmd/kube-controller-manager/app/options/options.go" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+pat = re.compile(r'version\.MustParse\("([0-9.]+)"\)\s*if err := utilfeature\.DefaultMutableFeatureGate\.'
+                 r'OverrideDefaultAtVersion\(featuregate\.Feature\(\w+\.(\w+)\), (true|false), ver\)')
+found = pat.findall(text)
+if len(found) != text.count("OverrideDefault"):
+    sys.exit(f"{sys.argv[1]}: an OverrideDefault call the generator does not understand")
+print(" ".join(f"{name}={value}@{ver}" for ver, name, value in found))
+PY
+) || die "reading kube-controller-manager's default overrides of $v"
+  log "$v: reading the registry (kube-controller-manager's overrides: ${overrides:-none})"
+  # shellcheck disable=SC2086
+  ( cd "$W" && go run -trimpath ./gengates "$v" $overrides ) >"$out.tmp" || die "running the generator for $v failed"
   rm -rf "$W/gengates"
   mv "$out.tmp" "$out"
   log "$v: $(grep -c '^    gate(' "$out") gates, $(grep -c '^    ("' "$out") dependencies -> ${out#"$root"/}"

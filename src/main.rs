@@ -160,9 +160,7 @@ async fn run(mut cli: Cli) -> anyhow::Result<i32> {
     let _server = start_server(&cli, &health).await?;
 
     // Upstream `leaderElectAndRun`: `ReleaseOnCancel` follows the gate.
-    let mut release_on_exit = cli
-        .feature_gates
-        .enabled("ControllerManagerReleaseLeaderElectionLockOnExit");
+    let mut release_on_exit = releases_lock_on_exit(&cli);
     let leading = if cli.leader.leader_elect {
         match campaign(&cli, &config, &client_opts, &health, &shutdown).await? {
             Some(leading) => Some(leading),
@@ -208,28 +206,9 @@ async fn run(mut cli: Cli) -> anyhow::Result<i32> {
             return Ok(release(leading, release_on_exit, 1).await);
         }
     };
-    release_on_exit = cli
-        .feature_gates
-        .enabled("ControllerManagerReleaseLeaderElectionLockOnExit");
+    release_on_exit = releases_lock_on_exit(&cli);
 
-    // WatchListClient (on by default, as upstream): one streaming WATCH per type instead of
-    // paginated LISTs for the initial state.
-    let list_mode = if cli.feature_gates.enabled("WatchListClient") {
-        ListMode::Streaming
-    } else {
-        ListMode::Paged
-    };
-    // Protobuf (upstream's default) for the types rkcm reads in it, JSON otherwise; the CLI
-    // has noticed any other value.
-    let content_type =
-        ContentType::from_media_type(&cli.api.kube_api_content_type).unwrap_or(ContentType::Json);
-    // rkcm's own rule (on unless `--rkcm-retry-ignores-early-failures=false`), before any
-    // controller creates its queue.
-    rkcm_runtime::queue::set_ignore_early_failures(cli.rkcm.rkcm_retry_ignores_early_failures);
-    // Writes read only the identity of their answer; it comes in the same encoding.
-    rkcm_runtime::api::write::accept_protobuf(content_type == ContentType::Protobuf);
-    let factory =
-        InformerFactory::with_options(informer_client.clone(), list_mode, content_type);
+    let factory = informer_factory(&cli, informer_client.clone());
     watch_other_managers(&config, &client_opts)?;
     let started = start_controllers(
         &cli,
@@ -247,34 +226,13 @@ async fn run(mut cli: Cli) -> anyhow::Result<i32> {
     factory.start(shutdown.clone());
     tokio::spawn(report_sync(probes, health.clone(), shutdown.clone()));
 
-    // Run until a signal, a failing controller, leadership loss, or another server minor.
-    let other_minor = rkcm_runtime::api::server_version::wait_for_other_minor(
-        &informer_client,
-        server_minor,
-        (cli::OLDEST_MINOR, cli::NEWEST_MINOR),
-        VERSION_RECHECK,
-        &shutdown,
-    );
-    tokio::pin!(other_minor);
-    let mut watching_version = true;
+    // Until a signal, a failing controller, leadership loss, or another minor (exit 1).
+    let upgraded = watch_server_minor(informer_client, server_minor, shutdown.clone());
     let mut code = 0;
     loop {
         tokio::select! {
             _ = lost.cancelled() => return Ok(leadership_lost()),
             _ = shutdown.cancelled() => break,
-            changed = &mut other_minor, if watching_version => {
-                watching_version = false;
-                if let Some(version) = changed {
-                    tracing::warn!(
-                        server = %version.git_version,
-                        from_minor = server_minor,
-                        "the API server's minor changed: restarting to take that minor's \
-                         feature gates"
-                    );
-                    code = 1;
-                    shutdown.cancel();
-                }
-            }
             Some((name, result)) = tasks.next() => {
                 serve::set_controller_running(name, false);
                 if !controller_ended_ok(name, result) {
@@ -287,6 +245,9 @@ async fn run(mut cli: Cli) -> anyhow::Result<i32> {
         }
     }
 
+    if upgraded.load(std::sync::atomic::Ordering::SeqCst) {
+        code = 1;
+    }
     match drain(&mut tasks, &lost, &mut code).await {
         Drained::Lost => Ok(leadership_lost()),
         Drained::Late => Ok(1),
@@ -665,6 +626,66 @@ async fn report_sync(probes: Vec<SyncProbe>, health: serve::Health, shutdown: Ca
     }
 }
 
+/// Upstream `leaderElectAndRun`: `ReleaseOnCancel` follows the gate.
+fn releases_lock_on_exit(cli: &Cli) -> bool {
+    cli.feature_gates
+        .enabled("ControllerManagerReleaseLeaderElectionLockOnExit")
+}
+
+/// The shared informers' factory as the flags and gates say, and the process-wide settings of
+/// the queues and writes that go with it.
+fn informer_factory(cli: &Cli, client: kube::Client) -> InformerFactory {
+    // WatchListClient (on by default, as upstream): one streaming WATCH per type instead of
+    // paginated LISTs for the initial state.
+    let list_mode = if cli.feature_gates.enabled("WatchListClient") {
+        ListMode::Streaming
+    } else {
+        ListMode::Paged
+    };
+    // Protobuf (upstream's default) for the types rkcm reads in it, JSON otherwise; the CLI
+    // has noticed any other value.
+    let content_type =
+        ContentType::from_media_type(&cli.api.kube_api_content_type).unwrap_or(ContentType::Json);
+    // rkcm's own rule (on unless `--rkcm-retry-ignores-early-failures=false`), before any
+    // controller creates its queue.
+    rkcm_runtime::queue::set_ignore_early_failures(cli.rkcm.rkcm_retry_ignores_early_failures);
+    // Writes read only the identity of their answer; it comes in the same encoding.
+    rkcm_runtime::api::write::accept_protobuf(content_type == ContentType::Protobuf);
+    InformerFactory::with_options(client, list_mode, content_type)
+}
+
+/// Reads `/version` every [`VERSION_RECHECK`]; when the minor whose gates apply differs from
+/// `minor`, logs it, sets the returned flag and cancels `shutdown`, so that rkcm drains and
+/// exits 1 and its restart takes the new minor's gates.
+fn watch_server_minor(
+    client: kube::Client,
+    minor: u32,
+    shutdown: CancellationToken,
+) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    let upgraded = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = upgraded.clone();
+    tokio::spawn(async move {
+        let changed = rkcm_runtime::api::server_version::wait_for_other_minor(
+            &client,
+            minor,
+            (cli::OLDEST_MINOR, cli::NEWEST_MINOR),
+            VERSION_RECHECK,
+            &shutdown,
+        )
+        .await;
+        if let Some(version) = changed {
+            tracing::warn!(
+                server = %version.git_version,
+                from_minor = minor,
+                "the API server's minor changed: restarting to take that minor's feature gates"
+            );
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            shutdown.cancel();
+        }
+    });
+    upgraded
+}
+
 /// Reads the API server's `/version`, logs and exports it, and replaces the command line's
 /// feature gates with those of kube-controller-manager of the server's minor; returns that
 /// minor. Fails for a server older than the oldest supported minor and for `--feature-gates`
@@ -696,7 +717,7 @@ async fn adopt_server_version(cli: &mut Cli, client: &kube::Client) -> anyhow::R
     tracing::info!(
         server = %version.git_version,
         minor = version.minor,
-        gates_of = format!("v1.{minor}"),
+        gates_of = cli::registry(minor).map_or("", |r| r.version),
         "API server version"
     );
     let gates = cli::FeatureGates::parse_at(minor, &cli.generic.feature_gates).map_err(|errs| {

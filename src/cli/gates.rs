@@ -26,6 +26,7 @@ mod upstream;
 pub use table::{GateSpec, NEWEST_MINOR, OLDEST_MINOR, REGISTRIES, Registry, Stage, registry};
 
 /// The newest minor's gates (v1.37's), sorted by name.
+#[cfg(test)]
 pub const FEATURE_GATES: &[GateSpec] = table::NEWEST_GATES;
 
 /// What rkcm does with a gate. Every gate that changes a controller rkcm runs (or the client
@@ -187,6 +188,7 @@ impl FeatureGates {
     }
 
     /// The minor whose registry these gates follow.
+    #[cfg(test)]
     pub fn minor(&self) -> u32 {
         self.minor
     }
@@ -375,7 +377,10 @@ mod tests {
 
     /// v1.37's answer (the tests of other minors are in `minors`).
     fn parse(entries: &[&str]) -> Result<FeatureGates, Vec<String>> {
-        FeatureGates::parse_at(37, &entries.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+        FeatureGates::parse_at(
+            37,
+            &entries.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        )
     }
 
     fn spec_of(name: &str) -> Option<&'static GateSpec> {

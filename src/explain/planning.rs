@@ -62,13 +62,16 @@ impl Planning {
             Err(err) => return Err(format!("the manager's flags: {err}")),
         };
         if let Some(minor) = minor {
-            cli.feature_gates = crate::cli::FeatureGates::parse_at(minor, &cli.generic.feature_gates)
-                .map_err(|errs| {
-                    format!(
-                        "the manager's flags, as kube-controller-manager v1.{minor} reads them: {}",
-                        errs.join("; ")
-                    )
-                })?;
+            cli.feature_gates = crate::cli::FeatureGates::parse_at(
+                minor,
+                &cli.generic.feature_gates,
+            )
+            .map_err(|errs| {
+                format!(
+                    "the manager's flags, as kube-controller-manager v1.{minor} reads them: {}",
+                    errs.join("; ")
+                )
+            })?;
         }
         Ok(Self {
             source,
@@ -143,8 +146,16 @@ mod tests {
         assert!(!at(36, &[]).expect("v1.36").statefulset.max_unavailable);
         assert!(!at(34, &[]).expect("v1.34").statefulset.max_unavailable);
         let gate = "--feature-gates=TaintTolerationComparisonOperators=true";
-        assert!(at(35, &[gate]).expect("v1.35 knows it").daemonset.taint_comparison_operators);
+        assert!(
+            at(35, &[gate])
+                .expect("v1.35 knows it")
+                .daemonset
+                .taint_comparison_operators
+        );
         let err = at(34, &[gate]).expect_err("unknown at v1.34");
-        assert!(err.contains("v1.34") && err.contains("unrecognized feature gate"), "{err}");
+        assert!(
+            err.contains("v1.34") && err.contains("unrecognized feature gate"),
+            "{err}"
+        );
     }
 }

@@ -99,6 +99,7 @@ pub static REGISTRIES: [Registry; 4] = [
 
 /// The newest minor's gates and dependencies.
 pub const NEWEST_GATES: &[GateSpec] = v1_37::FEATURE_GATES;
+#[cfg(test)]
 pub const NEWEST_DEPENDENCIES: &[(&str, &[&str])] = v1_37::DEPENDENCIES;
 
 /// The newest minor rkcm knows: its registry applies until the server's version is read.

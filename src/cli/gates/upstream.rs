@@ -204,7 +204,12 @@ async fn table_matches_upstream_metrics() -> anyhow::Result<()> {
     child.kill().await.ok();
     std::fs::remove_dir_all(&dir).ok();
     let theirs = scraped?;
-    assert_eq!(theirs.len(), registry.gates.len(), "gate count of {}", registry.version);
+    assert_eq!(
+        theirs.len(),
+        registry.gates.len(),
+        "gate count of {}",
+        registry.version
+    );
     let diff = differences(&table(registry, |_| true), &theirs);
     assert!(
         diff.is_empty(),

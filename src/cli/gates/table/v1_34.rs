@@ -208,7 +208,7 @@ pub const FEATURE_GATES: &[GateSpec] = &[
     gate("WatchCacheInitializationPostStartHook", false, Stage::Beta, false),
     gate("WatchFromStorageWithoutResourceVersion", false, Stage::Deprecated, true),
     gate("WatchList", true, Stage::Beta, false),
-    gate("WatchListClient", false, Stage::Beta, false),
+    gate("WatchListClient", true, Stage::Beta, false),
     gate("WinDSR", true, Stage::Ga, true),
     gate("WinOverlay", true, Stage::Ga, true),
     gate("WindowsCPUAndMemoryAffinity", false, Stage::Alpha, false),
