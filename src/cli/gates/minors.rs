@@ -70,10 +70,20 @@ fn defaults_stages_and_locks_per_minor() {
             ],
         ),
         (
+            // client-go's default is off at v1.34; kube-controller-manager turns it on.
             "WatchListClient",
             [
-                Some((false, Beta, false)),
                 Some((true, Beta, false)),
+                Some((true, Beta, false)),
+                Some((true, Beta, false)),
+                Some((true, Beta, false)),
+            ],
+        ),
+        (
+            "ComponentFlagz",
+            [
+                Some((false, Alpha, false)),
+                Some((false, Alpha, false)),
                 Some((true, Beta, false)),
                 Some((true, Beta, false)),
             ],
@@ -222,7 +232,7 @@ fn behaviour_follows_the_minor() {
     assert_eq!(v34.minor(), 34);
     assert!(!v34.enabled("DeploymentReplicaSetTerminatingReplicas"));
     assert!(!v34.enabled("MaxUnavailableStatefulSet"));
-    assert!(!v34.enabled("WatchListClient"));
+    assert!(v34.enabled("WatchListClient"), "the manager's override");
     assert!(!v34.enabled("MutableSchedulingDirectivesForSuspendedJobs"));
     assert!(v34.enabled("StaleControllerConsistencyJob"), "kept");
     assert!(v34.enabled("AtomicFIFO"), "kept");
