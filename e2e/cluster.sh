@@ -357,12 +357,14 @@ nodes_ready() {
 }
 
 cmd_env_hint() {
+  local v=""
+  [ "$K8S_VERSION" = "$K8S_PIN" ] || v="K8S_VERSION=$K8S_VERSION "
   cat >&2 <<EOF
 
-The local control plane runs. Use it with:
-  eval "\$(make -s cluster-env)"      # or: . $RUN/env.sh
+The local control plane (Kubernetes $K8S_VERSION) runs. Use it with:
+  eval "\$(${v}make -s cluster-env)"      # or: . $RUN/env.sh
   kubectl get nodes
-Logs: $RUN/logs/   Stop: make cluster-down
+Logs: $RUN/logs/   Stop: ${v}make cluster-down
 EOF
 }
 

@@ -130,7 +130,8 @@ async fn waits_for_terminating(env: &Env, node: &TestNode) -> Result<()> {
             rss.len() == 1
                 && spec_replicas(&rss[0]) == 0
                 && rs_counts(&rss[0]).0 == 0
-                && rss[0].status.as_ref().and_then(|s| s.terminating_replicas) == Some(2)
+                && rss[0].status.as_ref().and_then(|s| s.terminating_replicas)
+                    == env.cluster.keeps_terminating_replicas().then_some(2)
         })
         .await?;
         let pods = env.owned(rs_uid).await?;
