@@ -19,11 +19,13 @@ use super::generic::parse_go_bool;
 
 #[cfg(test)]
 mod minors;
+mod spec;
 mod table;
 #[cfg(test)]
 mod upstream;
 
-pub use table::{GateSpec, NEWEST_MINOR, OLDEST_MINOR, REGISTRIES, Registry, Stage, registry};
+pub use spec::{GateSpec, Stage};
+pub use table::{NEWEST_MINOR, OLDEST_MINOR, REGISTRIES, Registry, registry};
 
 /// The newest minor's gates (v1.37's), sorted by name.
 #[cfg(test)]
