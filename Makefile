@@ -2,7 +2,7 @@
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/rkcm/target
 CARGO ?= cargo
 
-.PHONY: build release image test lint unit run bench chaos sim sim-mutants cluster-up cluster-down cluster-env cluster-status e2e-bins deploy-manifests
+.PHONY: build release image test lint unit run bench chaos sim sim-mutants cluster-up cluster-down cluster-env cluster-status e2e-bins deploy-manifests skew gen-gates
 
 build:
 	$(CARGO) build --workspace
@@ -52,6 +52,15 @@ sim-mutants:
 
 e2e-bins:
 	bash e2e/build.sh
+
+# The real-plane suites against each supported Kubernetes version (v1.34 to v1.37), one after
+# the other, each on its own plane; a summary table (e2e/skew.sh: SKEW_VERSIONS, SKEW_SUITES).
+skew:
+	bash e2e/skew.sh
+
+# src/cli/gates/table/v1_*.rs from each supported version's source.
+gen-gates:
+	bash e2e/gen-gates.sh
 
 cluster-up:
 	bash e2e/cluster.sh up

@@ -3,6 +3,12 @@
 # kube-controller-manager, kubelet, kubectl, kwok, helm) from Go modules into a cache under $HOME.
 # Prints the binary directory on the last line of stdout. Re-runs are cheap: a finished
 # build is detected by version checks, and the Go build cache makes rebuilds fast.
+# K8S_VERSION=v1.35.4 (or v1.35) builds that version instead of the pin (e2e/versions.env);
+# each version has its own cache directory.
+#
+#   e2e/build.sh          build (or find) every binary
+#   e2e/build.sh module   only prepare the Go module that builds Kubernetes K8S_VERSION and
+#                         print its directory (e2e/gen-gates.sh runs code in it)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=versions.env
@@ -26,7 +32,7 @@ have() { # have BIN EXPECTED-SUBSTRING: the binary exists and reports the pinned
   [[ $v == *"$2"* ]]
 }
 
-mkdir -p "$OUT" "$SRC"
+mkdir -p "$SRC"
 start=$(date +%s)
 
 # ---------- Kubernetes: wrapper module requiring k8s.io/kubernetes, every staging repo replaced ----------
@@ -81,6 +87,14 @@ k8s_build() { # k8s_build COMMAND
   log "kubernetes $K8S_VERSION: $1 done in $(( $(date +%s) - t0 ))s"
 }
 
+if [ "${1:-}" = module ]; then
+  # A module prepared before (perhaps by a build still running) is used as it is.
+  grep -q "k8s.io/kubernetes $K8S_VERSION" "$W/go.mod" 2>/dev/null && [ -s "$W/go.sum" ] || k8s_module
+  echo "$W"
+  exit 0
+fi
+
+mkdir -p "$OUT"
 for c in kube-apiserver kube-controller-manager kube-scheduler kubelet; do
   if have "$c" "Kubernetes $K8S_VERSION" --version; then log "$c $K8S_VERSION: cached"; else k8s_build "$c"; fi
 done

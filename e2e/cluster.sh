@@ -19,7 +19,12 @@
 #                           running plane with fewer, the missing ones are added
 #   KCM_CONTROLLERS=...     --controllers for upstream kube-controller-manager (default below)
 #   KCM=0                   do not start upstream kube-controller-manager at all
-#   RKCM_CLUSTER_DIR=...    state, logs and kubeconfig (default: $TMPDIR/rkcm-cluster-$UID)
+#   K8S_VERSION=v1.35.4     the Kubernetes version of the plane (e2e/versions.env: v1.34 to
+#                           v1.37, a bare minor means its newest patch; default the pin
+#                           v1.37.1), built by e2e/build.sh into its own cache directory
+#   RKCM_CLUSTER_DIR=...    state, logs and kubeconfig (default: $TMPDIR/rkcm-cluster-$UID
+#                           for the pinned version, $TMPDIR/rkcm-cluster-$UID-<version> for
+#                           another, so planes of several versions can run side by side)
 #   AUDIT=1                 apiserver audit log (metadata of every request) in logs/audit.log;
 #                           benchmarks count each manager's requests from it by user name
 #   AUDIT_POD_CREATE_NAMESPACES="a b"   with AUDIT=1: pod creates in these namespaces are
@@ -38,7 +43,16 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
-RUN=${RKCM_CLUSTER_DIR:-${TMPDIR:-/tmp}/rkcm-cluster-$(id -u)}
+# shellcheck source=versions.env
+. "$here/versions.env"
+if [ "$K8S_VERSION" = "$K8S_PIN" ]; then
+  RUN=${RKCM_CLUSTER_DIR:-${TMPDIR:-/tmp}/rkcm-cluster-$(id -u)}
+else
+  RUN=${RKCM_CLUSTER_DIR:-${TMPDIR:-/tmp}/rkcm-cluster-$(id -u)-$K8S_VERSION}
+fi
+# e2e/real-nodes.sh finds the plane by it. Real nodes use fixed host paths: one plane at a
+# time can have them.
+export RKCM_CLUSTER_DIR=$RUN
 NODES=${NODES:-3}
 
 # Controllers rkcm implements or will implement: upstream must not run them too, or both
@@ -196,7 +210,14 @@ EOF
   done
 }
 
+# The version of the plane in $RUN (recorded at start; planes before versions were recorded
+# ran the pin).
+plane_version() { (. "$RUN/env.sh" 2>/dev/null; echo "${RKCM_K8S_VERSION:-$K8S_PIN}"); }
+
 cmd_up() {
+  if [ -f "$RUN/env.sh" ] && [ "$(plane_version)" != "$K8S_VERSION" ] && healthy; then
+    die "a plane of Kubernetes $(plane_version) runs in $RUN, not $K8S_VERSION: stop it first (RKCM_CLUSTER_DIR=$RUN bash e2e/cluster.sh down) or use another RKCM_CLUSTER_DIR"
+  fi
   if healthy; then
     log "already running ($RUN); leaving it as it is"
     [[ ${REAL_NODES:-0} =~ ^[0-9]+$ ]] || die "REAL_NODES must be a number"
@@ -304,6 +325,7 @@ export RKCM_E2E_BIN=$BIN
 export RKCM_CLUSTER_DIR=$RUN
 export PATH=$BIN:\$PATH
 export RKCM_REAL_NODES=0
+export RKCM_K8S_VERSION=$K8S_VERSION
 EOF
 
   local n=0 batch=500
@@ -324,7 +346,7 @@ EOF
       die "no default ServiceAccount; log: $RUN/logs/kube-controller-manager.log"
   fi
   start_real_nodes
-  log "control plane up in $(( $(date +%s) - t0 ))s"
+  log "control plane (Kubernetes $K8S_VERSION, etcd $ETCD_VERSION) up in $(( $(date +%s) - t0 ))s"
   cmd_env_hint
 }
 
@@ -335,12 +357,14 @@ nodes_ready() {
 }
 
 cmd_env_hint() {
+  local v=""
+  [ "$K8S_VERSION" = "$K8S_PIN" ] || v="K8S_VERSION=$K8S_VERSION "
   cat >&2 <<EOF
 
-The local control plane runs. Use it with:
-  eval "\$(make -s cluster-env)"      # or: . $RUN/env.sh
+The local control plane (Kubernetes $K8S_VERSION) runs. Use it with:
+  eval "\$(${v}make -s cluster-env)"      # or: . $RUN/env.sh
   kubectl get nodes
-Logs: $RUN/logs/   Stop: make cluster-down
+Logs: $RUN/logs/   Stop: ${v}make cluster-down
 EOF
 }
 

@@ -23,9 +23,9 @@ OUT = os.path.join(ROOT, "controllers/runtime/src/api/protobuf/pod_schema.rs")
 def version():
     with open(os.path.join(ROOT, "e2e/versions.env")) as f:
         for line in f:
-            if line.startswith("K8S_VERSION="):
+            if line.startswith("K8S_PIN="):
                 return "v0." + line.split("=", 1)[1].strip().split(".", 1)[1]
-    sys.exit("K8S_VERSION not found in e2e/versions.env")
+    sys.exit("K8S_PIN not found in e2e/versions.env")
 
 
 def modcache():

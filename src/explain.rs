@@ -353,7 +353,20 @@ async fn explain_with_last(args: &Args) -> anyhow::Result<Report> {
         ),
         None => None,
     };
-    let planning = planning_of(args, manager.as_ref()).await?;
+    // The manager follows the server's minor; so does the plan. A server whose version
+    // cannot be read plans with the newest minor's gates.
+    let minor = rkcm_runtime::api::server_version::read(&read.client)
+        .await
+        .ok()
+        .and_then(|v| {
+            rkcm_runtime::api::server_version::fit(
+                &v,
+                crate::cli::OLDEST_MINOR,
+                crate::cli::NEWEST_MINOR,
+            )
+            .minor()
+        });
+    let planning = planning_of(args, manager.as_ref(), minor).await?;
     let now = jiff::Timestamp::now();
     let mut explanation = explain(args, &read, &planning, now).await?;
     // PodGC and the TTL controller write no events; a pod's or a Job's events are the
@@ -392,14 +405,19 @@ async fn explain_with_last(args: &Args) -> anyhow::Result<Report> {
 
 /// The planning configuration: the manager's (`--manager`) with the command line's flags
 /// after it, or the command line's alone.
-async fn planning_of(args: &Args, manager: Option<&Client>) -> anyhow::Result<Planning> {
+async fn planning_of(
+    args: &Args,
+    manager: Option<&Client>,
+    minor: Option<u32>,
+) -> anyhow::Result<Planning> {
     let Some(client) = manager else {
         let source = if args.planning_flags.is_empty() {
             Source::Defaults
         } else {
             Source::Flags
         };
-        return Planning::from_flags(&args.planning_flags, source).map_err(anyhow::Error::msg);
+        return Planning::from_flags_at(&args.planning_flags, source, minor)
+            .map_err(anyhow::Error::msg);
     };
     let body = manager_get(client, crate::serve::effective::PATH)
         .await?
@@ -408,7 +426,8 @@ async fn planning_of(args: &Args, manager: Option<&Client>) -> anyhow::Result<Pl
         serde_json::from_str(&body).context("parsing the manager's configuration")?;
     let mut flags = effective.flags;
     flags.extend(args.planning_flags.iter().cloned());
-    let planning = Planning::from_flags(&flags, Source::Manager).map_err(anyhow::Error::msg);
+    let planning =
+        Planning::from_flags_at(&flags, Source::Manager, minor).map_err(anyhow::Error::msg);
     match effective.local_time_zone {
         Some(zone) => planning.and_then(|p| p.in_time_zone(&zone).map_err(anyhow::Error::msg)),
         None => planning,

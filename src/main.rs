@@ -7,7 +7,15 @@
 //! 3. client config (`--kubeconfig`/`--master`), HTTPS health/metrics server (served even
 //!    while standby);
 //! 4. with `--leader-elect`: campaign; a standby opens no watches and starts nothing else;
-//! 5. wait for the apiserver's `/healthz` (1 s polls, 10 s budget);
+//! 5. wait for the apiserver's `/healthz` (1 s polls, 10 s budget); read its `/version`
+//!    (logged, `rkcm_apiserver_version_info`) and take the feature gates of kube-controller-
+//!    manager of that minor ([`cli::FeatureGates::parse_at`]): `--feature-gates` is checked
+//!    again as that minor's manager checks it, and every gate behind a behaviour takes that
+//!    minor's default. A server older than v1.34 is refused; one newer than v1.37 gets v1.37's
+//!    gates with a warning. Gates read before (the CA file rotation, `/flagz` and `/statusz`)
+//!    keep the newest minor's defaults. While running, `/version` is read every
+//!    [`VERSION_RECHECK`]: when the minor whose gates apply changes (an upgrade), rkcm drains
+//!    and exits 1 so that its restart takes the new minor's defaults;
 //! 6. request the informers of every enabled controller, start the controllers (each with its
 //!    own client and token bucket — with `--use-service-account-credentials`, authenticating
 //!    as its own ServiceAccount, see [`credentials`] — `--controller-start-interval` apart),
@@ -68,6 +76,8 @@ const DRAIN_BUDGET: Duration = Duration::from_secs(20);
 const APISERVER_POLL: Duration = Duration::from_secs(1);
 const APISERVER_BUDGET: Duration = Duration::from_secs(10);
 /// How often to report cache sync progress while waiting.
+/// How often the API server's version is read again, to notice an upgrade to another minor.
+const VERSION_RECHECK: Duration = Duration::from_secs(300);
 const SYNC_PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 fn main() {
@@ -128,7 +138,7 @@ fn main() {
 }
 
 /// Runs the process; returns the exit code. `Err` means a startup failure (exit 1).
-async fn run(cli: Cli) -> anyhow::Result<i32> {
+async fn run(mut cli: Cli) -> anyhow::Result<i32> {
     // rustls needs a process-wide crypto provider when more than one could be linked; ring
     // is the only one we build with. An error means one is already installed.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -150,9 +160,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     let _server = start_server(&cli, &health).await?;
 
     // Upstream `leaderElectAndRun`: `ReleaseOnCancel` follows the gate.
-    let release_on_exit = cli
-        .feature_gates
-        .enabled("ControllerManagerReleaseLeaderElectionLockOnExit");
+    let mut release_on_exit = releases_lock_on_exit(&cli);
     let leading = if cli.leader.leader_elect {
         match campaign(&cli, &config, &client_opts, &health, &shutdown).await? {
             Some(leading) => Some(leading),
@@ -191,24 +199,16 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             return Ok(release(leading, release_on_exit, 1).await);
         }
     }
-
-    // WatchListClient (on by default, as upstream): one streaming WATCH per type instead of
-    // paginated LISTs for the initial state.
-    let list_mode = if cli.feature_gates.enabled("WatchListClient") {
-        ListMode::Streaming
-    } else {
-        ListMode::Paged
+    let server_minor = match adopt_server_version(&mut cli, &informer_client).await {
+        Ok(minor) => minor,
+        Err(err) => {
+            tracing::error!(error = format!("{err:#}"), "the API server's version");
+            return Ok(release(leading, release_on_exit, 1).await);
+        }
     };
-    // Protobuf (upstream's default) for the types rkcm reads in it, JSON otherwise; the CLI
-    // has noticed any other value.
-    let content_type =
-        ContentType::from_media_type(&cli.api.kube_api_content_type).unwrap_or(ContentType::Json);
-    // rkcm's own rule (on unless `--rkcm-retry-ignores-early-failures=false`), before any
-    // controller creates its queue.
-    rkcm_runtime::queue::set_ignore_early_failures(cli.rkcm.rkcm_retry_ignores_early_failures);
-    // Writes read only the identity of their answer; it comes in the same encoding.
-    rkcm_runtime::api::write::accept_protobuf(content_type == ContentType::Protobuf);
-    let factory = InformerFactory::with_options(informer_client, list_mode, content_type);
+    release_on_exit = releases_lock_on_exit(&cli);
+
+    let factory = informer_factory(&cli, informer_client.clone());
     watch_other_managers(&config, &client_opts)?;
     let started = start_controllers(
         &cli,
@@ -226,7 +226,8 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     factory.start(shutdown.clone());
     tokio::spawn(report_sync(probes, health.clone(), shutdown.clone()));
 
-    // Run until a signal, a failing controller, or leadership loss.
+    // Until a signal, a failing controller, leadership loss, or another minor (exit 1).
+    let upgraded = watch_server_minor(informer_client, server_minor, shutdown.clone());
     let mut code = 0;
     loop {
         tokio::select! {
@@ -244,6 +245,9 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         }
     }
 
+    if upgraded.load(std::sync::atomic::Ordering::SeqCst) {
+        code = 1;
+    }
     match drain(&mut tasks, &lost, &mut code).await {
         Drained::Lost => Ok(leadership_lost()),
         Drained::Late => Ok(1),
@@ -622,6 +626,115 @@ async fn report_sync(probes: Vec<SyncProbe>, health: serve::Health, shutdown: Ca
     }
 }
 
+/// Upstream `leaderElectAndRun`: `ReleaseOnCancel` follows the gate.
+fn releases_lock_on_exit(cli: &Cli) -> bool {
+    cli.feature_gates
+        .enabled("ControllerManagerReleaseLeaderElectionLockOnExit")
+}
+
+/// The shared informers' factory as the flags and gates say, and the process-wide settings of
+/// the queues and writes that go with it.
+fn informer_factory(cli: &Cli, client: kube::Client) -> InformerFactory {
+    // WatchListClient (on by default, as upstream): one streaming WATCH per type instead of
+    // paginated LISTs for the initial state.
+    let list_mode = if cli.feature_gates.enabled("WatchListClient") {
+        ListMode::Streaming
+    } else {
+        ListMode::Paged
+    };
+    // Protobuf (upstream's default) for the types rkcm reads in it, JSON otherwise; the CLI
+    // has noticed any other value.
+    let content_type =
+        ContentType::from_media_type(&cli.api.kube_api_content_type).unwrap_or(ContentType::Json);
+    // rkcm's own rule (on unless `--rkcm-retry-ignores-early-failures=false`), before any
+    // controller creates its queue.
+    rkcm_runtime::queue::set_ignore_early_failures(cli.rkcm.rkcm_retry_ignores_early_failures);
+    // Writes read only the identity of their answer; it comes in the same encoding.
+    rkcm_runtime::api::write::accept_protobuf(content_type == ContentType::Protobuf);
+    InformerFactory::with_options(client, list_mode, content_type)
+}
+
+/// Reads `/version` every [`VERSION_RECHECK`]; when the minor whose gates apply differs from
+/// `minor`, logs it, sets the returned flag and cancels `shutdown`, so that rkcm drains and
+/// exits 1 and its restart takes the new minor's gates.
+fn watch_server_minor(
+    client: kube::Client,
+    minor: u32,
+    shutdown: CancellationToken,
+) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    let upgraded = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = upgraded.clone();
+    tokio::spawn(async move {
+        let changed = rkcm_runtime::api::server_version::wait_for_other_minor(
+            &client,
+            minor,
+            (cli::OLDEST_MINOR, cli::NEWEST_MINOR),
+            VERSION_RECHECK,
+            &shutdown,
+        )
+        .await;
+        if let Some(version) = changed {
+            tracing::warn!(
+                server = %version.git_version,
+                from_minor = minor,
+                "the API server's minor changed: restarting to take that minor's feature gates"
+            );
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            shutdown.cancel();
+        }
+    });
+    upgraded
+}
+
+/// Reads the API server's `/version`, logs and exports it, and replaces the command line's
+/// feature gates with those of kube-controller-manager of the server's minor; returns that
+/// minor. Fails for a server older than the oldest supported minor and for `--feature-gates`
+/// that minor's manager refuses.
+async fn adopt_server_version(cli: &mut Cli, client: &kube::Client) -> anyhow::Result<u32> {
+    use rkcm_runtime::api::server_version::{self, Fit};
+    let version = server_version::read(client)
+        .await
+        .map_err(|e| anyhow::anyhow!(e))?;
+    server_version::export(&version);
+    let fit = server_version::fit(&version, cli::OLDEST_MINOR, cli::NEWEST_MINOR);
+    let minor = match fit {
+        Fit::Supported(minor) => minor,
+        Fit::Newer { newest } => {
+            tracing::warn!(
+                server = %version.git_version,
+                gates_of = format!("v1.{newest}"),
+                "the API server is newer than the newest Kubernetes rkcm knows: rkcm follows \
+                 kube-controller-manager v1.{newest}, as a manager one minor behind its server"
+            );
+            newest
+        }
+        Fit::Unsupported => anyhow::bail!(
+            "the API server is {version}; rkcm supports Kubernetes v1.{} to v1.{}",
+            cli::OLDEST_MINOR,
+            cli::NEWEST_MINOR
+        ),
+    };
+    tracing::info!(
+        server = %version.git_version,
+        minor = version.minor,
+        gates_of = cli::registry(minor).map_or("", |r| r.version),
+        "API server version"
+    );
+    let gates = cli::FeatureGates::parse_at(minor, &cli.generic.feature_gates).map_err(|errs| {
+        anyhow::anyhow!(
+            "--feature-gates as kube-controller-manager v1.{minor} reads them (the API \
+             server is {}): {}",
+            version.git_version,
+            errs.join("; ")
+        )
+    })?;
+    if gates != cli.feature_gates {
+        export_feature_gates(&gates);
+    }
+    cli.feature_gates = gates;
+    Ok(minor)
+}
+
 /// `kubernetes_feature_enabled{name,stage}`: 1 for gates in effect whose behaviour rkcm has,
 /// 0 otherwise (a gate on by default upstream that rkcm does not implement reports 0).
 fn export_feature_gates(gates: &cli::FeatureGates) {
@@ -637,6 +750,8 @@ fn export_feature_gates(gates: &cli::FeatureGates) {
     }) else {
         return;
     };
+    // Gates of another minor read before go.
+    gauge.reset();
     for (spec, enabled) in gates.all() {
         gauge
             .with_label_values(&[spec.name, spec.stage.label()])

@@ -54,6 +54,8 @@ mod rollout_statefulset;
 mod secure_serving;
 #[path = "rkcm/serve.rs"]
 mod serve;
+#[path = "rkcm/skew.rs"]
+mod skew;
 #[path = "rkcm/statefulset_identity.rs"]
 mod statefulset_identity;
 #[path = "rkcm/statefulset_takeover.rs"]

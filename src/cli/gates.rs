@@ -1,5 +1,10 @@
-//! Feature gates: upstream's v1.37 registry, `--feature-gates` parsing with upstream's rules,
-//! and what rkcm does with each gate.
+//! Feature gates: upstream's registry of each supported minor (v1.34 to v1.37),
+//! `--feature-gates` parsing with upstream's rules, and what rkcm does with each gate.
+//!
+//! rkcm behaves against a v1.N API server as kube-controller-manager v1.N would: the gates'
+//! defaults, locks and names are v1.N's. The command line is checked before the server's
+//! version is known: it is refused only when no supported minor accepts it. Once the server's
+//! minor is read, [`FeatureGates::parse_at`] gives that minor's answer, refusals included.
 //!
 //! Parsing follows component-base `featuregate` (`unsafeSetFromMap`): an unknown name is an
 //! error, a locked gate accepts only its default, `AllAlpha`/`AllBeta` set every alpha/beta
@@ -12,11 +17,19 @@ use std::collections::BTreeMap;
 
 use super::generic::parse_go_bool;
 
+#[cfg(test)]
+mod minors;
+mod spec;
 mod table;
 #[cfg(test)]
 mod upstream;
 
-pub use table::{DEPENDENCIES, FEATURE_GATES, GateSpec, Stage};
+pub use spec::{GateSpec, Stage};
+pub use table::{NEWEST_MINOR, OLDEST_MINOR, REGISTRIES, Registry, registry};
+
+/// The newest minor's gates (v1.37's), sorted by name.
+#[cfg(test)]
+pub const FEATURE_GATES: &[GateSpec] = table::NEWEST_GATES;
 
 /// What rkcm does with a gate. Every gate that changes a controller rkcm runs (or the client
 /// machinery under it) is [`Support::Honoured`], [`Support::DefaultOnly`] or
@@ -39,6 +52,19 @@ pub enum Support {
     /// workload controllers ignore it too.
     NoEffect(&'static str),
 }
+
+/// Gates newer than some supported minors whose behaviour rkcm keeps at those minors (with
+/// the newest minor's default) instead of going without it: the stale-cache guards, added in
+/// v1.36, keep a sync from acting on a cache that does not yet show the controller's own
+/// writes. Without them a v1.34 or v1.35 manager can act twice on a lagging cache; rkcm does
+/// not bring that back. Not settable there (the minor's manager does not know them).
+pub const KEPT_WHEN_ABSENT: &[&str] = &[
+    "AtomicFIFO",
+    "StaleControllerConsistencyDaemonSet",
+    "StaleControllerConsistencyJob",
+    "StaleControllerConsistencyReplicaSet",
+    "StaleControllerConsistencyStatefulSet",
+];
 
 /// Why a gate has no effect in rkcm, unless [`support`] says more.
 pub const NO_EFFECT: &str =
@@ -91,6 +117,12 @@ pub fn support(name: &str) -> Support {
              StatefulSet gets upstream's error and no update)",
         ),
         "WorkloadWithJob" => DefaultOnly("gang scheduling of Jobs is not implemented"),
+        // Locked on from v1.35; at v1.34 (beta) upstream's `false` makes the Job controller
+        // sync Jobs of every manager.
+        "JobManagedBy" => DefaultOnly(
+            "the Job controller always leaves Jobs whose spec.managedBy names another manager \
+             alone",
+        ),
         "CoordinatedLeaderElection" => {
             DefaultOnly("coordinated leader election is not implemented")
         }
@@ -123,21 +155,64 @@ pub fn support(name: &str) -> Support {
     }
 }
 
-fn spec_of(name: &str) -> Option<&'static GateSpec> {
-    FEATURE_GATES.iter().find(|g| g.name == name)
-}
-
-/// The effective feature gates: the table's defaults plus `--feature-gates` overrides.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// The effective feature gates of one minor: its registry's defaults plus `--feature-gates`
+/// overrides.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FeatureGates {
+    minor: u32,
     overrides: BTreeMap<&'static str, bool>,
 }
 
+impl Default for FeatureGates {
+    /// The newest minor's defaults.
+    fn default() -> Self {
+        Self {
+            minor: NEWEST_MINOR,
+            overrides: BTreeMap::new(),
+        }
+    }
+}
+
 impl FeatureGates {
-    /// Parses the accumulated `key=value` entries of `--feature-gates` (component-base
-    /// `MapStringBool` + `featuregate.Set`), then checks dependencies and what rkcm
-    /// implements. Every failure is returned; each names its gate.
+    /// The command line's gates before the server's minor is known: those of the newest minor
+    /// that accepts `entries`. When none does, the newest minor's errors.
     pub fn parse(entries: &[String]) -> Result<Self, Vec<String>> {
+        let mut newest_errors = None;
+        for registry in REGISTRIES.iter().rev() {
+            match Self::parse_at(registry.minor, entries) {
+                Ok(gates) => return Ok(gates),
+                Err(errs) => {
+                    newest_errors.get_or_insert(errs);
+                }
+            }
+        }
+        Err(newest_errors.unwrap_or_default())
+    }
+
+    /// The minor whose registry these gates follow.
+    #[cfg(test)]
+    pub fn minor(&self) -> u32 {
+        self.minor
+    }
+
+    fn registry(&self) -> &'static Registry {
+        registry(self.minor).unwrap_or_else(table::newest)
+    }
+
+    fn spec_of(&self, name: &str) -> Option<&'static GateSpec> {
+        self.registry().gates.iter().find(|g| g.name == name)
+    }
+
+    /// Parses the accumulated `key=value` entries of `--feature-gates` as kube-controller-manager
+    /// v1.`minor` does (component-base `MapStringBool` + `featuregate.Set`), then checks
+    /// dependencies and what rkcm implements. Every failure is returned; each names its gate.
+    /// A minor rkcm does not support reads as the newest.
+    pub fn parse_at(minor: u32, entries: &[String]) -> Result<Self, Vec<String>> {
+        let minor = registry(minor).map_or(NEWEST_MINOR, |r| r.minor);
+        let at = Self {
+            minor,
+            overrides: BTreeMap::new(),
+        };
         let mut overrides = BTreeMap::new();
         let mut errs = Vec::new();
         for entry in entries {
@@ -160,7 +235,7 @@ impl FeatureGates {
                      {key}={value}, err: {e}"
                 )]
             })?;
-            let Some(spec) = spec_of(key) else {
+            let Some(spec) = at.spec_of(key) else {
                 // Upstream returns at the first unknown name.
                 return Err(vec![format!(
                     "invalid argument for \"--feature-gates\" flag: unrecognized feature gate: \
@@ -180,7 +255,7 @@ impl FeatureGates {
         if !errs.is_empty() {
             return Err(errs);
         }
-        let gates = Self { overrides };
+        let gates = Self { minor, overrides };
         errs.extend(gates.dependency_errors());
         errs.extend(gates.refusals());
         if errs.is_empty() {
@@ -190,9 +265,19 @@ impl FeatureGates {
         }
     }
 
-    /// Whether `name` is on. Unknown names are off.
+    /// Whether `name` is on. A name this minor does not know is off (its manager has no such
+    /// behaviour), except the stale-cache guards ([`KEPT_WHEN_ABSENT`]), which keep the newest
+    /// minor's default.
     pub fn enabled(&self, name: &str) -> bool {
-        spec_of(name).is_some_and(|spec| self.effective(spec).0)
+        match self.spec_of(name) {
+            Some(spec) => self.effective(spec).0,
+            None => {
+                KEPT_WHEN_ABSENT.contains(&name)
+                    && table::NEWEST_GATES
+                        .iter()
+                        .any(|g| g.name == name && g.default)
+            }
+        }
     }
 
     /// The effective value of `spec` and, when a meta gate set it, that gate's name.
@@ -216,7 +301,8 @@ impl FeatureGates {
     /// Upstream's dependency check: `X is enabled, but depends on features that are
     /// disabled: [Y]`, one line per gate, by name.
     fn dependency_errors(&self) -> Vec<String> {
-        DEPENDENCIES
+        self.registry()
+            .dependencies
             .iter()
             .filter(|(gate, _)| self.enabled(gate))
             .filter_map(|(gate, deps)| {
@@ -235,7 +321,7 @@ impl FeatureGates {
     /// The effective values rkcm does not implement, one error per gate.
     fn refusals(&self) -> Vec<String> {
         let mut out = Vec::new();
-        for spec in FEATURE_GATES {
+        for spec in self.registry().gates {
             let (enabled, via) = self.effective(spec);
             let refused = match support(spec.name) {
                 Support::DefaultOnly(why) if enabled != spec.default => Some(why),
@@ -262,7 +348,8 @@ impl FeatureGates {
     /// Gates in effect whose behaviour rkcm does not have ([`Support::NotImplemented`] left at
     /// its default): `(gate, why)`, logged once at start.
     pub fn notices(&self) -> Vec<(&'static str, &'static str)> {
-        FEATURE_GATES
+        self.registry()
+            .gates
             .iter()
             .filter_map(|spec| match support(spec.name) {
                 Support::NotImplemented(why) if self.effective(spec).0 => Some((spec.name, why)),
@@ -275,7 +362,8 @@ impl FeatureGates {
     /// state, except that a gate whose behaviour rkcm lacks ([`Support::NotImplemented`])
     /// reports off, as rkcm runs, whatever upstream's default.
     pub fn all(&self) -> Vec<(&'static GateSpec, bool)> {
-        FEATURE_GATES
+        self.registry()
+            .gates
             .iter()
             .map(|g| {
                 let implemented = !matches!(support(g.name), Support::NotImplemented(_));
@@ -289,9 +377,19 @@ impl FeatureGates {
 mod tests {
     use super::*;
 
+    /// v1.37's answer (the tests of other minors are in `minors`).
     fn parse(entries: &[&str]) -> Result<FeatureGates, Vec<String>> {
-        FeatureGates::parse(&entries.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+        FeatureGates::parse_at(
+            37,
+            &entries.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        )
     }
+
+    fn spec_of(name: &str) -> Option<&'static GateSpec> {
+        FEATURE_GATES.iter().find(|g| g.name == name)
+    }
+
+    const DEPENDENCIES: &[(&str, &[&str])] = table::NEWEST_DEPENDENCIES;
 
     fn refused(entries: &[&str]) -> String {
         parse(entries).expect_err("refused").join("\n")

@@ -21,7 +21,7 @@
 //! manager running side by side never contend for one lease), `--enable-leader-migration`
 //! (`false` only), every `--concurrent-*-syncs` of an in-scope controller,
 //! `--terminated-pod-gc-threshold`, `--enable-garbage-collector`, `--min-resync-period`,
-//! `--controller-start-interval`, `--feature-gates` (upstream's v1.37 registry, [`FEATURE_GATES`];
+//! `--controller-start-interval`, `--feature-gates` (upstream's registry of the server's minor, [`REGISTRIES`];
 //! values rkcm does not implement are refused naming the gate, see [`Support`]),
 //! `--use-service-account-credentials` (see `credentials.rs`), the secure serving flags
 //! (`--bind-address`, `--secure-port`, `--tls-cert-file`, `--tls-private-key-file`,

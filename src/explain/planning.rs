@@ -47,12 +47,35 @@ impl Planning {
     /// The planning configuration of `flags` (each `--NAME=VALUE`), parsed as the manager
     /// parses its command line.
     pub fn from_flags(flags: &[String], source: Source) -> Result<Self, String> {
+        Self::from_flags_at(flags, source, None)
+    }
+
+    /// [`Self::from_flags`] with the feature gates of kube-controller-manager v1.`minor`, as
+    /// the manager takes them against a server of that minor (`None`: the newest minor that
+    /// accepts them).
+    pub fn from_flags_at(
+        flags: &[String],
+        source: Source,
+        minor: Option<u32>,
+    ) -> Result<Self, String> {
         let argv = std::iter::once("rkcm".to_owned()).chain(flags.iter().cloned());
-        let cli = match parse::parse(argv) {
+        let mut cli = match parse::parse(argv) {
             Ok(Invocation::Run(cli)) => cli,
             Ok(Invocation::PrintVersion(_)) => return Err("unexpected --version".to_owned()),
             Err(err) => return Err(format!("the manager's flags: {err}")),
         };
+        if let Some(minor) = minor {
+            cli.feature_gates = crate::cli::FeatureGates::parse_at(
+                minor,
+                &cli.generic.feature_gates,
+            )
+            .map_err(|errs| {
+                format!(
+                    "the manager's flags, as kube-controller-manager v1.{minor} reads them: {}",
+                    errs.join("; ")
+                )
+            })?;
+        }
         Ok(Self {
             source,
             flags: flags.to_vec(),
@@ -134,5 +157,29 @@ mod tests {
         );
         let err = flags(&["--rkcm-no-such-flag=true"]).expect_err("refused");
         assert!(err.contains("rkcm-no-such-flag"), "{err}");
+    }
+
+    /// Against a server of an older minor the plan takes that minor's gates, as the manager.
+    #[test]
+    fn plans_with_the_servers_minor() {
+        let at = |minor, f: &[&str]| {
+            let f: Vec<String> = f.iter().map(|s| (*s).to_owned()).collect();
+            Planning::from_flags_at(&f, Source::Flags, Some(minor))
+        };
+        assert!(at(37, &[]).expect("v1.37").statefulset.max_unavailable);
+        assert!(!at(36, &[]).expect("v1.36").statefulset.max_unavailable);
+        assert!(!at(34, &[]).expect("v1.34").statefulset.max_unavailable);
+        let gate = "--feature-gates=TaintTolerationComparisonOperators=true";
+        assert!(
+            at(35, &[gate])
+                .expect("v1.35 knows it")
+                .daemonset
+                .taint_comparison_operators
+        );
+        let err = at(34, &[gate]).expect_err("unknown at v1.34");
+        assert!(
+            err.contains("v1.34") && err.contains("unrecognized feature gate"),
+            "{err}"
+        );
     }
 }

@@ -268,15 +268,17 @@ fn unimplemented_feature_gate_value_exits_one_naming_the_gate() {
             "{gates}: {err}"
         );
     }
-    // A gate upstream v1.37 does not know is upstream's error.
+    // A gate no supported minor's manager knows is upstream's error, before any connection.
+    // (One that an older minor knows, such as `JobSuccessPolicy`, waits for the server's
+    // version: `src/cli/gates/minors.rs`.)
     let out = run(&[
         "--master",
         &wire.url("http"),
-        "--feature-gates=JobSuccessPolicy=true",
+        "--feature-gates=NoSuchGate=true",
     ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr(&out).contains("unrecognized feature gate: JobSuccessPolicy"),
+        stderr(&out).contains("unrecognized feature gate: NoSuchGate"),
         "{}",
         stderr(&out)
     );

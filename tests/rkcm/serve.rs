@@ -40,7 +40,7 @@ pub(crate) struct Rkcm {
     log_path: PathBuf,
     exited: Option<ExitStatus>,
     /// The proxy confining it to one namespace, when started by [`Rkcm::spawn_scoped`].
-    _proxy: Option<ScopedProxy>,
+    proxy: Option<ScopedProxy>,
 }
 
 impl Rkcm {
@@ -110,8 +110,14 @@ impl Rkcm {
             port,
             log_path,
             exited: None,
-            _proxy: proxy,
+            proxy,
         })
+    }
+
+    /// The proxy it talks through, when started by [`Rkcm::spawn_scoped`] (its journal of
+    /// writes).
+    pub(crate) fn proxy(&self) -> Option<&ScopedProxy> {
+        self.proxy.as_ref()
     }
 
     pub(crate) fn pid(&self) -> i32 {

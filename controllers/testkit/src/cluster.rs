@@ -25,6 +25,8 @@ pub const KEEP_ENV: &str = "RKCM_KEEP_NAMESPACES";
 pub struct TestCluster {
     client: Client,
     kubeconfig: PathBuf,
+    /// The API server's minor (`/version`, read at connect).
+    server_minor: u32,
 }
 
 impl TestCluster {
@@ -39,10 +41,28 @@ impl TestCluster {
         let config = Self::config_from(&path).await?;
         let client = Client::try_from(config)
             .with_context(|| format!("building a client from {}", path.display()))?;
+        let server_minor = rkcm_runtime::api::server_version::read(&client)
+            .await
+            .map_err(anyhow::Error::msg)
+            .with_context(|| format!("the API server of {}", path.display()))?
+            .minor;
         Ok(Self {
             client,
             kubeconfig: path,
+            server_minor,
         })
+    }
+
+    /// The API server's Kubernetes minor (34 for v1.34).
+    pub fn server_minor(&self) -> u32 {
+        self.server_minor
+    }
+
+    /// Whether the API server keeps ReplicaSet and Deployment `status.terminatingReplicas`:
+    /// from v1.35, where `DeploymentReplicaSetTerminatingReplicas` is on by default; a v1.34
+    /// server drops the field, and rkcm, following that minor's gate, does not write it.
+    pub fn keeps_terminating_replicas(&self) -> bool {
+        self.server_minor >= 35
     }
 
     /// A client config from a kubeconfig file (its current context).

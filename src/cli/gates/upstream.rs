@@ -1,9 +1,10 @@
-//! The gate table checked against the pinned kube-controller-manager itself, so that it
-//! cannot drift from the binary the local plane runs: `--help` lists every alpha and beta gate
-//! with its default, and its `/metrics` (`kubernetes_feature_enabled`, component-base
-//! `featuregate.AddMetrics`) every gate with its stage and default. The binary comes from
-//! `RKCM_E2E_BIN` (`eval "$(bash e2e/cluster.sh env)"`); without it these tests fail, they do
-//! not skip.
+//! The gate table of the minor of the kube-controller-manager under test checked against that
+//! binary itself, so that no minor's table can drift from its manager: `--help` lists every
+//! alpha and beta gate with its default, and its `/metrics` (`kubernetes_feature_enabled`,
+//! component-base `featuregate.AddMetrics`) every gate with its stage and default. The binary
+//! comes from `RKCM_E2E_BIN` (`eval "$(bash e2e/cluster.sh env)"`; `K8S_VERSION=v1.34` for
+//! another minor's plane) and says its version (`--version`); without it these tests fail,
+//! they do not skip.
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -15,18 +16,37 @@ use rkcm_testkit::harness::e2e_bin;
 use rkcm_testkit::scrape::{AcceptAnyCert, free_port, https_get};
 use rkcm_testkit::wait_for;
 
-use super::{FEATURE_GATES, Stage};
+use super::{Registry, Stage, registry};
 
 /// `name -> (stage label, default)`, as upstream prints them.
 type Gates = BTreeMap<String, (String, bool)>;
 
 /// The table's gates, restricted to `keep` stages, in upstream's spelling.
-fn table(keep: impl Fn(Stage) -> bool) -> Gates {
-    FEATURE_GATES
+fn table(registry: &Registry, keep: impl Fn(Stage) -> bool) -> Gates {
+    registry
+        .gates
         .iter()
         .filter(|g| keep(g.stage))
         .map(|g| (g.name.to_owned(), (g.stage.label().to_owned(), g.default)))
         .collect()
+}
+
+/// The minor of `Kubernetes v1.34.4`, `--version`'s answer.
+fn parse_version(text: &str) -> Option<u32> {
+    let v = text.trim().strip_prefix("Kubernetes v1.")?;
+    v.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+}
+
+/// The registry of the minor of the binary `bin`.
+fn registry_of(bin: &std::path::Path) -> anyhow::Result<&'static Registry> {
+    let out = std::process::Command::new(bin)
+        .arg("--version")
+        .output()
+        .with_context(|| format!("running {} --version", bin.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let minor = parse_version(&text)
+        .with_context(|| format!("no version in {}'s --version: {text:?}", bin.display()))?;
+    registry(minor).with_context(|| format!("{}: v1.{minor} has no gate table", bin.display()))
 }
 
 /// The `kube:Name=true|false (STAGE - default=VALUE)` lines of `--help`'s `--feature-gates`.
@@ -108,12 +128,16 @@ fn parsers_read_upstreams_lines() {
     theirs.insert("AllAlpha".to_owned(), ("BETA".to_owned(), false));
     let diff = differences(&parsed, &theirs);
     assert_eq!(diff.len(), 2, "{diff:?}");
+    assert_eq!(parse_version("Kubernetes v1.34.4\n"), Some(34));
+    assert_eq!(parse_version("Kubernetes v1.37.1-rc.0"), Some(37));
+    assert_eq!(parse_version("v1.37.1"), None);
 }
 
 #[test]
 #[ignore = "needs the pinned kube-controller-manager (RKCM_E2E_BIN): make test"]
 fn table_matches_upstream_help() -> anyhow::Result<()> {
     let bin = e2e_bin("kube-controller-manager")?;
+    let registry = registry_of(&bin)?;
     let out = std::process::Command::new(&bin)
         .arg("--help")
         .output()
@@ -121,7 +145,7 @@ fn table_matches_upstream_help() -> anyhow::Result<()> {
     let help = String::from_utf8_lossy(&out.stdout);
     let theirs = parse_help(&help)?;
     // `--help` hides GA and deprecated gates (component-base `KnownFeatures`).
-    let ours = table(|s| matches!(s, Stage::Alpha | Stage::Beta));
+    let ours = table(registry, |s| matches!(s, Stage::Alpha | Stage::Beta));
     assert!(
         theirs.len() > 100,
         "too few gates in --help: {}",
@@ -130,7 +154,8 @@ fn table_matches_upstream_help() -> anyhow::Result<()> {
     let diff = differences(&ours, &theirs);
     assert!(
         diff.is_empty(),
-        "the gate table drifted:\n{}",
+        "the gate table of {} drifted:\n{}",
+        registry.version,
         diff.join("\n")
     );
     Ok(())
@@ -142,6 +167,7 @@ fn table_matches_upstream_help() -> anyhow::Result<()> {
 #[ignore = "needs the pinned kube-controller-manager (RKCM_E2E_BIN): make test"]
 async fn table_matches_upstream_metrics() -> anyhow::Result<()> {
     let bin = e2e_bin("kube-controller-manager")?;
+    let registry = registry_of(&bin)?;
     let dir = std::env::temp_dir().join(rkcm_testkit::unique_name("gates-kcm"));
     std::fs::create_dir_all(&dir)?;
     let kubeconfig = dir.join("kubeconfig");
@@ -178,11 +204,17 @@ async fn table_matches_upstream_metrics() -> anyhow::Result<()> {
     child.kill().await.ok();
     std::fs::remove_dir_all(&dir).ok();
     let theirs = scraped?;
-    assert_eq!(theirs.len(), FEATURE_GATES.len(), "gate count");
-    let diff = differences(&table(|_| true), &theirs);
+    assert_eq!(
+        theirs.len(),
+        registry.gates.len(),
+        "gate count of {}",
+        registry.version
+    );
+    let diff = differences(&table(registry, |_| true), &theirs);
     assert!(
         diff.is_empty(),
-        "the gate table drifted:\n{}",
+        "the gate table of {} drifted:\n{}",
+        registry.version,
         diff.join("\n")
     );
     Ok(())

@@ -131,7 +131,8 @@ pub trait DeployEnv {
 
 impl DeployEnv for Env {
     fn start(&self) -> Controllers {
-        self.start_gated(true)
+        // The gate's default at the server's minor, as rkcm takes it (off for v1.34).
+        self.start_gated(self.cluster.keeps_terminating_replicas())
     }
 
     fn start_gated(&self, terminating_replicas: bool) -> Controllers {

@@ -226,13 +226,20 @@ rkcm_testkit::scenario! {
     terminating_replicas_are_reported_and_not_replaced, "rs-terminating", terminating
 }
 
+/// `status.terminatingReplicas` of `n` terminating pods, where the server keeps the field (a
+/// v1.34 server drops it, and the controller, as rkcm at that minor, does not write it).
+fn reported(env: &Env, n: i32) -> Option<i32> {
+    env.cluster.keeps_terminating_replicas().then_some(n)
+}
+
 async fn terminating(env: &Env) -> Result<()> {
     let ctrl = env.start();
     let (uid, _) = web_with_pods(env, 3, true).await?;
     env.scale("web", 1).await?;
     let survivors = env.wait_active(&uid, 1).await?;
     env.wait_rs("web", "replicas=1 terminating=2", |rs| {
-        rs_status(rs).0 == 1 && rs.status.as_ref().and_then(|s| s.terminating_replicas) == Some(2)
+        rs_status(rs).0 == 1
+            && rs.status.as_ref().and_then(|s| s.terminating_replicas) == reported(env, 2)
     })
     .await?;
     env.active_names_hold(&uid, &names_of(&survivors), Duration::from_secs(3))
@@ -254,7 +261,7 @@ async fn terminating(env: &Env) -> Result<()> {
         }
     }
     env.wait_rs("web", "terminating=0", |rs| {
-        rs.status.as_ref().and_then(|s| s.terminating_replicas) == Some(0)
+        rs.status.as_ref().and_then(|s| s.terminating_replicas) == reported(env, 0)
     })
     .await?;
     ctrl.stop().await

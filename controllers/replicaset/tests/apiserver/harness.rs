@@ -60,7 +60,7 @@ pub fn start_recorded(
 /// ReplicaSet and ReplicationController helpers on the test environment.
 #[allow(async_fn_in_trait)]
 pub trait RsEnv {
-    /// Upstream defaults.
+    /// Upstream defaults (of the server's minor).
     fn config(&self) -> rkcm_replicaset::Config;
     /// Both controllers with [`RsEnv::config`].
     fn start(&self) -> Controllers;
@@ -72,7 +72,11 @@ pub trait RsEnv {
 
 impl RsEnv for Env {
     fn config(&self) -> rkcm_replicaset::Config {
-        rkcm_replicaset::Config::default()
+        rkcm_replicaset::Config {
+            // The gate's default at the server's minor, as rkcm takes it.
+            terminating_replicas: self.cluster.keeps_terminating_replicas(),
+            ..rkcm_replicaset::Config::default()
+        }
     }
 
     fn start(&self) -> Controllers {

@@ -1,7 +1,8 @@
 //! The API client and what goes over it: the rate-limited client per controller, the writes
-//! (create, status replace, patch, delete) and the protobuf encoding.
+//! (create, status replace, patch, delete), the protobuf encoding, and the server's version.
 
 pub mod client;
 pub mod protobuf;
+pub mod server_version;
 pub mod write;
 pub mod written;

@@ -182,16 +182,24 @@ rkcm_testkit::scenario! {
 }
 
 /// §9 19: maxUnavailable 2 under Parallel deletes web-3 and web-2 together; web-1 and web-0
-/// wait until those are available.
+/// wait until those are available. An API server whose `MaxUnavailableStatefulSet` is off
+/// (v1.34 to v1.36 by default) drops the field: there the pods go one at a time, as upstream
+/// of that minor.
 async fn max_unavailable_updates_two_at_a_time_in(base: &Base) -> Result<()> {
     let env = Env::new(base);
     let r = async {
-        env.create_set(merge(
+        let created = env.create_set(merge(
             sts("web", 4),
             json!({"spec": {"podManagementPolicy": "Parallel",
                 "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 2}}}}),
         ))
         .await?;
+        let kept = created
+            .spec
+            .update_strategy
+            .as_ref()
+            .and_then(|u| u.rolling_update.as_ref()?.max_unavailable.as_ref())
+            .is_some();
         env.wait_settled("web", 4).await?;
         let hist = env.pod_history().await?;
         env.set_image("web", V2).await?;
@@ -203,6 +211,11 @@ async fn max_unavailable_updates_two_at_a_time_in(base: &Base) -> Result<()> {
         let r3 = ready_at(&hist, "web-3", &new)?.context("new web-3 never ready")?;
         let r2 = ready_at(&hist, "web-2", &new)?.context("new web-2 never ready")?;
         let first_ready = Some(r3.min(r2));
+        if !kept {
+            // One at a time: web-2 goes only after the new web-3 is ready.
+            ensure!(t2 > Some(r3), "maxUnavailable dropped by the server, yet web-2 went before web-3 was back: {t2:?} {r3:?}");
+            return hist.assert_one_per_name();
+        }
         // Both went before either replacement was ready, the lower two only after one was.
         ensure!(t3.max(t2) < first_ready, "web-3/web-2 not deleted together: {t3:?} {t2:?} {first_ready:?}");
         ensure!(t1.min(t0) > first_ready, "web-1/web-0 deleted before a replacement was available");
@@ -327,17 +340,22 @@ async fn re_serialized_revision(base: &Base, semantic: bool) -> Result<()> {
     let mut env = Env::new(base);
     let r = async {
         // A gRPC readiness probe without `service` and an env var from a file key without
-        // `optional`: the v1.37 API server fills both in.
+        // `optional`: the v1.37 API server fills both in. File keys need `EnvFiles` (on from
+        // v1.35): a v1.34 server gets the probe alone.
+        let file_keys = base.cluster.server_minor() >= 35;
+        let mut container = json!({
+            "name": "c", "image": V1,
+            "readinessProbe": {"grpc": {"port": 9000}},
+        });
+        if file_keys {
+            container["env"] = json!([{"name": "F", "valueFrom": {"fileKeyRef":
+                {"volumeName": "v", "path": "p", "key": "k"}}}]);
+        }
         env.create_set(merge(
             sts("web", 2),
             json!({"spec": {"template": {"spec": {
                 "volumes": [{"name": "v", "emptyDir": {}}],
-                "containers": [{
-                "name": "c", "image": V1,
-                "readinessProbe": {"grpc": {"port": 9000}},
-                "env": [{"name": "F", "valueFrom": {"fileKeyRef":
-                    {"volumeName": "v", "path": "p", "key": "k"}}}]
-            }]}}}}),
+                "containers": [container]}}}}),
         ))
         .await?;
         let settled = env.wait_settled("web", 2).await?;
@@ -361,10 +379,11 @@ async fn re_serialized_revision(base: &Base, semantic: bool) -> Result<()> {
             .as_object_mut()
             .and_then(|o| o.remove("service"))
             .is_some()
-            && c["env"][0]["valueFrom"]["fileKeyRef"]
-                .as_object_mut()
-                .and_then(|o| o.remove("optional"))
-                .is_some();
+            && (!file_keys
+                || c["env"][0]["valueFrom"]["fileKeyRef"]
+                    .as_object_mut()
+                    .and_then(|o| o.remove("optional"))
+                    .is_some());
         ensure!(
             had,
             "the API server did not default the fields: {}",
