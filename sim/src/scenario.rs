@@ -343,7 +343,14 @@ impl Scenario {
             }
             return;
         };
-        match (self.ctl, rng.random_range(0..3)) {
+        let mut choice = rng.random_range(0..3);
+        // The set opted in to the stuck-rollout recovery only changes its template: a
+        // scale-down past pods that never become Ready stays stuck under OrderedReady, as
+        // upstream (a condemned unhealthy pod that is not the first unavailable one blocks).
+        if target == format!("{NS}/queue") {
+            choice = 2;
+        }
+        match (self.ctl, choice) {
             (Ctl::ReplicaSet | Ctl::PodGc, _) | (Ctl::Deployment | Ctl::StatefulSet, 0 | 1) => {
                 let replicas = rng.random_range(0..=5);
                 world.trace_line(format!("user scale {target} to {replicas}"));

@@ -499,6 +499,14 @@ fn recovery_note(seen: &Seen<'_>) -> (&'static str, String) {
                 after.as_secs()
             ),
         ),
+        Some(Judgement::NodeNotReady { recheck }) => (
+            "OldRevisionPodNotReady",
+            format!(
+                "stuck-rollout recovery is on ({ANNOTATION}) but the pod's node is not Ready \
+                 or unreachable (left to pod safety); judged again in {}s",
+                recheck.as_secs()
+            ),
+        ),
         Some(Judgement::No(why)) => (
             "OldRevisionPodNotReady",
             format!("stuck-rollout recovery is on ({ANNOTATION}) but does not replace it: {why}"),

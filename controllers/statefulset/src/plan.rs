@@ -174,6 +174,9 @@ pub enum Waiting {
         rule: Rule,
         after: Duration,
     },
+    /// Beside `NotReady`: recovery would judge the replica but its node is not Ready; the
+    /// sync is requeued to look again in `recheck`.
+    RecoveryNodeNotReady { ordinal: i32, recheck: Duration },
     /// `OrderedReady`: a condemned pod is deleted this sync; the next one waits for it.
     ScalingDown { ordinal: i32 },
     /// `OrderedReady`: a condemned pod is terminating.
@@ -461,6 +464,11 @@ fn recover(
                 rule,
                 after,
             });
+            wait
+        }
+        Judgement::NodeNotReady { recheck } => {
+            plan.waiting
+                .push(Waiting::RecoveryNodeNotReady { ordinal, recheck });
             wait
         }
         Judgement::Off | Judgement::No(_) => wait,

@@ -242,7 +242,9 @@ impl Controller {
         }
         // A stuck pod sends no event when its time is up.
         for wait in &plan.waiting {
-            if let Waiting::RecoveryDue { after, .. } = wait {
+            if let Waiting::RecoveryDue { after, .. }
+            | Waiting::RecoveryNodeNotReady { recheck: after, .. } = wait
+            {
                 self.queue.add_after(key.to_string(), *after);
             }
         }

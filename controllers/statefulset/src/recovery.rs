@@ -18,7 +18,9 @@
 //! revision (recreating a pod of the update revision would not help: that revision itself is
 //! what blocks); its slot is at or above the partition (so it comes back at the update
 //! revision); its node, if it has one, is Ready and not tainted unreachable (a cut-off pod is
-//! pod safety's business); and one [`Rule`] holds.
+//! pod safety's business); no other pod of the set is terminating (one replacement at a
+//! time: a pod recovery deleted may stay terminating for long on a node that went down,
+//! while a lower pod blocks the wait); and one [`Rule`] holds.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -39,6 +41,8 @@ use crate::plan::Snapshot;
 pub const ANNOTATION: &str = "rkcm.io/statefulset-recover-stuck-rollout";
 /// The Warning event on the set naming the pod and the rule.
 pub const EVENT_REASON: &str = "RecoveredStuckPod";
+/// How soon a pod left alone for its node is judged again.
+pub const NODE_RECHECK: Duration = Duration::from_secs(30);
 /// Default of `--rkcm-statefulset-recover-stuck-after`.
 pub const DEFAULT_AFTER: Duration = Duration::from_secs(300);
 
@@ -106,6 +110,9 @@ pub enum Judgement {
     Due(Rule),
     /// The rule holds, but not for long enough yet: due in `after`.
     Later { rule: Rule, after: Duration },
+    /// The pod's node is not Ready, unreachable or unknown (a cut-off pod is pod safety's
+    /// business): judged again in `recheck`.
+    NodeNotReady { recheck: Duration },
 }
 
 /// Whether recovery is on for `set`: its annotation, else the manager's default.
@@ -146,6 +153,12 @@ pub fn judge(s: &Snapshot<'_>, pod: &Pod) -> Judgement {
     if let Some(why) = not_applicable(s, pod) {
         return Judgement::No(why);
     }
+    if !on_reachable_node(s, pod) {
+        // The controller has no node handler: a node that comes back sends nothing.
+        return Judgement::NodeNotReady {
+            recheck: NODE_RECHECK,
+        };
+    }
     if pod_revision(pod) != s.current_revision {
         return Judgement::Due(Rule::AbandonedRevision);
     }
@@ -180,6 +193,11 @@ fn not_applicable(s: &Snapshot<'_>, pod: &Pod) -> Option<&'static str> {
     if !is_created(pod) || is_terminating(pod) {
         return Some("the pod is not created yet, or is terminating");
     }
+    // One at a time: a pod recovery deleted stays terminating until its containers stopped
+    // (for long, on a node that went down), while a lower pod may block the wait meanwhile.
+    if s.pods.iter().any(|p| is_terminating(p)) {
+        return Some("another pod of the set is terminating: one replacement at a time");
+    }
     // Mutant (sim only): a Ready pod (e.g. one within minReadySeconds) is taken for stuck.
     if is_pod_ready(pod) && !rkcm_runtime::mutants::on("sts-recover-ready-pod") {
         return Some("the pod is Ready (it waits for minReadySeconds)");
@@ -195,13 +213,14 @@ fn not_applicable(s: &Snapshot<'_>, pod: &Pod) -> Option<&'static str> {
     if slot < partition(set).unwrap_or(0) {
         return Some("the pod is below the partition: it would come back at its old revision");
     }
-    let node = pod.spec.as_ref().and_then(|sp| sp.node_name.as_deref());
-    if let Some(node) = node.filter(|n| !n.is_empty())
-        && s.recovery.nodes.get(node) != Some(&true)
-    {
-        return Some("the pod's node is not Ready or unreachable: left to pod safety");
-    }
     None
+}
+
+/// Whether the pod's node (if it has one) is reachable.
+fn on_reachable_node(s: &Snapshot<'_>, pod: &Pod) -> bool {
+    let node = pod.spec.as_ref().and_then(|sp| sp.node_name.as_deref());
+    node.filter(|n| !n.is_empty())
+        .is_none_or(|n| s.recovery.nodes.get(n) == Some(&true))
 }
 
 /// Which rule a current-revision pod breaks, and since when.

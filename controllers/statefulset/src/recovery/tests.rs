@@ -189,6 +189,9 @@ fn judge_follows_the_rule() {
     let mut node_unknown = world(on.clone(), three(&on, broken(&on, B)), A, A);
     node_unknown.nodes = Nodes::new();
     let no = |w: &World| matches!(w.judge(2), Judgement::No(_));
+    let node_wait = Some(Judgement::NodeNotReady {
+        recheck: NODE_RECHECK,
+    });
     let cases: Vec<(&str, World, Option<Judgement>)> = vec![
         (
             "off: no annotation, manager default off",
@@ -280,11 +283,15 @@ fn judge_follows_the_rule() {
             ),
             None,
         ),
-        ("never on a node that is not Ready", node_down, None),
+        (
+            "never on a node that is not Ready",
+            node_down,
+            node_wait.clone(),
+        ),
         (
             "never on a node the cache does not know",
             node_unknown,
-            None,
+            node_wait,
         ),
         (
             "current revision, failing readiness for 10 s of 60",
@@ -399,8 +406,18 @@ fn only_the_lowest_blocking_pod_goes_never_two_at_once() {
         terminating(stuck(&on, 1, B, 0, |_| {})),
         stuck(&on, 2, B, 0, |_| {}),
     ];
-    let p = world(on, pods, A, A).plan();
+    let p = world(on.clone(), pods, A, A).plan();
     assert!(deletes(&p).is_empty(), "{:?}", deletes(&p));
+    // A lower pod stuck while a higher one recovered earlier is still terminating (its node
+    // went down): it waits until that one is gone (the simulator's seed 48).
+    let pods = vec![
+        stuck(&on, 0, B, 0, |_| {}),
+        ready(&on, 1, A),
+        terminating(stuck(&on, 2, B, 0, |_| {})),
+    ];
+    let w = world(on, pods, A, A);
+    assert!(matches!(w.judge(0), Judgement::No(_)), "{:?}", w.judge(0));
+    assert!(deletes(&w.plan()).is_empty());
 }
 
 #[test]
@@ -501,5 +518,24 @@ fn the_event_names_the_pod_and_the_rule() {
     assert!(
         event_message("web-0", A, C, Rule::CrashLooping, AFTER)
             .contains("rule CrashLooping (crash-looping, not Ready for 60s or more)")
+    );
+}
+
+#[test]
+fn a_pod_on_a_node_that_is_not_ready_is_judged_again_later() {
+    let on = opted(set(3), "true");
+    let mut w = world(on.clone(), three(&on, stuck(&on, 2, B, 0, |_| {})), A, A);
+    w.nodes = Nodes::from([("n1".to_owned(), false)]);
+    let p = w.plan();
+    assert!(deletes(&p).is_empty());
+    assert_eq!(
+        p.waiting,
+        vec![
+            Waiting::RecoveryNodeNotReady {
+                ordinal: 2,
+                recheck: NODE_RECHECK
+            },
+            Waiting::NotReady { ordinal: 2 }
+        ]
     );
 }
