@@ -289,7 +289,12 @@ impl Controller {
                 Ok(())
             }
             Err(e) => {
-                self.pod_event(ctx, "delete", &name, Some(&error_message(&e)));
+                // A recovery delete whose pod changed since the cache's copy (a crash-looping
+                // pod's status moves often): judged again on the next sync, no failure event.
+                let changed = matches!(&e, kube::Error::Api(s) if s.is_conflict());
+                if !(changed && matches!(reason, DeleteReason::Recover(_))) {
+                    self.pod_event(ctx, "delete", &name, Some(&error_message(&e)));
+                }
                 Err(Error::Pod {
                     key: ctx.key.to_string(),
                     step: "deleting",

@@ -31,8 +31,14 @@ fn template(container: Value) -> Value {
     real_template(json!({"app": "db"}), json!([container]), json!({}))
 }
 
+/// A container that exits 1 at once, with a readiness probe (as a real workload has): it
+/// never passes as Ready between crashes (without a probe a container counts as Ready the
+/// moment it starts, and the rollout could go on past it).
 fn crashing() -> Value {
-    shell("main", BUSYBOX, "exit 1")
+    let mut c = shell("main", BUSYBOX, "exit 1");
+    c["readinessProbe"] = json!({"exec": {"command": ["true"]}, "periodSeconds": 1,
+        "failureThreshold": 1, "successThreshold": 1});
+    c
 }
 
 /// A sleeper whose readiness probe runs `probe` (`true` or `false`).
