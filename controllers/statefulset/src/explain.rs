@@ -271,7 +271,7 @@ fn sync(e: &mut Explanation, set: &StatefulSet, inputs: &Inputs<'_>) -> Result<(
         Waiting::NotReady { ordinal: o } => pods
             .iter()
             .find(|pod| ordinal(pod) == Some(*o))
-            .map(|pod| recovery::judge(&snapshot, pod)),
+            .map(|pod| recovery::judge(&snapshot.recovery_context(), pod)),
         _ => None,
     });
     let seen = Seen {

@@ -66,6 +66,20 @@ pub struct Snapshot<'a> {
     pub recovery: Recovery<'a>,
 }
 
+impl<'a> Snapshot<'a> {
+    /// What the stuck-rollout recovery reads of this snapshot.
+    pub fn recovery_context(&self) -> crate::recovery::Context<'a> {
+        crate::recovery::Context {
+            set: self.set,
+            pods: self.pods,
+            current_revision: self.current_revision,
+            update_revision: self.update_revision,
+            now: self.now,
+            recovery: self.recovery,
+        }
+    }
+}
+
 /// Why a pod is deleted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeleteReason {
@@ -450,7 +464,7 @@ fn recover(
     let Waiting::NotReady { ordinal } = wait else {
         return wait;
     };
-    match crate::recovery::judge(s, pod) {
+    match crate::recovery::judge(&s.recovery_context(), pod) {
         Judgement::Due(rule) => {
             unit.actions = vec![Action::DeletePod {
                 pod: pod.clone(),

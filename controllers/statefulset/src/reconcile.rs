@@ -237,10 +237,21 @@ impl Controller {
         }
         // History, even after a failed sync.
         let history_result = history().await;
-        if let Some(delay) = step.requeue_after {
+        self.requeue(key, step.requeue_after, &plan);
+        let (result, status_error) = plan::outcome(result, status_result, history_result);
+        if let Some(status_error) = status_error {
+            tracing::debug!(controller = crate::config::NAME, key, %status_error, "status update failed after a failed sync");
+        }
+        result
+    }
+
+    /// Syncs `key` again when a ready pod becomes available (`requeue_after`) and when the
+    /// stuck-rollout recovery is to judge a pod again: a stuck pod sends no event when its
+    /// time is up, nor does a node that comes back.
+    fn requeue(&self, key: &str, requeue_after: Option<Duration>, plan: &Plan) {
+        if let Some(delay) = requeue_after {
             self.queue.add_after(key.to_string(), delay);
         }
-        // A stuck pod sends no event when its time is up.
         for wait in &plan.waiting {
             if let Waiting::RecoveryDue { after, .. }
             | Waiting::RecoveryNodeNotReady { recheck: after, .. } = wait
@@ -248,11 +259,6 @@ impl Controller {
                 self.queue.add_after(key.to_string(), *after);
             }
         }
-        let (result, status_error) = plan::outcome(result, status_result, history_result);
-        if let Some(status_error) = status_error {
-            tracing::debug!(controller = crate::config::NAME, key, %status_error, "status update failed after a failed sync");
-        }
-        result
     }
 
     /// `adoptOrphanRevisions`: the set's and orphaned revisions its selector matches, as

@@ -23,6 +23,7 @@
 //! while a lower pod blocks the wait); and one [`Rule`] holds.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -35,7 +36,6 @@ use crate::identity::{
     is_created, is_monotonic, is_terminating, ordinal, partition, phase, pod_revision,
     start_ordinal, strategy_type,
 };
-use crate::plan::Snapshot;
 
 /// The per-set opt-in (`"true"` / `"false"`; any other value means the manager's default).
 pub const ANNOTATION: &str = "rkcm.io/statefulset-recover-stuck-rollout";
@@ -70,6 +70,18 @@ impl Recovery<'static> {
         after: DEFAULT_AFTER,
         nodes: &NO_NODES,
     };
+}
+
+/// What [`judge`] reads of a sync's snapshot (`plan::Snapshot::recovery_context`).
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    pub set: &'a StatefulSet,
+    /// Every pod the set claimed.
+    pub pods: &'a [Arc<Pod>],
+    pub current_revision: &'a str,
+    pub update_revision: &'a str,
+    pub now: Timestamp,
+    pub recovery: Recovery<'a>,
 }
 
 /// Why a stuck pod is replaced.
@@ -146,7 +158,7 @@ pub fn node_reachable(node: &Node) -> bool {
 }
 
 /// Whether recovery replaces `pod`, the replica the ordered wait stops at (module docs).
-pub fn judge(s: &Snapshot<'_>, pod: &Pod) -> Judgement {
+pub fn judge(s: &Context<'_>, pod: &Pod) -> Judgement {
     if !enabled(s.set, s.recovery.default_on) {
         return Judgement::Off;
     }
@@ -182,7 +194,7 @@ pub fn judge(s: &Snapshot<'_>, pod: &Pod) -> Judgement {
 }
 
 /// The conditions every rule shares, or why they do not hold.
-fn not_applicable(s: &Snapshot<'_>, pod: &Pod) -> Option<&'static str> {
+fn not_applicable(s: &Context<'_>, pod: &Pod) -> Option<&'static str> {
     let set = s.set;
     if !is_monotonic(set) {
         return Some("podManagementPolicy Parallel: no ordered wait to break");
@@ -217,7 +229,7 @@ fn not_applicable(s: &Snapshot<'_>, pod: &Pod) -> Option<&'static str> {
 }
 
 /// Whether the pod's node (if it has one) is reachable.
-fn on_reachable_node(s: &Snapshot<'_>, pod: &Pod) -> bool {
+fn on_reachable_node(s: &Context<'_>, pod: &Pod) -> bool {
     let node = pod.spec.as_ref().and_then(|sp| sp.node_name.as_deref());
     node.filter(|n| !n.is_empty())
         .is_none_or(|n| s.recovery.nodes.get(n) == Some(&true))

@@ -7,7 +7,7 @@ use rkcm_runtime::cache::cached::Pod;
 
 use super::*;
 use crate::claims::Claims;
-use crate::plan::{Action, DeleteReason, Plan, Waiting, plan};
+use crate::plan::{Action, DeleteReason, Plan, Snapshot, Waiting, plan};
 use crate::testutil::{State, arcs, labels, now, parallel, pod, set, terminating, whole_pod};
 
 /// A good revision, a broken one, and a newer one.
@@ -138,7 +138,7 @@ impl World {
                 .iter()
                 .find(|p| crate::identity::ordinal(p) == Some(ord))
                 .expect("the pod is in the world");
-            judge(s, pod)
+            judge(&s.recovery_context(), pod)
         })
     }
 
