@@ -26,6 +26,7 @@ MUTANTS=(
   "daemonset-replace-terminating daemonset 20 DaemonSetTwoLivePodsOnNode the DaemonSet controller counts a terminating pod as gone and starts its replacement (maxSurge 0) while its containers still run"
   "sts-early-replacement statefulset 20 ForceDeleteOnLiveNode StatefulSet pod deletes without a grace period: the replacement of an identity is created while the old pod's containers may still run"
   "sts-force-delete-cut-off statefulset 40 StatefulSetIdentityRunningTwice the StatefulSet controller deletes a pod that is not ready (its node may be cut off) without a grace period and starts the replacement while the old containers run there"
+  "sts-recover-ready-pod statefulset 40 StatefulSetRecoveryUnsafe the StatefulSet stuck-rollout recovery takes a Ready pod (one waiting out minReadySeconds) for stuck and deletes it"
   "job-count-before-finalizer job 100 JobCountAboveTerminatedPods the Job controller counts a finished pod before its tracking finalizer is removed"
   "cronjob-job-name-from-clock cronjob 20 CronJobSlotTwice the CronJob controller names a Job for the moment of the sync, not its scheduled time"
   "podgc-no-uid-precondition podgc 20 ForceDeleteOutsidePodGcRules PodGC's status write and force delete without the pod's UID: a pod re-created under the same name can be failed and deleted"

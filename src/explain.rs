@@ -719,11 +719,13 @@ async fn statefulset(
         .into_iter()
         .map(|c| (c.metadata.name.clone().unwrap_or_default(), Arc::new(c)))
         .collect();
+    let nodes = nodes(read).await?;
     Ok(rkcm_statefulset::explain::explain(
         &set,
         &revisions,
         &cached(pods),
         &claims,
+        &nodes,
         cfg,
         now,
     ))

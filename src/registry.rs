@@ -330,6 +330,8 @@ pub(crate) fn statefulset_config(cli: &Cli) -> rkcm_statefulset::Config {
         semantic_revision_comparison: cli
             .feature_gates
             .enabled("StatefulSetSemanticRevisionComparison"),
+        recover_stuck_rollout: cli.rkcm.rkcm_statefulset_recover_stuck_rollout,
+        recover_stuck_after: cli.rkcm.rkcm_statefulset_recover_stuck_after.to_std(),
     }
 }
 

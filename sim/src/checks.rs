@@ -12,6 +12,10 @@
 //! - `StatefulSetIdentityRunningTwice`: two pods of one StatefulSet identity with running
 //!   containers at once (one may be a container left on a dead node after its pod object
 //!   was force-deleted).
+//! - `StatefulSetRecoveryUnsafe`: the StatefulSet controller's stuck-rollout recovery (its
+//!   only deletes with a resourceVersion precondition) deleted a pod that was Ready, a pod
+//!   of a `Parallel` set, or a pod while another pod of the same set it had recovered still
+//!   existed (two at once).
 //! - `DaemonSetTwoLivePodsOnNode`: two live pods of one DaemonSet on one node while its
 //!   `maxSurge` is 0, a pod counting as live while it is neither terminal nor terminating or
 //!   while its containers still run (a terminating pod's, or a cut-off node's after its pod
@@ -132,6 +136,8 @@ pub struct Checks {
     /// When each node was last out of service (NotReady, tainted), in commit order.
     out_of_service_at: BTreeMap<String, u64>,
     availability: availability::Availability,
+    /// Per StatefulSet, the UIDs of the pods its recovery deleted.
+    recovered: BTreeMap<String, Vec<String>>,
 }
 
 fn typed<T: serde::de::DeserializeOwned>(v: &Value) -> Option<Box<T>> {
@@ -165,6 +171,7 @@ impl Checks {
             failed_done: 0,
             recent_failures: BTreeMap::new(),
             availability: availability::Availability::default(),
+            recovered: BTreeMap::new(),
         }
     }
 
@@ -247,6 +254,9 @@ impl Checks {
                 }
                 continue;
             }
+            if d.resource == "pods" && d.rv_precondition && d.agent == "statefulset-controller" {
+                self.recovery(world, &d);
+            }
             if d.resource != "pods" || d.grace != Some(0) || d.epoch == 0 {
                 continue;
             }
@@ -268,6 +278,49 @@ impl Checks {
                     ),
                 );
             }
+        }
+    }
+
+    /// A delete of the StatefulSet controller's stuck-rollout recovery: never a Ready pod,
+    /// never a `Parallel` set's, never while a pod of the set it recovered before is still
+    /// there (terminating).
+    fn recovery(&mut self, world: &World, d: &rkcm_testkit::sim::server::Deletion) {
+        let pod = &d.obj;
+        let uid = s(pod, &["metadata", "uid"]).to_owned();
+        let Some((_, set, _)) = controller_of(pod) else {
+            return;
+        };
+        let set_key = format!("{}/{set}", s(pod, &["metadata", "namespace"]));
+        let mut wrong = Vec::new();
+        if crate::scenario::is_ready(pod) {
+            wrong.push("the pod was Ready".to_owned());
+        }
+        let parallel = world
+            .get("statefulsets", &set_key)
+            .is_some_and(|o| s(&o, &["spec", "podManagementPolicy"]) == "Parallel");
+        if parallel {
+            wrong.push("the set is Parallel".to_owned());
+        }
+        let live: BTreeSet<String> = world
+            .list("pods")
+            .iter()
+            .map(|p| s(p, &["metadata", "uid"]).to_owned())
+            .collect();
+        let earlier = self.recovered.entry(set_key.clone()).or_default();
+        earlier.retain(|u| *u != uid && live.contains(u));
+        if !earlier.is_empty() {
+            wrong.push(format!(
+                "pods {earlier:?} it recovered before are still there"
+            ));
+        }
+        earlier.push(uid.clone());
+        if !wrong.is_empty() {
+            self.report(
+                d.at_ms,
+                "StatefulSetRecoveryUnsafe",
+                d.key.clone(),
+                format!("recovery deleted uid {uid}: {}", wrong.join("; ")),
+            );
         }
     }
 

@@ -169,7 +169,13 @@ pub fn start(api: &SimApi, clock: &SharedClock, ctls: &[Ctl], epoch: u64) -> Man
             Ctl::StatefulSet => {
                 rkcm_statefulset::informers(&factory);
                 tokio::spawn(async move {
-                    let _ = rkcm_statefulset::start(ctx, Default::default()).await;
+                    // The stuck-rollout recovery's time shortened so that it can act within
+                    // a run (the scenario's set `queue` opts in).
+                    let cfg = rkcm_statefulset::Config {
+                        recover_stuck_after: std::time::Duration::from_secs(20),
+                        ..Default::default()
+                    };
+                    let _ = rkcm_statefulset::start(ctx, cfg).await;
                 });
             }
             Ctl::DaemonSet => {

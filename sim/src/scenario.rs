@@ -194,6 +194,14 @@ impl Scenario {
                     "statefulsets",
                     statefulset("cache", 2, "Parallel", "img:1"),
                 );
+                // Opted in to the stuck-rollout recovery; its templates are sometimes broken
+                // (pods never Ready), and minReadySeconds keeps Ready pods in the ordered
+                // wait for a while (recovery must leave them).
+                let mut queue = statefulset("queue", 3, "OrderedReady", "img:1");
+                queue["metadata"]["annotations"] =
+                    json!({"rkcm.io/statefulset-recover-stuck-rollout": "true"});
+                queue["spec"]["minReadySeconds"] = json!(10);
+                create(world, "statefulsets", queue);
             }
             Ctl::DaemonSet => {
                 create(world, "daemonsets", daemonset("agent", "img:1"));
@@ -335,7 +343,14 @@ impl Scenario {
             }
             return;
         };
-        match (self.ctl, rng.random_range(0..3)) {
+        let mut choice = rng.random_range(0..3);
+        // The set opted in to the stuck-rollout recovery only changes its template: a
+        // scale-down past pods that never become Ready stays stuck under OrderedReady, as
+        // upstream (a condemned unhealthy pod that is not the first unavailable one blocks).
+        if target == format!("{NS}/queue") {
+            choice = 2;
+        }
+        match (self.ctl, choice) {
             (Ctl::ReplicaSet | Ctl::PodGc, _) | (Ctl::Deployment | Ctl::StatefulSet, 0 | 1) => {
                 let replicas = rng.random_range(0..=5);
                 world.trace_line(format!("user scale {target} to {replicas}"));
@@ -349,7 +364,8 @@ impl Scenario {
             }
             (Ctl::Deployment | Ctl::StatefulSet | Ctl::DaemonSet, _) => {
                 self.version += 1;
-                let image = format!("img:{}", self.version);
+                let broken = target == format!("{NS}/queue") && rng.random_bool(0.5);
+                let image = format!("{}:{}", if broken { "broken" } else { "img" }, self.version);
                 world.trace_line(format!("user set image of {target} to {image}"));
                 world.edit("user", plural, &target, |o| {
                     o["spec"]["template"]["spec"]["containers"][0]["image"] = json!(image);
@@ -422,6 +438,20 @@ impl Scenario {
         }
         while model.node_names().len() < 3 {
             self.add_node(world, model);
+        }
+        // A broken template is fixed by a new one (a rollback is the same to the
+        // controller: a revision that is not the stuck pods').
+        for set in world.list("statefulsets") {
+            let image = set["spec"]["template"]["spec"]["containers"][0]["image"].as_str();
+            if image.is_some_and(|i| i.starts_with("broken:")) {
+                self.version += 1;
+                let image = format!("img:{}", self.version);
+                world.trace_line(format!("user set image of {} to {image}", key(&set)));
+                world.edit("user", "statefulsets", &key(&set), |o| {
+                    o["spec"]["template"]["spec"]["containers"][0]["image"] = json!(image);
+                    true
+                });
+            }
         }
         if self.ctl == Ctl::CronJob {
             for cj in world.list("cronjobs") {

@@ -212,6 +212,15 @@ const REGRESSIONS: &[(Ctl, u64, &str)] = &[
     // cache no longer knew, kept the tracking finalizer for ever (upstream's addPod sends it
     // to the orphan worker; rkcm's shared child handler dropped it).
     (Ctl::CronJob, 43, "pod of a deleted Job kept its finalizer"),
+    // The StatefulSet stuck-rollout recovery deleted a second pod while one it had recovered
+    // was still terminating on a dead node (StatefulSetRecoveryUnsafe); and a pod left
+    // alone while its node was unreachable was never judged again once the node came back
+    // (NotConvergedAfterFaults). Fixed: none while a pod of the set is terminating; a pod
+    // left for its node is judged again every 30 s.
+    (Ctl::StatefulSet, 48, "recovery: two pods at once"),
+    (Ctl::StatefulSet, 120, "recovery: two pods at once"),
+    (Ctl::StatefulSet, 125, "recovery: two pods at once"),
+    (Ctl::StatefulSet, 101, "recovery: node came back, no sync"),
     // Not a controller defect: a failing Job counted as failed (and deleted) a pod its lagging
     // cache still showed running though it had just succeeded, as upstream does; the checker
     // now allows for it (JobCountAboveTerminatedPods).

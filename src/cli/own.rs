@@ -2,11 +2,13 @@
 //! starts with `--rkcm-`; each one's default is upstream's behaviour except
 //! `--rkcm-retry-ignores-early-failures`, `--rkcm-deployment-stale-cache-guard` and
 //! `--rkcm-cronjob-adopt-forgotten-runs` (all on by default), differences the README's
-//! "Differences from upstream" measures. `--rkcm-cronjob-defer-status-writes` and
-//! `--rkcm-daemonset-rollout-skip-not-ready-nodes` are off unless asked for.
+//! "Differences from upstream" measures. `--rkcm-cronjob-defer-status-writes`,
+//! `--rkcm-daemonset-rollout-skip-not-ready-nodes` and
+//! `--rkcm-statefulset-recover-stuck-rollout` are off unless asked for.
 
 use clap::{ArgAction, Args};
 
+use super::duration::{GoDuration, parse_duration};
 use super::generic::parse_go_bool;
 
 #[derive(Debug, Clone, Args)]
@@ -66,4 +68,23 @@ pub struct RkcmFlags {
           default_missing_value = "true", default_value = "true", value_parser = parse_go_bool,
           value_name = "bool")]
     pub rkcm_deployment_stale_cache_guard: bool,
+
+    /// Not upstream, off by default: StatefulSet stuck-rollout recovery for every set (a
+    /// set's annotation rkcm.io/statefulset-recover-stuck-rollout "true"/"false" overrides
+    /// this). Under OrderedReady + RollingUpdate, a pod that is not Ready, not of the update
+    /// revision and blocks the ordered rolling update is deleted so that it comes back at
+    /// the update revision: at once when its revision is neither the current nor the update
+    /// revision (a rolled-back or superseded rollout), else after it has been unschedulable,
+    /// crash-looping or failing readiness for --rkcm-statefulset-recover-stuck-after. Never
+    /// a Ready pod, never two at once, never on a node that is not Ready. False waits for
+    /// the pod for ever, as upstream (kubernetes/kubernetes#67250).
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_go_bool,
+          value_name = "bool")]
+    pub rkcm_statefulset_recover_stuck_rollout: bool,
+
+    /// How long a StatefulSet pod of the current revision must be unschedulable,
+    /// crash-looping or failing readiness before the stuck-rollout recovery replaces it.
+    #[arg(long, value_parser = parse_duration, default_value = "5m0s", value_name = "duration")]
+    pub rkcm_statefulset_recover_stuck_after: GoDuration,
 }

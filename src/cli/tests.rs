@@ -119,6 +119,8 @@ fn defaults_equal_upstream() {
         ("rkcm-daemonset-rollout-skip-not-ready-nodes", "false"),
         ("rkcm-deployment-stale-cache-guard", "true"),
         ("rkcm-retry-ignores-early-failures", "true"),
+        ("rkcm-statefulset-recover-stuck-after", "5m0s"),
+        ("rkcm-statefulset-recover-stuck-rollout", "false"),
         ("root-ca-file", ""),
         ("secure-port", "10257"),
         ("service-account-private-key-file", ""),

@@ -469,6 +469,8 @@ fn upstream_policy(controller: &str) -> BTreeSet<(String, String, String, String
                 &["get", "create", "list", "watch", "update", "delete"],
             ),
             (CORE, &["pods/finalizers"], &["update"]),
+            // rkcm's addition: the stuck-rollout recovery reads nodes (README, Permissions).
+            (CORE, &["nodes"], &["list", "watch"]),
             EVENTS,
         ]),
         "ttl-after-finished-controller" => expand(&[

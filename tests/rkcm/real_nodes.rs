@@ -53,6 +53,8 @@ mod job;
 mod podgc;
 #[path = "real_nodes/statefulset.rs"]
 mod statefulset;
+#[path = "real_nodes/statefulset_recovery.rs"]
+mod statefulset_recovery;
 #[path = "real_nodes/termination.rs"]
 mod termination;
 

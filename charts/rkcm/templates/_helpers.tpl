@@ -279,6 +279,10 @@ which upstream grants to the manager identity instead (list and watch on every r
 - apiGroups: [""]
   resources: ["pods/finalizers"]
   verbs: ["update"]
+{{- /* Not upstream's: the stuck-rollout recovery leaves pods on nodes that are not Ready. */}}
+- apiGroups: [""]
+  resources: ["nodes"]
+  verbs: ["list", "watch"]
 {{ include "rkcm.eventsRule" . }}
 {{- end }}
 

@@ -16,6 +16,7 @@ pub const ALL: &[&str] = &[
     "podgc-out-of-service-without-taint",
     "sts-early-replacement",
     "sts-force-delete-cut-off",
+    "sts-recover-ready-pod",
     "job-count-before-finalizer",
     "cronjob-job-name-from-clock",
     "daemonset-replace-terminating",

@@ -17,6 +17,12 @@ pub struct Config {
     pub stale_cache_guard: bool,
     /// Gate `StatefulSetSemanticRevisionComparison` (beta, on).
     pub semantic_revision_comparison: bool,
+    /// rkcm's own opt-in (`--rkcm-statefulset-recover-stuck-rollout`, off): stuck-rollout
+    /// recovery for every set without the annotation ([`crate::recovery`]).
+    pub recover_stuck_rollout: bool,
+    /// `--rkcm-statefulset-recover-stuck-after` (5 minutes): how long a pod of the current
+    /// revision must be broken before recovery replaces it.
+    pub recover_stuck_after: std::time::Duration,
 }
 
 impl Default for Config {
@@ -26,6 +32,8 @@ impl Default for Config {
             max_unavailable: true,
             stale_cache_guard: true,
             semantic_revision_comparison: true,
+            recover_stuck_rollout: false,
+            recover_stuck_after: crate::recovery::DEFAULT_AFTER,
         }
     }
 }

@@ -113,6 +113,23 @@ impl Controller {
             .event(&object_reference(ctx.set), type_, &reason, &message);
     }
 
+    /// rkcm's `RecoveredStuckPod` Warning: the pod, its revision and the rule.
+    fn recovery_event(&self, ctx: &Ctx<'_>, pod: &Pod, rule: crate::recovery::Rule) {
+        let message = crate::recovery::event_message(
+            &name_of(pod),
+            crate::identity::pod_revision(pod),
+            ctx.update_revision,
+            rule,
+            self.cfg.recover_stuck_after,
+        );
+        self.recorder.event(
+            &object_reference(ctx.set),
+            EventType::Warning,
+            crate::recovery::EVENT_REASON,
+            &message,
+        );
+    }
+
     /// `recordClaimEvent`.
     fn claim_event(&self, ctx: &Ctx<'_>, verb: &str, pod: &str, claim: &str, err: Option<&str>) {
         let (type_, reason, message) = claim_event_text(verb, pod, claim, set_name(ctx.set), err);
@@ -244,6 +261,14 @@ impl Controller {
         if cut_off && rkcm_runtime::mutants::on("sts-force-delete-cut-off") {
             params.grace_period_seconds = Some(0);
         }
+        // Recovery judged the pod as the cache has it: only that version is deleted (a pod
+        // that became Ready since is not).
+        if let DeleteReason::Recover(_) = reason
+            && let Some(p) = params.preconditions.as_mut()
+        {
+            p.resource_version
+                .clone_from(&pod.metadata.resource_version);
+        }
         match rkcm_runtime::api::write::delete::<Pod>(
             &self.client,
             Some(&namespace),
@@ -254,6 +279,9 @@ impl Controller {
         {
             Ok(_) => {
                 self.pod_event(ctx, "delete", &name, None);
+                if let DeleteReason::Recover(rule) = reason {
+                    self.recovery_event(ctx, pod, rule);
+                }
                 Ok(())
             }
             Err(kube::Error::Api(s)) if s.is_not_found() => {
@@ -261,7 +289,12 @@ impl Controller {
                 Ok(())
             }
             Err(e) => {
-                self.pod_event(ctx, "delete", &name, Some(&error_message(&e)));
+                // A recovery delete whose pod changed since the cache's copy (a crash-looping
+                // pod's status moves often): judged again on the next sync, no failure event.
+                let changed = matches!(&e, kube::Error::Api(s) if s.is_conflict());
+                if !(changed && matches!(reason, DeleteReason::Recover(_))) {
+                    self.pod_event(ctx, "delete", &name, Some(&error_message(&e)));
+                }
                 Err(Error::Pod {
                     key: ctx.key.to_string(),
                     step: "deleting",

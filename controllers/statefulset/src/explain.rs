@@ -11,6 +11,9 @@
 //!   `RollingUpdate` + `OrderedReady`, a pod of an old revision that is not Ready blocks the
 //!   replicas phase, so the update phase that would replace it never runs. It stays until
 //!   someone deletes it (after fixing the template if the old revision is the broken one).
+//! - `StuckPodRecoveryPending`: the stuck rollout with rkcm's opt-in recovery on
+//!   ([`crate::recovery`]): the pod breaks a rule and is deleted when its time is up, unless
+//!   it becomes Ready first. (When the rule is due, the delete is this sync's action.)
 //! - `FailedPodTerminating`: a Failed or Succeeded pod is terminating; its ordinal is
 //!   recreated once the object is gone.
 //! - `StaleClaim`: a claim of the ordinal still refers to an earlier pod
@@ -30,7 +33,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
-use rkcm_runtime::cache::cached::Pod;
+use rkcm_runtime::cache::cached::{Node, Pod};
 use rkcm_runtime::explain::{Explanation, ObjectRef, State, Waiting as Wait};
 use rkcm_runtime::workload::history::{next_revision, sort_controller_revisions};
 
@@ -42,6 +45,7 @@ use crate::identity::{
     phase, pod_name, pod_revision, replicas, set_name, set_namespace, strategy_type,
 };
 use crate::plan::{self, Action, Begin, DeleteReason, Snapshot, Waiting};
+use crate::recovery::{self, ANNOTATION, Judgement, Recovery};
 use crate::revision::{self, UpdateChoice};
 
 /// Reasons that hold the set until a person changes something.
@@ -60,6 +64,8 @@ struct Seen<'a> {
     pods: &'a [Arc<Pod>],
     update_revision: String,
     now: jiff::Timestamp,
+    /// The stuck-rollout recovery's judgement of the pod the ordered wait stops at.
+    recovery: Option<Judgement>,
 }
 
 impl Seen<'_> {
@@ -120,9 +126,22 @@ pub fn explain(
     revisions: &[Arc<ControllerRevision>],
     pods: &[Arc<Pod>],
     claims: &Claims,
+    nodes: &[Arc<Node>],
     cfg: &Config,
     now: jiff::Timestamp,
 ) -> Explanation {
+    let nodes: recovery::Nodes = nodes
+        .iter()
+        .filter_map(|n| Some((n.metadata.name.clone()?, recovery::node_reachable(n))))
+        .collect();
+    let seen = Inputs {
+        revisions,
+        pods,
+        claims,
+        nodes: &nodes,
+        cfg,
+        now,
+    };
     let mut e = Explanation {
         object: ObjectRef {
             kind: "StatefulSet".into(),
@@ -137,7 +156,7 @@ pub fn explain(
     };
     match plan::begin(Some(set), true) {
         Begin::Sync(set, _) => {
-            if let Err(message) = sync(&mut e, set, revisions, pods, claims, cfg, now) {
+            if let Err(message) = sync(&mut e, set, &seen) {
                 e.waiting_on
                     .push(Wait::new("RevisionUnreadable", message, Vec::new()));
                 e.remedies.push(
@@ -175,16 +194,26 @@ fn state_of(e: &Explanation) -> State {
     }
 }
 
-/// The revisions as the sync chooses them, then the plan.
-fn sync(
-    e: &mut Explanation,
-    set: &StatefulSet,
-    revisions: &[Arc<ControllerRevision>],
-    pods: &[Arc<Pod>],
-    claims: &Claims,
-    cfg: &Config,
+/// What the explanation reads besides the set.
+struct Inputs<'a> {
+    revisions: &'a [Arc<ControllerRevision>],
+    pods: &'a [Arc<Pod>],
+    claims: &'a Claims,
+    nodes: &'a recovery::Nodes,
+    cfg: &'a Config,
     now: jiff::Timestamp,
-) -> Result<(), String> {
+}
+
+/// The revisions as the sync chooses them, then the plan.
+fn sync(e: &mut Explanation, set: &StatefulSet, inputs: &Inputs<'_>) -> Result<(), String> {
+    let Inputs {
+        revisions,
+        pods,
+        claims,
+        nodes,
+        cfg,
+        now,
+    } = *inputs;
     let mut sorted = revisions.to_vec();
     sort_controller_revisions(&mut sorted);
     let collision_count = set
@@ -220,7 +249,7 @@ fn sync(
     let update_set = revision::apply_revision(set, &update)?;
     let current_name = current.metadata.name.clone().unwrap_or_default();
     let update_name = update.metadata.name.clone().unwrap_or_default();
-    let p = plan::plan(&Snapshot {
+    let snapshot = Snapshot {
         set,
         current_set: &current_set,
         update_set: &update_set,
@@ -231,12 +260,26 @@ fn sync(
         claims,
         now,
         max_unavailable_gate: cfg.max_unavailable,
+        recovery: Recovery {
+            default_on: cfg.recover_stuck_rollout,
+            after: cfg.recover_stuck_after,
+            nodes,
+        },
+    };
+    let p = plan::plan(&snapshot);
+    let recovery = p.waiting.iter().find_map(|w| match w {
+        Waiting::NotReady { ordinal: o } => pods
+            .iter()
+            .find(|pod| ordinal(pod) == Some(*o))
+            .map(|pod| recovery::judge(&snapshot.recovery_context(), pod)),
+        _ => None,
     });
     let seen = Seen {
         set,
         pods,
-        update_revision: update_name,
+        update_revision: update_name.clone(),
         now,
+        recovery,
     };
     if let Some(message) = p
         .unknown_strategy
@@ -288,6 +331,17 @@ fn action_text(seen: &Seen<'_>, a: &Action) -> String {
             name(&pod.metadata),
             pod_revision(pod),
             seen.update_revision
+        ),
+        Action::DeletePod {
+            pod,
+            reason: DeleteReason::Recover(rule),
+        } => format!(
+            "delete stuck pod {} (revision {}, not Ready) to recreate it at revision {}: rkcm's \
+             stuck-rollout recovery, rule {}",
+            name(&pod.metadata),
+            pod_revision(pod),
+            seen.update_revision,
+            rule.as_str()
         ),
         Action::CreatePod { pod, .. } => format!(
             "create pod {} at revision {}",
@@ -383,12 +437,13 @@ fn not_ready(e: &mut Explanation, seen: &Seen<'_>, ord: i32) {
         && rev != seen.update_revision
         && !is_terminating(pod);
     let (reason, message) = if stuck {
+        let (reason, recovery) = recovery_note(seen);
         (
-            "OldRevisionPodNotReady",
+            reason,
             format!(
                 "pod {name} is of the old revision {rev} and {state}; OrderedReady waits for it \
                  before anything else, so the rolling update to revision {} never replaces it \
-                 (kubernetes/kubernetes#67250)",
+                 (kubernetes/kubernetes#67250); {recovery}",
                 seen.update_revision
             ),
         )
@@ -396,8 +451,16 @@ fn not_ready(e: &mut Explanation, seen: &Seen<'_>, ord: i32) {
         (
             "PodNotReady",
             format!(
-                "{}: pod {name} (revision {rev}) is {state}; {later} higher ordinal(s) wait for it",
-                policy::ORDERED_READY
+                "{}: pod {name} (revision {rev}) is {state}; {later} higher ordinal(s) wait for \
+                 it{}",
+                policy::ORDERED_READY,
+                match &seen.recovery {
+                    Some(Judgement::No(why)) => format!(
+                        "; stuck-rollout recovery is on ({ANNOTATION}) but does not replace it: \
+                         {why}"
+                    ),
+                    _ => String::new(),
+                }
             ),
         )
     };
@@ -413,7 +476,53 @@ fn not_ready(e: &mut Explanation, seen: &Seen<'_>, ord: i32) {
             set_namespace(set)
         ));
     }
+    if stuck && matches!(seen.recovery, Some(Judgement::Off)) {
+        e.remedies.push(format!(
+            "or let rkcm replace such a pod (the rule: README, Opt-in remedies): kubectl \
+             annotate statefulset -n {} {} {ANNOTATION}=true",
+            set_namespace(set),
+            set_name(set)
+        ));
+    }
     e.remedies.push(seen.describe(ord));
+}
+
+/// The reason code of a stuck pod's wait and what rkcm's recovery makes of it.
+fn recovery_note(seen: &Seen<'_>) -> (&'static str, String) {
+    match &seen.recovery {
+        Some(Judgement::Later { rule, after }) => (
+            "StuckPodRecoveryPending",
+            format!(
+                "stuck-rollout recovery is on ({ANNOTATION}): rule {} holds, and the pod is \
+                 deleted in {}s unless it becomes Ready",
+                rule.as_str(),
+                after.as_secs()
+            ),
+        ),
+        Some(Judgement::NodeNotReady { recheck }) => (
+            "OldRevisionPodNotReady",
+            format!(
+                "stuck-rollout recovery is on ({ANNOTATION}) but the pod's node is not Ready \
+                 or unreachable (left to pod safety); judged again in {}s",
+                recheck.as_secs()
+            ),
+        ),
+        Some(Judgement::No(why)) => (
+            "OldRevisionPodNotReady",
+            format!("stuck-rollout recovery is on ({ANNOTATION}) but does not replace it: {why}"),
+        ),
+        Some(Judgement::Due(rule)) => (
+            "StuckPodRecoveryPending",
+            format!(
+                "stuck-rollout recovery is on ({ANNOTATION}): rule {} is due",
+                rule.as_str()
+            ),
+        ),
+        Some(Judgement::Off) | None => (
+            "OldRevisionPodNotReady",
+            format!("stuck-rollout recovery is off ({ANNOTATION})"),
+        ),
+    }
 }
 
 /// Pods held at an old revision on purpose (partition, OnDelete).

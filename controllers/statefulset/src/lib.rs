@@ -40,7 +40,8 @@
 //!
 //! # Watches and writes
 //! Informers: StatefulSets, Pods, PersistentVolumeClaims, ControllerRevisions (the last two
-//! without handlers, as upstream). Writes: pods create/update/patch (adopt, release)/delete,
+//! without handlers, as upstream), and Nodes (no handler, not waited for; read by the
+//! stuck-rollout recovery only). Writes: pods create/update/patch (adopt, release)/delete,
 //! persistentvolumeclaims create/update, controllerrevisions create/update/patch/delete,
 //! statefulsets/status update, statefulsets get (before adopting), events.
 //!
@@ -63,6 +64,11 @@
 //!   error, no pod or status written. An unparsable `rollingUpdate.maxUnavailable` fails the
 //!   sync without a status write, as upstream.
 //!
+//! - Opt-in, off by default ([`recovery`]): the stuck-rollout recovery
+//!   (annotation `rkcm.io/statefulset-recover-stuck-rollout`,
+//!   `--rkcm-statefulset-recover-stuck-rollout`) deletes the not-Ready, old-revision pod the
+//!   `OrderedReady` wait stops at when a rule holds, with a `RecoveredStuckPod` Warning.
+//!
 //! No `RecreatingFailedPod`/`RecreatingTerminatedPod` events: upstream removed them in
 //! v1.31; a failed pod is reported by its `SuccessfulDelete` event only.
 
@@ -78,6 +84,7 @@ pub mod identity;
 mod metrics;
 pub mod plan;
 mod reconcile;
+pub mod recovery;
 pub mod retention;
 pub mod revision;
 pub mod status;
@@ -88,7 +95,7 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use rkcm_runtime::ControllerContext;
 use rkcm_runtime::cache::InformerFactory;
-use rkcm_runtime::cache::cached::Pod;
+use rkcm_runtime::cache::cached::{Node, Pod};
 use rkcm_runtime::cache::projection;
 use rkcm_runtime::controller::{Run, SyncProbe, probes};
 use rkcm_runtime::events::EventRecorder;
@@ -100,13 +107,18 @@ pub use config::{Config, DEFAULT_WORKERS, NAME};
 pub use error::Error;
 
 /// What this controller reads of a cached pod beyond the base fields (see
-/// `rkcm_runtime::cache::projection`): storage checks read the pods' claim volumes.
-pub const POD_FIELDS: projection::Fields = projection::pod::VOLUME_CLAIMS;
+/// `rkcm_runtime::cache::projection`): storage checks read the pods' claim volumes, the
+/// stuck-rollout recovery their containers' restart counts.
+pub const POD_FIELDS: projection::Fields =
+    projection::pod::VOLUME_CLAIMS.union(projection::pod::CONTAINER_STATUSES);
 
 /// The informers the controller reads (StatefulSets, pods, claims, revisions), requested
-/// from `factory`; [`start`] waits for the same list.
+/// from `factory`; [`start`] waits for the same list. Nodes are requested too, for the
+/// stuck-rollout recovery, but not waited for: a node the cache does not show counts as
+/// unreachable, so recovery leaves its pods alone (also where RBAC forbids listing nodes).
 pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
     factory.informer::<Pod>().keep(POD_FIELDS);
+    factory.informer::<Node>();
     probes::<(StatefulSet, Pod, PersistentVolumeClaim, ControllerRevision)>(factory)
 }
 
@@ -119,6 +131,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
     let pods = ctx.informers.informer::<Pod>();
     let claims = ctx.informers.informer::<PersistentVolumeClaim>();
     let revisions = ctx.informers.informer::<ControllerRevision>();
+    let nodes = ctx.informers.informer::<Node>();
     let queue = WorkQueue::new(consts::QUEUE_NAME, RateLimiter::Default);
     let workers = cfg.workers;
     let controller = Arc::new(reconcile::Controller {
@@ -127,6 +140,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         pods: pods.clone(),
         claims,
         revisions,
+        nodes,
         history: History::new(ctx.client.clone()),
         recorder: EventRecorder::with_options(
             ctx.client.clone(),

@@ -42,6 +42,7 @@ use crate::identity::{
     min_ready_seconds, new_versioned_pod, ordinal, partition, pod_revision, replicas,
     start_ordinal, storage_matches, strategy_type,
 };
+use crate::recovery::{Judgement, Recovery, Rule};
 use crate::status::{self, Counts, count, new_status};
 
 /// What one sync sees.
@@ -61,6 +62,22 @@ pub struct Snapshot<'a> {
     pub now: jiff::Timestamp,
     /// Gate `MaxUnavailableStatefulSet`.
     pub max_unavailable_gate: bool,
+    /// rkcm's opt-in stuck-rollout recovery ([`crate::recovery`]).
+    pub recovery: Recovery<'a>,
+}
+
+impl<'a> Snapshot<'a> {
+    /// What the stuck-rollout recovery reads of this snapshot.
+    pub fn recovery_context(&self) -> crate::recovery::Context<'a> {
+        crate::recovery::Context {
+            set: self.set,
+            pods: self.pods,
+            current_revision: self.current_revision,
+            update_revision: self.update_revision,
+            now: self.now,
+            recovery: self.recovery,
+        }
+    }
 }
 
 /// Why a pod is deleted.
@@ -72,6 +89,9 @@ pub enum DeleteReason {
     ScaleDown,
     /// Old revision under RollingUpdate: decrements `currentReplicas`.
     Update,
+    /// rkcm's stuck-rollout recovery ([`crate::recovery`]): the not-Ready pod the ordered
+    /// wait stops at, deleted in that wait's place.
+    Recover(Rule),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -158,6 +178,19 @@ pub enum Waiting {
     Creating { ordinal: i32 },
     /// `OrderedReady`: the replica is terminating, or not yet running, ready and available.
     NotReady { ordinal: i32 },
+    /// rkcm's stuck-rollout recovery deletes the replica this sync, in place of the
+    /// `NotReady` wait ([`crate::recovery`]).
+    Recovering { ordinal: i32, rule: Rule },
+    /// Beside `NotReady`: the replica breaks `rule` and is recovered in `after` unless it
+    /// becomes Ready first (the sync is requeued for then).
+    RecoveryDue {
+        ordinal: i32,
+        rule: Rule,
+        after: Duration,
+    },
+    /// Beside `NotReady`: recovery would judge the replica but its node is not Ready; the
+    /// sync is requeued to look again in `recheck`.
+    RecoveryNodeNotReady { ordinal: i32, recheck: Duration },
     /// `OrderedReady`: a condemned pod is deleted this sync; the next one waits for it.
     ScalingDown { ordinal: i32 },
     /// `OrderedReady`: a condemned pod is terminating.
@@ -402,6 +435,10 @@ fn replicas_phase(
             actions,
         });
         if monotonic && let Some(wait) = block {
+            let wait = match units.last_mut() {
+                Some(unit) => recover(s, plan, pod, unit, wait),
+                None => wait,
+            };
             plan.waiting.push(wait);
             blocked = true;
             break;
@@ -413,6 +450,43 @@ fn replicas_phase(
         units,
     });
     !blocked
+}
+
+/// rkcm's stuck-rollout recovery at the ordered wait for `pod` ([`crate::recovery`]): a
+/// pod found stuck is deleted as the sync's one action, in place of the wait.
+fn recover(
+    s: &Snapshot<'_>,
+    plan: &mut Plan,
+    pod: &Arc<Pod>,
+    unit: &mut Unit,
+    wait: Waiting,
+) -> Waiting {
+    let Waiting::NotReady { ordinal } = wait else {
+        return wait;
+    };
+    match crate::recovery::judge(&s.recovery_context(), pod) {
+        Judgement::Due(rule) => {
+            unit.actions = vec![Action::DeletePod {
+                pod: pod.clone(),
+                reason: DeleteReason::Recover(rule),
+            }];
+            Waiting::Recovering { ordinal, rule }
+        }
+        Judgement::Later { rule, after } => {
+            plan.waiting.push(Waiting::RecoveryDue {
+                ordinal,
+                rule,
+                after,
+            });
+            wait
+        }
+        Judgement::NodeNotReady { recheck } => {
+            plan.waiting
+                .push(Waiting::RecoveryNodeNotReady { ordinal, recheck });
+            wait
+        }
+        Judgement::Off | Judgement::No(_) => wait,
+    }
 }
 
 /// Claims of condemned pods first, so the collector removes them after their pod.

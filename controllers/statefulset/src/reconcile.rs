@@ -16,7 +16,7 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet, StatefulSetSta
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::Resource;
 use kube::api::Api;
-use rkcm_runtime::cache::cached::Pod;
+use rkcm_runtime::cache::cached::{Node, Pod};
 use rkcm_runtime::cache::{INDEX_CONTROLLER_UID, INDEX_ORPHANS_BY_NAMESPACE, Informer};
 use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::controller::Reconcile;
@@ -36,6 +36,7 @@ use crate::consts::reasons;
 use crate::error::Error;
 use crate::identity::{is_member_of, set_name};
 use crate::plan::{self, Begin, Plan, Snapshot, StatusStep, StatusWrite, Waiting};
+use crate::recovery::{self, Recovery};
 use crate::revision::{self, UpdateChoice};
 use rkcm_runtime::workload::consistency::StaleGuard;
 use rkcm_runtime::workload::selector::Selector;
@@ -50,6 +51,8 @@ pub(crate) struct Controller {
     pub(crate) pods: Informer<Pod>,
     pub(crate) claims: Informer<PersistentVolumeClaim>,
     pub(crate) revisions: Informer<ControllerRevision>,
+    /// Read by the stuck-rollout recovery only (a pod on an unreachable node is left alone).
+    pub(crate) nodes: Informer<Node>,
     pub(crate) history: History,
     pub(crate) recorder: EventRecorder,
     pub(crate) queue: WorkQueue<String>,
@@ -66,6 +69,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) key: &'a str,
     pub(crate) set: &'a StatefulSet,
     pub(crate) claims: &'a Claims,
+    /// The update revision's name (empty before it is chosen).
+    pub(crate) update_revision: &'a str,
 }
 
 pub(crate) fn name_of<K: Resource>(o: &K) -> String {
@@ -137,11 +142,6 @@ impl Controller {
     ) -> Result<(), Error> {
         let mut revisions = self.adopt_orphan_revisions(key, set, selector).await?;
         let (pods, claims) = self.claim_pods(key, set, selector).await?;
-        let ctx = Ctx {
-            key,
-            set,
-            claims: &claims,
-        };
 
         sort_controller_revisions(&mut revisions);
         let mut collision_count = set
@@ -171,9 +171,16 @@ impl Controller {
         let update_set = revision::apply_revision(set, &update_revision).map_err(data_err)?;
         let current_name = name_of(&*current_revision);
         let update_name = name_of(&*update_revision);
+        let ctx = Ctx {
+            key,
+            set,
+            claims: &claims,
+            update_revision: &update_name,
+        };
         let history =
             || self.truncate_history(key, set, &revisions, &pods, &current_name, &update_name);
         let now = self.clock.wall();
+        let nodes = self.nodes_of(&pods);
         let plan = plan::plan(&Snapshot {
             set,
             current_set: &current_set,
@@ -185,6 +192,11 @@ impl Controller {
             claims: &claims,
             now,
             max_unavailable_gate: self.cfg.max_unavailable,
+            recovery: Recovery {
+                default_on: self.cfg.recover_stuck_rollout,
+                after: self.cfg.recover_stuck_after,
+                nodes: &nodes,
+            },
         });
         if let Some(message) = plan.unknown_strategy {
             // Upstream `updateStatefulSet` with gate `StatefulSetRecreateStrategy` off: an
@@ -225,14 +237,28 @@ impl Controller {
         }
         // History, even after a failed sync.
         let history_result = history().await;
-        if let Some(delay) = step.requeue_after {
-            self.queue.add_after(key.to_string(), delay);
-        }
+        self.requeue(key, step.requeue_after, &plan);
         let (result, status_error) = plan::outcome(result, status_result, history_result);
         if let Some(status_error) = status_error {
             tracing::debug!(controller = crate::config::NAME, key, %status_error, "status update failed after a failed sync");
         }
         result
+    }
+
+    /// Syncs `key` again when a ready pod becomes available (`requeue_after`) and when the
+    /// stuck-rollout recovery is to judge a pod again: a stuck pod sends no event when its
+    /// time is up, nor does a node that comes back.
+    fn requeue(&self, key: &str, requeue_after: Option<Duration>, plan: &Plan) {
+        if let Some(delay) = requeue_after {
+            self.queue.add_after(key.to_string(), delay);
+        }
+        for wait in &plan.waiting {
+            if let Waiting::RecoveryDue { after, .. }
+            | Waiting::RecoveryNodeNotReady { recheck: after, .. } = wait
+            {
+                self.queue.add_after(key.to_string(), *after);
+            }
+        }
     }
 
     /// `adoptOrphanRevisions`: the set's and orphaned revisions its selector matches, as
@@ -313,6 +339,7 @@ impl Controller {
             key,
             set,
             claims: &claims,
+            update_revision: "",
         };
         // Children already owned come back as the cached objects themselves; only adopted
         // ones are new objects (written by the adoption patch).
@@ -424,6 +451,22 @@ impl Controller {
             }
         }
         Ok(())
+    }
+
+    /// Whether each node the pods are bound to is reachable ([`recovery::node_reachable`]).
+    fn nodes_of(&self, pods: &[Arc<Pod>]) -> recovery::Nodes {
+        pods.iter()
+            .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+            .filter(|n| !n.is_empty())
+            .map(|n| {
+                let reachable = self
+                    .nodes
+                    .store()
+                    .get(&n)
+                    .is_some_and(|node| recovery::node_reachable(&node));
+                (n, reachable)
+            })
+            .collect()
     }
 
     fn claims_of(&self, namespace: &str) -> Claims {

@@ -42,6 +42,7 @@ fn run_cfg(
         &revisions(revs),
         &arcs(pods),
         claims,
+        &[],
         cfg,
         crate::testutil::now(),
     )
@@ -333,9 +334,88 @@ fn what_the_set_itself_gets_wrong_stalls_it() {
         &[Arc::new(unreadable)],
         &[],
         &Claims::new(),
+        &[],
         &Config::default(),
         crate::testutil::now(),
     );
     assert_eq!(e.state, State::Stalled);
     assert_eq!(reasons_of(&e), ["RevisionUnreadable"]);
+}
+
+#[test]
+fn the_stuck_rollout_says_whether_recovery_is_on_and_acts_when_it_is() {
+    let s = at(3, "v3", "web-v1");
+    let pods = || {
+        vec![
+            ready(&s, 0, "web-v1"),
+            ready(&s, 1, "web-v1"),
+            pod(&s, 2, "web-v2", P::Unready),
+        ]
+    };
+    let e = run(&s, &["v1", "v2", "v3"], pods());
+    assert!(
+        e.waiting_on[0]
+            .message
+            .ends_with("stuck-rollout recovery is off (rkcm.io/statefulset-recover-stuck-rollout)"),
+        "{}",
+        e.waiting_on[0].message
+    );
+    assert!(
+        e.remedies
+            .iter()
+            .any(|r| r.contains("kubectl annotate statefulset -n ns web"))
+    );
+
+    // Opted in: the abandoned revision's pod is this sync's one action.
+    let mut on = s.clone();
+    on.metadata.annotations = Some(crate::testutil::labels(&[(recovery::ANNOTATION, "true")]));
+    let e = run(&on, &["v1", "v2", "v3"], pods());
+    assert_eq!(e.state, State::Acting, "{e:?}");
+    assert_eq!(
+        e.actions,
+        [
+            "delete stuck pod web-2 (revision web-v2, not Ready) to recreate it at revision web-v3: \
+          rkcm's stuck-rollout recovery, rule AbandonedRevision"
+        ]
+    );
+
+    // A current-revision pod failing readiness: due in the rest of the stated time.
+    let pods = vec![
+        ready(&on, 0, "web-v1"),
+        ready(&on, 1, "web-v1"),
+        pod(&on, 2, "web-v1", P::Unready),
+    ];
+    let cfg = Config {
+        recover_stuck_after: std::time::Duration::from_secs(60),
+        ..Config::default()
+    };
+    let e = run_cfg(&on, &["v1", "v2", "v3"], pods, &Claims::new(), &cfg);
+    assert_eq!(e.state, State::Waiting, "{e:?}");
+    assert_eq!(reasons_of(&e), ["StuckPodRecoveryPending"]);
+    assert!(
+        e.waiting_on[0].message.ends_with(
+            "rule ReadinessFailing holds, and the pod is deleted in 60s unless it becomes Ready"
+        ),
+        "{}",
+        e.waiting_on[0].message
+    );
+}
+
+#[test]
+fn a_pod_of_the_update_revision_is_named_and_recovery_says_it_does_not_apply() {
+    let mut s = at(2, "v2", "web-v1");
+    s.metadata.annotations = Some(crate::testutil::labels(&[(recovery::ANNOTATION, "true")]));
+    let pods = vec![ready(&s, 0, "web-v1"), pod(&s, 1, "web-v2", P::Unready)];
+    let e = run(&s, &["v1", "v2"], pods);
+    assert_eq!(reasons_of(&e), ["PodNotReady"]);
+    assert!(
+        e.waiting_on[0].message.ends_with(
+            "stuck-rollout recovery is on (rkcm.io/statefulset-recover-stuck-rollout) but does \
+             not replace it: the pod is of the update revision: that revision itself does not \
+             become Ready"
+        ),
+        "{}",
+        e.waiting_on[0].message
+    );
+    assert!(e.actions.is_empty());
 }

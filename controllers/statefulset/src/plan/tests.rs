@@ -21,6 +21,7 @@ fn run_with(s: &StatefulSet, pods: Vec<Pod>, claims: Claims, gate: bool, update:
         claims: &claims,
         now: now(),
         max_unavailable_gate: gate,
+        recovery: crate::recovery::Recovery::OFF,
     };
     plan(&snapshot)
 }

@@ -623,7 +623,7 @@ impl NodeModel {
                         true
                     });
                     life.running_on = Some(node.clone());
-                    life.ready_at = Some(now + rand_in(world, cfg.ready_ms));
+                    life.ready_at = (!never_ready(pod)).then(|| now + rand_in(world, cfg.ready_ms));
                     if s(pod, &["spec", "restartPolicy"]) != "Always" {
                         let run = rand_in(world, cfg.run_ms);
                         let ok = world.rng.random_bool(cfg.succeed.clamp(0.0, 1.0));
@@ -638,7 +638,7 @@ impl NodeModel {
                     .into_iter()
                     .flatten()
                     .any(|c| c["type"] == "Ready" && c["status"] == "True");
-                if !ready && life.ready_at.is_none() {
+                if !ready && life.ready_at.is_none() && !never_ready(pod) {
                     // Marked not ready while its node was unreachable: the kubelet reports
                     // it again once the node is back.
                     life.running_on = Some(node.clone());
@@ -677,6 +677,14 @@ impl NodeModel {
         }
         self.pods.insert(uid.to_owned(), life);
     }
+}
+
+/// A pod whose first container's image is `broken:*` runs but never becomes Ready (a
+/// template whose readiness probe always fails).
+fn never_ready(pod: &Value) -> bool {
+    pod["spec"]["containers"][0]["image"]
+        .as_str()
+        .is_some_and(|i| i.starts_with("broken:"))
 }
 
 /// The status of a pod whose containers ended: `phase`, each container terminated with

@@ -62,6 +62,9 @@ pub struct Deletion {
     /// The grace period asked for (`None`: the object's own).
     pub grace: Option<i64>,
     pub uid_precondition: bool,
+    /// The delete carried a resourceVersion precondition (the StatefulSet controller's
+    /// stuck-rollout recovery is its only user).
+    pub rv_precondition: bool,
 }
 
 /// What a watch stream carries: an encoded event, delivered at `at`.

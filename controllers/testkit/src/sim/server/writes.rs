@@ -311,6 +311,7 @@ impl World {
             obj: current.clone(),
             grace: asked,
             uid_precondition: pre["uid"].is_string(),
+            rv_precondition: pre["resourceVersion"].is_string(),
         });
         let has_finalizers = current["metadata"]["finalizers"]
             .as_array()
