@@ -16,6 +16,10 @@ use rkcm_testkit::sim::SimApi;
 pub enum Ctl {
     ReplicaSet,
     Deployment,
+    /// The Deployment controller with rkcm's opt-in rollback on progress deadline: broken
+    /// templates (`bad:N` images, never Ready) on an opted-in Deployment and on one that is
+    /// not.
+    DeploymentRollback,
     StatefulSet,
     DaemonSet,
     Job,
@@ -25,9 +29,10 @@ pub enum Ctl {
 }
 
 impl Ctl {
-    pub const ALL: [Ctl; 8] = [
+    pub const ALL: [Ctl; 9] = [
         Ctl::ReplicaSet,
         Ctl::Deployment,
+        Ctl::DeploymentRollback,
         Ctl::StatefulSet,
         Ctl::DaemonSet,
         Ctl::Job,
@@ -41,6 +46,7 @@ impl Ctl {
         match self {
             Ctl::ReplicaSet => "replicaset",
             Ctl::Deployment => "deployment",
+            Ctl::DeploymentRollback => "deployment-rollback",
             Ctl::StatefulSet => "statefulset",
             Ctl::DaemonSet => "daemonset",
             Ctl::Job => "job",
@@ -58,7 +64,7 @@ impl Ctl {
     pub fn agent(self) -> &'static str {
         match self {
             Ctl::ReplicaSet => "replicaset-controller",
-            Ctl::Deployment => "deployment-controller",
+            Ctl::Deployment | Ctl::DeploymentRollback => "deployment-controller",
             Ctl::StatefulSet => "statefulset-controller",
             Ctl::DaemonSet => "daemonset-controller",
             Ctl::Job => "job-controller",
@@ -74,6 +80,7 @@ impl Ctl {
     pub fn with_helpers(self) -> Vec<Ctl> {
         let mut out = match self {
             Ctl::Deployment => vec![Ctl::Deployment, Ctl::ReplicaSet],
+            Ctl::DeploymentRollback => vec![Ctl::DeploymentRollback, Ctl::ReplicaSet],
             Ctl::CronJob => vec![Ctl::CronJob, Ctl::Job],
             Ctl::TtlAfterFinished => vec![Ctl::TtlAfterFinished, Ctl::Job],
             Ctl::PodGc => vec![Ctl::PodGc, Ctl::ReplicaSet],
@@ -160,7 +167,7 @@ pub fn start(api: &SimApi, clock: &SharedClock, ctls: &[Ctl], epoch: u64) -> Man
                     let _ = rkcm_replicaset::start_replicaset(ctx, cfg).await;
                 });
             }
-            Ctl::Deployment => {
+            Ctl::Deployment | Ctl::DeploymentRollback => {
                 rkcm_deployment::informers(&factory);
                 tokio::spawn(async move {
                     let _ = rkcm_deployment::start(ctx, Default::default()).await;

@@ -2,8 +2,9 @@
 //! starts with `--rkcm-`; each one's default is upstream's behaviour except
 //! `--rkcm-retry-ignores-early-failures`, `--rkcm-deployment-stale-cache-guard` and
 //! `--rkcm-cronjob-adopt-forgotten-runs` (all on by default), differences the README's
-//! "Differences from upstream" measures. `--rkcm-cronjob-defer-status-writes` and
-//! `--rkcm-daemonset-rollout-skip-not-ready-nodes` are off unless asked for.
+//! "Differences from upstream" measures. `--rkcm-cronjob-defer-status-writes`,
+//! `--rkcm-daemonset-rollout-skip-not-ready-nodes` and
+//! `--rkcm-deployment-rollback-on-progress-deadline` are off unless asked for.
 
 use clap::{ArgAction, Args};
 
@@ -66,4 +67,15 @@ pub struct RkcmFlags {
           default_missing_value = "true", default_value = "true", value_parser = parse_go_bool,
           value_name = "bool")]
     pub rkcm_deployment_stale_cache_guard: bool,
+
+    /// Not upstream, off by default: a Deployment whose rollout passes its progress deadline
+    /// (Progressing=False, ProgressDeadlineExceeded) is rolled back to its previous revision, as
+    /// kubectl rollout undo does, once per bad revision and never when paused (see the README's
+    /// "Opt-in remedies"). A Deployment's annotation
+    /// rkcm.io/deployment-rollback-on-progress-deadline ("true"/"false") overrides this. False
+    /// leaves a stalled Deployment where it is, as upstream.
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_go_bool,
+          value_name = "bool")]
+    pub rkcm_deployment_rollback_on_progress_deadline: bool,
 }

@@ -134,6 +134,20 @@ fn set_condition(pod: &mut Value, type_: &str, status: &str, now: &str) {
     }
 }
 
+/// A pod whose containers run but never pass their readiness probe: an image whose name
+/// starts with [`NEVER_READY_IMAGE`] (a broken template, for the scenarios of a stalled
+/// rollout).
+fn never_ready(pod: &Value) -> bool {
+    pod["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["image"].as_str().is_some_and(|i| i.starts_with(NEVER_READY_IMAGE)))
+}
+
+/// The image prefix of containers that never become Ready.
+pub const NEVER_READY_IMAGE: &str = "bad:";
+
 fn container_names(pod: &Value) -> Vec<String> {
     pod["spec"]["containers"]
         .as_array()
@@ -624,6 +638,9 @@ impl NodeModel {
                     });
                     life.running_on = Some(node.clone());
                     life.ready_at = Some(now + rand_in(world, cfg.ready_ms));
+                    if never_ready(pod) {
+                        life.ready_at = None;
+                    }
                     if s(pod, &["spec", "restartPolicy"]) != "Always" {
                         let run = rand_in(world, cfg.run_ms);
                         let ok = world.rng.random_bool(cfg.succeed.clamp(0.0, 1.0));
@@ -638,7 +655,7 @@ impl NodeModel {
                     .into_iter()
                     .flatten()
                     .any(|c| c["type"] == "Ready" && c["status"] == "True");
-                if !ready && life.ready_at.is_none() {
+                if !ready && life.ready_at.is_none() && !never_ready(pod) {
                     // Marked not ready while its node was unreachable: the kubelet reports
                     // it again once the node is back.
                     life.running_on = Some(node.clone());
