@@ -424,6 +424,8 @@ impl Scenario {
             return;
         };
         match (self.ctl, rng.random_range(0..3)) {
+            // The rollback scenario's user is `rollback_op`.
+            (Ctl::DeploymentRollback, _) => {}
             (Ctl::ReplicaSet | Ctl::PodGc, _) | (Ctl::Deployment | Ctl::StatefulSet, 0 | 1) => {
                 let replicas = rng.random_range(0..=5);
                 world.trace_line(format!("user scale {target} to {replicas}"));

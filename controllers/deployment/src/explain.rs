@@ -304,6 +304,10 @@ fn deadline_remedy(e: &mut Explanation, seen: &Seen<'_>) -> (String, bool) {
         D::IsRollback { revision, from } => format!(
             "rollback on progress deadline: on; revision {revision} is rkcm's rollback from revision {from} and is not rolled back again"
         ),
+        D::TooEarly { revision, after } => format!(
+            "rollback on progress deadline: on; revision {revision} is rolled back if it still makes no progress in {}s, when its ReplicaSet had its whole deadline",
+            after.as_secs()
+        ),
         D::NoTarget { revision } => format!(
             "rollback on progress deadline: on; revision {revision} has no older revision to return to"
         ),

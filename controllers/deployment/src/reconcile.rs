@@ -685,8 +685,13 @@ impl SyncPass<'_> {
             self.c.cfg.rollback_on_progress_deadline,
             self.now(),
         );
-        let plan::deadline::DeadlineRollback::Roll(rollback) = decision else {
-            return Ok(false);
+        let rollback = match decision {
+            plan::deadline::DeadlineRollback::Roll(rollback) => rollback,
+            plan::deadline::DeadlineRollback::TooEarly { after, .. } => {
+                self.c.queue.add_after(self.key.to_owned(), after);
+                return Ok(false);
+            }
+            _ => return Ok(false),
         };
         let name = self.name().to_owned();
         let params = PostParams {

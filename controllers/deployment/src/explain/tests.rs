@@ -150,6 +150,8 @@ fn a_rollout_with_room_says_what_it_scales() {
 fn a_rollout_past_its_deadline_says_what_the_rollback_remedy_does() {
     let rev = |rs: Rs, r: &str| {
         let mut rs = (*rs).clone();
+        // Older than the deadline (600 s).
+        rs.metadata.creation_timestamp = Some(Time(ago(1000)));
         rs.metadata.annotations = Some(std::collections::BTreeMap::from([(
             "deployment.kubernetes.io/revision".to_owned(),
             r.to_owned(),

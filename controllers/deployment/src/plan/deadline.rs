@@ -16,6 +16,10 @@
 //!    `Progressing` condition is `False/ProgressDeadlineExceeded` with upstream's message
 //!    about the current new ReplicaSet, so a condition left from an earlier revision (a
 //!    person rolled on before any progress) does not count.
+//!    The new ReplicaSet is at least `progressDeadlineSeconds` old: upstream keeps an
+//!    unchanged `NewReplicaSetCreated` condition (same status and reason) with its old time
+//!    when the next new ReplicaSet is created, so a rollout that follows a stalled one can
+//!    time out at once; rkcm waits until it had its whole deadline.
 //! 4. The current revision `R` (the new ReplicaSet's) is not [`ROLLED_BACK_FROM`] (rolled back
 //!    once already) and not [`ROLLED_BACK_FROM`] + 1: the revision a rollback itself becomes
 //!    is never rolled back, so a rollback target that also stalls stays as upstream leaves it
@@ -78,6 +82,10 @@ pub enum DeadlineRollback {
     IsRollback { revision: i64, from: i64 },
     /// No older revision to return to.
     NoTarget { revision: i64 },
+    /// Timed out before the new ReplicaSet was `progressDeadlineSeconds` old (upstream keeps
+    /// an unchanged `NewReplicaSetCreated` condition's old time for the next new ReplicaSet,
+    /// which can then time out at once): look again after this long.
+    TooEarly { revision: i64, after: std::time::Duration },
     /// Roll back.
     Roll(Box<Rollback>),
 }
@@ -99,18 +107,35 @@ pub struct Rollback {
     pub status: Status,
 }
 
-/// The timed-out `Progressing` condition about `new`, when the status is about the current
-/// spec.
-fn timed_out_on(d: &Deployment, new: &Rs) -> Option<String> {
+/// The timed-out `Progressing` condition about `new` (about any ReplicaSet when not
+/// `about_new`), when the status is about the current spec.
+fn timed_out_on(d: &Deployment, new: &Rs, about_new: bool) -> Option<String> {
     let status = Status::of(d);
     if status.observed_generation < d.metadata.generation.unwrap_or(0) {
         return None;
     }
     let cond = status.condition(ct::PROGRESSING)?;
-    let about_new =
-        messages::timed_out(Some(model::rs_name(new)), model::name_of(&d.metadata));
-    (cond.status == ct::FALSE && cond.reason == reasons::TIMED_OUT && cond.message == about_new)
+    let message = messages::timed_out(Some(model::rs_name(new)), model::name_of(&d.metadata));
+    (cond.status == ct::FALSE
+        && cond.reason == reasons::TIMED_OUT
+        && (!about_new || cond.message == message))
         .then(|| cond.message.clone())
+}
+
+/// How long until `new` is `progressDeadlineSeconds` old, when it is not yet: a rollout is
+/// rolled back only after it had its whole deadline. A reused ReplicaSet is older than that.
+fn too_early(d: &Deployment, new: &Rs, now: jiff::Timestamp) -> Option<std::time::Duration> {
+    let deadline = model::progress_deadline(d)?;
+    let created = new.metadata.creation_timestamp.as_ref()?.0;
+    let due = created
+        .checked_add(jiff::SignedDuration::from_secs(i64::from(deadline)))
+        .ok()?;
+    let left = due.duration_since(now);
+    (left > jiff::SignedDuration::ZERO).then(|| {
+        std::time::Duration::try_from(left)
+            .unwrap_or_default()
+            .saturating_add(crate::consts::PROGRESS_CHECK_PAD)
+    })
 }
 
 /// Whether `rs` served revision `rev` (its revision, or one in its `revision-history`).
@@ -158,15 +183,7 @@ pub fn deadline_rollback(
     // Mutant (sim only): the record of earlier rollbacks is ignored, and so is whether the
     // condition is about this revision.
     let no_memory = rkcm_runtime::mutants::on("deployment-rollback-loop");
-    let timed_out = if no_memory {
-        Status::of(d)
-            .condition(ct::PROGRESSING)
-            .filter(|c| c.reason == reasons::TIMED_OUT)
-            .map(|c| c.message.clone())
-    } else {
-        timed_out_on(d, new)
-    };
-    let Some(timed_out) = timed_out else {
+    let Some(timed_out) = timed_out_on(d, new, !no_memory) else {
         return DeadlineRollback::NotTimedOut;
     };
     let bad = rolled_back_from(d);
@@ -177,6 +194,9 @@ pub fn deadline_rollback(
         if from.checked_add(1) == Some(revision) {
             return DeadlineRollback::IsRollback { revision, from };
         }
+    }
+    if let Some(after) = too_early(d, new, now) {
+        return DeadlineRollback::TooEarly { revision, after };
     }
     let Some((rs, to)) = target(old, if no_memory { None } else { bad }) else {
         return DeadlineRollback::NoTarget { revision };

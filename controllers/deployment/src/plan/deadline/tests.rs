@@ -22,6 +22,8 @@ fn rs(
         image,
         replicas: 1,
         annotations,
+        // Older than the deadline (600 s).
+        age: 1000,
         ..R::default()
     }))
 }
@@ -91,6 +93,7 @@ enum K {
     Already(i64),
     IsRollback(i64, i64),
     NoTarget(i64),
+    TooEarly(i64, u64),
     Roll(i64, i64, String),
 }
 
@@ -102,6 +105,7 @@ fn kind(d: &DeadlineRollback) -> K {
         DeadlineRollback::AlreadyRolledBack { revision } => K::Already(*revision),
         DeadlineRollback::IsRollback { revision, from } => K::IsRollback(*revision, *from),
         DeadlineRollback::NoTarget { revision } => K::NoTarget(*revision),
+        DeadlineRollback::TooEarly { revision, after } => K::TooEarly(*revision, after.as_secs()),
         DeadlineRollback::Roll(r) => K::Roll(r.from, r.to, r.target.clone()),
     }
 }
@@ -243,6 +247,20 @@ fn fires_once_per_bad_revision_and_never_on_its_own_result() {
             vec![good()],
             false,
             K::NotTimedOut,
+        ),
+        (
+            "timed out before the new ReplicaSet had its deadline: wait for the rest",
+            web(TIMED_OUT, &[OPT_IN_TRUE]),
+            Some(Arc::new(owned(R {
+                name: "web-bad",
+                image: "v2",
+                age: 100,
+                annotations: &[(REV, "2")],
+                ..R::default()
+            }))),
+            vec![good()],
+            false,
+            K::TooEarly(2, 501),
         ),
         (
             "nothing to return to",
