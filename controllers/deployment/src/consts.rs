@@ -204,7 +204,13 @@ pub mod remedy {
     pub const FIELD_MANAGER: &str = "rkcm-deployment-rollback";
 
     /// The event's message.
-    pub fn rolled_back(deployment: &str, from: i64, to: i64, target: &str, deadline: i32) -> String {
+    pub fn rolled_back(
+        deployment: &str,
+        from: i64,
+        to: i64,
+        target: &str,
+        deadline: i32,
+    ) -> String {
         format!(
             "Rolled back deployment {} from revision {from} to revision {to} (ReplicaSet {}): \
              revision {from} made no progress for {deadline}s (progressDeadlineSeconds)",

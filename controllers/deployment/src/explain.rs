@@ -289,8 +289,12 @@ fn deadline_remedy(e: &mut Explanation, seen: &Seen<'_>) -> (String, bool) {
         seen.rollback_default,
         seen.now,
     ) {
-        D::Off => "rollback on progress deadline: off (upstream's behaviour: nothing happens)".into(),
-        D::Paused => "rollback on progress deadline: on, but a paused Deployment is left alone".into(),
+        D::Off => {
+            "rollback on progress deadline: off (upstream's behaviour: nothing happens)".into()
+        }
+        D::Paused => {
+            "rollback on progress deadline: on, but a paused Deployment is left alone".into()
+        }
         D::NotTimedOut => format!(
             "rollback on progress deadline: on; {}",
             match plan::deadline::rolled_back_from(seen.d) {

@@ -167,11 +167,7 @@ async fn rollback_events(t: &Tier<impl Sized>, name: &str) -> anyhow::Result<Vec
 }
 
 /// `name` stays timed out on its crashing template, revision 2, for `period`.
-async fn stays_stalled(
-    t: &Tier<impl Sized>,
-    name: &str,
-    period: Duration,
-) -> anyhow::Result<()> {
+async fn stays_stalled(t: &Tier<impl Sized>, name: &str, period: Duration) -> anyhow::Result<()> {
     wait_for(
         &format!("{name} past its progress deadline"),
         START + Duration::from_secs(DEADLINE_S * 2),
@@ -246,9 +242,22 @@ async fn scenario(t: &Tier<impl Sized>) -> anyhow::Result<()> {
         .and_then(|a| a.get("deployment.kubernetes.io/revision-history"))
         .cloned();
     ensure!(
-        history.as_deref() == Some("1") && rss.iter().filter(|rs| rs.metadata.labels.as_ref().and_then(|l| l.get("app")).map(String::as_str) == Some("web")).count() == 2,
+        history.as_deref() == Some("1")
+            && rss
+                .iter()
+                .filter(|rs| rs
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("app"))
+                    .map(String::as_str)
+                    == Some("web"))
+                .count()
+                == 2,
         "the rollback reuses revision 1's ReplicaSet (history {history:?}); ReplicaSets: {:?}",
-        rss.iter().map(|rs| (&rs.metadata.name, &rs.metadata.annotations)).collect::<Vec<_>>()
+        rss.iter()
+            .map(|rs| (&rs.metadata.name, &rs.metadata.annotations))
+            .collect::<Vec<_>>()
     );
     let events = rollback_events(t, "web").await?;
     ensure!(

@@ -185,9 +185,9 @@ fn a_rollout_past_its_deadline_says_what_the_rollback_remedy_does() {
     let e = explain(&timed_out(&[]), &rss, now());
     assert_eq!(e.state, State::Stalled);
     assert!(
-        e.waiting_on[0]
-            .message
-            .ends_with("rollback on progress deadline: off (upstream's behaviour: nothing happens)"),
+        e.waiting_on[0].message.ends_with(
+            "rollback on progress deadline: off (upstream's behaviour: nothing happens)"
+        ),
         "{}",
         e.waiting_on[0].message
     );

@@ -85,7 +85,10 @@ pub enum DeadlineRollback {
     /// Timed out before the new ReplicaSet was `progressDeadlineSeconds` old (upstream keeps
     /// an unchanged `NewReplicaSetCreated` condition's old time for the next new ReplicaSet,
     /// which can then time out at once): look again after this long.
-    TooEarly { revision: i64, after: std::time::Duration },
+    TooEarly {
+        revision: i64,
+        after: std::time::Duration,
+    },
     /// Roll back.
     Roll(Box<Rollback>),
 }
@@ -231,7 +234,10 @@ fn rollback(
         .filter(|(k, _)| k.starts_with(PREFIX))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let annotations = working.metadata.annotations.get_or_insert_with(BTreeMap::new);
+    let annotations = working
+        .metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new);
     annotations.retain(|k, _| !k.starts_with(PREFIX));
     annotations.extend(own);
     annotations.insert(ROLLED_BACK_FROM.to_owned(), from.to_string());

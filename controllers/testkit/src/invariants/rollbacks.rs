@@ -80,7 +80,8 @@ impl Rollbacks {
             _ => self.manager_default,
         };
         let paused = prev.spec.paused == Some(true);
-        let revision = annotation(prev, "deployment.kubernetes.io/revision").unwrap_or("?");
+        let revision =
+            annotation(prev, "deployment.kubernetes.io/revision").unwrap_or("unrecorded");
         if !opted_in || paused || !timed_out(prev) {
             return Some((
                 NOT_ASKED,
@@ -150,6 +151,7 @@ mod tests {
     use Writer::{DeploymentController as C, Other as P};
 
     #[test]
+    #[allow(clippy::too_many_lines)] // one table: each rule of the check, side by side
     fn judges_each_template_write() {
         type Step = (Writer, Deployment, Deployment, Option<&'static str>);
         let table: Vec<(&str, bool, Vec<Step>)> = vec![
@@ -157,60 +159,140 @@ mod tests {
                 "one rollback per person's rollout",
                 false,
                 vec![
-                    (P, d("v1", &[IN], false, false), d("bad", &[IN], false, false), None),
-                    (C, d("bad", &[IN], false, true), d("v1", &[IN], false, true), None),
-                    (P, d("v1", &[IN], false, false), d("bad2", &[IN], false, false), None),
-                    (C, d("bad2", &[IN], false, true), d("v1", &[IN], false, true), None),
+                    (
+                        P,
+                        d("v1", &[IN], false, false),
+                        d("bad", &[IN], false, false),
+                        None,
+                    ),
+                    (
+                        C,
+                        d("bad", &[IN], false, true),
+                        d("v1", &[IN], false, true),
+                        None,
+                    ),
+                    (
+                        P,
+                        d("v1", &[IN], false, false),
+                        d("bad2", &[IN], false, false),
+                        None,
+                    ),
+                    (
+                        C,
+                        d("bad2", &[IN], false, true),
+                        d("v1", &[IN], false, true),
+                        None,
+                    ),
                 ],
             ),
             (
                 "a rollback of the rollback is a loop",
                 false,
                 vec![
-                    (C, d("bad", &[IN], false, true), d("v1", &[IN], false, true), None),
-                    (C, d("v1", &[IN], false, true), d("bad", &[IN], false, true), Some(LOOP)),
+                    (
+                        C,
+                        d("bad", &[IN], false, true),
+                        d("v1", &[IN], false, true),
+                        None,
+                    ),
+                    (
+                        C,
+                        d("v1", &[IN], false, true),
+                        d("bad", &[IN], false, true),
+                        Some(LOOP),
+                    ),
                 ],
             ),
             (
                 "scale or status writes change nothing",
                 false,
                 vec![
-                    (C, d("bad", &[IN], false, true), d("v1", &[IN], false, true), None),
-                    (P, d("v1", &[IN], false, true), d("v1", &[IN], true, true), None),
-                    (C, d("v1", &[IN], false, true), d("bad", &[IN], false, true), Some(LOOP)),
+                    (
+                        C,
+                        d("bad", &[IN], false, true),
+                        d("v1", &[IN], false, true),
+                        None,
+                    ),
+                    (
+                        P,
+                        d("v1", &[IN], false, true),
+                        d("v1", &[IN], true, true),
+                        None,
+                    ),
+                    (
+                        C,
+                        d("v1", &[IN], false, true),
+                        d("bad", &[IN], false, true),
+                        Some(LOOP),
+                    ),
                 ],
             ),
             (
                 "not opted in",
                 false,
-                vec![(C, d("bad", &[], false, true), d("v1", &[], false, true), Some(NOT_ASKED))],
+                vec![(
+                    C,
+                    d("bad", &[], false, true),
+                    d("v1", &[], false, true),
+                    Some(NOT_ASKED),
+                )],
             ),
             (
                 "the manager's flag opts in",
                 true,
-                vec![(C, d("bad", &[], false, true), d("v1", &[], false, true), None)],
+                vec![(
+                    C,
+                    d("bad", &[], false, true),
+                    d("v1", &[], false, true),
+                    None,
+                )],
             ),
             (
                 "opted out despite the flag",
                 true,
-                vec![(C, d("bad", &[OUT], false, true), d("v1", &[OUT], false, true), Some(NOT_ASKED))],
+                vec![(
+                    C,
+                    d("bad", &[OUT], false, true),
+                    d("v1", &[OUT], false, true),
+                    Some(NOT_ASKED),
+                )],
             ),
             (
                 "paused",
                 false,
-                vec![(C, d("bad", &[IN], true, true), d("v1", &[IN], true, true), Some(NOT_ASKED))],
+                vec![(
+                    C,
+                    d("bad", &[IN], true, true),
+                    d("v1", &[IN], true, true),
+                    Some(NOT_ASKED),
+                )],
             ),
             (
                 "not past the deadline",
                 false,
-                vec![(C, d("bad", &[IN], false, false), d("v1", &[IN], false, false), Some(NOT_ASKED))],
+                vec![(
+                    C,
+                    d("bad", &[IN], false, false),
+                    d("v1", &[IN], false, false),
+                    Some(NOT_ASKED),
+                )],
             ),
             (
                 "the deprecated rollback request is a person's",
                 false,
                 vec![
-                    (C, d("bad", &[(ROLLBACK_TO, "0")], false, false), d("v1", &[], false, false), None),
-                    (C, d("bad", &[IN], false, true), d("v1", &[IN], false, true), None),
+                    (
+                        C,
+                        d("bad", &[(ROLLBACK_TO, "0")], false, false),
+                        d("v1", &[], false, false),
+                        None,
+                    ),
+                    (
+                        C,
+                        d("bad", &[IN], false, true),
+                        d("v1", &[IN], false, true),
+                        None,
+                    ),
                 ],
             ),
         ];

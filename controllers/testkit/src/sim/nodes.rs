@@ -142,7 +142,11 @@ fn never_ready(pod: &Value) -> bool {
         .as_array()
         .into_iter()
         .flatten()
-        .any(|c| c["image"].as_str().is_some_and(|i| i.starts_with(NEVER_READY_IMAGE)))
+        .any(|c| {
+            c["image"]
+                .as_str()
+                .is_some_and(|i| i.starts_with(NEVER_READY_IMAGE))
+        })
 }
 
 /// The image prefix of containers that never become Ready.

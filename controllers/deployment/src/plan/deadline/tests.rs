@@ -67,8 +67,16 @@ const OPT_IN_TRUE: (&str, &str) = ("rkcm.io/deployment-rollback-on-progress-dead
 
 fn bad(rev: &'static str) -> Rs {
     match rev {
-        "2" => rs("web-bad", "v2", &[(REV, "2"), ("kubernetes.io/change-cause", "v2")]),
-        "4" => rs("web-bad", "v2", &[(REV, "4"), ("kubernetes.io/change-cause", "v2")]),
+        "2" => rs(
+            "web-bad",
+            "v2",
+            &[(REV, "2"), ("kubernetes.io/change-cause", "v2")],
+        ),
+        "4" => rs(
+            "web-bad",
+            "v2",
+            &[(REV, "4"), ("kubernetes.io/change-cause", "v2")],
+        ),
         _ => rs("web-bad", "v2", &[(REV, "3")]),
     }
 }
@@ -208,7 +216,11 @@ fn fires_once_per_bad_revision_and_never_on_its_own_result() {
         (
             "still progressing",
             web(
-                ("True", "ReplicaSetUpdated", "ReplicaSet \"web-bad\" is progressing."),
+                (
+                    "True",
+                    "ReplicaSetUpdated",
+                    "ReplicaSet \"web-bad\" is progressing.",
+                ),
                 &[OPT_IN_TRUE],
             ),
             Some(bad("2")),
@@ -290,7 +302,14 @@ fn fires_once_per_bad_revision_and_never_on_its_own_result() {
             "a person's later rollout, even of the same template, may be rolled back once",
             web(TIMED_OUT, &rolled_from("2")),
             Some(bad("4")),
-            vec![rs("web-good", "v1", &[(REV, "3"), ("deployment.kubernetes.io/revision-history", "1")])],
+            vec![rs(
+                "web-good",
+                "v1",
+                &[
+                    (REV, "3"),
+                    ("deployment.kubernetes.io/revision-history", "1"),
+                ],
+            )],
             false,
             roll(4, 3, "web-good"),
         ),
@@ -308,7 +327,14 @@ fn fires_once_per_bad_revision_and_never_on_its_own_result() {
             Some(bad("4")),
             vec![
                 rs("web-older", "v0", &[(REV, "2")]),
-                rs("web-good", "v1", &[(REV, "3"), ("deployment.kubernetes.io/revision-history", "1")]),
+                rs(
+                    "web-good",
+                    "v1",
+                    &[
+                        (REV, "3"),
+                        ("deployment.kubernetes.io/revision-history", "1"),
+                    ],
+                ),
             ],
             false,
             roll(4, 2, "web-older"),
@@ -348,7 +374,11 @@ fn the_rollback_is_kubectl_rollout_undo_plus_the_record() {
     assert!(!labels.contains_key("pod-template-hash"), "no hash label");
     let annotations = out.metadata.annotations.clone().unwrap_or_default();
     let get = |k: &str| annotations.get(k).map(String::as_str);
-    assert_eq!(get("kubernetes.io/change-cause"), Some("v1"), "the revision's");
+    assert_eq!(
+        get("kubernetes.io/change-cause"),
+        Some("v1"),
+        "the revision's"
+    );
     assert_eq!(get(REV), Some("2"), "skipped ones are the Deployment's");
     assert_eq!(
         get("kubectl.kubernetes.io/last-applied-configuration"),
@@ -372,7 +402,11 @@ fn the_rollback_is_kubectl_rollout_undo_plus_the_record() {
     );
     let cond = r.status.condition("Progressing").expect("condition");
     assert_eq!(
-        (cond.status.as_str(), cond.reason.as_str(), cond.message.as_str()),
+        (
+            cond.status.as_str(),
+            cond.reason.as_str(),
+            cond.message.as_str()
+        ),
         (
             "False",
             "ProgressDeadlineExceeded",
@@ -385,7 +419,13 @@ fn the_rollback_is_kubectl_rollout_undo_plus_the_record() {
     let mut after = d.clone();
     after.status = Some(r.status.to_api());
     assert_eq!(
-        kind(&deadline_rollback(&after, Some(&bad("2")), &[good()], false, now())),
+        kind(&deadline_rollback(
+            &after,
+            Some(&bad("2")),
+            &[good()],
+            false,
+            now()
+        )),
         K::NotTimedOut
     );
 }
