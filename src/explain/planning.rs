@@ -31,6 +31,7 @@ pub struct Planning {
     /// The ReplicaSet and ReplicationController plan's settings.
     pub replicas: rkcm_replicaset::plan::PlanConfig,
     pub daemonset: rkcm_daemonset::Config,
+    pub deployment: rkcm_deployment::Config,
     pub terminated_pod_gc_threshold: i32,
     /// The zone of a CronJob without `spec.timeZone`: the manager's local zone when it says
     /// which, else this process's.
@@ -88,6 +89,7 @@ impl Planning {
                 }
             },
             daemonset: registry::daemonset_config(&cli),
+            deployment: registry::deployment_config(&cli),
             terminated_pod_gc_threshold: cli.podgc.terminated_pod_gc_threshold,
             cronjob_time_zone: rkcm_cronjob::Config::default().local_time_zone,
         })
@@ -119,6 +121,7 @@ mod tests {
             "MaxUnavailableStatefulSet is on by default"
         );
         assert!(!d.daemonset.rollout_skips_not_ready_nodes);
+        assert!(!d.deployment.rollback_on_progress_deadline);
         assert_eq!(d.terminated_pod_gc_threshold, 12500);
         assert!(d.replicas.pod_deletion_cost);
 
@@ -126,9 +129,11 @@ mod tests {
             "--feature-gates=MaxUnavailableStatefulSet=false,PodDeletionCost=false",
             "--feature-gates=TaintTolerationComparisonOperators=true",
             "--rkcm-daemonset-rollout-skip-not-ready-nodes=true",
+            "--rkcm-deployment-rollback-on-progress-deadline=true",
             "--terminated-pod-gc-threshold=3",
         ])
         .expect("parsed");
+        assert!(p.deployment.rollback_on_progress_deadline);
         assert!(!p.statefulset.max_unavailable);
         assert!(p.daemonset.rollout_skips_not_ready_nodes);
         assert!(p.daemonset.taint_comparison_operators);

@@ -154,6 +154,7 @@ fn gates_and_own_flags_reach_the_controllers_in_both_settings() {
                 "PodDeletionCost",
             ]),
             &format!("--rkcm-daemonset-rollout-skip-not-ready-nodes={on}"),
+            &format!("--rkcm-deployment-rollback-on-progress-deadline={on}"),
         ]);
         let ds = daemonset_config(&c);
         assert_eq!(
@@ -178,7 +179,11 @@ fn gates_and_own_flags_reach_the_controllers_in_both_settings() {
             ),
             (on, on, on)
         );
-        assert_eq!(deployment_config(&c).terminating_replicas, on);
+        let d = deployment_config(&c);
+        assert_eq!(
+            (d.terminating_replicas, d.rollback_on_progress_deadline),
+            (on, on)
+        );
         let rs = replica_config(5, &c);
         assert_eq!(
             (
@@ -201,6 +206,10 @@ fn gates_and_own_flags_reach_the_controllers_in_both_settings() {
     assert_eq!(job_config(&c), rkcm_job::Config::default());
     assert_eq!(statefulset_config(&c), rkcm_statefulset::Config::default());
     assert_eq!(deployment_config(&c), rkcm_deployment::Config::default());
+    assert!(
+        !deployment_config(&c).rollback_on_progress_deadline,
+        "rkcm's own opt-in is off"
+    );
 }
 
 fn strings(v: &[&str]) -> Vec<String> {

@@ -45,6 +45,8 @@ mod cronjob;
 mod daemonset;
 #[path = "real_nodes/deployment.rs"]
 mod deployment;
+#[path = "real_nodes/deployment_rollback.rs"]
+mod deployment_rollback;
 #[path = "real_nodes/in_pod.rs"]
 mod in_pod;
 #[path = "real_nodes/job.rs"]

@@ -22,6 +22,11 @@ pub struct Config {
     /// it, a sync on a cache that lags behind a ReplicaSet the controller just created can
     /// scale the ReplicaSets beyond `replicas + maxSurge`.
     pub stale_cache_guard: bool,
+    /// Not upstream (`--rkcm-deployment-rollback-on-progress-deadline`, off): every
+    /// Deployment whose rollout passes its progress deadline is rolled back to its previous
+    /// revision, once (`crate::plan::deadline`). A Deployment's annotation
+    /// `rkcm.io/deployment-rollback-on-progress-deadline` (`"true"`/`"false"`) overrides it.
+    pub rollback_on_progress_deadline: bool,
 }
 
 impl Default for Config {
@@ -30,6 +35,7 @@ impl Default for Config {
             workers: DEFAULT_WORKERS,
             terminating_replicas: true,
             stale_cache_guard: true,
+            rollback_on_progress_deadline: false,
         }
     }
 }

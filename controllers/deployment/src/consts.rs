@@ -185,6 +185,50 @@ pub fn quote(s: &str) -> String {
     out
 }
 
+/// rkcm's own remedy, not upstream: the rollback of a Deployment whose rollout passed its
+/// progress deadline (`crate::plan::deadline`). Opted in per Deployment or for all.
+pub mod remedy {
+    use super::quote;
+
+    /// `"true"` opts one Deployment in, `"false"` out; otherwise the manager's flag
+    /// (`--rkcm-deployment-rollback-on-progress-deadline`, off) decides.
+    pub const OPT_IN: &str = "rkcm.io/deployment-rollback-on-progress-deadline";
+    /// The revision rkcm rolled back from: that revision is never rolled back again, and
+    /// neither is the revision the rollback itself became.
+    pub const ROLLED_BACK_FROM: &str = "rkcm.io/rolled-back-from-revision";
+    /// The Deployment's own annotations prefix that a rollback keeps (not the revision's).
+    pub const PREFIX: &str = "rkcm.io/";
+    /// Event reason (a Warning: the rollout failed).
+    pub const EVENT_REASON: &str = "RolledBackOnProgressDeadline";
+    /// The field manager of the rollback's `PUT deployments`.
+    pub const FIELD_MANAGER: &str = "rkcm-deployment-rollback";
+
+    /// The event's message.
+    pub fn rolled_back(
+        deployment: &str,
+        from: i64,
+        to: i64,
+        target: &str,
+        deadline: i32,
+    ) -> String {
+        format!(
+            "Rolled back deployment {} from revision {from} to revision {to} (ReplicaSet {}): \
+             revision {from} made no progress for {deadline}s (progressDeadlineSeconds)",
+            quote(deployment),
+            quote(target)
+        )
+    }
+
+    /// The `Progressing` condition's message after the rollback: upstream's timed-out
+    /// message, then what rkcm did.
+    pub fn condition(timed_out: &str, to: i64, target: &str) -> String {
+        format!(
+            "{timed_out} rkcm rolled back to revision {to} (ReplicaSet {}) as {OPT_IN} asks.",
+            quote(target)
+        )
+    }
+}
+
 /// Metric names. The Deployment controller has no stale-cache guard upstream; rkcm's counts
 /// its skips under the name the other guarded controllers use.
 pub mod metrics {

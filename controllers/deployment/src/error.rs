@@ -67,6 +67,16 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// The opt-in rollback on progress deadline: `PUT deployments` failed (a conflict: the
+    /// Deployment changed since the cache saw it; the next sync decides again).
+    #[error("rolling back deployment {key} from revision {from} to revision {to}: {source}")]
+    RollbackOnDeadline {
+        key: String,
+        from: i64,
+        to: i64,
+        #[source]
+        source: kube::Error,
+    },
     /// The stale-cache guard held the sync back: the Deployment or ReplicaSet cache has not
     /// yet seen this controller's own last write for the Deployment. Nothing was read or
     /// written; retried with backoff.
@@ -92,7 +102,8 @@ impl Error {
             Error::UpdateReplicaSet { source, .. }
             | Error::DeleteReplicaSet { source, .. }
             | Error::UpdateStatus(StatusError { source, .. })
-            | Error::UpdateDeployment { source, .. } => is_write_conflict(source),
+            | Error::UpdateDeployment { source, .. }
+            | Error::RollbackOnDeadline { source, .. } => is_write_conflict(source),
             Error::Claim {
                 source:
                     rkcm_runtime::Error::Api { source, .. }
@@ -112,7 +123,8 @@ impl Error {
             | Error::HashCollision { source, .. }
             | Error::DeleteReplicaSet { source, .. }
             | Error::UpdateStatus(StatusError { source, .. })
-            | Error::UpdateDeployment { source, .. } => is_namespace_terminating(source),
+            | Error::UpdateDeployment { source, .. }
+            | Error::RollbackOnDeadline { source, .. } => is_namespace_terminating(source),
             Error::Claim {
                 source:
                     rkcm_runtime::Error::Api { source, .. }

@@ -10,6 +10,10 @@
 //!   `maxUnavailable` budget waits for pods of the new ReplicaSet to become available.
 //! - `OldPodsRunning`: a `Recreate` rollout waits for the old ReplicaSets' pods to be gone.
 //! - `ReplicaSetCreateFailed`: the `ReplicaFailure` condition holds the API server's refusal.
+//!
+//! rkcm's opt-in rollback on progress deadline ([`crate::plan::deadline`]): a timed-out
+//! rollout's `ProgressDeadlineExceeded` message says whether it is on for the Deployment and
+//! what it did or will do; the rollback itself is the next action when it will.
 
 use std::collections::HashMap;
 
@@ -39,11 +43,24 @@ struct Seen<'a> {
     old: Vec<Rs>,
     status: Status,
     complete: bool,
+    /// `--rkcm-deployment-rollback-on-progress-deadline`.
+    rollback_default: bool,
     now: jiff::Timestamp,
 }
 
-/// The explanation for `d` with the ReplicaSets it owns (`rss`), at `now`.
+/// The explanation for `d` with the ReplicaSets it owns (`rss`), at `now`, with the
+/// manager's defaults (rkcm's rollback on progress deadline off unless annotated).
 pub fn explain(d: &Deployment, rss: &[Rs], now: jiff::Timestamp) -> Explanation {
+    explain_with(d, rss, false, now)
+}
+
+/// [`explain`] with the manager's `--rkcm-deployment-rollback-on-progress-deadline`.
+pub fn explain_with(
+    d: &Deployment,
+    rss: &[Rs],
+    rollback_default: bool,
+    now: jiff::Timestamp,
+) -> Explanation {
     let name = model::name_of(&d.metadata).to_owned();
     let mut e = Explanation {
         object: ObjectRef {
@@ -69,6 +86,7 @@ pub fn explain(d: &Deployment, rss: &[Rs], now: jiff::Timestamp) -> Explanation 
         old,
         status,
         complete,
+        rollback_default,
         now,
     };
     replica_failure(&mut e, &seen.status);
@@ -217,13 +235,19 @@ fn deadline(e: &mut Explanation, seen: &Seen<'_>, name: &str) {
     if let Some(c) = seen.status.condition(ct::PROGRESSING)
         && c.reason == reasons::TIMED_OUT
     {
-        e.state = State::Stalled;
+        let remedy = deadline_remedy(e, seen);
+        e.state = if remedy.1 {
+            State::Acting
+        } else {
+            State::Stalled
+        };
+        let remedy = remedy.0;
         e.waiting_on.insert(
             0,
             Waiting {
                 reason: "ProgressDeadlineExceeded",
                 message: format!(
-                    "no progress for {}s (progressDeadlineSeconds): {}",
+                    "no progress for {}s (progressDeadlineSeconds): {}; {remedy}",
                     model::progress_deadline(seen.d).unwrap_or(0),
                     c.message
                 ),
@@ -252,6 +276,63 @@ fn deadline(e: &mut Explanation, seen: &Seen<'_>, name: &str) {
     }
     e.remedies
         .push(format!("roll back: kubectl rollout undo deployment/{name}"));
+}
+
+/// What rkcm's rollback on progress deadline does about a timed-out rollout, in words, and
+/// whether it acts; a rollback to make becomes the first action.
+fn deadline_remedy(e: &mut Explanation, seen: &Seen<'_>) -> (String, bool) {
+    use plan::deadline::DeadlineRollback as D;
+    let text = match plan::deadline::deadline_rollback(
+        seen.d,
+        seen.new.as_ref(),
+        &seen.old,
+        seen.rollback_default,
+        seen.now,
+    ) {
+        D::Off => {
+            "rollback on progress deadline: off (upstream's behaviour: nothing happens)".into()
+        }
+        D::Paused => {
+            "rollback on progress deadline: on, but a paused Deployment is left alone".into()
+        }
+        D::NotTimedOut => format!(
+            "rollback on progress deadline: on; {}",
+            match plan::deadline::rolled_back_from(seen.d) {
+                Some(from) => format!("rkcm rolled back from revision {from} already"),
+                None => "the condition is not about the current revision, so no rollback".into(),
+            }
+        ),
+        D::AlreadyRolledBack { revision } => format!(
+            "rollback on progress deadline: on; revision {revision} was rolled back from once, never again"
+        ),
+        D::IsRollback { revision, from } => format!(
+            "rollback on progress deadline: on; revision {revision} is rkcm's rollback from revision {from} and is not rolled back again"
+        ),
+        D::TooEarly { revision, after } => format!(
+            "rollback on progress deadline: on; revision {revision} is rolled back if it still makes no progress in {}s, when its ReplicaSet had its whole deadline",
+            after.as_secs()
+        ),
+        D::NoTarget { revision } => format!(
+            "rollback on progress deadline: on; revision {revision} has no older revision to return to"
+        ),
+        D::Roll(r) => {
+            e.actions.insert(
+                0,
+                format!(
+                    "roll back from revision {} to revision {} (ReplicaSet/{}): rkcm's rollback on progress deadline",
+                    r.from, r.to, r.target
+                ),
+            );
+            return (
+                format!(
+                    "rollback on progress deadline: on; rolling back to revision {}",
+                    r.to
+                ),
+                true,
+            );
+        }
+    };
+    (text, false)
 }
 
 /// The rolling budget as it stands, with the new ReplicaSet's availability and the time left

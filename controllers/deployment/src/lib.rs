@@ -41,7 +41,8 @@
 //! Watches Deployments, ReplicaSets (controller-ref resolution and orphan matching) and Pods
 //! (deletions only, for Recreate) through the shared informers. Writes: `create`/`update`/
 //! `patch` (adopt, release)/`delete` replicasets, `update` deployments/status, `update`
-//! deployments (rollback only), `get` deployments (before adopting), `list` replicasets (after
+//! deployments (the deprecated rollback request, and the opt-in rollback on progress
+//! deadline), `get` deployments (before adopting), `list` replicasets (after
 //! a pod of a Recreate Deployment is deleted), `create` events.
 //!
 //! # Differences from upstream
@@ -64,6 +65,12 @@
 //!   missing and can scale the others up past `replicas + maxSurge` (the simulator found it:
 //!   `rkcm-sim --controller deployment --seed 19`). Skips are counted in
 //!   `deployment_controller_stale_sync_skips_total`.
+//! - Opt-in, off by default (`--rkcm-deployment-rollback-on-progress-deadline`, or the
+//!   annotation `rkcm.io/deployment-rollback-on-progress-deadline`): a rollout past its
+//!   progress deadline is rolled back to the previous revision as `kubectl rollout undo` does,
+//!   once per bad revision, never when paused, with a `RolledBackOnProgressDeadline` Warning
+//!   and the record `rkcm.io/rolled-back-from-revision` ([`plan::deadline`]). Upstream leaves
+//!   such a Deployment on its broken ReplicaSet.
 
 mod config;
 pub mod consts;

@@ -15,6 +15,8 @@
 //! - [`cleanup`] / [`paused_cleanup`] (`cleanupDeployment`), [`rollback`] (`rollback.go`),
 //!   [`status_step`] (`syncDeploymentStatus`, `syncRolloutStatus`, `requeueStuckDeployment` of
 //!   `progress.go`).
+//! - [`deadline`]: rkcm's own opt-in rollback of a rollout past its progress deadline (not
+//!   upstream).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -34,6 +36,7 @@ use crate::model::{self, Rs};
 use crate::status::{self, ProgressCheck, Status, new_condition};
 use crate::{replicas, revision};
 
+pub mod deadline;
 mod scaling;
 
 pub use scaling::{

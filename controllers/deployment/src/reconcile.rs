@@ -106,7 +106,12 @@ impl Controller {
         let result = sync.run().await;
         if rkcm_runtime::explain::decisions::recording() {
             // The last decision's waits, in explain's reason codes, over what this pass saw.
-            let e = crate::explain::explain(&sync.d, &sync.rss, self.clock.wall());
+            let e = crate::explain::explain_with(
+                &sync.d,
+                &sync.rss,
+                self.cfg.rollback_on_progress_deadline,
+                self.clock.wall(),
+            );
             rkcm_runtime::explain::decisions::note_waits(&e.waiting_on);
         }
         result
@@ -346,6 +351,9 @@ impl SyncPass<'_> {
             Route::Rollout { paused_status } => {
                 self.record_status(paused_status).await?;
                 let (new, old) = self.new_and_old(false).await?;
+                if self.rollback_on_deadline(new.as_ref(), &old).await? {
+                    return Ok(());
+                }
                 let rollout = plan::rollout(&self.d, new.as_ref(), &old).map_err(|message| {
                     Error::Strategy {
                         key: self.key.to_owned(),
@@ -663,6 +671,59 @@ impl SyncPass<'_> {
             self.event(&rollback.event);
         }
         Ok(())
+    }
+
+    /// rkcm's opt-in remedy ([`plan::deadline`]): when the rollout passed its progress
+    /// deadline, one `PUT deployments` back to the previous revision, its event, then the
+    /// condition's message (best effort). True when it rolled back: the rollout itself
+    /// happens on later syncs.
+    async fn rollback_on_deadline(&mut self, new: Option<&Rs>, old: &[Rs]) -> Result<bool, Error> {
+        let decision = plan::deadline::deadline_rollback(
+            &self.d,
+            new,
+            old,
+            self.c.cfg.rollback_on_progress_deadline,
+            self.now(),
+        );
+        let rollback = match decision {
+            plan::deadline::DeadlineRollback::Roll(rollback) => rollback,
+            plan::deadline::DeadlineRollback::TooEarly { after, .. } => {
+                self.c.queue.add_after(self.key.to_owned(), after);
+                return Ok(false);
+            }
+            _ => return Ok(false),
+        };
+        let name = self.name().to_owned();
+        let params = PostParams {
+            field_manager: Some(crate::consts::remedy::FIELD_MANAGER.to_owned()),
+            ..PostParams::default()
+        };
+        let written = self
+            .deployment_api()
+            .replace(&name, &params, &rollback.deployment)
+            .await
+            .map_err(|source| Error::RollbackOnDeadline {
+                key: self.key.to_owned(),
+                from: rollback.from,
+                to: rollback.to,
+                source,
+            })?;
+        self.wrote::<Deployment>(written.metadata.resource_version.as_deref());
+        tracing::info!(
+            controller = crate::config::NAME,
+            key = self.key,
+            from = rollback.from,
+            to = rollback.to,
+            replica_set = %rollback.target,
+            "rolled back a deployment past its progress deadline"
+        );
+        self.d = written;
+        self.event(&rollback.event);
+        self.set_status(&rollback.status);
+        if let Err(error) = self.write_status().await {
+            tracing::debug!(controller = crate::config::NAME, key = self.key, %error, "recording the rollback in the condition failed");
+        }
+        Ok(true)
     }
 
     /// [`plan::status_step`] over the freshest copies: write the status, or schedule the

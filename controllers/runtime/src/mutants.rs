@@ -21,6 +21,8 @@ pub const ALL: &[&str] = &[
     "cronjob-job-name-from-clock",
     "daemonset-replace-terminating",
     "deployment-ignore-min-available",
+    "deployment-rollback-ignores-opt-in",
+    "deployment-rollback-loop",
     "ttl-no-version-precondition",
 ];
 

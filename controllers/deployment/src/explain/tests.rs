@@ -145,3 +145,80 @@ fn a_rollout_with_room_says_what_it_scales() {
     assert_eq!(e.state, State::Acting);
     assert_eq!(e.actions, ["create the ReplicaSet of the current template"]);
 }
+
+#[test]
+fn a_rollout_past_its_deadline_says_what_the_rollback_remedy_does() {
+    let rev = |rs: Rs, r: &str| {
+        let mut rs = (*rs).clone();
+        // Older than the deadline (600 s).
+        rs.metadata.creation_timestamp = Some(Time(ago(1000)));
+        rs.metadata.annotations = Some(std::collections::BTreeMap::from([(
+            "deployment.kubernetes.io/revision".to_owned(),
+            r.to_owned(),
+        )]));
+        Rs::new(rs)
+    };
+    let timed_out = |annotations: &[(&str, &str)]| {
+        let mut d = with_status(
+            dep25(4),
+            DeploymentStatus {
+                observed_generation: Some(1),
+                conditions: Some(vec![DeploymentCondition {
+                    message: Some("ReplicaSet \"web-new\" has timed out progressing.".into()),
+                    ..progressing("ProgressDeadlineExceeded", "False", 5)
+                }]),
+                ..DeploymentStatus::default()
+            },
+        );
+        d.metadata.annotations = Some(
+            annotations
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        );
+        d
+    };
+    let opt_in = ("rkcm.io/deployment-rollback-on-progress-deadline", "true");
+
+    // Not asked: stalled, as upstream.
+    let rss = [rev(old(3, 3), "1"), rev(new(2, 0), "2")];
+    let e = explain(&timed_out(&[]), &rss, now());
+    assert_eq!(e.state, State::Stalled);
+    assert!(
+        e.waiting_on[0].message.ends_with(
+            "rollback on progress deadline: off (upstream's behaviour: nothing happens)"
+        ),
+        "{}",
+        e.waiting_on[0].message
+    );
+
+    // Asked by annotation, or by the manager's flag: the rollback is the next action.
+    for (d, flag) in [(timed_out(&[opt_in]), false), (timed_out(&[]), true)] {
+        let e = explain_with(&d, &rss, flag, now());
+        assert_eq!(e.state, State::Acting);
+        assert_eq!(
+            e.actions[0],
+            "roll back from revision 2 to revision 1 (ReplicaSet/web-old): rkcm's rollback on progress deadline"
+        );
+        assert!(
+            e.waiting_on[0]
+                .message
+                .ends_with("rolling back to revision 1"),
+            "{}",
+            e.waiting_on[0].message
+        );
+    }
+
+    // The rollback's own revision stalls too: said, not repeated.
+    let d = timed_out(&[opt_in, ("rkcm.io/rolled-back-from-revision", "2")]);
+    let rss = [rev(old(3, 0), "2"), rev(new(2, 0), "3")];
+    let e = explain(&d, &rss, now());
+    assert_eq!(e.state, State::Stalled);
+    assert!(
+        e.waiting_on[0].message.ends_with(
+            "revision 3 is rkcm's rollback from revision 2 and is not rolled back again"
+        ),
+        "{}",
+        e.waiting_on[0].message
+    );
+}

@@ -40,6 +40,7 @@ use serde::Serialize;
 
 pub mod faults;
 pub mod outages;
+pub mod rollbacks;
 pub mod scenario;
 pub mod soak;
 pub mod watch;

@@ -134,6 +134,27 @@ fn set_condition(pod: &mut Value, type_: &str, status: &str, now: &str) {
     }
 }
 
+/// A pod whose containers run but never pass their readiness probe: an image whose name
+/// starts with [`NEVER_READY_IMAGE`] or [`BROKEN_IMAGE`] (a broken template, for the scenarios
+/// of a stalled rollout).
+fn never_ready(pod: &Value) -> bool {
+    pod["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c["image"]
+                .as_str()
+                .is_some_and(|i| i.starts_with(NEVER_READY_IMAGE) || i.starts_with(BROKEN_IMAGE))
+        })
+}
+
+/// The image prefix of containers that never become Ready (the Deployment rollback scenario).
+pub const NEVER_READY_IMAGE: &str = "bad:";
+
+/// The same, as the StatefulSet recovery scenario names its broken templates.
+pub const BROKEN_IMAGE: &str = "broken:";
+
 fn container_names(pod: &Value) -> Vec<String> {
     pod["spec"]["containers"]
         .as_array()
@@ -677,14 +698,6 @@ impl NodeModel {
         }
         self.pods.insert(uid.to_owned(), life);
     }
-}
-
-/// A pod whose first container's image is `broken:*` runs but never becomes Ready (a
-/// template whose readiness probe always fails).
-fn never_ready(pod: &Value) -> bool {
-    pod["spec"]["containers"][0]["image"]
-        .as_str()
-        .is_some_and(|i| i.starts_with("broken:"))
 }
 
 /// The status of a pod whose containers ended: `phase`, each container terminated with
