@@ -149,8 +149,9 @@ pub async fn wait_for_other_minor(
     let mut last_git = String::new();
     loop {
         tokio::select! {
-            _ = shutdown.cancelled() => return None,
-            _ = tokio::time::sleep(every) => {}
+            biased;
+            () = shutdown.cancelled() => return None,
+            () = tokio::time::sleep(every) => {}
         }
         let version = match read(client).await {
             Ok(v) => v,
