@@ -5,7 +5,10 @@
 //! available at any time within [`LAG_MS`] (the controller decides on ReplicaSet statuses
 //! that trail the pods by watch delays, status writes and restarts), and a scale-down is
 //! judged only by the available pods it removes, with the ReplicaSet controller deleting
-//! not-available pods first (`getPodsToDelete`).
+//! not-available pods first (`getPodsToDelete`). The same lag holds the other way: a pod
+//! available again for less than [`LAG_MS`] (a node back from an outage) may still be
+//! unavailable in its ReplicaSet's status, and upstream's `cleanupUnhealthyReplicas` scales
+//! such a ReplicaSet down as unhealthy; removing it is not counted against the controller.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -63,6 +66,8 @@ pub struct Availability {
     scaled: BTreeMap<String, u64>,
     /// The pods available at the end of the step before, by UID.
     before: BTreeSet<String>,
+    /// Pod UID to when its current stretch of availability began.
+    since: BTreeMap<String, u64>,
 }
 
 /// One broken promise: the object and the detail.
@@ -89,9 +94,12 @@ impl Availability {
             {
                 let uid = s(&pod, &["metadata", "uid"]).to_owned();
                 self.seen.insert(uid.clone(), (rs_uid, now));
+                self.since.entry(uid.clone()).or_insert(now);
                 self.before.insert(uid);
             }
         }
+        let available_now = &self.before;
+        self.since.retain(|uid, _| available_now.contains(uid));
         let mut out = Vec::new();
         for c in changes {
             if c.resource != "replicasets"
@@ -160,9 +168,12 @@ impl Availability {
             .filter(|p| controller_of(p).is_some_and(|(_, _, uid)| uid == rs_uid))
             .filter(|p| !is_terminal(p) && !is_terminating(p))
             .collect();
+        let settled = |uid: &str| {
+            before.contains(uid) && self.since.get(uid).is_some_and(|t| t + LAG_MS <= now)
+        };
         let unavailable = active
             .iter()
-            .filter(|p| !is_available(p) || !before.contains(s(p, &["metadata", "uid"])))
+            .filter(|p| !is_available(p) || !settled(s(p, &["metadata", "uid"])))
             .count();
         let deleted = usize::try_from((i64::try_from(active.len()).ok()? - to).max(0)).ok()?;
         let removed = deleted.saturating_sub(unavailable);
