@@ -6,7 +6,8 @@
 //! ReplicaSet and Job controllers, serving `/metrics` on its secure port and scraped by its own
 //! Prometheus (`rkcm_testkit::prometheus`) as job `kube-controller-manager`, with a
 //! ServiceAccount token as kube-prometheus's ServiceMonitor sends: a Deployment and a Job are
-//! created, and every query is evaluated each second for [`OBSERVE`]. A query's series are
+//! created, and every query is evaluated each second for [`OBSERVE`], and once more after the
+//! manager is stopped and its target is seen down (the alerts' case). A query's series are
 //! told apart by their labels other than `job`, `instance` and `cluster`. Every series one
 //! manager returns and the other does not must be listed, with its reason, under
 //! `differences` in the data file; the table goes to `bench/reports/kube-prometheus.md`.
@@ -22,7 +23,7 @@ use k8s_openapi::api::batch::v1::Job;
 use rkcm_testkit::harness::{Env, Manager, ManagerKind};
 use rkcm_testkit::prometheus::{Prometheus, STARTUP, Target};
 use rkcm_testkit::scrape::free_port;
-use rkcm_testkit::unique_name;
+use rkcm_testkit::{unique_name, wait_for};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -186,7 +187,8 @@ fn report(data: &Data, rows: &[Row], upstream: &Seen, rkcm: &Seen) -> String {
          are in `tests/rkcm/kube_prometheus/queries.yaml`). Each manager ran the Deployment, \
          ReplicaSet and Job controllers with a Deployment and a Job, scraped every second as \
          job `kube-controller-manager`; each query was evaluated every second for 25 s \
-         (`$cluster` empty, `$instance` `.*`, `$__rate_interval` 20s). Series are shown by \
+         (`$cluster` empty, `$instance` `.*`, `$__rate_interval` 20s), and once more after the \
+         manager was stopped and Prometheus saw its target down. Series are shown by \
          their labels other than job, instance and cluster.\n\n\
          | query (panel/alert) | series for upstream | series for rkcm | note |\n|---|---|---|---|\n",
     );
@@ -278,7 +280,8 @@ async fn workload(env: &Env, tag: &str) -> anyhow::Result<()> {
 }
 
 /// Runs `kind` serving `/metrics` on a port of its own, scraped by a Prometheus of its own,
-/// with the workload; what every query returned during [`OBSERVE`].
+/// with the workload; what every query returned during [`OBSERVE`] and once the manager is
+/// stopped (its target down).
 async fn observe(env: &Env, kind: ManagerKind, token: &str, data: &Data) -> anyhow::Result<Seen> {
     let port = free_port()?;
     let certs = std::env::temp_dir().join(unique_name("rkcm-kp-certs"));
@@ -309,31 +312,44 @@ async fn observe(env: &Env, kind: ManagerKind, token: &str, data: &Data) -> anyh
         let mut seen = Seen::new();
         let until = Instant::now() + OBSERVE;
         while Instant::now() < until {
-            for q in &data.queries {
-                let samples = prom
-                    .query(&concrete(&q.expr))
-                    .await
-                    .with_context(|| format!("{}: query {}", kind.name(), q.id))?;
-                let keys = seen.entry(q.id.clone()).or_default();
-                keys.extend(samples.iter().map(|s| series_key(&s.labels)));
-            }
-            let detail = prom.query(DETAIL_4XX).await?;
-            let keys = seen.entry(DETAIL_4XX.to_owned()).or_default();
-            keys.extend(detail.iter().map(|s| series_key(&s.labels)));
+            evaluate(&prom, data, &mut seen, kind.name()).await?;
             manager.check_running()?;
             // A sampling interval, not a wait for a condition: the union over the period is
             // the result.
             tokio::time::sleep(EVERY).await;
         }
-        Ok(seen)
+        Ok((seen, prom))
     }
     .await;
     let result = Manager::with_logs(result, &mut [&mut manager]);
     let stopped = manager.stop_scoped().await;
     let _ = std::fs::remove_dir_all(&certs);
-    let seen = result?;
+    let (mut seen, prom) = result?;
     stopped?;
+    // Stopped, but still a target: the instance-unreachable alert's expression must see it.
+    let down = concrete(&format!("up{{job=\"{JOB}\"}} == 0"));
+    wait_for(&format!("{} seen down", kind.name()), STARTUP, || async {
+        Ok((!prom.query(&down).await?.is_empty()).then_some(()))
+    })
+    .await?;
+    evaluate(&prom, data, &mut seen, &format!("{} stopped", kind.name())).await?;
     Ok(seen)
+}
+
+/// Evaluates every query once, adding the series each returns to `seen`.
+async fn evaluate(prom: &Prometheus, data: &Data, seen: &mut Seen, when: &str) -> anyhow::Result<()> {
+    for q in &data.queries {
+        let samples = prom
+            .query(&concrete(&q.expr))
+            .await
+            .with_context(|| format!("{when}: query {}", q.id))?;
+        let keys = seen.entry(q.id.clone()).or_default();
+        keys.extend(samples.iter().map(|s| series_key(&s.labels)));
+    }
+    let detail = prom.query(DETAIL_4XX).await?;
+    let keys = seen.entry(DETAIL_4XX.to_owned()).or_default();
+    keys.extend(detail.iter().map(|s| series_key(&s.labels)));
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
