@@ -139,7 +139,8 @@ impl Decisions {
     pub fn record(&self, controller: &str, key: &str, outcome: Outcome, note: Note, at: String) {
         let id = (controller.to_owned(), key.to_owned());
         let mut inner = self.lock();
-        inner.waits.count_sync(&id.0, &outcome);
+        let failed = matches!(outcome, Outcome::Failed { .. });
+        inner.waits.count_sync(&id.0, failed);
         if let Some((seq, _)) = inner.by_key.remove(&id) {
             inner.order.remove(&seq);
         }
@@ -207,7 +208,7 @@ impl Decisions {
 pub fn global() -> &'static Decisions {
     static STORE: OnceLock<Decisions> = OnceLock::new();
     let store = STORE.get_or_init(|| Decisions::new(CAPACITY));
-    super::waiting_metrics::register_once(store);
+    super::waiting_metrics::register_once(move |f| store.with_tracker(f));
     store
 }
 

@@ -26,8 +26,6 @@ use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
 use prometheus::{IntCounterVec, IntGaugeVec, Opts};
 
-use super::decisions::Outcome;
-
 pub const WAITING: &str = "rkcm_objects_waiting";
 pub const OLDEST: &str = "rkcm_objects_waiting_oldest_seconds";
 pub const SYNCS: &str = "rkcm_syncs_total";
@@ -77,10 +75,10 @@ impl Tracker {
         self.waits.insert(id, now_waiting);
     }
 
-    /// Counts one sync of `controller` that ended with `outcome`.
-    pub fn count_sync(&mut self, controller: &str, outcome: &Outcome) {
+    /// Counts one sync of `controller`, `failed` or not.
+    pub fn count_sync(&mut self, controller: &str, failed: bool) {
         let counts = self.syncs.entry(controller.to_owned()).or_default();
-        counts[usize::from(matches!(outcome, Outcome::Failed { .. }))] += 1;
+        counts[usize::from(failed)] += 1;
     }
 
     /// The object is gone (or its record dropped): its waits end.
@@ -225,11 +223,12 @@ impl Collector for WaitingCollector {
     }
 }
 
-/// Registers the collector of `store` in the process registry, once per process.
-pub fn register_once(store: &'static super::decisions::Decisions) {
+/// Registers, once per process, the collector of the tracker `read` lends (the process's
+/// last-decision store, [`super::decisions::global`]).
+pub fn register_once(read: impl Fn(&mut dyn FnMut(&Tracker)) + Send + Sync + 'static) {
     static DONE: std::sync::OnceLock<()> = std::sync::OnceLock::new();
     DONE.get_or_init(|| {
-        let collector = match WaitingCollector::new(move |f| store.with_tracker(f)) {
+        let collector = match WaitingCollector::new(read) {
             Ok(c) => c,
             Err(error) => {
                 tracing::error!(metrics = "waiting reasons", %error, "cannot build metrics");
