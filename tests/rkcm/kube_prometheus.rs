@@ -218,7 +218,12 @@ fn report(data: &Data, rows: &[Row], upstream: &Seen, rkcm: &Seen) -> String {
     let empty = BTreeSet::new();
     let _ = writeln!(out, "\n`{DETAIL_4XX}` during the runs:\n");
     for (who, seen) in [("upstream", upstream), ("rkcm", rkcm)] {
-        let series: Vec<String> = seen.get(DETAIL_4XX).unwrap_or(&empty).iter().cloned().collect();
+        let series: Vec<String> = seen
+            .get(DETAIL_4XX)
+            .unwrap_or(&empty)
+            .iter()
+            .cloned()
+            .collect();
         let _ = writeln!(out, "- {who}: {}", cell(&series).replace("<br>", ", "));
     }
     out
@@ -307,7 +312,11 @@ async fn observe(env: &Env, kind: ManagerKind, token: &str, data: &Data) -> anyh
         prom.wait_up(1, STARTUP)
             .await
             .with_context(|| format!("Prometheus scraping {}", kind.name()))?;
-        let tag = if kind == ManagerKind::Upstream { "up" } else { "rk" };
+        let tag = if kind == ManagerKind::Upstream {
+            "up"
+        } else {
+            "rk"
+        };
         workload(env, tag).await?;
         let mut seen = Seen::new();
         let until = Instant::now() + OBSERVE;
@@ -337,7 +346,12 @@ async fn observe(env: &Env, kind: ManagerKind, token: &str, data: &Data) -> anyh
 }
 
 /// Evaluates every query once, adding the series each returns to `seen`.
-async fn evaluate(prom: &Prometheus, data: &Data, seen: &mut Seen, when: &str) -> anyhow::Result<()> {
+async fn evaluate(
+    prom: &Prometheus,
+    data: &Data,
+    seen: &mut Seen,
+    when: &str,
+) -> anyhow::Result<()> {
     for q in &data.queries {
         let samples = prom
             .query(&concrete(&q.expr))
@@ -393,7 +407,11 @@ fn data_file_is_consistent() -> anyhow::Result<()> {
     ensure!(ids.len() == data.queries.len(), "duplicate query ids");
     for d in &data.differences {
         ensure!(ids.contains(d.query.as_str()), "unknown query {}", d.query);
-        ensure!(["upstream", "rkcm"].contains(&d.only.as_str()), "only: {}", d.only);
+        ensure!(
+            ["upstream", "rkcm"].contains(&d.only.as_str()),
+            "only: {}",
+            d.only
+        );
         ensure!(!d.why.trim().is_empty(), "{}: no reason", d.query);
     }
     for q in &data.queries {
@@ -431,8 +449,16 @@ fn differences_are_explained_or_reported() {
     let set = |v: &[&str]| -> Seen {
         BTreeMap::from([("q".to_owned(), v.iter().map(|s| (*s).to_owned()).collect())])
     };
-    let cases: [(&str, Seen, Seen, Vec<String>, Vec<String>); 5] = [
-        ("explained", set(&["{name=\"a\"}", "{}"]), set(&["{}"]), vec![], vec![]),
+    // (case, upstream's series, rkcm's, unexplained differences, stale explanations)
+    type Case = (&'static str, Seen, Seen, Vec<String>, Vec<String>);
+    let cases: [Case; 5] = [
+        (
+            "explained",
+            set(&["{name=\"a\"}", "{}"]),
+            set(&["{}"]),
+            vec![],
+            vec![],
+        ),
         (
             "unexplained upstream-only",
             set(&["{name=\"a\"}", "{name=\"b\"}"]),
@@ -470,7 +496,8 @@ fn differences_are_explained_or_reported() {
 
 #[test]
 fn series_keys_drop_the_target_labels() {
-    let labels = json!({"job": "j", "instance": "i", "name": "deployment", "cluster": "", "le": "1"});
+    let labels =
+        json!({"job": "j", "instance": "i", "name": "deployment", "cluster": "", "le": "1"});
     let labels = labels.as_object().cloned().unwrap_or_default();
     assert_eq!(series_key(&labels), "{le=\"1\",name=\"deployment\"}");
     assert_eq!(series_key(&serde_json::Map::new()), "{}");
