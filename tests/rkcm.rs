@@ -30,6 +30,8 @@ mod handover;
 mod job_faults;
 #[path = "rkcm/job_takeover.rs"]
 mod job_takeover;
+#[path = "rkcm/kube_prometheus.rs"]
+mod kube_prometheus;
 #[path = "rkcm/kubeadm.rs"]
 mod kubeadm;
 #[path = "rkcm/kubeconfig.rs"]
