@@ -10,7 +10,8 @@
 //! manager is stopped and its target is seen down (the alerts' case). A query's series are
 //! told apart by their labels other than `job`, `instance` and `cluster`. Every series one
 //! manager returns and the other does not must be listed, with its reason, under
-//! `differences` in the data file; the table goes to `bench/reports/kube-prometheus.md`.
+//! `differences` in the data file; the table goes to a temporary file, or to the path in
+//! `RKCM_KUBE_PROMETHEUS_REPORT` (the committed one is `bench/reports/kube-prometheus.md`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -382,7 +383,13 @@ async fn scenario(env: &Env, rbac: &mut ClusterRbac) -> anyhow::Result<()> {
     let upstream = observe(env, ManagerKind::Upstream, &token, &data).await?;
     let rkcm = observe(env, ManagerKind::Rkcm, &token, &data).await?;
     let rows = compare(&data, &upstream, &rkcm);
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("bench/reports/kube-prometheus.md");
+    // `make test` leaves the tree as it found it: the committed table is rewritten only when
+    // asked for (RKCM_KUBE_PROMETHEUS_REPORT=bench/reports/kube-prometheus.md).
+    let path = std::env::var_os("RKCM_KUBE_PROMETHEUS_REPORT").map_or_else(
+        || std::env::temp_dir().join(unique_name("kube-prometheus") + ".md"),
+        PathBuf::from,
+    );
+    eprintln!("kube-prometheus comparison: {}", path.display());
     std::fs::write(&path, report(&data, &rows, &upstream, &rkcm))
         .with_context(|| format!("writing {}", path.display()))?;
     let (missing, stale) = unexplained(&data, &rows);
