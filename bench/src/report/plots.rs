@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use super::Report;
 use super::svg::{Axis, Chart, Marker, Series, Style};
 use crate::manager::Manager;
 use crate::results::{RunResult, ScenarioResult, Status};
@@ -485,6 +484,16 @@ fn index(charts: &[ChartFile], others: &[String]) -> String {
     o
 }
 
+/// What a plot reads of a merged report (`latest.json` and the like): its scenarios, and the
+/// field that tells a report from other JSON. Not `super::Report`: the report module writes
+/// the charts, so the charts do not depend on it.
+#[derive(serde::Deserialize)]
+struct ReportFile {
+    #[allow(dead_code)]
+    generated_at: String,
+    scenarios: Vec<ScenarioResult>,
+}
+
 /// A loaded input: its file stem, whether it is a bench's own newest result (a scenario
 /// file, or `latest.json`), and its scenarios.
 fn load(path: &Path) -> anyhow::Result<Option<(String, bool, Vec<ScenarioResult>)>> {
@@ -496,7 +505,7 @@ fn load(path: &Path) -> anyhow::Result<Option<(String, bool, Vec<ScenarioResult>
     if let Ok(s) = serde_json::from_str::<ScenarioResult>(&text) {
         return Ok(Some((stem, true, vec![s])));
     }
-    if let Ok(r) = serde_json::from_str::<Report>(&text) {
+    if let Ok(r) = serde_json::from_str::<ReportFile>(&text) {
         let canonical = stem == "latest";
         return Ok(Some((stem, canonical, r.scenarios)));
     }
