@@ -28,8 +28,9 @@ use rkcm_testkit::{unique_name, wait_for};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::prometheus::scrape_token;
 use crate::rollout::wait_default_service_account;
-use crate::secure_serving::{ClusterRbac, service_account_token, wait_allowed};
+use crate::secure_serving::ClusterRbac;
 
 /// The scrape job, as kube-prometheus's ServiceMonitor labels it (the queries select it).
 const JOB: &str = "kube-controller-manager";
@@ -228,23 +229,6 @@ fn report(data: &Data, rows: &[Row], upstream: &Seen, rkcm: &Seen) -> String {
         let _ = writeln!(out, "- {who}: {}", cell(&series).replace("<br>", ", "));
     }
     out
-}
-
-/// A ServiceAccount token RBAC allows to `get /metrics`, as kube-prometheus grants its
-/// Prometheus.
-async fn scrape_token(env: &Env, rbac: &mut ClusterRbac) -> anyhow::Result<String> {
-    let client = env.cluster.client();
-    let token = service_account_token(&client, env.name(), "prometheus").await?;
-    let role = unique_name("rkcm-kp-metrics");
-    let rule = json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]);
-    rbac.role(&client, &role, rule).await?;
-    let subject =
-        json!([{"kind": "ServiceAccount", "name": "prometheus", "namespace": env.name()}]);
-    rbac.binding(&client, &role, &role, subject).await?;
-    let user = format!("system:serviceaccount:{}:prometheus", env.name());
-    let groups = ["system:serviceaccounts", "system:authenticated"];
-    wait_allowed(&client, &user, &groups, "/metrics").await?;
-    Ok(token)
 }
 
 /// A Deployment of two pods and a Job of one, named after `tag`; returns once their pods

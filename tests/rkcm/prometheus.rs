@@ -336,7 +336,7 @@ async fn roll_out(env: &Env, name: &str, n: usize) -> anyhow::Result<()> {
 
 /// A ServiceAccount token RBAC allows to `get /metrics`, as kube-prometheus grants its
 /// Prometheus (the chart's ServiceMonitor sends Prometheus's own token).
-async fn scrape_token(env: &Env, rbac: &mut ClusterRbac) -> anyhow::Result<String> {
+pub(crate) async fn scrape_token(env: &Env, rbac: &mut ClusterRbac) -> anyhow::Result<String> {
     let client = env.cluster.client();
     let token = service_account_token(&client, env.name(), "prometheus").await?;
     let role = unique_name("rkcm-prom-metrics");
