@@ -382,7 +382,7 @@ impl Scenario {
 
     /// The rollback scenario's calm: every Deployment resumes; a broken template is fixed by
     /// hand where rkcm leaves it broken by its rule (not opted in, or nothing good to return
-    /// to: the previous revision is broken too); otherwise rkcm's rollback must bring it back.
+    /// to: no old ReplicaSet with available pods); otherwise rkcm's rollback must bring it back.
     fn rollback_calm(&mut self, world: &mut World) {
         for d in world.list("deployments") {
             let target = key(&d);
@@ -398,8 +398,7 @@ impl Scenario {
                 continue;
             }
             let opted_in = s(&d, &["metadata", "annotations", ROLLBACK_OPT_IN]) == "true";
-            let previous_good =
-                previous_image(world, &d).is_some_and(|i| !i.starts_with(NEVER_READY_IMAGE));
+            let previous_good = working_previous(world, &d);
             if !(opted_in && previous_good) {
                 self.version += 1;
                 let fixed = format!("img:{}", self.version);
@@ -825,32 +824,22 @@ fn image_of(v: &Value) -> &str {
         .unwrap_or_default()
 }
 
-/// The image of the Deployment's newest old ReplicaSet (the highest revision among those
-/// whose image is not the Deployment's): where `kubectl rollout undo`, and rkcm's rollback,
-/// would return.
-fn previous_image(world: &World, d: &Value) -> Option<String> {
+/// Whether the Deployment has an old ReplicaSet (another image than its own) with available
+/// pods: a revision known to work, where rkcm's rollback of a rolling update returns (the
+/// newest such; never-Ready images never have available pods). Without one, rkcm leaves a
+/// broken rollout as upstream does.
+fn working_previous(world: &World, d: &Value) -> bool {
     let uid = s(d, &["metadata", "uid"]);
     let current = image_of(d);
     world
         .list("replicasets")
         .into_iter()
         .filter(|rs| controller_of(rs).is_some_and(|(_, _, u)| u == uid))
-        .filter_map(|rs| {
-            let image = image_of(&rs).to_owned();
-            let revision: i64 = s(
-                &rs,
-                &[
-                    "metadata",
-                    "annotations",
-                    "deployment.kubernetes.io/revision",
-                ],
-            )
-            .parse()
-            .ok()?;
-            (image != current).then_some((revision, image))
+        .any(|rs| {
+            image_of(&rs) != current
+                && !image_of(&rs).starts_with(NEVER_READY_IMAGE)
+                && n(&rs, &["status", "availableReplicas"]) > 0
         })
-        .max_by_key(|(r, _)| *r)
-        .map(|(_, image)| image)
 }
 
 fn selector(app: &str) -> Value {

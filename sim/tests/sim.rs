@@ -221,6 +221,24 @@ const REGRESSIONS: &[(Ctl, u64, &str)] = &[
     (Ctl::StatefulSet, 120, "recovery: two pods at once"),
     (Ctl::StatefulSet, 125, "recovery: two pods at once"),
     (Ctl::StatefulSet, 101, "recovery: node came back, no sync"),
+    // The opted-in rollback on progress deadline returned to the revision the failed rollout
+    // started from, which a person had left before it ever worked (a broken template): it
+    // then stayed there, as its rule says for a rollback's own result (NotConvergedAfterFaults).
+    // Fixed: the target is the newest old revision with available pods.
+    (
+        Ctl::DeploymentRollback,
+        130,
+        "rollback to a revision that never worked",
+    ),
+    // The status write with NewReplicaSetCreated was lost; the next sync kept the previous
+    // rollout's NewReplicaSetAvailable, which never times out, so a broken rollout never
+    // passed its deadline (upstream's Deployment controller does the same). Fixed:
+    // FoundNewReplicaSet replaces a NewReplicaSetAvailable about another ReplicaSet.
+    (
+        Ctl::DeploymentRollback,
+        117,
+        "previous rollout's condition kept",
+    ),
     // Not a controller defect: a failing Job counted as failed (and deleted) a pod its lagging
     // cache still showed running though it had just succeeded, as upstream does; the checker
     // now allows for it (JobCountAboveTerminatedPods).

@@ -166,6 +166,14 @@ impl Rkcm {
         .await
     }
 
+    /// Whether the process has exited (without waiting).
+    pub(crate) fn has_exited(&mut self) -> anyhow::Result<bool> {
+        if self.exited.is_none() {
+            self.exited = self.child.try_wait()?;
+        }
+        Ok(self.exited.is_some())
+    }
+
     /// Polls until the process has exited, returning its status.
     pub(crate) async fn wait_exit(&mut self, timeout: Duration) -> anyhow::Result<ExitStatus> {
         if let Some(s) = self.exited {

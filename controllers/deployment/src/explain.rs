@@ -313,7 +313,7 @@ fn deadline_remedy(e: &mut Explanation, seen: &Seen<'_>) -> (String, bool) {
             after.as_secs()
         ),
         D::NoTarget { revision } => format!(
-            "rollback on progress deadline: on; revision {revision} has no older revision to return to"
+            "rollback on progress deadline: on; revision {revision} has no older revision known to work to return to (with RollingUpdate, one with available pods)"
         ),
         D::Roll(r) => {
             e.actions.insert(

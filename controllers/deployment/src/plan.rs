@@ -279,7 +279,7 @@ pub fn sync_revision(
     let mut working = d.clone();
     let mut needs_update = revision::set_deployment_revision(&mut working, rs_revision);
     let mut status = Status::of(&working);
-    if model::progress_deadline(d).is_some() && status.condition(ct::PROGRESSING).is_none() {
+    if model::progress_deadline(d).is_some() && progress_unknown(&status, existing, d) {
         status.set_condition(new_condition(
             ct::PROGRESSING,
             ct::TRUE,
@@ -295,6 +295,32 @@ pub fn sync_revision(
     } else {
         RevisionStep::Nothing
     })
+}
+
+/// Whether the `Progressing` condition says nothing about the rollout of `new`: there is none
+/// (upstream's case), or it is `NewReplicaSetAvailable` about another ReplicaSet (rkcm's).
+///
+/// Upstream sets `NewReplicaSetCreated` in the same status write that records the revision of
+/// a ReplicaSet it just created; when that write is lost (a conflict, a crash), the next sync
+/// finds the ReplicaSet, sees a `Progressing` condition and keeps it. That condition is the
+/// previous rollout's `NewReplicaSetAvailable`, which `DeploymentTimedOut` never times out,
+/// and a new ReplicaSet that never gets Ready shows no progress either: the rollout would stay
+/// "successfully progressed" forever and its deadline would never pass (the simulator found
+/// it: `rkcm-sim --controller deployment-rollback --seed 117`). The same holds when a template
+/// returns to an older ReplicaSet. rkcm then records `FoundNewReplicaSet`, as for a Deployment
+/// without the condition, so the deadline counts from now.
+fn progress_unknown(status: &Status, new: &Rs, d: &Deployment) -> bool {
+    // Mutant (sim only): upstream's rule, only a missing condition counts.
+    let upstream = rkcm_runtime::mutants::on("deployment-keeps-previous-rollout-condition");
+    match status.condition(ct::PROGRESSING) {
+        None => true,
+        Some(_) if upstream => false,
+        Some(cond) => {
+            cond.reason == reasons::NEW_RS_AVAILABLE
+                && cond.message
+                    != messages::progressed(Some(model::rs_name(new)), model::name_of(&d.metadata))
+        }
+    }
 }
 
 /// The new ReplicaSet a sync creates, and what is needed to report the outcome.

@@ -23,6 +23,8 @@ pub const ALL: &[&str] = &[
     "deployment-ignore-min-available",
     "deployment-rollback-ignores-opt-in",
     "deployment-rollback-loop",
+    "deployment-rollback-to-unavailable",
+    "deployment-keeps-previous-rollout-condition",
     "ttl-no-version-precondition",
 ];
 

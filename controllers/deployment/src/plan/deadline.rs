@@ -26,10 +26,20 @@
 //!    (no rollback loop, even across restarts: the record is on the Deployment). A person's
 //!    later rollout has a higher number and may be rolled back once, even to a template that
 //!    was rolled back before (a new revision is a new rollout).
-//! 5. The target is the old ReplicaSet with the highest revision (`kubectl rollout undo`'s
-//!    choice: the revision the rollout started from), skipping the revision rolled back from.
-//!    "Was it complete?" is not recorded anywhere upstream: rkcm takes the revision the
-//!    failed rollout started from as the last one that worked.
+//! 5. The target is the last revision that worked: the old ReplicaSet with the highest
+//!    revision among those with available pods now (its template ran and passed readiness
+//!    and `minReadySeconds`), never the revision rolled back from. A rolling update keeps
+//!    the old pods that work until new ones are available, so when no old ReplicaSet has an
+//!    available pod, no revision is known to work (the Deployment was scaled to zero, or
+//!    every older template is broken too) and rkcm leaves the Deployment as upstream does.
+//!    The `Recreate` strategy scales every old ReplicaSet down before the new one starts:
+//!    there the target is the old one with the highest revision (`kubectl rollout undo`'s
+//!    choice: the revision the rollout started from). "Was it complete?" is recorded
+//!    nowhere upstream, and the revision a rollout started from need not have worked: a
+//!    person may have rolled on from a broken template before it failed (the simulator found
+//!    it: `rkcm-sim --controller deployment-rollback --seed 130` and `--seed 221` rolled back
+//!    to such a template, which then stayed, as a rollback's own result is never rolled
+//!    back).
 //!
 //! The one write is a `PUT deployments` of the cached copy (its resourceVersion, so a change
 //! since, such as a pause, makes it conflict and the next sync decides again) with
@@ -80,7 +90,8 @@ pub enum DeadlineRollback {
     AlreadyRolledBack { revision: i64 },
     /// Revision `revision` is the rollback from `from` itself: never rolled back.
     IsRollback { revision: i64, from: i64 },
-    /// No older revision to return to.
+    /// No older revision to return to that is known to work (a rolling update: none with
+    /// available pods).
     NoTarget { revision: i64 },
     /// Timed out before the new ReplicaSet was `progressDeadlineSeconds` old (upstream keeps
     /// an unchanged `NewReplicaSetCreated` condition's old time for the next new ReplicaSet,
@@ -150,14 +161,36 @@ fn served(rs: &Rs, rev: i64) -> bool {
         })
 }
 
-/// The old ReplicaSet with the highest revision, other than the one rolled back from.
-fn target(old: &[Rs], bad: Option<i64>) -> Option<(Rs, i64)> {
-    old.iter()
+/// The old ReplicaSet to return to, other than the one rolled back from: the highest
+/// revision with available pods; with `recreate`, else the highest revision.
+fn target(old: &[Rs], bad: Option<i64>, recreate: bool) -> Option<(Rs, i64)> {
+    let candidates: Vec<(&Rs, i64)> = old
+        .iter()
         .filter(|rs| rs.spec.template.is_some())
         .filter(|rs| bad.is_none_or(|b| !served(rs, b)))
-        .filter_map(|rs| revision::revision(rs).ok().map(|r| (rs.clone(), r)))
+        .filter_map(|rs| revision::revision(rs).ok().map(|r| (rs, r)))
         .filter(|(_, r)| *r > 0)
-        .max_by_key(|(_, r)| *r)
+        .collect();
+    let available = |rs: &Rs| {
+        rs.status
+            .as_ref()
+            .and_then(|s| s.available_replicas)
+            .unwrap_or(0)
+            > 0
+    };
+    // Mutant (sim only): `kubectl rollout undo`'s choice, worked or not.
+    let undo_only = rkcm_runtime::mutants::on("deployment-rollback-to-unavailable");
+    let newest = || candidates.iter().max_by_key(|(_, r)| *r);
+    let pick = if undo_only {
+        newest()
+    } else {
+        candidates
+            .iter()
+            .filter(|(rs, _)| available(rs))
+            .max_by_key(|(_, r)| *r)
+            .or_else(|| if recreate { newest() } else { None })
+    };
+    pick.map(|(rs, r)| ((*rs).clone(), *r))
 }
 
 /// The decision for `d` with its new and old ReplicaSets, `manager_default` being the flag.
@@ -201,7 +234,8 @@ pub fn deadline_rollback(
     if let Some(after) = too_early(d, new, now) {
         return DeadlineRollback::TooEarly { revision, after };
     }
-    let Some((rs, to)) = target(old, if no_memory { None } else { bad }) else {
+    let recreate = !model::is_rolling(d);
+    let Some((rs, to)) = target(old, if no_memory { None } else { bad }, recreate) else {
         return DeadlineRollback::NoTarget { revision };
     };
     DeadlineRollback::Roll(Box::new(rollback(d, &rs, revision, to, &timed_out, now)))

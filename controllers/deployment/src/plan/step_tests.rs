@@ -357,6 +357,20 @@ fn sync_revision_makes_one_write_per_call() {
     };
     let at_rev4 = annotated(dep25(10), &[("deployment.kubernetes.io/revision", "4")]);
     let with_found = with_progressing(at_rev4.clone(), "FoundNewReplicaSet", ago(5));
+    let with_message = |message: &str| {
+        let mut d = with_progressing(at_rev4.clone(), "NewReplicaSetAvailable", ago(5));
+        if let Some(c) = d
+            .status
+            .as_mut()
+            .and_then(|s| s.conditions.as_mut())
+            .and_then(|c| c.first_mut())
+        {
+            c.message = Some(message.to_owned());
+        }
+        d
+    };
+    let previous_rollout_done = with_message("ReplicaSet \"old\" has successfully progressed.");
+    let this_rollout_done = with_message("ReplicaSet \"new\" has successfully progressed.");
     let mut min_ready = with_found.clone();
     min_ready.spec.min_ready_seconds = Some(7);
     type Case = (&'static str, Deployment, Option<Rs>, bool, Rev);
@@ -428,6 +442,24 @@ fn sync_revision_makes_one_write_per_call() {
                 revision: Some("4".into()),
                 progressing: Some("FoundNewReplicaSet".into()),
             },
+        ),
+        (
+            "the previous rollout's NewReplicaSetAvailable (the write of NewReplicaSetCreated \
+             was lost): FoundNewReplicaSet, so the deadline can pass",
+            previous_rollout_done,
+            Some(new_at("4")),
+            false,
+            Rev::Record {
+                revision: Some("4".into()),
+                progressing: Some("FoundNewReplicaSet".into()),
+            },
+        ),
+        (
+            "this rollout's NewReplicaSetAvailable stays",
+            this_rollout_done,
+            Some(new_at("4")),
+            false,
+            Rev::Nothing,
         ),
         (
             "all current",

@@ -82,15 +82,36 @@ fn bad(rev: &'static str) -> Rs {
 }
 
 fn good() -> Rs {
-    rs(
+    serving(
         "web-good",
         "v1",
         &[(REV, "1"), ("kubernetes.io/change-cause", "v1")],
+        3,
     )
 }
 
+/// [`rs`] with `available` pods available now.
+fn serving(
+    name: &'static str,
+    image: &'static str,
+    annotations: &'static [(&'static str, &'static str)],
+    available: i32,
+) -> Rs {
+    Arc::new(owned(R {
+        name,
+        image,
+        replicas: 1,
+        status_replicas: available,
+        available,
+        ready: available,
+        annotations,
+        age: 1000,
+        ..R::default()
+    }))
+}
+
 fn older() -> Rs {
-    rs("web-older", "v0", &[(REV, "0")])
+    serving("web-older", "v0", &[(REV, "0")], 1)
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -168,6 +189,14 @@ fn fires_once_per_bad_revision_and_never_on_its_own_result() {
         &[OPT_IN_TRUE],
     );
     let rolled_from = |v: &'static str| [OPT_IN_TRUE, (ROLLED_BACK_FROM, v)];
+    let recreate = {
+        let mut d = web(TIMED_OUT, &[OPT_IN_TRUE]);
+        if let Some(strategy) = d.spec.strategy.as_mut() {
+            strategy.type_ = Some("Recreate".into());
+            strategy.rolling_update = None;
+        }
+        d
+    };
     type Case = (&'static str, Deployment, Option<Rs>, Vec<Rs>, bool, K);
     let table: Vec<Case> = vec![
         (
@@ -302,13 +331,14 @@ fn fires_once_per_bad_revision_and_never_on_its_own_result() {
             "a person's later rollout, even of the same template, may be rolled back once",
             web(TIMED_OUT, &rolled_from("2")),
             Some(bad("4")),
-            vec![rs(
+            vec![serving(
                 "web-good",
                 "v1",
                 &[
                     (REV, "3"),
                     ("deployment.kubernetes.io/revision-history", "1"),
                 ],
+                3,
             )],
             false,
             roll(4, 3, "web-good"),
@@ -322,22 +352,70 @@ fn fires_once_per_bad_revision_and_never_on_its_own_result() {
             roll(2, 1, "web-good"),
         ),
         (
+            "back to the last revision that worked: available pods beat a higher revision \
+             a person rolled on from before it failed",
+            web(TIMED_OUT, &[OPT_IN_TRUE]),
+            Some(bad("4")),
+            vec![
+                serving("web-good", "v1", &[(REV, "1")], 2),
+                rs("web-unfinished", "v3", &[(REV, "3")]),
+                rs("web-older", "v0", &[(REV, "0")]),
+            ],
+            false,
+            roll(4, 1, "web-good"),
+        ),
+        (
+            "of those with available pods, the highest revision",
+            web(TIMED_OUT, &[OPT_IN_TRUE]),
+            Some(bad("4")),
+            vec![
+                serving("web-good", "v1", &[(REV, "1")], 1),
+                serving("web-newer", "v3", &[(REV, "3")], 1),
+            ],
+            false,
+            roll(4, 3, "web-newer"),
+        ),
+        (
             "never back to the revision rolled back from",
             web(TIMED_OUT, &rolled_from("1")),
             Some(bad("4")),
             vec![
-                rs("web-older", "v0", &[(REV, "2")]),
-                rs(
+                serving("web-older", "v0", &[(REV, "2")], 1),
+                serving(
                     "web-good",
                     "v1",
                     &[
                         (REV, "3"),
                         ("deployment.kubernetes.io/revision-history", "1"),
                     ],
+                    2,
                 ),
             ],
             false,
             roll(4, 2, "web-older"),
+        ),
+        (
+            "rolling update, no old revision with available pods: none known to work, left \
+             as upstream leaves it",
+            web(TIMED_OUT, &[OPT_IN_TRUE]),
+            Some(bad("4")),
+            vec![
+                rs("web-good", "v1", &[(REV, "1")]),
+                rs("web-unfinished", "v3", &[(REV, "3")]),
+            ],
+            false,
+            K::NoTarget(4),
+        ),
+        (
+            "Recreate scaled every old one down: the revision the rollout started from",
+            recreate.clone(),
+            Some(bad("4")),
+            vec![
+                rs("web-good", "v1", &[(REV, "1")]),
+                rs("web-start", "v3", &[(REV, "3")]),
+            ],
+            false,
+            roll(4, 3, "web-start"),
         ),
     ];
     for (name, d, new, old, flag, want) in table {
