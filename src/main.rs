@@ -14,7 +14,7 @@
 //!    minor's default. A server older than v1.34 is refused; one newer than v1.37 gets v1.37's
 //!    gates with a warning. Gates read before (the CA file rotation, `/flagz` and `/statusz`)
 //!    keep the newest minor's defaults. While running, `/version` is read every
-//!    [`VERSION_RECHECK`]: when the minor whose gates apply changes (an upgrade), rkcm drains
+//!    `--rkcm-apiserver-version-recheck-period` (5 min): when the minor whose gates apply changes (an upgrade), rkcm drains
 //!    and exits 1 so that its restart takes the new minor's defaults;
 //! 6. request the informers of every enabled controller, start the controllers (each with its
 //!    own client and token bucket — with `--use-service-account-credentials`, authenticating
@@ -76,8 +76,6 @@ const DRAIN_BUDGET: Duration = Duration::from_secs(20);
 const APISERVER_POLL: Duration = Duration::from_secs(1);
 const APISERVER_BUDGET: Duration = Duration::from_secs(10);
 /// How often to report cache sync progress while waiting.
-/// How often the API server's version is read again, to notice an upgrade to another minor.
-const VERSION_RECHECK: Duration = Duration::from_secs(300);
 const SYNC_PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 fn main() {
@@ -227,7 +225,12 @@ async fn run(mut cli: Cli) -> anyhow::Result<i32> {
     tokio::spawn(report_sync(probes, health.clone(), shutdown.clone()));
 
     // Until a signal, a failing controller, leadership loss, or another minor (exit 1).
-    let upgraded = watch_server_minor(informer_client, server_minor, shutdown.clone());
+    let upgraded = watch_server_minor(
+        informer_client,
+        server_minor,
+        cli.rkcm.rkcm_apiserver_version_recheck_period.to_std(),
+        shutdown.clone(),
+    );
     let mut code = 0;
     loop {
         tokio::select! {
@@ -654,22 +657,26 @@ fn informer_factory(cli: &Cli, client: kube::Client) -> InformerFactory {
     InformerFactory::with_options(client, list_mode, content_type)
 }
 
-/// Reads `/version` every [`VERSION_RECHECK`]; when the minor whose gates apply differs from
+/// Reads `/version` every `every`; when the minor whose gates apply differs from
 /// `minor`, logs it, sets the returned flag and cancels `shutdown`, so that rkcm drains and
 /// exits 1 and its restart takes the new minor's gates.
 fn watch_server_minor(
     client: kube::Client,
     minor: u32,
+    every: Duration,
     shutdown: CancellationToken,
 ) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
     let upgraded = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = upgraded.clone();
+    if every.is_zero() {
+        return upgraded;
+    }
     tokio::spawn(async move {
         let changed = rkcm_runtime::api::server_version::wait_for_other_minor(
             &client,
             minor,
             (cli::OLDEST_MINOR, cli::NEWEST_MINOR),
-            VERSION_RECHECK,
+            every,
             &shutdown,
         )
         .await;

@@ -828,9 +828,19 @@ fn image_of(v: &Value) -> &str {
 /// pods: a revision known to work, where rkcm's rollback of a rolling update returns (the
 /// newest such; never-Ready images never have available pods). Without one, rkcm leaves a
 /// broken rollout as upstream does.
+///
+/// A rolling update may scale the old ReplicaSets down by `maxUnavailable` (1 here when
+/// `maxSurge` is 0, else 0): with that many replicas or fewer, the old pods may all go before
+/// rkcm decides, and nothing known to work is left, so the scenario fixes such a Deployment
+/// by hand.
 fn working_previous(world: &World, d: &Value) -> bool {
     let uid = s(d, &["metadata", "uid"]);
     let current = image_of(d);
+    let surge = &d["spec"]["strategy"]["rollingUpdate"]["maxSurge"];
+    let max_unavailable = i64::from(*surge == json!(0));
+    if n(d, &["spec", "replicas"]) <= max_unavailable {
+        return false;
+    }
     world
         .list("replicasets")
         .into_iter()

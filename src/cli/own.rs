@@ -84,14 +84,21 @@ pub struct RkcmFlags {
           value_name = "bool")]
     pub rkcm_statefulset_recover_stuck_rollout: bool,
 
+    /// How often rkcm reads the API server's /version again after start (one GET): when an
+    /// upgrade brings another minor, rkcm drains and exits 1, and its restart takes that
+    /// minor's feature-gate defaults. 0 reads it at start only, as upstream's manager.
+    #[arg(long, value_parser = parse_duration, default_value = "5m0s", value_name = "duration")]
+    pub rkcm_apiserver_version_recheck_period: GoDuration,
+
     /// How long a StatefulSet pod of the current revision must be unschedulable,
     /// crash-looping or failing readiness before the stuck-rollout recovery replaces it.
     #[arg(long, value_parser = parse_duration, default_value = "5m0s", value_name = "duration")]
     pub rkcm_statefulset_recover_stuck_after: GoDuration,
 
     /// Not upstream, off by default: a Deployment whose rollout passes its progress deadline
-    /// (Progressing=False, ProgressDeadlineExceeded) is rolled back to its previous revision, as
-    /// kubectl rollout undo does, once per bad revision and never when paused (see the README's
+    /// (Progressing=False, ProgressDeadlineExceeded) is rolled back as kubectl rollout undo
+    /// does, to the newest old revision with available pods (Recreate: the revision the
+    /// rollout started from), once per bad revision and never when paused (see the README's
     /// "Opt-in remedies"). A Deployment's annotation
     /// rkcm.io/deployment-rollback-on-progress-deadline ("true"/"false") overrides this. False
     /// leaves a stalled Deployment where it is, as upstream.

@@ -114,6 +114,7 @@ fn defaults_equal_upstream() {
         ("requestheader-uid-headers", ""),
         ("requestheader-username-headers", "x-remote-user"),
         // rkcm's own (not upstream's): off is upstream's behaviour.
+        ("rkcm-apiserver-version-recheck-period", "5m0s"),
         ("rkcm-cronjob-adopt-forgotten-runs", "true"),
         ("rkcm-cronjob-defer-status-writes", "false"),
         ("rkcm-daemonset-rollout-skip-not-ready-nodes", "false"),

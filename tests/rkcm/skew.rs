@@ -303,3 +303,106 @@ async fn no_status_write_for_nothing(
     );
     Ok(())
 }
+
+/// A `version.Info` of `v1.<minor>.0`, as a server of that release answers `/version`.
+fn version_info(minor: u32) -> serde_json::Value {
+    json!({
+        "major": "1", "minor": minor.to_string(),
+        "gitVersion": format!("v1.{minor}.0"), "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "go1.25.0", "compiler": "gc", "platform": "linux/amd64",
+    })
+}
+
+/// An upgrade (or a rollback) of the API server to another minor while rkcm runs: rkcm reads
+/// `/version` again (`--rkcm-apiserver-version-recheck-period`), drains and exits 1 naming the
+/// change, and started again it takes the new minor's gates. The proxy in front of the plane
+/// answers `/version` as the other release would.
+#[tokio::test]
+#[ignore = "needs apiserver: make test"]
+async fn another_minor_after_an_upgrade_restarts_rkcm_with_its_gates() -> anyhow::Result<()> {
+    let cluster = TestCluster::connect().await?;
+    let (info, minor) = server_minor(&cluster).await?;
+    let other = if minor > 34 { minor - 1 } else { minor + 1 };
+    let ns = cluster.namespace("rkcm-skew-upgrade").await?;
+    let args = [
+        "--leader-elect=false".to_owned(),
+        "--controllers=replicaset-controller".to_owned(),
+        "--rkcm-apiserver-version-recheck-period=1s".to_owned(),
+    ];
+    let mut first = Rkcm::spawn_scoped("skew-upgrade", &cluster, ns.name(), &args).await?;
+    let result = async {
+        let series = format!(
+            "rkcm_apiserver_version_info{{git_version=\"{}\",minor=\"{minor}\"}}",
+            info.git_version
+        );
+        wait_for("rkcm's API server version metric", STARTUP, || async {
+            let m = first.metrics().await.ok();
+            Ok(m.filter(|m| sample(m, &series) == Some(1.0)).map(|_| ()))
+        })
+        .await?;
+        // Still the same minor a few rechecks later: rkcm keeps running.
+        holds_for(
+            "rkcm running on the same minor",
+            Duration::from_secs(3),
+            || {
+                let exited = first.has_exited();
+                async move { Ok(!exited?) }
+            },
+        )
+        .await?;
+        first
+            .proxy()
+            .context("rkcm runs behind its proxy")?
+            .report_version(Some(version_info(other)));
+        let status = first.wait_exit(STARTUP).await?;
+        ensure!(
+            status.code() == Some(1),
+            "exit {status} after the minor changed"
+        );
+        ensure!(
+            first
+                .log()
+                .contains("the API server's minor changed: restarting"),
+            "no word of the minor's change"
+        );
+        // Its restart, against the same (upgraded) server.
+        let kubeconfig = first
+            .proxy()
+            .context("rkcm runs behind its proxy")?
+            .kubeconfig()
+            .to_path_buf();
+        let second = Rkcm::spawn_with("skew-upgrade-restart", &kubeconfig, &args, None)?;
+        let restarted = async {
+            let gates_of = wait_for("the restart to read the version", STARTUP, || async {
+                Ok(second.log_lines().iter().find_map(|l| {
+                    (l.get("message").and_then(|m| m.as_str()) == Some("API server version"))
+                        .then(|| {
+                            l.get("gates_of")
+                                .and_then(|g| g.as_str())
+                                .map(str::to_owned)
+                        })
+                        .flatten()
+                }))
+            })
+            .await?;
+            ensure!(
+                gates_of.starts_with(&format!("v1.{other}.")),
+                "the restart took the gates of {gates_of}, not v1.{other}"
+            );
+            let series = format!(
+                "rkcm_apiserver_version_info{{git_version=\"v1.{other}.0\",minor=\"{other}\"}}"
+            );
+            wait_for("the restart's version metric", STARTUP, || async {
+                let m = second.metrics().await.ok();
+                Ok(m.filter(|m| sample(m, &series) == Some(1.0)).map(|_| ()))
+            })
+            .await?;
+            anyhow::Ok(())
+        }
+        .await;
+        restarted.map_err(|e| e.context(second.log()))
+    }
+    .await;
+    result.map_err(|e| e.context(first.log()))
+}

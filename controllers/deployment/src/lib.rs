@@ -67,10 +67,15 @@
 //!   `deployment_controller_stale_sync_skips_total`.
 //! - Opt-in, off by default (`--rkcm-deployment-rollback-on-progress-deadline`, or the
 //!   annotation `rkcm.io/deployment-rollback-on-progress-deadline`): a rollout past its
-//!   progress deadline is rolled back to the previous revision as `kubectl rollout undo` does,
+//!   progress deadline is rolled back as `kubectl rollout undo` does, to the newest old
+//!   revision with available pods (with `Recreate`: the revision the rollout started from),
 //!   once per bad revision, never when paused, with a `RolledBackOnProgressDeadline` Warning
 //!   and the record `rkcm.io/rolled-back-from-revision` ([`plan::deadline`]). Upstream leaves
 //!   such a Deployment on its broken ReplicaSet.
+//! - A `NewReplicaSetAvailable` condition naming another ReplicaSet than the new one is
+//!   replaced by `FoundNewReplicaSet` (upstream keeps it when the write of
+//!   `NewReplicaSetCreated` was lost, and such a rollout never passes its deadline; see
+//!   `plan::sync_revision`).
 
 mod config;
 pub mod consts;

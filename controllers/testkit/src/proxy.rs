@@ -28,7 +28,8 @@
 //! [`Cut::Refuse`]: connections closed as soon as they open) until it is healed
 //! ([`Cut::Open`]); [`ScopedProxy::expire_watches`] ends every open watch and answers later
 //! watches from an older resourceVersion with 410 Gone, as an API server without a watch
-//! cache does after an etcd compaction.
+//! cache does after an etcd compaction. [`ScopedProxy::report_version`] answers `/version`
+//! as another release would, as during an upgrade.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -127,7 +128,11 @@ pub struct ScopedProxy {
     delays: WatchDelays,
     cut: tokio::sync::watch::Sender<Cut>,
     expiry: Expiry,
+    version: ReportedVersion,
 }
+
+/// The `/version` answer the proxy gives instead of the API server's ([`ScopedProxy::report_version`]).
+type ReportedVersion = Arc<Mutex<Option<serde_json::Value>>>;
 
 /// Forced watch expiry: a generation that ends open watches when it changes, and the
 /// resourceVersion below which a watch request is answered 410 Gone (0: none).
@@ -200,7 +205,9 @@ impl ScopedProxy {
             generation: tokio::sync::watch::channel(0).0,
             below: Arc::new(std::sync::atomic::AtomicI64::new(0)),
         };
+        let version = ReportedVersion::default();
         let scope = Arc::new(Scope {
+            version: version.clone(),
             client,
             pass_credentials,
             writable,
@@ -220,7 +227,17 @@ impl ScopedProxy {
             delays,
             cut,
             expiry,
+            version,
         })
+    }
+
+    /// Answers `GET /version` with `info` (a `version.Info` object) from now on, as the API
+    /// server of another release would after an upgrade; `None` passes it to the API server
+    /// again.
+    pub fn report_version(&self, info: Option<serde_json::Value>) {
+        if let Ok(mut v) = self.version.lock() {
+            *v = info;
+        }
     }
 
     /// Cuts the client off ([`Cut::Blackhole`], [`Cut::Refuse`]) or heals the cut
@@ -310,6 +327,7 @@ fn kubeconfig_text(url: &str, namespace: &str) -> String {
 
 struct Scope {
     client: kube::Client,
+    version: ReportedVersion,
     /// Forward the caller's `Authorization` header (the client has no credentials).
     pass_credentials: bool,
     /// Path prefixes outside the namespace that may be written.
@@ -554,6 +572,17 @@ async fn forward(
     req: http::Request<Incoming>,
 ) -> Result<http::Response<ProxyBody>, Infallible> {
     let (parts, body) = req.into_parts();
+    if parts.method == http::Method::GET && parts.uri.path() == "/version" {
+        let reported = scope.version.lock().ok().and_then(|v| v.clone());
+        if let Some(info) = reported {
+            let mut resp = text(http::StatusCode::OK, info.to_string());
+            resp.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/json"),
+            );
+            return Ok(resp);
+        }
+    }
     let path = scoped_path(parts.uri.path(), &scope.namespace);
     let write = !is_read(&parts.method);
     let credential = parts

@@ -209,9 +209,20 @@ fn a_rollout_past_its_deadline_says_what_the_rollback_remedy_does() {
         );
     }
 
-    // The rollback's own revision stalls too: said, not repeated.
+    // The rollback's own revision (revision 1's ReplicaSet reused) stalls too: said, not
+    // repeated.
     let d = timed_out(&[opt_in, ("rkcm.io/rolled-back-from-revision", "2")]);
-    let rss = [rev(old(3, 0), "2"), rev(new(2, 0), "3")];
+    let reused = {
+        let mut rs = (*rev(new(2, 0), "3")).clone();
+        if let Some(a) = rs.metadata.annotations.as_mut() {
+            a.insert(
+                "deployment.kubernetes.io/revision-history".to_owned(),
+                "1".to_owned(),
+            );
+        }
+        Rs::new(rs)
+    };
+    let rss = [rev(old(3, 0), "2"), reused];
     let e = explain(&d, &rss, now());
     assert_eq!(e.state, State::Stalled);
     assert!(

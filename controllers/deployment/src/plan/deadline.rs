@@ -21,10 +21,14 @@
 //!    when the next new ReplicaSet is created, so a rollout that follows a stalled one can
 //!    time out at once; rkcm waits until it had its whole deadline.
 //! 4. The current revision `R` (the new ReplicaSet's) is not [`ROLLED_BACK_FROM`] (rolled back
-//!    once already) and not [`ROLLED_BACK_FROM`] + 1: the revision a rollback itself becomes
-//!    is never rolled back, so a rollback target that also stalls stays as upstream leaves it
-//!    (no rollback loop, even across restarts: the record is on the Deployment). A person's
-//!    later rollout has a higher number and may be rolled back once, even to a template that
+//!    once already) and is not the rollback's own result, [`ROLLED_BACK_FROM`] + 1 on the
+//!    reused ReplicaSet of the target (it has a `revision-history`): the revision a rollback
+//!    itself becomes is never rolled back, so a rollback target that also stalls stays as
+//!    upstream leaves it (no rollback loop, even across restarts: the record is on the
+//!    Deployment). A person's later rollout has a higher number, or that same number on a
+//!    ReplicaSet of its own when the person changed the template before the rollback's
+//!    revision was assigned (the simulator found it: `rkcm-sim --controller
+//!    deployment-rollback --seed 326`), and may be rolled back once, even to a template that
 //!    was rolled back before (a new revision is a new rollout).
 //! 5. The target is the last revision that worked: the old ReplicaSet with the highest
 //!    revision among those with available pods now (its template ran and passed readiness
@@ -161,6 +165,12 @@ fn served(rs: &Rs, rev: i64) -> bool {
         })
 }
 
+/// Whether `rs` served an earlier revision (it has a `revision-history`): a rollback reuses
+/// its target's ReplicaSet, while a person's new template gets a ReplicaSet of its own.
+fn reused(rs: &Rs) -> bool {
+    model::annotation(&rs.metadata, annotations::REVISION_HISTORY).is_some_and(|h| !h.is_empty())
+}
+
 /// The old ReplicaSet to return to, other than the one rolled back from: the highest
 /// revision with available pods; with `recreate`, else the highest revision.
 fn target(old: &[Rs], bad: Option<i64>, recreate: bool) -> Option<(Rs, i64)> {
@@ -227,7 +237,7 @@ pub fn deadline_rollback(
         if from == revision {
             return DeadlineRollback::AlreadyRolledBack { revision };
         }
-        if from.checked_add(1) == Some(revision) {
+        if from.checked_add(1) == Some(revision) && reused(new) {
             return DeadlineRollback::IsRollback { revision, from };
         }
     }

@@ -320,12 +320,28 @@ fn fires_once_per_bad_revision_and_never_on_its_own_result() {
             K::Already(2),
         ),
         (
-            "this revision is the rollback itself: no loop",
+            "this revision is the rollback itself (the target's ReplicaSet reused): no loop",
+            web(TIMED_OUT, &rolled_from("2")),
+            Some(rs(
+                "web-bad",
+                "v2",
+                &[
+                    (REV, "3"),
+                    ("deployment.kubernetes.io/revision-history", "1"),
+                ],
+            )),
+            vec![good()],
+            false,
+            K::IsRollback(3, 2),
+        ),
+        (
+            "that number on a ReplicaSet of its own: a person's template, set before the \
+             rollback's revision was assigned, is a new rollout",
             web(TIMED_OUT, &rolled_from("2")),
             Some(bad("3")),
             vec![good()],
             false,
-            K::IsRollback(3, 2),
+            roll(3, 1, "web-good"),
         ),
         (
             "a person's later rollout, even of the same template, may be rolled back once",
