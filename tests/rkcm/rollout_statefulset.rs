@@ -488,11 +488,23 @@ async fn session(ns: &TestNamespace, k: &Kubectl) -> anyhow::Result<(Transcript,
     );
     t.record("rollout status (OnDelete)", &k.run(&STATUS, None).await?);
     settle(&mut t, &mut r, ns, "OnDelete, v5").await?;
+    // Not `--wait=true`: kubectl before v1.36 waits until no pod of that name exists, and the
+    // StatefulSet controller creates web-1 again at once; wait for the replacement instead.
+    let pods = ns.api::<Pod>();
+    let old_uid = pods.get("web-1").await?.metadata.uid;
     t.record(
         "delete pod web-1",
-        &k.run(&["delete", "pod", "web-1", "--wait=true"], None)
+        &k.run(&["delete", "pod", "web-1", "--wait=false"], None)
             .await?,
     );
+    rkcm_testkit::wait_for("web-1 replaced", STS_WITHIN, || async {
+        let p = pods.get_opt("web-1").await?;
+        Ok(
+            p.filter(|p| p.metadata.uid != old_uid && p.metadata.deletion_timestamp.is_none())
+                .map(|_| ()),
+        )
+    })
+    .await?;
     settle(&mut t, &mut r, ns, "OnDelete, web-1 deleted").await?;
     t.record(
         "history final",

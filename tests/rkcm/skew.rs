@@ -59,8 +59,13 @@ fn rs_syncs(metrics: &str) -> f64 {
     .unwrap_or(0.0)
 }
 
+/// The plane's minor (34 to 37).
+pub(crate) async fn server_minor(cluster: &TestCluster) -> anyhow::Result<u32> {
+    Ok(server_version(cluster).await?.1)
+}
+
 /// The plane's `/version` and its minor.
-async fn server_minor(
+async fn server_version(
     cluster: &TestCluster,
 ) -> anyhow::Result<(k8s_openapi::apimachinery::pkg::version::Info, u32)> {
     let info = cluster.client().apiserver_version().await?;
@@ -97,7 +102,7 @@ enum Answer {
 async fn feature_gates_are_answered_as_the_servers_minor() -> anyhow::Result<()> {
     use Answer::{Accepted, Locked, Unknown};
     let cluster = TestCluster::connect().await?;
-    let (info, minor) = server_minor(&cluster).await?;
+    let (info, minor) = server_version(&cluster).await?;
     let ns = cluster.namespace("rkcm-skew-gates").await?;
     // Answers at v1.34, v1.35, v1.36, v1.37.
     let probes: [(&str, bool, [Answer; 4]); 4] = [
@@ -176,7 +181,7 @@ async fn feature_gates_are_answered_as_the_servers_minor() -> anyhow::Result<()>
 #[ignore = "needs apiserver: make test"]
 async fn rkcm_follows_the_servers_minor() -> anyhow::Result<()> {
     let cluster = TestCluster::connect().await?;
-    let (info, minor) = server_minor(&cluster).await?;
+    let (info, minor) = server_version(&cluster).await?;
     let ns = cluster.namespace("rkcm-skew").await?;
     wait_default_service_account(&ns).await?;
     let rkcm = Rkcm::spawn_scoped(
@@ -322,7 +327,7 @@ fn version_info(minor: u32) -> serde_json::Value {
 #[ignore = "needs apiserver: make test"]
 async fn another_minor_after_an_upgrade_restarts_rkcm_with_its_gates() -> anyhow::Result<()> {
     let cluster = TestCluster::connect().await?;
-    let (info, minor) = server_minor(&cluster).await?;
+    let (info, minor) = server_version(&cluster).await?;
     let other = if minor > 34 { minor - 1 } else { minor + 1 };
     let ns = cluster.namespace("rkcm-skew-upgrade").await?;
     let args = [

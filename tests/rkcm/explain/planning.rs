@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use crate::secure_serving::{As, get_as, service_account_token};
 use crate::serve::Rkcm;
+use crate::skew::server_minor;
 
 use super::{REACT, explain};
 
@@ -101,11 +102,15 @@ async fn explain_plans_with_the_running_managers_feature_gates() -> anyhow::Resu
             given["state"] == "waiting" && given["plannedWith"]["source"] == "flags",
             "with {GATE}: {given:#}"
         );
-        // Built-in defaults (gate on) would delete another pod: not what this manager does.
+        // Built-in defaults are the server's minor's: from v1.37 the gate is on and would
+        // delete another pod, not what this manager does; before, it is off by default, and
+        // the defaults plan as this manager does.
+        let minor = server_minor(&cluster).await?;
         let defaults = explain(&cluster, &target, &[]).await?;
+        let want = if minor >= 37 { "acting" } else { "waiting" };
         ensure!(
-            defaults["state"] == "acting" && defaults["plannedWith"]["source"] == "defaults",
-            "with defaults: {defaults:#}"
+            defaults["state"] == want && defaults["plannedWith"]["source"] == "defaults",
+            "with the defaults of v1.{minor} ({want} expected): {defaults:#}"
         );
         // The configuration is authorized like /metrics: an identity without a grant is
         // refused.
