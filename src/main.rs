@@ -225,12 +225,7 @@ async fn run(mut cli: Cli) -> anyhow::Result<i32> {
     tokio::spawn(report_sync(probes, health.clone(), shutdown.clone()));
 
     // Until a signal, a failing controller, leadership loss, or another minor (exit 1).
-    let upgraded = watch_server_minor(
-        informer_client,
-        server_minor,
-        cli.rkcm.rkcm_apiserver_version_recheck_period.to_std(),
-        shutdown.clone(),
-    );
+    let upgraded = watch_server_minor(informer_client, server_minor, &cli, shutdown.clone());
     let mut code = 0;
     loop {
         tokio::select! {
@@ -657,15 +652,16 @@ fn informer_factory(cli: &Cli, client: kube::Client) -> InformerFactory {
     InformerFactory::with_options(client, list_mode, content_type)
 }
 
-/// Reads `/version` every `every`; when the minor whose gates apply differs from
+/// Reads `/version` every `--rkcm-apiserver-version-recheck-period`; when the minor whose gates apply differs from
 /// `minor`, logs it, sets the returned flag and cancels `shutdown`, so that rkcm drains and
 /// exits 1 and its restart takes the new minor's gates.
 fn watch_server_minor(
     client: kube::Client,
     minor: u32,
-    every: Duration,
+    cli: &Cli,
     shutdown: CancellationToken,
 ) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    let every = cli.rkcm.rkcm_apiserver_version_recheck_period.to_std();
     let upgraded = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = upgraded.clone();
     if every.is_zero() {

@@ -106,7 +106,6 @@ fn serving(
         ready: available,
         annotations,
         age: 1000,
-        ..R::default()
     }))
 }
 
