@@ -663,10 +663,10 @@ fn watch_server_minor(
 ) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
     let every = cli.rkcm.rkcm_apiserver_version_recheck_period.to_std();
     let upgraded = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = upgraded.clone();
     if every.is_zero() {
         return upgraded;
     }
+    let flag = upgraded.clone();
     tokio::spawn(async move {
         let changed = rkcm_runtime::api::server_version::wait_for_other_minor(
             &client,

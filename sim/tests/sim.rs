@@ -230,6 +230,19 @@ const REGRESSIONS: &[(Ctl, u64, &str)] = &[
         130,
         "rollback to a revision that never worked",
     ),
+    (
+        Ctl::DeploymentRollback,
+        221,
+        "rollback to a revision that never worked",
+    ),
+    // A person's template, set before the rollback's own revision was assigned, got that
+    // number and was taken for the rollback's result, never to be rolled back. Fixed: the
+    // rollback's result is its target's reused ReplicaSet.
+    (
+        Ctl::DeploymentRollback,
+        326,
+        "person's rollout taken for the rollback",
+    ),
     // The status write with NewReplicaSetCreated was lost; the next sync kept the previous
     // rollout's NewReplicaSetAvailable, which never times out, so a broken rollout never
     // passed its deadline (upstream's Deployment controller does the same). Fixed:

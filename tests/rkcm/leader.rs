@@ -327,7 +327,8 @@ async fn sigterm_of_leader_releases_the_lease_with_the_gate() -> anyhow::Result<
     // does rkcm against such a server.
     let minor = crate::skew::server_minor(&cluster).await?;
     if minor < 36 {
-        let mut a = Rkcm::spawn("leader-gate-unknown", &cluster, &args)?;
+        // Scoped: were the gate accepted by mistake, its controllers stay in the namespace.
+        let mut a = Rkcm::spawn_scoped("leader-gate-unknown", &cluster, ns.name(), &args).await?;
         let status = a.wait_exit(STARTUP).await?;
         anyhow::ensure!(
             status.code() == Some(1)

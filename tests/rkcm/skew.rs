@@ -81,6 +81,22 @@ async fn server_version(
     Ok((info, minor))
 }
 
+/// Waits until `rkcm` exports `rkcm_apiserver_version_info` for `git_version` and `minor`;
+/// its metrics then.
+async fn wait_version_metric(rkcm: &Rkcm, git_version: &str, minor: u32) -> anyhow::Result<String> {
+    let series =
+        format!("rkcm_apiserver_version_info{{git_version=\"{git_version}\",minor=\"{minor}\"}}");
+    wait_for(
+        &format!("{}'s API server version metric ({git_version})", rkcm.name),
+        STARTUP,
+        || async {
+            let m = rkcm.metrics().await.ok();
+            Ok(m.filter(|m| sample(m, &series) == Some(1.0)))
+        },
+    )
+    .await
+}
+
 /// How a minor's kube-controller-manager answers one `--feature-gates` entry.
 #[derive(Debug, Clone, Copy)]
 enum Answer {
@@ -195,15 +211,7 @@ async fn rkcm_follows_the_servers_minor() -> anyhow::Result<()> {
     )
     .await?;
     let result = async {
-        let series = format!(
-            "rkcm_apiserver_version_info{{git_version=\"{}\",minor=\"{minor}\"}}",
-            info.git_version
-        );
-        let metrics = wait_for("rkcm's API server version metric", STARTUP, || async {
-            let m = rkcm.metrics().await.ok();
-            Ok(m.filter(|m| sample(m, &series) == Some(1.0)))
-        })
-        .await?;
+        let metrics = wait_version_metric(&rkcm, &info.git_version, minor).await?;
         // Alpha and off at v1.34, beta and on from v1.35.
         let gate = gate_metric(&metrics, "DeploymentReplicaSetTerminatingReplicas");
         ensure!(
@@ -337,15 +345,7 @@ async fn another_minor_after_an_upgrade_restarts_rkcm_with_its_gates() -> anyhow
     ];
     let mut first = Rkcm::spawn_scoped("skew-upgrade", &cluster, ns.name(), &args).await?;
     let result = async {
-        let series = format!(
-            "rkcm_apiserver_version_info{{git_version=\"{}\",minor=\"{minor}\"}}",
-            info.git_version
-        );
-        wait_for("rkcm's API server version metric", STARTUP, || async {
-            let m = first.metrics().await.ok();
-            Ok(m.filter(|m| sample(m, &series) == Some(1.0)).map(|_| ()))
-        })
-        .await?;
+        wait_version_metric(&first, &info.git_version, minor).await?;
         // Still the same minor a few rechecks later: rkcm keeps running.
         holds_for(
             "rkcm running on the same minor",
@@ -395,14 +395,7 @@ async fn another_minor_after_an_upgrade_restarts_rkcm_with_its_gates() -> anyhow
                 gates_of.starts_with(&format!("v1.{other}.")),
                 "the restart took the gates of {gates_of}, not v1.{other}"
             );
-            let series = format!(
-                "rkcm_apiserver_version_info{{git_version=\"v1.{other}.0\",minor=\"{other}\"}}"
-            );
-            wait_for("the restart's version metric", STARTUP, || async {
-                let m = second.metrics().await.ok();
-                Ok(m.filter(|m| sample(m, &series) == Some(1.0)).map(|_| ()))
-            })
-            .await?;
+            wait_version_metric(&second, &format!("v1.{other}.0"), other).await?;
             anyhow::Ok(())
         }
         .await;
