@@ -43,6 +43,7 @@ pub mod keys;
 pub mod metrics;
 pub mod mutants;
 pub mod queue;
+pub mod shard;
 #[cfg(test)]
 mod test_log;
 pub mod tracked;

@@ -1,0 +1,271 @@
+//! Which ranges a replica takes and which it hands over: a pure function of what the Leases
+//! say, judged each retry period.
+//!
+//! Membership and balance go through Leases only. Every replica holds a member Lease while it
+//! runs; the live members, sorted by identity, share the N ranges fairly: each gets `N / M`,
+//! and the first `N % M` one more, so the shares add up to N exactly. A replica takes free
+//! ranges (no holder, or a Lease that expired by the observer's clock) until it holds its
+//! share, and hands over the ranges above its share (the highest first). A range whose Lease
+//! is still valid is never taken, whoever holds it, even a replica no longer a member: a
+//! replica cut off from the API server may still be acting on it until its lease runs out.
+
+use std::collections::BTreeSet;
+
+/// One range's Lease as the replica last observed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangeLease {
+    pub range: u32,
+    /// `""` when released.
+    pub holder: String,
+    /// Not expired by the observer's clock (counted from when the record was seen to change,
+    /// never from `renewTime`, as the leader election judges).
+    pub valid: bool,
+}
+
+/// What a replica sees: the live members (itself included) and the ranges' Leases (a range
+/// without a Lease is free).
+#[derive(Debug, Clone)]
+pub struct View<'a> {
+    pub ranges: u32,
+    pub me: &'a str,
+    pub members: &'a [String],
+    pub leases: &'a [RangeLease],
+}
+
+/// The decision: the ranges to take (acquire their Leases) and to hand over (drain, then
+/// release), and the share it aims at.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Plan {
+    pub share: u32,
+    pub take: Vec<u32>,
+    pub hand_over: Vec<u32>,
+}
+
+/// The share of `me` among `members` (sorted by identity, duplicates ignored; `me` counts
+/// even when its own member Lease is not seen yet).
+pub fn share(ranges: u32, me: &str, members: &[String]) -> u32 {
+    let mut all: BTreeSet<&str> = members.iter().map(String::as_str).collect();
+    all.insert(me);
+    let m = u32::try_from(all.len()).unwrap_or(u32::MAX).max(1);
+    let position = all.iter().position(|id| *id == me).unwrap_or(0);
+    let position = u32::try_from(position).unwrap_or(u32::MAX);
+    ranges / m + u32::from(position < ranges % m)
+}
+
+/// The ranges to take and to hand over.
+pub fn plan(view: &View<'_>) -> Plan {
+    let share = share(view.ranges, view.me, view.members);
+    let mut held = BTreeSet::new();
+    let mut taken = BTreeSet::new();
+    for l in view.leases.iter().filter(|l| l.range < view.ranges) {
+        if l.holder == view.me && l.valid {
+            held.insert(l.range);
+        } else if l.valid && !l.holder.is_empty() {
+            taken.insert(l.range);
+        }
+    }
+    let count = u32::try_from(held.len()).unwrap_or(u32::MAX);
+    let mut plan = Plan {
+        share,
+        ..Plan::default()
+    };
+    if count > share {
+        let surplus = (count - share) as usize;
+        plan.hand_over = held.iter().rev().take(surplus).copied().collect();
+    } else if count < share {
+        let wanted = (share - count) as usize;
+        plan.take = (0..view.ranges)
+            .filter(|i| !held.contains(i) && !taken.contains(i))
+            .take(wanted)
+            .collect();
+    }
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    fn lease(range: u32, holder: &str, valid: bool) -> RangeLease {
+        RangeLease {
+            range,
+            holder: holder.to_owned(),
+            valid,
+        }
+    }
+
+    #[test]
+    fn shares_add_up_to_the_ring() {
+        for (ranges, members) in [(16, 3), (16, 1), (16, 16), (3, 5), (1000, 7)] {
+            let names: Vec<String> = (0..members).map(|i| format!("r{i:02}")).collect();
+            let total: u32 = names.iter().map(|me| share(ranges, me, &names)).sum();
+            assert_eq!(total, ranges, "{ranges} ranges over {members}");
+        }
+        // 16 over 3: the first in identity order gets the extra one.
+        let names = ids(&["b", "a", "c"]);
+        assert_eq!(share(16, "a", &names), 6);
+        assert_eq!(share(16, "b", &names), 5);
+        assert_eq!(share(16, "c", &names), 5);
+        // More members than ranges: the last ones hold nothing.
+        assert_eq!(share(2, "c", &names), 0);
+        // Itself counted before its member Lease is seen.
+        assert_eq!(share(4, "b", &ids(&["a"])), 2);
+    }
+
+    #[test]
+    fn plans() {
+        struct Case {
+            name: &'static str,
+            ranges: u32,
+            me: &'static str,
+            members: &'static [&'static str],
+            leases: Vec<RangeLease>,
+            want: Plan,
+        }
+        let cases = [
+            Case {
+                name: "alone on an empty ring: takes everything",
+                ranges: 4,
+                me: "a",
+                members: &["a"],
+                leases: vec![],
+                want: Plan {
+                    share: 4,
+                    take: vec![0, 1, 2, 3],
+                    hand_over: vec![],
+                },
+            },
+            Case {
+                name: "a second member joins: the first hands over its highest ranges",
+                ranges: 4,
+                me: "a",
+                members: &["a", "b"],
+                leases: (0..4).map(|i| lease(i, "a", true)).collect(),
+                want: Plan {
+                    share: 2,
+                    take: vec![],
+                    hand_over: vec![3, 2],
+                },
+            },
+            Case {
+                name: "the newcomer takes only free ranges, never a valid one",
+                ranges: 4,
+                me: "b",
+                members: &["a", "b"],
+                leases: vec![
+                    lease(0, "a", true),
+                    lease(1, "a", true),
+                    lease(2, "", true),
+                    lease(3, "a", true),
+                ],
+                want: Plan {
+                    share: 2,
+                    take: vec![2],
+                    hand_over: vec![],
+                },
+            },
+            Case {
+                name: "an expired range of a vanished member is free",
+                ranges: 4,
+                me: "a",
+                members: &["a"],
+                leases: vec![
+                    lease(0, "a", true),
+                    lease(1, "a", true),
+                    lease(2, "c", false),
+                    lease(3, "c", true),
+                ],
+                want: Plan {
+                    share: 4,
+                    take: vec![2],
+                    hand_over: vec![],
+                },
+            },
+            Case {
+                name: "its own expired lease is not held: retaken as free",
+                ranges: 2,
+                me: "a",
+                members: &["a"],
+                leases: vec![lease(0, "a", false), lease(1, "a", true)],
+                want: Plan {
+                    share: 2,
+                    take: vec![0],
+                    hand_over: vec![],
+                },
+            },
+            Case {
+                name: "at its share: nothing to do",
+                ranges: 3,
+                me: "b",
+                members: &["a", "b"],
+                leases: vec![
+                    lease(0, "a", true),
+                    lease(1, "a", true),
+                    lease(2, "b", true),
+                ],
+                want: Plan {
+                    share: 1,
+                    take: vec![],
+                    hand_over: vec![],
+                },
+            },
+            Case {
+                name: "leases of ranges past the ring are ignored",
+                ranges: 2,
+                me: "a",
+                members: &["a"],
+                leases: vec![lease(5, "a", true)],
+                want: Plan {
+                    share: 2,
+                    take: vec![0, 1],
+                    hand_over: vec![],
+                },
+            },
+        ];
+        for c in cases {
+            let members = ids(c.members);
+            let got = plan(&View {
+                ranges: c.ranges,
+                me: c.me,
+                members: &members,
+                leases: &c.leases,
+            });
+            assert_eq!(got, c.want, "{}", c.name);
+        }
+    }
+
+    #[test]
+    fn replicas_following_their_plans_split_the_ring_exactly() {
+        // One replica held the whole ring; two more join. Each applies its plan in turn on a
+        // shared view.
+        let members = ids(&["a", "b", "c"]);
+        let mut holders: Vec<String> = vec!["a".to_owned(); 10];
+        for _round in 0..10 {
+            for me in &members {
+                let leases: Vec<RangeLease> = holders
+                    .iter()
+                    .enumerate()
+                    .map(|(i, h)| lease(u32::try_from(i).unwrap_or(0), h, true))
+                    .collect();
+                let p = plan(&View {
+                    ranges: 10,
+                    me,
+                    members: &members,
+                    leases: &leases,
+                });
+                for i in p.hand_over {
+                    holders[i as usize].clear();
+                }
+                for i in p.take {
+                    holders[i as usize].clone_from(me);
+                }
+            }
+        }
+        let count = |me: &str| holders.iter().filter(|h| *h == me).count();
+        assert_eq!((count("a"), count("b"), count("c")), (4, 3, 3));
+    }
+}

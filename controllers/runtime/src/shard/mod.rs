@@ -1,0 +1,11 @@
+//! Sharded mode (`--rkcm-shards=N`): replicas of one rkcm split a fixed ring of N
+//! namespace-hash ranges, each range held through a Lease with leader-election semantics.
+//!
+//! - [`ring`]: the ranges, the hash (the API server's 64-bit FNV-1a of the namespace) and the
+//!   shard selector the server filters lists and watches with.
+//! - [`balance`]: which ranges a replica takes and hands over, from what the Leases say.
+
+pub mod balance;
+pub mod ring;
+
+pub use ring::{Ring, fnv1a64};
