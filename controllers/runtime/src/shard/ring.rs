@@ -88,7 +88,7 @@ impl Ring {
     /// `ceil(i · 2^64 / N)`.
     fn edge(&self, i: u32) -> u128 {
         let n = u128::from(self.ranges);
-        ((u128::from(i) << 64) + n - 1) / n
+        (u128::from(i) << 64).div_ceil(n)
     }
 
     /// The API server's shard selector for the ranges `held` (adjacent ranges merged into one
