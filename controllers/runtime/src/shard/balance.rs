@@ -116,126 +116,66 @@ mod tests {
         assert_eq!(share(4, "b", &ids(&["a"])), 2);
     }
 
+    /// The plan of `me` among `members` over `leases`: (share, take, hand over).
+    fn planned(
+        ranges: u32,
+        me: &str,
+        members: &[&str],
+        leases: &[RangeLease],
+    ) -> (u32, Vec<u32>, Vec<u32>) {
+        let members = ids(members);
+        let p = plan(&View {
+            ranges,
+            me,
+            members: &members,
+            leases,
+        });
+        (p.share, p.take, p.hand_over)
+    }
+
     #[test]
-    fn plans() {
-        struct Case {
-            name: &'static str,
-            ranges: u32,
-            me: &'static str,
-            members: &'static [&'static str],
-            leases: Vec<RangeLease>,
-            want: Plan,
-        }
-        let cases = [
-            Case {
-                name: "alone on an empty ring: takes everything",
-                ranges: 4,
-                me: "a",
-                members: &["a"],
-                leases: vec![],
-                want: Plan {
-                    share: 4,
-                    take: vec![0, 1, 2, 3],
-                    hand_over: vec![],
-                },
-            },
-            Case {
-                name: "a second member joins: the first hands over its highest ranges",
-                ranges: 4,
-                me: "a",
-                members: &["a", "b"],
-                leases: (0..4).map(|i| lease(i, "a", true)).collect(),
-                want: Plan {
-                    share: 2,
-                    take: vec![],
-                    hand_over: vec![3, 2],
-                },
-            },
-            Case {
-                name: "the newcomer takes only free ranges, never a valid one",
-                ranges: 4,
-                me: "b",
-                members: &["a", "b"],
-                leases: vec![
-                    lease(0, "a", true),
-                    lease(1, "a", true),
-                    lease(2, "", true),
-                    lease(3, "a", true),
-                ],
-                want: Plan {
-                    share: 2,
-                    take: vec![2],
-                    hand_over: vec![],
-                },
-            },
-            Case {
-                name: "an expired range of a vanished member is free",
-                ranges: 4,
-                me: "a",
-                members: &["a"],
-                leases: vec![
-                    lease(0, "a", true),
-                    lease(1, "a", true),
-                    lease(2, "c", false),
-                    lease(3, "c", true),
-                ],
-                want: Plan {
-                    share: 4,
-                    take: vec![2],
-                    hand_over: vec![],
-                },
-            },
-            Case {
-                name: "its own expired lease is not held: retaken as free",
-                ranges: 2,
-                me: "a",
-                members: &["a"],
-                leases: vec![lease(0, "a", false), lease(1, "a", true)],
-                want: Plan {
-                    share: 2,
-                    take: vec![0],
-                    hand_over: vec![],
-                },
-            },
-            Case {
-                name: "at its share: nothing to do",
-                ranges: 3,
-                me: "b",
-                members: &["a", "b"],
-                leases: vec![
-                    lease(0, "a", true),
-                    lease(1, "a", true),
-                    lease(2, "b", true),
-                ],
-                want: Plan {
-                    share: 1,
-                    take: vec![],
-                    hand_over: vec![],
-                },
-            },
-            Case {
-                name: "leases of ranges past the ring are ignored",
-                ranges: 2,
-                me: "a",
-                members: &["a"],
-                leases: vec![lease(5, "a", true)],
-                want: Plan {
-                    share: 2,
-                    take: vec![0, 1],
-                    hand_over: vec![],
-                },
-            },
+    fn plans_take_free_ranges_up_to_the_share() {
+        // Alone on an empty ring: takes everything.
+        assert_eq!(planned(4, "a", &["a"], &[]), (4, vec![0, 1, 2, 3], vec![]));
+        // The newcomer takes only free ranges, never a valid one.
+        let leases = [
+            lease(0, "a", true),
+            lease(1, "a", true),
+            lease(2, "", true),
+            lease(3, "a", true),
         ];
-        for c in cases {
-            let members = ids(c.members);
-            let got = plan(&View {
-                ranges: c.ranges,
-                me: c.me,
-                members: &members,
-                leases: &c.leases,
-            });
-            assert_eq!(got, c.want, "{}", c.name);
-        }
+        assert_eq!(planned(4, "b", &["a", "b"], &leases), (2, vec![2], vec![]));
+        // An expired range of a vanished member is free; a valid one is not.
+        let leases = [
+            lease(0, "a", true),
+            lease(1, "a", true),
+            lease(2, "c", false),
+            lease(3, "c", true),
+        ];
+        assert_eq!(planned(4, "a", &["a"], &leases), (4, vec![2], vec![]));
+        // Its own expired lease is not held: retaken as free.
+        let leases = [lease(0, "a", false), lease(1, "a", true)];
+        assert_eq!(planned(2, "a", &["a"], &leases), (2, vec![0], vec![]));
+        // Leases of ranges past the ring are ignored.
+        assert_eq!(
+            planned(2, "a", &["a"], &[lease(5, "a", true)]),
+            (2, vec![0, 1], vec![])
+        );
+    }
+
+    #[test]
+    fn plans_hand_over_the_ranges_above_the_share() {
+        // A second member joins: the first hands over its highest ranges.
+        let all: Vec<RangeLease> = (0..4).map(|i| lease(i, "a", true)).collect();
+        assert_eq!(planned(4, "a", &["a", "b"], &all), (2, vec![], vec![3, 2]));
+        // At its share: nothing to do.
+        let leases = [
+            lease(0, "a", true),
+            lease(1, "a", true),
+            lease(2, "b", true),
+        ];
+        assert_eq!(planned(3, "b", &["a", "b"], &leases), (1, vec![], vec![]));
+        assert_eq!(planned(3, "a", &["a", "b"], &leases), (2, vec![], vec![]));
     }
 
     #[test]
