@@ -15,7 +15,7 @@ mod factory;
 mod informer;
 pub mod item;
 pub mod projection;
-mod signal;
+pub(crate) mod signal;
 mod source;
 mod store;
 mod watch;

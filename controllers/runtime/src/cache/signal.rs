@@ -16,13 +16,13 @@ use tokio::sync::Notify;
 
 /// A value and the tasks waiting for it to change.
 #[derive(Debug)]
-pub(super) struct Signal<T> {
+pub(crate) struct Signal<T> {
     value: Mutex<T>,
     changed: Notify,
 }
 
 impl<T: Clone + PartialEq> Signal<T> {
-    pub(super) fn new(value: T) -> Self {
+    pub(crate) fn new(value: T) -> Self {
         Self {
             value: Mutex::new(value),
             changed: Notify::new(),
@@ -30,12 +30,12 @@ impl<T: Clone + PartialEq> Signal<T> {
     }
 
     /// The current value.
-    pub(super) fn get(&self) -> T {
+    pub(crate) fn get(&self) -> T {
         self.value.lock().clone()
     }
 
     /// Sets the value; wakes every waiter, oldest first, if it changed.
-    pub(super) fn set(&self, value: T) {
+    pub(crate) fn set(&self, value: T) {
         let mut current = self.value.lock();
         if *current == value {
             return;
@@ -46,7 +46,7 @@ impl<T: Clone + PartialEq> Signal<T> {
     }
 
     /// Returns once the value satisfies `ready` (at once if it already does).
-    pub(super) async fn wait_for(&self, ready: impl Fn(&T) -> bool) {
+    pub(crate) async fn wait_for(&self, ready: impl Fn(&T) -> bool) {
         loop {
             // Registered before the check, so a change between the check and the wait wakes it.
             let notified = self.changed.notified();

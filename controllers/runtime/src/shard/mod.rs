@@ -4,8 +4,11 @@
 //! - [`ring`]: the ranges, the hash (the API server's 64-bit FNV-1a of the namespace) and the
 //!   shard selector the server filters lists and watches with.
 //! - [`balance`]: which ranges a replica takes and hands over, from what the Leases say.
+//! - [`holder`]: the task that holds the range Leases and the held set workers consult.
 
 pub mod balance;
+pub mod holder;
 pub mod ring;
 
+pub use holder::{ShardConfig, Shards};
 pub use ring::{Ring, fnv1a64};

@@ -82,6 +82,7 @@ pub const RESOURCES: &[ResourceInfo] = &[
     ),
     info("jobs", "batch", "Job", true, true, true),
     info("cronjobs", "batch", "CronJob", true, true, true),
+    info("leases", "coordination.k8s.io", "Lease", true, false, false),
 ];
 
 /// The resource with this plural name.

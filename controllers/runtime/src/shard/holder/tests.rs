@@ -1,0 +1,113 @@
+//! The holder against the simulated API server, on paused time: replicas split the ring,
+//! never hold one range in overlapping windows, and take a crashed replica's ranges only once
+//! its lease ran out.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rkcm_testkit::sim::SimApi;
+use tokio::task::JoinHandle;
+
+use super::{ShardConfig, Shards};
+use crate::CancellationToken;
+use crate::clock::FakeClock;
+use crate::shard::Ring;
+
+const LEASE: Duration = Duration::from_secs(15);
+const RENEW: Duration = Duration::from_secs(10);
+const RETRY: Duration = Duration::from_secs(2);
+
+fn base() -> jiff::Timestamp {
+    "2030-01-01T00:00:00Z".parse().expect("timestamp")
+}
+
+fn replica(identity: &str, ranges: u32) -> Arc<Shards> {
+    let cfg = ShardConfig {
+        ring: Ring::new(ranges).expect("ring"),
+        namespace: "kube-system".into(),
+        prefix: "rkcm-shard".into(),
+        identity: identity.into(),
+        lease_duration: LEASE,
+        renew_deadline: RENEW,
+        retry_period: RETRY,
+    };
+    Shards::new(cfg, Arc::new(FakeClock::new(base())))
+}
+
+fn start(api: &SimApi, s: &Arc<Shards>, cancel: &CancellationToken) -> JoinHandle<()> {
+    let client = api.client(1, "rkcm");
+    tokio::spawn(s.clone().run(client, cancel.clone()))
+}
+
+/// Steps time by 100 ms for `span`, asserting at every step that no range is held by two
+/// replicas at once.
+async fn run_checking(span: Duration, replicas: &[&Arc<Shards>]) {
+    let step = Duration::from_millis(100);
+    let mut t = Duration::ZERO;
+    while t < span {
+        tokio::time::sleep(step).await;
+        t += step;
+        let mut seen = BTreeSet::new();
+        for r in replicas {
+            for range in r.held() {
+                assert!(
+                    seen.insert(range),
+                    "range {range} held twice at {t:?} (by {})",
+                    r.config().identity
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn replicas_split_the_ring_and_a_leaver_hands_over_at_once() {
+    let api = SimApi::new(1, base());
+    let (a, b) = (replica("a", 8), replica("b", 8));
+    let (cancel_a, cancel_b) = (CancellationToken::new(), CancellationToken::new());
+    let task_a = start(&api, &a, &cancel_a);
+    run_checking(Duration::from_secs(5), &[&a, &b]).await;
+    assert_eq!(a.held().len(), 8, "alone, a holds the whole ring");
+    let _task_b = start(&api, &b, &cancel_b);
+    run_checking(Duration::from_secs(20), &[&a, &b]).await;
+    assert_eq!(
+        (a.held().len(), b.held().len()),
+        (4, 4),
+        "two replicas split it"
+    );
+    assert!(a.owns("default") != b.owns("default"));
+    // A graceful leave: b owns everything within a couple of rounds, not a lease later.
+    cancel_a.cancel();
+    task_a.await.expect("a stops");
+    run_checking(2 * RETRY + Duration::from_millis(500), &[&a, &b]).await;
+    assert_eq!(b.held().len(), 8, "b took the released ranges at once");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crashed_replica_s_ranges_wait_out_its_lease() {
+    let api = SimApi::new(2, base());
+    let (a, b) = (replica("a", 6), replica("b", 6));
+    let (cancel_a, cancel_b) = (CancellationToken::new(), CancellationToken::new());
+    let task_a = start(&api, &a, &cancel_a);
+    let _task_b = start(&api, &b, &cancel_b);
+    run_checking(Duration::from_secs(20), &[&a, &b]).await;
+    assert_eq!((a.held().len(), b.held().len()), (3, 3));
+    // A crash: no release, no more renewals. Its windows close by the renew deadline; b
+    // must not take a range before a whole lease duration passed without change.
+    task_a.abort();
+    let crashed = tokio::time::Instant::now();
+    let mut took_at = None;
+    while took_at.is_none() {
+        run_checking(Duration::from_millis(100), &[&a, &b]).await;
+        if b.held().len() == 6 {
+            took_at = Some(crashed.elapsed());
+        }
+        assert!(
+            crashed.elapsed() < LEASE + 3 * RETRY,
+            "b never took a's ranges"
+        );
+    }
+    let took = took_at.unwrap_or_default();
+    assert!(took >= LEASE - RETRY, "b took a's ranges after {took:?}");
+}
