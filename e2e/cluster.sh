@@ -273,7 +273,14 @@ cmd_up() {
   # ServiceAccount admission stays on: upstream kube-controller-manager creates the
   # "default" ServiceAccount of every namespace. --advertise-address and
   # --endpoint-reconciler-type=none keep the apiserver on loopback with no default route.
-  start_proc kube-apiserver "$BIN/kube-apiserver" \
+  # Server-side sharded list and watch (KEP-5866, alpha since v1.36) for rkcm's sharded mode
+  # and its tests; older servers do not know the gate.
+  local gates=()
+  case "$K8S_VERSION" in
+    v1.34.*|v1.35.*) ;;
+    *) gates=(--feature-gates=ShardedListAndWatch=true) ;;
+  esac
+  start_proc kube-apiserver "$BIN/kube-apiserver" "${gates[@]}" \
     --etcd-servers="http://127.0.0.1:$EP" \
     --bind-address=127.0.0.1 --secure-port="$AP" \
     --advertise-address=127.0.0.1 --endpoint-reconciler-type=none \

@@ -17,6 +17,9 @@ mod controls;
 #[path = "apiserver/guard.rs"]
 mod guard;
 
+#[path = "apiserver/shard.rs"]
+mod shard;
+
 use std::sync::Arc;
 use std::time::Duration;
 
