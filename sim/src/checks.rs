@@ -28,6 +28,9 @@
 //!   progress deadline changed the template of a Deployment not opted in, paused or not past
 //!   its deadline, or twice with no rollout by a person between
 //!   ([`rkcm_testkit::invariants::rollbacks`], judged on each template write with its author).
+//! - `DeploymentProgressAboutAnotherReplicaSet`: the Deployment controller recorded a new
+//!   ReplicaSet's revision but kept a `Progressing` condition `NewReplicaSetAvailable` about
+//!   another ReplicaSet (a previous rollout's, which never times out).
 //! - `WriteRetryStorm`: one controller retried the same failing write more than
 //!   [`STORM`] times within a virtual second (a failed sync backs off: 5 ms doubling, so
 //!   about 8 tries in the first second, client-go's `ItemExponentialFailureRateLimiter`).
@@ -230,6 +233,7 @@ impl Checks {
             self.report(at, "DeploymentScaleDownBelowMinAvailable", rs, detail);
         }
         self.rollbacks(changes);
+        self.progressing_conditions(world, changes);
     }
 
     /// Every template write of a Deployment, with its author, to the rollback check.
@@ -251,6 +255,61 @@ impl Checks {
             };
             if let Some((invariant, detail)) = self.rollbacks.observe(writer, &prev, &new) {
                 self.report(c.at_ms, invariant, c.key.clone(), detail);
+            }
+        }
+    }
+
+    /// `DeploymentProgressAboutAnotherReplicaSet`: a Deployment status written by its
+    /// controller that records the revision of one ReplicaSet while its `Progressing`
+    /// condition says `NewReplicaSetAvailable` about another: the previous rollout's
+    /// condition kept over a new rollout, which never times out (upstream's Deployment
+    /// controller does this when the status write of `NewReplicaSetCreated` is lost). The
+    /// ReplicaSet named is judged as the server holds it: its revision annotation must be the
+    /// Deployment's.
+    fn progressing_conditions(&mut self, world: &World, changes: &[Change]) {
+        const REVISION: &str = "deployment.kubernetes.io/revision";
+        for c in changes {
+            if c.resource != "deployments"
+                || c.kind != "MODIFIED"
+                || c.agent != "deployment-controller"
+            {
+                continue;
+            }
+            let d = &c.obj;
+            let Some(cond) = d["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|c| c["type"] == "Progressing")
+            else {
+                continue;
+            };
+            if cond["reason"] != "NewReplicaSetAvailable" {
+                continue;
+            }
+            let message = cond["message"].as_str().unwrap_or_default();
+            // `ReplicaSet "NAME" has successfully progressed.`
+            let Some(named) = message
+                .strip_prefix("ReplicaSet \"")
+                .and_then(|m| m.split('"').next())
+            else {
+                continue;
+            };
+            let revision = s(d, &["metadata", "annotations", REVISION]);
+            let ns = s(d, &["metadata", "namespace"]);
+            let Some(rs) = world.get("replicasets", &format!("{ns}/{named}")) else {
+                continue;
+            };
+            let rs_revision = s(&rs, &["metadata", "annotations", REVISION]);
+            if !revision.is_empty() && rs_revision != revision {
+                self.report(
+                    c.at_ms,
+                    "DeploymentProgressAboutAnotherReplicaSet",
+                    c.key.clone(),
+                    format!(
+                        "revision {revision} recorded with NewReplicaSetAvailable about {named} (revision {rs_revision})"
+                    ),
+                );
             }
         }
     }

@@ -252,6 +252,29 @@ const REGRESSIONS: &[(Ctl, u64, &str)] = &[
         117,
         "previous rollout's condition kept",
     ),
+    // A conflict scaling an old ReplicaSet down (a cache seconds behind) was swallowed, as
+    // upstream does, and the status's progress re-check near the deadline requeued at the
+    // queue's base delay after each successful sync: a PUT every 5 ms (WriteRetryStorm).
+    // Fixed: the conflict fails the sync, which backs off.
+    (
+        Ctl::DeploymentRollback,
+        151,
+        "old ReplicaSet scale-down conflict retried every 5 ms",
+    ),
+    // A scale-up answered 504 after it landed; the next sync, on a cache ten seconds behind,
+    // sized a new ReplicaSet as if the write had not happened (DeploymentAboveSurge).
+    // Fixed: after a ReplicaSet write that may have landed or met a newer version, the
+    // controller reads the ReplicaSet and the stale-cache guard waits for that version.
+    (Ctl::DeploymentRollback, 66, "scale-up landed behind a 504"),
+    // Not a controller defect: the simulated server dropped the metadata of a status update,
+    // which the real one keeps for workload resources, so the Deployment's revision
+    // annotation (written with its status, as upstream does) never landed and every sync
+    // wrote the status again (WriteRetryStorm under conflicts). Fixed in the simulator.
+    (
+        Ctl::DeploymentRollback,
+        224,
+        "revision annotation written with the status",
+    ),
     // Not a controller defect: a failing Job counted as failed (and deleted) a pod its lagging
     // cache still showed running though it had just succeeded, as upstream does; the checker
     // now allows for it (JobCountAboveTerminatedPods).

@@ -279,17 +279,43 @@ impl SyncPass<'_> {
 
     async fn put_rs(&mut self, rs: ReplicaSet) -> Result<Rs, Error> {
         let name = model::rs_name(&rs).to_owned();
-        let updated = self
+        let updated = match self
             .rs_api()
             .replace(&name, &PostParams::default(), &rs)
             .await
-            .map_err(|source| Error::UpdateReplicaSet {
-                key: self.key.to_owned(),
-                replica_set: name,
-                source,
-            })?;
+        {
+            Ok(updated) => updated,
+            Err(source) => {
+                if outcome_unknown_or_stale(&source) {
+                    self.learn_rs_version(&name).await;
+                }
+                return Err(Error::UpdateReplicaSet {
+                    key: self.key.to_owned(),
+                    replica_set: name,
+                    source,
+                });
+            }
+        };
         self.wrote::<ReplicaSet>(updated.metadata.resource_version.as_deref());
         Ok(self.remember(updated))
+    }
+
+    /// After a ReplicaSet write that may have landed unseen (a 5xx or a broken connection)
+    /// or that met a newer version than the cache's (a conflict), reads the ReplicaSet
+    /// live and hands its version to the stale-cache guard: the next syncs wait until the
+    /// cache shows it, instead of sizing ReplicaSets on a cache that lacks the controller's
+    /// own write (upstream does not: `rkcm-sim --controller deployment-rollback --seed 66`
+    /// found a scale-up answered 504 after it landed, and the next sync created a new
+    /// ReplicaSet past `replicas + maxSurge` on a cache ten seconds behind). Best effort: a
+    /// failed read leaves the guard as it was.
+    async fn learn_rs_version(&self, name: &str) {
+        match self.rs_api().get_metadata_opt(name).await {
+            Ok(Some(live)) => self.wrote::<ReplicaSet>(live.metadata.resource_version.as_deref()),
+            Ok(None) => {}
+            Err(error) => {
+                tracing::debug!(controller = crate::config::NAME, key = self.key, replica_set = name, %error, "reading a replica set after a failed write failed")
+            }
+        }
     }
 
     /// Writes the [`plan::scale_write`] for the freshest copy of `rs`; true when the size
@@ -581,7 +607,7 @@ impl SyncPass<'_> {
                 self.scale_op(&op, false).await?;
             }
             RollingStep::ScaleDownOld { step, otherwise } => {
-                if !self.scale_down_old(step).await {
+                if !self.scale_down_old(step).await? {
                     self.cleanup(&otherwise).await?;
                 }
             }
@@ -590,19 +616,24 @@ impl SyncPass<'_> {
         self.sync_status(Some(&new), &old, true).await
     }
 
-    /// Runs a [`reconcile_old`](plan::reconcile_old) step. Failures are logged and count as
-    /// "nothing scaled", as upstream swallows them.
-    async fn scale_down_old(&mut self, step: OldScaleDown) -> bool {
+    /// Runs a [`reconcile_old`](plan::reconcile_old) step. Failures count as "nothing
+    /// scaled", as upstream swallows them, except a conflict, which fails the sync.
+    ///
+    /// A conflict means the cached ReplicaSet is older than the server's (its own controller
+    /// wrote status meanwhile), and every sync on that cache meets it again until the cache
+    /// catches up. Upstream goes on to the status, whose progress re-check within a second of
+    /// the deadline requeues at the queue's base delay after a successful sync: behind a watch
+    /// delay of seconds that is a write every 5 ms (the simulator's `WriteRetryStorm`,
+    /// `--controller deployment-rollback --seed 151`). Failing the sync backs off instead,
+    /// and the ReplicaSet's event brings the next sync as soon as the cache has it.
+    async fn scale_down_old(&mut self, step: OldScaleDown) -> Result<bool, Error> {
         for op in &step.ops {
             if let Err(error) = self.scale_op(op, false).await {
-                // A conflict means the cached ReplicaSet was older than the server's (its own
-                // controller wrote status meanwhile): the next sync sees the new version.
                 if error.is_expected_requeue() {
-                    tracing::debug!(controller = crate::config::NAME, key = self.key, %error, "scaling down old replica sets deferred");
-                } else {
-                    tracing::warn!(controller = crate::config::NAME, key = self.key, %error, "scaling down old replica sets failed");
+                    return Err(error);
                 }
-                return false;
+                tracing::warn!(controller = crate::config::NAME, key = self.key, %error, "scaling down old replica sets failed");
+                return Ok(false);
             }
         }
         if let Some(message) = step.invalid {
@@ -615,9 +646,9 @@ impl SyncPass<'_> {
                 message,
                 "scaling down old replica sets stopped"
             );
-            return false;
+            return Ok(false);
         }
-        !step.ops.is_empty()
+        Ok(!step.ops.is_empty())
     }
 
     /// `rolloutRecreate`: [`plan::recreate_step`]s until one leaves the rest to later syncs.
@@ -823,3 +854,14 @@ impl SyncPass<'_> {
 
 #[cfg(test)]
 mod tests;
+
+/// Whether a failed write may have landed (a server error, a broken connection: the
+/// answer is lost, not the write) or found the object newer than the copy it was made from
+/// (a conflict).
+fn outcome_unknown_or_stale(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(s) => s.code == 409 || s.code >= 500,
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
+}

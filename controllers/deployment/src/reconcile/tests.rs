@@ -875,3 +875,22 @@ async fn a_status_write_right_after_another_waits_for_the_interval() {
     assert_eq!(statuses.len(), first + 1);
     assert_eq!(statuses[first].body["status"]["availableReplicas"], 2);
 }
+
+#[test]
+fn writes_whose_outcome_is_unknown_or_stale() {
+    let api = |code: u16| {
+        kube::Error::Api(Box::new(kube::core::Status {
+            code,
+            ..kube::core::Status::default()
+        }))
+    };
+    for (code, want) in [
+        (409, true),
+        (500, true),
+        (504, true),
+        (404, false),
+        (422, false),
+    ] {
+        assert_eq!(outcome_unknown_or_stale(&api(code)), want, "HTTP {code}");
+    }
+}

@@ -59,6 +59,61 @@ async fn creates_conflicts_and_preconditioned_deletes() {
     assert!(pods.get_opt("a").await.expect("get").is_none());
 }
 
+/// A status update keeps the metadata the real server's status strategy keeps: a
+/// Deployment's annotations (not its labels), none of a pod's.
+#[tokio::test(start_paused = true)]
+async fn status_updates_keep_the_metadata_the_real_server_keeps() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let api = SimApi::new(1, base());
+    let client = api.client(1, "test");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "ns");
+    let d: Deployment = serde_json::from_value(json!({"metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"a": "b"}},
+                 "template": {"metadata": {"labels": {"a": "b"}},
+                              "spec": {"containers": [{"name": "c", "image": "x"}]}}}}))
+    .expect("deployment");
+    let mut d = deployments
+        .create(&PostParams::default(), &d)
+        .await
+        .expect("create");
+    d.metadata.annotations = Some([("rev".to_string(), "2".to_string())].into());
+    d.metadata.labels = Some([("l".to_string(), "v".to_string())].into());
+    deployments
+        .replace_status("d", &PostParams::default(), &d)
+        .await
+        .expect("status update");
+    let stored = deployments.get("d").await.expect("get");
+    assert_eq!(
+        stored
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .get("rev")
+            .map(String::as_str),
+        Some("2"),
+        "a Deployment's annotations land with a status update"
+    );
+    assert!(
+        !stored.metadata.labels.unwrap_or_default().contains_key("l"),
+        "a Deployment's labels do not"
+    );
+
+    let pods: Api<Pod> = Api::namespaced(client, "ns");
+    let mut p = pods
+        .create(&PostParams::default(), &pod("p"))
+        .await
+        .expect("create pod");
+    p.metadata.annotations = Some([("x".to_string(), "y".to_string())].into());
+    pods.replace_status("p", &PostParams::default(), &p)
+        .await
+        .expect("pod status update");
+    let stored = pods.get("p").await.expect("get pod");
+    assert!(
+        stored.metadata.annotations.unwrap_or_default().is_empty(),
+        "a pod's status update keeps none of its metadata"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn writes_carrying_an_old_uid_fail() {
     let api = SimApi::new(3, base());

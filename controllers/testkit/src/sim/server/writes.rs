@@ -197,6 +197,7 @@ impl World {
         let mut next = if status_only {
             let mut next = (*current).clone();
             next["status"] = proposed["status"].clone();
+            status_update_metadata(r, &mut next, &proposed);
             next
         } else {
             let mut next = proposed;
@@ -457,4 +458,31 @@ pub(super) fn conflict(r: &ResourceInfo, name: &str) -> Reply {
             ),
         ),
     )
+}
+
+/// The metadata a status update keeps from the body, as the real server's status strategies
+/// do (`PrepareForUpdate` of each `...StatusStrategy` under `pkg/registry`): a pod's status
+/// update resets all of it (`metav1.ResetObjectMetaForStatus`); the workload resources and
+/// nodes reset only their spec, so annotations, finalizers and owner references written with
+/// a status land, and labels too except on a Deployment (its status strategy resets them).
+/// Upstream's Deployment controller records the revision annotation with a status update
+/// (`getNewReplicaSet`), and so does rkcm's.
+fn status_update_metadata(r: &ResourceInfo, next: &mut Value, proposed: &Value) {
+    if r.plural == "pods" {
+        return;
+    }
+    let mut fields = vec!["annotations", "finalizers", "ownerReferences"];
+    if r.plural != "deployments" {
+        fields.push("labels");
+    }
+    for field in fields {
+        match proposed["metadata"].get(field) {
+            Some(v) if !v.is_null() => next["metadata"][field] = v.clone(),
+            _ => {
+                if let Some(m) = next["metadata"].as_object_mut() {
+                    m.remove(field);
+                }
+            }
+        }
+    }
 }
