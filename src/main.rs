@@ -550,6 +550,7 @@ async fn start_controllers(
             informers: factory.clone(),
             shutdown: shutdown.clone(),
             clock: rkcm_runtime::clock::system(),
+            shards: None,
         };
         tracing::info!(controller = def.name, "starting controller");
         let handle = tokio::spawn((imp.start)(ctx, cli));

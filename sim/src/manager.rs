@@ -156,6 +156,7 @@ pub fn start(api: &SimApi, clock: &SharedClock, ctls: &[Ctl], epoch: u64) -> Man
         informers: factory.clone(),
         shutdown: shutdown.clone(),
         clock: clock.clone(),
+        shards: None,
     };
     for &c in ctls {
         let ctx = ctx(c);

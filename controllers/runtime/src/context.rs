@@ -7,6 +7,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cache::InformerFactory;
 use crate::clock::SharedClock;
 use crate::queue::flowcontrol::RateLimiter;
+use crate::shard::Shards;
 
 /// Everything a controller needs from the process.
 #[derive(Clone)]
@@ -23,6 +24,9 @@ pub struct ControllerContext {
     /// Cancelled when the process shuts down: stop taking keys and return.
     pub shutdown: CancellationToken,
     pub clock: SharedClock,
+    /// Sharded mode's view of the ring (`None`: one replica does everything): the workers
+    /// sync a namespaced key only while this replica holds its namespace's range.
+    pub shards: Option<Arc<Shards>>,
 }
 
 impl ControllerContext {
@@ -38,6 +42,7 @@ impl ControllerContext {
             informers,
             shutdown,
             clock: crate::clock::system(),
+            shards: None,
         }
     }
 }

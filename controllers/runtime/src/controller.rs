@@ -13,7 +13,7 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
@@ -21,7 +21,9 @@ use tokio_util::sync::CancellationToken;
 use crate::cache::{Informable, Informer, InformerFactory};
 use crate::context::ControllerContext;
 use crate::explain::decisions;
+use crate::keys::split_key;
 use crate::queue::{QueueKey, RetryPolicy, WorkQueue, run_workers_with};
+use crate::shard::Shards;
 
 /// Whether one informer has completed its initial list, and a way to wait for it.
 pub struct SyncProbe {
@@ -169,6 +171,8 @@ pub struct Run<C> {
     wait_for: Vec<SyncProbe>,
     controller: Arc<C>,
     queues: Vec<QueueWorkers>,
+    /// Sharded mode's ring, set from the context when the run starts.
+    gate: Arc<OnceLock<Arc<Shards>>>,
 }
 
 impl<C: Send + Sync + 'static> Run<C> {
@@ -181,6 +185,7 @@ impl<C: Send + Sync + 'static> Run<C> {
             wait_for,
             controller: controller.clone(),
             queues: Vec::new(),
+            gate: Arc::new(OnceLock::new()),
         }
     }
 
@@ -219,10 +224,29 @@ impl<C: Send + Sync + 'static> Run<C> {
         Fut: Future<Output = Result<(), E>> + Send + 'static,
         E: fmt::Display + Send + 'static,
     {
-        let (controller, name) = (self.controller.clone(), self.name);
+        let (controller, name, gate) = (self.controller.clone(), self.name, self.gate.clone());
         let each = move |key: K| {
             let sync = sync(controller.clone(), key.clone());
+            let gate = gate.clone();
             async move {
+                // Sharded mode: a namespaced key only while its range is held here, and the
+                // range is not handed over while its sync runs. Cluster-scoped keys pass.
+                let _in_flight = match gate.get() {
+                    Some(shards) => {
+                        let key = key.to_string();
+                        match split_key(&key).0 {
+                            Some(ns) => match shards.begin(ns) {
+                                Some(flight) => Some(flight),
+                                None => {
+                                    tracing::debug!(controller = name, %key, "not in a shard range this replica holds");
+                                    return Ok(());
+                                }
+                            },
+                            None => None,
+                        }
+                    }
+                    None => None,
+                };
                 let started = tokio::time::Instant::now();
                 let result = if record {
                     let (result, mut note) = decisions::noting(sync).await;
@@ -265,8 +289,12 @@ impl<C: Send + Sync + 'static> Run<C> {
             name,
             wait_for,
             queues,
+            gate,
             ..
         } = self;
+        if let Some(shards) = &ctx.shards {
+            let _ = gate.set(shards.clone());
+        }
         let workers = queues.first().map_or(0, |q| q.workers);
         tracing::info!(controller = name, workers, "starting controller");
         let (stops, runs): (Vec<_>, Vec<_>) =
@@ -533,6 +561,83 @@ mod tests {
         let names: Vec<&str> = both.iter().map(|p| p.resource.as_str()).collect();
         assert_eq!(names, ["pods", "configmaps"]);
         assert_eq!(probes::<(ConfigMap,)>(&factory).len(), 1);
+    }
+
+    /// Sharded mode: a namespaced key syncs only while its range is held, a cluster-scoped
+    /// key always, and a held range counts its running sync (the handover waits for it).
+    #[tokio::test]
+    async fn sharded_workers_sync_only_their_ranges() {
+        use crate::shard::{Ring, ShardConfig, Shards};
+        let ring = Ring::new(4).expect("ring");
+        // Two namespaces in different ranges (names that differ only in their last
+        // characters mostly share a range: FNV-1a's high bits barely move with them).
+        let mine = "default".to_owned();
+        let other = ["kube-system", "payments", "search", "billing", "web"]
+            .into_iter()
+            .map(str::to_owned)
+            .find(|ns| ring.range_of(ns) != ring.range_of(&mine))
+            .expect("a namespace in another range");
+        let shards = Shards::new(
+            ShardConfig {
+                ring,
+                namespace: "kube-system".into(),
+                prefix: "rkcm-shard".into(),
+                identity: "me".into(),
+                lease_duration: Duration::from_secs(15),
+                renew_deadline: Duration::from_secs(10),
+                retry_period: Duration::from_secs(2),
+            },
+            crate::clock::system(),
+        );
+        let until = tokio::time::Instant::now() + Duration::from_secs(3600);
+        shards.set_held([(ring.range_of(&mine), until)].into());
+        let ctx = ControllerContext {
+            shards: Some(shards.clone()),
+            ..ctx()
+        };
+        let queue = WorkQueue::<String>::new("test-run-sharded", RateLimiter::Default);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, bool)>();
+        let probe = (Arc::new(tx), shards.clone(), mine.clone());
+        let run = Run::new("test-controller", vec![], &Arc::new(probe)).queue(
+            queue.clone(),
+            1,
+            RetryPolicy::default(),
+            |p, key: String| async move {
+                let (tx, shards, mine) = &*p;
+                // While this sync runs, its range must count it as in flight.
+                let counted = shards.in_flight_on(shards.config().ring.range_of(mine)) > 0;
+                let _ = tx.send((key, counted));
+                Ok::<(), String>(())
+            },
+        );
+        let task = {
+            let ctx = ctx.clone();
+            tokio::spawn(async move { run.run::<String>(&ctx).await })
+        };
+        queue.add(format!("{other}/b"));
+        queue.add(format!("{mine}/a"));
+        queue.add("node-1".into());
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            let next = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await;
+            got.push(next.ok().flatten().unwrap_or_default());
+        }
+        got.sort();
+        assert_eq!(
+            got,
+            [(format!("{mine}/a"), true), ("node-1".to_owned(), false)]
+        );
+        assert!(
+            rx.try_recv().is_err(),
+            "the other range's key is not synced"
+        );
+        assert_eq!(
+            shards.in_flight_on(ring.range_of(&mine)),
+            0,
+            "done syncs leave"
+        );
+        ctx.shutdown.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
     }
 
     #[tokio::test]

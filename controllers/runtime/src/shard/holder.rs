@@ -141,6 +141,11 @@ impl Shards {
         })
     }
 
+    /// Syncs running on `range` now.
+    pub fn in_flight_on(&self, range: u32) -> usize {
+        self.in_flight.lock().get(&range).copied().unwrap_or(0)
+    }
+
     /// Waits until the held set changes from `seen` (e.g. to restart caches with a new
     /// selector).
     pub async fn changed(&self, seen: &BTreeSet<u32>) {
@@ -149,7 +154,7 @@ impl Shards {
             .await;
     }
 
-    fn set_held(&self, held: Held) {
+    pub(crate) fn set_held(&self, held: Held) {
         self.held.set(held);
     }
 
