@@ -8,8 +8,9 @@ use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::informer::Informer;
-use crate::cache::source::{ContentType, ListMode, Scope, Source};
+use crate::cache::source::{ContentType, ListMode, Scope, ShardScope, Source};
 use crate::cache::store::Informable;
+use crate::shard::Shards;
 
 /// The process-wide set of informers.
 #[derive(Clone)]
@@ -42,6 +43,7 @@ trait ErasedInformer: Send + Sync {
         runtime: &Handle,
     );
     fn as_any(&self) -> &dyn Any;
+    fn relist(&self);
 }
 
 impl<K: Informable> ErasedInformer for Informer<K> {
@@ -56,6 +58,9 @@ impl<K: Informable> ErasedInformer for Informer<K> {
     }
     fn as_any(&self) -> &dyn Any {
         self
+    }
+    fn relist(&self) {
+        Informer::relist(self);
     }
 }
 
@@ -162,6 +167,27 @@ impl InformerFactory {
             .clone();
         for (_, informer) in &state.informers {
             informer.start(&self.inner.client, &self.inner.source, &shutdown, &runtime);
+        }
+        if let Scope::Shards(ShardScope(shards)) = &self.inner.source.scope {
+            runtime.spawn(self.clone().relist_on_handover(shards.clone(), shutdown));
+        }
+    }
+
+    /// Sharded mode: every informer lists again when the held ranges change, so the caches
+    /// take the ranges taken and drop the ranges handed over.
+    async fn relist_on_handover(self, shards: Arc<Shards>, shutdown: CancellationToken) {
+        let mut seen = shards.held_ranges();
+        loop {
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => return,
+                () = shards.changed(&seen) => {}
+            }
+            seen = shards.held_ranges();
+            tracing::info!(ranges = ?seen, "held shard ranges changed; relisting");
+            for (_, informer) in &self.inner.state.lock().informers {
+                informer.relist();
+            }
         }
     }
 }

@@ -180,6 +180,12 @@ impl<K: Informable> Informer<K> {
         }
     }
 
+    /// Lists again (a new list and watch with the source's selectors as they are now): for
+    /// sharded mode, when the held ranges changed. The relist delivers the difference.
+    pub(crate) fn relist(&self) {
+        self.shared.relist.notify_one();
+    }
+
     /// Registers a secondary index; registering the same name twice is a no-op.
     pub fn add_index(&self, name: &'static str, f: IndexFn<K>) {
         self.shared.inner.write().state.add_index(name, f);
@@ -366,6 +372,7 @@ impl<K: Informable> Informer<K> {
                 kind: codec.as_ref().map_or("", |c| c.kind),
                 list_kind: codec.as_ref().map_or("", |c| c.list_kind),
                 field_selector: source.scope.field_selector::<K>(),
+                shard_selector: source.scope.shard_selector::<K>(),
                 page_size: PAGE_SIZE,
                 timeout,
                 streaming: source.list_mode == ListMode::Streaming,

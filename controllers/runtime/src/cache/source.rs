@@ -2,8 +2,11 @@
 //! namespaces they hold and how they list.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use kube::Resource;
+
+use crate::shard::Shards;
 
 /// How every informer of a factory lists and watches.
 #[derive(Debug, Clone, Default)]
@@ -50,6 +53,31 @@ pub enum Scope {
     /// watched with the field selector `metadata.namespace=<ns>`; with several, cluster-wide
     /// and filtered before the cache.
     Namespaces(BTreeSet<String>),
+    /// Sharded mode: only objects of the namespaces whose ranges this replica holds, listed
+    /// and watched with the API server's shard selector and filtered before the cache too
+    /// (a server without sharding ignores the selector); listed again when the held ranges
+    /// change.
+    Shards(ShardScope),
+}
+
+/// The held ranges a [`Scope::Shards`] follows (compared by identity).
+#[derive(Clone)]
+pub struct ShardScope(pub Arc<Shards>);
+
+impl PartialEq for ShardScope {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for ShardScope {}
+
+impl std::fmt::Debug for ShardScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ShardScope")
+            .field(&self.0.held_ranges())
+            .finish()
+    }
 }
 
 impl Scope {
@@ -73,6 +101,23 @@ impl Scope {
         match self {
             Scope::Cluster => true,
             Scope::Namespaces(set) => namespace.is_none_or(|ns| ns.is_empty() || set.contains(ns)),
+            Scope::Shards(ShardScope(shards)) => namespace.is_none_or(|ns| {
+                ns.is_empty()
+                    || shards
+                        .held_ranges()
+                        .contains(&shards.config().ring.range_of(ns))
+            }),
+        }
+    }
+
+    /// The API server's shard selector for type `K`: the held ranges, for a namespaced type
+    /// in sharded mode (none when nothing or everything is held).
+    pub(super) fn shard_selector<K: Resource>(&self) -> Option<String> {
+        match self {
+            Scope::Shards(ShardScope(shards)) if is_namespaced::<K>() => {
+                shards.config().ring.selector(&shards.held_ranges())
+            }
+            _ => None,
         }
     }
 

@@ -118,6 +118,12 @@ impl Shards {
             .collect()
     }
 
+    /// The ranges held, windows open or not (what the caches keep until the holder drops
+    /// a range).
+    pub fn held_ranges(&self) -> BTreeSet<u32> {
+        self.held.get().into_keys().collect()
+    }
+
     /// Whether this replica may act on an object of `namespace` now.
     pub fn owns(&self, namespace: &str) -> bool {
         let range = self.cfg.ring.range_of(namespace);

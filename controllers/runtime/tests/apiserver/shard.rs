@@ -106,3 +106,151 @@ async fn the_server_s_shard_ranges_are_the_ring_s() -> anyhow::Result<()> {
     drop(namespaces);
     Ok(())
 }
+
+/// Namespaces of the test's ConfigMaps in `store`.
+fn cached(store: &rkcm_runtime::cache::Store<ConfigMap>, run: &str) -> BTreeSet<String> {
+    store
+        .list()
+        .iter()
+        .filter(|cm| {
+            cm.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL))
+                .is_some_and(|v| v == run)
+        })
+        .filter_map(|cm| cm.metadata.namespace.clone())
+        .collect()
+}
+
+/// Namespaces with one test ConfigMap each, on both sides of `inside` (random names:
+/// created until each side has two).
+async fn on_both_sides(
+    cluster: &TestCluster,
+    run: &str,
+    inside: impl Fn(&str) -> bool,
+) -> anyhow::Result<Vec<TestNamespace>> {
+    let mut namespaces: Vec<TestNamespace> = Vec::new();
+    let mut sides = (0, 0);
+    while sides.0 < 2 || sides.1 < 2 {
+        anyhow::ensure!(namespaces.len() < 40, "40 namespaces, all on one side");
+        let ns = cluster.namespace("shard").await?;
+        let cm: ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": "probe", "labels": {LABEL: run}}
+        }))?;
+        ns.api::<ConfigMap>()
+            .create(&PostParams::default(), &cm)
+            .await?;
+        if inside(ns.name()) {
+            sides.0 += 1;
+        } else {
+            sides.1 += 1;
+        }
+        namespaces.push(ns);
+    }
+    Ok(namespaces)
+}
+
+/// Two replicas' holders split a ring of four over real Leases; the first replica's informers,
+/// scoped to its held ranges, cache exactly the namespaces of those ranges; when the second
+/// leaves, the first takes its ranges and its informers list again and cache everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn informers_follow_the_held_ranges() -> anyhow::Result<()> {
+    use std::time::Duration;
+
+    use rkcm_runtime::cache::{InformerFactory, Scope, ShardScope};
+    use rkcm_runtime::shard::{ShardConfig, Shards};
+    use tokio_util::sync::CancellationToken;
+
+    let cluster = TestCluster::connect().await?;
+    let leases = cluster.namespace("shard-leases").await?;
+    let run = rkcm_testkit::unique_name("held");
+    let ring = Ring::new(4)?;
+    let replica = |identity: &str| {
+        Shards::new(
+            ShardConfig {
+                ring,
+                namespace: leases.name().to_owned(),
+                prefix: format!("{run}-ring"),
+                identity: identity.to_owned(),
+                lease_duration: Duration::from_secs(6),
+                renew_deadline: Duration::from_secs(4),
+                retry_period: Duration::from_millis(500),
+            },
+            rkcm_runtime::clock::system(),
+        )
+    };
+    let (a, b) = (replica("a"), replica("b"));
+    let (stop_a, stop_b) = (CancellationToken::new(), CancellationToken::new());
+    tokio::spawn(a.clone().run(cluster.client(), stop_a.clone()));
+    tokio::spawn(b.clone().run(cluster.client(), stop_b.clone()));
+    rkcm_testkit::wait_for("the ring split 2/2", Duration::from_secs(30), || {
+        let (ha, hb) = (a.held(), b.held());
+        async move {
+            if ha.len() == 2 && hb.len() == 2 {
+                Ok(Some(()))
+            } else {
+                Err(anyhow::anyhow!("a holds {ha:?}, b holds {hb:?}"))
+            }
+        }
+    })
+    .await?;
+
+    let held_by_a = a.held_ranges();
+    let namespaces =
+        on_both_sides(&cluster, &run, |ns| held_by_a.contains(&ring.range_of(ns))).await?;
+    let all: BTreeSet<String> = namespaces.iter().map(|n| n.name().to_owned()).collect();
+
+    let factory = InformerFactory::scoped(cluster.client(), Scope::Shards(ShardScope(a.clone())));
+    let informer = factory.informer::<ConfigMap>();
+    let stop_informers = CancellationToken::new();
+    factory.start(stop_informers.clone());
+    let store = informer.store();
+    let want = |held: &BTreeSet<u32>| -> BTreeSet<String> {
+        all.iter()
+            .filter(|ns| held.contains(&ring.range_of(ns)))
+            .cloned()
+            .collect()
+    };
+    let a_part = want(&held_by_a);
+    rkcm_testkit::wait_for(
+        "a's cache holds a's ranges",
+        Duration::from_secs(30),
+        || {
+            let got = cached(&store, &run);
+            let want = a_part.clone();
+            async move {
+                if got == want {
+                    Ok(Some(()))
+                } else {
+                    Err(anyhow::anyhow!("cached {got:?}, want {want:?}"))
+                }
+            }
+        },
+    )
+    .await?;
+
+    // b leaves (releases); a takes its ranges and its caches list again.
+    stop_b.cancel();
+    rkcm_testkit::wait_for(
+        "a's cache holds everything",
+        Duration::from_secs(30),
+        || {
+            let got = cached(&store, &run);
+            let (held, want) = (a.held(), all.clone());
+            async move {
+                if got == want && held.len() == 4 {
+                    Ok(Some(()))
+                } else {
+                    Err(anyhow::anyhow!("a holds {held:?}; cached {got:?}"))
+                }
+            }
+        },
+    )
+    .await?;
+    stop_a.cancel();
+    stop_informers.cancel();
+    drop(namespaces);
+    Ok(())
+}

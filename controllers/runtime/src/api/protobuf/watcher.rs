@@ -115,6 +115,9 @@ pub struct Params {
     pub kind: &'static str,
     pub list_kind: &'static str,
     pub field_selector: Option<String>,
+    /// The API server's shard selector (`shardSelector`, KEP-5866): sharded mode's held
+    /// ranges. A server that does not apply it lists everything; the informer filters anyway.
+    pub shard_selector: Option<String>,
     pub page_size: u32,
     /// Server-side watch timeout, in seconds.
     pub timeout: u32,
@@ -452,11 +455,17 @@ async fn open_watch(
 }
 
 fn selector(params: &Params) -> String {
-    params
+    let field = params
         .field_selector
         .as_deref()
         .map(|f| format!("&fieldSelector={}", encode(f)))
-        .unwrap_or_default()
+        .unwrap_or_default();
+    let shard = params
+        .shard_selector
+        .as_deref()
+        .map(|s| format!("&shardSelector={}", encode(s)))
+        .unwrap_or_default();
+    field + &shard
 }
 
 /// GET `path?query` with `accept`; an error status is decoded whatever its encoding.
