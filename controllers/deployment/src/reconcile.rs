@@ -286,7 +286,7 @@ impl SyncPass<'_> {
         {
             Ok(updated) => updated,
             Err(source) => {
-                if outcome_unknown_or_stale(&source) {
+                if self.c.guard.is_enabled() && outcome_unknown_or_stale(&source) {
                     self.learn_rs_version(&name).await;
                 }
                 return Err(Error::UpdateReplicaSet {
@@ -307,7 +307,8 @@ impl SyncPass<'_> {
     /// own write (upstream does not: `rkcm-sim --controller deployment-rollback --seed 66`
     /// found a scale-up answered 504 after it landed, and the next sync created a new
     /// ReplicaSet past `replicas + maxSurge` on a cache ten seconds behind). Best effort: a
-    /// failed read leaves the guard as it was.
+    /// failed read leaves the guard as it was. Part of the stale-cache guard: not done with
+    /// `--rkcm-deployment-stale-cache-guard=false`.
     async fn learn_rs_version(&self, name: &str) {
         match self.rs_api().get_metadata_opt(name).await {
             Ok(Some(live)) => self.wrote::<ReplicaSet>(live.metadata.resource_version.as_deref()),
@@ -625,12 +626,18 @@ impl SyncPass<'_> {
     /// the deadline requeues at the queue's base delay after a successful sync: behind a watch
     /// delay of seconds that is a write every 5 ms (the simulator's `WriteRetryStorm`,
     /// `--controller deployment-rollback --seed 151`). Failing the sync backs off instead,
-    /// and the ReplicaSet's event brings the next sync as soon as the cache has it.
+    /// and the ReplicaSet's event brings the next sync as soon as the cache has it. Part of
+    /// the stale-cache guard: with `--rkcm-deployment-stale-cache-guard=false` a conflict is
+    /// swallowed too, as upstream.
     async fn scale_down_old(&mut self, step: OldScaleDown) -> Result<bool, Error> {
         for op in &step.ops {
             if let Err(error) = self.scale_op(op, false).await {
                 if error.is_expected_requeue() {
-                    return Err(error);
+                    if self.c.guard.is_enabled() {
+                        return Err(error);
+                    }
+                    tracing::debug!(controller = crate::config::NAME, key = self.key, %error, "scaling down old replica sets deferred");
+                    return Ok(false);
                 }
                 tracing::warn!(controller = crate::config::NAME, key = self.key, %error, "scaling down old replica sets failed");
                 return Ok(false);

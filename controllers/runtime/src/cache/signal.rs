@@ -34,6 +34,11 @@ impl<T: Clone + PartialEq> Signal<T> {
         self.value.lock().clone()
     }
 
+    /// `f` of the current value, without a copy.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        f(&self.value.lock())
+    }
+
     /// Sets the value; wakes every waiter, oldest first, if it changed.
     pub(crate) fn set(&self, value: T) {
         let mut current = self.value.lock();

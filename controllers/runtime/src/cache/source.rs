@@ -101,12 +101,8 @@ impl Scope {
         match self {
             Scope::Cluster => true,
             Scope::Namespaces(set) => namespace.is_none_or(|ns| ns.is_empty() || set.contains(ns)),
-            Scope::Shards(ShardScope(shards)) => namespace.is_none_or(|ns| {
-                ns.is_empty()
-                    || shards
-                        .held_ranges()
-                        .contains(&shards.config().ring.range_of(ns))
-            }),
+            Scope::Shards(ShardScope(shards)) => namespace
+                .is_none_or(|ns| ns.is_empty() || shards.keeps(shards.config().ring.range_of(ns))),
         }
     }
 

@@ -124,14 +124,17 @@ impl Shards {
         self.held.get().into_keys().collect()
     }
 
+    /// Whether `range` is in the held set, window open or not (what the caches keep).
+    pub fn keeps(&self, range: u32) -> bool {
+        self.held.with(|h| h.contains_key(&range))
+    }
+
     /// Whether this replica may act on an object of `namespace` now.
     pub fn owns(&self, namespace: &str) -> bool {
         let range = self.cfg.ring.range_of(namespace);
         let now = self.clock.now();
         self.held
-            .get()
-            .get(&range)
-            .is_some_and(|until| *until > now)
+            .with(|h| h.get(&range).is_some_and(|until| *until > now))
     }
 
     /// Marks a sync on `namespace`'s range as running, if the range is held now.

@@ -27,6 +27,18 @@ fn encode(value: &str) -> String {
         .collect()
 }
 
+/// A new test namespace holding one ConfigMap labelled for the run.
+async fn probe_namespace(cluster: &TestCluster, run: &str) -> anyhow::Result<TestNamespace> {
+    let ns = cluster.namespace("shard").await?;
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "probe", "labels": {LABEL: run}}
+    }))?;
+    ns.api::<ConfigMap>()
+        .create(&PostParams::default(), &cm)
+        .await?;
+    Ok(ns)
+}
+
 /// Lists the test's ConfigMaps with `selector`: the namespaces of the items, and the
 /// selector the server says it applied.
 async fn list(
@@ -63,13 +75,7 @@ async fn the_server_s_shard_ranges_are_the_ring_s() -> anyhow::Result<()> {
     let run = rkcm_testkit::unique_name("ring");
     let mut namespaces: Vec<TestNamespace> = Vec::new();
     for _ in 0..12 {
-        let ns = cluster.namespace("shard").await?;
-        let cm: ConfigMap = serde_json::from_value(json!({
-            "metadata": {"name": "probe", "labels": {LABEL: run}}
-        }))?;
-        ns.api::<ConfigMap>()
-            .create(&PostParams::default(), &cm)
-            .await?;
+        let ns = probe_namespace(&cluster, &run).await?;
         namespaces.push(ns);
     }
     let all: BTreeSet<String> = namespaces.iter().map(|n| n.name().to_owned()).collect();
@@ -134,13 +140,7 @@ async fn on_both_sides(
     let mut sides = (0, 0);
     while sides.0 < 2 || sides.1 < 2 {
         anyhow::ensure!(namespaces.len() < 40, "40 namespaces, all on one side");
-        let ns = cluster.namespace("shard").await?;
-        let cm: ConfigMap = serde_json::from_value(json!({
-            "metadata": {"name": "probe", "labels": {LABEL: run}}
-        }))?;
-        ns.api::<ConfigMap>()
-            .create(&PostParams::default(), &cm)
-            .await?;
+        let ns = probe_namespace(cluster, run).await?;
         if inside(ns.name()) {
             sides.0 += 1;
         } else {
