@@ -58,6 +58,10 @@ pub enum Scope {
     /// (a server without sharding ignores the selector); listed again when the held ranges
     /// change.
     Shards(ShardScope),
+    /// Every namespace, namespaced types listed and watched with this field selector only
+    /// (the server filters; an object leaving the selector arrives as a deletion). Sharded
+    /// PodGC's terminated pods of the whole cluster.
+    Fields(String),
 }
 
 /// The held ranges a [`Scope::Shards`] follows (compared by identity).
@@ -99,7 +103,7 @@ impl Scope {
     /// Whether an object of `namespace` (`None` or empty: cluster-scoped) is in scope.
     pub fn contains(&self, namespace: Option<&str>) -> bool {
         match self {
-            Scope::Cluster => true,
+            Scope::Cluster | Scope::Fields(_) => true,
             Scope::Namespaces(set) => namespace.is_none_or(|ns| ns.is_empty() || set.contains(ns)),
             Scope::Shards(ShardScope(shards)) => namespace
                 .is_none_or(|ns| ns.is_empty() || shards.keeps(shards.config().ring.range_of(ns))),
@@ -123,6 +127,7 @@ impl Scope {
             Scope::Namespaces(set) if set.len() == 1 && is_namespaced::<K>() => {
                 set.first().map(|ns| format!("metadata.namespace={ns}"))
             }
+            Scope::Fields(fields) if is_namespaced::<K>() => Some(fields.clone()),
             _ => None,
         }
     }

@@ -32,8 +32,14 @@ use crate::clock::SharedClock;
 
 /// The label every Lease of one ring carries (its value: the ring's prefix).
 pub const LABEL_RING: &str = "rkcm.io/shard-ring";
-/// `range` or `member`.
+/// `range`, `member` or `global`.
 pub const LABEL_ROLE: &str = "rkcm.io/shard-role";
+
+/// The key of the global Lease (`<prefix>-global`) in the held set: work that is cluster-wide
+/// by upstream's definition (PodGC's terminated-pod threshold) runs in the one replica that
+/// holds it. Any replica takes it when it is free or expired; it is held, renewed and released
+/// like a range, but it is not a range: the caches and the per-namespace gates ignore it.
+pub const GLOBAL: u32 = u32::MAX;
 
 /// What a replica's shard holder works with.
 #[derive(Debug, Clone)]
@@ -51,8 +57,13 @@ pub struct ShardConfig {
 }
 
 impl ShardConfig {
+    /// The Lease of `range` ([`GLOBAL`]: `<prefix>-global`).
     pub fn range_lease(&self, range: u32) -> String {
-        format!("{}-{range}", self.prefix)
+        if range == GLOBAL {
+            format!("{}-global", self.prefix)
+        } else {
+            format!("{}-{range}", self.prefix)
+        }
     }
 
     pub fn member_lease(&self) -> String {
@@ -107,26 +118,45 @@ impl Shards {
         &self.cfg
     }
 
-    /// The ranges held now (their windows open).
+    /// The ranges held now (their windows open); not [`GLOBAL`].
     pub fn held(&self) -> BTreeSet<u32> {
         let now = self.clock.now();
         self.held
             .get()
             .into_iter()
-            .filter(|(_, until)| *until > now)
+            .filter(|(r, until)| *until > now && *r != GLOBAL)
             .map(|(r, _)| r)
             .collect()
     }
 
     /// The ranges held, windows open or not (what the caches keep until the holder drops
-    /// a range).
+    /// a range); not [`GLOBAL`].
     pub fn held_ranges(&self) -> BTreeSet<u32> {
-        self.held.get().into_keys().collect()
+        ranges_of(&self.held.get())
     }
 
     /// Whether `range` is in the held set, window open or not (what the caches keep).
     pub fn keeps(&self, range: u32) -> bool {
-        self.held.with(|h| h.contains_key(&range))
+        range != GLOBAL && self.held.with(|h| h.contains_key(&range))
+    }
+
+    /// Whether this replica holds the global Lease now (its window open).
+    pub fn owns_global(&self) -> bool {
+        let now = self.clock.now();
+        self.held
+            .with(|h| h.get(&GLOBAL).is_some_and(|until| *until > now))
+    }
+
+    /// Marks cluster-wide work as running, if the global Lease is held now.
+    pub fn begin_global(self: &Arc<Self>) -> Option<InFlight> {
+        if !self.owns_global() {
+            return None;
+        }
+        *self.in_flight.lock().entry(GLOBAL).or_default() += 1;
+        Some(InFlight {
+            shards: self.clone(),
+            range: GLOBAL,
+        })
     }
 
     /// Whether this replica may act on an object of `namespace` now.
@@ -155,16 +185,27 @@ impl Shards {
         self.in_flight.lock().get(&range).copied().unwrap_or(0)
     }
 
-    /// Waits until the held set changes from `seen` (e.g. to restart caches with a new
-    /// selector).
+    /// Waits until the held ranges change from `seen` (e.g. to restart caches with a new
+    /// selector); the global Lease does not count.
     pub async fn changed(&self, seen: &BTreeSet<u32>) {
+        self.held.wait_for(|h| ranges_of(h) != *seen).await;
+    }
+
+    /// Waits until the global Lease is taken or lost (`held`: whether it was held).
+    pub async fn global_changed(&self, held: bool) {
         self.held
-            .wait_for(|h| h.keys().copied().collect::<BTreeSet<u32>>() != *seen)
+            .wait_for(|h| h.contains_key(&GLOBAL) != held)
             .await;
     }
 
     pub(crate) fn set_held(&self, held: Held) {
         self.held.set(held);
+    }
+
+    /// Sets the held set as the holder task would, for tests and harnesses that play the
+    /// holder themselves ([`GLOBAL`] for the global Lease).
+    pub fn assume_held(&self, held: Held) {
+        self.set_held(held);
     }
 
     /// Waits (at most `limit`) until no sync runs on `range`.
@@ -243,6 +284,14 @@ impl Shards {
                 tracing::info!(range, identity = %self.cfg.identity, "took a shard range");
             }
         }
+        if !held.contains_key(&GLOBAL) && round.global_free(&self.cfg, self.clock.now()) {
+            let sent = self.clock.now();
+            if self.acquire(api, GLOBAL, round).await {
+                held.insert(GLOBAL, sent + self.cfg.renew_deadline);
+                self.set_held(held.clone());
+                tracing::info!(identity = %self.cfg.identity, "took the global shard lease");
+            }
+        }
         for range in plan.hand_over {
             held.remove(&range);
             self.set_held(held.clone());
@@ -280,7 +329,7 @@ impl Shards {
             }
             let sent = self.clock.now();
             if self
-                .write(api, &name, "range", self.spec(current, true), round)
+                .write(api, &name, role_of(*range), self.spec(current, true), round)
                 .await
             {
                 *until = sent + self.cfg.renew_deadline;
@@ -293,7 +342,7 @@ impl Shards {
     async fn acquire(&self, api: &Api<Lease>, range: u32, round: &mut Round) -> bool {
         let name = self.cfg.range_lease(range);
         let spec = self.spec(round.spec(&name), false);
-        self.write(api, &name, "range", spec, round).await
+        self.write(api, &name, role_of(range), spec, round).await
     }
 
     /// The record to write: ours, renewed now; `renew`: we already hold it.
@@ -381,6 +430,16 @@ impl Shards {
     }
 }
 
+/// The held ranges without [`GLOBAL`].
+fn ranges_of(held: &Held) -> BTreeSet<u32> {
+    held.keys().copied().filter(|r| *r != GLOBAL).collect()
+}
+
+/// The role label of the Lease of `range`.
+fn role_of(range: u32) -> &'static str {
+    if range == GLOBAL { "global" } else { "range" }
+}
+
 /// A Lease as last seen, and when its record was seen to change.
 struct Seen {
     lease: Lease,
@@ -420,6 +479,18 @@ impl Round {
 
     fn spec(&self, name: &str) -> Option<LeaseSpec> {
         self.leases.get(name).and_then(|s| s.lease.spec.clone())
+    }
+
+    /// Whether the global Lease may be taken: missing, released, or not renewed for its
+    /// duration.
+    fn global_free(&self, cfg: &ShardConfig, now: Instant) -> bool {
+        let Some(seen) = self.leases.get(&cfg.range_lease(GLOBAL)) else {
+            return true;
+        };
+        let spec = seen.lease.spec.clone().unwrap_or_default();
+        let holder = spec.holder_identity.unwrap_or_default();
+        let secs = u64::try_from(spec.lease_duration_seconds.unwrap_or(0)).unwrap_or(0);
+        holder.is_empty() || seen.at + Duration::from_secs(secs) <= now
     }
 
     /// The live members and the ranges' Leases, judged at `now`.

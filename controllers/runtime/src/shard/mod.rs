@@ -10,5 +10,5 @@ pub mod balance;
 pub mod holder;
 pub mod ring;
 
-pub use holder::{ShardConfig, Shards};
+pub use holder::{GLOBAL, ShardConfig, Shards};
 pub use ring::{Ring, fnv1a64};
