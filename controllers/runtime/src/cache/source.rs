@@ -115,7 +115,14 @@ impl Scope {
     pub(super) fn shard_selector<K: Resource>(&self) -> Option<String> {
         match self {
             Scope::Shards(ShardScope(shards)) if is_namespaced::<K>() => {
-                shards.config().ring.selector(&shards.held_ranges())
+                let held = shards.held_ranges();
+                if held.is_empty() {
+                    // Nothing held: a range of one hash value (an empty range is refused),
+                    // so that the list is not of every namespace; the client filter drops a
+                    // namespace that hashes to it.
+                    return Some(NOTHING_HELD.to_owned());
+                }
+                shards.config().ring.selector(&held)
             }
             _ => None,
         }
@@ -132,6 +139,10 @@ impl Scope {
         }
     }
 }
+
+/// The shard selector of a replica that holds no range.
+const NOTHING_HELD: &str =
+    "shardRange(object.metadata.namespace, '0x0000000000000000', '0x0000000000000001')";
 
 /// Whether `K` is a namespaced kind. kube's typed `Api` only names a namespace for types it
 /// knows to be namespaced at compile time; the informer is generic over both, so it compares

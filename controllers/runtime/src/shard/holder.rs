@@ -81,6 +81,8 @@ pub struct Shards {
     held: Signal<Held>,
     in_flight: Mutex<HashMap<u32, usize>>,
     drained: Notify,
+    /// Rounds the holder task finished.
+    rounds: Signal<u64>,
 }
 
 /// A sync running on one range; the holder waits for it before handing the range over.
@@ -111,6 +113,7 @@ impl Shards {
             held: Signal::new(Held::new()),
             in_flight: Mutex::new(HashMap::new()),
             drained: Notify::new(),
+            rounds: Signal::new(0),
         })
     }
 
@@ -185,6 +188,12 @@ impl Shards {
         self.in_flight.lock().get(&range).copied().unwrap_or(0)
     }
 
+    /// Waits until the holder task has finished `n` rounds (read the Leases, renewed, took
+    /// and handed over).
+    pub async fn rounds(&self, n: u64) {
+        self.rounds.wait_for(|done| *done >= n).await;
+    }
+
     /// Waits until the held ranges change from `seen` (e.g. to restart caches with a new
     /// selector); the global Lease does not count.
     pub async fn changed(&self, seen: &BTreeSet<u32>) {
@@ -208,14 +217,18 @@ impl Shards {
         self.set_held(held);
     }
 
-    /// Waits (at most `limit`) until no sync runs on `range`.
-    async fn drain(&self, range: u32, limit: Duration) {
+    /// Waits (at most `limit`) until no sync runs on any of `ranges`.
+    async fn drain(&self, ranges: &[u32], limit: Duration) {
+        let busy = || {
+            let map = self.in_flight.lock();
+            ranges.iter().any(|r| map.contains_key(r))
+        };
         let wait = async {
             loop {
                 let notified = self.drained.notified();
                 tokio::pin!(notified);
                 notified.as_mut().enable();
-                if !self.in_flight.lock().contains_key(&range) {
+                if !busy() {
                     return;
                 }
                 notified.await;
@@ -223,8 +236,8 @@ impl Shards {
         };
         if tokio::time::timeout(limit, wait).await.is_err() {
             tracing::warn!(
-                range,
-                "handing a shard range over with syncs still running on it"
+                ?ranges,
+                "handing shard ranges over with syncs still running on them"
             );
         }
     }
@@ -235,6 +248,7 @@ impl Shards {
         let mut round = Round::default();
         loop {
             self.round(&api, &mut round).await;
+            self.rounds.set(self.rounds.get() + 1);
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => break,
@@ -243,8 +257,8 @@ impl Shards {
         }
         let held: Vec<u32> = self.held.get().keys().copied().collect();
         self.set_held(Held::new());
+        self.drain(&held, self.cfg.renew_deadline).await;
         for range in held {
-            self.drain(range, self.cfg.renew_deadline).await;
             self.release(&api, &self.cfg.range_lease(range), &round)
                 .await;
         }
@@ -276,13 +290,19 @@ impl Shards {
             members: &members,
             leases: &leases,
         });
+        // Taken ranges join the held set together, handed-over ones leave it together: each
+        // change of the set relists every cache.
+        let mut took = Vec::new();
         for range in plan.take {
             let sent = self.clock.now();
             if self.acquire(api, range, round).await {
                 held.insert(range, sent + self.cfg.renew_deadline);
-                self.set_held(held.clone());
-                tracing::info!(range, identity = %self.cfg.identity, "took a shard range");
+                took.push(range);
             }
+        }
+        if !took.is_empty() {
+            self.set_held(held.clone());
+            tracing::info!(ranges = ?took, identity = %self.cfg.identity, "took shard ranges");
         }
         if !held.contains_key(&GLOBAL) && round.global_free(&self.cfg, self.clock.now()) {
             let sent = self.clock.now();
@@ -292,12 +312,17 @@ impl Shards {
                 tracing::info!(identity = %self.cfg.identity, "took the global shard lease");
             }
         }
-        for range in plan.hand_over {
-            held.remove(&range);
+        if !plan.hand_over.is_empty() {
+            for range in &plan.hand_over {
+                held.remove(range);
+            }
             self.set_held(held.clone());
-            self.drain(range, self.cfg.renew_deadline).await;
-            self.release(api, &self.cfg.range_lease(range), round).await;
-            tracing::info!(range, identity = %self.cfg.identity, "handed a shard range over");
+            self.drain(&plan.hand_over, self.cfg.renew_deadline).await;
+            for range in &plan.hand_over {
+                self.release(api, &self.cfg.range_lease(*range), round)
+                    .await;
+            }
+            tracing::info!(ranges = ?plan.hand_over, identity = %self.cfg.identity, "handed shard ranges over");
         }
     }
 
