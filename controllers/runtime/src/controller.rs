@@ -235,7 +235,7 @@ impl<C: Send + Sync + 'static> Run<C> {
                     Some(shards) => {
                         let key = key.to_string();
                         match split_key(&key).0 {
-                            Some(ns) => match shards.begin(ns) {
+                            Some(ns) => match shards.begin_when_cached(ns).await {
                                 Some(flight) => Some(flight),
                                 None => {
                                     tracing::debug!(controller = name, %key, "not in a shard range this replica holds");
@@ -590,7 +590,7 @@ mod tests {
             crate::clock::system(),
         );
         let until = tokio::time::Instant::now() + Duration::from_secs(3600);
-        shards.set_held([(ring.range_of(&mine), until)].into());
+        shards.assume_held([(ring.range_of(&mine), until)].into());
         let ctx = ControllerContext {
             shards: Some(shards.clone()),
             ..ctx()

@@ -6,6 +6,10 @@
 //! - [`balance`]: which ranges a replica takes and hands over, from what the Leases say.
 //! - [`holder`]: the task that holds the range Leases and the held set workers consult.
 
+/// The shard Leases' name prefix of `--rkcm-shards`: ranges `rkcm-shard-<i>`,
+/// `rkcm-shard-global`, members `rkcm-shard-member-<hash of the identity>`.
+pub const LEASE_PREFIX: &str = "rkcm-shard";
+
 pub mod balance;
 pub mod holder;
 pub mod ring;
