@@ -50,8 +50,8 @@ async fn active_pods(pods: &Api<Pod>) -> anyhow::Result<usize> {
 
 #[tokio::test]
 #[ignore = "needs apiserver: make test"]
-async fn sharded_processes_split_the_ring_and_take_over_a_killed_one_s_ranges()
--> anyhow::Result<()> {
+async fn sharded_processes_split_the_ring_and_take_over_a_killed_one_s_ranges() -> anyhow::Result<()>
+{
     let cluster = TestCluster::connect().await?;
     let ns = cluster.namespace("rkcm-shards").await?;
     let a = Rkcm::spawn_scoped("a", &cluster, ns.name(), &args(ns.name())).await?;
