@@ -50,6 +50,10 @@ async fn active_pods(pods: &Api<Pod>) -> anyhow::Result<usize> {
 
 #[tokio::test]
 #[ignore = "needs apiserver: make test"]
+#[allow(
+    clippy::too_many_lines,
+    reason = "a test that reads top to bottom as its steps"
+)]
 async fn sharded_processes_split_the_ring_and_take_over_a_killed_one_s_ranges() -> anyhow::Result<()>
 {
     let cluster = TestCluster::connect().await?;
