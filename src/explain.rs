@@ -50,7 +50,9 @@ const USAGE: &str = "usage: rkcm explain KIND/NAME [-n NAMESPACE] [--context NAM
   is -n, else the context's, else \"default\".
   --feature-gates, --rkcm-*, --terminated-pod-gc-threshold
                                     the manager's flags: explain plans with them, as the
-                                    manager does (default: upstream's defaults)
+                                    manager does (default: upstream's defaults); with
+                                    --rkcm-shards it names the replica owning the object's
+                                    namespace (Leases in --leader-elect-resource-namespace)
   --manager URL                     plan with the running manager's configuration
                                     (URL/debug/rkcm/config; flags given here apply after
                                     it) and show its last decision for the object
