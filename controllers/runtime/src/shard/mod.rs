@@ -12,6 +12,7 @@ pub const LEASE_PREFIX: &str = "rkcm-shard";
 
 pub mod balance;
 pub mod holder;
+mod metrics;
 pub mod ring;
 
 pub use holder::{GLOBAL, ShardConfig, Shards};
