@@ -206,9 +206,10 @@ impl Shards {
     }
 
     /// [`Shards::begin`], waiting (at most the renew deadline) while `namespace`'s range is
-    /// held but its objects are not cached yet (just taken, the caches relisting): the
-    /// events of that relist queue the keys this replica must now sync, and a key dropped
-    /// for that short wait would not come back. `None` when the range is not held here.
+    /// in the held set but not usable yet: its objects not cached yet (just taken, the
+    /// caches relisting: the events of that relist queue the keys this replica must now
+    /// sync, and a key dropped for that short wait would not come back), or its window
+    /// closed until a late renewal lands. `None` when the range is not held here.
     pub async fn begin_when_cached(self: &Arc<Self>, namespace: &str) -> Option<InFlight> {
         let range = self.cfg.ring.range_of(namespace);
         let deadline = self.clock.now() + self.cfg.renew_deadline;
@@ -219,11 +220,11 @@ impl Shards {
             if let Some(flight) = self.begin(namespace) {
                 return Some(flight);
             }
+            // Held but not usable yet: not cached, or its window closed for a moment (a
+            // late renewal; the next round renews it or drops it, and a dropped range's
+            // objects come back through the relist when it is taken again).
             let now = self.clock.now();
-            let held = self
-                .held
-                .with(|h| h.get(&range).is_some_and(|until| *until > now));
-            if !held || now >= deadline {
+            if !self.held.with(|h| h.contains_key(&range)) || now >= deadline {
                 return None;
             }
             tokio::select! {

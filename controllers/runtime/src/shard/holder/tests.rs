@@ -181,3 +181,44 @@ async fn one_replica_holds_the_global_lease() {
         crashed.elapsed()
     );
 }
+
+/// A sync of a range just taken waits for the caches to list it, instead of being dropped;
+/// one of a range not held returns at once; the wait ends at the renew deadline.
+#[tokio::test(start_paused = true)]
+async fn a_sync_waits_for_its_range_to_be_cached() {
+    let s = replica("a", 4);
+    let range = s.config().ring.range_of("default");
+    let other = (range + 1) % 4;
+    let until = tokio::time::Instant::now() + Duration::from_secs(3600);
+    s.set_held([(range, until)].into());
+    assert!(!s.owns("default"), "held, not cached: not owned yet");
+    let waiting = tokio::spawn({
+        let s = s.clone();
+        async move { s.begin_when_cached("default").await.is_some() }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        !waiting.is_finished(),
+        "it waits while the range is not cached"
+    );
+    s.set_cached([range].into());
+    assert!(
+        waiting.await.expect("join"),
+        "it runs once the range is cached"
+    );
+
+    // Not held: at once.
+    let ns_other = (0..200)
+        .map(|i| format!("ns-{i}"))
+        .find(|ns| s.config().ring.range_of(ns) == other)
+        .expect("a namespace in the other range");
+    let started = tokio::time::Instant::now();
+    assert!(s.begin_when_cached(&ns_other).await.is_none());
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    // Held, never cached: gives up at the renew deadline.
+    s.set_held([(range, until)].into());
+    s.set_cached(Default::default());
+    let started = tokio::time::Instant::now();
+    assert!(s.begin_when_cached("default").await.is_none());
+    assert_eq!(started.elapsed(), RENEW);
+}
