@@ -209,7 +209,7 @@ async fn a_sync_waits_for_its_range_to_be_cached() {
 
     // Not held: at once.
     let ns_other = (0..200)
-        .map(|i| format!("ns-{i}"))
+        .map(|i| format!("{i}-namespace"))
         .find(|ns| s.config().ring.range_of(ns) == other)
         .expect("a namespace in the other range");
     let started = tokio::time::Instant::now();
