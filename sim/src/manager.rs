@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use rkcm_runtime::cache::{ContentType, InformerFactory, ListMode};
+use rkcm_runtime::cache::{ContentType, InformerFactory, ListMode, Scope, ShardScope};
+use rkcm_runtime::shard::{ShardConfig, Shards};
 use rkcm_runtime::clock::{Clock, SharedClock};
 use rkcm_runtime::{CancellationToken, ControllerContext};
 use rkcm_testkit::sim::SimApi;
@@ -26,6 +27,12 @@ pub enum Ctl {
     CronJob,
     PodGc,
     TtlAfterFinished,
+    /// Two replicas of a sharded manager (`--rkcm-shards`) running the Deployment and
+    /// ReplicaSet controllers (and PodGC) over a workload spread across namespaces, with
+    /// crashes, cut-offs, stalled lease renewals, joins and leaves of single replicas.
+    Sharded2,
+    /// The same with three replicas.
+    Sharded3,
 }
 
 impl Ctl {
@@ -53,12 +60,28 @@ impl Ctl {
             Ctl::CronJob => "cronjob",
             Ctl::PodGc => "podgc",
             Ctl::TtlAfterFinished => "ttlafterfinished",
+            Ctl::Sharded2 => "sharded-2",
+            Ctl::Sharded3 => "sharded-3",
         }
     }
 
+    /// How many sharded replicas the scenario runs (1: one unsharded manager).
+    pub fn replicas(self) -> usize {
+        match self {
+            Ctl::Sharded2 => 2,
+            Ctl::Sharded3 => 3,
+            _ => 1,
+        }
+    }
+
+    /// Whether the scenario runs sharded replicas.
+    pub fn is_sharded(self) -> bool {
+        self.replicas() > 1
+    }
+
     /// Scenarios run only when named (`--controller NAME`), not by `all` nor by the fixed
-    /// seeds of `make test`: none at present.
-    pub const NAMED_ONLY: [Ctl; 0] = [];
+    /// seeds of `make test`: the sharded scenarios (`make test` runs a few of their seeds).
+    pub const NAMED_ONLY: [Ctl; 2] = [Ctl::Sharded2, Ctl::Sharded3];
 
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL
@@ -78,6 +101,7 @@ impl Ctl {
             Ctl::CronJob => "cronjob-controller",
             Ctl::PodGc => "pod-garbage-collector",
             Ctl::TtlAfterFinished => "ttl-after-finished-controller",
+            Ctl::Sharded2 | Ctl::Sharded3 => "rkcm",
         }
     }
 
@@ -91,6 +115,7 @@ impl Ctl {
             Ctl::CronJob => vec![Ctl::CronJob, Ctl::Job],
             Ctl::TtlAfterFinished => vec![Ctl::TtlAfterFinished, Ctl::Job],
             Ctl::PodGc => vec![Ctl::PodGc, Ctl::ReplicaSet],
+            Ctl::Sharded2 | Ctl::Sharded3 => vec![Ctl::Deployment, Ctl::ReplicaSet],
             c => vec![c],
         };
         if !out.contains(&Ctl::PodGc) {
@@ -129,6 +154,9 @@ impl Clock for SimClock {
 pub struct Manager {
     pub epoch: u64,
     pub shutdown: CancellationToken,
+    /// Sharded mode: its view of the ring and the task holding its range Leases (which, on
+    /// `shutdown`, hands every range over and ends).
+    pub shards: Option<(Arc<Shards>, tokio::task::JoinHandle<()>)>,
 }
 
 /// The terminated-pod threshold of PodGC in its own scenario.
@@ -144,19 +172,50 @@ const PODGC_SCENARIO_PERIOD: std::time::Duration = std::time::Duration::from_sec
 
 /// Starts the controllers `ctls` as incarnation `epoch`.
 pub fn start(api: &SimApi, clock: &SharedClock, ctls: &[Ctl], epoch: u64) -> Manager {
+    start_with(api, clock, ctls, epoch, None)
+}
+
+/// Starts the controllers `ctls` as incarnation `epoch`; with `shards`, as one replica of a
+/// sharded manager (`--rkcm-shards`): its shard holder on its own client, informers that
+/// keep only the held ranges' namespaces, and workers that sync only those.
+pub fn start_with(
+    api: &SimApi,
+    clock: &SharedClock,
+    ctls: &[Ctl],
+    epoch: u64,
+    shards: Option<ShardConfig>,
+) -> Manager {
     let shutdown = CancellationToken::new();
-    let factory = InformerFactory::with_options(
-        api.client(epoch, "informers"),
-        ListMode::Paged,
-        ContentType::Json,
-    );
+    let shards = shards.map(|cfg| {
+        let shards = Shards::new(cfg, clock.clone());
+        let holder = tokio::spawn(
+            shards
+                .clone()
+                .run(api.client(epoch, "rkcm-shards"), shutdown.clone()),
+        );
+        (shards, holder)
+    });
+    let factory = match &shards {
+        None => InformerFactory::with_options(
+            api.client(epoch, "informers"),
+            ListMode::Paged,
+            ContentType::Json,
+        ),
+        Some((s, _)) => InformerFactory::scoped_with(
+            api.client(epoch, "informers"),
+            Scope::Shards(ShardScope(s.clone())),
+            ListMode::Paged,
+            ContentType::Json,
+        ),
+    };
+    let view = shards.as_ref().map(|(s, _)| s.clone());
     let ctx = |c: Ctl| ControllerContext {
         client: api.client(epoch, c.agent()),
         budget: None,
         informers: factory.clone(),
         shutdown: shutdown.clone(),
         clock: clock.clone(),
-        shards: None,
+        shards: view.clone(),
     };
     for &c in ctls {
         let ctx = ctx(c);
@@ -240,10 +299,16 @@ pub fn start(api: &SimApi, clock: &SharedClock, ctls: &[Ctl], epoch: u64) -> Man
                     let _ = rkcm_ttlafterfinished::start(ctx, Default::default()).await;
                 });
             }
+            // A scenario name, not a controller: its controllers are its helpers.
+            Ctl::Sharded2 | Ctl::Sharded3 => {}
         }
     }
     factory.start(shutdown.clone());
-    Manager { epoch, shutdown }
+    Manager {
+        epoch,
+        shutdown,
+        shards,
+    }
 }
 
 /// The shared clock of a run.
