@@ -209,8 +209,14 @@ pub fn start_with(
         ),
     };
     let view = shards.as_ref().map(|(s, _)| s.clone());
+    // Sharded: every controller's writes go through the fence but PodGC's, which is not
+    // shard-aware yet.
     let ctx = |c: Ctl| ControllerContext {
-        client: api.client(epoch, c.agent()),
+        client: api.client_fenced(
+            epoch,
+            c.agent(),
+            view.clone().filter(|_| c != Ctl::PodGc),
+        ),
         budget: None,
         informers: factory.clone(),
         shutdown: shutdown.clone(),

@@ -104,6 +104,7 @@ pub async fn run_async(ctl: Ctl, seed: u64) -> Outcome {
     let watch_drops = [0.0, 0.01, 0.04][rng.random_range(0..3)];
     {
         let mut w = api.world();
+        w.trace_epochs = true;
         w.trace_line(format!(
             "sim seed {seed} controller {} faults {faults:?} replica faults {hits:?}, watch drops {watch_drops}/step",
             ctl.name()

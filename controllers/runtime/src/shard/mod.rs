@@ -5,10 +5,13 @@
 //!   shard selector the server filters lists and watches with.
 //! - [`balance`]: which ranges a replica takes and hands over, from what the Leases say.
 //! - [`holder`]: the task that holds the range Leases and the held set workers consult.
+//! - [`fence`]: a client layer that sends a namespaced write only while its range is held.
 
 pub mod balance;
+pub mod fence;
 pub mod holder;
 pub mod ring;
 
+pub use fence::FenceLayer;
 pub use holder::{ShardConfig, Shards};
 pub use ring::{Ring, fnv1a64};

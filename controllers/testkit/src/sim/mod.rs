@@ -64,6 +64,18 @@ impl SimApi {
     /// A client of manager incarnation `epoch` (0: the simulation itself, never fenced)
     /// with user agent `agent`.
     pub fn client(&self, epoch: u64, agent: &str) -> kube::Client {
+        self.client_fenced(epoch, agent, None)
+    }
+
+    /// [`SimApi::client`], behind sharded mode's write fence when `fence` is given
+    /// ([`rkcm_runtime::shard::fence`]: a namespaced write goes out only while its range is
+    /// held).
+    pub fn client_fenced(
+        &self,
+        epoch: u64,
+        agent: &str,
+        fence: Option<std::sync::Arc<rkcm_runtime::shard::Shards>>,
+    ) -> kube::Client {
         let api = self.clone();
         let caller = Caller {
             epoch,
@@ -100,7 +112,14 @@ impl SimApi {
                 respond(reply)
             }
         });
-        kube::Client::new(svc, "default")
+        match fence {
+            None => kube::Client::new(svc, "default"),
+            Some(shards) => {
+                use tower::Layer as _;
+                let fenced = rkcm_runtime::shard::FenceLayer::new(shards).layer(svc);
+                kube::Client::new(fenced, "default")
+            }
+        }
     }
 
     fn handle(&self, caller: &Caller, parts: &http::request::Parts, body: &[u8]) -> Reply {

@@ -127,6 +127,8 @@ pub struct World {
     pub(super) writer: u64,
     /// Manager incarnations cut off from the server for a while ([`World::cut_off`]).
     pub(super) cut: BTreeMap<u64, CutOff>,
+    /// Whether the trace names the epoch of each manager write (several managers at once).
+    pub trace_epochs: bool,
 }
 
 /// How a manager incarnation is cut off from the server ([`World::cut_off`]).
@@ -187,6 +189,7 @@ impl World {
             seen: BTreeMap::new(),
             writer: 0,
             cut: BTreeMap::new(),
+            trace_epochs: false,
         }
     }
 
@@ -312,8 +315,14 @@ impl World {
                 Some(n) => format!(" replicas={n}"),
                 None => String::new(),
             };
+            // With several managers at once, which incarnation wrote it.
+            let by = if self.trace_epochs && change.epoch != 0 {
+                format!(" by epoch {}", change.epoch)
+            } else {
+                String::new()
+            };
             self.note(format!(
-                "{agent} {kind} {} {} rv={rv}{replicas}",
+                "{agent} {kind} {} {} rv={rv}{replicas}{by}",
                 r.kind, change.key
             ));
         }
