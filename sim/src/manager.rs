@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use rkcm_runtime::cache::{ContentType, InformerFactory, ListMode, Scope, ShardScope};
-use rkcm_runtime::shard::{ShardConfig, Shards};
 use rkcm_runtime::clock::{Clock, SharedClock};
+use rkcm_runtime::shard::{ShardConfig, Shards};
 use rkcm_runtime::{CancellationToken, ControllerContext};
 use rkcm_testkit::sim::SimApi;
 
@@ -156,8 +156,11 @@ pub struct Manager {
     pub shutdown: CancellationToken,
     /// Sharded mode: its view of the ring and the task holding its range Leases (which, on
     /// `shutdown`, hands every range over and ends).
-    pub shards: Option<(Arc<Shards>, tokio::task::JoinHandle<()>)>,
+    pub shards: Option<Holder>,
 }
+
+/// A replica's view of the ring and the task holding its range Leases.
+pub type Holder = (Arc<Shards>, tokio::task::JoinHandle<()>);
 
 /// The terminated-pod threshold of PodGC in its own scenario.
 const PODGC_SCENARIO_THRESHOLD: i32 = 3;
@@ -175,17 +178,15 @@ pub fn start(api: &SimApi, clock: &SharedClock, ctls: &[Ctl], epoch: u64) -> Man
     start_with(api, clock, ctls, epoch, None)
 }
 
-/// Starts the controllers `ctls` as incarnation `epoch`; with `shards`, as one replica of a
-/// sharded manager (`--rkcm-shards`): its shard holder on its own client, informers that
-/// keep only the held ranges' namespaces, and workers that sync only those.
-pub fn start_with(
+/// The shard holder (started) and the informer factory of incarnation `epoch`: the whole
+/// cluster, or with `shards` only the held ranges' namespaces.
+fn holder_and_informers(
     api: &SimApi,
     clock: &SharedClock,
-    ctls: &[Ctl],
     epoch: u64,
     shards: Option<ShardConfig>,
-) -> Manager {
-    let shutdown = CancellationToken::new();
+    shutdown: &CancellationToken,
+) -> (Option<Holder>, InformerFactory) {
     let shards = shards.map(|cfg| {
         let shards = Shards::new(cfg, clock.clone());
         let holder = tokio::spawn(
@@ -208,15 +209,26 @@ pub fn start_with(
             ContentType::Json,
         ),
     };
+    (shards, factory)
+}
+
+/// Starts the controllers `ctls` as incarnation `epoch`; with `shards`, as one replica of a
+/// sharded manager (`--rkcm-shards`): its shard holder on its own client, informers that
+/// keep only the held ranges' namespaces, and workers that sync only those.
+pub fn start_with(
+    api: &SimApi,
+    clock: &SharedClock,
+    ctls: &[Ctl],
+    epoch: u64,
+    shards: Option<ShardConfig>,
+) -> Manager {
+    let shutdown = CancellationToken::new();
+    let (shards, factory) = holder_and_informers(api, clock, epoch, shards, &shutdown);
     let view = shards.as_ref().map(|(s, _)| s.clone());
     // Sharded: every controller's writes go through the fence but PodGC's, which is not
     // shard-aware yet.
     let ctx = |c: Ctl| ControllerContext {
-        client: api.client_fenced(
-            epoch,
-            c.agent(),
-            view.clone().filter(|_| c != Ctl::PodGc),
-        ),
+        client: api.client_fenced(epoch, c.agent(), view.clone().filter(|_| c != Ctl::PodGc)),
         budget: None,
         informers: factory.clone(),
         shutdown: shutdown.clone(),

@@ -254,26 +254,30 @@ impl Scenario {
                     self.new_job(world, rng, Some(ttl));
                 }
             }
-            Ctl::Sharded2 | Ctl::Sharded3 => {
-                self.add_node(world, model);
-                // A Deployment in every namespace, a ReplicaSet of its own in every other.
-                for (i, ns) in SHARD_NAMESPACES.iter().enumerate() {
-                    let surge = pick(rng, &[json!(1), json!(0), json!("25%")]).unwrap_or(json!(1));
-                    let unavailable = if surge == json!(0) {
-                        json!(1)
-                    } else {
-                        json!(0)
-                    };
-                    create_in(
-                        world,
-                        ns,
-                        "deployments",
-                        deployment("web", 2, surge, unavailable, "img:1"),
-                    );
-                    if i % 2 == 0 {
-                        create_in(world, ns, "replicasets", replicaset("solo", 2, "img:1"));
-                    }
-                }
+            Ctl::Sharded2 | Ctl::Sharded3 => self.sharded_setup(world, model, rng),
+        }
+    }
+
+    /// The sharded scenarios' objects: a Deployment in every namespace of
+    /// [`SHARD_NAMESPACES`], a ReplicaSet of its own in every other one, and a fourth node.
+    fn sharded_setup(&mut self, world: &mut World, model: &mut NodeModel, rng: &mut StdRng) {
+        self.add_node(world, model);
+        // A Deployment in every namespace, a ReplicaSet of its own in every other.
+        for (i, ns) in SHARD_NAMESPACES.iter().enumerate() {
+            let surge = pick(rng, &[json!(1), json!(0), json!("25%")]).unwrap_or(json!(1));
+            let unavailable = if surge == json!(0) {
+                json!(1)
+            } else {
+                json!(0)
+            };
+            create_in(
+                world,
+                ns,
+                "deployments",
+                deployment("web", 2, surge, unavailable, "img:1"),
+            );
+            if i % 2 == 0 {
+                create_in(world, ns, "replicasets", replicaset("solo", 2, "img:1"));
             }
         }
     }

@@ -201,9 +201,10 @@ pub async fn run_async(ctl: Ctl, seed: u64) -> Outcome {
             break;
         }
         if now >= bound {
-            let why = scenario.converged(&w, &model).err().unwrap_or_else(|| {
-                "a replica never came back after the faults stopped".to_owned()
-            });
+            let why = scenario
+                .converged(&w, &model)
+                .err()
+                .unwrap_or_else(|| "a replica never came back after the faults stopped".to_owned());
             drop(w);
             checks.liveness(now, why);
             break;
@@ -288,7 +289,11 @@ fn tend(w: &mut World, slot: &mut Slot, now: u64, rng: &mut StdRng) {
             w.trace_line(format!(
                 "sim replica {} (epoch {epoch}) left{}",
                 slot.identity,
-                if handed_over { "" } else { " before handing over" }
+                if handed_over {
+                    ""
+                } else {
+                    " before handing over"
+                }
             ));
             slot.mgr = None;
             slot.leaving_since = None;

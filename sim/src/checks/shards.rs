@@ -267,7 +267,11 @@ mod tests {
             ),
             (
                 "a write after the release",
-                vec![Lease(0, 1, "a", 15), Lease(5_000, 1, "", 1), Write(5_001, 1)],
+                vec![
+                    Lease(0, 1, "a", 15),
+                    Lease(5_000, 1, "", 1),
+                    Write(5_001, 1),
+                ],
                 vec![OUTSIDE],
             ),
             (
@@ -284,7 +288,11 @@ mod tests {
             ),
             (
                 "a take while the holder's term runs overlaps; the old holder's writes then fail",
-                vec![Lease(0, 1, "a", 15), Lease(14_999, 2, "b", 15), Write(15_000, 1)],
+                vec![
+                    Lease(0, 1, "a", 15),
+                    Lease(14_999, 2, "b", 15),
+                    Write(15_000, 1),
+                ],
                 vec![OVERLAP, OUTSIDE],
             ),
             (

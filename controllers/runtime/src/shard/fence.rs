@@ -132,8 +132,16 @@ mod tests {
     fn writes_name_their_namespace() {
         let cases = [
             (Method::POST, "/api/v1/namespaces/a/pods", Some("a")),
-            (Method::PUT, "/apis/apps/v1/namespaces/b/replicasets/x/status", Some("b")),
-            (Method::PATCH, "/apis/apps/v1/namespaces/c/deployments/d", Some("c")),
+            (
+                Method::PUT,
+                "/apis/apps/v1/namespaces/b/replicasets/x/status",
+                Some("b"),
+            ),
+            (
+                Method::PATCH,
+                "/apis/apps/v1/namespaces/c/deployments/d",
+                Some("c"),
+            ),
             (Method::DELETE, "/api/v1/namespaces/d/pods/p", Some("d")),
             (Method::GET, "/api/v1/namespaces/a/pods/p", None),
             (Method::GET, "/apis/apps/v1/replicasets", None),

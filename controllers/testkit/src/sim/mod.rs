@@ -87,8 +87,8 @@ impl SimApi {
             async move {
                 let (parts, body) = req.into_parts();
                 let bytes = body.collect_bytes().await.unwrap_or_default();
-                let leases = parts.uri.path().ends_with("/leases")
-                    || parts.uri.path().contains("/leases/");
+                let leases =
+                    parts.uri.path().ends_with("/leases") || parts.uri.path().contains("/leases/");
                 let cut = api.world().cut_of(caller.epoch, leases);
                 if let Some(cut) = cut {
                     match cut.how {

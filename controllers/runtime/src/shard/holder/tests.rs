@@ -156,8 +156,11 @@ async fn a_late_list_answer_does_not_make_valid_leases_look_expired() {
     let _task_b = start_as(&api, 2, &b, &cancel_b);
     run_checking(Duration::from_secs(20), &[&a, &b]).await;
     assert_eq!((a.held().len(), b.held().len()), (2, 2));
-    api.world()
-        .cut_off(2, rkcm_testkit::sim::Cut::SlowLeases, Duration::from_secs(25));
+    api.world().cut_off(
+        2,
+        rkcm_testkit::sim::Cut::SlowLeases,
+        Duration::from_secs(25),
+    );
     run_checking(Duration::from_secs(40), &[&a, &b]).await;
     assert_eq!(a.held().len(), 2, "a kept its ranges");
     assert_eq!(b.held().len(), 2, "b holds its own again");
