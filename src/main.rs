@@ -49,9 +49,10 @@ use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;
 use prometheus::{IntGaugeVec, Opts};
 use rkcm_runtime::api::client::{ClientOptions, build_config, make_client, make_client_limited};
-use rkcm_runtime::cache::{ContentType, InformerFactory, ListMode};
+use rkcm_runtime::cache::{ContentType, InformerFactory, ListMode, Scope, ShardScope};
 use rkcm_runtime::metrics::{get_or_register, register};
 use rkcm_runtime::queue::flowcontrol::client_limiter;
+use rkcm_runtime::shard::{ShardConfig, Shards};
 use rkcm_runtime::{CancellationToken, ControllerContext};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
@@ -75,6 +76,9 @@ const DRAIN_BUDGET: Duration = Duration::from_secs(20);
 /// Upstream `WaitForAPIServer`: poll `/healthz` every second for up to ten.
 const APISERVER_POLL: Duration = Duration::from_secs(1);
 const APISERVER_BUDGET: Duration = Duration::from_secs(10);
+/// The shard Leases' name prefix: ranges `rkcm-shard-<i>`, `rkcm-shard-global`, members
+/// `rkcm-shard-member-<hash of the identity>`.
+const SHARD_LEASE_PREFIX: &str = "rkcm-shard";
 /// How often to report cache sync progress while waiting.
 const SYNC_PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
@@ -159,14 +163,9 @@ async fn run(mut cli: Cli) -> anyhow::Result<i32> {
 
     // Upstream `leaderElectAndRun`: `ReleaseOnCancel` follows the gate.
     let mut release_on_exit = releases_lock_on_exit(&cli);
-    let leading = if cli.leader.leader_elect {
-        match campaign(&cli, &config, &client_opts, &health, &shutdown).await? {
-            Some(leading) => Some(leading),
-            // Shut down while standby: nothing was started, nothing to release.
-            None => return Ok(0),
-        }
-    } else {
-        None
+    let Some(leading) = elect(&cli, &config, &client_opts, &health, &shutdown).await? else {
+        // Shut down while standby: nothing was started, nothing to release.
+        return Ok(0);
     };
     // Cancelled when leadership is lost; never, without election.
     let lost = leading
@@ -206,13 +205,17 @@ async fn run(mut cli: Cli) -> anyhow::Result<i32> {
     };
     release_on_exit = releases_lock_on_exit(&cli);
 
-    let factory = informer_factory(&cli, informer_client.clone());
+    let shards = start_shards(&cli, &config, &client_opts, &shutdown).await?;
+    let factory = informer_factory(&cli, informer_client.clone(), shards.as_ref());
     watch_other_managers(&config, &client_opts)?;
     let started = start_controllers(
         &cli,
         &config,
         &client_opts,
-        &factory,
+        Shared {
+            factory: &factory,
+            shards: shards.as_ref().map(|h| h.shards.clone()),
+        },
         &health,
         &shutdown,
         &lost,
@@ -248,9 +251,92 @@ async fn run(mut cli: Cli) -> anyhow::Result<i32> {
     }
     match drain(&mut tasks, &lost, &mut code).await {
         Drained::Lost => Ok(leadership_lost()),
+        // Syncs may still be writing: leave the shard leases to expire too.
         Drained::Late => Ok(1),
-        Drained::Done => Ok(release(leading, release_on_exit, code).await),
+        Drained::Done => Ok(release_all(shards, leading, release_on_exit, code).await),
     }
+}
+
+/// After an orderly drain: hands the shard ranges over, then [`release`]s the leader lease.
+async fn release_all(
+    shards: Option<ShardHolder>,
+    leading: Option<leader::Leading>,
+    release_on_exit: bool,
+    code: i32,
+) -> i32 {
+    if let Some(holder) = shards {
+        holder.release().await;
+    }
+    release(leading, release_on_exit, code).await
+}
+
+/// Sharded mode's holder task and the view the controllers and caches share.
+struct ShardHolder {
+    shards: std::sync::Arc<Shards>,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl ShardHolder {
+    /// Hands every held range over and releases the leases (the controllers have stopped),
+    /// waiting at most the renew deadline.
+    async fn release(self) {
+        self.stop.cancel();
+        let budget = self.shards.config().renew_deadline + Duration::from_secs(1);
+        match tokio::time::timeout(budget, self.task).await {
+            Ok(_) => tracing::info!("released the shard leases"),
+            Err(_) => tracing::warn!("releasing the shard leases took too long; they expire"),
+        }
+    }
+}
+
+/// In sharded mode (`--rkcm-shards`), starts the shard holder and waits for its first round
+/// (at most a retry period and the renew deadline), so that the caches start with the ranges
+/// it took.
+async fn start_shards(
+    cli: &Cli,
+    config: &kube::Config,
+    opts: &ClientOptions,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<Option<ShardHolder>> {
+    if cli.rkcm.rkcm_shards == 0 {
+        return Ok(None);
+    }
+    let le = &cli.leader;
+    let ring = rkcm_runtime::shard::Ring::new(cli.rkcm.rkcm_shards)
+        .map_err(|e| anyhow::anyhow!("--rkcm-shards: {e}"))?;
+    let cfg = ShardConfig {
+        ring,
+        namespace: le.leader_elect_resource_namespace.clone(),
+        prefix: SHARD_LEASE_PREFIX.to_owned(),
+        identity: leader::default_identity(),
+        lease_duration: le.leader_elect_lease_duration.to_std(),
+        renew_deadline: le.leader_elect_renew_deadline.to_std(),
+        retry_period: le.leader_elect_retry_period.to_std(),
+    };
+    let client =
+        make_client(config, opts, "shard-holder").context("building the shard holder's client")?;
+    tracing::info!(
+        identity = %cfg.identity,
+        ranges = ring.len(),
+        namespace = %cfg.namespace,
+        prefix = SHARD_LEASE_PREFIX,
+        "starting the shard holder"
+    );
+    let shards = Shards::new(cfg, rkcm_runtime::clock::system());
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(shards.clone().run(client, stop.clone()));
+    let first = shards.config().retry_period + shards.config().renew_deadline;
+    tokio::select! {
+        biased;
+        () = shutdown.cancelled() => {}
+        () = shards.rounds(1) => {}
+        () = tokio::time::sleep(first) => {
+            tracing::warn!("the shard holder's first round has not finished; starting with no range");
+        }
+    }
+    tracing::info!(ranges = ?shards.held(), "shard ranges held at start");
+    Ok(Some(ShardHolder { shards, stop, task }))
 }
 
 /// How the controllers' drain at shutdown ended.
@@ -341,6 +427,32 @@ async fn start_server(cli: &Cli, health: &serve::Health) -> anyhow::Result<JoinH
         delegation,
     )
     .context("starting the secure server")
+}
+
+/// `Some(None)` without leader election (`--leader-elect=false`, or sharded mode, where the
+/// shard Leases take its place), `Some(Some(_))` once leading, `None` when shut down while
+/// standby.
+async fn elect(
+    cli: &Cli,
+    config: &kube::Config,
+    opts: &ClientOptions,
+    health: &serve::Health,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<Option<Option<leader::Leading>>> {
+    if cli.rkcm.rkcm_shards > 0 {
+        tracing::info!(
+            ranges = cli.rkcm.rkcm_shards,
+            "sharded mode: every replica is active on the shard ranges it holds; the leader \
+             lease is not used"
+        );
+        return Ok(Some(None));
+    }
+    if !cli.leader.leader_elect {
+        return Ok(Some(None));
+    }
+    Ok(campaign(cli, config, opts, health, shutdown)
+        .await?
+        .map(Some))
 }
 
 /// Campaigns until leading (`Some`) or shut down while standby (`None`).
@@ -479,17 +591,25 @@ fn watch_other_managers(config: &kube::Config, opts: &ClientOptions) -> anyhow::
     Ok(())
 }
 
+/// What every controller of the process shares: the informers, and in sharded mode the
+/// ranges held.
+struct Shared<'a> {
+    factory: &'a InformerFactory,
+    shards: Option<std::sync::Arc<Shards>>,
+}
+
 /// Requests informers and starts every enabled, implemented controller. `None` when
 /// leadership was lost meanwhile.
 async fn start_controllers(
     cli: &Cli,
     config: &kube::Config,
     opts: &ClientOptions,
-    factory: &InformerFactory,
+    shared: Shared<'_>,
     health: &serve::Health,
     shutdown: &CancellationToken,
     lost: &CancellationToken,
 ) -> anyhow::Result<Option<(FuturesUnordered<ControllerTask>, Vec<SyncProbe>)>> {
+    let Shared { factory, shards } = shared;
     let tasks = FuturesUnordered::new();
     let mut probes = Vec::new();
     let sa_clients = if cli.generic.use_service_account_credentials {
@@ -550,7 +670,7 @@ async fn start_controllers(
             informers: factory.clone(),
             shutdown: shutdown.clone(),
             clock: rkcm_runtime::clock::system(),
-            shards: None,
+            shards: shards.clone(),
         };
         tracing::info!(controller = def.name, "starting controller");
         let handle = tokio::spawn((imp.start)(ctx, cli));
@@ -633,7 +753,15 @@ fn releases_lock_on_exit(cli: &Cli) -> bool {
 
 /// The shared informers' factory as the flags and gates say, and the process-wide settings of
 /// the queues and writes that go with it.
-fn informer_factory(cli: &Cli, client: kube::Client) -> InformerFactory {
+fn informer_factory(
+    cli: &Cli,
+    client: kube::Client,
+    shards: Option<&ShardHolder>,
+) -> InformerFactory {
+    let scope = match shards {
+        Some(holder) => Scope::Shards(ShardScope(holder.shards.clone())),
+        None => Scope::Cluster,
+    };
     // WatchListClient (on by default, as upstream): one streaming WATCH per type instead of
     // paginated LISTs for the initial state.
     let list_mode = if cli.feature_gates.enabled("WatchListClient") {
@@ -650,7 +778,7 @@ fn informer_factory(cli: &Cli, client: kube::Client) -> InformerFactory {
     rkcm_runtime::queue::set_ignore_early_failures(cli.rkcm.rkcm_retry_ignores_early_failures);
     // Writes read only the identity of their answer; it comes in the same encoding.
     rkcm_runtime::api::write::accept_protobuf(content_type == ContentType::Protobuf);
-    InformerFactory::with_options(client, list_mode, content_type)
+    InformerFactory::scoped_with(client, scope, list_mode, content_type)
 }
 
 /// Reads `/version` every `--rkcm-apiserver-version-recheck-period`; when the minor whose gates apply differs from

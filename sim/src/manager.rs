@@ -225,8 +225,10 @@ pub fn start_with(
     let shutdown = CancellationToken::new();
     let (shards, factory) = holder_and_informers(api, clock, epoch, shards, &shutdown);
     let view = shards.as_ref().map(|(s, _)| s.clone());
-    // Sharded: every controller's writes go through the fence but PodGC's, which is not
-    // shard-aware yet.
+    let sharded = view.is_some();
+    // Sharded: every controller's writes go through the fence but PodGC's, whose
+    // terminated-pod threshold writes across namespaces under the global Lease (it gates
+    // each write itself: the pod's range, or the global Lease).
     let ctx = |c: Ctl| ControllerContext {
         client: api.client_fenced(epoch, c.agent(), view.clone().filter(|_| c != Ctl::PodGc)),
         budget: None,
@@ -298,10 +300,17 @@ pub fn start_with(
                 // (`--terminated-pod-gc-threshold`), a rule that deletes without quarantine,
                 // and sweeps every second; as every other scenario's helper it keeps
                 // upstream's defaults.
+                // The sharded scenarios keep a handful too, so that the threshold pass of the
+                // global Lease's holder runs.
                 let cfg = if ctls.first() == Some(&Ctl::PodGc) {
                     rkcm_podgc::Config {
                         terminated_pod_gc_threshold: PODGC_SCENARIO_THRESHOLD,
                         gc_check_period: PODGC_SCENARIO_PERIOD,
+                        ..Default::default()
+                    }
+                } else if sharded {
+                    rkcm_podgc::Config {
+                        terminated_pod_gc_threshold: PODGC_SCENARIO_THRESHOLD,
                         ..Default::default()
                     }
                 } else {

@@ -258,8 +258,9 @@ impl Scenario {
         }
     }
 
-    /// The sharded scenarios' objects: a Deployment in every namespace of
-    /// [`SHARD_NAMESPACES`], a ReplicaSet of its own in every other one, and a fourth node.
+    /// The sharded scenarios' objects: a Deployment and a pod that runs to completion in every
+    /// namespace of [`SHARD_NAMESPACES`], a ReplicaSet of its own in every other one, and a
+    /// fourth node.
     fn sharded_setup(&mut self, world: &mut World, model: &mut NodeModel, rng: &mut StdRng) {
         self.add_node(world, model);
         // A Deployment in every namespace, a ReplicaSet of its own in every other.
@@ -279,6 +280,8 @@ impl Scenario {
             if i % 2 == 0 {
                 create_in(world, ns, "replicasets", replicaset("solo", 2, "img:1"));
             }
+            // Runs to completion: six terminated pods are past PodGC's threshold.
+            create_in(world, ns, "pods", bare_pod("batch-0", "Never"));
         }
     }
 
@@ -377,7 +380,25 @@ impl Scenario {
             }
             8..=11 if !down.is_empty() => {
                 if let Some(n) = pick(rng, down) {
-                    model.revive(world, &n);
+                    if rng.random_bool(0.5) {
+                        model.revive(world, &n);
+                    } else {
+                        // Its pods are PodGC's (orphans), swept by the replica holding each
+                        // pod's range.
+                        world.trace_line(format!("user delete node {n}"));
+                        model.delete_node(world, &n);
+                        self.add_node(world, model);
+                    }
+                }
+            }
+            33..=40 => {
+                // A pod that runs to completion: terminated pods past PodGC's threshold go in
+                // the cluster-wide pass of the global Lease's holder.
+                if let Some(ns) = pick(rng, &SHARD_NAMESPACES) {
+                    self.jobs += 1;
+                    let name = format!("batch-{}", self.jobs);
+                    world.trace_line(format!("user create pod {ns}/{name}"));
+                    create_in(world, ns, "pods", bare_pod(&name, "Never"));
                 }
             }
             12..=24 => {

@@ -106,4 +106,27 @@ pub struct RkcmFlags {
           default_missing_value = "true", default_value = "false", value_parser = parse_go_bool,
           value_name = "bool")]
     pub rkcm_deployment_rollback_on_progress_deadline: bool,
+
+    /// Not upstream, 0 (one active replica) by default: sharded mode. Every replica is active
+    /// and they split a ring of this many namespace-hash ranges (the API server's 64-bit
+    /// FNV-1a of the namespace, 1 to 1024; choose many more ranges than replicas), each range
+    /// a Lease <leader-elect-resource-namespace>/rkcm-shard-<i> held with the
+    /// --leader-elect-* timings: a replica acts on an object only while it holds its range,
+    /// and caches only its ranges' namespaces (with the API server's shard selector when the
+    /// server has gate ShardedListAndWatch, else filtered on the client). The leader Lease is
+    /// not used; PodGC's cluster-wide terminated-pod threshold runs in the one replica holding
+    /// Lease rkcm-shard-global. Every replica of one ring needs the same value.
+    #[arg(long, default_value = "0", value_parser = parse_shards, value_name = "int")]
+    pub rkcm_shards: u32,
+}
+
+/// `--rkcm-shards`: 0 (off) or a ring size.
+fn parse_shards(s: &str) -> Result<u32, String> {
+    let n: u32 = s.parse().map_err(|e| format!("invalid value {s:?}: {e}"))?;
+    if n == 0 {
+        return Ok(0);
+    }
+    rkcm_runtime::shard::Ring::new(n)
+        .map(|_| n)
+        .map_err(|e| e.to_string())
 }

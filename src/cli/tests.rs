@@ -121,6 +121,7 @@ fn defaults_equal_upstream() {
         ("rkcm-deployment-rollback-on-progress-deadline", "false"),
         ("rkcm-deployment-stale-cache-guard", "true"),
         ("rkcm-retry-ignores-early-failures", "true"),
+        ("rkcm-shards", "0"),
         ("rkcm-statefulset-recover-stuck-after", "5m0s"),
         ("rkcm-statefulset-recover-stuck-rollout", "false"),
         ("root-ca-file", ""),

@@ -40,6 +40,7 @@ pub mod explain;
 mod metrics;
 pub mod plan;
 mod reconcile;
+mod sharded;
 pub mod status;
 
 #[cfg(test)]
@@ -75,7 +76,9 @@ pub fn informers(factory: &InformerFactory) -> Vec<SyncProbe> {
 /// shutdown (also when shut down before the caches synced); per-pod errors never end it.
 ///
 /// Sweeps see every pod of `ctx.informers`: a factory scoped to some namespaces (tests sharing
-/// a cluster) limits PodGC, and its terminated threshold, to those namespaces.
+/// a cluster) limits PodGC, and its terminated threshold, to those namespaces. In sharded mode
+/// (`ctx.shards`) a replica sweeps the namespaces of its ranges, and the threshold runs in
+/// the replica holding the global shard Lease, over the whole cluster ([`sharded`]).
 pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
     // Register the counters before the first sweep so a scrape sees them early.
     metrics::get();
@@ -84,12 +87,26 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
     let node_store = ctx.informers.informer::<Node>().store();
     run_when_synced(&ctx, NAME, wait_for, || async {
         let period = cfg.gc_check_period;
-        let snapshot = || (pod_store.list(), node_store.list());
-        let sweeper = reconcile::Sweeper::new(
+        let mut sweeper = reconcile::Sweeper::new(
             reconcile::KubeApi::new(ctx.client.clone()),
             cfg,
             ctx.clock.clone(),
         );
+        let mut sharded = ctx
+            .shards
+            .clone()
+            .map(|shards| sharded::Sharded::new(shards, ctx.informers.clone()));
+        if let Some(sharded) = &sharded {
+            sweeper = sweeper.with_shards(sharded.shards().clone());
+        }
+        let snapshot = move || match sharded.as_mut() {
+            None => reconcile::Snapshot::from((pod_store.list(), node_store.list())),
+            Some(sharded) => reconcile::Snapshot {
+                pods: sharded.owned(pod_store.list()),
+                nodes: node_store.list(),
+                terminated: sharded.terminated(),
+            },
+        };
         reconcile::run_sweeps(sweeper, snapshot, period, ctx.shutdown.cancelled()).await;
     })
     .await;

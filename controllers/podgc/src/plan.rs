@@ -153,7 +153,7 @@ pub fn plan(pods: &[Arc<Pod>], nodes: &[Arc<Node>], terminated_pod_gc_threshold:
         .collect();
 
     SweepPlan {
-        terminated: plan_terminated(pods, terminated_pod_gc_threshold),
+        terminated: terminated_above(pods, terminated_pod_gc_threshold),
         out_of_service: plan_out_of_service(pods, &by_name),
         unknown_nodes: pods
             .iter()
@@ -170,7 +170,9 @@ pub fn plan(pods: &[Arc<Pod>], nodes: &[Arc<Node>], terminated_pod_gc_threshold:
     }
 }
 
-fn plan_terminated(pods: &[Arc<Pod>], threshold: i32) -> Vec<Arc<Pod>> {
+/// The terminated pods of `pods` above `threshold`, in [`deletion_order`] (the threshold
+/// sweep of [`plan`]; sharded PodGC runs it over the cluster's terminated pods alone).
+pub fn terminated_above(pods: &[Arc<Pod>], threshold: i32) -> Vec<Arc<Pod>> {
     // ≤ 0 disables only this sweep (upstream flag semantics).
     let Ok(threshold) = usize::try_from(threshold) else {
         return Vec::new();

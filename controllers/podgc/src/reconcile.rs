@@ -20,6 +20,7 @@ use rkcm_runtime::cache::cached::{Node, Pod};
 use rkcm_runtime::clock::SharedClock;
 use rkcm_runtime::explain::decisions::{self, Decisions, Note, Outcome};
 use rkcm_runtime::queue::{RateLimiter, WorkQueue};
+use rkcm_runtime::shard::Shards;
 
 use crate::config::{Config, NAME};
 use crate::consts;
@@ -180,6 +181,9 @@ pub(crate) struct Sweeper<A> {
     /// The pods the previous sweep recorded: a pod no longer acted on nor waited on is
     /// forgotten, so the store holds what the latest sweep decided and nothing older.
     recorded: HashSet<String>,
+    /// Sharded mode: a pod is written for only while its range (for the threshold: the
+    /// global Lease) is held ([`crate::sharded`]).
+    shards: Option<Arc<Shards>>,
 }
 
 impl<A> Drop for Sweeper<A> {
@@ -201,7 +205,15 @@ impl<A: PodGcApi> Sweeper<A> {
             metrics: metrics::get(),
             decisions: decisions::global(),
             recorded: HashSet::new(),
+            shards: None,
         }
+    }
+
+    /// Sharded mode: writes only while the pod's range (the threshold: the global Lease) is
+    /// held; the threshold sweep runs over the pods [`Sweeper::sweep_with`] is given.
+    pub(crate) fn with_shards(mut self, shards: Arc<Shards>) -> Self {
+        self.shards = Some(shards);
+        self
     }
 
     /// Records into `store` instead of the process's store (tests).
@@ -231,8 +243,30 @@ impl<A: PodGcApi> Sweeper<A> {
     }
 
     /// One sweep over a snapshot of the pod and node caches.
+    #[cfg(test)]
     pub(crate) async fn sweep(&mut self, pods: &[Arc<Pod>], nodes: &[Arc<Node>]) -> SweepReport {
-        let plan = plan::plan(pods, nodes, self.cfg.terminated_pod_gc_threshold);
+        self.sweep_with(pods, nodes, None).await
+    }
+
+    /// One sweep; in sharded mode the threshold counts `terminated` (the cluster's terminated
+    /// pods, while this replica holds the global Lease) and is skipped without it.
+    pub(crate) async fn sweep_with(
+        &mut self,
+        pods: &[Arc<Pod>],
+        nodes: &[Arc<Node>],
+        terminated: Option<&[Arc<Pod>]>,
+    ) -> SweepReport {
+        let threshold = self.cfg.terminated_pod_gc_threshold;
+        let mut plan = plan::plan(
+            pods,
+            nodes,
+            if self.shards.is_some() { 0 } else { threshold },
+        );
+        if self.shards.is_some() {
+            plan.terminated = terminated
+                .map(|all| plan::terminated_above(all, threshold))
+                .unwrap_or_default();
+        }
         let mut report = SweepReport::default();
 
         if !plan.terminated.is_empty() {
@@ -322,22 +356,39 @@ impl<A: PodGcApi> Sweeper<A> {
         // The futures are built up front (they are lazy): a stream mapped through a closure
         // over `&Arc<Pod>` would make the sweep future not provably `Send`.
         let attempts: Vec<_> = pods.iter().map(|pod| self.attempt(pod, reason)).collect();
-        let results: Vec<Attempt> = futures::stream::iter(attempts)
+        let results: Vec<Option<Attempt>> = futures::stream::iter(attempts)
             .buffer_unordered(limit)
             .collect()
             .await;
-        for attempt in results {
+        for attempt in results.into_iter().flatten() {
             report.add(attempt);
         }
     }
 
     async fn delete_one(&self, pod: &Pod, reason: Reason, report: &mut SweepReport) {
-        let attempt = self.attempt(pod, reason).await;
-        report.add(attempt);
+        if let Some(attempt) = self.attempt(pod, reason).await {
+            report.add(attempt);
+        }
+    }
+
+    /// One pod, in sharded mode only while its range (the threshold: the global Lease) is
+    /// held, the write counted in flight.
+    async fn attempt(&self, pod: &Pod, reason: Reason) -> Option<Attempt> {
+        let _in_flight = match &self.shards {
+            None => None,
+            Some(shards) => match crate::sharded::Sharded::begin(shards, pod, reason) {
+                Some(token) => Some(token),
+                None => {
+                    tracing::debug!(pod = %pod_key(pod), reason = reason.label(), "shard range not held: pod left to its holder");
+                    return None;
+                }
+            },
+        };
+        Some(self.act(pod, reason).await)
     }
 
     /// One pod: act, log, count, and note the writes for its last decision.
-    async fn attempt(&self, pod: &Pod, reason: Reason) -> Attempt {
+    async fn act(&self, pod: &Pod, reason: Reason) -> Attempt {
         let key = pod_key(pod);
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         // Upstream counts out-of-service attempts before acting and the others after; keep
@@ -420,6 +471,24 @@ fn add_waits(decided: &mut Vec<Decision>, waits: Vec<(String, rkcm_runtime::expl
     }
 }
 
+/// What one sweep looks at.
+pub(crate) struct Snapshot {
+    pub(crate) pods: Vec<Arc<Pod>>,
+    pub(crate) nodes: Vec<Arc<Node>>,
+    /// Sharded mode: the cluster's terminated pods, while the global Lease is held.
+    pub(crate) terminated: Option<Vec<Arc<Pod>>>,
+}
+
+impl From<(Vec<Arc<Pod>>, Vec<Arc<Node>>)> for Snapshot {
+    fn from((pods, nodes): (Vec<Arc<Pod>>, Vec<Arc<Node>>)) -> Self {
+        Self {
+            pods,
+            nodes,
+            terminated: None,
+        }
+    }
+}
+
 /// Runs a sweep at once, then again `period` after each sweep ends (a sliding period, like
 /// upstream's `wait.Until`), until `shutdown` completes. A sweep in flight is abandoned on
 /// shutdown: every write is idempotent and a half-done pod (failed, not yet deleted) still
@@ -431,15 +500,20 @@ pub(crate) async fn run_sweeps<A, S>(
     shutdown: impl Future<Output = ()>,
 ) where
     A: PodGcApi,
-    S: Fn() -> (Vec<Arc<Pod>>, Vec<Arc<Node>>),
+    S: FnMut() -> Snapshot,
 {
+    let mut snapshot = snapshot;
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let (pods, nodes) = snapshot();
+        let Snapshot {
+            pods,
+            nodes,
+            terminated,
+        } = snapshot();
         tokio::select! {
             biased;
             () = &mut shutdown => return,
-            report = sweeper.sweep(&pods, &nodes) => {
+            report = sweeper.sweep_with(&pods, &nodes, terminated.as_deref()) => {
                 tracing::debug!(
                     pods = pods.len(),
                     nodes = nodes.len(),

@@ -35,6 +35,7 @@ pub mod prometheus;
 pub mod proxy;
 pub mod recorder;
 pub mod scrape;
+pub mod shards;
 pub mod sim;
 pub mod tls_front;
 pub mod volumes;

@@ -18,8 +18,13 @@
 //! renew deadline, 5 s at upstream's 15 s / 10 s) is what such a write may use. A write that
 //! lands later, or in another's term, breaks the invariant; so does any write for a range the
 //! incarnation never held. Events (the recorder's, written after the fact) and Leases are not
-//! judged; nor, for now, PodGC's writes ([`EXEMPT_AGENTS`]): its sweep is not shard-aware
-//! yet.
+//! judged.
+//!
+//! The global Lease (`<prefix>-global`) has terms of its own, judged the same way (no two
+//! holders at once). PodGC's cluster-wide pass (the terminated-pod threshold) runs in the
+//! holder of the global Lease and deletes pods of any namespace, so a write of PodGC
+//! ([`CLUSTER_WIDE_AGENTS`]) may fall in its incarnation's term on the namespace's range or in
+//! its term on the global Lease; every other writer's, only in the former.
 
 use std::collections::BTreeMap;
 
@@ -27,8 +32,12 @@ use rkcm_runtime::shard::Ring;
 use rkcm_testkit::sim::server::Change;
 use serde_json::Value;
 
-/// Writers whose writes are not judged: PodGC ignores shards until it learns them.
-pub const EXEMPT_AGENTS: &[&str] = &["pod-garbage-collector"];
+/// Writers whose writes may also fall in a term on the global Lease: PodGC, whose
+/// terminated-pod threshold runs in the global Lease's holder over every namespace.
+pub const CLUSTER_WIDE_AGENTS: &[&str] = &["pod-garbage-collector"];
+
+/// The global Lease's key in the terms ([`rkcm_runtime::shard::GLOBAL`]).
+const GLOBAL: u32 = rkcm_runtime::shard::GLOBAL;
 
 /// A term on one range: the holding incarnation, from when, its last renewal and duration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,11 +90,13 @@ impl Terms {
                 continue;
             }
             if c.resource == "leases" {
-                let Some(range) = c
-                    .key
-                    .strip_prefix(&self.lease_key)
-                    .and_then(|r| r.parse::<u32>().ok())
-                else {
+                let Some(range) = c.key.strip_prefix(&self.lease_key).and_then(|r| {
+                    if r == "global" {
+                        Some(GLOBAL)
+                    } else {
+                        r.parse::<u32>().ok()
+                    }
+                }) else {
                     continue;
                 };
                 let (holder, duration_ms) = if c.kind == "DELETED" {
@@ -96,14 +107,12 @@ impl Terms {
                 out.extend(self.lease(range, c.at_ms, c.epoch, holder, duration_ms));
                 continue;
             }
-            if EXEMPT_AGENTS.contains(&c.agent.as_str()) {
-                continue;
-            }
             let Some((ns, _)) = c.key.split_once('/') else {
                 continue;
             };
             let what = format!("{} {} {} {}", c.agent, c.kind, c.resource, c.key);
-            out.extend(self.write(ns, c.at_ms, c.epoch, &what));
+            let global = CLUSTER_WIDE_AGENTS.contains(&c.agent.as_str());
+            out.extend(self.write(ns, c.at_ms, c.epoch, global, &what));
         }
         out
     }
@@ -130,7 +139,11 @@ impl Terms {
                     finding = Some(Finding {
                         at_ms,
                         invariant: "ShardLeaseTermsOverlap",
-                        object: format!("range {range}"),
+                        object: if range == GLOBAL {
+                            "global lease".to_owned()
+                        } else {
+                            format!("range {range}")
+                        },
                         detail: format!(
                             "epoch {epoch} ({holder}) took the range while the term of epoch {} ({}) ran: from {} ms, renewed at {} ms, until {} ms",
                             t.epoch,
@@ -160,13 +173,21 @@ impl Terms {
         finding
     }
 
-    /// A write by incarnation `epoch` for an object of namespace `ns`, landed at `at_ms`.
-    fn write(&self, ns: &str, at_ms: u64, epoch: u64, what: &str) -> Option<Finding> {
+    /// Whether incarnation `epoch` has a running term on `range` at `at_ms`.
+    fn in_term(&self, range: u32, epoch: u64, at_ms: u64) -> bool {
+        self.open
+            .get(&range)
+            .is_some_and(|t| t.epoch == epoch && at_ms <= t.end_ms())
+    }
+
+    /// A write by incarnation `epoch` for an object of namespace `ns`, landed at `at_ms`;
+    /// `global`: a cluster-wide writer, which may also write in a term on the global Lease.
+    fn write(&self, ns: &str, at_ms: u64, epoch: u64, global: bool, what: &str) -> Option<Finding> {
         let range = self.ring.range_of(ns);
-        let term = self.open.get(&range);
-        if term.is_some_and(|t| t.epoch == epoch && at_ms <= t.end_ms()) {
+        if self.in_term(range, epoch, at_ms) || (global && self.in_term(GLOBAL, epoch, at_ms)) {
             return None;
         }
+        let term = self.open.get(&range);
         let held = match term {
             Some(t) => format!(
                 "the range's term is epoch {}'s ({}), from {} ms, renewed at {} ms, until {} ms",
@@ -231,7 +252,7 @@ mod tests {
                 Ev::Lease(at, epoch, holder, secs) => {
                     t.lease(0, *at, *epoch, (*holder).to_owned(), secs * 1000)
                 }
-                Ev::Write(at, epoch) => t.write(ns_of(0), *at, *epoch, "write"),
+                Ev::Write(at, epoch) => t.write(ns_of(0), *at, *epoch, false, "write"),
             };
             out.extend(f.map(|f| f.invariant));
         }
@@ -324,7 +345,25 @@ mod tests {
         // commit order, a write landing then meets the lapsed term.
         let mut gap = terms();
         assert!(gap.lease(0, 0, 1, "a".into(), 15_000).is_none());
-        assert!(gap.write(ns_of(0), 17_000, 1, "w").is_some());
-        assert!(t.write(ns_of(1), 1, 1, "w").is_some(), "another range");
+        assert!(gap.write(ns_of(0), 17_000, 1, false, "w").is_some());
+        assert!(
+            t.write(ns_of(1), 1, 1, false, "w").is_some(),
+            "another range"
+        );
+    }
+
+    #[test]
+    fn a_cluster_wide_writer_may_write_in_its_global_term() {
+        let mut t = terms();
+        assert!(t.lease(GLOBAL, 0, 1, "a".into(), 15_000).is_none());
+        assert!(t.lease(0, 0, 2, "b".into(), 15_000).is_none());
+        // PodGC of epoch 1 deletes in range 0 (epoch 2's) under the global Lease.
+        assert!(t.write(ns_of(0), 1_000, 1, true, "w").is_none());
+        // Any other writer of epoch 1 may not; nor PodGC once the global term is over.
+        assert!(t.write(ns_of(0), 1_000, 1, false, "w").is_some());
+        assert!(t.write(ns_of(0), 15_001, 1, true, "w").is_some());
+        // Two holders of the global Lease at once overlap.
+        let taken = t.lease(GLOBAL, 5_000, 3, "c".into(), 15_000);
+        assert_eq!(taken.map(|f| f.object), Some("global lease".to_owned()));
     }
 }

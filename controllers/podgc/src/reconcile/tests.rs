@@ -560,7 +560,7 @@ async fn run_sweeps_uses_a_sliding_period_and_stops_on_shutdown() {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(origin.elapsed());
-        (pods.clone(), Vec::new())
+        (pods.clone(), Vec::new()).into()
     };
     run_sweeps(
         s,
@@ -607,7 +607,7 @@ async fn run_sweeps_returns_immediately_when_already_shut_down() {
         s,
         move || {
             counted.fetch_add(1, Ordering::SeqCst);
-            (pods.clone(), Vec::new())
+            (pods.clone(), Vec::new()).into()
         },
         Duration::from_secs(20),
         std::future::ready(()),
@@ -718,4 +718,75 @@ async fn every_sweep_records_its_decisions_and_forgets_the_rest() {
     ]);
     s.sweep(&pods, &nodes).await;
     assert_eq!(store.list(Some(NAME)), Vec::new());
+}
+
+/// Sharded mode: the per-pod sweeps delete only in namespaces whose range is held; the
+/// threshold runs over the terminated pods it is given, and only with the global Lease.
+#[tokio::test(start_paused = true)]
+async fn sharded_sweeps_write_only_for_held_ranges_and_the_threshold_only_with_the_global_lease() {
+    let mine = "rt-shard-mine";
+    let other = rkcm_testkit::shards::other_range(
+        16,
+        mine,
+        &[
+            "rt-shard-payments",
+            "rt-shard-search",
+            "rt-shard-billing",
+            "rt-shard-web",
+        ],
+    );
+    let terminated = |ns: &str| -> Vec<Pod> {
+        (0..3)
+            .map(|i| pod(ns, &format!("done{i}"), i, "Succeeded"))
+            .collect()
+    };
+    let unscheduled = |ns: &str| deleting(pod(ns, "stuck", 9, "Pending"));
+    let mut all = terminated(mine);
+    all.extend(terminated(other));
+    all.extend([unscheduled(mine), unscheduled(other)]);
+    let all = arcs(all);
+    let cluster_terminated: Vec<Arc<Pod>> = all
+        .iter()
+        .filter(|p| crate::plan::is_terminated(p))
+        .cloned()
+        .collect();
+
+    // Ranges of `mine` only, no global Lease: the unscheduled pod of `mine`, nothing else,
+    // even when handed the cluster's terminated pods.
+    let api = Api::default();
+    let shards = rkcm_testkit::shards::holding(16, &[mine], false);
+    let mut s = sweeper(&api, cfg(2)).with_shards(shards);
+    s.sweep_with(&all, &[], Some(&cluster_terminated)).await;
+    assert_eq!(api.deleted(), vec![format!("{mine}/stuck")]);
+
+    // With the global Lease: the threshold counts both namespaces' 6 terminated pods and
+    // trims the 4 oldest, whichever range they are in.
+    let api = Api::default();
+    let shards = rkcm_testkit::shards::holding(16, &[mine], true);
+    let mut s = sweeper(&api, cfg(2)).with_shards(shards);
+    s.sweep_with(&all, &[], Some(&cluster_terminated)).await;
+    let mut deleted = api.deleted();
+    deleted.sort();
+    let mut expected = vec![
+        format!("{mine}/done0"),
+        format!("{mine}/done1"),
+        format!("{other}/done0"),
+        format!("{other}/done1"),
+        format!("{mine}/stuck"),
+    ];
+    expected.sort();
+    assert_eq!(deleted, expected);
+
+    // Without the cluster's terminated pods (the cache not synced yet) no threshold sweep,
+    // though the local pods alone are above it.
+    let api = Api::default();
+    let shards = rkcm_testkit::shards::holding(16, &[mine, other], true);
+    let mut s = sweeper(&api, cfg(2)).with_shards(shards);
+    s.sweep_with(&all, &[], None).await;
+    let mut deleted = api.deleted();
+    deleted.sort();
+    assert_eq!(
+        deleted,
+        vec![format!("{mine}/stuck"), format!("{other}/stuck")]
+    );
 }

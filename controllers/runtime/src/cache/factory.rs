@@ -121,6 +121,18 @@ impl InformerFactory {
         }
     }
 
+    /// A new factory on the same client, listing and decoding the same way, whose informers
+    /// hold only what `scope` admits.
+    pub fn rescoped(&self, scope: Scope) -> Self {
+        Self::build(
+            self.inner.client.clone(),
+            Source {
+                scope,
+                ..self.inner.source.clone()
+            },
+        )
+    }
+
     /// Which objects this factory's informers hold.
     pub fn scope(&self) -> &Scope {
         &self.inner.source.scope

@@ -58,6 +58,10 @@ pub enum Scope {
     /// (a server without sharding ignores the selector); listed again when the held ranges
     /// change.
     Shards(ShardScope),
+    /// Every namespace, namespaced types listed and watched with this field selector only
+    /// (the server filters; an object leaving the selector arrives as a deletion). Sharded
+    /// PodGC's terminated pods of the whole cluster.
+    Fields(String),
 }
 
 /// The held ranges a [`Scope::Shards`] follows (compared by identity).
@@ -99,7 +103,7 @@ impl Scope {
     /// Whether an object of `namespace` (`None` or empty: cluster-scoped) is in scope.
     pub fn contains(&self, namespace: Option<&str>) -> bool {
         match self {
-            Scope::Cluster => true,
+            Scope::Cluster | Scope::Fields(_) => true,
             Scope::Namespaces(set) => namespace.is_none_or(|ns| ns.is_empty() || set.contains(ns)),
             Scope::Shards(ShardScope(shards)) => namespace
                 .is_none_or(|ns| ns.is_empty() || shards.keeps(shards.config().ring.range_of(ns))),
@@ -111,7 +115,14 @@ impl Scope {
     pub(super) fn shard_selector<K: Resource>(&self) -> Option<String> {
         match self {
             Scope::Shards(ShardScope(shards)) if is_namespaced::<K>() => {
-                shards.config().ring.selector(&shards.held_ranges())
+                let held = shards.held_ranges();
+                if held.is_empty() {
+                    // Nothing held: a range of one hash value (an empty range is refused),
+                    // so that the list is not of every namespace; the client filter drops a
+                    // namespace that hashes to it.
+                    return Some(NOTHING_HELD.to_owned());
+                }
+                shards.config().ring.selector(&held)
             }
             _ => None,
         }
@@ -123,10 +134,15 @@ impl Scope {
             Scope::Namespaces(set) if set.len() == 1 && is_namespaced::<K>() => {
                 set.first().map(|ns| format!("metadata.namespace={ns}"))
             }
+            Scope::Fields(fields) if is_namespaced::<K>() => Some(fields.clone()),
             _ => None,
         }
     }
 }
+
+/// The shard selector of a replica that holds no range.
+const NOTHING_HELD: &str =
+    "shardRange(object.metadata.namespace, '0x0000000000000000', '0x0000000000000001')";
 
 /// Whether `K` is a namespaced kind. kube's typed `Api` only names a namespace for types it
 /// knows to be namespaced at compile time; the informer is generic over both, so it compares

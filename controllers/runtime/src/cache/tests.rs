@@ -882,3 +882,46 @@ fn informers_hand_each_foreign_write_over_once() {
     let cached = informer.store().get("ns/web").expect("cached");
     assert_eq!(cached.metadata.managed_fields, None);
 }
+
+/// Sharded scope: the held ranges' selector; with no range held, a selector of one hash
+/// value, never none (none would list every namespace); cluster-scoped types get none.
+#[test]
+fn shard_scope_selects_the_held_ranges_and_next_to_nothing_when_none_is_held() {
+    use crate::shard::{Ring, ShardConfig, Shards};
+    use k8s_openapi::api::core::v1::Node;
+    let ring = Ring::new(8).expect("ring");
+    let shards = Shards::new(
+        ShardConfig {
+            ring,
+            namespace: "kube-system".into(),
+            prefix: "rkcm-shard".into(),
+            identity: "me".into(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        },
+        crate::clock::system(),
+    );
+    let until = tokio::time::Instant::now() + Duration::from_secs(3600);
+    shards.assume_held([(ring.range_of("default"), until)].into());
+    let scope = Scope::Shards(super::ShardScope(shards.clone()));
+    assert_eq!(
+        scope.shard_selector::<Pod>(),
+        ring.selector(&[ring.range_of("default")].into())
+    );
+    assert!(scope.contains(Some("default")));
+    assert_eq!(scope.shard_selector::<Node>(), None);
+    shards.assume_held(Default::default());
+    assert_eq!(
+        scope.shard_selector::<Pod>().as_deref(),
+        Some("shardRange(object.metadata.namespace, '0x0000000000000000', '0x0000000000000001')")
+    );
+    assert!(!scope.contains(Some("default")));
+    let fields = Scope::Fields("status.phase!=Running".into());
+    assert_eq!(
+        fields.field_selector::<Pod>().as_deref(),
+        Some("status.phase!=Running")
+    );
+    assert_eq!(fields.field_selector::<Node>(), None);
+    assert!(fields.contains(Some("any")));
+}

@@ -32,8 +32,14 @@ use crate::clock::SharedClock;
 
 /// The label every Lease of one ring carries (its value: the ring's prefix).
 pub const LABEL_RING: &str = "rkcm.io/shard-ring";
-/// `range` or `member`.
+/// `range`, `member` or `global`.
 pub const LABEL_ROLE: &str = "rkcm.io/shard-role";
+
+/// The key of the global Lease (`<prefix>-global`) in the held set: work that is cluster-wide
+/// by upstream's definition (PodGC's terminated-pod threshold) runs in the one replica that
+/// holds it. Any replica takes it when it is free or expired; it is held, renewed and released
+/// like a range, but it is not a range: the caches and the per-namespace gates ignore it.
+pub const GLOBAL: u32 = u32::MAX;
 
 /// What a replica's shard holder works with.
 #[derive(Debug, Clone)]
@@ -51,8 +57,13 @@ pub struct ShardConfig {
 }
 
 impl ShardConfig {
+    /// The Lease of `range` ([`GLOBAL`]: `<prefix>-global`).
     pub fn range_lease(&self, range: u32) -> String {
-        format!("{}-{range}", self.prefix)
+        if range == GLOBAL {
+            format!("{}-global", self.prefix)
+        } else {
+            format!("{}-{range}", self.prefix)
+        }
     }
 
     pub fn member_lease(&self) -> String {
@@ -70,6 +81,8 @@ pub struct Shards {
     held: Signal<Held>,
     in_flight: Mutex<HashMap<u32, usize>>,
     drained: Notify,
+    /// Rounds the holder task finished.
+    rounds: Signal<u64>,
 }
 
 /// A sync running on one range; the holder waits for it before handing the range over.
@@ -100,6 +113,7 @@ impl Shards {
             held: Signal::new(Held::new()),
             in_flight: Mutex::new(HashMap::new()),
             drained: Notify::new(),
+            rounds: Signal::new(0),
         })
     }
 
@@ -107,26 +121,45 @@ impl Shards {
         &self.cfg
     }
 
-    /// The ranges held now (their windows open).
+    /// The ranges held now (their windows open); not [`GLOBAL`].
     pub fn held(&self) -> BTreeSet<u32> {
         let now = self.clock.now();
         self.held
             .get()
             .into_iter()
-            .filter(|(_, until)| *until > now)
+            .filter(|(r, until)| *until > now && *r != GLOBAL)
             .map(|(r, _)| r)
             .collect()
     }
 
     /// The ranges held, windows open or not (what the caches keep until the holder drops
-    /// a range).
+    /// a range); not [`GLOBAL`].
     pub fn held_ranges(&self) -> BTreeSet<u32> {
-        self.held.get().into_keys().collect()
+        ranges_of(&self.held.get())
     }
 
     /// Whether `range` is in the held set, window open or not (what the caches keep).
     pub fn keeps(&self, range: u32) -> bool {
-        self.held.with(|h| h.contains_key(&range))
+        range != GLOBAL && self.held.with(|h| h.contains_key(&range))
+    }
+
+    /// Whether this replica holds the global Lease now (its window open).
+    pub fn owns_global(&self) -> bool {
+        let now = self.clock.now();
+        self.held
+            .with(|h| h.get(&GLOBAL).is_some_and(|until| *until > now))
+    }
+
+    /// Marks cluster-wide work as running, if the global Lease is held now.
+    pub fn begin_global(self: &Arc<Self>) -> Option<InFlight> {
+        if !self.owns_global() {
+            return None;
+        }
+        *self.in_flight.lock().entry(GLOBAL).or_default() += 1;
+        Some(InFlight {
+            shards: self.clone(),
+            range: GLOBAL,
+        })
     }
 
     /// Whether this replica may act on an object of `namespace` now.
@@ -160,11 +193,22 @@ impl Shards {
         self.in_flight.lock().get(&range).copied().unwrap_or(0)
     }
 
-    /// Waits until the held set changes from `seen` (e.g. to restart caches with a new
-    /// selector).
+    /// Waits until the holder task has finished `n` rounds (read the Leases, renewed, took
+    /// and handed over).
+    pub async fn rounds(&self, n: u64) {
+        self.rounds.wait_for(|done| *done >= n).await;
+    }
+
+    /// Waits until the held ranges change from `seen` (e.g. to restart caches with a new
+    /// selector); the global Lease does not count.
     pub async fn changed(&self, seen: &BTreeSet<u32>) {
+        self.held.wait_for(|h| ranges_of(h) != *seen).await;
+    }
+
+    /// Waits until the global Lease is taken or lost (`held`: whether it was held).
+    pub async fn global_changed(&self, held: bool) {
         self.held
-            .wait_for(|h| h.keys().copied().collect::<BTreeSet<u32>>() != *seen)
+            .wait_for(|h| h.contains_key(&GLOBAL) != held)
             .await;
     }
 
@@ -172,14 +216,24 @@ impl Shards {
         self.held.set(held);
     }
 
-    /// Waits (at most `limit`) until no sync runs on `range`.
-    async fn drain(&self, range: u32, limit: Duration) {
+    /// Sets the held set as the holder task would, for tests and harnesses that play the
+    /// holder themselves ([`GLOBAL`] for the global Lease).
+    pub fn assume_held(&self, held: Held) {
+        self.set_held(held);
+    }
+
+    /// Waits (at most `limit`) until no sync runs on any of `ranges`.
+    async fn drain(&self, ranges: &[u32], limit: Duration) {
+        let busy = || {
+            let map = self.in_flight.lock();
+            ranges.iter().any(|r| map.contains_key(r))
+        };
         let wait = async {
             loop {
                 let notified = self.drained.notified();
                 tokio::pin!(notified);
                 notified.as_mut().enable();
-                if !self.in_flight.lock().contains_key(&range) {
+                if !busy() {
                     return;
                 }
                 notified.await;
@@ -187,8 +241,8 @@ impl Shards {
         };
         if tokio::time::timeout(limit, wait).await.is_err() {
             tracing::warn!(
-                range,
-                "handing a shard range over with syncs still running on it"
+                ?ranges,
+                "handing shard ranges over with syncs still running on them"
             );
         }
     }
@@ -199,6 +253,7 @@ impl Shards {
         let mut round = Round::default();
         loop {
             self.round(&api, &mut round).await;
+            self.rounds.set(self.rounds.get() + 1);
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => break,
@@ -207,8 +262,8 @@ impl Shards {
         }
         let held: Vec<u32> = self.held.get().keys().copied().collect();
         self.set_held(Held::new());
+        self.drain(&held, self.cfg.renew_deadline).await;
         for range in held {
-            self.drain(range, self.cfg.renew_deadline).await;
             self.release(&api, &self.cfg.range_lease(range), &round)
                 .await;
         }
@@ -244,20 +299,39 @@ impl Shards {
             members: &members,
             leases: &leases,
         });
+        // Taken ranges join the held set together, handed-over ones leave it together: each
+        // change of the set relists every cache.
+        let mut took = Vec::new();
         for range in plan.take {
             let sent = self.clock.now();
             if self.acquire(api, range, round).await {
                 held.insert(range, sent + self.cfg.renew_deadline);
-                self.set_held(held.clone());
-                tracing::info!(range, identity = %self.cfg.identity, "took a shard range");
+                took.push(range);
             }
         }
-        for range in plan.hand_over {
-            held.remove(&range);
+        if !took.is_empty() {
             self.set_held(held.clone());
-            self.drain(range, self.cfg.renew_deadline).await;
-            self.release(api, &self.cfg.range_lease(range), round).await;
-            tracing::info!(range, identity = %self.cfg.identity, "handed a shard range over");
+            tracing::info!(ranges = ?took, identity = %self.cfg.identity, "took shard ranges");
+        }
+        if !held.contains_key(&GLOBAL) && round.global_free(&self.cfg, self.clock.now()) {
+            let sent = self.clock.now();
+            if self.acquire(api, GLOBAL, round).await {
+                held.insert(GLOBAL, sent + self.cfg.renew_deadline);
+                self.set_held(held.clone());
+                tracing::info!(identity = %self.cfg.identity, "took the global shard lease");
+            }
+        }
+        if !plan.hand_over.is_empty() {
+            for range in &plan.hand_over {
+                held.remove(range);
+            }
+            self.set_held(held.clone());
+            self.drain(&plan.hand_over, self.cfg.renew_deadline).await;
+            for range in &plan.hand_over {
+                self.release(api, &self.cfg.range_lease(*range), round)
+                    .await;
+            }
+            tracing::info!(ranges = ?plan.hand_over, identity = %self.cfg.identity, "handed shard ranges over");
         }
     }
 
@@ -289,7 +363,7 @@ impl Shards {
             }
             let sent = self.clock.now();
             if self
-                .write(api, &name, "range", self.spec(current, true), round)
+                .write(api, &name, role_of(*range), self.spec(current, true), round)
                 .await
             {
                 *until = sent + self.cfg.renew_deadline;
@@ -302,7 +376,7 @@ impl Shards {
     async fn acquire(&self, api: &Api<Lease>, range: u32, round: &mut Round) -> bool {
         let name = self.cfg.range_lease(range);
         let spec = self.spec(round.spec(&name), false);
-        self.write(api, &name, "range", spec, round).await
+        self.write(api, &name, role_of(range), spec, round).await
     }
 
     /// The record to write: ours, renewed now; `renew`: we already hold it.
@@ -390,6 +464,16 @@ impl Shards {
     }
 }
 
+/// The held ranges without [`GLOBAL`].
+fn ranges_of(held: &Held) -> BTreeSet<u32> {
+    held.keys().copied().filter(|r| *r != GLOBAL).collect()
+}
+
+/// The role label of the Lease of `range`.
+fn role_of(range: u32) -> &'static str {
+    if range == GLOBAL { "global" } else { "range" }
+}
+
 /// A Lease as last seen, and when its record was seen to change.
 struct Seen {
     lease: Lease,
@@ -429,6 +513,18 @@ impl Round {
 
     fn spec(&self, name: &str) -> Option<LeaseSpec> {
         self.leases.get(name).and_then(|s| s.lease.spec.clone())
+    }
+
+    /// Whether the global Lease may be taken: missing, released, or not renewed for its
+    /// duration.
+    fn global_free(&self, cfg: &ShardConfig, now: Instant) -> bool {
+        let Some(seen) = self.leases.get(&cfg.range_lease(GLOBAL)) else {
+            return true;
+        };
+        let spec = seen.lease.spec.clone().unwrap_or_default();
+        let holder = spec.holder_identity.unwrap_or_default();
+        let secs = u64::try_from(spec.lease_duration_seconds.unwrap_or(0)).unwrap_or(0);
+        holder.is_empty() || seen.at + Duration::from_secs(secs) <= now
     }
 
     /// The live members and the ranges' Leases, judged at `now`.

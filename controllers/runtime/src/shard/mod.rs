@@ -13,5 +13,5 @@ pub mod holder;
 pub mod ring;
 
 pub use fence::FenceLayer;
-pub use holder::{ShardConfig, Shards};
+pub use holder::{GLOBAL, ShardConfig, Shards};
 pub use ring::{Ring, fnv1a64};

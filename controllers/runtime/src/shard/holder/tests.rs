@@ -22,6 +22,20 @@ fn base() -> jiff::Timestamp {
     "2030-01-01T00:00:00Z".parse().expect("timestamp")
 }
 
+/// A wall clock that moves with tokio's paused time, so that every renewal writes a new
+/// `renewTime` (with a frozen wall clock a renewal would look like no change at all, and
+/// other replicas would judge the lease expired).
+struct Following {
+    start: tokio::time::Instant,
+}
+
+impl Clock for Following {
+    fn wall(&self) -> jiff::Timestamp {
+        let elapsed = jiff::SignedDuration::try_from(self.start.elapsed()).unwrap_or_default();
+        base().checked_add(elapsed).unwrap_or(base())
+    }
+}
+
 fn replica(identity: &str, ranges: u32) -> Arc<Shards> {
     let cfg = ShardConfig {
         ring: Ring::new(ranges).expect("ring"),
@@ -32,29 +46,8 @@ fn replica(identity: &str, ranges: u32) -> Arc<Shards> {
         renew_deadline: RENEW,
         retry_period: RETRY,
     };
-    Shards::new(cfg, Arc::new(Wall::new()))
-}
-
-/// A wall clock that follows tokio's paused time from [`base`], so that each renewal writes
-/// a new `renewTime` (with a wall clock standing still a renewal would change nothing, and
-/// other replicas would see the lease run out under a live holder).
-struct Wall {
-    start: tokio::time::Instant,
-}
-
-impl Wall {
-    fn new() -> Self {
-        Self {
-            start: tokio::time::Instant::now(),
-        }
-    }
-}
-
-impl Clock for Wall {
-    fn wall(&self) -> jiff::Timestamp {
-        let elapsed = jiff::SignedDuration::try_from(self.start.elapsed()).expect("elapsed");
-        base().checked_add(elapsed).expect("timestamp")
-    }
+    let start = tokio::time::Instant::now();
+    Shards::new(cfg, Arc::new(Following { start }))
 }
 
 fn start(api: &SimApi, s: &Arc<Shards>, cancel: &CancellationToken) -> JoinHandle<()> {
@@ -142,6 +135,56 @@ async fn a_crashed_replica_s_ranges_wait_out_its_lease() {
     }
     let took = took_at.unwrap_or_default();
     assert!(took >= LEASE - RETRY, "b took a's ranges after {took:?}");
+}
+
+/// Exactly one replica holds the global Lease at a time; a graceful leaver hands it over
+/// within a round or two, a crashed holder's only after its lease ran out. It never counts as
+/// a range.
+#[tokio::test(start_paused = true)]
+async fn one_replica_holds_the_global_lease() {
+    let api = SimApi::new(3, base());
+    let (a, b) = (replica("a", 4), replica("b", 4));
+    let (cancel_a, cancel_b) = (CancellationToken::new(), CancellationToken::new());
+    let task_a = start(&api, &a, &cancel_a);
+    run_checking(Duration::from_secs(3), &[&a, &b]).await;
+    assert!(a.owns_global(), "alone, a takes the global lease");
+    assert_eq!(a.held().len(), 4, "the global lease is not a range");
+    assert_eq!(a.held_ranges(), (0..4).collect::<BTreeSet<u32>>());
+    let task_b = start(&api, &b, &cancel_b);
+    for _ in 0..200 {
+        run_checking(Duration::from_millis(100), &[&a, &b]).await;
+        assert!(
+            !(a.owns_global() && b.owns_global()),
+            "both hold the global lease"
+        );
+    }
+    assert!(
+        a.owns_global() && !b.owns_global(),
+        "a keeps it while it renews"
+    );
+    // A graceful leave hands it over at once.
+    cancel_a.cancel();
+    task_a.await.expect("a stops");
+    run_checking(2 * RETRY + Duration::from_millis(500), &[&a, &b]).await;
+    assert!(b.owns_global(), "b took the released global lease");
+    // A crash: a new replica c waits out b's lease.
+    let c = replica("c", 4);
+    let _task_c = start(&api, &c, &CancellationToken::new());
+    run_checking(Duration::from_secs(5), &[&b, &c]).await;
+    task_b.abort();
+    let crashed = tokio::time::Instant::now();
+    while !c.owns_global() {
+        run_checking(Duration::from_millis(100), &[&b, &c]).await;
+        assert!(
+            crashed.elapsed() < LEASE + 3 * RETRY,
+            "c never took the global lease"
+        );
+    }
+    assert!(
+        crashed.elapsed() >= LEASE - RETRY,
+        "c took the global lease {:?} after b crashed",
+        crashed.elapsed()
+    );
 }
 
 /// A replica whose Lease requests stall (answered 25 s late) must not take the ranges of a
