@@ -230,7 +230,7 @@ mod tests {
     /// A namespace of range `r` of a ring of 2.
     fn ns_of(r: u32) -> &'static str {
         let ring = Ring::new(2).expect("ring");
-        ["a", "b", "c", "d", "e", "f"]
+        ["papa", "alpha", "echo", "bravo"]
             .into_iter()
             .find(|n| ring.range_of(n) == r)
             .expect("a namespace in the range")
