@@ -34,7 +34,7 @@
 //! - `ShardWriteOutsideLeaseTerm`, `ShardLeaseTermsOverlap` (sharded scenarios): a manager
 //!   wrote for a namespace outside its lease term on the namespace's range, or took a range
 //!   while another's term ran, judged on the Lease records as the server stored them
-//!   ([`shards`]).
+//!   ([`shards`]; PodGC's writes may also fall in its term on the global Lease).
 //! - `WriteRetryStorm`: one controller retried the same failing write more than
 //!   [`STORM`] times within a virtual second (a failed sync backs off: 5 ms doubling, so
 //!   about 8 tries in the first second, client-go's `ItemExponentialFailureRateLimiter`).

@@ -1,6 +1,7 @@
 //! The sharded scenarios' run: several replicas of a sharded manager (`--rkcm-shards`) at
 //! once, each with its own shard holder over the simulated server's Leases, its own informers
-//! (only the held ranges' namespaces) and its own workers, over a workload spread across
+//! (only the held ranges' namespaces), its own workers and its controllers' clients behind the
+//! write fence (PodGC's aside: it gates its writes itself), over a workload spread across
 //! namespaces. Besides the server's faults (watch delays, stale lists, conflicts, 500s and
 //! 504s, crashes at a write), the fault phase hits single replicas: a crash (restarted after
 //! 1–15 s under the same identity, as a StatefulSet's pod would be), a clean leave (it hands
