@@ -123,6 +123,7 @@ pub async fn run_async(ctl: Ctl, seed: u64) -> Outcome {
             start_at: Some(0),
         })
         .collect();
+    let slots_at_start = u64::try_from(slots.len()).unwrap_or(u64::MAX);
     let mut restarts = 0u32;
     let mut next_hit = 0usize;
     let mut next_op = rng.random_range(1_000..8_000);
@@ -137,7 +138,7 @@ pub async fn run_async(ctl: Ctl, seed: u64) -> Outcome {
             if slot.start_at.is_some_and(|at| now >= at) {
                 slot.start_at = None;
                 epochs += 1;
-                if epochs > 1 {
+                if epochs > slots_at_start {
                     restarts += 1;
                 }
                 api.world().trace_line(format!(
