@@ -126,7 +126,70 @@ where
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use tower::ServiceExt as _;
+
     use super::*;
+    use crate::shard::{Ring, ShardConfig};
+
+    /// The layer refuses a write for a namespace whose range is not held now (held with its
+    /// window closed included) without calling the service beneath; reads, cluster-scoped
+    /// writes and writes of a held range go through.
+    #[tokio::test(start_paused = true)]
+    async fn the_layer_sends_only_writes_of_open_windows() {
+        let ring = Ring::new(8).expect("ring");
+        let shards = Shards::new(
+            ShardConfig {
+                ring,
+                namespace: "kube-system".into(),
+                prefix: "rkcm-shard".into(),
+                identity: "me".into(),
+                lease_duration: Duration::from_secs(15),
+                renew_deadline: Duration::from_secs(10),
+                retry_period: Duration::from_secs(2),
+            },
+            crate::clock::system(),
+        );
+        // papa: range 0, open; echo: range 1, held with its window closed; alpha: range 4,
+        // not held.
+        let now = tokio::time::Instant::now();
+        shards.assume_held([(0, now + Duration::from_secs(10)), (1, now)].into());
+        let sent = Arc::new(AtomicUsize::new(0));
+        let counter = sent.clone();
+        let inner = tower::service_fn(move |_req: Request<()>| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async { Ok::<_, std::io::Error>(()) }
+        });
+        let fenced = FenceLayer::new(shards).layer(inner);
+        let cases = [
+            (Method::POST, "/api/v1/namespaces/papa/pods", true),
+            (
+                Method::PUT,
+                "/apis/apps/v1/namespaces/echo/replicasets/r",
+                false,
+            ),
+            (Method::DELETE, "/api/v1/namespaces/alpha/pods/p", false),
+            (Method::GET, "/api/v1/namespaces/alpha/pods/p", true),
+            (Method::PATCH, "/api/v1/nodes/n", true),
+        ];
+        for (method, path, passes) in cases {
+            let before = sent.load(Ordering::SeqCst);
+            let req = Request::builder()
+                .method(method.clone())
+                .uri(path)
+                .body(())
+                .expect("request");
+            let answer = fenced.clone().oneshot(req).await;
+            assert_eq!(answer.is_ok(), passes, "{method} {path}");
+            let called = sent.load(Ordering::SeqCst) > before;
+            assert_eq!(called, passes, "{method} {path}: sent");
+            if let Err(e) = answer {
+                assert!(e.is::<NotHeld>(), "{method} {path}: {e}");
+            }
+        }
+    }
 
     #[test]
     fn writes_name_their_namespace() {
