@@ -217,6 +217,13 @@ impl<O: ReplicaOwner> Controller<O> {
         // Read before anything else: an observation arriving during this sync must not be
         // mistaken for one this sync already accounted for.
         let satisfied = self.expectations.satisfied_expectations(key);
+        if !satisfied && let Some(wait) = self.expectations.expires_in(key) {
+            // Held by expectations: look again once they expire. The create or delete they
+            // wait for may never be observed (a relist after the pod came and went, as a
+            // sharded replica's every handover makes), and no other event need come.
+            self.queue
+                .add_after(key.to_owned(), wait + std::time::Duration::from_secs(1));
+        }
         let selector = match owner.selector() {
             Ok(s) => s,
             Err(error) => {
