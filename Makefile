@@ -2,7 +2,7 @@
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/rkcm/target
 CARGO ?= cargo
 
-.PHONY: build release image test lint unit run bench chaos sim sim-mutants cluster-up cluster-down cluster-env cluster-status e2e-bins deploy-manifests skew gen-gates
+.PHONY: test-shards build release image test lint unit run bench chaos sim sim-mutants cluster-up cluster-down cluster-env cluster-status e2e-bins deploy-manifests skew gen-gates
 
 build:
 	$(CARGO) build --workspace
@@ -18,6 +18,10 @@ image:
 # lint, unit tests and every test marked as needing the apiserver.
 test:
 	bash e2e/test.sh
+
+# Every controller's real-plane suite with three sharded replicas of each controller.
+test-shards:
+	bash e2e/test-shards.sh
 
 lint:
 	$(CARGO) fmt --all --check

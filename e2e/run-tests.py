@@ -12,7 +12,8 @@ those tests run once more, alone; if they pass, they are FLAKY: counted as flaky
 and listed by name before the summary (a flaky test has a race to find and fix). A flaky test
 does not fail the run; a test that fails again does. Exits 1 if any binary failed.
 `--self-test` checks the counting on made-up outputs.
-Extra arguments are passed to every test binary (e.g. a name filter).
+Extra arguments are passed to every test binary (e.g. a name filter);
+`RKCM_TEST_TARGETS=apiserver` runs only the integration test targets of those names.
 
 Tests named `solo_*` run last, after every other test has finished, one at a time: they run
 controllers for the whole cluster (rkcm as a static pod, the Helm chart), which would act on
@@ -64,6 +65,10 @@ def binaries():
             target["name"],
         )
         found.append((name, msg["executable"], pkg_dir, pkg))
+    # RKCM_TEST_TARGETS=apiserver,...: only the integration test targets of those names.
+    only = [t for t in os.environ.get("RKCM_TEST_TARGETS", "").split(",") if t]
+    if only:
+        found = [b for b in found if any(b[0].endswith(f"(test {t})") for t in only)]
     return found
 
 

@@ -20,6 +20,7 @@ use k8s_openapi::api::apps::v1::{
     ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet,
 };
 use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node, PersistentVolumeClaim, Pod, ReplicationController};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ListParams;
@@ -49,7 +50,9 @@ const USAGE: &str = "usage: rkcm explain KIND/NAME [-n NAMESPACE] [--context NAM
   is -n, else the context's, else \"default\".
   --feature-gates, --rkcm-*, --terminated-pod-gc-threshold
                                     the manager's flags: explain plans with them, as the
-                                    manager does (default: upstream's defaults)
+                                    manager does (default: upstream's defaults); with
+                                    --rkcm-shards it names the replica owning the object's
+                                    namespace (Leases in --leader-elect-resource-namespace)
   --manager URL                     plan with the running manager's configuration
                                     (URL/debug/rkcm/config; flags given here apply after
                                     it) and show its last decision for the object
@@ -253,6 +256,64 @@ struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     last_decision: Option<Option<Decided>>,
     planned_with: PlannedWith,
+    /// Sharded mode (`--rkcm-shards`): the replica that owns the object's namespace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shard: Option<ShardOwner>,
+}
+
+/// Who acts on an object in sharded mode: the holder of its namespace's range Lease.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ShardOwner {
+    range: u32,
+    ranges: u32,
+    /// `<namespace>/<name>` of the range's Lease.
+    lease: String,
+    /// The replica holding it (`None`: the Lease is missing or released).
+    holder: Option<String>,
+    renew_time: Option<String>,
+    lease_duration_seconds: Option<i32>,
+}
+
+impl ShardOwner {
+    fn render(&self) -> String {
+        let held = match (&self.holder, &self.renew_time) {
+            (Some(h), Some(t)) => format!(
+                "held by replica {h} (renewed {t}, for {}s)",
+                self.lease_duration_seconds.unwrap_or(0)
+            ),
+            (Some(h), None) => format!("held by replica {h}"),
+            _ => "held by no replica: nothing acts on it until one takes the range".to_owned(),
+        };
+        format!(
+            "Sharded: the namespace is range {} of {}; Lease {} is {held}\n",
+            self.range, self.ranges, self.lease
+        )
+    }
+}
+
+/// The owner of the object's namespace when the manager is sharded (`None` otherwise).
+async fn shard_owner(read: &Read<'_>, planning: &Planning) -> anyhow::Result<Option<ShardOwner>> {
+    if planning.shards == 0 {
+        return Ok(None);
+    }
+    let ring = rkcm_runtime::shard::Ring::new(planning.shards)
+        .map_err(|e| anyhow::anyhow!("--rkcm-shards: {e}"))?;
+    let range = ring.range_of(read.namespace);
+    let name = format!("{}-{range}", rkcm_runtime::shard::LEASE_PREFIX);
+    let lease = Api::<Lease>::namespaced(read.client.clone(), &planning.shard_namespace)
+        .get_opt(&name)
+        .await
+        .with_context(|| format!("reading Lease {}/{name}", planning.shard_namespace))?;
+    let spec = lease.and_then(|l| l.spec).unwrap_or_default();
+    Ok(Some(ShardOwner {
+        range,
+        ranges: ring.len(),
+        lease: format!("{}/{name}", planning.shard_namespace),
+        holder: spec.holder_identity.filter(|h| !h.is_empty()),
+        renew_time: spec.renew_time.map(|t| t.0.to_string()),
+        lease_duration_seconds: spec.lease_duration_seconds,
+    }))
 }
 
 /// The configuration the plan was made with.
@@ -265,6 +326,9 @@ struct PlannedWith {
 impl Report {
     fn render(&self) -> String {
         let mut out = self.explanation.render();
+        if let Some(shard) = &self.shard {
+            out.push_str(&shard.render());
+        }
         let p = &self.planned_with;
         let from = match p.source {
             Source::Defaults => None,
@@ -393,9 +457,11 @@ async fn explain_with_last(args: &Args) -> anyhow::Result<Report> {
         );
     }
     rkcm_runtime::explain::refused::apply(&mut explanation, refused);
+    let shard = shard_owner(&read, &planning).await?;
     Ok(Report {
         explanation,
         last_decision,
+        shard,
         planned_with: PlannedWith {
             source: planning.source,
             flags: planning.flags,

@@ -76,9 +76,6 @@ const DRAIN_BUDGET: Duration = Duration::from_secs(20);
 /// Upstream `WaitForAPIServer`: poll `/healthz` every second for up to ten.
 const APISERVER_POLL: Duration = Duration::from_secs(1);
 const APISERVER_BUDGET: Duration = Duration::from_secs(10);
-/// The shard Leases' name prefix: ranges `rkcm-shard-<i>`, `rkcm-shard-global`, members
-/// `rkcm-shard-member-<hash of the identity>`.
-const SHARD_LEASE_PREFIX: &str = "rkcm-shard";
 /// How often to report cache sync progress while waiting.
 const SYNC_PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
@@ -290,9 +287,9 @@ impl ShardHolder {
     }
 }
 
-/// In sharded mode (`--rkcm-shards`), starts the shard holder and waits for its first round
-/// (at most a retry period and the renew deadline), so that the caches start with the ranges
-/// it took.
+/// In sharded mode (`--rkcm-shards`), starts the shard holder and waits for its first two
+/// rounds (at most two retry periods and the renew deadline), so that the caches start with
+/// the ranges it took.
 async fn start_shards(
     cli: &Cli,
     config: &kube::Config,
@@ -308,7 +305,7 @@ async fn start_shards(
     let cfg = ShardConfig {
         ring,
         namespace: le.leader_elect_resource_namespace.clone(),
-        prefix: SHARD_LEASE_PREFIX.to_owned(),
+        prefix: rkcm_runtime::shard::LEASE_PREFIX.to_owned(),
         identity: leader::default_identity(),
         lease_duration: le.leader_elect_lease_duration.to_std(),
         renew_deadline: le.leader_elect_renew_deadline.to_std(),
@@ -320,17 +317,18 @@ async fn start_shards(
         identity = %cfg.identity,
         ranges = ring.len(),
         namespace = %cfg.namespace,
-        prefix = SHARD_LEASE_PREFIX,
+        prefix = rkcm_runtime::shard::LEASE_PREFIX,
         "starting the shard holder"
     );
     let shards = Shards::new(cfg, rkcm_runtime::clock::system());
     let stop = CancellationToken::new();
     let task = tokio::spawn(shards.clone().run(client, stop.clone()));
-    let first = shards.config().retry_period + shards.config().renew_deadline;
+    // The first round announces the replica, the second takes its share.
+    let first = 2 * shards.config().retry_period + shards.config().renew_deadline;
     tokio::select! {
         biased;
         () = shutdown.cancelled() => {}
-        () = shards.rounds(1) => {}
+        () = shards.rounds(2) => {}
         () = tokio::time::sleep(first) => {
             tracing::warn!("the shard holder's first round has not finished; starting with no range");
         }

@@ -56,6 +56,8 @@ mod rollout_statefulset;
 mod secure_serving;
 #[path = "rkcm/serve.rs"]
 mod serve;
+#[path = "rkcm/shards.rs"]
+mod shards;
 #[path = "rkcm/skew.rs"]
 mod skew;
 #[path = "rkcm/statefulset_identity.rs"]

@@ -33,6 +33,10 @@ pub struct Planning {
     pub daemonset: rkcm_daemonset::Config,
     pub deployment: rkcm_deployment::Config,
     pub terminated_pod_gc_threshold: i32,
+    /// `--rkcm-shards` (0: one leader) and where the shard Leases are
+    /// (`--leader-elect-resource-namespace`).
+    pub shards: u32,
+    pub shard_namespace: String,
     /// The zone of a CronJob without `spec.timeZone`: the manager's local zone when it says
     /// which, else this process's.
     pub cronjob_time_zone: jiff::tz::TimeZone,
@@ -91,6 +95,8 @@ impl Planning {
             daemonset: registry::daemonset_config(&cli),
             deployment: registry::deployment_config(&cli),
             terminated_pod_gc_threshold: cli.podgc.terminated_pod_gc_threshold,
+            shards: cli.rkcm.rkcm_shards,
+            shard_namespace: cli.leader.leader_elect_resource_namespace.clone(),
             cronjob_time_zone: rkcm_cronjob::Config::default().local_time_zone,
         })
     }

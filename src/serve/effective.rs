@@ -37,7 +37,11 @@ pub struct Effective {
 
 /// Whether the flag `name` (long, without dashes) changes a plan.
 pub fn plans_with(name: &str) -> bool {
-    name == "feature-gates" || name == "terminated-pod-gc-threshold" || name.starts_with("rkcm-")
+    name == "feature-gates"
+        || name == "terminated-pod-gc-threshold"
+        // Where sharded mode's Leases are, to name the replica that owns an object.
+        || name == "leader-elect-resource-namespace"
+        || name.starts_with("rkcm-")
 }
 
 /// The planning flags of `cli`, from its effective flags.

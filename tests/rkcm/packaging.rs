@@ -906,7 +906,32 @@ fn chart_values_map_to_flags_and_bad_values_are_refused() -> anyhow::Result<()> 
     assert_eq!(docs.of_kind("Role").count(), 0);
     assert!(docs.args()?.contains(&"--leader-elect=false".to_owned()));
 
+    // Sharded: the flag, and a Lease Role that may list and update every Lease there.
+    let docs = render(&helm, "r", "ns1", &["shards=64", "replicaCount=3"])?;
+    assert!(docs.args()?.contains(&"--rkcm-shards=64".to_owned()));
+    let rules = at(docs.one("Role")?, &["rules"])
+        .and_then(Value::as_sequence)
+        .context("the Lease Role's rules")?;
+    assert!(
+        rules.iter().any(|r| {
+            let verbs: Vec<&str> = at(r, &["verbs"])
+                .and_then(Value::as_sequence)
+                .map(|v| v.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            at(r, &["resourceNames"]).is_none()
+                && ["get", "list", "update"].iter().all(|v| verbs.contains(v))
+        }),
+        "sharded replicas may get, list and update any Lease of the namespace: {rules:?}"
+    );
+    let docs = render(&helm, "r", "ns1", &[])?;
+    assert!(!docs.args()?.iter().any(|a| a.starts_with("--rkcm-shards")));
+
     for (bad, why) in [
+        (&["shards=2000"][..], "/shards"),
+        (
+            &["shards=8", "replicaCount=1", "leaderElection.enabled=false"][..],
+            "shards needs leaderElection",
+        ),
         (&["logging.format=xml"][..], "/logging/format"),
         (&["concurrency.job=0"][..], "/concurrency/job"),
         (&["kubeAPI.qps=0"][..], "/kubeAPI/qps"),

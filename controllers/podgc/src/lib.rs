@@ -95,7 +95,7 @@ pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
         let mut sharded = ctx
             .shards
             .clone()
-            .map(|shards| sharded::Sharded::new(shards, ctx.informers.clone()));
+            .map(|shards| sharded::Sharded::new(shards, ctx.informers.clone(), POD_FIELDS));
         if let Some(sharded) = &sharded {
             sweeper = sweeper.with_shards(sharded.shards().clone());
         }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use rkcm_runtime::CancellationToken;
 use rkcm_runtime::cache::cached::Pod;
+use rkcm_runtime::cache::projection::Fields;
 use rkcm_runtime::cache::{InformerFactory, Scope, Store};
 use rkcm_runtime::shard::Shards;
 use rkcm_runtime::shard::holder::InFlight;
@@ -30,11 +31,13 @@ pub(crate) struct Sharded {
 }
 
 impl Sharded {
-    pub(crate) fn new(shards: Arc<Shards>, factory: InformerFactory) -> Self {
+    /// `fields`: what the pod cache keeps of each pod (PodGC's projection).
+    pub(crate) fn new(shards: Arc<Shards>, factory: InformerFactory, fields: Fields) -> Self {
         Self {
             shards,
             terminated: TerminatedPods {
                 base: factory,
+                fields,
                 current: None,
             },
         }
@@ -74,6 +77,7 @@ impl Sharded {
 /// The cluster's terminated pods, cached only while the global Lease is held.
 struct TerminatedPods {
     base: InformerFactory,
+    fields: Fields,
     current: Option<(
         CancellationToken,
         rkcm_runtime::cache::Informer<Pod>,
@@ -99,7 +103,7 @@ impl TerminatedPods {
                 .base
                 .rescoped(Scope::Fields(TERMINATED_SELECTOR.to_owned()));
             let informer = factory.informer::<Pod>();
-            informer.keep(crate::POD_FIELDS);
+            informer.keep(self.fields);
             let store = informer.store();
             let stop = CancellationToken::new();
             factory.start(stop.clone());

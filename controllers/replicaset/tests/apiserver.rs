@@ -32,6 +32,8 @@ mod podgc;
 mod rc;
 #[path = "apiserver/scale_down.rs"]
 mod scale_down;
+#[path = "apiserver/sharding.rs"]
+mod sharding;
 #[path = "apiserver/stale_cache.rs"]
 mod stale_cache;
 #[path = "apiserver/status_conflicts.rs"]

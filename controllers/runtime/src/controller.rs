@@ -241,7 +241,7 @@ impl<C: Send + Sync + 'static> Run<C> {
                     Some(shards) => {
                         let text = key.to_string();
                         match split_key(&text).0 {
-                            Some(ns) => match shards.begin(ns) {
+                            Some(ns) => match shards.begin_when_cached(ns).await {
                                 Some(flight) => Some(flight),
                                 None => {
                                     let range = shards.config().ring.range_of(ns);
@@ -595,8 +595,9 @@ mod tests {
             crate::clock::system(),
         );
         let range = ring.range_of("default");
-        // Held, window closed.
+        // Held (and cached), window closed.
         shards.set_held([(range, tokio::time::Instant::now())].into());
+        shards.set_cached([range].into());
         let ctx = ControllerContext {
             shards: Some(shards.clone()),
             ..ctx()
@@ -654,7 +655,7 @@ mod tests {
             crate::clock::system(),
         );
         let until = tokio::time::Instant::now() + Duration::from_secs(3600);
-        shards.set_held([(ring.range_of(&mine), until)].into());
+        shards.assume_held([(ring.range_of(&mine), until)].into());
         let ctx = ControllerContext {
             shards: Some(shards.clone()),
             ..ctx()

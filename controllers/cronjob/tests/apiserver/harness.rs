@@ -60,7 +60,7 @@ impl<'a> Env<'a> {
         };
         self.controllers()
             .with_clock(self.clock.clone())
-            .spawn("cronjob", |ctx| rkcm_cronjob::start(ctx, cfg))
+            .spawn("cronjob", move |ctx| rkcm_cronjob::start(ctx, cfg.clone()))
             .run()
     }
 

@@ -106,7 +106,9 @@ impl Env {
 
     pub fn start_with(&self, cfg: rkcm_daemonset::Config) -> Controllers {
         Controllers::new(self.cluster.client(), &[self.name()])
-            .spawn("daemonset", |ctx| rkcm_daemonset::start(ctx, cfg))
+            .spawn("daemonset", move |ctx| {
+                rkcm_daemonset::start(ctx, cfg.clone())
+            })
             .run()
     }
 

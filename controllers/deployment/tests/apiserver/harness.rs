@@ -146,10 +146,10 @@ impl DeployEnv for Env {
         };
         self.controllers()
             .spawn(rkcm_deployment::NAME, |ctx| {
-                rkcm_deployment::start(ctx, deployment)
+                rkcm_deployment::start(ctx, deployment.clone())
             })
             .spawn("replicaset-controller", |ctx| {
-                rkcm_replicaset::start_replicaset(ctx, replicaset)
+                rkcm_replicaset::start_replicaset(ctx, replicaset.clone())
             })
             .run()
     }

@@ -30,7 +30,9 @@ pub fn fast(threshold: i32) -> Config {
 /// cluster-wide); stopped when dropped.
 pub fn start_podgc(cluster: &TestCluster, namespaces: &[&str], cfg: Config) -> Controllers {
     Controllers::new(cluster.client(), namespaces)
-        .spawn(rkcm_podgc::NAME, |ctx| rkcm_podgc::start(ctx, cfg))
+        .spawn(rkcm_podgc::NAME, move |ctx| {
+            rkcm_podgc::start(ctx, cfg.clone())
+        })
         .run()
 }
 

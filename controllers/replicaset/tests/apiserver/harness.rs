@@ -49,10 +49,10 @@ pub fn start_recorded(
     let rc_cfg = cfg.clone();
     Controllers::with_clients(client, informer_client, &[env.name()])
         .spawn("replicaset-controller", |ctx| {
-            rkcm_replicaset::start_replicaset(ctx, cfg)
+            rkcm_replicaset::start_replicaset(ctx, cfg.clone())
         })
         .spawn("replicationcontroller-controller", |ctx| {
-            rkcm_replicaset::start_replication_controller(ctx, rc_cfg)
+            rkcm_replicaset::start_replication_controller(ctx, rc_cfg.clone())
         })
         .run()
 }

@@ -8,7 +8,7 @@ use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::informer::Informer;
-use crate::cache::source::{ContentType, ListMode, Scope, ShardScope, Source};
+use crate::cache::source::{ContentType, ListMode, Scope, Source};
 use crate::cache::store::Informable;
 use crate::shard::Shards;
 
@@ -28,7 +28,7 @@ struct FactoryInner {
 struct FactoryState {
     /// In the order requested, so that they start in that order (a start order that varied
     /// from run to run would keep the deterministic simulation from replaying a seed).
-    informers: Vec<(TypeId, Box<dyn ErasedInformer>)>,
+    informers: Vec<(TypeId, Arc<dyn ErasedInformer>)>,
     /// Set by `start`: later informers start at once with this token on this runtime.
     started: Option<(CancellationToken, Handle)>,
 }
@@ -44,6 +44,8 @@ trait ErasedInformer: Send + Sync {
     );
     fn as_any(&self) -> &dyn Any;
     fn relist(&self);
+    fn lists_done(&self) -> u64;
+    fn wait_lists_past(&self, n: u64) -> futures::future::BoxFuture<'static, ()>;
 }
 
 impl<K: Informable> ErasedInformer for Informer<K> {
@@ -61,6 +63,13 @@ impl<K: Informable> ErasedInformer for Informer<K> {
     }
     fn relist(&self) {
         Informer::relist(self);
+    }
+    fn lists_done(&self) -> u64 {
+        Informer::lists_done(self)
+    }
+    fn wait_lists_past(&self, n: u64) -> futures::future::BoxFuture<'static, ()> {
+        let informer = self.clone();
+        Box::pin(async move { informer.wait_lists_past(n).await })
     }
 }
 
@@ -160,7 +169,7 @@ impl InformerFactory {
                 runtime,
             );
         }
-        state.informers.push((type_id, Box::new(informer.clone())));
+        state.informers.push((type_id, Arc::new(informer.clone())));
         informer
     }
 
@@ -180,26 +189,61 @@ impl InformerFactory {
         for (_, informer) in &state.informers {
             informer.start(&self.inner.client, &self.inner.source, &shutdown, &runtime);
         }
-        if let Scope::Shards(ShardScope(shards)) = &self.inner.source.scope {
+        if let Some(shards) = self.inner.source.scope.shards() {
             runtime.spawn(self.clone().relist_on_handover(shards.clone(), shutdown));
         }
     }
 
     /// Sharded mode: every informer lists again when the held ranges change, so the caches
-    /// take the ranges taken and drop the ranges handed over.
+    /// take the ranges taken and drop the ranges handed over. A range counts as cached
+    /// ([`Shards::set_cached`]; only then does the replica act on it) once every informer
+    /// has completed a list that covers it: a replica that just took a range must not sync
+    /// its objects on a cache that does not hold them yet.
     async fn relist_on_handover(self, shards: Arc<Shards>, shutdown: CancellationToken) {
         let mut seen = shards.held_ranges();
+        let counts = |informers: &[Arc<dyn ErasedInformer>]| -> Vec<u64> {
+            informers.iter().map(|i| i.lists_done()).collect()
+        };
+        // The first lists cover the ranges held when they began (or more).
+        let mut before = vec![0; self.informers().len()];
         loop {
+            let informers = self.informers();
+            let listed = futures::future::join_all(
+                informers
+                    .iter()
+                    .zip(before.iter().chain(std::iter::repeat(&0)))
+                    .map(|(i, n)| i.wait_lists_past(*n)),
+            );
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => return,
                 () = shards.changed(&seen) => {}
+                _ = listed => {
+                    shards.set_cached(seen.clone());
+                    tokio::select! {
+                        biased;
+                        () = shutdown.cancelled() => return,
+                        () = shards.changed(&seen) => {}
+                    }
+                }
             }
             seen = shards.held_ranges();
             tracing::info!(ranges = ?seen, "held shard ranges changed; relisting");
-            for (_, informer) in &self.inner.state.lock().informers {
+            let informers = self.informers();
+            before = counts(&informers);
+            for informer in &informers {
                 informer.relist();
             }
         }
+    }
+
+    fn informers(&self) -> Vec<Arc<dyn ErasedInformer>> {
+        self.inner
+            .state
+            .lock()
+            .informers
+            .iter()
+            .map(|(_, i)| i.clone())
+            .collect()
     }
 }

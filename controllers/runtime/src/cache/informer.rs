@@ -126,6 +126,8 @@ pub(super) struct Shared<K> {
     resource: String,
     inner: Arc<RwLock<Inner<K>>>,
     synced: Signal<bool>,
+    /// Complete lists applied so far (initial list and every relist).
+    lists: Signal<u64>,
     started: AtomicBool,
     /// Asks the running list/watch to start over with a fresh list.
     relist: tokio::sync::Notify,
@@ -146,6 +148,7 @@ impl<K: Informable> Informer<K> {
                     synced_version: Arc::new(Signal::new(None)),
                 })),
                 synced: Signal::new(false),
+                lists: Signal::new(0),
                 started: AtomicBool::new(false),
                 relist: tokio::sync::Notify::new(),
                 pending_tasks: Mutex::new(Vec::new()),
@@ -236,6 +239,16 @@ impl<K: Informable> Informer<K> {
         self.shared.synced.get()
     }
 
+    /// Complete lists applied so far (the initial list and every relist).
+    pub fn lists_done(&self) -> u64 {
+        self.shared.lists.get()
+    }
+
+    /// Waits until more than `n` complete lists were applied.
+    pub async fn wait_lists_past(&self, n: u64) {
+        self.shared.lists.wait_for(|done| *done > n).await;
+    }
+
     /// Waits until synced; false if `shutdown` fired first.
     pub async fn wait_synced(&self, shutdown: &CancellationToken) -> bool {
         let resource = self.resource_name();
@@ -266,6 +279,7 @@ impl<K: Informable> Informer<K> {
         {
             m.lists.with_label_values(&[resource]).inc();
         }
+        let list_done = matches!(event, watcher::Event::InitDone);
         let mut inner = self.shared.inner.write();
         let changes = inner.state.apply(event);
         if let Some(m) = metrics {
@@ -290,6 +304,9 @@ impl<K: Informable> Informer<K> {
         // Still under the lock: once synced is visible, the initial adds are queued.
         if inner.state.has_synced() {
             self.shared.synced.set(true);
+        }
+        if list_done {
+            self.shared.lists.set(self.shared.lists.get() + 1);
         }
         drop(inner);
         if tracing::enabled!(tracing::Level::TRACE) {

@@ -58,6 +58,9 @@ pub enum Scope {
     /// (a server without sharding ignores the selector); listed again when the held ranges
     /// change.
     Shards(ShardScope),
+    /// [`Scope::Shards`] within these namespaces only (tests sharing a cluster run sharded
+    /// replicas over their own namespaces).
+    ShardsIn(ShardScope, BTreeSet<String>),
     /// Every namespace, namespaced types listed and watched with this field selector only
     /// (the server filters; an object leaving the selector arrives as a deletion). Sharded
     /// PodGC's terminated pods of the whole cluster.
@@ -100,6 +103,16 @@ impl Scope {
         )
     }
 
+    /// The shard view of a sharded scope.
+    pub fn shards(&self) -> Option<&Arc<Shards>> {
+        match self {
+            Scope::Shards(ShardScope(shards)) | Scope::ShardsIn(ShardScope(shards), _) => {
+                Some(shards)
+            }
+            _ => None,
+        }
+    }
+
     /// Whether an object of `namespace` (`None` or empty: cluster-scoped) is in scope.
     pub fn contains(&self, namespace: Option<&str>) -> bool {
         match self {
@@ -107,6 +120,10 @@ impl Scope {
             Scope::Namespaces(set) => namespace.is_none_or(|ns| ns.is_empty() || set.contains(ns)),
             Scope::Shards(ShardScope(shards)) => namespace
                 .is_none_or(|ns| ns.is_empty() || shards.keeps(shards.config().ring.range_of(ns))),
+            Scope::ShardsIn(ShardScope(shards), set) => namespace.is_none_or(|ns| {
+                ns.is_empty()
+                    || (set.contains(ns) && shards.keeps(shards.config().ring.range_of(ns)))
+            }),
         }
     }
 
@@ -114,7 +131,9 @@ impl Scope {
     /// in sharded mode (none when nothing or everything is held).
     pub(super) fn shard_selector<K: Resource>(&self) -> Option<String> {
         match self {
-            Scope::Shards(ShardScope(shards)) if is_namespaced::<K>() => {
+            Scope::Shards(ShardScope(shards)) | Scope::ShardsIn(ShardScope(shards), _)
+                if is_namespaced::<K>() =>
+            {
                 let held = shards.held_ranges();
                 if held.is_empty() {
                     // Nothing held: a range of one hash value (an empty range is refused),
@@ -131,7 +150,9 @@ impl Scope {
     /// The server-side field selector for type `K`, when the scope can be expressed as one.
     pub(super) fn field_selector<K: Resource>(&self) -> Option<String> {
         match self {
-            Scope::Namespaces(set) if set.len() == 1 && is_namespaced::<K>() => {
+            Scope::Namespaces(set) | Scope::ShardsIn(_, set)
+                if set.len() == 1 && is_namespaced::<K>() =>
+            {
                 set.first().map(|ns| format!("metadata.namespace={ns}"))
             }
             Scope::Fields(fields) if is_namespaced::<K>() => Some(fields.clone()),

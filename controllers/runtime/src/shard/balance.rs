@@ -52,6 +52,16 @@ pub fn share(ranges: u32, me: &str, members: &[String]) -> u32 {
     ranges / m + u32::from(position < ranges % m)
 }
 
+/// Where `me`'s stretch of the ring begins: the sum of the shares of the members before it.
+fn home(ranges: u32, me: &str, members: &[String]) -> u32 {
+    let mut all: BTreeSet<&str> = members.iter().map(String::as_str).collect();
+    all.insert(me);
+    let m = u32::try_from(all.len()).unwrap_or(u32::MAX).max(1);
+    let position = all.iter().position(|id| *id == me).unwrap_or(0);
+    let position = u32::try_from(position).unwrap_or(u32::MAX);
+    position * (ranges / m) + position.min(ranges % m)
+}
+
 /// The ranges to take and to hand over.
 pub fn plan(view: &View<'_>) -> Plan {
     let share = share(view.ranges, view.me, view.members);
@@ -74,7 +84,12 @@ pub fn plan(view: &View<'_>) -> Plan {
         plan.hand_over = held.iter().rev().take(surplus).copied().collect();
     } else if count < share {
         let wanted = (share - count) as usize;
+        // From this member's own stretch of the ring on (the ranges its share would cover if
+        // the members, in identity order, held consecutive stretches): replicas that start
+        // together then reach for different free ranges instead of racing for the same ones.
+        let home = home(view.ranges, view.me, view.members);
         plan.take = (0..view.ranges)
+            .map(|i| (home + i) % view.ranges)
             .filter(|i| !held.contains(i) && !taken.contains(i))
             .take(wanted)
             .collect();
@@ -161,6 +176,19 @@ mod tests {
             planned(2, "a", &["a"], &[lease(5, "a", true)]),
             (2, vec![0, 1], vec![])
         );
+    }
+
+    #[test]
+    fn replicas_starting_together_reach_for_different_ranges() {
+        // Three members see each other on an empty ring of 8 (shares 3, 3, 2): each starts
+        // at its own stretch, so their first takes do not collide.
+        let members = ["a", "b", "c"];
+        assert_eq!(planned(8, "a", &members, &[]), (3, vec![0, 1, 2], vec![]));
+        assert_eq!(planned(8, "b", &members, &[]), (3, vec![3, 4, 5], vec![]));
+        assert_eq!(planned(8, "c", &members, &[]), (2, vec![6, 7], vec![]));
+        // Its stretch taken by someone else: it wraps around to the free ones.
+        let leases = [lease(6, "a", true), lease(7, "a", true)];
+        assert_eq!(planned(8, "c", &members, &leases), (2, vec![0, 1], vec![]));
     }
 
     #[test]

@@ -79,6 +79,11 @@ pub struct Shards {
     cfg: ShardConfig,
     clock: SharedClock,
     held: Signal<Held>,
+    /// Held ranges the caches cover (set by the sharded informer factory once every
+    /// informer completed a list with them; a range leaves it when it leaves the held set).
+    cached: Mutex<BTreeSet<u32>>,
+    /// Woken when the held or the cached set changes.
+    moved: Notify,
     in_flight: Mutex<HashMap<u32, usize>>,
     drained: Notify,
     /// Rounds the holder task finished.
@@ -111,6 +116,8 @@ impl Shards {
             cfg,
             clock,
             held: Signal::new(Held::new()),
+            cached: Mutex::new(BTreeSet::new()),
+            moved: Notify::new(),
             in_flight: Mutex::new(HashMap::new()),
             drained: Notify::new(),
             rounds: Signal::new(0),
@@ -162,7 +169,8 @@ impl Shards {
         })
     }
 
-    /// Whether this replica may act on an object of `namespace` now.
+    /// Whether this replica may act on an object of `namespace` now: its range is held, the
+    /// window open, and the caches hold the range's objects.
     pub fn owns(&self, namespace: &str) -> bool {
         let range = self.cfg.ring.range_of(namespace);
         let now = self.clock.now();
@@ -172,7 +180,20 @@ impl Shards {
         self.held.with(|h| {
             h.get(&range)
                 .is_some_and(|until| ignore_window || *until > now)
-        })
+        }) && self.cached.lock().contains(&range)
+    }
+
+    /// The caches cover `ranges` (those of them still held): the sharded informer factory
+    /// calls this once every informer completed a list of them.
+    pub fn set_cached(&self, ranges: BTreeSet<u32>) {
+        let held = self.held_ranges();
+        *self.cached.lock() = ranges.intersection(&held).copied().collect();
+        self.moved.notify_waiters();
+    }
+
+    /// Held ranges the caches cover.
+    pub fn cached(&self) -> BTreeSet<u32> {
+        self.cached.lock().clone()
     }
 
     /// Marks a sync on `namespace`'s range as running, if the range is held now.
@@ -186,6 +207,35 @@ impl Shards {
             shards: self.clone(),
             range,
         })
+    }
+
+    /// [`Shards::begin`], waiting (at most the renew deadline) while `namespace`'s range is
+    /// held but its objects are not cached yet (just taken, the caches relisting): the
+    /// events of that relist queue the keys this replica must now sync, and a key dropped
+    /// for that short wait would not come back. `None` when the range is not held here.
+    pub async fn begin_when_cached(self: &Arc<Self>, namespace: &str) -> Option<InFlight> {
+        let range = self.cfg.ring.range_of(namespace);
+        let deadline = self.clock.now() + self.cfg.renew_deadline;
+        loop {
+            let moved = self.moved.notified();
+            tokio::pin!(moved);
+            moved.as_mut().enable();
+            if let Some(flight) = self.begin(namespace) {
+                return Some(flight);
+            }
+            let now = self.clock.now();
+            let held = self
+                .held
+                .with(|h| h.get(&range).is_some_and(|until| *until > now));
+            if !held || now >= deadline {
+                return None;
+            }
+            tokio::select! {
+                biased;
+                () = moved => {}
+                () = tokio::time::sleep_until(deadline) => {}
+            }
+        }
     }
 
     /// Syncs running on `range` now.
@@ -213,13 +263,21 @@ impl Shards {
     }
 
     pub(crate) fn set_held(&self, held: Held) {
+        // A range that leaves the held set leaves the cached set with it: taken again, it
+        // waits for a new list.
+        self.cached.lock().retain(|r| held.contains_key(r));
         self.held.set(held);
+        self.moved.notify_waiters();
     }
 
-    /// Sets the held set as the holder task would, for tests and harnesses that play the
-    /// holder themselves ([`GLOBAL`] for the global Lease).
+    /// Sets the held set as the holder task would, every range cached, for tests and
+    /// harnesses that play the holder and the caches themselves ([`GLOBAL`] for the global
+    /// Lease).
     pub fn assume_held(&self, held: Held) {
+        let ranges = ranges_of(&held);
         self.set_held(held);
+        *self.cached.lock() = ranges;
+        self.moved.notify_waiters();
     }
 
     /// Waits (at most `limit`) until no sync runs on any of `ranges`.
@@ -247,7 +305,8 @@ impl Shards {
         }
     }
 
-    /// Holds ranges until `cancel`, then hands every range over and releases the Leases.
+    /// Holds ranges until `cancel`, then hands every range over and releases the Leases. The
+    /// first round only announces the replica (its member Lease) and takes nothing.
     pub async fn run(self: Arc<Self>, client: kube::Client, cancel: CancellationToken) {
         let api: Api<Lease> = Api::namespaced(client, &self.cfg.namespace);
         let mut round = Round::default();
@@ -292,6 +351,14 @@ impl Shards {
         held.retain(|_, until| *until > self.clock.now());
         self.set_held(held.clone());
 
+        round.count += 1;
+        if round.count == 1 {
+            // The first round only announces this replica: replicas that start together
+            // (a rollout, a scale-up) then see each other before taking ranges, and take
+            // their fair shares of the free ones instead of the first taking everything and
+            // handing most of it over again.
+            return;
+        }
         let (members, leases) = round.view(&self.cfg, self.clock.now());
         let plan = balance::plan(&View {
             ranges: self.cfg.ring.len(),
@@ -484,6 +551,8 @@ struct Seen {
 #[derive(Default)]
 struct Round {
     leases: HashMap<String, Seen>,
+    /// Rounds begun.
+    count: u64,
 }
 
 impl Round {

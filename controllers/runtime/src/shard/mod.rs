@@ -7,6 +7,10 @@
 //! - [`holder`]: the task that holds the range Leases and the held set workers consult.
 //! - [`fence`]: a client layer that sends a namespaced write only while its range is held.
 
+/// The shard Leases' name prefix of `--rkcm-shards`: ranges `rkcm-shard-<i>`,
+/// `rkcm-shard-global`, members `rkcm-shard-member-<hash of the identity>`.
+pub const LEASE_PREFIX: &str = "rkcm-shard";
+
 pub mod balance;
 pub mod fence;
 pub mod holder;

@@ -79,7 +79,9 @@ impl<'a> Env<'a> {
         if self.controller.is_none() {
             self.controller = Some(
                 self.controllers()
-                    .spawn("statefulset", |ctx| rkcm_statefulset::start(ctx, cfg))
+                    .spawn("statefulset", move |ctx| {
+                        rkcm_statefulset::start(ctx, cfg.clone())
+                    })
                     .run(),
             );
         }
