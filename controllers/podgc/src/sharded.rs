@@ -13,7 +13,7 @@ use std::sync::Arc;
 use rkcm_runtime::CancellationToken;
 use rkcm_runtime::cache::cached::Pod;
 use rkcm_runtime::cache::projection::Fields;
-use rkcm_runtime::cache::{InformerFactory, Scope, Store};
+use rkcm_runtime::cache::{FieldScope, InformerFactory, Scope, Store};
 use rkcm_runtime::shard::Shards;
 use rkcm_runtime::shard::holder::InFlight;
 
@@ -99,9 +99,12 @@ impl TerminatedPods {
                 selector = TERMINATED_SELECTOR,
                 "holding the global shard lease: caching the cluster's terminated pods"
             );
-            let factory = self
-                .base
-                .rescoped(Scope::Fields(TERMINATED_SELECTOR.to_owned()));
+            // The whole cluster, or the namespaces the process's caches are limited to
+            // (tests sharing a cluster).
+            let factory = self.base.rescoped(Scope::Fields(FieldScope {
+                selector: TERMINATED_SELECTOR.to_owned(),
+                namespaces: self.base.scope().limited_to().cloned(),
+            }));
             let informer = factory.informer::<Pod>();
             informer.keep(self.fields);
             let store = informer.store();

@@ -25,7 +25,7 @@ mod tests;
 
 pub use factory::InformerFactory;
 pub use informer::Informer;
-pub use source::{ContentType, ListMode, Scope, ShardScope};
+pub use source::{ContentType, FieldScope, ListMode, Scope, ShardScope};
 pub use store::{
     Change, INDEX_CONTROLLER_UID, INDEX_NAMESPACE, INDEX_NODE_NAME, INDEX_ORPHANS_BY_NAMESPACE,
     IndexFn, Informable, Store, compare_resource_versions, pods_by_node,

@@ -61,10 +61,19 @@ pub enum Scope {
     /// [`Scope::Shards`] within these namespaces only (tests sharing a cluster run sharded
     /// replicas over their own namespaces).
     ShardsIn(ShardScope, BTreeSet<String>),
-    /// Every namespace, namespaced types listed and watched with this field selector only
-    /// (the server filters; an object leaving the selector arrives as a deletion). Sharded
-    /// PodGC's terminated pods of the whole cluster.
-    Fields(String),
+    /// Namespaced types listed and watched with a field selector (the server filters; an
+    /// object leaving the selector arrives as a deletion). Sharded PodGC's terminated pods of
+    /// the whole cluster.
+    Fields(FieldScope),
+}
+
+/// The objects a [`Scope::Fields`] holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldScope {
+    /// The field selector.
+    pub selector: String,
+    /// Only these namespaces (tests sharing a cluster); `None`: every namespace.
+    pub namespaces: Option<BTreeSet<String>>,
 }
 
 /// The held ranges a [`Scope::Shards`] follows (compared by identity).
@@ -103,6 +112,15 @@ impl Scope {
         )
     }
 
+    /// The namespaces a scope is limited to, if it is (tests sharing a cluster).
+    pub fn limited_to(&self) -> Option<&BTreeSet<String>> {
+        match self {
+            Scope::Namespaces(set) | Scope::ShardsIn(_, set) => Some(set),
+            Scope::Fields(f) => f.namespaces.as_ref(),
+            _ => None,
+        }
+    }
+
     /// The shard view of a sharded scope.
     pub fn shards(&self) -> Option<&Arc<Shards>> {
         match self {
@@ -116,7 +134,11 @@ impl Scope {
     /// Whether an object of `namespace` (`None` or empty: cluster-scoped) is in scope.
     pub fn contains(&self, namespace: Option<&str>) -> bool {
         match self {
-            Scope::Cluster | Scope::Fields(_) => true,
+            Scope::Cluster => true,
+            Scope::Fields(f) => match (&f.namespaces, namespace) {
+                (Some(set), Some(ns)) if !ns.is_empty() => set.contains(ns),
+                _ => true,
+            },
             Scope::Namespaces(set) => namespace.is_none_or(|ns| ns.is_empty() || set.contains(ns)),
             Scope::Shards(ShardScope(shards)) => namespace
                 .is_none_or(|ns| ns.is_empty() || shards.keeps(shards.config().ring.range_of(ns))),
@@ -155,7 +177,13 @@ impl Scope {
             {
                 set.first().map(|ns| format!("metadata.namespace={ns}"))
             }
-            Scope::Fields(fields) if is_namespaced::<K>() => Some(fields.clone()),
+            Scope::Fields(f) if is_namespaced::<K>() => Some(match &f.namespaces {
+                Some(set) if set.len() == 1 => {
+                    let ns = set.first().map(String::as_str).unwrap_or_default();
+                    format!("{},metadata.namespace={ns}", f.selector)
+                }
+                _ => f.selector.clone(),
+            }),
             _ => None,
         }
     }

@@ -917,11 +917,23 @@ fn shard_scope_selects_the_held_ranges_and_next_to_nothing_when_none_is_held() {
         Some("shardRange(object.metadata.namespace, '0x0000000000000000', '0x0000000000000001')")
     );
     assert!(!scope.contains(Some("default")));
-    let fields = Scope::Fields("status.phase!=Running".into());
+    let fields = Scope::Fields(super::FieldScope {
+        selector: "status.phase!=Running".into(),
+        namespaces: None,
+    });
     assert_eq!(
         fields.field_selector::<Pod>().as_deref(),
         Some("status.phase!=Running")
     );
     assert_eq!(fields.field_selector::<Node>(), None);
     assert!(fields.contains(Some("any")));
+    let within = Scope::Fields(super::FieldScope {
+        selector: "status.phase!=Running".into(),
+        namespaces: Some(["t1".to_owned()].into()),
+    });
+    assert_eq!(
+        within.field_selector::<Pod>().as_deref(),
+        Some("status.phase!=Running,metadata.namespace=t1")
+    );
+    assert!(within.contains(Some("t1")) && !within.contains(Some("t2")));
 }

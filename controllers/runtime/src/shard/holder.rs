@@ -266,6 +266,7 @@ impl Shards {
         // A range that leaves the held set leaves the cached set with it: taken again, it
         // waits for a new list.
         self.cached.lock().retain(|r| held.contains_key(r));
+        super::metrics::held(ranges_of(&held).len(), held.contains_key(&GLOBAL));
         self.held.set(held);
         self.moved.notify_waiters();
     }
@@ -378,6 +379,7 @@ impl Shards {
         }
         if !took.is_empty() {
             self.set_held(held.clone());
+            super::metrics::moved("took", took.len());
             tracing::info!(ranges = ?took, identity = %self.cfg.identity, "took shard ranges");
         }
         if !held.contains_key(&GLOBAL) && round.global_free(&self.cfg, self.clock.now()) {
@@ -398,6 +400,7 @@ impl Shards {
                 self.release(api, &self.cfg.range_lease(*range), round)
                     .await;
             }
+            super::metrics::moved("handed_over", plan.hand_over.len());
             tracing::info!(ranges = ?plan.hand_over, identity = %self.cfg.identity, "handed shard ranges over");
         }
     }

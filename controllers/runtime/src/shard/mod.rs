@@ -14,6 +14,7 @@ pub const LEASE_PREFIX: &str = "rkcm-shard";
 pub mod balance;
 pub mod fence;
 pub mod holder;
+mod metrics;
 pub mod ring;
 
 pub use fence::FenceLayer;
