@@ -37,6 +37,7 @@ MUTANTS=(
   "podgc-orphans-from-cache podgc 40 FailedOutsidePodGcRules PodGC takes a node missing from its cache for deleted, without the quarantine and the live GET, and fails and deletes its pods"
   "podgc-out-of-service-without-taint podgc 40 FailedOutsidePodGcRules PodGC's out-of-service rule without the taint: terminating pods of any not-ready node are failed and force-deleted while their containers may run"
   "ttl-no-version-precondition ttlafterfinished 80 JobDeletedBeforeTtl the TTL controller deletes a Job with its UID alone as precondition: a Job whose TTL was just raised goes on its cached copy's TTL"
+  "shard-range-without-lease sharded-2 20 ShardWriteOutsideLeaseTerm a sharded replica acts on a range as long as the range is in its held set, its window closed or not (workers and write fence alike): a replica whose lease renewals stall keeps writing after its lease ran out and another replica took the range"
 )
 
 if [[ -z "${SIM_BIN:-}" ]]; then
@@ -118,6 +119,11 @@ Notes:
   `daemonset-replace-terminating` survive their budgets (20, 80, 20 seeds) with no finding
   at all. `podgc-orphans-from-cache` survived 30 seeds of the PodGC, DaemonSet and ReplicaSet
   scenarios until the PodGC scenario pinned a pod to each joining node.
+- `shard-range-without-lease` (sharded-2: two replicas of a sharded manager): a replica
+  whose Lease requests stall (held back 12-40 s, then landing) keeps syncing and writing
+  its ranges past its renew deadline; the other replica takes them once the lease ran out,
+  and the stalled one's next write lands in the other's term
+  (ShardWriteOutsideLeaseTerm, judged on the Lease records as the server stored them).
 - Without any mutant, with the final checks and fault model: deployment seeds 0..350,
   statefulset, daemonset, job, ttlafterfinished and podgc seeds 0..120 and 200..350, and
   cronjob seeds 0..120 pass, as do the seeds of `sim/tests/sim.rs` (every controller 0..40,

@@ -263,11 +263,13 @@ impl ControllerClientBuilder {
 
     /// The client of `controller` (canonical name): gets or creates its ServiceAccount now
     /// (an error here stops the start, as upstream's `ClientOrDie`), tokens on first use.
-    /// `limiter` is the client's token bucket (`None`: unlimited).
+    /// `limiter` is the client's token bucket (`None`: unlimited); `fence` (sharded mode)
+    /// puts it behind the shard write fence ([`rkcm_runtime::shard::fence`]).
     pub async fn client(
         &self,
         controller: &str,
         limiter: Option<Arc<RateLimiter>>,
+        fence: Option<Arc<rkcm_runtime::shard::Shards>>,
     ) -> Result<kube::Client, CredentialsError> {
         let sa =
             service_account(controller).ok_or_else(|| CredentialsError::UnknownController {
@@ -298,7 +300,13 @@ impl ControllerClientBuilder {
                     reason: e.to_string(),
                 }
             })?;
-        Ok(builder.with_layer(&rest.with_credential(token)).build())
+        let builder = builder.with_layer(&rest.with_credential(token));
+        Ok(match fence {
+            None => builder.build(),
+            Some(shards) => builder
+                .with_layer(&rkcm_runtime::shard::FenceLayer::new(shards))
+                .build(),
+        })
     }
 }
 

@@ -48,7 +48,7 @@ use anyhow::Context as _;
 use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;
 use prometheus::{IntGaugeVec, Opts};
-use rkcm_runtime::api::client::{ClientOptions, build_config, make_client, make_client_limited};
+use rkcm_runtime::api::client::{ClientOptions, build_config, make_client, make_client_fenced};
 use rkcm_runtime::cache::{ContentType, InformerFactory, ListMode, Scope, ShardScope};
 use rkcm_runtime::metrics::{get_or_register, register};
 use rkcm_runtime::queue::flowcontrol::client_limiter;
@@ -654,12 +654,16 @@ async fn start_controllers(
         probes.extend((imp.informers)(factory));
         // The controller's own token bucket: its client spends it, its status pacer reads it.
         let budget = client_limiter(opts.qps, opts.burst);
+        // Sharded mode: a controller's namespaced writes go out only while their range is
+        // held (a sync may outlive its range's window); PodGC gates each write itself, its
+        // terminated-pod threshold across namespaces under the global Lease.
+        let fence = shards.clone().filter(|_| def.name != rkcm_podgc::NAME);
         let client = match &sa_clients {
             Some(builder) => builder
-                .client(def.name, budget.clone())
+                .client(def.name, budget.clone(), fence)
                 .await
                 .with_context(|| format!("building the client of {}", def.name))?,
-            None => make_client_limited(config, def.name, budget.clone())
+            None => make_client_fenced(config, def.name, budget.clone(), fence)
                 .with_context(|| format!("building the client of {}", def.name))?,
         };
         let ctx = ControllerContext {

@@ -31,11 +31,16 @@
 //! - `DeploymentProgressAboutAnotherReplicaSet`: the Deployment controller recorded a new
 //!   ReplicaSet's revision but kept a `Progressing` condition `NewReplicaSetAvailable` about
 //!   another ReplicaSet (a previous rollout's, which never times out).
+//! - `ShardWriteOutsideLeaseTerm`, `ShardLeaseTermsOverlap` (sharded scenarios): a manager
+//!   wrote for a namespace outside its lease term on the namespace's range, or took a range
+//!   while another's term ran, judged on the Lease records as the server stored them
+//!   ([`shards`]; PodGC's writes may also fall in its term on the global Lease).
 //! - `WriteRetryStorm`: one controller retried the same failing write more than
 //!   [`STORM`] times within a virtual second (a failed sync backs off: 5 ms doubling, so
 //!   about 8 tries in the first second, client-go's `ItemExponentialFailureRateLimiter`).
 
 mod availability;
+pub mod shards;
 mod ttl;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -147,6 +152,8 @@ pub struct Checks {
     /// Per StatefulSet, the UIDs of the pods its recovery deleted.
     recovered: BTreeMap<String, Vec<String>>,
     rollbacks: Rollbacks,
+    /// Sharded scenarios: the lease terms of the ring's ranges ([`shards`]).
+    shard_terms: Option<shards::Terms>,
 }
 
 fn typed<T: serde::de::DeserializeOwned>(v: &Value) -> Option<Box<T>> {
@@ -182,7 +189,14 @@ impl Checks {
             availability: availability::Availability::default(),
             recovered: BTreeMap::new(),
             rollbacks: Rollbacks::default(),
+            shard_terms: None,
         }
+    }
+
+    /// Also judges every manager write against the lease terms of a sharded ring.
+    pub fn with_shard_terms(mut self, terms: shards::Terms) -> Self {
+        self.shard_terms = Some(terms);
+        self
     }
 
     fn at(&self, ms: u64) -> Timestamp {
@@ -234,6 +248,14 @@ impl Checks {
         }
         self.rollbacks(changes);
         self.progressing_conditions(world, changes);
+        let findings = self
+            .shard_terms
+            .as_mut()
+            .map(|t| t.step(changes))
+            .unwrap_or_default();
+        for f in findings {
+            self.report(f.at_ms, f.invariant, f.object, f.detail);
+        }
     }
 
     /// Every template write of a Deployment, with its author, to the rollback check.

@@ -15,6 +15,7 @@ pub mod checks;
 pub mod manager;
 pub mod run;
 pub mod scenario;
+pub mod sharded;
 
 pub use manager::Ctl;
 pub use run::{Outcome, run};

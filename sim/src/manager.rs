@@ -6,8 +6,9 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
-use rkcm_runtime::cache::{ContentType, InformerFactory, ListMode};
+use rkcm_runtime::cache::{ContentType, InformerFactory, ListMode, Scope, ShardScope};
 use rkcm_runtime::clock::{Clock, SharedClock};
+use rkcm_runtime::shard::{ShardConfig, Shards};
 use rkcm_runtime::{CancellationToken, ControllerContext};
 use rkcm_testkit::sim::SimApi;
 
@@ -26,6 +27,12 @@ pub enum Ctl {
     CronJob,
     PodGc,
     TtlAfterFinished,
+    /// Two replicas of a sharded manager (`--rkcm-shards`) running the Deployment and
+    /// ReplicaSet controllers (and PodGC) over a workload spread across namespaces, with
+    /// crashes, cut-offs, stalled lease renewals, joins and leaves of single replicas.
+    Sharded2,
+    /// The same with three replicas.
+    Sharded3,
 }
 
 impl Ctl {
@@ -53,12 +60,28 @@ impl Ctl {
             Ctl::CronJob => "cronjob",
             Ctl::PodGc => "podgc",
             Ctl::TtlAfterFinished => "ttlafterfinished",
+            Ctl::Sharded2 => "sharded-2",
+            Ctl::Sharded3 => "sharded-3",
         }
     }
 
+    /// How many sharded replicas the scenario runs (1: one unsharded manager).
+    pub fn replicas(self) -> usize {
+        match self {
+            Ctl::Sharded2 => 2,
+            Ctl::Sharded3 => 3,
+            _ => 1,
+        }
+    }
+
+    /// Whether the scenario runs sharded replicas.
+    pub fn is_sharded(self) -> bool {
+        self.replicas() > 1
+    }
+
     /// Scenarios run only when named (`--controller NAME`), not by `all` nor by the fixed
-    /// seeds of `make test`: none at present.
-    pub const NAMED_ONLY: [Ctl; 0] = [];
+    /// seeds of `make test`: the sharded scenarios (`make test` runs a few of their seeds).
+    pub const NAMED_ONLY: [Ctl; 2] = [Ctl::Sharded2, Ctl::Sharded3];
 
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL
@@ -78,6 +101,7 @@ impl Ctl {
             Ctl::CronJob => "cronjob-controller",
             Ctl::PodGc => "pod-garbage-collector",
             Ctl::TtlAfterFinished => "ttl-after-finished-controller",
+            Ctl::Sharded2 | Ctl::Sharded3 => "rkcm",
         }
     }
 
@@ -91,6 +115,7 @@ impl Ctl {
             Ctl::CronJob => vec![Ctl::CronJob, Ctl::Job],
             Ctl::TtlAfterFinished => vec![Ctl::TtlAfterFinished, Ctl::Job],
             Ctl::PodGc => vec![Ctl::PodGc, Ctl::ReplicaSet],
+            Ctl::Sharded2 | Ctl::Sharded3 => vec![Ctl::Deployment, Ctl::ReplicaSet],
             c => vec![c],
         };
         if !out.contains(&Ctl::PodGc) {
@@ -129,7 +154,13 @@ impl Clock for SimClock {
 pub struct Manager {
     pub epoch: u64,
     pub shutdown: CancellationToken,
+    /// Sharded mode: its view of the ring and the task holding its range Leases (which, on
+    /// `shutdown`, hands every range over and ends).
+    pub shards: Option<Holder>,
 }
+
+/// A replica's view of the ring and the task holding its range Leases.
+pub type Holder = (Arc<Shards>, tokio::task::JoinHandle<()>);
 
 /// The terminated-pod threshold of PodGC in its own scenario.
 const PODGC_SCENARIO_THRESHOLD: i32 = 3;
@@ -144,19 +175,67 @@ const PODGC_SCENARIO_PERIOD: std::time::Duration = std::time::Duration::from_sec
 
 /// Starts the controllers `ctls` as incarnation `epoch`.
 pub fn start(api: &SimApi, clock: &SharedClock, ctls: &[Ctl], epoch: u64) -> Manager {
+    start_with(api, clock, ctls, epoch, None)
+}
+
+/// The shard holder (started) and the informer factory of incarnation `epoch`: the whole
+/// cluster, or with `shards` only the held ranges' namespaces.
+fn holder_and_informers(
+    api: &SimApi,
+    clock: &SharedClock,
+    epoch: u64,
+    shards: Option<ShardConfig>,
+    shutdown: &CancellationToken,
+) -> (Option<Holder>, InformerFactory) {
+    let shards = shards.map(|cfg| {
+        let shards = Shards::new(cfg, clock.clone());
+        let holder = tokio::spawn(
+            shards
+                .clone()
+                .run(api.client(epoch, "rkcm-shards"), shutdown.clone()),
+        );
+        (shards, holder)
+    });
+    let factory = match &shards {
+        None => InformerFactory::with_options(
+            api.client(epoch, "informers"),
+            ListMode::Paged,
+            ContentType::Json,
+        ),
+        Some((s, _)) => InformerFactory::scoped_with(
+            api.client(epoch, "informers"),
+            Scope::Shards(ShardScope(s.clone())),
+            ListMode::Paged,
+            ContentType::Json,
+        ),
+    };
+    (shards, factory)
+}
+
+/// Starts the controllers `ctls` as incarnation `epoch`; with `shards`, as one replica of a
+/// sharded manager (`--rkcm-shards`): its shard holder on its own client, informers that
+/// keep only the held ranges' namespaces, and workers that sync only those.
+pub fn start_with(
+    api: &SimApi,
+    clock: &SharedClock,
+    ctls: &[Ctl],
+    epoch: u64,
+    shards: Option<ShardConfig>,
+) -> Manager {
     let shutdown = CancellationToken::new();
-    let factory = InformerFactory::with_options(
-        api.client(epoch, "informers"),
-        ListMode::Paged,
-        ContentType::Json,
-    );
+    let (shards, factory) = holder_and_informers(api, clock, epoch, shards, &shutdown);
+    let view = shards.as_ref().map(|(s, _)| s.clone());
+    let sharded = view.is_some();
+    // Sharded: every controller's writes go through the fence but PodGC's, whose
+    // terminated-pod threshold writes across namespaces under the global Lease (it gates
+    // each write itself: the pod's range, or the global Lease).
     let ctx = |c: Ctl| ControllerContext {
-        client: api.client(epoch, c.agent()),
+        client: api.client_fenced(epoch, c.agent(), view.clone().filter(|_| c != Ctl::PodGc)),
         budget: None,
         informers: factory.clone(),
         shutdown: shutdown.clone(),
         clock: clock.clone(),
-        shards: None,
+        shards: view.clone(),
     };
     for &c in ctls {
         let ctx = ctx(c);
@@ -221,10 +300,17 @@ pub fn start(api: &SimApi, clock: &SharedClock, ctls: &[Ctl], epoch: u64) -> Man
                 // (`--terminated-pod-gc-threshold`), a rule that deletes without quarantine,
                 // and sweeps every second; as every other scenario's helper it keeps
                 // upstream's defaults.
+                // The sharded scenarios keep a handful too, so that the threshold pass of the
+                // global Lease's holder runs.
                 let cfg = if ctls.first() == Some(&Ctl::PodGc) {
                     rkcm_podgc::Config {
                         terminated_pod_gc_threshold: PODGC_SCENARIO_THRESHOLD,
                         gc_check_period: PODGC_SCENARIO_PERIOD,
+                        ..Default::default()
+                    }
+                } else if sharded {
+                    rkcm_podgc::Config {
+                        terminated_pod_gc_threshold: PODGC_SCENARIO_THRESHOLD,
                         ..Default::default()
                     }
                 } else {
@@ -240,10 +326,16 @@ pub fn start(api: &SimApi, clock: &SharedClock, ctls: &[Ctl], epoch: u64) -> Man
                     let _ = rkcm_ttlafterfinished::start(ctx, Default::default()).await;
                 });
             }
+            // A scenario name, not a controller: its controllers are its helpers.
+            Ctl::Sharded2 | Ctl::Sharded3 => {}
         }
     }
     factory.start(shutdown.clone());
-    Manager { epoch, shutdown }
+    Manager {
+        epoch,
+        shutdown,
+        shards,
+    }
 }
 
 /// The shared clock of a run.

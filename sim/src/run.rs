@@ -68,7 +68,7 @@ impl Outcome {
 
 /// The faults of a seed: each knob drawn from a few levels, so that some seeds are calm in
 /// one dimension and harsh in another.
-fn draw_faults(rng: &mut StdRng) -> Faults {
+pub(crate) fn draw_faults(rng: &mut StdRng) -> Faults {
     let pick = |rng: &mut StdRng, levels: &[f64]| levels[rng.random_range(0..levels.len())];
     Faults {
         watch_delay_ms: (0, [20u64, 500, 3_000, 10_000][rng.random_range(0..4)]),
@@ -104,7 +104,11 @@ pub fn run(ctl: Ctl, seed: u64) -> anyhow::Result<Outcome> {
         .enable_time()
         .start_paused(true)
         .build()?;
-    let outcome = rt.block_on(run_async(ctl, seed));
+    let outcome = if ctl.is_sharded() {
+        rt.block_on(crate::sharded::run_async(ctl, seed))
+    } else {
+        rt.block_on(run_async(ctl, seed))
+    };
     rt.shutdown_background();
     Ok(outcome)
 }
@@ -249,7 +253,7 @@ fn checks_liveness(checks: &mut Checks, now: u64, why: String) {
 }
 
 /// One line per object at the end of a run.
-fn dump(w: &rkcm_testkit::sim::World) -> Vec<String> {
+pub(crate) fn dump(w: &rkcm_testkit::sim::World) -> Vec<String> {
     use crate::scenario::{is_ready, is_terminating, s};
     let mut out = Vec::new();
     for r in [

@@ -16,6 +16,11 @@ pub const NS: &str = "sim";
 const BARE_POOL: usize = 4;
 /// How often a node joins the cluster in the PodGC scenario (virtual ms).
 const GROW_EVERY_MS: u64 = 30_000;
+/// The namespaces of the sharded scenarios' workload: names that differ early, so that
+/// FNV-1a spreads them over a ring of [`SHARD_RANGES`] (ranges 0, 1, 2, 4, 5 and 6).
+pub const SHARD_NAMESPACES: [&str; 6] = ["papa", "echo", "delta", "alpha", "bravo", "juliet"];
+/// The ring of the sharded scenarios.
+pub const SHARD_RANGES: u32 = 8;
 
 /// `path` of `v` as a string (`""` when absent).
 pub fn s<'a>(v: &'a Value, path: &[&str]) -> &'a str {
@@ -99,6 +104,12 @@ fn pod_template(app: &str, image: &str, restart: &str) -> Value {
 fn create(world: &mut World, plural: &str, obj: Value) {
     if let Some(r) = resource(plural) {
         let _ = world.create(&Caller::sim("user"), r, NS, obj);
+    }
+}
+
+fn create_in(world: &mut World, ns: &str, plural: &str, obj: Value) {
+    if let Some(r) = resource(plural) {
+        let _ = world.create(&Caller::sim("user"), r, ns, obj);
     }
 }
 
@@ -243,6 +254,34 @@ impl Scenario {
                     self.new_job(world, rng, Some(ttl));
                 }
             }
+            Ctl::Sharded2 | Ctl::Sharded3 => self.sharded_setup(world, model, rng),
+        }
+    }
+
+    /// The sharded scenarios' objects: a Deployment and a pod that runs to completion in every
+    /// namespace of [`SHARD_NAMESPACES`], a ReplicaSet of its own in every other one, and a
+    /// fourth node.
+    fn sharded_setup(&mut self, world: &mut World, model: &mut NodeModel, rng: &mut StdRng) {
+        self.add_node(world, model);
+        // A Deployment in every namespace, a ReplicaSet of its own in every other.
+        for (i, ns) in SHARD_NAMESPACES.iter().enumerate() {
+            let surge = pick(rng, &[json!(1), json!(0), json!("25%")]).unwrap_or(json!(1));
+            let unavailable = if surge == json!(0) {
+                json!(1)
+            } else {
+                json!(0)
+            };
+            create_in(
+                world,
+                ns,
+                "deployments",
+                deployment("web", 2, surge, unavailable, "img:1"),
+            );
+            if i % 2 == 0 {
+                create_in(world, ns, "replicasets", replicaset("solo", 2, "img:1"));
+            }
+            // Runs to completion: six terminated pods are past PodGC's threshold.
+            create_in(world, ns, "pods", bare_pod("batch-0", "Never"));
         }
     }
 
@@ -274,6 +313,10 @@ impl Scenario {
             .filter(|p| !is_terminating(p))
             .map(|p| s(p, &["metadata", "name"]).to_owned())
             .collect();
+        if self.ctl.is_sharded() {
+            self.sharded_op(world, model, rng, &up, &down);
+            return;
+        }
         let roll = rng.random_range(0..100);
         match roll {
             // Node faults, for every workload.
@@ -310,6 +353,100 @@ impl Scenario {
                 }
             }
             _ => self.workload_op(world, model, rng),
+        }
+    }
+
+    /// One operation of the sharded scenarios' user: node faults, pod deletions and failures
+    /// in any namespace, scaling and new templates of the Deployments and ReplicaSets.
+    fn sharded_op(
+        &mut self,
+        world: &mut World,
+        model: &mut NodeModel,
+        rng: &mut StdRng,
+        up: &[String],
+        down: &[String],
+    ) {
+        let pods: Vec<String> = world
+            .list("pods")
+            .iter()
+            .filter(|p| !is_terminating(p))
+            .map(|p| key(p))
+            .collect();
+        match rng.random_range(0..100) {
+            0..=7 if up.len() > 1 => {
+                if let Some(n) = pick(rng, up) {
+                    model.kill(world, &n);
+                }
+            }
+            8..=11 if !down.is_empty() => {
+                if let Some(n) = pick(rng, down) {
+                    if rng.random_bool(0.5) {
+                        model.revive(world, &n);
+                    } else {
+                        // Its pods are PodGC's (orphans), swept by the replica holding each
+                        // pod's range.
+                        world.trace_line(format!("user delete node {n}"));
+                        model.delete_node(world, &n);
+                        self.add_node(world, model);
+                    }
+                }
+            }
+            33..=40 => {
+                // A pod that runs to completion: terminated pods past PodGC's threshold go in
+                // the cluster-wide pass of the global Lease's holder.
+                if let Some(ns) = pick(rng, &SHARD_NAMESPACES) {
+                    self.jobs += 1;
+                    let name = format!("batch-{}", self.jobs);
+                    world.trace_line(format!("user create pod {ns}/{name}"));
+                    create_in(world, ns, "pods", bare_pod(&name, "Never"));
+                }
+            }
+            12..=24 => {
+                if let Some(p) = pick(rng, &pods)
+                    && let (Some((ns, name)), Some(r)) = (p.split_once('/'), resource("pods"))
+                {
+                    world.trace_line(format!("user delete pod {p}"));
+                    let _ = world.delete(&Caller::sim("user"), r, ns, name, &Value::Null);
+                }
+            }
+            25..=32 => {
+                if let Some(p) = pick(rng, &pods) {
+                    model.fail_pod(world, &p, 1);
+                }
+            }
+            _ => {
+                let plural = if rng.random_bool(0.6) {
+                    "deployments"
+                } else {
+                    "replicasets"
+                };
+                // The Deployments' own ReplicaSets are the Deployment controller's to scale.
+                let objs: Vec<String> = world
+                    .list(plural)
+                    .iter()
+                    .filter(|o| controller_of(o).is_none())
+                    .map(|o| key(o))
+                    .collect();
+                let Some(target) = pick(rng, &objs) else {
+                    return;
+                };
+                if plural == "deployments" && rng.random_bool(0.5) {
+                    self.version += 1;
+                    let image = format!("img:{}", self.version);
+                    world.trace_line(format!("user set image of {target} to {image}"));
+                    world.edit("user", plural, &target, |o| {
+                        o["spec"]["template"]["spec"]["containers"][0]["image"] = json!(image);
+                        true
+                    });
+                } else {
+                    let replicas = rng.random_range(0..=4);
+                    world.trace_line(format!("user scale {target} to {replicas}"));
+                    world.edit("user", plural, &target, |o| {
+                        o["spec"]["replicas"] = json!(replicas);
+                        true
+                    });
+                }
+            }
         }
     }
 
@@ -419,6 +556,8 @@ impl Scenario {
             Ctl::DaemonSet => "daemonsets",
             Ctl::Job | Ctl::TtlAfterFinished => "jobs",
             Ctl::CronJob => "cronjobs",
+            // Their user is `sharded_op`.
+            Ctl::Sharded2 | Ctl::Sharded3 => return,
         };
         let objs: Vec<String> = world.list(plural).iter().map(|o| key(o)).collect();
         let Some(target) = pick(rng, &objs) else {
@@ -435,8 +574,8 @@ impl Scenario {
             choice = 2;
         }
         match (self.ctl, choice) {
-            // The rollback scenario's user is `rollback_op`.
-            (Ctl::DeploymentRollback, _) => {}
+            // The rollback scenario's user is `rollback_op`, the sharded ones' `sharded_op`.
+            (Ctl::DeploymentRollback | Ctl::Sharded2 | Ctl::Sharded3, _) => {}
             (Ctl::ReplicaSet | Ctl::PodGc, _) | (Ctl::Deployment | Ctl::StatefulSet, 0 | 1) => {
                 let replicas = rng.random_range(0..=5);
                 world.trace_line(format!("user scale {target} to {replicas}"));
@@ -610,7 +749,7 @@ impl Scenario {
                 }
                 Ok(())
             }
-            Ctl::Deployment | Ctl::DeploymentRollback => {
+            Ctl::Deployment | Ctl::DeploymentRollback | Ctl::Sharded2 | Ctl::Sharded3 => {
                 for d in world.list("deployments") {
                     let typed: k8s_openapi::api::apps::v1::Deployment =
                         serde_json::from_value((*d).clone()).map_err(|e| e.to_string())?;

@@ -190,6 +190,19 @@ impl<O: ReplicaOwner> Controller<O> {
             .ensure_caught_up(key, &[&self.pods, &self.owners])
     }
 
+    /// Whether `key`'s expectations let the sync create and delete. When they hold it, the
+    /// key is looked at again once they expire: the create or delete they wait for may never
+    /// be observed (a relist after the pod came and went, as a sharded replica's every
+    /// handover makes), and no other event need come.
+    fn expectations_satisfied(&self, key: &str) -> bool {
+        let satisfied = self.expectations.satisfied_expectations(key);
+        if !satisfied && let Some(wait) = self.expectations.expires_in(key) {
+            self.queue
+                .add_after(key.to_owned(), wait + std::time::Duration::from_secs(1));
+        }
+        satisfied
+    }
+
     // ---- sync ---------------------------------------------------------------------------
 
     async fn sync_inner(&self, key: &str) -> Result<(), Error> {
@@ -216,7 +229,7 @@ impl<O: ReplicaOwner> Controller<O> {
         let owner = self.owner_for_sync(key, cached);
         // Read before anything else: an observation arriving during this sync must not be
         // mistaken for one this sync already accounted for.
-        let satisfied = self.expectations.satisfied_expectations(key);
+        let satisfied = self.expectations_satisfied(key);
         let selector = match owner.selector() {
             Ok(s) => s,
             Err(error) => {

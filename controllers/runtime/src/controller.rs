@@ -225,20 +225,32 @@ impl<C: Send + Sync + 'static> Run<C> {
         E: fmt::Display + Send + 'static,
     {
         let (controller, name, gate) = (self.controller.clone(), self.name, self.gate.clone());
+        let requeue = queue.clone();
         let each = move |key: K| {
             let sync = sync(controller.clone(), key.clone());
             let gate = gate.clone();
+            let requeue = requeue.clone();
             async move {
                 // Sharded mode: a namespaced key only while its range is held here, and the
                 // range is not handed over while its sync runs. Cluster-scoped keys pass.
+                // A key of a range still held whose window closed (a renewal late) waits for
+                // the window to open again, a retry period later: nothing else brings it
+                // back (the caches relist only when the held ranges change). A key of a
+                // range not held is dropped; taking the range relists and requeues it.
                 let _in_flight = match gate.get() {
                     Some(shards) => {
-                        let key = key.to_string();
-                        match split_key(&key).0 {
+                        let text = key.to_string();
+                        match split_key(&text).0 {
                             Some(ns) => match shards.begin_when_cached(ns).await {
                                 Some(flight) => Some(flight),
                                 None => {
-                                    tracing::debug!(controller = name, %key, "not in a shard range this replica holds");
+                                    let range = shards.config().ring.range_of(ns);
+                                    if shards.keeps(range) {
+                                        tracing::debug!(controller = name, key = %text, "shard range's window closed; later");
+                                        requeue.add_after(key, shards.config().retry_period);
+                                    } else {
+                                        tracing::debug!(controller = name, key = %text, "not in a shard range this replica holds");
+                                    }
                                     return Ok(());
                                 }
                             },
@@ -561,6 +573,59 @@ mod tests {
         let names: Vec<&str> = both.iter().map(|p| p.resource.as_str()).collect();
         assert_eq!(names, ["pods", "configmaps"]);
         assert_eq!(probes::<(ConfigMap,)>(&factory).len(), 1);
+    }
+
+    /// Sharded mode: a key of a range still held whose window closed (a renewal late) is
+    /// not lost: it syncs once the window opens again. Without the requeue it waits for an
+    /// event that may never come (found by the simulator, sharded-2 seed 14).
+    #[tokio::test(start_paused = true)]
+    async fn a_key_waits_out_a_closed_window_of_a_held_range() {
+        use crate::shard::{Ring, ShardConfig, Shards};
+        let ring = Ring::new(4).expect("ring");
+        let shards = Shards::new(
+            ShardConfig {
+                ring,
+                namespace: "kube-system".into(),
+                prefix: "rkcm-shard".into(),
+                identity: "me".into(),
+                lease_duration: Duration::from_secs(15),
+                renew_deadline: Duration::from_secs(10),
+                retry_period: Duration::from_secs(2),
+            },
+            crate::clock::system(),
+        );
+        let range = ring.range_of("default");
+        // Held (and cached), window closed.
+        shards.set_held([(range, tokio::time::Instant::now())].into());
+        shards.set_cached([range].into());
+        let ctx = ControllerContext {
+            shards: Some(shards.clone()),
+            ..ctx()
+        };
+        let queue = WorkQueue::<String>::new("test-run-window", RateLimiter::Default);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let run = Run::new("test-controller", vec![], &Arc::new(tx)).queue(
+            queue.clone(),
+            1,
+            RetryPolicy::default(),
+            |tx, key: String| async move {
+                let _ = tx.send(key);
+                Ok::<(), String>(())
+            },
+        );
+        let task = {
+            let ctx = ctx.clone();
+            tokio::spawn(async move { run.run::<String>(&ctx).await })
+        };
+        queue.add("default/a".into());
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(rx.try_recv().is_err(), "no sync while the window is closed");
+        let reopened = tokio::time::Instant::now() + Duration::from_secs(60);
+        shards.set_held([(range, reopened)].into());
+        let synced = tokio::time::timeout(Duration::from_secs(3), rx.recv()).await;
+        assert_eq!(synced.ok().flatten().as_deref(), Some("default/a"));
+        ctx.shutdown.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
     }
 
     /// Sharded mode: a namespaced key syncs only while its range is held, a cluster-scoped

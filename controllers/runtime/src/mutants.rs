@@ -26,6 +26,7 @@ pub const ALL: &[&str] = &[
     "deployment-rollback-to-unavailable",
     "deployment-keeps-previous-rollout-condition",
     "ttl-no-version-precondition",
+    "shard-range-without-lease",
 ];
 
 #[cfg(feature = "sim-mutants")]

@@ -220,6 +220,18 @@ pub fn make_client_limited(
     client_name: &str,
     limiter: Option<Arc<RateLimiter>>,
 ) -> Result<kube::Client, Error> {
+    make_client_fenced(config, client_name, limiter, None)
+}
+
+/// [`make_client_limited`]; with `fence` (sharded mode), behind the shard write fence
+/// ([`crate::shard::fence`]): a write of a namespaced object is sent only while this replica's
+/// window on the namespace's range is open, refused before it takes a token otherwise.
+pub fn make_client_fenced(
+    config: &kube::Config,
+    client_name: &str,
+    limiter: Option<Arc<RateLimiter>>,
+    fence: Option<Arc<crate::shard::Shards>>,
+) -> Result<kube::Client, Error> {
     let mut config = config.clone();
     // Our layer implements client-go's Retry-After handling; kube's own retry would run
     // beneath it, unthrottled and with different rules.
@@ -231,7 +243,13 @@ pub fn make_client_limited(
     );
     let builder = ClientBuilder::try_from(config)
         .map_err(|err| Error::Config(format!("building API client {client_name}: {err}")))?;
-    Ok(builder.with_layer(&layer).build())
+    let builder = builder.with_layer(&layer);
+    Ok(match fence {
+        None => builder.build(),
+        Some(shards) => builder
+            .with_layer(&crate::shard::FenceLayer::new(shards))
+            .build(),
+    })
 }
 
 /// `rkcm/<version> (<os>/<arch>) <client-name>`, with Go's os/arch spelling so tooling that

@@ -174,9 +174,13 @@ impl Shards {
     pub fn owns(&self, namespace: &str) -> bool {
         let range = self.cfg.ring.range_of(namespace);
         let now = self.clock.now();
-        self.held
-            .with(|h| h.get(&range).is_some_and(|until| *until > now))
-            && self.cached.lock().contains(&range)
+        // The mutant acts on a range as long as it is in the held set, its window closed
+        // or not: a holder whose renewals stall keeps acting until its next round drops it.
+        let ignore_window = crate::mutants::on("shard-range-without-lease");
+        self.held.with(|h| {
+            h.get(&range)
+                .is_some_and(|until| ignore_window || *until > now)
+        }) && self.cached.lock().contains(&range)
     }
 
     /// The caches cover `ranges` (those of them still held): the sharded informer factory
@@ -329,9 +333,13 @@ impl Shards {
 
     /// One round: read the ring's Leases, renew, take, hand over.
     async fn round(&self, api: &Api<Lease>, round: &mut Round) {
-        let now = self.clock.now();
         let params = ListParams::default().labels(&format!("{LABEL_RING}={}", self.cfg.prefix));
-        match api.list(&params).await {
+        let listed = api.list(&params).await;
+        // Another holder's lease is judged from when its record was seen, which is when the
+        // answer came: a record sent late may carry a renewal made after the request left
+        // (timing it from the request would make a valid lease look expired).
+        let now = self.clock.now();
+        match listed {
             Ok(list) => round.observe(list.items, now),
             Err(error) => {
                 tracing::debug!(%error, "listing the shard leases failed");

@@ -5,15 +5,18 @@
 //!   shard selector the server filters lists and watches with.
 //! - [`balance`]: which ranges a replica takes and hands over, from what the Leases say.
 //! - [`holder`]: the task that holds the range Leases and the held set workers consult.
+//! - [`fence`]: a client layer that sends a namespaced write only while its range is held.
 
 /// The shard Leases' name prefix of `--rkcm-shards`: ranges `rkcm-shard-<i>`,
 /// `rkcm-shard-global`, members `rkcm-shard-member-<hash of the identity>`.
 pub const LEASE_PREFIX: &str = "rkcm-shard";
 
 pub mod balance;
+pub mod fence;
 pub mod holder;
 mod metrics;
 pub mod ring;
 
+pub use fence::FenceLayer;
 pub use holder::{GLOBAL, ShardConfig, Shards};
 pub use ring::{Ring, fnv1a64};

@@ -72,6 +72,17 @@ impl ControllerExpectations {
 
     /// Whether the controller may create/delete children of `key`: no record, nothing
     /// outstanding, or the record has expired.
+    /// How long until `key`'s unfulfilled expectations expire (zero once they have);
+    /// `None` when none are pending. A controller whose sync they hold looks again then: the
+    /// observation it waits for may never come (a relist that misses a child created and
+    /// deleted meanwhile), and nothing else need enqueue the owner.
+    pub fn expires_in(&self, key: &str) -> Option<Duration> {
+        let records = self.records.lock();
+        let record = records.get(key).filter(|r| !r.fulfilled())?;
+        let age = self.clock.now().saturating_duration_since(record.set_at);
+        Some(EXPECTATIONS_TIMEOUT.saturating_sub(age))
+    }
+
     pub fn satisfied_expectations(&self, key: &str) -> bool {
         // Mutant (sim only): expectations never hold a sync back.
         if crate::mutants::on("no-expectations") {
@@ -228,6 +239,11 @@ impl UidTrackingExpectations {
         self.expectations.satisfied_expectations(key)
     }
 
+    /// See [`ControllerExpectations::expires_in`].
+    pub fn expires_in(&self, key: &str) -> Option<Duration> {
+        self.expectations.expires_in(key)
+    }
+
     /// See [`ControllerExpectations::expect_creations`].
     pub fn expect_creations(&self, key: &str, adds: i64) {
         self.expectations.expect_creations(key, adds);
@@ -312,6 +328,23 @@ mod tests {
     use crate::clock;
 
     const KEY: &str = "ns/owner";
+
+    #[tokio::test(start_paused = true)]
+    async fn pending_expectations_say_when_they_expire() {
+        let exp = ControllerExpectations::new(clock::system());
+        assert_eq!(exp.expires_in(KEY), None, "none set");
+        exp.expect_creations(KEY, 1);
+        assert_eq!(exp.expires_in(KEY), Some(EXPECTATIONS_TIMEOUT));
+        tokio::time::advance(Duration::from_secs(100)).await;
+        assert_eq!(
+            exp.expires_in(KEY),
+            Some(EXPECTATIONS_TIMEOUT - Duration::from_secs(100))
+        );
+        tokio::time::advance(EXPECTATIONS_TIMEOUT).await;
+        assert_eq!(exp.expires_in(KEY), Some(Duration::ZERO), "expired");
+        exp.creation_observed(KEY);
+        assert_eq!(exp.expires_in(KEY), None, "fulfilled");
+    }
 
     #[tokio::test(start_paused = true)]
     async fn raised_expectations_are_satisfied_once_observed() {

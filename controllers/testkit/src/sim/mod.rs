@@ -17,7 +17,9 @@
 //! Faults ([`server::Faults`]): watch event delivery delays, stale lists from a lagging
 //! watch cache, concurrent writes (409), crashes of a manager before or after any of its
 //! writes (its requests fail from then on), admission rejections of pod creates, 500s and
-//! 504s after a write landed. [`nodes`] is the node, scheduler and kubelet model.
+//! 504s after a write landed; a running manager cut off for a while ([`World::cut_off`]:
+//! its requests refused, or hanging and then failing, or only its Lease requests held back
+//! and landing late). [`nodes`] is the node, scheduler and kubelet model.
 //!
 //! Not modelled: a garbage collector (deleting an owner leaves its dependents), field
 //! ownership of server-side apply, admission webhooks and quotas beyond the injected
@@ -36,7 +38,7 @@ use http_body_util::StreamBody;
 use hyper::body::Frame;
 use serde_json::Value;
 
-pub use server::{Caller, Change, Deletion, Faults, Query, Reply, World};
+pub use server::{Caller, Change, Cut, Deletion, Faults, Query, Reply, World};
 
 /// A handle on the simulated API server. Cheap to clone.
 #[derive(Clone)]
@@ -62,6 +64,18 @@ impl SimApi {
     /// A client of manager incarnation `epoch` (0: the simulation itself, never fenced)
     /// with user agent `agent`.
     pub fn client(&self, epoch: u64, agent: &str) -> kube::Client {
+        self.client_fenced(epoch, agent, None)
+    }
+
+    /// [`SimApi::client`], behind sharded mode's write fence when `fence` is given
+    /// ([`rkcm_runtime::shard::fence`]: a namespaced write goes out only while its range is
+    /// held).
+    pub fn client_fenced(
+        &self,
+        epoch: u64,
+        agent: &str,
+        fence: Option<std::sync::Arc<rkcm_runtime::shard::Shards>>,
+    ) -> kube::Client {
         let api = self.clone();
         let caller = Caller {
             epoch,
@@ -73,11 +87,39 @@ impl SimApi {
             async move {
                 let (parts, body) = req.into_parts();
                 let bytes = body.collect_bytes().await.unwrap_or_default();
+                let leases =
+                    parts.uri.path().ends_with("/leases") || parts.uri.path().contains("/leases/");
+                let cut = api.world().cut_of(caller.epoch, leases);
+                if let Some(cut) = cut {
+                    match cut.how {
+                        server::Cut::Refused => {
+                            return Err(std::io::Error::new(
+                                std::io::ErrorKind::ConnectionRefused,
+                                "connection refused (cut off)",
+                            ));
+                        }
+                        server::Cut::Hang => {
+                            tokio::time::sleep_until(cut.until).await;
+                            return Err(std::io::Error::new(
+                                std::io::ErrorKind::TimedOut,
+                                "connection timed out (cut off)",
+                            ));
+                        }
+                        server::Cut::SlowLeases => tokio::time::sleep_until(cut.until).await,
+                    }
+                }
                 let reply = api.handle(&caller, &parts, &bytes);
                 respond(reply)
             }
         });
-        kube::Client::new(svc, "default")
+        match fence {
+            None => kube::Client::new(svc, "default"),
+            Some(shards) => {
+                use tower::Layer as _;
+                let fenced = rkcm_runtime::shard::FenceLayer::new(shards).layer(svc);
+                kube::Client::new(fenced, "default")
+            }
+        }
     }
 
     fn handle(&self, caller: &Caller, parts: &http::request::Parts, body: &[u8]) -> Reply {

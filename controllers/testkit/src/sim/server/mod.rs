@@ -21,5 +21,5 @@ mod writes;
 
 pub use faults::Faults;
 pub use resources::{RESOURCES, ResourceInfo, key_of, resource};
-pub use store::{Caller, Change, Deletion, Delivery, Reply, World};
+pub use store::{Caller, Change, Cut, CutOff, Deletion, Delivery, Reply, World};
 pub use watch::Query;

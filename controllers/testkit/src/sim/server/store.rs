@@ -48,6 +48,9 @@ pub struct Change {
     /// The object before the change (`None` for `ADDED`).
     pub prev: Option<Arc<Value>>,
     pub agent: String,
+    /// The manager incarnation that wrote it (0: the simulation itself, or a concurrent
+    /// writer).
+    pub epoch: u64,
 }
 
 /// One delete, with what the audit log would tell: who, which object (as it was) and how.
@@ -120,6 +123,32 @@ pub struct World {
     pub crashes: u32,
     /// UIDs each manager epoch was sent (in a list, a watch event, a get or a write answer).
     pub seen: BTreeMap<u64, BTreeSet<String>>,
+    /// The epoch of the write being applied ([`World::write`]); 0 outside one.
+    pub(super) writer: u64,
+    /// Manager incarnations cut off from the server for a while ([`World::cut_off`]).
+    pub(super) cut: BTreeMap<u64, CutOff>,
+    /// Whether the trace names the epoch of each manager write (several managers at once).
+    pub trace_epochs: bool,
+}
+
+/// How a manager incarnation is cut off from the server ([`World::cut_off`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// Every request fails at once (connection refused); its watches end.
+    Refused,
+    /// Every request hangs until the cut ends, then fails without reaching the server (a
+    /// partition that drops packets); its watches end.
+    Hang,
+    /// Only its Lease requests hang until the cut ends, then reach the server and land late
+    /// (a stalled shard holder: its renewals stop while its workers run on).
+    SlowLeases,
+}
+
+/// One cut: how, and until when.
+#[derive(Debug, Clone, Copy)]
+pub struct CutOff {
+    pub how: Cut,
+    pub until: tokio::time::Instant,
 }
 
 pub(super) fn rfc3339(t: Timestamp) -> String {
@@ -158,6 +187,9 @@ impl World {
             requests: 0,
             crashes: 0,
             seen: BTreeMap::new(),
+            writer: 0,
+            cut: BTreeMap::new(),
+            trace_epochs: false,
         }
     }
 
@@ -187,6 +219,27 @@ impl World {
     pub fn kill(&mut self, epoch: u64) {
         self.dead.insert(epoch);
         self.watches.retain(|w| w.epoch != epoch);
+    }
+
+    /// Cuts manager incarnation `epoch` off for `span` (see [`Cut`]); a cut that refuses or
+    /// hangs also ends its watches.
+    pub fn cut_off(&mut self, epoch: u64, how: Cut, span: std::time::Duration) {
+        let until = tokio::time::Instant::now() + span;
+        self.cut.insert(epoch, CutOff { how, until });
+        if how != Cut::SlowLeases {
+            self.watches.retain(|w| w.epoch != epoch);
+        }
+        self.note(format!(
+            "sim cut off manager epoch {epoch} ({how:?}) for {} ms",
+            span.as_millis()
+        ));
+    }
+
+    /// The cut a request of `epoch` meets now (`leases`: a request for Leases), if any.
+    pub fn cut_of(&self, epoch: u64, leases: bool) -> Option<CutOff> {
+        let cut = self.cut.get(&epoch)?;
+        let active = cut.until > tokio::time::Instant::now();
+        (active && (leases || cut.how != Cut::SlowLeases)).then_some(*cut)
     }
 
     pub fn get(&self, resource: &'static str, key: &str) -> Option<Arc<Value>> {
@@ -254,6 +307,7 @@ impl World {
             obj: obj.clone(),
             prev,
             agent: agent.to_owned(),
+            epoch: self.writer,
         };
         if r.plural != "events" {
             // The desired count of a scalable object, so a trace shows what each write set.
@@ -261,8 +315,14 @@ impl World {
                 Some(n) => format!(" replicas={n}"),
                 None => String::new(),
             };
+            // With several managers at once, which incarnation wrote it.
+            let by = if self.trace_epochs && change.epoch != 0 {
+                format!(" by epoch {}", change.epoch)
+            } else {
+                String::new()
+            };
             self.note(format!(
-                "{agent} {kind} {} {} rv={rv}{replicas}",
+                "{agent} {kind} {} {} rv={rv}{replicas}{by}",
                 r.kind, change.key
             ));
         }

@@ -30,7 +30,9 @@ impl World {
             self.crash(caller, describe, "before");
             return Reply::Fail("connection reset by peer".into());
         }
+        self.writer = caller.epoch;
         let reply = op(self);
+        self.writer = 0;
         if let Reply::Json(code, body) = &reply {
             if *code >= 400 {
                 if caller.epoch != 0 {
@@ -182,7 +184,9 @@ impl World {
                 "sim concurrent write before {} on {key}",
                 caller.agent
             ));
+            let writer = std::mem::take(&mut self.writer);
             current = self.commit(r, key.clone(), "MODIFIED", touched, "sim-concurrent-writer");
+            self.writer = writer;
         }
         if !wanted_rv.is_empty() && wanted_rv != meta_str(&current, "resourceVersion") {
             return conflict(r, name);
