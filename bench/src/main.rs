@@ -137,6 +137,15 @@ enum Command {
         #[command(flatten)]
         args: scenarios::idle::Args,
     },
+    /// Threshold: the plane loaded converged with the load test's mix at the size it holds;
+    /// per manager cold start, settled RSS, reaction (work-queue histograms, audit log) and
+    /// failover.
+    Threshold {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        args: scenarios::threshold::Args,
+    },
     /// Memory per cached object, per type and projection (in process, no plane needed).
     Memory(memory::Args),
     /// Merge scenario result files into the Markdown report and one JSON file.
@@ -334,6 +343,9 @@ async fn main() -> std::process::ExitCode {
             }
             Command::Idle { common, args } => {
                 run_scenario(scenarios::idle::Idle::new(args), &common).await
+            }
+            Command::Threshold { common, args } => {
+                run_scenario(scenarios::threshold::Threshold::new(args), &common).await
             }
             Command::Memory(args) => {
                 memory::run(&args)?;
