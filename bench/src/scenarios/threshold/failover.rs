@@ -33,10 +33,9 @@ fn signal(pid: u32, sig: libc::c_int) {
 async fn wait_line(log: &std::path::Path, line: &str, timeout: Duration) -> anyhow::Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
-        if std::fs::read_to_string(log)
-            .unwrap_or_default()
-            .contains(line)
-        {
+        // Upstream capitalises its lines ("Successfully acquired lease"), rkcm does not.
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if text.to_lowercase().contains(&line.to_lowercase()) {
             return Ok(());
         }
         anyhow::ensure!(

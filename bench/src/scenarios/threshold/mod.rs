@@ -490,3 +490,52 @@ impl Scenario for Threshold {
         Ok(())
     }
 }
+
+/// `etcd_mvcc_db_total_size_in_bytes` of the plane's etcd (`RKCM_TEST_ETCD_ENDPOINT`).
+async fn etcd_db_bytes() -> Option<f64> {
+    let endpoint = std::env::var("RKCM_TEST_ETCD_ENDPOINT").ok()?;
+    let out = tokio::process::Command::new("curl")
+        .args(["-s", "--max-time", "10"])
+        .arg(format!("{endpoint}/metrics"))
+        .output()
+        .await
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("etcd_mvcc_db_total_size_in_bytes "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Loads the plane at the size of `args` with no manager (removing another size first) and
+/// measures what the plane holds: load time and rate, the plane's processes' RSS, etcd's
+/// database size.
+pub async fn load_only(env: &Env, args: &Args) -> anyhow::Result<Vec<Metric>> {
+    let plan = Plan::of(args);
+    remove(env, &plan).await?;
+    let loaded = load::load(env, &plan).await?;
+    load::wait_settled(&env.client, &plan, Duration::from_secs(1800)).await?;
+    let mut out = vec![
+        metric("pods", loaded.pods as f64, ""),
+        metric("nodes", plan.nodes as f64, ""),
+        metric("workloads", loaded.objects as f64, ""),
+        metric("load time", loaded.seconds, "s"),
+        metric(
+            "load rate",
+            loaded.pods as f64 / loaded.seconds.max(0.001),
+            "pods/s",
+        ),
+    ];
+    for (name, b) in crate::scenarios::envelope::plane_rss(&env.cluster_dir) {
+        out.push(metric(format!("{name} RSS loaded"), mib(b), "MiB"));
+    }
+    if let Some(b) = etcd_db_bytes().await {
+        out.push(metric("etcd database", b / 1_048_576.0, "MiB"));
+    }
+    for m in &out {
+        say!("  {}: {} {}", m.name, m.value, m.unit);
+    }
+    if !args.keep_loaded {
+        remove(env, &plan).await?;
+    }
+    Ok(out)
+}
