@@ -131,6 +131,50 @@ pub async fn nodes(env: &crate::harness::Env, plan: &Plan) -> anyhow::Result<()>
     crate::nodes::wait_nodes_ready(env, RUN_LABEL, RUN, plan.nodes + plan.static_nodes).await
 }
 
+/// What loading one workload needs.
+struct Ctx<'a> {
+    client: &'a Client,
+    plan: &'a Plan,
+    ns: String,
+    pods: Api<Pod>,
+    claims: Api<PersistentVolumeClaim>,
+    now: String,
+    node_of: &'a (dyn Fn(usize) -> String + Sync),
+    next: &'a AtomicUsize,
+    limit: &'a tokio::sync::Semaphore,
+}
+
+impl Ctx<'_> {
+    /// The next kwok node in turn.
+    fn node(&self) -> String {
+        (self.node_of)(self.next.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Creates the pods (and claims) of `tasks` within the loader's budget; how many.
+    async fn run(
+        &self,
+        label: String,
+        tasks: Vec<(Option<Value>, Value)>,
+        running: bool,
+    ) -> anyhow::Result<usize> {
+        let n = tasks.len();
+        bounded(
+            self.plan.concurrency,
+            tasks.into_iter().map(|b| async move {
+                let _permit = self
+                    .limit
+                    .acquire()
+                    .await
+                    .context("the loader's request budget")?;
+                pod(&self.pods, &self.claims, b, running).await
+            }),
+        )
+        .await
+        .with_context(|| label.clone())?;
+        Ok(n)
+    }
+}
+
 /// One workload with its children and statuses; the pods it made.
 async fn workload(
     client: &Client,
@@ -142,159 +186,165 @@ async fn workload(
 ) -> anyhow::Result<usize> {
     let ns = ns_of(w.ns);
     let body = super::workload_object(w);
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
-    let now = jiff::Timestamp::now().to_string();
-    let conc = plan.concurrency;
-    let run_all = |label: String, tasks: Vec<(Option<Value>, Value)>, running: bool| {
-        let (pods, claims) = (pods.clone(), claims.clone());
-        async move {
-            let n = tasks.len();
-            bounded(
-                conc,
-                tasks.into_iter().map(|b| {
-                    let (pods, claims) = (pods.clone(), claims.clone());
-                    async move {
-                        let _permit = limit
-                            .acquire()
-                            .await
-                            .context("the loader's request budget")?;
-                        pod(&pods, &claims, b, running).await
-                    }
-                }),
-            )
-            .await
-            .with_context(|| label.clone())
-            .map(|()| n)
-        }
+    let cx = Ctx {
+        client,
+        plan,
+        pods: Api::namespaced(client.clone(), &ns),
+        claims: Api::namespaced(client.clone(), &ns),
+        ns,
+        now: jiff::Timestamp::now().to_string(),
+        node_of,
+        next,
+        limit,
     };
     match w.kind {
-        Kind::Deployment => {
-            let api: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-            let d = create::<Deployment>(&api, &body, "deployment").await?;
-            let (hash, rs_body) = obj::replica_set(&d)?;
-            let rs_api: Api<ReplicaSet> = Api::namespaced(client.clone(), &ns);
-            let rs = create::<ReplicaSet>(&rs_api, &rs_body, "replicaset").await?;
-            let rs_name = rs.name_any();
-            let template = &rs_body["spec"]["template"];
-            let owner = obj::owner_ref(&rs)?;
-            let bodies = (0..w.pods)
-                .map(|i| {
-                    let node = node_of(next.fetch_add(1, Ordering::Relaxed));
-                    obj::pod_of(
-                        template,
-                        &format!("{rs_name}-{}", obj::suffix(i)),
-                        &owner,
-                        &node,
-                        &[("pod-template-hash", &hash)],
-                    )
-                    .map(|p| (None, p))
-                })
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            let n = run_all(format!("pods of {ns}/{rs_name}"), bodies, true).await?;
-            set_status(
-                &rs_api,
-                &rs_name,
-                &obj::replica_set_status(&rs),
-                "replicaset",
-            )
-            .await?;
-            set_status(
-                &api,
-                &d.name_any(),
-                &obj::deployment_status(&d, &rs_name, &now),
-                "deployment",
-            )
-            .await?;
-            Ok(n)
-        }
-        Kind::StatefulSet => {
-            let api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
-            let s = create::<StatefulSet>(&api, &body, "statefulset").await?;
-            let rev = obj::stateful_set_revision(&s)?;
-            let rev_name = rev.name_any();
-            super::create_revision(client, &ns, &rev).await?;
-            let mut bodies = Vec::new();
-            for i in 0..w.pods {
-                let node = node_of(next.fetch_add(1, Ordering::Relaxed));
-                let p = obj::stateful_set_pod(&s, &rev_name, i, &node)?;
-                let pod_name = p["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                bodies.push((Some(obj::stateful_set_claim(&s, &pod_name)?), p));
-            }
-            let n = run_all(format!("pods of {ns}/{}", s.name_any()), bodies, true).await?;
-            set_status(
-                &api,
-                &s.name_any(),
-                &obj::stateful_set_status(&s, &rev_name),
-                "statefulset",
-            )
-            .await?;
-            Ok(n)
-        }
-        Kind::DaemonSet => {
-            let api: Api<DaemonSet> = Api::namespaced(client.clone(), &ns);
-            let ds = create::<DaemonSet>(&api, &body, "daemonset").await?;
-            let (hash, rev) = obj::daemon_set_revision(&ds)?;
-            super::create_revision(client, &ns, &rev).await?;
-            let bodies = (0..plan.nodes)
-                .map(|i| {
-                    obj::daemon_pod(
-                        &ds,
-                        &hash,
-                        &format!("{}-{}", ds.name_any(), obj::suffix(i)),
-                        &super::node_name(i),
-                    )
-                    .map(|p| (None, p))
-                })
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            let n = run_all(
-                format!("daemon pods of {ns}/{}", ds.name_any()),
-                bodies,
-                true,
-            )
-            .await?;
-            set_status(
-                &api,
-                &ds.name_any(),
-                &obj::daemon_set_status(&ds, plan.nodes),
-                "daemonset",
-            )
-            .await?;
-            Ok(n)
-        }
-        Kind::Job => {
-            let api: Api<Job> = Api::namespaced(client.clone(), &ns);
-            let job = create::<Job>(&api, &body, "job").await?;
-            let running = super::job_runs(w);
-            let bodies = (0..w.pods)
-                .map(|i| {
-                    let node = if running {
-                        static_node(i % plan.static_nodes.max(1))
-                    } else {
-                        node_of(next.fetch_add(1, Ordering::Relaxed))
-                    };
-                    obj::job_pod(&job, i, &node, running).map(|p| (None, p))
-                })
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            let n = run_all(format!("pods of {ns}/{}", job.name_any()), bodies, running).await?;
-            set_status(
-                &api,
-                &job.name_any(),
-                &obj::job_status(&job, running, &now),
-                "job",
-            )
-            .await?;
-            Ok(n)
-        }
-        Kind::CronJob => {
-            let api: Api<CronJob> = Api::namespaced(client.clone(), &ns);
-            create::<CronJob>(&api, &body, "cronjob").await?;
-            Ok(0)
-        }
+        Kind::Deployment => deployment(&cx, w, &body).await,
+        Kind::StatefulSet => stateful_set(&cx, w, &body).await,
+        Kind::DaemonSet => daemon_set(&cx, &body).await,
+        Kind::Job => job(&cx, w, &body).await,
+        Kind::CronJob => cron_job(&cx, &body).await,
     }
+}
+
+async fn deployment(cx: &Ctx<'_>, w: &Workload, body: &Value) -> anyhow::Result<usize> {
+    let api: Api<Deployment> = Api::namespaced(cx.client.clone(), &cx.ns);
+    let d = create::<Deployment>(&api, body, "deployment").await?;
+    let (hash, rs_body) = obj::replica_set(&d)?;
+    let rs_api: Api<ReplicaSet> = Api::namespaced(cx.client.clone(), &cx.ns);
+    let rs = create::<ReplicaSet>(&rs_api, &rs_body, "replicaset").await?;
+    let rs_name = rs.name_any();
+    let template = &rs_body["spec"]["template"];
+    let owner = obj::owner_ref(&rs)?;
+    let bodies = (0..w.pods)
+        .map(|i| {
+            let node = cx.node();
+            obj::pod_of(
+                template,
+                &format!("{rs_name}-{}", obj::suffix(i)),
+                &owner,
+                &node,
+                &[("pod-template-hash", &hash)],
+            )
+            .map(|p| (None, p))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let n = cx
+        .run(format!("pods of {}/{rs_name}", cx.ns), bodies, true)
+        .await?;
+    set_status(
+        &rs_api,
+        &rs_name,
+        &obj::replica_set_status(&rs),
+        "replicaset",
+    )
+    .await?;
+    set_status(
+        &api,
+        &d.name_any(),
+        &obj::deployment_status(&d, &rs_name, &cx.now),
+        "deployment",
+    )
+    .await?;
+    Ok(n)
+}
+
+async fn stateful_set(cx: &Ctx<'_>, w: &Workload, body: &Value) -> anyhow::Result<usize> {
+    let api: Api<StatefulSet> = Api::namespaced(cx.client.clone(), &cx.ns);
+    let s = create::<StatefulSet>(&api, body, "statefulset").await?;
+    let rev = obj::stateful_set_revision(&s)?;
+    let rev_name = rev.name_any();
+    super::create_revision(cx.client, &cx.ns, &rev).await?;
+    let mut bodies = Vec::new();
+    for i in 0..w.pods {
+        let node = cx.node();
+        let p = obj::stateful_set_pod(&s, &rev_name, i, &node)?;
+        let pod_name = p["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        bodies.push((Some(obj::stateful_set_claim(&s, &pod_name)?), p));
+    }
+    let n = cx
+        .run(format!("pods of {}/{}", cx.ns, s.name_any()), bodies, true)
+        .await?;
+    set_status(
+        &api,
+        &s.name_any(),
+        &obj::stateful_set_status(&s, &rev_name),
+        "statefulset",
+    )
+    .await?;
+    Ok(n)
+}
+
+async fn daemon_set(cx: &Ctx<'_>, body: &Value) -> anyhow::Result<usize> {
+    let api: Api<DaemonSet> = Api::namespaced(cx.client.clone(), &cx.ns);
+    let ds = create::<DaemonSet>(&api, body, "daemonset").await?;
+    let (hash, rev) = obj::daemon_set_revision(&ds)?;
+    super::create_revision(cx.client, &cx.ns, &rev).await?;
+    let bodies = (0..cx.plan.nodes)
+        .map(|i| {
+            obj::daemon_pod(
+                &ds,
+                &hash,
+                &format!("{}-{}", ds.name_any(), obj::suffix(i)),
+                &super::node_name(i),
+            )
+            .map(|p| (None, p))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let n = cx
+        .run(
+            format!("daemon pods of {}/{}", cx.ns, ds.name_any()),
+            bodies,
+            true,
+        )
+        .await?;
+    set_status(
+        &api,
+        &ds.name_any(),
+        &obj::daemon_set_status(&ds, cx.plan.nodes),
+        "daemonset",
+    )
+    .await?;
+    Ok(n)
+}
+
+async fn job(cx: &Ctx<'_>, w: &Workload, body: &Value) -> anyhow::Result<usize> {
+    let api: Api<Job> = Api::namespaced(cx.client.clone(), &cx.ns);
+    let job = create::<Job>(&api, body, "job").await?;
+    let running = super::job_runs(w);
+    let bodies = (0..w.pods)
+        .map(|i| {
+            let node = if running {
+                static_node(i % cx.plan.static_nodes.max(1))
+            } else {
+                cx.node()
+            };
+            obj::job_pod(&job, i, &node, running).map(|p| (None, p))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let n = cx
+        .run(
+            format!("pods of {}/{}", cx.ns, job.name_any()),
+            bodies,
+            running,
+        )
+        .await?;
+    set_status(
+        &api,
+        &job.name_any(),
+        &obj::job_status(&job, running, &cx.now),
+        "job",
+    )
+    .await?;
+    Ok(n)
+}
+
+async fn cron_job(cx: &Ctx<'_>, body: &Value) -> anyhow::Result<usize> {
+    let api: Api<CronJob> = Api::namespaced(cx.client.clone(), &cx.ns);
+    create::<CronJob>(&api, body, "cronjob").await?;
+    Ok(0)
 }
 
 /// Loads every namespace of `plan` (nodes first), writing the marker at the end.

@@ -488,7 +488,7 @@ mod tests {
         let rev = stateful_set_revision(&s).unwrap();
         let rev_name = rev.metadata.name.clone().unwrap();
         assert!(rev_name.starts_with("sts-a-"));
-        assert_eq!(rev.revision, 1);
+        assert_eq!(rev.revision, Some(1));
         assert_eq!(
             rev.metadata.owner_references.as_ref().unwrap()[0].uid,
             "uid-sts-a"
