@@ -34,8 +34,9 @@ use k8s_openapi::api::apps::v1::{
     ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet,
 };
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
 use kube::Client;
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use self::objects::{CLAIM, RUN_LABEL};
@@ -263,6 +264,31 @@ fn mib(b: u64) -> f64 {
     b as f64 / 1_048_576.0
 }
 
+/// Clears the finalizers of every `K` of `ns` that has some (claims' protection, running Job
+/// pods' tracking): no controller of the plane would remove them.
+async fn strip_finalizers<K: k8s::Namespaced>(client: &Client, ns: &str) -> anyhow::Result<()> {
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let lp = ListParams::default();
+    let list = k8s::retry(|| api.list_metadata(&lp))
+        .await
+        .with_context(|| format!("listing the objects of {ns} with finalizers"))?;
+    let patch = json!({"metadata": {"finalizers": null}});
+    let (pp, patch) = (PatchParams::default(), Patch::Merge(&patch));
+    for o in list.items {
+        if o.metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| !f.is_empty())
+        {
+            let name = o.metadata.name.clone().unwrap_or_default();
+            k8s::retry(|| api.patch(&name, &pp, &patch))
+                .await
+                .with_context(|| format!("clearing the finalizers of {ns}/{name}"))?;
+        }
+    }
+    Ok(())
+}
+
 /// Removes everything of the run: every namespace's objects, then the nodes.
 async fn remove(env: &Env, plan: &Plan) -> anyhow::Result<()> {
     let c = &env.client;
@@ -275,7 +301,9 @@ async fn remove(env: &Env, plan: &Plan) -> anyhow::Result<()> {
         k8s::delete_every::<DaemonSet>(c, &ns, "daemonsets").await?;
         k8s::delete_every::<ReplicaSet>(c, &ns, "replicasets").await?;
         k8s::delete_every::<ControllerRevision>(c, &ns, "controllerrevisions").await?;
+        strip_finalizers::<PersistentVolumeClaim>(c, &ns).await?;
         k8s::delete_every::<PersistentVolumeClaim>(c, &ns, "claims").await?;
+        strip_finalizers::<Pod>(c, &ns).await?;
         k8s::delete_every::<ConfigMap>(c, &ns, "configmaps").await?;
         k8s::delete_all_pods(c, &ns, Duration::from_secs(1800)).await?;
     }
