@@ -65,6 +65,19 @@
 #                                  runs the scheduler at BENCH_SCHEDULER_QPS=500 /
 #                                  BENCH_SCHEDULER_BURST=1000; timeout at least
 #                                  ENVELOPE_TIMEOUT=3600
+#   THRESHOLD_PODS=150000 THRESHOLD_NODES=5000 THRESHOLD_SETTLED_SECONDS=600
+#   THRESHOLD_PROBES=8 THRESHOLD_BURST=10 THRESHOLD_LOAD_CONCURRENCY=64   threshold: the plane
+#                                  loaded directly by the bench (no manager) with the load
+#                                  test's mix at ~30 pods a node, converged (every child owned,
+#                                  every status set); per manager cold start (synced, then the
+#                                  first pass: work queues drained), settled RSS/CPU over
+#                                  THRESHOLD_SETTLED_SECONDS, reaction (THRESHOLD_PROBES single
+#                                  changes, then a burst of THRESHOLD_BURST of each kind; the
+#                                  work-queue histograms and the audit log) and failover (two
+#                                  replicas, the leader SIGKILLed). Loaded once for every run
+#                                  (THRESHOLD_KEEP=1 leaves it loaded); timeout at least
+#                                  THRESHOLD_TIMEOUT=7200. The managers serve /metrics on
+#                                  127.0.0.1:THRESHOLD_METRICS_PORT=10461
 #   BENCH_TIMEOUT=900              seconds one manager may take to converge (cronjob: at
 #                                  least its minutes plus 3, the schedule sets the pace)
 #   BENCH_CONCURRENCY=32           requests in flight while the bench creates/deletes objects
@@ -119,10 +132,12 @@ if [ "$quick" = 1 ]; then
   : "${MASS_DEPLOYMENTS:=50}" "${MASS_REPLICAS:=4}" "${MASS_TIMEOUT:=300}"
   : "${IDLE_NODES:=50}" "${IDLE_PODS:=500}" "${IDLE_SECONDS:=15}"
   : "${ENVELOPE_PODS_PER_NAMESPACE:=600}" "${ENVELOPE_NODES_PER_NAMESPACE:=20}" "${ENVELOPE_PROBES:=5}"
+  : "${THRESHOLD_PODS:=3000}" "${THRESHOLD_NODES:=100}" "${THRESHOLD_SETTLED_SECONDS:=30}"
+  : "${THRESHOLD_PROBES:=4}" "${THRESHOLD_BURST:=3}"
   : "${BENCH_REPORT:=bench/reports/quick.md}"
 fi
 # Every scenario, in report order.
-ALL_SCENARIOS=podgc,replicaset,deployment,cronjob,daemonset,statefulset,job-1k,job-10k,job-ttl,mass-rollout,idle-empty,idle,envelope
+ALL_SCENARIOS=podgc,replicaset,deployment,cronjob,daemonset,statefulset,job-1k,job-10k,job-ttl,mass-rollout,idle-empty,idle,envelope,threshold
 QPS=${BENCH_QPS:-100}
 BURST=${BENCH_BURST:-200}
 MANAGERS=${BENCH_MANAGERS:-upstream,rkcm}
@@ -162,6 +177,14 @@ ENVELOPE_THROUGHPUT=${ENVELOPE_THROUGHPUT:-20}
 ENVELOPE_PROBES=${ENVELOPE_PROBES:-20}
 ENVELOPE_CHURN=${ENVELOPE_CHURN:-1}
 ENVELOPE_TIMEOUT=${ENVELOPE_TIMEOUT:-3600}
+THRESHOLD_PODS=${THRESHOLD_PODS:-150000}
+THRESHOLD_NODES=${THRESHOLD_NODES:-5000}
+THRESHOLD_SETTLED_SECONDS=${THRESHOLD_SETTLED_SECONDS:-600}
+THRESHOLD_PROBES=${THRESHOLD_PROBES:-8}
+THRESHOLD_BURST=${THRESHOLD_BURST:-10}
+THRESHOLD_LOAD_CONCURRENCY=${THRESHOLD_LOAD_CONCURRENCY:-64}
+THRESHOLD_TIMEOUT=${THRESHOLD_TIMEOUT:-7200}
+THRESHOLD_METRICS_PORT=${THRESHOLD_METRICS_PORT:-10461}
 SCHEDULER_QPS=${BENCH_SCHEDULER_QPS:-500}
 SCHEDULER_BURST=${BENCH_SCHEDULER_BURST:-1000}
 TIMEOUT=${BENCH_TIMEOUT:-900}
@@ -333,6 +356,15 @@ for s in ${SCENARIOS//,/ }; do
       [ -f "$RESULTS/idle-empty.json" ] || warn "idle: no idle-empty result in $RESULTS, so no bytes per cached pod (run idle-empty first)"
       args=(idle --nodes "$IDLE_NODES" --pods "$IDLE_PODS" --idle-seconds "$IDLE_SECONDS"
         --baseline "$RESULTS/idle-empty.json") ;;
+    threshold)
+      step "scenario threshold: $THRESHOLD_PODS pods on $THRESHOLD_NODES kwok nodes loaded converged; cold start, $THRESHOLD_SETTLED_SECONDS s settled, reaction, failover (managers: $MANAGERS; qps $QPS, burst $BURST)"
+      [ "$timeout" -ge "$THRESHOLD_TIMEOUT" ] || timeout=$THRESHOLD_TIMEOUT
+      keep=()
+      [ "${THRESHOLD_KEEP:-0}" = 0 ] || keep=(--keep-loaded)
+      args=(threshold --pods "$THRESHOLD_PODS" --nodes "$THRESHOLD_NODES"
+        --settled-seconds "$THRESHOLD_SETTLED_SECONDS" --probes "$THRESHOLD_PROBES"
+        --burst-changes "$THRESHOLD_BURST" --load-concurrency "$THRESHOLD_LOAD_CONCURRENCY"
+        --metrics-port "$THRESHOLD_METRICS_PORT" "${keep[@]}") ;;
   esac
   rc=0
   "$BENCH" "${args[@]}" --timeout "$timeout" --out "$WORK/$s.json" "${common[@]}" 9>&- || rc=$?

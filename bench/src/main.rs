@@ -137,6 +137,23 @@ enum Command {
         #[command(flatten)]
         args: scenarios::idle::Args,
     },
+    /// Threshold: the plane loaded converged with the load test's mix at the size it holds;
+    /// per manager cold start, settled RSS, reaction (work-queue histograms, audit log) and
+    /// failover.
+    Threshold {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        args: scenarios::threshold::Args,
+    },
+    /// The threshold plane loaded with no manager: load time, the plane's RSS, etcd's size
+    /// (sizing the threshold run); metrics to `--out`.
+    ThresholdLoad {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        args: scenarios::threshold::Args,
+    },
     /// Memory per cached object, per type and projection (in process, no plane needed).
     Memory(memory::Args),
     /// Merge scenario result files into the Markdown report and one JSON file.
@@ -334,6 +351,16 @@ async fn main() -> std::process::ExitCode {
             }
             Command::Idle { common, args } => {
                 run_scenario(scenarios::idle::Idle::new(args), &common).await
+            }
+            Command::Threshold { common, args } => {
+                run_scenario(scenarios::threshold::Threshold::new(args), &common).await
+            }
+            Command::ThresholdLoad { common, args } => {
+                let env = common.env().await?;
+                let metrics = scenarios::threshold::load_only(&env, &args).await?;
+                std::fs::write(&common.out, serde_json::to_string_pretty(&metrics)? + "\n")?;
+                say!("results: {}", common.out.display());
+                Ok(true)
             }
             Command::Memory(args) => {
                 memory::run(&args)?;

@@ -350,6 +350,8 @@ fn objects(s: &ScenarioResult, r: &RunResult) -> Option<(&'static str, &'static 
         ("envelope", "scale envelope: pods cached", n)
     } else if id.starts_with("idle") {
         ("idle", "idle: running pods", param("pods")?)
+    } else if id.starts_with("threshold") {
+        ("threshold", "threshold: pods loaded", param("pods")?)
     } else if id.starts_with("replicaset") {
         ("replicaset", "ReplicaSet: replicas", param("replicas")?)
     } else if id.starts_with("podgc") {

@@ -22,3 +22,4 @@ pub mod mass_rollout;
 pub mod podgc;
 pub mod replicaset;
 pub mod statefulset;
+pub mod threshold;

@@ -25,7 +25,7 @@
 //! peak.
 
 mod churn;
-mod mix;
+pub(crate) mod mix;
 mod model;
 mod objects;
 mod phases;
@@ -129,7 +129,7 @@ fn node_name(run: &str, i: usize) -> String {
 }
 
 /// `VmRSS` of the plane's processes now.
-fn plane_rss(cluster_dir: &std::path::Path) -> BTreeMap<String, u64> {
+pub(crate) fn plane_rss(cluster_dir: &std::path::Path) -> BTreeMap<String, u64> {
     harness::plane_pids(cluster_dir)
         .into_iter()
         .filter_map(|(name, pid)| Some((name, procfs::status_bytes(pid, "VmRSS")?)))
