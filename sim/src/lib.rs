@@ -12,6 +12,7 @@
 //! `--seed S --trace` replays one with its step-by-step trace.
 
 pub mod checks;
+mod common;
 pub mod manager;
 pub mod run;
 pub mod scenario;

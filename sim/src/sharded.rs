@@ -21,8 +21,8 @@ use rkcm_testkit::sim::{SimApi, World};
 
 use crate::checks::Checks;
 use crate::checks::shards::Terms;
+use crate::common::{Outcome, SETTLE, STEP, draw_faults, dump};
 use crate::manager::{self, Ctl, Manager};
-use crate::run::{Outcome, SETTLE, STEP, draw_faults, dump};
 use crate::scenario::{SHARD_RANGES, Scenario};
 
 /// Where the range Leases live, and their name prefix.

@@ -13,7 +13,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::phases::wait_synced;
-use super::{LEASE, Threshold, ns_of};
+use super::shared::{LEASE, Threshold, ns_of};
 use crate::harness::{Env, Probe};
 use crate::manager::{Manager, Running};
 use crate::scenarios::envelope::mix::{self, Kind};

@@ -17,7 +17,7 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::objects::{self as obj, RUN_LABEL};
-use super::{Plan, RUN, ns_of, static_node};
+use super::shared::{self, Plan, RUN, ns_of, static_node};
 use crate::k8s;
 use crate::scenarios::envelope::mix::{Kind, Workload};
 
@@ -114,7 +114,7 @@ async fn pod(
 
 /// The run's kwok nodes and static nodes, created and Ready.
 pub async fn nodes(env: &crate::harness::Env, plan: &Plan) -> anyhow::Result<()> {
-    let names: Vec<String> = (0..plan.nodes).map(super::node_name).collect();
+    let names: Vec<String> = (0..plan.nodes).map(shared::node_name).collect();
     crate::nodes::create_nodes(env, &names, |name| {
         crate::nodes::kwok_node_with_room(name, RUN_LABEL, RUN, 110)
     })
@@ -185,7 +185,7 @@ async fn workload(
     limit: &tokio::sync::Semaphore,
 ) -> anyhow::Result<usize> {
     let ns = ns_of(w.ns);
-    let body = super::workload_object(w);
+    let body = shared::workload_object(w);
     let cx = Ctx {
         client,
         plan,
@@ -253,7 +253,7 @@ async fn stateful_set(cx: &Ctx<'_>, w: &Workload, body: &Value) -> anyhow::Resul
     let s = create::<StatefulSet>(&api, body, "statefulset").await?;
     let rev = obj::stateful_set_revision(&s)?;
     let rev_name = rev.name_any();
-    super::create_revision(cx.client, &cx.ns, &rev).await?;
+    shared::create_revision(cx.client, &cx.ns, &rev).await?;
     let mut bodies = Vec::new();
     for i in 0..w.pods {
         let node = cx.node();
@@ -281,14 +281,14 @@ async fn daemon_set(cx: &Ctx<'_>, body: &Value) -> anyhow::Result<usize> {
     let api: Api<DaemonSet> = Api::namespaced(cx.client.clone(), &cx.ns);
     let ds = create::<DaemonSet>(&api, body, "daemonset").await?;
     let (hash, rev) = obj::daemon_set_revision(&ds)?;
-    super::create_revision(cx.client, &cx.ns, &rev).await?;
+    shared::create_revision(cx.client, &cx.ns, &rev).await?;
     let bodies = (0..cx.plan.nodes)
         .map(|i| {
             obj::daemon_pod(
                 &ds,
                 &hash,
                 &format!("{}-{}", ds.name_any(), obj::suffix(i)),
-                &super::node_name(i),
+                &shared::node_name(i),
             )
             .map(|p| (None, p))
         })
@@ -313,7 +313,7 @@ async fn daemon_set(cx: &Ctx<'_>, body: &Value) -> anyhow::Result<usize> {
 async fn job(cx: &Ctx<'_>, w: &Workload, body: &Value) -> anyhow::Result<usize> {
     let api: Api<Job> = Api::namespaced(cx.client.clone(), &cx.ns);
     let job = create::<Job>(&api, body, "job").await?;
-    let running = super::job_runs(w);
+    let running = shared::job_runs(w);
     let bodies = (0..w.pods)
         .map(|i| {
             let node = if running {
@@ -361,7 +361,7 @@ pub async fn load(env: &crate::harness::Env, plan: &Plan) -> anyhow::Result<Load
     }
     // Pods of the same node spread: node i takes pods i, i + nodes, ...
     let nodes = plan.nodes.max(1);
-    let node_of = move |i: usize| super::node_name(i % nodes);
+    let node_of = move |i: usize| shared::node_name(i % nodes);
     let next = AtomicUsize::new(0);
     let made = AtomicUsize::new(0);
     let client = env.client.clone();

@@ -9,8 +9,9 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
+use super::objects;
 use super::queues::{self, QUEUE_DURATION, Scrape, WORK_DURATION};
-use super::{State, Threshold, job_runs, metric, mib, node_name, ns_of, objects};
+use super::shared::{State, Threshold, job_runs, metric, mib, node_name, ns_of};
 use crate::harness::{self, Env, Probe};
 use crate::scenarios::envelope::mix::{self, Kind, Workload};
 use crate::scenarios::idle::SYNC_QUIET;
