@@ -583,15 +583,7 @@ mod tests {
         use crate::shard::{Ring, ShardConfig, Shards};
         let ring = Ring::new(4).expect("ring");
         let shards = Shards::new(
-            ShardConfig {
-                ring,
-                namespace: "kube-system".into(),
-                prefix: "rkcm-shard".into(),
-                identity: "me".into(),
-                lease_duration: Duration::from_secs(15),
-                renew_deadline: Duration::from_secs(10),
-                retry_period: Duration::from_secs(2),
-            },
+            ShardConfig::with_defaults(ring, "kube-system", "me"),
             crate::clock::system(),
         );
         let range = ring.range_of("default");
@@ -643,15 +635,7 @@ mod tests {
             .find(|ns| ring.range_of(ns) != ring.range_of(&mine))
             .expect("a namespace in another range");
         let shards = Shards::new(
-            ShardConfig {
-                ring,
-                namespace: "kube-system".into(),
-                prefix: "rkcm-shard".into(),
-                identity: "me".into(),
-                lease_duration: Duration::from_secs(15),
-                renew_deadline: Duration::from_secs(10),
-                retry_period: Duration::from_secs(2),
-            },
+            ShardConfig::with_defaults(ring, "kube-system", "me"),
             crate::clock::system(),
         );
         let until = tokio::time::Instant::now() + Duration::from_secs(3600);

@@ -21,15 +21,7 @@ pub fn holding(ranges: u32, namespaces: &[&str], global: bool) -> Arc<Shards> {
         held.insert(GLOBAL, until);
     }
     let shards = Shards::new(
-        ShardConfig {
-            ring,
-            namespace: "kube-system".into(),
-            prefix: "rkcm-shard-test".into(),
-            identity: "test".into(),
-            lease_duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
-        },
+        ShardConfig::with_defaults(ring, "kube-system", "test"),
         rkcm_runtime::clock::system(),
     );
     shards.assume_held(held);

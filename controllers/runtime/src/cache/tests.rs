@@ -891,15 +891,7 @@ fn shard_scope_selects_the_held_ranges_and_next_to_nothing_when_none_is_held() {
     use k8s_openapi::api::core::v1::Node;
     let ring = Ring::new(8).expect("ring");
     let shards = Shards::new(
-        ShardConfig {
-            ring,
-            namespace: "kube-system".into(),
-            prefix: "rkcm-shard".into(),
-            identity: "me".into(),
-            lease_duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
-        },
+        ShardConfig::with_defaults(ring, "kube-system", "me"),
         crate::clock::system(),
     );
     let until = tokio::time::Instant::now() + Duration::from_secs(3600);

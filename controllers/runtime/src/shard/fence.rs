@@ -141,15 +141,7 @@ mod tests {
     async fn the_layer_sends_only_writes_of_open_windows() {
         let ring = Ring::new(8).expect("ring");
         let shards = Shards::new(
-            ShardConfig {
-                ring,
-                namespace: "kube-system".into(),
-                prefix: "rkcm-shard".into(),
-                identity: "me".into(),
-                lease_duration: Duration::from_secs(15),
-                renew_deadline: Duration::from_secs(10),
-                retry_period: Duration::from_secs(2),
-            },
+            ShardConfig::with_defaults(ring, "kube-system", "me"),
             crate::clock::system(),
         );
         // papa: range 0, open; echo: range 1, held with its window closed; alpha: range 4,

@@ -32,6 +32,10 @@ use crate::clock::SharedClock;
 
 /// The label every Lease of one ring carries (its value: the ring's prefix).
 pub const LABEL_RING: &str = "rkcm.io/shard-ring";
+/// The shard Leases' name prefix of `--rkcm-shards`: ranges `rkcm-shard-<i>`,
+/// `rkcm-shard-global`, members `rkcm-shard-member-<hash of the identity>`.
+pub const LEASE_PREFIX: &str = "rkcm-shard";
+
 /// `range`, `member` or `global`.
 pub const LABEL_ROLE: &str = "rkcm.io/shard-role";
 
@@ -57,6 +61,20 @@ pub struct ShardConfig {
 }
 
 impl ShardConfig {
+    /// A ring's config with the Lease prefix `rkcm-shard` and upstream's leader-election
+    /// timings (lease 15 s, renew deadline 10 s, retry 2 s), the flags' defaults.
+    pub fn with_defaults(ring: Ring, namespace: &str, identity: &str) -> Self {
+        Self {
+            ring,
+            namespace: namespace.to_owned(),
+            prefix: LEASE_PREFIX.to_owned(),
+            identity: identity.to_owned(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+
     /// The Lease of `range` ([`GLOBAL`]: `<prefix>-global`).
     pub fn range_lease(&self, range: u32) -> String {
         if range == GLOBAL {

@@ -7,10 +7,6 @@
 //! - [`holder`]: the task that holds the range Leases and the held set workers consult.
 //! - [`fence`]: a client layer that sends a namespaced write only while its range is held.
 
-/// The shard Leases' name prefix of `--rkcm-shards`: ranges `rkcm-shard-<i>`,
-/// `rkcm-shard-global`, members `rkcm-shard-member-<hash of the identity>`.
-pub const LEASE_PREFIX: &str = "rkcm-shard";
-
 pub mod balance;
 pub mod fence;
 pub mod holder;
@@ -18,5 +14,5 @@ mod metrics;
 pub mod ring;
 
 pub use fence::FenceLayer;
-pub use holder::{GLOBAL, ShardConfig, Shards};
+pub use holder::{GLOBAL, LEASE_PREFIX, ShardConfig, Shards};
 pub use ring::{Ring, fnv1a64};

@@ -121,13 +121,10 @@ impl Controllers {
             .map(|(i, client)| {
                 let shards = Shards::new(
                     ShardConfig {
-                        ring,
-                        namespace: (*lease_namespace).to_owned(),
-                        prefix: "rkcm-shard".into(),
-                        identity: format!("replica-{i}"),
                         lease_duration: SHARD_LEASE,
                         renew_deadline: SHARD_RENEW,
                         retry_period: SHARD_RETRY,
+                        ..ShardConfig::with_defaults(ring, lease_namespace, &format!("replica-{i}"))
                     },
                     rkcm_runtime::clock::system(),
                 );

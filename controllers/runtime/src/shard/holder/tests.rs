@@ -38,13 +38,10 @@ impl Clock for Following {
 
 fn replica(identity: &str, ranges: u32) -> Arc<Shards> {
     let cfg = ShardConfig {
-        ring: Ring::new(ranges).expect("ring"),
-        namespace: "kube-system".into(),
-        prefix: "rkcm-shard".into(),
-        identity: identity.into(),
         lease_duration: LEASE,
         renew_deadline: RENEW,
         retry_period: RETRY,
+        ..ShardConfig::with_defaults(Ring::new(ranges).expect("ring"), "kube-system", identity)
     };
     let start = tokio::time::Instant::now();
     Shards::new(cfg, Arc::new(Following { start }))
@@ -206,9 +203,11 @@ async fn a_sync_waits_for_its_range_to_be_cached() {
         let s = s.clone();
         async move { s.begin_when_cached("default").await.is_some() }
     });
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut waiting = waiting;
     assert!(
-        !waiting.is_finished(),
+        tokio::time::timeout(Duration::from_secs(1), &mut waiting)
+            .await
+            .is_err(),
         "it waits while the range is not cached"
     );
     s.set_cached([range].into());
