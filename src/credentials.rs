@@ -300,7 +300,9 @@ impl ControllerClientBuilder {
                     reason: e.to_string(),
                 }
             })?;
-        let builder = builder.with_layer(&rest.with_credential(token));
+        let builder = builder
+            .with_layer(&rkcm_runtime::api::inflight::InflightLayer::configured())
+            .with_layer(&rest.with_credential(token));
         Ok(match fence {
             None => builder.build(),
             Some(shards) => builder

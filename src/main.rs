@@ -150,6 +150,7 @@ async fn run(mut cli: Cli) -> anyhow::Result<i32> {
     let client_opts = cli.client_options();
     // client-go's gate is process-wide; set it before any client config is built.
     rkcm_runtime::api::client::set_ca_rotation(cli.feature_gates.enabled("ClientsAllowCARotation"));
+    rkcm_runtime::api::inflight::set_concurrency(cli.rkcm.rkcm_kube_api_concurrency);
     let config = build_config(&client_opts)
         .await
         .context("building the API client config")?;

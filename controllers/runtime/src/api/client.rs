@@ -243,7 +243,10 @@ pub fn make_client_fenced(
     );
     let builder = ClientBuilder::try_from(config)
         .map_err(|err| Error::Config(format!("building API client {client_name}: {err}")))?;
-    let builder = builder.with_layer(&layer);
+    // Innermost of ours: a request throttled by the token bucket holds no permit yet.
+    let builder = builder
+        .with_layer(&super::inflight::InflightLayer::configured())
+        .with_layer(&layer);
     Ok(match fence {
         None => builder.build(),
         Some(shards) => builder
@@ -586,7 +589,10 @@ where
 }
 
 /// Calls the inner service once, holding its lock only while polling readiness and calling.
-async fn call_inner<S, B>(inner: &Mutex<S>, req: Request<Body>) -> Result<Response<B>, BoxError>
+pub(super) async fn call_inner<S, B>(
+    inner: &Mutex<S>,
+    req: Request<Body>,
+) -> Result<Response<B>, BoxError>
 where
     S: Service<Request<Body>, Response = Response<B>>,
     S::Error: Into<BoxError>,

@@ -2,6 +2,7 @@
 //! (create, status replace, patch, delete), the protobuf encoding, and the server's version.
 
 pub mod client;
+pub mod inflight;
 pub mod protobuf;
 pub mod server_version;
 pub mod write;
