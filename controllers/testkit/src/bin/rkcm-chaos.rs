@@ -177,26 +177,32 @@ async fn run(args: Args) -> Result<bool> {
     Ok(outcomes
         .iter()
         .filter(|o| o.manager == ManagerKind::Rkcm.name())
-        .all(|o| {
-            o.violations.is_empty()
-                && o.error.is_none()
-                && o.panics == 0
-                && o.converge_after_fault_s.is_some()
-                && o.handovers.iter().all(|h| h.overlapping_writes == 0)
-                && o.cuts.iter().all(|c| {
-                    c.writes_after_lease_lost == 0
-                        && c.writes_after_renew_deadline == 0
-                        && c.converge_after_heal_s.is_some()
-                })
-                && soak_flat(o)
-                && o.rebalance.as_ref().is_none_or(|r| {
-                    o.unexpected_exits == 0
-                        && r.check.overlaps.is_empty()
-                        && r.outside_total == 0
-                        && r.bodiless_lease_writes == 0
-                        && r.watched_handovers >= args.rebalances
-                })
-        }))
+        .all(|o| passed(o, args.rebalances)))
+}
+
+/// Whether an rkcm row passed: no violation, error or panic, converged, no overlapping
+/// leader writes, no partitioned leader's write after its Lease moved or its renew deadline,
+/// flat memory in the soak, and in rebalance the handovers reached (`rebalances`) with no
+/// unexpected exit, no overlapping lease terms and no write outside a term.
+fn passed(o: &Outcome, rebalances: u64) -> bool {
+    o.violations.is_empty()
+        && o.error.is_none()
+        && o.panics == 0
+        && o.converge_after_fault_s.is_some()
+        && o.handovers.iter().all(|h| h.overlapping_writes == 0)
+        && o.cuts.iter().all(|c| {
+            c.writes_after_lease_lost == 0
+                && c.writes_after_renew_deadline == 0
+                && c.converge_after_heal_s.is_some()
+        })
+        && soak_flat(o)
+        && o.rebalance.as_ref().is_none_or(|r| {
+            o.unexpected_exits == 0
+                && r.check.overlaps.is_empty()
+                && r.outside_total == 0
+                && r.bodiless_lease_writes == 0
+                && r.watched_handovers >= rebalances
+        })
 }
 
 /// The rows of `--merge` to keep: all but those of the scenarios and managers run now.

@@ -182,10 +182,19 @@ pub struct Rebalance {
     pub transitions: u32,
     /// Range handovers seen by the scenario's own Lease watch.
     pub watched_handovers: u64,
+    /// Balanced rings seen (one after each replica change), and of them those where every
+    /// replica held the range of at least one churned namespace.
+    #[serde(default)]
+    pub balanced: u32,
+    #[serde(default)]
+    pub spread: u32,
     /// The audit log's terms and the writes judged against them; `outside` keeps the first
     /// few, `outside_total` counts them all.
     pub check: super::terms::TermCheck,
     pub outside_total: usize,
+    /// Of them, Events.
+    #[serde(default)]
+    pub outside_events: usize,
     /// Shard Lease writes logged without their body (the plane's audit policy must log them
     /// at Request level); non-zero makes the check incomplete.
     pub bodiless_lease_writes: usize,

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -39,7 +39,8 @@ pub const LEASE_NAMESPACE: &str = "rkcm-chaos-shards";
 /// The replicas' plane users: `rkcm-r0`, `rkcm-r1`, ... (`EXTRA_USERS` of `e2e/cluster.sh`).
 pub const USER_PREFIX: &str = "rkcm-r";
 
-/// How many writes outside a term the outcome keeps (all are counted).
+/// How many writes outside a term the outcome keeps, half of workload objects, half Events
+/// (all are counted).
 const KEEP_OUTSIDE: usize = 20;
 
 /// How long one replica change may take to end in a balanced ring.
@@ -86,6 +87,27 @@ fn balanced(leases: &[Lease], ranges: u32, replicas: u32, now: jiff::Timestamp) 
     leases.len() == ranges as usize
         && per.len() == replicas as usize
         && per.values().all(|c| (low..=high).contains(c))
+}
+
+/// Whether every holder of the range Leases `leases` holds the range of at least one of the
+/// churned namespaces (`ranges`), so every replica has work under the churn.
+fn every_holder_owns_a_namespace(leases: &[Lease], ranges: &[u32]) -> bool {
+    let mut owns: BTreeMap<&str, bool> = BTreeMap::new();
+    for l in leases {
+        let (Some(name), Some(holder)) = (
+            l.metadata.name.as_deref(),
+            l.spec.as_ref().and_then(|s| s.holder_identity.as_deref()),
+        ) else {
+            continue;
+        };
+        let range = name
+            .strip_prefix(LEASE_PREFIX)
+            .and_then(|r| r.strip_prefix('-'))
+            .and_then(|r| r.parse::<u32>().ok());
+        let churned = range.is_some_and(|r| ranges.contains(&r));
+        *owns.entry(holder).or_insert(false) |= churned;
+    }
+    owns.values().all(|o| *o)
 }
 
 /// Counts range handovers from a watch of the range Leases: a Lease's holder becoming
@@ -219,6 +241,11 @@ struct Run<'a> {
     ring: Ring,
     leases: Api<Lease>,
     handovers: Arc<AtomicU64>,
+    /// The churned namespaces' ranges.
+    churned: Vec<u32>,
+    /// Balanced rings seen, and of them those where every replica held a churned namespace.
+    balanced: AtomicU32,
+    spread: AtomicU32,
 }
 
 impl Run<'_> {
@@ -226,21 +253,21 @@ impl Run<'_> {
     async fn wait_balanced(&self, replicas: usize, step: &str) -> Result<()> {
         let params = ListParams::default().labels("rkcm.io/shard-role=range");
         let replicas = u32::try_from(replicas).context("replica count")?;
-        wait_for(
+        let leases = wait_for(
             &format!("the ring balanced over {replicas} replicas after {step}"),
             BALANCE_TIMEOUT,
             || async {
                 let list = self.leases.list(&params).await?;
-                Ok(balanced(
-                    &list.items,
-                    self.ring.len(),
-                    replicas,
-                    jiff::Timestamp::now(),
-                )
-                .then_some(()))
+                let now = jiff::Timestamp::now();
+                Ok(balanced(&list.items, self.ring.len(), replicas, now).then_some(list.items))
             },
         )
-        .await
+        .await?;
+        self.balanced.fetch_add(1, Ordering::Relaxed);
+        if every_holder_owns_a_namespace(&leases, &self.churned) {
+            self.spread.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// One replica change, then the wait for the ring to be balanced and a short random
@@ -439,6 +466,9 @@ pub async fn run_rebalance(cluster: &TestCluster, opts: &Options) -> Result<Outc
         ring,
         leases,
         handovers,
+        churned: namespaces.iter().map(|n| ring.range_of(n.name())).collect(),
+        balanced: AtomicU32::new(0),
+        spread: AtomicU32::new(0),
     };
     let mut fleet = Fleet {
         bin: kind.binary()?,
@@ -541,7 +571,15 @@ fn record(
 ) -> Rebalance {
     let (lease, renew, retry) = opts.shard_timings;
     let outside_total = check.outside.len();
-    check.outside.truncate(KEEP_OUTSIDE);
+    // The first few of each: writes of workload objects, then Events.
+    let (events, objects): (Vec<_>, Vec<_>) = std::mem::take(&mut check.outside)
+        .into_iter()
+        .partition(|o| o.write.split(' ').nth(1) == Some("events"));
+    let outside_events = events.len();
+    check.outside = objects.into_iter().take(KEEP_OUTSIDE / 2).collect();
+    check
+        .outside
+        .extend(events.into_iter().take(KEEP_OUTSIDE / 2));
     Rebalance {
         shards: opts.shards,
         timings: format!(
@@ -557,8 +595,11 @@ fn record(
         terminated: fleet.terminated,
         transitions: fleet.transitions,
         watched_handovers: run.handovers.load(Ordering::Relaxed),
+        balanced: run.balanced.load(Ordering::Relaxed),
+        spread: run.spread.load(Ordering::Relaxed),
         check,
         outside_total,
+        outside_events,
         bodiless_lease_writes: bodiless,
     }
 }
@@ -636,6 +677,20 @@ mod tests {
         assert!(!balanced(&three, 5, 2, now));
         // A Lease missing.
         assert!(!balanced(&good[..4], 5, 2, now));
+    }
+
+    #[test]
+    fn every_holder_must_hold_a_churned_namespace_s_range() {
+        let at = "2026-01-01T00:00:09Z";
+        let named = |i: u32, holder: &str| {
+            let mut l = lease(holder, at, 4);
+            l.metadata.name = Some(format!("{LEASE_PREFIX}-{i}"));
+            l
+        };
+        let leases = [named(0, "a"), named(1, "a"), named(2, "b"), named(3, "b")];
+        assert!(every_holder_owns_a_namespace(&leases, &[1, 2]));
+        assert!(!every_holder_owns_a_namespace(&leases, &[0, 1]));
+        assert!(!every_holder_owns_a_namespace(&leases, &[]));
     }
 
     #[test]

@@ -121,7 +121,10 @@ fn markdown_rebalance(out: &mut String, outcomes: &[Outcome]) {
             c.writes_checked,
             c.event_writes,
             c.overlaps.len(),
-            r.outside_total,
+            match r.outside_events {
+                0 => r.outside_total.to_string(),
+                e => format!("{} ({e} Events)", r.outside_total),
+            },
             r.bodiless_lease_writes,
         ));
     }
@@ -132,10 +135,12 @@ fn markdown_rebalance(out: &mut String, outcomes: &[Outcome]) {
             .map(|(n, range)| format!("{n} (range {range})"))
             .collect();
         out.push_str(&format!(
-            "\n{} / {}: churned namespaces {}.\n",
+            "\n{} / {}: churned namespaces {}; every replica held one of their ranges in {} of the {} balanced rings (one after each replica change).\n",
             o.scenario,
             o.manager,
-            names.join(", ")
+            names.join(", "),
+            r.spread,
+            r.balanced,
         ));
         for v in r.check.overlaps.iter().take(10) {
             out.push_str(&format!(
