@@ -14,6 +14,11 @@
 //! - a write outside a term: a namespaced write by a replica's user that landed while that
 //!   user's identity had no running term on the namespace's range.
 //!
+//! The writes of one Lease are taken in the order the server stored them: each update names
+//! the resourceVersion it replaces (the request body's), and a successful update's is the
+//! previous write's, so that version orders them even where the log's lines came out of
+//! order (two answers finishing at nearly the same time).
+//!
 //! Every time is the audit event's `stageTimestamp` of its ResponseComplete stage (when the
 //! server answered, after the write was stored): a renewal counts from its answer, and a
 //! workload write from its answer too, so a write whose answer came after the term ended
@@ -34,6 +39,8 @@ pub struct LeaseWrite {
     pub lease: String,
     pub holder: String,
     pub duration_s: i64,
+    /// The resourceVersion the write replaced (0 for a create).
+    pub replaces: u64,
 }
 
 /// A successful write of a namespaced object by one of the replicas' users.
@@ -192,6 +199,10 @@ impl Parsed {
                     .unwrap_or_default()
                     .to_owned(),
                 duration_s: spec["leaseDurationSeconds"].as_i64().unwrap_or(0),
+                replaces: e["requestObject"]["metadata"]["resourceVersion"]
+                    .as_str()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0),
             });
         } else if (filter.users)(user) {
             self.writes.push(Write {
@@ -215,14 +226,17 @@ struct Open {
     natural_end: Timestamp,
 }
 
-/// The terms of every Lease in `writes` (log order), the overlaps among them, and the range
-/// handovers (holder changing to another identity, through a release or not) of the Leases
-/// other than `global`.
+/// The terms of every Lease in `writes` (each Lease's writes in the order of the versions they
+/// replaced, log order among equals), the overlaps among them, and the range handovers
+/// (holder changing to another identity, through a release or not) of the Leases other than
+/// `global`.
 pub fn terms(writes: &[LeaseWrite], global: &str) -> (Vec<Term>, Vec<Overlap>, u64) {
     let mut open: BTreeMap<&str, Open> = BTreeMap::new();
     let mut last_holder: BTreeMap<&str, &str> = BTreeMap::new();
     let (mut terms, mut overlaps, mut handovers) = (Vec::new(), Vec::new(), 0u64);
-    for w in writes {
+    let mut ordered: Vec<&LeaseWrite> = writes.iter().collect();
+    ordered.sort_by_key(|w| (w.lease.as_str(), w.replaces));
+    for w in ordered {
         let lease = w.lease.as_str();
         let until = w.at + SignedDuration::from_secs(w.duration_s.max(0));
         if let Some(o) = open.get_mut(lease)
@@ -353,6 +367,7 @@ mod tests {
         base + SignedDuration::from_secs_f64(s)
     }
 
+    /// A Lease write whose replaced version follows its time (the usual order).
     fn lw(at: f64, user: &str, lease: &str, holder: &str, duration_s: i64) -> LeaseWrite {
         LeaseWrite {
             at: t(at),
@@ -360,6 +375,8 @@ mod tests {
             lease: lease.into(),
             holder: holder.into(),
             duration_s,
+            // Milliseconds: a distinct version per write time.
+            replaces: (at * 1000.0) as u64,
         }
     }
 
@@ -487,6 +504,21 @@ mod tests {
     }
 
     #[test]
+    fn a_lease_s_writes_are_taken_in_version_order_not_log_order() {
+        // The release's line came after the take's in the log, though the take replaced the
+        // version the release wrote.
+        let mut release = lw(2.0, "u1", "s-0", "", 1);
+        release.replaces = 10;
+        let mut take = lw(2.0, "u2", "s-0", "id2", 4);
+        take.replaces = 11;
+        let leases = [lw(0.0, "u1", "s-0", "id1", 4), take, release];
+        let c = run(&leases, &[w(3.0, "u2", "a1")]);
+        assert!(c.overlaps.is_empty(), "{:?}", c.overlaps);
+        assert!(c.outside.is_empty(), "{:?}", c.outside);
+        assert_eq!(c.handovers, 1);
+    }
+
+    #[test]
     fn handovers_count_holder_changes_of_ranges_only() {
         let leases = [
             lw(0.0, "u1", "s-0", "id1", 4),
@@ -516,8 +548,8 @@ mod tests {
                    "responseStatus": {"code": code}})
         };
         let mut lease = ev("r0", "update", "leases", "shards", "s-3", 200);
-        lease["requestObject"] =
-            json!({"spec": {"holderIdentity": "id0", "leaseDurationSeconds": 4}});
+        lease["requestObject"] = json!({"metadata": {"resourceVersion": "266"},
+            "spec": {"holderIdentity": "id0", "leaseDurationSeconds": 4}});
         let log = [
             lease,
             ev("r0", "update", "leases", "shards", "s-4", 200),
@@ -548,6 +580,7 @@ mod tests {
                 lease: "s-3".into(),
                 holder: "id0".into(),
                 duration_s: 4,
+                replaces: 266,
             }]
         );
         let seen: Vec<(&str, &str, &str)> = parsed
