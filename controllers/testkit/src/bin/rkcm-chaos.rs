@@ -133,10 +133,16 @@ async fn run(args: Args) -> Result<bool> {
             if !args.managers.split(',').any(|m| m == name) {
                 continue;
             }
-            eprintln!(
-                "rkcm-chaos: {scenario} / {name} for {} s",
-                opts.churn_time(scenario).as_secs()
-            );
+            match scenario {
+                "rebalance" => eprintln!(
+                    "rkcm-chaos: {scenario} / {name} until {} range handovers",
+                    opts.rebalances
+                ),
+                _ => eprintln!(
+                    "rkcm-chaos: {scenario} / {name} for {} s",
+                    opts.churn_time(scenario).as_secs()
+                ),
+            }
             let o = match (scenario, kind) {
                 ("rebalance", ManagerKind::Upstream) => {
                     eprintln!(
