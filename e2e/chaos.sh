@@ -37,6 +37,15 @@
 #                2 s), under churn: the leader SIGKILLed (then restarted as a standby), the
 #                next leader SIGTERMed; gap to the new leader's first write, the old
 #                leader's writes after the fault and after the new leader's first write
+#   rebalance    rkcm only (upstream has no sharded mode: its row says so): rkcm replicas with
+#                --rkcm-shards=CHAOS_SHARDS, each as its own plane user (rkcm-r0, rkcm-r1, ...),
+#                Leases in namespace rkcm-chaos-shards (audit-logged with their body); one
+#                replica, then three, then in turn one SIGKILLed, one started, one SIGTERMed,
+#                one started, each change waited for until the ring is balanced, under churn in
+#                CHAOS_SHARD_NAMESPACES namespaces spread over the ring, until
+#                CHAOS_REBALANCES range handovers; from the audit log: every identity's lease
+#                terms (none may overlap) and every replica write inside its term of the
+#                namespace's range
 # Convergence: a baseline change (every Deployment rolled, every ReplicaSet scaled) without
 # faults, and the same change made with the last fault (a kill right after it; the watch
 # delay lifted right after it): time to settled, and their ratio.
@@ -52,6 +61,13 @@
 #   CHAOS_SOAK_DURATION=3600  seconds of churn in soak
 #   CHAOS_SOAK_WARMUP=600     seconds of soak before RSS growth is judged
 #   CHAOS_RSS_EVERY=60        seconds between two RSS samples in soak
+#   CHAOS_SHARDS=64           rebalance: ranges of the ring
+#   CHAOS_REBALANCES=1000     rebalance: range handovers to reach
+#   CHAOS_SHARD_TIMINGS=4,3,1 rebalance: lease duration, renew deadline, retry period (s)
+#   CHAOS_SHARD_NAMESPACES=6  rebalance: churned namespaces (CHAOS_DELETE_RATE is shared)
+#   CHAOS_REBALANCE_TIMEOUT=1800  rebalance: seconds the replica cycle may take at most
+#   CHAOS_REBALANCE_USERS=64  rebalance: plane users for replicas (one per replica started;
+#                             made when chaos.sh brings the plane up)
 #   CHAOS_MERGE=1             keep the other scenarios' rows of an existing report's JSON
 #   CHAOS_MANAGERS=upstream,rkcm
 #   CHAOS_SCENARIOS=kill-churn,watch-gap,leader,apiserver-restart,partition,watch-410,reject-creates,kill-churn-all,soak
@@ -112,7 +128,12 @@ fi
 step "chaos plane in $DIR (AUDIT=1, NODES=$NODES)"
 # The plane's processes must not inherit the lock's descriptor (they outlive this script
 # when the plane is kept).
-plane() { RKCM_CLUSTER_DIR=$DIR AUDIT=1 NODES=$NODES bash "$here/cluster.sh" "$@" 9>&-; }
+# The rebalance scenario's users and its Lease namespace, whose writes are logged with body.
+users=$(for ((i = 0; i < ${CHAOS_REBALANCE_USERS:-64}; i++)); do printf 'rkcm-r%d ' "$i"; done)
+plane() {
+  RKCM_CLUSTER_DIR=$DIR AUDIT=1 NODES=$NODES EXTRA_USERS=$users \
+    AUDIT_LEASE_NAMESPACES=rkcm-chaos-shards bash "$here/cluster.sh" "$@" 9>&-
+}
 started=0
 if plane env >/dev/null 2>&1 && (. "$DIR/env.sh"; kubectl get --raw /readyz >/dev/null 2>&1); then
   echo "chaos: reusing the plane already running in $DIR (left running afterwards)" >&2
@@ -135,7 +156,7 @@ trap 'exit 130' INT TERM
 . "$DIR/env.sh"
 
 load=$(cut -d' ' -f1-3 /proc/loadavg)
-preamble="Command: \`make chaos\` (CHAOS_DURATION=$DURATION, CHAOS_WATCH_DELAY=$WATCH_DELAY, CHAOS_DELETE_RATE=$DELETE_RATE, CHAOS_APISERVER_DOWN=${CHAOS_APISERVER_DOWN:-30}, CHAOS_LONG_WATCH_DELAY=${CHAOS_LONG_WATCH_DELAY:-360}, CHAOS_CUTS=${CHAOS_CUTS:-blackhole:60,refuse:300}, CHAOS_REJECT_FOR=${CHAOS_REJECT_FOR:-60}, CHAOS_SOAK_DURATION=${CHAOS_SOAK_DURATION:-3600}, $profile binaries), commit $(git rev-parse --short HEAD), $(date -u +%Y-%m-%dT%H:%MZ); plane: e2e/cluster.sh with audit log and $NODES kwok nodes; host load average at start: $load."
+preamble="Command: \`make chaos\` (CHAOS_DURATION=$DURATION, CHAOS_WATCH_DELAY=$WATCH_DELAY, CHAOS_DELETE_RATE=$DELETE_RATE, CHAOS_APISERVER_DOWN=${CHAOS_APISERVER_DOWN:-30}, CHAOS_LONG_WATCH_DELAY=${CHAOS_LONG_WATCH_DELAY:-360}, CHAOS_CUTS=${CHAOS_CUTS:-blackhole:60,refuse:300}, CHAOS_REJECT_FOR=${CHAOS_REJECT_FOR:-60}, CHAOS_SOAK_DURATION=${CHAOS_SOAK_DURATION:-3600}, CHAOS_SHARDS=${CHAOS_SHARDS:-64}, CHAOS_REBALANCES=${CHAOS_REBALANCES:-1000}, CHAOS_SHARD_TIMINGS=${CHAOS_SHARD_TIMINGS:-4,3,1}, CHAOS_SHARD_NAMESPACES=${CHAOS_SHARD_NAMESPACES:-6}, $profile binaries), commit $(git rev-parse --short HEAD), $(date -u +%Y-%m-%dT%H:%MZ); plane: e2e/cluster.sh with audit log and $NODES kwok nodes; host load average at start: $load."
 mkdir -p "$(dirname "$REPORT")"
 merge=()
 if [ "${CHAOS_MERGE:-0}" = 1 ] && [ -f "${REPORT%.md}.json" ]; then
@@ -150,7 +171,10 @@ rc=0
   --apiserver-down "${CHAOS_APISERVER_DOWN:-30}" --cluster-script "$here/cluster.sh" \
   --long-watch-delay "${CHAOS_LONG_WATCH_DELAY:-360}" --cuts "${CHAOS_CUTS:-blackhole:60,refuse:300}" \
   --reject-for "${CHAOS_REJECT_FOR:-60}" --soak-duration "${CHAOS_SOAK_DURATION:-3600}" \
-  --soak-warmup "${CHAOS_SOAK_WARMUP:-600}" --rss-every "${CHAOS_RSS_EVERY:-60}" "${merge[@]}" \
+  --soak-warmup "${CHAOS_SOAK_WARMUP:-600}" --rss-every "${CHAOS_RSS_EVERY:-60}" \
+  --shards "${CHAOS_SHARDS:-64}" --rebalances "${CHAOS_REBALANCES:-1000}" \
+  --shard-timings "${CHAOS_SHARD_TIMINGS:-4,3,1}" --shard-namespaces "${CHAOS_SHARD_NAMESPACES:-6}" \
+  --rebalance-timeout "${CHAOS_REBALANCE_TIMEOUT:-1800}" "${merge[@]}" \
   --md "$REPORT" --json "${REPORT%.md}.json" --preamble "$preamble" 9>&- || rc=$?
 rm -f "${REPORT%.md}.prev.json"
 step "done in $(( $(date +%s) - t0 )) s: $REPORT (raw: ${REPORT%.md}.json); exit $rc"

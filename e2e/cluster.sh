@@ -31,6 +31,12 @@
 #                           logged with their body (Request level), so a pod made from
 #                           generateName can be told apart by its owner (the envelope
 #                           benchmark's reaction latency)
+#   AUDIT_LEASE_NAMESPACES="a b"   with AUDIT=1: Lease writes in these namespaces are logged
+#                           with their body (Request level), so the holder each write set is
+#                           in the log (chaos's rebalance scenario reads shard Lease terms)
+#   EXTRA_USERS="u1 u2"     more users (system:masters) with a kubeconfig-<user> each, all on
+#                           one shared key; chaos's rebalance scenario gives every replica it
+#                           starts its own user
 #   SCHEDULER_QPS=50 SCHEDULER_BURST=100   kube-scheduler's client limits (its defaults); the
 #                           benchmark plane raises them so the scheduler is not what a
 #                           manager under test waits for
@@ -158,6 +164,16 @@ make_pki() {
       openssl x509 -req -in "$u.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
         -extfile client.ext -out "$u.crt" 2>/dev/null
     done
+    # EXTRA_USERS: one key shared by all (only the name on the certificate tells them apart).
+    if [ -n "${EXTRA_USERS:-}" ]; then
+      openssl genrsa -out extra-users.key 2048 2>/dev/null
+      for u in ${EXTRA_USERS//,/ }; do
+        openssl req -new -key extra-users.key -subj "/O=system:masters/CN=$u" -out "$u.csr" 2>/dev/null
+        openssl x509 -req -in "$u.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
+          -extfile client.ext -out "$u.crt" 2>/dev/null
+        cp extra-users.key "$u.key"
+      done
+    fi
     openssl genrsa -out sa.key 2048 2>/dev/null
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
     # kubeadm's front-proxy CA (--requestheader-client-ca-file of its controller-manager);
@@ -242,6 +258,8 @@ cmd_up() {
   write_kubeconfig "$RUN/kubeconfig" admin
   write_kubeconfig "$RUN/kubeconfig-rkcm" rkcm
   write_kubeconfig "$RUN/kubeconfig-kcm" kcm
+  local u
+  for u in ${EXTRA_USERS//,/ }; do write_kubeconfig "$RUN/kubeconfig-$u" "$u"; done
   local audit=()
   if [ "${AUDIT:-0}" = 1 ]; then
     {
@@ -251,6 +269,11 @@ cmd_up() {
         printf '%s\n' '- level: Request' '  verbs: [create]' \
           '  resources: [{group: "", resources: [pods]}]' '  namespaces:'
         for ns in ${AUDIT_POD_CREATE_NAMESPACES//,/ }; do printf '  - %s\n' "$ns"; done
+      fi
+      if [ -n "${AUDIT_LEASE_NAMESPACES:-}" ]; then
+        printf '%s\n' '- level: Request' '  verbs: [create, update, patch]' \
+          '  resources: [{group: coordination.k8s.io, resources: [leases]}]' '  namespaces:'
+        for ns in ${AUDIT_LEASE_NAMESPACES//,/ }; do printf '  - %s\n' "$ns"; done
       fi
       printf '%s\n' '- level: Metadata'
     } >"$RUN/audit-policy.yaml"

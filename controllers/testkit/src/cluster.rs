@@ -85,7 +85,11 @@ impl TestCluster {
 
     /// Creates a namespace `<prefix>-<random>` for one test.
     pub async fn namespace(&self, prefix: &str) -> anyhow::Result<TestNamespace> {
-        let name = unique_name(prefix);
+        self.namespace_named(unique_name(prefix)).await
+    }
+
+    /// Creates namespace `name` for one test (a name the test picked, e.g. for its hash).
+    pub async fn namespace_named(&self, name: String) -> anyhow::Result<TestNamespace> {
         let ns: Namespace = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": name, "labels": {"rkcm.test/namespace": "true"}}

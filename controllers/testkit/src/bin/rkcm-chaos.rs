@@ -23,7 +23,8 @@ struct Args {
     #[arg(long, default_value = "upstream,rkcm")]
     managers: String,
     /// Comma-separated: kill-churn, watch-gap, leader, apiserver-restart, partition,
-    /// watch-410, reject-creates, soak; `<scenario>-all` for every workload kind.
+    /// watch-410, reject-creates, soak, rebalance (rkcm only); `<scenario>-all` for every
+    /// workload kind.
     #[arg(
         long,
         default_value = "kill-churn,watch-gap,leader,apiserver-restart,partition,watch-410,reject-creates,kill-churn-all,soak"
@@ -62,6 +63,22 @@ struct Args {
     /// Time between two RSS samples of the soak, in seconds.
     #[arg(long, default_value_t = 60)]
     rss_every: u64,
+    /// Ranges of the ring in rebalance (`--rkcm-shards`).
+    #[arg(long, default_value_t = 64)]
+    shards: u32,
+    /// Range handovers rebalance cycles replicas for.
+    #[arg(long, default_value_t = 1000)]
+    rebalances: u64,
+    /// Lease duration, renew deadline and retry period of the shard Leases in rebalance, in
+    /// seconds, comma separated.
+    #[arg(long, default_value = "4,3,1")]
+    shard_timings: String,
+    /// Churned namespaces of rebalance (spread over the ring).
+    #[arg(long, default_value_t = 6)]
+    shard_namespaces: usize,
+    /// The longest rebalance cycles replicas before it gives up, in seconds.
+    #[arg(long, default_value_t = 1800)]
+    rebalance_timeout: u64,
     #[arg(long)]
     md: PathBuf,
     #[arg(long)]
@@ -97,6 +114,11 @@ async fn run(args: Args) -> Result<bool> {
         soak_duration: Duration::from_secs(args.soak_duration),
         soak_warmup: Duration::from_secs(args.soak_warmup),
         rss_every: Duration::from_secs(args.rss_every.max(1)),
+        shards: args.shards,
+        rebalances: args.rebalances,
+        shard_timings: parse_timings(&args.shard_timings)?,
+        shard_namespaces: args.shard_namespaces.max(1),
+        rebalance_timeout: Duration::from_secs(args.rebalance_timeout),
         ..Options::default()
     };
     let mut outcomes = earlier_outcomes(&args)?;
@@ -111,13 +133,30 @@ async fn run(args: Args) -> Result<bool> {
             if !args.managers.split(',').any(|m| m == name) {
                 continue;
             }
-            eprintln!(
-                "rkcm-chaos: {scenario} / {name} for {} s",
-                opts.churn_time(scenario).as_secs()
-            );
-            let o = match scenario {
-                "leader" => faults::run_leader(cluster, kind, &opts).await,
-                "partition" => outages::run_partition(cluster, kind, &opts).await,
+            match scenario {
+                "rebalance" => eprintln!(
+                    "rkcm-chaos: {scenario} / {name} until {} range handovers",
+                    opts.rebalances
+                ),
+                _ => eprintln!(
+                    "rkcm-chaos: {scenario} / {name} for {} s",
+                    opts.churn_time(scenario).as_secs()
+                ),
+            }
+            let o = match (scenario, kind) {
+                ("rebalance", ManagerKind::Upstream) => {
+                    eprintln!(
+                        "rkcm-chaos: rebalance does not apply to upstream: kube-controller-manager has no sharded mode"
+                    );
+                    let mut o = Outcome::empty(scenario, kind, 0.0);
+                    o.not_applicable = Some(
+                        "upstream kube-controller-manager has no sharded mode".to_owned(),
+                    );
+                    Ok(o)
+                }
+                ("rebalance", _) => faults::run_rebalance(cluster, &opts).await,
+                ("leader", _) => faults::run_leader(cluster, kind, &opts).await,
+                ("partition", _) => outages::run_partition(cluster, kind, &opts).await,
                 _ => scenario::run(cluster, kind, scenario, &opts).await,
             }
             .with_context(|| format!("{scenario} / {name}"))?;
@@ -144,19 +183,32 @@ async fn run(args: Args) -> Result<bool> {
     Ok(outcomes
         .iter()
         .filter(|o| o.manager == ManagerKind::Rkcm.name())
-        .all(|o| {
-            o.violations.is_empty()
-                && o.error.is_none()
-                && o.panics == 0
-                && o.converge_after_fault_s.is_some()
-                && o.handovers.iter().all(|h| h.overlapping_writes == 0)
-                && o.cuts.iter().all(|c| {
-                    c.writes_after_lease_lost == 0
-                        && c.writes_after_renew_deadline == 0
-                        && c.converge_after_heal_s.is_some()
-                })
-                && soak_flat(o)
-        }))
+        .all(|o| passed(o, args.rebalances)))
+}
+
+/// Whether an rkcm row passed: no violation, error or panic, converged, no overlapping
+/// leader writes, no partitioned leader's write after its Lease moved or its renew deadline,
+/// flat memory in the soak, and in rebalance the handovers reached (`rebalances`) with no
+/// unexpected exit, no overlapping lease terms and no write outside a term.
+fn passed(o: &Outcome, rebalances: u64) -> bool {
+    o.violations.is_empty()
+        && o.error.is_none()
+        && o.panics == 0
+        && o.converge_after_fault_s.is_some()
+        && o.handovers.iter().all(|h| h.overlapping_writes == 0)
+        && o.cuts.iter().all(|c| {
+            c.writes_after_lease_lost == 0
+                && c.writes_after_renew_deadline == 0
+                && c.converge_after_heal_s.is_some()
+        })
+        && soak_flat(o)
+        && o.rebalance.as_ref().is_none_or(|r| {
+            o.unexpected_exits == 0
+                && r.check.overlaps.is_empty()
+                && r.outside_total == 0
+                && r.bodiless_lease_writes == 0
+                && r.watched_handovers >= rebalances
+        })
 }
 
 /// The rows of `--merge` to keep: all but those of the scenarios and managers run now.
@@ -205,6 +257,27 @@ fn order(outcomes: &mut [Outcome]) {
             o.manager != ManagerKind::Upstream.name(),
         )
     });
+}
+
+/// `4,3,1` → lease duration, renew deadline and retry period (seconds).
+fn parse_timings(text: &str) -> Result<(Duration, Duration, Duration)> {
+    let v: Vec<f64> = text
+        .split(',')
+        .map(|s| s.trim().parse::<f64>())
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("--shard-timings {text}: seconds, comma separated"))?;
+    let [lease, renew, retry] = v[..] else {
+        anyhow::bail!("--shard-timings {text}: three values (lease, renew deadline, retry)");
+    };
+    anyhow::ensure!(
+        lease > renew && renew > retry && retry > 0.0,
+        "--shard-timings {text}: lease duration > renew deadline > retry period > 0"
+    );
+    Ok((
+        Duration::from_secs_f64(lease),
+        Duration::from_secs_f64(renew),
+        Duration::from_secs_f64(retry),
+    ))
 }
 
 /// `blackhole:60,refuse:300` → the cuts of `partition`.

@@ -16,6 +16,12 @@
 //!   first write, the old leader's writes after the fault, and writes of the old leader
 //!   after the new one's first (overlapping windows).
 //!
+//! - `rebalance` (rkcm only: sharded mode): replicas with `--rkcm-shards` started, SIGKILLed
+//!   and SIGTERMed (1, 3, then 2 and 3 in turn) under churn in namespaces spread over the
+//!   ring, until the range Leases changed hands the target number of times; from the audit
+//!   log: every identity's term of every range (no two overlapping) and every write of a
+//!   replica inside its term of the namespace's range (see [`terms`]).
+//!
 //! Each reports the violations; the convergence time of a baseline change without faults
 //! (every Deployment rolled, every ReplicaSet scaled) and of the same change made with the
 //! last fault when the churn stops (a kill right after it, or the pod watch delay lifted
@@ -23,12 +29,17 @@
 
 mod leader;
 mod outcome;
+mod rebalance;
 mod report;
+pub mod terms;
 mod workload;
 
 pub(crate) use leader::{Replica, audit_writes, close_run, is_lease_write, lease_writer};
 pub use leader::{handover, run_leader};
-pub use outcome::{ALL_CONTROLLERS, CONTROLLERS, CutRecord, Handover, Options, Outcome, Rejection};
+pub use outcome::{
+    ALL_CONTROLLERS, CONTROLLERS, CutRecord, Handover, Options, Outcome, Rebalance, Rejection,
+};
+pub use rebalance::{LEASE_NAMESPACE, USER_PREFIX, run_rebalance};
 pub(crate) use report::count_panics;
 pub use report::{NOT_COVERED, markdown};
 pub(crate) use workload::{Workload, kwok_template, watched_namespace};

@@ -67,7 +67,7 @@ pub fn handover(
 }
 
 pub(crate) struct Replica {
-    pub(crate) user: &'static str,
+    pub(crate) user: String,
     pub(crate) child: tokio::process::Child,
     args: Vec<String>,
     bin: std::path::PathBuf,
@@ -77,7 +77,7 @@ pub(crate) struct Replica {
 impl Replica {
     pub(crate) fn spawn(
         bin: &std::path::Path,
-        user: &'static str,
+        user: &str,
         args: &[String],
         log: &std::path::Path,
     ) -> Result<Self> {
@@ -96,7 +96,7 @@ impl Replica {
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
         Ok(Self {
-            user,
+            user: user.to_owned(),
             child,
             args: args.to_vec(),
             bin: bin.to_path_buf(),
@@ -116,7 +116,7 @@ impl Replica {
 
     pub(crate) async fn restart(&mut self) -> Result<()> {
         let _ = self.child.kill().await;
-        *self = Self::spawn(&self.bin, self.user, &self.args, &self.log)?;
+        *self = Self::spawn(&self.bin, &self.user, &self.args, &self.log)?;
         Ok(())
     }
 }

@@ -50,6 +50,16 @@ pub struct Options {
     pub soak_duration: Duration,
     /// `soak`: time between two RSS samples of the manager.
     pub rss_every: Duration,
+    /// `rebalance`: ranges of the ring.
+    pub shards: u32,
+    /// `rebalance`: range handovers to reach before the last fault.
+    pub rebalances: u64,
+    /// `rebalance`: lease duration, renew deadline and retry period of the shard Leases.
+    pub shard_timings: (Duration, Duration, Duration),
+    /// `rebalance`: churned namespaces (spread over the ring).
+    pub shard_namespaces: usize,
+    /// `rebalance`: the longest the replica cycling may take before it gives up.
+    pub rebalance_timeout: Duration,
     /// `soak`: samples before this are the warm-up, left out of the growth verdict.
     pub soak_warmup: Duration,
 }
@@ -89,6 +99,15 @@ impl Default for Options {
             soak_duration: Duration::from_secs(3600),
             rss_every: Duration::from_secs(60),
             soak_warmup: Duration::from_secs(600),
+            shards: 64,
+            rebalances: 1000,
+            shard_timings: (
+                Duration::from_secs(4),
+                Duration::from_secs(3),
+                Duration::from_secs(1),
+            ),
+            shard_namespaces: 6,
+            rebalance_timeout: Duration::from_secs(1800),
         }
     }
 }
@@ -138,6 +157,47 @@ pub struct Outcome {
     /// `soak`: samples before this many seconds are the warm-up.
     #[serde(default)]
     pub rss_warmup_s: f64,
+    /// `rebalance`: the replicas, the handovers and the audit log's lease terms.
+    #[serde(default)]
+    pub rebalance: Option<Rebalance>,
+    /// Why the scenario does not apply to this manager (nothing was run).
+    #[serde(default)]
+    pub not_applicable: Option<String>,
+}
+
+/// What `rebalance` did and what the audit log says about its shard Lease terms.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Rebalance {
+    /// Ranges of the ring (`--rkcm-shards`).
+    pub shards: u32,
+    /// `--leader-elect-lease-duration/renew-deadline/retry-period` of every replica.
+    pub timings: String,
+    /// The churned namespaces and their ranges.
+    pub namespaces: Vec<(String, u32)>,
+    pub started: u32,
+    pub killed: u32,
+    pub terminated: u32,
+    /// Replica count changes (each start, kill and stop), each waited for until the ring was
+    /// balanced again.
+    pub transitions: u32,
+    /// Range handovers seen by the scenario's own Lease watch.
+    pub watched_handovers: u64,
+    /// Balanced rings seen (one after each replica change), and of them those where every
+    /// replica held the range of at least one churned namespace.
+    #[serde(default)]
+    pub balanced: u32,
+    #[serde(default)]
+    pub spread: u32,
+    /// The audit log's terms and the writes judged against them; `outside` keeps the first
+    /// few, `outside_total` counts them all.
+    pub check: super::terms::TermCheck,
+    pub outside_total: usize,
+    /// Of them, Events.
+    #[serde(default)]
+    pub outside_events: usize,
+    /// Shard Lease writes logged without their body (the plane's audit policy must log them
+    /// at Request level); non-zero makes the check incomplete.
+    pub bodiless_lease_writes: usize,
 }
 
 /// The measured rejection window of `reject-creates`.
@@ -222,6 +282,8 @@ impl Outcome {
             gone_answers: 0,
             rss: Vec::new(),
             rss_warmup_s: 0.0,
+            rebalance: None,
+            not_applicable: None,
         }
     }
 }

@@ -93,6 +93,76 @@ fn markdown_audit_tables(out: &mut String, outcomes: &[Outcome]) {
     }
 }
 
+/// The `rebalance` rows' replicas, handovers and lease terms (audit log).
+fn markdown_rebalance(out: &mut String, outcomes: &[Outcome]) {
+    let rows: Vec<_> = outcomes
+        .iter()
+        .filter_map(|o| o.rebalance.as_ref().map(|r| (o, r)))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    out.push_str("\n## Rebalance: sharded mode's lease terms (from the audit log)\n\n| manager | ranges | timings | replicas started / SIGKILLed / SIGTERMed | replica changes | handovers (Lease watch) | handovers (audit log) | terms | shard Lease writes | replica writes checked (Events) | overlapping term pairs | writes outside a term | Lease writes without body |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (o, r) in &rows {
+        let c = &r.check;
+        out.push_str(&format!(
+            "| {} | {} | {} | {} / {} / {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} | {} |\n",
+            o.manager,
+            r.shards,
+            r.timings,
+            r.started,
+            r.killed,
+            r.terminated,
+            r.transitions,
+            r.watched_handovers,
+            c.handovers,
+            c.terms,
+            c.lease_writes,
+            c.writes_checked,
+            c.event_writes,
+            c.overlaps.len(),
+            match r.outside_events {
+                0 => r.outside_total.to_string(),
+                e => format!("{} ({e} Events)", r.outside_total),
+            },
+            r.bodiless_lease_writes,
+        ));
+    }
+    for (o, r) in rows {
+        let names: Vec<String> = r
+            .namespaces
+            .iter()
+            .map(|(n, range)| format!("{n} (range {range})"))
+            .collect();
+        out.push_str(&format!(
+            "\n{} / {}: churned namespaces {}; every replica held one of their ranges in {} of the {} balanced rings (one after each replica change).\n",
+            o.scenario,
+            o.manager,
+            names.join(", "),
+            r.spread,
+            r.balanced,
+        ));
+        for v in r.check.overlaps.iter().take(10) {
+            out.push_str(&format!(
+                "- overlap on {}: {} took it at {} while {}'s term ran {:.3} s more\n",
+                v.lease, v.later, v.at, v.earlier, v.overlap_s
+            ));
+        }
+        for w in &r.check.outside {
+            out.push_str(&format!(
+                "- outside a term: {} at {} by {} (Lease {}; {})\n",
+                w.write, w.at, w.user, w.lease, w.why
+            ));
+        }
+        if r.outside_total > r.check.outside.len() {
+            out.push_str(&format!(
+                "- ... {} more writes outside a term\n",
+                r.outside_total - r.check.outside.len()
+            ));
+        }
+    }
+}
+
 /// The Markdown report of a set of outcomes.
 pub fn markdown(outcomes: &[Outcome], preamble: &str) -> String {
     let mut out = String::from("# Fault suite (`make chaos`)\n\n");
@@ -101,6 +171,13 @@ pub fn markdown(outcomes: &[Outcome], preamble: &str) -> String {
         "\n\n| scenario | manager | duration | faults | pod deletions | spec changes | violations | watch gaps | undisturbed converge | converge after last fault | ratio | panics | unexpected exits |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for o in outcomes {
+        if let Some(why) = &o.not_applicable {
+            out.push_str(&format!(
+                "| {} | {} | does not apply: {why} | - | - | - | - | - | - | - | - | - | - |\n",
+                o.scenario, o.manager
+            ));
+            continue;
+        }
         let ratio = o.converge_after_fault_s.map_or("-".to_owned(), |c| {
             format!("{:.2}", c / o.undisturbed_converge_s.max(0.001))
         });
@@ -125,6 +202,7 @@ pub fn markdown(outcomes: &[Outcome], preamble: &str) -> String {
         ));
     }
     markdown_audit_tables(&mut out, outcomes);
+    markdown_rebalance(&mut out, outcomes);
     let soaks: Vec<crate::invariants::soak::Run<'_>> = outcomes
         .iter()
         .filter(|o| !o.rss.is_empty())
@@ -180,6 +258,20 @@ the new leader's first write.
 `soak` has no fault: an hour of the same churn, plus a short-lived Deployment and ReplicaSet
 created and the previous round's deleted every 10 s, with the manager's `VmRSS` sampled every
 minute; its convergence row is the final change made when the churn stops.
+
+`rebalance` (rkcm only; upstream has no sharded mode) starts rkcm replicas with
+`--rkcm-shards`, each as its own plane user: one, then three, then in turn one SIGKILLed, one
+started, one SIGTERMed, one started, each change waited for until every range Lease runs under
+one of the live replicas in fair shares, until the range Leases changed hands the target number
+of times (a holder replaced by another identity, through a release or not, counted by the
+scenario's own Lease watch). Meanwhile Deployments and ReplicaSets churn in namespaces spread
+over the ring. From the audit log (shard Lease writes logged with their body): each identity's
+term of each Lease, from the write that made it holder until its release, the write that gave
+it to another, or its last renewal's answer plus the lease duration, whichever comes first;
+two terms of one Lease overlapping, and a replica's namespaced write (Events included; Leases
+of the lease namespace excepted) answered outside its identity's term of the namespace's
+range, each fail the row. The convergence columns: the change made before the cycle with one
+replica (undisturbed), and after it with a replica SIGKILLed right after the change.
 
 ## Not covered yet
 
