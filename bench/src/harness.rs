@@ -57,12 +57,15 @@ pub struct Probe {
     /// Replicas SIGKILLed on purpose ([`Probe::kill_replica`]); their exit does not end the run.
     killed: Arc<Mutex<BTreeSet<u32>>>,
     /// CPU seconds and `VmHWM` of each such replica just before its kill.
-    gone: Arc<Mutex<BTreeMap<u32, (Option<f64>, Option<u64>)>>>,
+    gone: Arc<Mutex<BTreeMap<u32, Reading>>>,
     audit_log: PathBuf,
     milestones: Arc<Mutex<Vec<Milestone>>>,
     phases: Arc<Mutex<Vec<PhaseRecord>>>,
     progress: Arc<Mutex<String>>,
 }
+
+/// A process's CPU seconds and `VmHWM`.
+type Reading = (Option<f64>, Option<u64>);
 
 /// A phase begun with [`Probe::begin`]; hand it back to [`Probe::end`].
 pub struct PhaseStart {
@@ -209,7 +212,7 @@ impl Probe {
     }
 
     /// CPU seconds and `VmHWM` of replica `pid`: now, or just before its kill.
-    fn replica_reading(&self, pid: u32) -> (Option<f64>, Option<u64>) {
+    fn replica_reading(&self, pid: u32) -> Reading {
         let gone = self
             .gone
             .lock()
@@ -722,17 +725,7 @@ async fn measure<S: Scenario>(
         env.burst,
         &extra,
     );
-    let n = m.replicas(env.sharding);
-    let logs: Vec<PathBuf> = (0..n)
-        .map(|i| {
-            let name = if n == 1 {
-                format!("{}-{}.log", scenario.id(), m.name())
-            } else {
-                format!("{}-{}-{i}.log", scenario.id(), m.name())
-            };
-            env.logs_dir.join(name)
-        })
-        .collect();
+    let logs = log_paths(env, scenario.id(), m);
     r.log = logs
         .iter()
         .map(|l| l.display().to_string())
@@ -758,17 +751,13 @@ async fn measure<S: Scenario>(
     r.load_average_at_start = procfs::load_average();
     say!("starting {} (log {})", m.name(), r.log);
     let started = Instant::now();
-    let mut procs = Vec::new();
-    for (i, log) in logs.iter().enumerate() {
-        match Running::spawn(bin, &replica_args(&r.args, i), log) {
-            Ok(p) => procs.push(p),
-            Err(e) => {
-                r.message = format!("starting replica {i}: {e:#}");
-                return;
-            }
+    let mut proc = match spawn_replicas(bin, &r.args, &logs) {
+        Ok(p) => p,
+        Err(e) => {
+            r.message = format!("{e:#}");
+            return;
         }
-    }
-    let mut proc = Replicas { procs };
+    };
     let pids = proc.pids();
     let curve_bucket = scenario.rss_curve();
     let samplers: Vec<RssSampler> = pids
@@ -826,6 +815,34 @@ async fn measure<S: Scenario>(
     }
 }
 
+/// The log of each process of a run: `<scenario>-<manager>.log`, for several replicas
+/// `<scenario>-<manager>-<i>.log`.
+fn log_paths(env: &Env, id: &str, m: Manager) -> Vec<PathBuf> {
+    let n = m.replicas(env.sharding);
+    (0..n)
+        .map(|i| {
+            let name = if n == 1 {
+                format!("{id}-{}.log", m.name())
+            } else {
+                format!("{id}-{}-{i}.log", m.name())
+            };
+            env.logs_dir.join(name)
+        })
+        .collect()
+}
+
+/// Starts one process per log, each with [`replica_args`].
+fn spawn_replicas(bin: &Path, args: &[String], logs: &[PathBuf]) -> anyhow::Result<Replicas> {
+    let mut procs = Vec::new();
+    for (i, log) in logs.iter().enumerate() {
+        procs.push(
+            Running::spawn(bin, &replica_args(args, i), log)
+                .with_context(|| format!("starting replica {i}"))?,
+        );
+    }
+    Ok(Replicas { procs })
+}
+
 /// The run's RSS and CPU once it is over, before the manager stops: the samplers' usage and
 /// curve (of the replica with the largest sample), `VmHWM` (the largest replica's), CPU (every
 /// replica's together) and, for several replicas, each one's peak and CPU.
@@ -861,7 +878,7 @@ async fn read_usage(
     if proc.exited(&killed).is_some() {
         return;
     }
-    let readings: Vec<(Option<f64>, Option<u64>)> = probe
+    let readings: Vec<Reading> = probe
         .manager_pids()
         .iter()
         .map(|&p| probe.replica_reading(p))

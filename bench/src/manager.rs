@@ -66,15 +66,6 @@ impl Manager {
         matches!(self, Manager::RkcmShards | Manager::RkcmShardsClient)
     }
 
-    /// The binary it runs: every rkcm variant runs the rkcm build.
-    pub fn binary(self) -> Manager {
-        if self == Manager::Upstream {
-            Manager::Upstream
-        } else {
-            Manager::Rkcm
-        }
-    }
-
     /// How many processes one run starts.
     pub fn replicas(self, sharding: Sharding) -> usize {
         if self.is_sharded() {

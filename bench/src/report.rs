@@ -415,12 +415,7 @@ fn write_scenario(o: &mut String, s: &ScenarioResult, r: &Report, charts: &[Char
         );
     }
     let _ = writeln!(o);
-    if shards::has_shards(s) {
-        shards::write_shards(o, s);
-    } else {
-        write_orders(o, s);
-        write_metrics(o, s);
-    }
+    write_comparisons(o, s);
     write_phases(o, s);
     write_scenario_charts(o, &s.scenario, charts);
     write_rss_curves(o, s);
@@ -429,6 +424,16 @@ fn write_scenario(o: &mut String, s: &ScenarioResult, r: &Report, charts: &[Char
     }
     for run in &s.reversed {
         write_run(o, run, " (opposite order)");
+    }
+}
+
+/// A sharded comparison's tables, or both orders and the metrics of upstream vs rkcm.
+fn write_comparisons(o: &mut String, s: &ScenarioResult) {
+    if shards::has_shards(s) {
+        shards::write_shards(o, s);
+    } else {
+        write_orders(o, s);
+        write_metrics(o, s);
     }
 }
 
