@@ -989,3 +989,30 @@ fn now() -> String {
         .strftime("%Y-%m-%d %H:%M:%S UTC")
         .to_string()
 }
+
+#[cfg(test)]
+mod replica_tests {
+    use super::replica_args;
+
+    #[test]
+    fn replicas_after_the_first_serve_on_their_own_port_and_cert_dir() {
+        let args: Vec<String> = [
+            "--secure-port=10461",
+            "--cert-dir=/tmp/certs",
+            "--kube-api-qps=100",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(replica_args(&args, 0), args);
+        assert_eq!(
+            replica_args(&args, 2),
+            [
+                "--secure-port=10463",
+                "--cert-dir=/tmp/certs-2",
+                "--kube-api-qps=100"
+            ]
+        );
+        let off = vec!["--secure-port=0".to_string()];
+        assert_eq!(replica_args(&off, 1), off, "no port served: none to move");
+    }
+}

@@ -218,3 +218,25 @@ async fn first_write(
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::identity;
+
+    #[test]
+    fn the_identity_is_read_from_the_shard_holder_line() {
+        let dir = std::env::temp_dir().join(format!("rkcm-bench-identity-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let log = dir.join("replica.log");
+        std::fs::write(
+            &log,
+            "2026-12-06T10:48:34Z  INFO rkcm: leader election enabled identity=\"vm_other\"\n\
+             2026-12-06T10:48:34Z  INFO rkcm: starting the shard holder identity=vm_aed7 ranges=64\n",
+        )
+        .expect("write log");
+        assert_eq!(identity(&log).as_deref(), Some("vm_aed7"));
+        std::fs::write(&log, "nothing yet\n").expect("write log");
+        assert_eq!(identity(&log), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
