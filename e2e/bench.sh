@@ -17,7 +17,15 @@
 #
 # Settings (environment):
 #   BENCH_QPS=100 BENCH_BURST=200  client limits of both managers
-#   BENCH_MANAGERS=upstream,rkcm   which managers run, in this order (rkcm,upstream runs rkcm first)
+#   BENCH_MANAGERS=upstream,rkcm   which managers run, in this order (rkcm,upstream runs rkcm first);
+#                                  also rkcm-shards (sharded mode: BENCH_SHARD_REPLICAS=3 rkcm
+#                                  processes with --leader-elect=true --rkcm-shards=BENCH_SHARDS=64,
+#                                  each with the same QPS/burst and user) and rkcm-shards-client
+#                                  (the same with --rkcm-shard-selector=false). With a sharded
+#                                  manager, results are kept as <scenario>-shards (report
+#                                  section "sharded rkcm / one rkcm"; the scenario's upstream vs
+#                                  rkcm result stays). Sharding needs namespaces:
+#                                  ENVELOPE_NAMESPACES / THRESHOLD_NAMESPACES
 #   BENCH_ORDERS=one               both: every scenario runs once more with the managers in the
 #                                  opposite order, and the report adds the means of both orders
 #                                  (the plane's CPU drifts through a bench, charging whoever
@@ -66,6 +74,7 @@
 #                                  BENCH_SCHEDULER_BURST=1000; timeout at least
 #                                  ENVELOPE_TIMEOUT=3600
 #   THRESHOLD_PODS=150000 THRESHOLD_NODES=5000 THRESHOLD_SETTLED_SECONDS=600
+#   THRESHOLD_NAMESPACES=(nodes/100)
 #   THRESHOLD_PROBES=8 THRESHOLD_BURST=10 THRESHOLD_LOAD_CONCURRENCY=64   threshold: the plane
 #                                  loaded directly by the bench (no manager) with the load
 #                                  test's mix at ~30 pods a node, converged (every child owned,
@@ -141,6 +150,11 @@ ALL_SCENARIOS=podgc,replicaset,deployment,cronjob,daemonset,statefulset,job-1k,j
 QPS=${BENCH_QPS:-100}
 BURST=${BENCH_BURST:-200}
 MANAGERS=${BENCH_MANAGERS:-upstream,rkcm}
+SHARD_REPLICAS=${BENCH_SHARD_REPLICAS:-3}
+SHARDS=${BENCH_SHARDS:-64}
+# A sharded comparison is kept beside the scenario's own result, not in its place.
+suffix=""
+[[ ",$MANAGERS," != *,rkcm-shards* ]] || suffix=-shards
 case "${BENCH_ORDERS:-one}" in
   one) orders=() ;;
   both) orders=(--both-orders) ;;
@@ -251,7 +265,7 @@ step "benchmark plane in $DIR (AUDIT=1, KCM=0, NODES=$NODES, KWOK_POD_WORKERS=$K
 # The envelope's namespaces (bench-envelope-<manager>-<i>), whose pod creates the audit log
 # keeps with their body.
 envelope_namespaces=""
-for m in upstream rkcm; do
+for m in upstream rkcm rkcm-shards rkcm-shards-client; do
   for ((i = 0; i < 64; i++)); do envelope_namespaces+="bench-envelope-$m-$i,"; done
 done
 plane() {
@@ -296,10 +310,12 @@ what="make bench"
 [ "$quick" = 0 ] || what="bash e2e/bench.sh --quick"
 [ -z "${BENCH_SCENARIOS:-}" ] || what="BENCH_SCENARIOS=$SCENARIOS $what"
 [ "${BENCH_ORDERS:-one}" = one ] || what="BENCH_ORDERS=$BENCH_ORDERS $what"
+[ -z "$suffix" ] || what="BENCH_MANAGERS=$MANAGERS BENCH_SHARD_REPLICAS=$SHARD_REPLICAS BENCH_SHARDS=$SHARDS $what"
 [ -z "${BENCH_RKCM_BIN:-}" ] || what="BENCH_RKCM_BIN=.../$(basename "$BENCH_RKCM_BIN") $what"
 plane_line="local plane from e2e/cluster.sh: etcd $ETCD_VERSION, kube-apiserver $K8S_VERSION with audit log (Metadata level, blocking; pod creates in the envelope's namespaces at Request level), kube-scheduler (client QPS $SCHEDULER_QPS, burst $SCHEDULER_BURST), kwok $KWOK_VERSION with $NODES simulated nodes and $KWOK_POD_WORKERS pod workers; no upstream manager besides the one under test"
 common=(--cluster-dir "$DIR" --managers "$MANAGERS" --qps "$QPS" --burst "$BURST"
   --concurrency "$CONCURRENCY" --logs-dir "$WORK/logs" "${rkcm_flags[@]}" "${orders[@]}"
+  --shard-replicas "$SHARD_REPLICAS" --shards "$SHARDS"
   --command "$what" --plane "$plane_line")
 failed=0
 for s in ${SCENARIOS//,/ }; do
@@ -361,13 +377,16 @@ for s in ${SCENARIOS//,/ }; do
       [ "$timeout" -ge "$THRESHOLD_TIMEOUT" ] || timeout=$THRESHOLD_TIMEOUT
       keep=()
       [ "${THRESHOLD_KEEP:-0}" = 0 ] || keep=(--keep-loaded)
+      [ -z "${THRESHOLD_NAMESPACES:-}" ] || keep+=(--namespaces "$THRESHOLD_NAMESPACES")
       args=(threshold --pods "$THRESHOLD_PODS" --nodes "$THRESHOLD_NODES"
         --settled-seconds "$THRESHOLD_SETTLED_SECONDS" --probes "$THRESHOLD_PROBES"
         --burst-changes "$THRESHOLD_BURST" --load-concurrency "$THRESHOLD_LOAD_CONCURRENCY"
         --metrics-port "$THRESHOLD_METRICS_PORT" "${keep[@]}") ;;
   esac
   rc=0
-  "$BENCH" "${args[@]}" --timeout "$timeout" --out "$WORK/$s.json" "${common[@]}" 9>&- || rc=$?
+  id=()
+  [ -z "$suffix" ] || id=(--result-id "$s$suffix")
+  "$BENCH" "${args[@]}" --timeout "$timeout" --out "$WORK/$s$suffix.json" "${common[@]}" "${id[@]}" 9>&- || rc=$?
   case "$rc" in
     0) ;;
     3) failed=1; warn "scenario $s: some runs failed (see the report)" ;;
@@ -375,8 +394,8 @@ for s in ${SCENARIOS//,/ }; do
   esac
   # The newest result replaces the scenario's previous one, failed runs included; a bench
   # that wrote nothing leaves the previous result in place.
-  if [ -s "$WORK/$s.json" ]; then
-    cp "$WORK/$s.json" "$RESULTS/$s.json"
+  if [ -s "$WORK/$s$suffix.json" ]; then
+    cp "$WORK/$s$suffix.json" "$RESULTS/$s$suffix.json"
   else
     warn "scenario $s wrote no result; the report keeps its previous one (if any)"
   fi
@@ -386,6 +405,7 @@ step "report"
 results=()
 for s in ${ALL_SCENARIOS//,/ }; do
   [ ! -f "$RESULTS/$s.json" ] || results+=("$RESULTS/$s.json")
+  [ ! -f "$RESULTS/$s-shards.json" ] || results+=("$RESULTS/$s-shards.json")
 done
 [ "${#results[@]}" -gt 0 ] || die "no scenario results in $RESULTS"
 rc=0

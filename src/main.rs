@@ -52,7 +52,7 @@ use rkcm_runtime::api::client::{ClientOptions, build_config, make_client, make_c
 use rkcm_runtime::cache::{ContentType, InformerFactory, ListMode, Scope, ShardScope};
 use rkcm_runtime::metrics::{get_or_register, register};
 use rkcm_runtime::queue::flowcontrol::client_limiter;
-use rkcm_runtime::shard::{ShardConfig, Shards};
+use rkcm_runtime::shard::Shards;
 use rkcm_runtime::{CancellationToken, ControllerContext};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
@@ -297,26 +297,15 @@ async fn start_shards(
     opts: &ClientOptions,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<Option<ShardHolder>> {
-    if cli.rkcm.rkcm_shards == 0 {
+    let Some(cfg) = cli.shard_config(&leader::default_identity())? else {
         return Ok(None);
-    }
-    let le = &cli.leader;
-    let ring = rkcm_runtime::shard::Ring::new(cli.rkcm.rkcm_shards)
-        .map_err(|e| anyhow::anyhow!("--rkcm-shards: {e}"))?;
-    let cfg = ShardConfig {
-        ring,
-        namespace: le.leader_elect_resource_namespace.clone(),
-        prefix: rkcm_runtime::shard::LEASE_PREFIX.to_owned(),
-        identity: leader::default_identity(),
-        lease_duration: le.leader_elect_lease_duration.to_std(),
-        renew_deadline: le.leader_elect_renew_deadline.to_std(),
-        retry_period: le.leader_elect_retry_period.to_std(),
     };
     let client =
         make_client(config, opts, "shard-holder").context("building the shard holder's client")?;
     tracing::info!(
         identity = %cfg.identity,
-        ranges = ring.len(),
+        ranges = cfg.ring.len(),
+        server_selector = cfg.server_selector,
         namespace = %cfg.namespace,
         prefix = rkcm_runtime::shard::LEASE_PREFIX,
         "starting the shard holder"

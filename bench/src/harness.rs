@@ -6,7 +6,7 @@
 //! read from /proc, the manager is stopped, its requests are counted from the audit log,
 //! and the scenario cleans up so the next manager starts from the same cluster state.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,7 +15,7 @@ use anyhow::Context;
 use kube::Client;
 
 use crate::audit;
-use crate::manager::{self, Manager, Running};
+use crate::manager::{self, Manager, Replicas, Running, Sharding};
 use crate::procfs::{self, RssSampler};
 use crate::results::{
     Correctness, Distribution, Metric, Milestone, Phase, RunResult, ScenarioResult, Status,
@@ -41,6 +41,8 @@ pub struct Env {
     pub logs_dir: PathBuf,
     /// Run the managers a second time in the opposite order (`ScenarioResult::reversed`).
     pub both_orders: bool,
+    /// Replicas and ranges of the sharded rkcm variants.
+    pub sharding: Sharding,
 }
 
 /// Handed to [`Scenario::converge`]: records milestones, timed phases and what is left to
@@ -48,15 +50,22 @@ pub struct Env {
 #[derive(Clone)]
 pub struct Probe {
     started: Instant,
-    pid: u32,
-    /// The manager's user name in the audit log.
-    user: &'static str,
-    log: PathBuf,
+    manager: Manager,
+    /// The manager's processes: one, or the replicas of a sharded run.
+    pids: Vec<u32>,
+    logs: Vec<PathBuf>,
+    /// Replicas SIGKILLed on purpose ([`Probe::kill_replica`]); their exit does not end the run.
+    killed: Arc<Mutex<BTreeSet<u32>>>,
+    /// CPU seconds and `VmHWM` of each such replica just before its kill.
+    gone: Arc<Mutex<BTreeMap<u32, Reading>>>,
     audit_log: PathBuf,
     milestones: Arc<Mutex<Vec<Milestone>>>,
     phases: Arc<Mutex<Vec<PhaseRecord>>>,
     progress: Arc<Mutex<String>>,
 }
+
+/// A process's CPU seconds and `VmHWM`.
+type Reading = (Option<f64>, Option<u64>);
 
 /// A phase begun with [`Probe::begin`]; hand it back to [`Probe::end`].
 pub struct PhaseStart {
@@ -75,16 +84,18 @@ struct PhaseRecord {
 impl Probe {
     fn new(
         started: Instant,
-        pid: u32,
-        user: &'static str,
-        log: PathBuf,
+        manager: Manager,
+        pids: Vec<u32>,
+        logs: Vec<PathBuf>,
         audit_log: PathBuf,
     ) -> Self {
         Self {
             started,
-            pid,
-            user,
-            log,
+            manager,
+            pids,
+            logs,
+            killed: Arc::default(),
+            gone: Arc::default(),
             audit_log,
             milestones: Arc::default(),
             phases: Arc::default(),
@@ -117,7 +128,7 @@ impl Probe {
         PhaseStart {
             name: name.to_string(),
             at: Instant::now(),
-            cpu: procfs::cpu_seconds(self.pid),
+            cpu: self.manager_cpu_seconds(),
             audit: audit::offset(&self.audit_log).ok(),
         }
     }
@@ -126,7 +137,7 @@ impl Probe {
     /// scenario saw (kept in the results).
     pub fn end(&self, start: PhaseStart, note: impl Into<String>) {
         let now = Instant::now();
-        let cpu = procfs::cpu_seconds(self.pid);
+        let cpu = self.manager_cpu_seconds();
         let audit_to = audit::offset(&self.audit_log).ok();
         let phase = Phase {
             name: start.name,
@@ -139,7 +150,7 @@ impl Probe {
                 (Some(a), Some(b)) => Some(b - a),
                 _ => None,
             },
-            peak_rss_bytes: procfs::status_bytes(self.pid, "VmHWM"),
+            peak_rss_bytes: self.manager_peak_rss_bytes(),
             requests: None,
             note: note.into(),
         };
@@ -194,33 +205,96 @@ impl Probe {
             .clone()
     }
 
-    /// The manager's CPU time so far (utime+stime), for scenario metrics of a window.
+    /// The manager's CPU time so far (utime+stime; a sharded run's: every replica's together,
+    /// a replica killed on purpose counted until its kill), for scenario metrics of a window.
     pub fn manager_cpu_seconds(&self) -> Option<f64> {
-        procfs::cpu_seconds(self.pid)
+        self.pids.iter().map(|&p| self.replica_reading(p).0).sum()
+    }
+
+    /// CPU seconds and `VmHWM` of replica `pid`: now, or just before its kill.
+    fn replica_reading(&self, pid: u32) -> Reading {
+        let gone = self
+            .gone
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&pid)
+            .copied();
+        gone.unwrap_or_else(|| (procfs::cpu_seconds(pid), procfs::status_bytes(pid, "VmHWM")))
+    }
+
+    /// The largest `VmHWM` of the manager's processes (per replica, not their sum).
+    pub fn manager_peak_rss_bytes(&self) -> Option<u64> {
+        self.pids
+            .iter()
+            .filter_map(|&p| self.replica_reading(p).1)
+            .max()
+    }
+
+    /// The manager's processes (one, or a sharded run's replicas).
+    pub fn manager_pids(&self) -> &[u32] {
+        &self.pids
+    }
+
+    /// Which manager runs.
+    pub fn manager(&self) -> Manager {
+        self.manager
+    }
+
+    /// The logs of the manager's processes, in the order of [`Probe::manager_pids`].
+    pub fn logs(&self) -> &[PathBuf] {
+        &self.logs
+    }
+
+    /// SIGKILLs replica `pid` of a sharded run on purpose (the run goes on); its CPU and peak
+    /// RSS until then still count.
+    pub fn kill_replica(&self, pid: u32) {
+        let reading = (procfs::cpu_seconds(pid), procfs::status_bytes(pid, "VmHWM"));
+        self.gone
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(pid, reading);
+        self.killed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(pid);
+        manager::signal(pid, libc::SIGKILL);
+    }
+
+    /// The sum of the live processes' `VmRSS` (a sharded run's replicas together).
+    pub fn manager_rss_sum_bytes(&self) -> Option<u64> {
+        self.pids
+            .iter()
+            .filter_map(|&p| procfs::status_bytes(p, "VmRSS"))
+            .reduce(|a, b| a + b)
     }
 
     pub fn elapsed(&self) -> Duration {
         self.started.elapsed()
     }
 
-    /// The manager's log (stdout and stderr), e.g. to wait for a line it writes.
+    /// The manager's log (stdout and stderr; a sharded run's first replica's), e.g. to wait
+    /// for a line it writes.
     pub fn log(&self) -> &Path {
-        &self.log
+        &self.logs[0]
     }
 
     /// The user name the manager's requests carry in the audit log.
     pub fn manager_user(&self) -> &'static str {
-        self.user
+        self.manager.user()
     }
 
-    /// The manager's process id (e.g. to pause it while other replicas run).
+    /// The manager's process id (a sharded run's first replica's; e.g. to pause it while
+    /// other replicas run).
     pub fn manager_pid(&self) -> u32 {
-        self.pid
+        self.pids[0]
     }
 
-    /// The manager's resident memory now (`VmRSS`).
+    /// The manager's resident memory now (`VmRSS`; a sharded run's: the largest replica's).
     pub fn manager_rss_bytes(&self) -> Option<u64> {
-        procfs::status_bytes(self.pid, "VmRSS")
+        self.pids
+            .iter()
+            .filter_map(|&p| procfs::status_bytes(p, "VmRSS"))
+            .max()
     }
 }
 
@@ -392,7 +466,7 @@ enum Outcome {
     Converged,
     Failed(anyhow::Error),
     Timeout,
-    Exited(std::process::ExitStatus),
+    Exited(u32, std::process::ExitStatus),
     Unsupported(&'static str),
 }
 
@@ -448,7 +522,7 @@ async fn run_until_converged<S: Scenario>(
     m: Manager,
     state: &mut S::State,
     probe: &Probe,
-    proc: &mut Running,
+    proc: &mut Replicas,
 ) -> Outcome {
     let converge = scenario.converge(env, state, probe);
     tokio::pin!(converge);
@@ -458,7 +532,7 @@ async fn run_until_converged<S: Scenario>(
     let mut report = tokio::time::interval(Duration::from_secs(10));
     report.tick().await;
     let markers = m.unsupported_markers();
-    let log_path = proc.log.clone();
+    let log_path = proc.log().to_path_buf();
     loop {
         tokio::select! {
             res = &mut converge => break match res {
@@ -466,7 +540,7 @@ async fn run_until_converged<S: Scenario>(
                 Err(e) => Outcome::Failed(e),
             },
             _ = &mut deadline => break Outcome::Timeout,
-            st = proc.wait() => break Outcome::Exited(st),
+            (pid, st) = proc.wait(&probe.killed) => break Outcome::Exited(pid, st),
             _ = check.tick() => {
                 if let Some(marker) = log_has(&log_path, markers) {
                     break Outcome::Unsupported(marker);
@@ -488,16 +562,15 @@ fn record_outcome<S: Scenario>(
     m: Manager,
     outcome: &Outcome,
     converged_at: Duration,
-    pid: u32,
     probe: &Probe,
-    proc: &Running,
+    proc: &Replicas,
     r: &mut RunResult,
 ) -> Option<u64> {
     let mut audit_converge = None;
     match outcome {
         Outcome::Converged => {
             r.converge_seconds = Some(converged_at.as_secs_f64());
-            r.cpu_seconds_converge = procfs::cpu_seconds(pid);
+            r.cpu_seconds_converge = probe.manager_cpu_seconds();
             audit_converge = audit::offset(&env.audit_log).ok();
             say!(
                 "converged in {:.1} s (cpu {:.1} s)",
@@ -517,13 +590,13 @@ fn record_outcome<S: Scenario>(
                 probe.last_progress()
             );
         }
-        Outcome::Exited(st) => {
+        Outcome::Exited(pid, st) => {
             r.status = Status::Exited;
             r.message = format!(
-                "{} exited ({st}) after {:.1} s; log tail:\n{}",
+                "{} (pid {pid}) exited ({st}) after {:.1} s; log tail:\n{}",
                 m.name(),
                 converged_at.as_secs_f64(),
-                proc.log_tail(8)
+                proc.log_tail(*pid, 8)
             );
         }
         Outcome::Unsupported(marker) => {
@@ -643,17 +716,21 @@ async fn measure<S: Scenario>(
     state: &mut S::State,
     r: &mut RunResult,
 ) {
+    let mut extra = scenario.manager_flags();
+    extra.extend(m.shard_flags(env.sharding));
     r.args = m.args(
         &m.kubeconfig(&env.cluster_dir),
         &scenario.controllers(),
         env.qps,
         env.burst,
-        &scenario.manager_flags(),
+        &extra,
     );
-    let log = env
-        .logs_dir
-        .join(format!("{}-{}.log", scenario.id(), m.name()));
-    r.log = log.display().to_string();
+    let logs = log_paths(env, scenario.id(), m);
+    r.log = logs
+        .iter()
+        .map(|l| l.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" ");
     let audit_from = match audit::offset(&env.audit_log) {
         Ok(o) => o,
         Err(e) => {
@@ -661,44 +738,37 @@ async fn measure<S: Scenario>(
             return;
         }
     };
+    if m.is_sharded()
+        && let Err(e) = clear_shard_leases(env).await
+    {
+        r.message = format!("{e:#}");
+        return;
+    }
 
     r.quiet_wait = Some(wait_for_quiet_host().await);
     let plane = plane_pids(&env.cluster_dir);
     let plane_cpu_before = plane_cpu(&plane);
     r.load_average_at_start = procfs::load_average();
-    say!("starting {} (log {})", m.name(), log.display());
+    say!("starting {} (log {})", m.name(), r.log);
     let started = Instant::now();
-    let mut proc = match Running::spawn(bin, &r.args, &log) {
+    let mut proc = match spawn_replicas(bin, &r.args, &logs) {
         Ok(p) => p,
         Err(e) => {
             r.message = format!("{e:#}");
             return;
         }
     };
-    let pid = proc.pid;
+    let pids = proc.pids();
     let curve_bucket = scenario.rss_curve();
-    let sampler = RssSampler::start_with_curve(pid, Duration::from_millis(100), curve_bucket);
-    let probe = Probe::new(
-        started,
-        pid,
-        m.user(),
-        proc.log.clone(),
-        env.audit_log.clone(),
-    );
+    let samplers: Vec<RssSampler> = pids
+        .iter()
+        .map(|&pid| RssSampler::start_with_curve(pid, Duration::from_millis(100), curve_bucket))
+        .collect();
+    let probe = Probe::new(started, m, pids, logs, env.audit_log.clone());
 
     let outcome = run_until_converged(scenario, env, m, state, &probe, &mut proc).await;
     let converged_at = started.elapsed();
-    let audit_converge = record_outcome(
-        scenario,
-        env,
-        m,
-        &outcome,
-        converged_at,
-        pid,
-        &probe,
-        &proc,
-        r,
-    );
+    let audit_converge = record_outcome(scenario, env, m, &outcome, converged_at, &probe, &proc, r);
     r.milestones = probe.milestones();
     let phases = probe.take_phases();
 
@@ -706,18 +776,7 @@ async fn measure<S: Scenario>(
         verify_run(scenario, env, state, r).await;
     }
 
-    r.usage = Some(sampler.usage()).filter(|u| !u.rss_bytes.is_empty());
-    if let Some(b) = curve_bucket {
-        r.rss_curve = sampler.curve();
-        r.rss_curve_seconds = Some(b.as_secs_f64());
-    }
-    r.max_sampled_rss_bytes = Some(sampler.stop().await).filter(|&b| b > 0);
-    if proc.exited().is_none() {
-        r.cpu_seconds_total = procfs::cpu_seconds(pid);
-        r.peak_rss_bytes = procfs::status_bytes(pid, "VmHWM");
-        r.rss_anon_bytes = procfs::status_bytes(pid, "RssAnon");
-        r.rss_file_bytes = procfs::status_bytes(pid, "RssFile");
-    }
+    read_usage(samplers, curve_bucket, &probe, &mut proc, r).await;
     if matches!(r.status, Status::Ok | Status::Incorrect) {
         let more = scenario.run_metrics(r);
         for x in &more {
@@ -740,11 +799,146 @@ async fn measure<S: Scenario>(
     record_requests(env, m, audit_from, audit_converge, phases, r);
     if let (Some(cpu), Some(hwm)) = (r.cpu_seconds_total, r.peak_rss_bytes) {
         say!(
-            "{}: cpu {cpu:.2} s, peak rss {:.1} MiB",
+            "{}: cpu {cpu:.2} s, peak rss {:.1} MiB{}",
             m.name(),
-            hwm as f64 / 1048576.0
+            hwm as f64 / 1048576.0,
+            if r.replica_peak_rss_bytes.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (largest of {} replicas; sum {:.1} MiB)",
+                    r.replica_peak_rss_bytes.len(),
+                    r.replica_peak_rss_bytes.iter().sum::<u64>() as f64 / 1048576.0
+                )
+            }
         );
     }
+}
+
+/// The log of each process of a run: `<scenario>-<manager>.log`, for several replicas
+/// `<scenario>-<manager>-<i>.log`.
+fn log_paths(env: &Env, id: &str, m: Manager) -> Vec<PathBuf> {
+    let n = m.replicas(env.sharding);
+    (0..n)
+        .map(|i| {
+            let name = if n == 1 {
+                format!("{id}-{}.log", m.name())
+            } else {
+                format!("{id}-{}-{i}.log", m.name())
+            };
+            env.logs_dir.join(name)
+        })
+        .collect()
+}
+
+/// Starts one process per log, each with [`replica_args`].
+fn spawn_replicas(bin: &Path, args: &[String], logs: &[PathBuf]) -> anyhow::Result<Replicas> {
+    let mut procs = Vec::new();
+    for (i, log) in logs.iter().enumerate() {
+        procs.push(
+            Running::spawn(bin, &replica_args(args, i), log)
+                .with_context(|| format!("starting replica {i}"))?,
+        );
+    }
+    Ok(Replicas { procs })
+}
+
+/// The run's RSS and CPU once it is over, before the manager stops: the samplers' usage and
+/// curve (of the replica with the largest sample), `VmHWM` (the largest replica's), CPU (every
+/// replica's together) and, for several replicas, each one's peak and CPU.
+async fn read_usage(
+    samplers: Vec<RssSampler>,
+    curve_bucket: Option<Duration>,
+    probe: &Probe,
+    proc: &mut Replicas,
+    r: &mut RunResult,
+) {
+    let largest = samplers
+        .iter()
+        .enumerate()
+        .max_by_key(|(_, s)| s.max())
+        .map_or(0, |(i, _)| i);
+    if let Some(s) = samplers.get(largest) {
+        r.usage = Some(s.usage()).filter(|u| !u.rss_bytes.is_empty());
+        if let Some(b) = curve_bucket {
+            r.rss_curve = s.curve();
+            r.rss_curve_seconds = Some(b.as_secs_f64());
+        }
+    }
+    let mut max_sampled = 0;
+    for s in samplers {
+        max_sampled = max_sampled.max(s.stop().await);
+    }
+    r.max_sampled_rss_bytes = Some(max_sampled).filter(|&b| b > 0);
+    let killed = probe
+        .killed
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    if proc.exited(&killed).is_some() {
+        return;
+    }
+    let readings: Vec<Reading> = probe
+        .manager_pids()
+        .iter()
+        .map(|&p| probe.replica_reading(p))
+        .collect();
+    r.cpu_seconds_total = readings.iter().map(|x| x.0).sum();
+    r.peak_rss_bytes = readings.iter().filter_map(|x| x.1).max();
+    let pids = probe.manager_pids();
+    if pids.len() > 1 {
+        r.replica_peak_rss_bytes = readings.iter().map(|x| x.1.unwrap_or(0)).collect();
+        r.replica_cpu_seconds = readings.iter().map(|x| x.0.unwrap_or(0.0)).collect();
+    }
+    let biggest = readings
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !killed.contains(&pids[*i]))
+        .max_by_key(|(_, x)| x.1)
+        .map_or(pids[0], |(i, _)| pids[i]);
+    r.rss_anon_bytes = procfs::status_bytes(biggest, "RssAnon");
+    r.rss_file_bytes = procfs::status_bytes(biggest, "RssFile");
+}
+
+/// Replica `i`'s command line: replica 0 runs `args`; another serves on its own port
+/// (`--secure-port` plus `i`, when one is served) with its own `--cert-dir`, so that several
+/// run side by side on one host.
+pub fn replica_args(args: &[String], i: usize) -> Vec<String> {
+    if i == 0 {
+        return args.to_vec();
+    }
+    args.iter()
+        .map(|a| {
+            if let Some(port) = a
+                .strip_prefix("--secure-port=")
+                .and_then(|p| p.parse::<usize>().ok())
+                .filter(|&p| p != 0)
+            {
+                format!("--secure-port={}", port + i)
+            } else if let Some(dir) = a.strip_prefix("--cert-dir=") {
+                format!("--cert-dir={dir}-{i}")
+            } else {
+                a.clone()
+            }
+        })
+        .collect()
+}
+
+/// Deletes the shard Leases a previous sharded run left (released or expired ones, and
+/// member Leases), so that every sharded run starts from an empty ring.
+async fn clear_shard_leases(env: &Env) -> anyhow::Result<()> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let api: kube::Api<Lease> = kube::Api::namespaced(env.client.clone(), manager::SHARD_NAMESPACE);
+    let lp = kube::api::ListParams::default().labels("rkcm.io/shard-ring");
+    api.delete_collection(&kube::api::DeleteParams::default(), &lp)
+        .await
+        .with_context(|| {
+            format!(
+                "deleting the shard Leases left in {} (label rkcm.io/shard-ring)",
+                manager::SHARD_NAMESPACE
+            )
+        })?;
+    Ok(())
 }
 
 /// The plane's own processes (pid files of e2e/cluster.sh) whose CPU a run reports (the
@@ -794,4 +988,31 @@ fn now() -> String {
     jiff::Timestamp::now()
         .strftime("%Y-%m-%d %H:%M:%S UTC")
         .to_string()
+}
+
+#[cfg(test)]
+mod replica_tests {
+    use super::replica_args;
+
+    #[test]
+    fn replicas_after_the_first_serve_on_their_own_port_and_cert_dir() {
+        let args: Vec<String> = [
+            "--secure-port=10461",
+            "--cert-dir=/tmp/certs",
+            "--kube-api-qps=100",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(replica_args(&args, 0), args);
+        assert_eq!(
+            replica_args(&args, 2),
+            [
+                "--secure-port=10463",
+                "--cert-dir=/tmp/certs-2",
+                "--kube-api-qps=100"
+            ]
+        );
+        let off = vec!["--secure-port=0".to_string()];
+        assert_eq!(replica_args(&off, 1), off, "no port served: none to move");
+    }
 }

@@ -188,6 +188,17 @@ struct Common {
     /// both orders (the plane's CPU drifts through a bench).
     #[arg(long)]
     both_orders: bool,
+    /// Replicas of the sharded rkcm managers (rkcm-shards, rkcm-shards-client), each its
+    /// own process with the same client limits.
+    #[arg(long, default_value_t = 3)]
+    shard_replicas: usize,
+    /// --rkcm-shards of the sharded rkcm managers (ranges of the ring).
+    #[arg(long, default_value_t = 64)]
+    shards: u32,
+    /// The id the result is recorded under [default: the scenario's], e.g. `envelope-shards`
+    /// for a sharded comparison kept beside the scenario's upstream-vs-rkcm result.
+    #[arg(long)]
+    result_id: Option<String>,
     /// --kube-api-qps of both managers.
     #[arg(long, default_value_t = 100.0)]
     qps: f32,
@@ -265,12 +276,24 @@ impl Common {
             client,
             audit_log: dir.join("logs/audit.log"),
             cluster_dir: dir,
-            bins: BTreeMap::from([(Manager::Upstream, upstream), (Manager::Rkcm, rkcm)]),
+            bins: BTreeMap::from([
+                (Manager::Upstream, upstream),
+                (Manager::Rkcm, rkcm.clone()),
+                (Manager::RkcmShards, rkcm.clone()),
+                (Manager::RkcmShardsClient, rkcm),
+            ]),
             managers,
             not_built: self
                 .rkcm_not_built
                 .iter()
-                .map(|why| (Manager::Rkcm, why.clone()))
+                .flat_map(|why| {
+                    [
+                        Manager::Rkcm,
+                        Manager::RkcmShards,
+                        Manager::RkcmShardsClient,
+                    ]
+                    .map(|m| (m, why.clone()))
+                })
                 .collect(),
             qps: self.qps,
             burst: self.burst,
@@ -279,6 +302,10 @@ impl Common {
             settle: Duration::from_secs(self.settle),
             logs_dir,
             both_orders: self.both_orders,
+            sharding: manager::Sharding {
+                replicas: self.shard_replicas,
+                ranges: self.shards,
+            },
         })
     }
 }
@@ -294,6 +321,9 @@ async fn run_scenario<S: Scenario>(scenario: S, common: &Common) -> anyhow::Resu
     audit::offset(&env.audit_log)?;
     let mut result = harness::run(&scenario, &env).await;
     result.origin = Some(report::origin(&common.command, &common.plane));
+    if let Some(id) = &common.result_id {
+        result.scenario = id.clone();
+    }
     let ok = result.runs.iter().all(|r| !r.status.is_failure());
     if let Some(d) = common.out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(d)?;

@@ -9,6 +9,8 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 /// Which manager a run measures. The bench always runs them in this order (upstream first).
+/// The sharded variants share rkcm's binary and user: their runs come one after another, so
+/// the audit log's requests of user `rkcm` over a run are that run's replicas' together.
 #[derive(
     Clone,
     Copy,
@@ -28,21 +30,73 @@ pub enum Manager {
     Upstream,
     /// rkcm (release build).
     Rkcm,
+    /// rkcm in sharded mode: [`Sharding::replicas`] processes with `--leader-elect=true
+    /// --rkcm-shards=<ranges>`, the API server's shard selector on.
+    #[serde(rename = "rkcm-shards")]
+    RkcmShards,
+    /// The same with `--rkcm-shard-selector=false`: every replica lists and watches every
+    /// namespace and keeps its ranges' objects on the client.
+    #[serde(rename = "rkcm-shards-client")]
+    RkcmShardsClient,
 }
+
+/// How the sharded managers run: this many replicas, each its own process with the same
+/// client limits and the same user, splitting a ring of `ranges`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sharding {
+    pub replicas: usize,
+    pub ranges: u32,
+}
+
+/// Where the sharded replicas keep their Leases (`--leader-elect-resource-namespace`).
+pub const SHARD_NAMESPACE: &str = "kube-system";
 
 impl Manager {
     pub fn name(self) -> &'static str {
         match self {
             Manager::Upstream => "upstream",
             Manager::Rkcm => "rkcm",
+            Manager::RkcmShards => "rkcm-shards",
+            Manager::RkcmShardsClient => "rkcm-shards-client",
         }
+    }
+
+    /// Whether this is rkcm in sharded mode (several replicas).
+    pub fn is_sharded(self) -> bool {
+        matches!(self, Manager::RkcmShards | Manager::RkcmShardsClient)
+    }
+
+    /// How many processes one run starts.
+    pub fn replicas(self, sharding: Sharding) -> usize {
+        if self.is_sharded() {
+            sharding.replicas.max(1)
+        } else {
+            1
+        }
+    }
+
+    /// The flags that make a run sharded (after [`Manager::args`], whose
+    /// `--leader-elect=false` the later `--leader-elect=true` overrides); none otherwise.
+    pub fn shard_flags(self, sharding: Sharding) -> Vec<String> {
+        if !self.is_sharded() {
+            return Vec::new();
+        }
+        let mut flags = vec![
+            "--leader-elect=true".to_string(),
+            format!("--leader-elect-resource-namespace={SHARD_NAMESPACE}"),
+            format!("--rkcm-shards={}", sharding.ranges),
+        ];
+        if self == Manager::RkcmShardsClient {
+            flags.push("--rkcm-shard-selector=false".to_string());
+        }
+        flags
     }
 
     /// The user name of its client certificate, as the audit log records it.
     pub fn user(self) -> &'static str {
         match self {
             Manager::Upstream => "kcm",
-            Manager::Rkcm => "rkcm",
+            Manager::Rkcm | Manager::RkcmShards | Manager::RkcmShardsClient => "rkcm",
         }
     }
 
@@ -55,7 +109,7 @@ impl Manager {
     pub fn unsupported_markers(self) -> &'static [&'static str] {
         match self {
             Manager::Upstream => &[],
-            Manager::Rkcm => &[
+            Manager::Rkcm | Manager::RkcmShards | Manager::RkcmShardsClient => &[
                 "is not implemented by this build",
                 "no controller enabled by --controllers is implemented",
             ],
@@ -192,5 +246,81 @@ impl Running {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+}
+
+/// The replicas of one run, each its own process; a replica SIGKILLed on purpose (the
+/// failover's) is listed in `expected` so that its exit does not end the run.
+pub struct Replicas {
+    pub procs: Vec<Running>,
+}
+
+impl Replicas {
+    pub fn pids(&self) -> Vec<u32> {
+        self.procs.iter().map(|p| p.pid).collect()
+    }
+
+    /// The first replica's log (unsupported-controller lines are the same in every replica).
+    pub fn log(&self) -> &Path {
+        &self.procs[0].log
+    }
+
+    /// The status of a replica that ended and was not SIGKILLed on purpose (does not block).
+    pub fn exited(&mut self, expected: &std::collections::BTreeSet<u32>) -> Option<ExitStatus> {
+        self.procs
+            .iter_mut()
+            .filter(|p| !expected.contains(&p.pid))
+            .find_map(Running::exited)
+    }
+
+    /// Resolves when a replica not in `expected` ends (never, once only such are left).
+    pub async fn wait(
+        &mut self,
+        expected: &std::sync::Mutex<std::collections::BTreeSet<u32>>,
+    ) -> (u32, ExitStatus) {
+        loop {
+            let live: Vec<&mut Running> = self
+                .procs
+                .iter_mut()
+                .filter(|p| p.exited.is_none())
+                .collect();
+            if live.is_empty() {
+                return std::future::pending().await;
+            }
+            let pids: Vec<u32> = live.iter().map(|p| p.pid).collect();
+            let (st, k, _) =
+                futures::future::select_all(live.into_iter().map(|p| Box::pin(p.wait()))).await;
+            let pid = pids[k];
+            let on_purpose = expected
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .contains(&pid);
+            if !on_purpose {
+                return (pid, st);
+            }
+        }
+    }
+
+    /// Stops every replica at once (SIGTERM, SIGKILL after `grace`).
+    pub async fn stop(&mut self, grace: Duration) {
+        futures::future::join_all(self.procs.iter_mut().map(|p| p.stop(grace))).await;
+    }
+
+    /// The last `n` lines of the log of the replica `pid`.
+    pub fn log_tail(&self, pid: u32, n: usize) -> String {
+        self.procs
+            .iter()
+            .find(|p| p.pid == pid)
+            .map(|p| p.log_tail(n))
+            .unwrap_or_default()
+    }
+}
+
+/// Sends `sig` to process `pid` (a manager or replica the bench started).
+#[allow(unsafe_code)] // std can only SIGKILL a child, not stop, continue or kill another
+pub fn signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) on a process of the bench's own.
+    unsafe {
+        libc::kill(pid as libc::pid_t, sig);
     }
 }

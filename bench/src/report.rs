@@ -12,6 +12,7 @@ use crate::results::{Host, Origin, RunResult, ScenarioResult, Status};
 mod cells;
 pub mod plots;
 mod runs;
+mod shards;
 mod svg;
 mod tables;
 use cells::{
@@ -262,6 +263,7 @@ pub fn markdown(r: &Report, json_path: &Path, charts: &[ChartLink]) -> String {
     );
 
     write_summary(&mut o, r);
+    shards::write_shard_summary(&mut o, &r.scenarios);
     write_charts_across(&mut o, charts);
     for s in &r.scenarios {
         write_scenario(&mut o, s, r, charts);
@@ -413,8 +415,7 @@ fn write_scenario(o: &mut String, s: &ScenarioResult, r: &Report, charts: &[Char
         );
     }
     let _ = writeln!(o);
-    write_orders(o, s);
-    write_metrics(o, s);
+    write_comparisons(o, s);
     write_phases(o, s);
     write_scenario_charts(o, &s.scenario, charts);
     write_rss_curves(o, s);
@@ -423,6 +424,16 @@ fn write_scenario(o: &mut String, s: &ScenarioResult, r: &Report, charts: &[Char
     }
     for run in &s.reversed {
         write_run(o, run, " (opposite order)");
+    }
+}
+
+/// A sharded comparison's tables, or both orders and the metrics of upstream vs rkcm.
+fn write_comparisons(o: &mut String, s: &ScenarioResult) {
+    if shards::has_shards(s) {
+        shards::write_shards(o, s);
+    } else {
+        write_orders(o, s);
+        write_metrics(o, s);
     }
 }
 
@@ -442,7 +453,7 @@ fn write_summary(o: &mut String, r: &Report) {
         "| Scenario | Converge | CPU whole run | Peak RSS | API requests | API server CPU |"
     );
     let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|");
-    for s in &r.scenarios {
+    for s in r.scenarios.iter().filter(|s| !shards::has_shards(s)) {
         let (Some(u), Some(k)) = (
             ok_run(&s.runs, Manager::Upstream),
             ok_run(&s.runs, Manager::Rkcm),

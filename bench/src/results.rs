@@ -206,6 +206,14 @@ pub struct RunResult {
     pub peak_rss_bytes: Option<u64>,
     /// The largest VmRSS sampled every 100 ms.
     pub max_sampled_rss_bytes: Option<u64>,
+    /// A sharded run's replicas, each: `VmHWM` at the end (or just before a kill on purpose);
+    /// `peak_rss_bytes` is the largest of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replica_peak_rss_bytes: Vec<u64>,
+    /// A sharded run's replicas, each: CPU seconds over the run; `cpu_seconds_total` is
+    /// their sum.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replica_cpu_seconds: Vec<f64>,
     /// `RssAnon` of `/proc/<pid>/status` just before the manager was stopped: its heap and
     /// stacks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -268,6 +276,8 @@ impl RunResult {
             cpu_seconds_total: None,
             peak_rss_bytes: None,
             max_sampled_rss_bytes: None,
+            replica_peak_rss_bytes: Vec::new(),
+            replica_cpu_seconds: Vec::new(),
             rss_anon_bytes: None,
             rss_file_bytes: None,
             rss_curve: Vec::new(),

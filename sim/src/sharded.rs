@@ -61,6 +61,7 @@ fn config(ring: Ring, identity: &str) -> ShardConfig {
         lease_duration: LEASE_DURATION,
         renew_deadline: RENEW_DEADLINE,
         retry_period: RETRY_PERIOD,
+        server_selector: true,
     }
 }
 

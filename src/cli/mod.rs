@@ -209,6 +209,31 @@ pub struct Notice {
 }
 
 impl Cli {
+    /// Sharded mode's Lease ring config from the flags (`--rkcm-shards`, the
+    /// `--leader-elect-*` timings and namespace, `--rkcm-shard-selector`) for the replica
+    /// `identity`; `None` when sharded mode is off.
+    pub fn shard_config(
+        &self,
+        identity: &str,
+    ) -> anyhow::Result<Option<rkcm_runtime::shard::ShardConfig>> {
+        if self.rkcm.rkcm_shards == 0 {
+            return Ok(None);
+        }
+        let le = &self.leader;
+        let ring = rkcm_runtime::shard::Ring::new(self.rkcm.rkcm_shards)
+            .map_err(|e| anyhow::anyhow!("--rkcm-shards: {e}"))?;
+        Ok(Some(rkcm_runtime::shard::ShardConfig {
+            ring,
+            namespace: le.leader_elect_resource_namespace.clone(),
+            prefix: rkcm_runtime::shard::LEASE_PREFIX.to_owned(),
+            identity: identity.to_owned(),
+            lease_duration: le.leader_elect_lease_duration.to_std(),
+            renew_deadline: le.leader_elect_renew_deadline.to_std(),
+            retry_period: le.leader_elect_retry_period.to_std(),
+            server_selector: self.rkcm.rkcm_shard_selector,
+        }))
+    }
+
     /// Upstream validation (`options.go` `Validate`) plus rkcm's deliberate restrictions. Returns
     /// every failure.
     pub fn validate(&self) -> Vec<String> {

@@ -127,6 +127,17 @@ pub struct RkcmFlags {
     /// Lease rkcm-shard-global. Every replica of one ring needs the same value.
     #[arg(long, default_value = "0", value_parser = parse_shards, value_name = "int")]
     pub rkcm_shards: u32,
+
+    /// Not upstream, true by default: in sharded mode (--rkcm-shards), the informers send the
+    /// API server the held ranges as a shard selector (gate ShardedListAndWatch), so that it
+    /// sends only their namespaces' objects. False: they list and watch every namespace and
+    /// keep only the held ranges' objects, dropping the rest as it arrives (for a server
+    /// without the gate, which ignores the selector, or to compare the two; the same objects
+    /// are cached either way, at the cost of the others' traffic and decoding).
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value = "true", value_parser = parse_go_bool,
+          value_name = "bool")]
+    pub rkcm_shard_selector: bool,
 }
 
 /// `--rkcm-shards`: 0 (off) or a ring size.

@@ -122,6 +122,7 @@ fn defaults_equal_upstream() {
         ("rkcm-deployment-stale-cache-guard", "true"),
         ("rkcm-kube-api-concurrency", "16"),
         ("rkcm-retry-ignores-early-failures", "true"),
+        ("rkcm-shard-selector", "true"),
         ("rkcm-shards", "0"),
         ("rkcm-statefulset-recover-stuck-after", "5m0s"),
         ("rkcm-statefulset-recover-stuck-rollout", "false"),
@@ -602,4 +603,19 @@ fn client_options_from_flags() {
     assert_eq!(o.kubeconfig, Some(PathBuf::from("/k")));
     assert_eq!(o.master, None);
     assert_eq!((o.qps, o.burst), (5.0, 7));
+}
+
+/// `--rkcm-shard-selector` reaches the shard config: on by default, off when set false (the
+/// informers then send no shard selector); no config when sharded mode is off.
+#[test]
+fn shard_selector_flag_reaches_the_shard_config() {
+    let on = run(&["--rkcm-shards=64"]).expect("parses");
+    let cfg = on.shard_config("me").expect("config").expect("sharded");
+    assert!(cfg.server_selector);
+    assert_eq!(cfg.ring.len(), 64);
+    let off = run(&["--rkcm-shards=64", "--rkcm-shard-selector=false"]).expect("parses");
+    let cfg = off.shard_config("me").expect("config").expect("sharded");
+    assert!(!cfg.server_selector);
+    let none = run(&["--rkcm-shard-selector=false"]).expect("parses");
+    assert!(none.shard_config("me").expect("config").is_none());
 }

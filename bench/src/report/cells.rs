@@ -20,6 +20,8 @@ pub(super) fn manager_label(m: Manager) -> &'static str {
     match m {
         Manager::Upstream => "upstream kube-controller-manager",
         Manager::Rkcm => "rkcm",
+        Manager::RkcmShards => "rkcm sharded (server selector)",
+        Manager::RkcmShardsClient => "rkcm sharded (client filter)",
     }
 }
 
@@ -66,13 +68,6 @@ pub(super) fn mean_of_orders(
 
 /// Who ran first in `runs`, for a row label.
 pub(super) fn order_label(runs: &[RunResult]) -> String {
-    runs.first().map_or_else(String::new, |r| {
-        format!(
-            "{} first",
-            match r.manager {
-                Manager::Upstream => "upstream",
-                Manager::Rkcm => "rkcm",
-            }
-        )
-    })
+    runs.first()
+        .map_or_else(String::new, |r| format!("{} first", r.manager.name()))
 }

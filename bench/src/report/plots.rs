@@ -44,6 +44,8 @@ fn color(m: Manager) -> &'static str {
     match m {
         Manager::Upstream => "#e66101",
         Manager::Rkcm => "#5e3c99",
+        Manager::RkcmShards => "#1b9e77",
+        Manager::RkcmShardsClient => "#7570b3",
     }
 }
 

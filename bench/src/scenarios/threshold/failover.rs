@@ -15,7 +15,7 @@ use serde_json::json;
 use super::phases::wait_synced;
 use super::shared::{LEASE, Threshold, ns_of};
 use crate::harness::{Env, Probe};
-use crate::manager::{Manager, Running};
+use crate::manager::Running;
 use crate::scenarios::envelope::mix::{self, Kind};
 use crate::{audit, latency};
 
@@ -58,11 +58,7 @@ pub async fn run(t: &Threshold, env: &Env, probe: &Probe) -> anyhow::Result<f64>
 }
 
 async fn replicas(t: &Threshold, env: &Env, probe: &Probe) -> anyhow::Result<f64> {
-    let m = if probe.manager_user() == Manager::Rkcm.user() {
-        Manager::Rkcm
-    } else {
-        Manager::Upstream
-    };
+    let m = probe.manager();
     let leases: Api<Lease> = Api::namespaced(env.client.clone(), "kube-system");
     match leases.delete(LEASE, &DeleteParams::default()).await {
         Ok(_) => {}

@@ -13,7 +13,9 @@
 //!   the audit log's reaction latency as in the envelope;
 //! - **failover**: the measured manager paused, two replicas with leader election started
 //!   (the second once the first leads and has synced), the leader SIGKILLed, a Deployment
-//!   scaled right after; time from the kill to the standby's first write for it.
+//!   scaled right after; time from the kill to the standby's first write for it. A sharded
+//!   run's (several replicas, `--rkcm-shards`): the replica holding the Deployment's range
+//!   SIGKILLed instead; time until its ranges are held again, and to the first write.
 //!
 //! The plane is loaded once (a marker ConfigMap records the size) and shared by every run;
 //! the last run removes it unless `--keep-loaded`.
@@ -23,6 +25,7 @@ mod load;
 mod objects;
 mod phases;
 mod queues;
+mod shard_failover;
 mod shared;
 
 use std::collections::BTreeMap;
@@ -173,7 +176,21 @@ impl Scenario for Threshold {
         phases::cold_start(self, env, state, probe).await?;
         phases::settled(self, state, probe).await?;
         phases::reaction(self, env, state, probe).await?;
-        if !self.args.no_failover {
+        if self.args.no_failover {
+        } else if probe.manager().is_sharded() {
+            let m = shard_failover::run(self, env, probe, env.sharding.ranges).await?;
+            state
+                .metrics
+                .push(metric("failover: ranges held again", m.reowned, "s"));
+            state
+                .metrics
+                .push(metric("failover: first write", m.first_write, "s"));
+            state.metrics.push(metric(
+                "failover: ranges of the killed replica",
+                m.ranges as f64,
+                "",
+            ));
+        } else {
             let secs = failover::run(self, env, probe).await?;
             state.metrics.push(metric("failover", secs, "s"));
         }

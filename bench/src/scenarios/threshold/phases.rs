@@ -66,8 +66,8 @@ pub async fn wait_synced(
 /// and when the first pass was done: the later of that and the start of the trailing stretch
 /// of quiet scrapes.
 async fn first_pass(
-    log: &std::path::Path,
-    port: u16,
+    logs: &[std::path::PathBuf],
+    ports: &[u16],
     mut sample: impl FnMut(),
 ) -> anyhow::Result<(Instant, Instant)> {
     let deadline = Instant::now() + COLD_TIMEOUT;
@@ -77,14 +77,26 @@ async fn first_pass(
     let mut quiet_scrapes = 0usize;
     loop {
         let at = Instant::now();
-        let text = std::fs::read_to_string(log).unwrap_or_default();
-        let now = text.matches(SYNCED_LINE).count();
+        // A sharded run's replicas: every one has synced, the count is over all of them.
+        let counts: Vec<usize> = logs
+            .iter()
+            .map(|l| {
+                std::fs::read_to_string(l)
+                    .unwrap_or_default()
+                    .matches(SYNCED_LINE)
+                    .count()
+            })
+            .collect();
+        let now = if counts.contains(&0) {
+            0
+        } else {
+            counts.iter().sum()
+        };
         if now != count {
             (count, synced) = (now, at);
         }
         sample();
-        if let Ok(metrics) = queues::scrape(port).await {
-            let s = queues::parse(&metrics);
+        if let Ok(s) = queues::scrape_all(ports).await {
             match quiet {
                 Some((adds, _)) if s.depth == 0.0 && s.adds == adds => quiet_scrapes += 1,
                 _ if s.depth == 0.0 && s.adds > 0.0 => {
@@ -104,7 +116,10 @@ async fn first_pass(
         anyhow::ensure!(
             Instant::now() < deadline,
             "{}: no first pass after {} s ({count} \"{SYNCED_LINE}\" lines, {quiet_scrapes} quiet scrapes)",
-            log.display(),
+            logs.iter()
+                .map(|l| l.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
             COLD_TIMEOUT.as_secs()
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -130,7 +145,7 @@ pub async fn cold_start(
         }
     };
     probe.progress("cold start: waiting for the informers to sync and the queues to drain");
-    let (synced, done) = first_pass(probe.log(), t.args.metrics_port, &mut sample).await?;
+    let (synced, done) = first_pass(probe.logs(), &ports(t, probe), &mut sample).await?;
     probe.mark_at("synced", synced);
     probe.mark_at("first pass done", done);
     let cold = probe.elapsed().saturating_sub(done.elapsed());
@@ -153,10 +168,22 @@ pub async fn cold_start(
     state
         .metrics
         .push(metric("writes during cold start", w as f64, ""));
-    if let Some(b) = procfs::status_bytes(probe.manager_pid(), "VmHWM") {
+    if let Some(b) = probe.manager_peak_rss_bytes() {
         state
             .metrics
             .push(metric("peak RSS by the first pass", mib(b), "MiB"));
+    }
+    if probe.manager_pids().len() > 1 {
+        let sum: u64 = probe
+            .manager_pids()
+            .iter()
+            .filter_map(|&p| procfs::status_bytes(p, "VmHWM"))
+            .sum();
+        state.metrics.push(metric(
+            "peak RSS by the first pass, sum of replicas",
+            mib(sum),
+            "MiB",
+        ));
     }
     let cpu1 = plane_cpu(env);
     for (name, after) in cpu1 {
@@ -189,6 +216,13 @@ pub async fn settled(t: &Threshold, state: &mut State, probe: &Probe) -> anyhow:
     let rss = probe.manager_rss_bytes();
     let cpu1 = probe.manager_cpu_seconds();
     probe.end(phase, "");
+    if probe.manager_pids().len() > 1
+        && let Some(sum) = probe.manager_rss_sum_bytes()
+    {
+        state
+            .metrics
+            .push(metric("RSS settled, sum of replicas", mib(sum), "MiB"));
+    }
     if let Some(b) = rss {
         state.metrics.push(metric("RSS settled", mib(b), "MiB"));
         state.metrics.push(metric(
@@ -325,19 +359,19 @@ pub async fn reaction(
     state: &mut State,
     probe: &Probe,
 ) -> anyhow::Result<()> {
-    let port = t.args.metrics_port;
+    let ports = ports(t, probe);
     let audit0 = audit::offset(&env.audit_log)?;
-    let before = queues::parse(&queues::scrape(port).await?);
+    let before = queues::scrape_all(&ports).await?;
     let phase = probe.begin("reaction idle");
     let idle_from = jiff::Timestamp::now();
     for r in 0..t.args.probes {
         probe.progress(format!("idle probe {}/{}", r + 1, t.args.probes));
         change(t, env, r, t.next_cursor()).await?;
-        queues::wait_quiet(port, Duration::from_millis(500), QUIET_TIMEOUT).await?;
+        queues::wait_quiet(&ports, Duration::from_millis(500), QUIET_TIMEOUT).await?;
     }
     let idle_to = jiff::Timestamp::now();
     probe.end(phase, format!("{} changes", t.args.probes));
-    let mid = queues::parse(&queues::scrape(port).await?);
+    let mid = queues::scrape_all(&ports).await?;
     let phase = probe.begin("reaction burst");
     let n = t.args.burst_changes;
     let changes = (0..4 * n).map(|i| {
@@ -346,9 +380,9 @@ pub async fn reaction(
     });
     futures::future::try_join_all(changes).await?;
     probe.progress("burst: waiting for the queues to go quiet");
-    queues::wait_quiet(port, Duration::from_millis(500), QUIET_TIMEOUT).await?;
+    queues::wait_quiet(&ports, Duration::from_millis(500), QUIET_TIMEOUT).await?;
     probe.end(phase, format!("{} changes", 4 * n));
-    let after = queues::parse(&queues::scrape(port).await?);
+    let after = queues::scrape_all(&ports).await?;
     state.metrics.extend(queue_metrics(&before, &mid, "idle"));
     state.metrics.extend(queue_metrics(&mid, &after, "burst"));
     // The audit log's reaction latency, as in the envelope.
@@ -376,4 +410,12 @@ pub async fn reaction(
         }
     }
     Ok(())
+}
+
+/// The ports the manager's processes serve `/metrics` on: the scenario's, and for a sharded
+/// run's replica `i` that plus `i` (see `harness::replica_args`).
+pub fn ports(t: &Threshold, probe: &Probe) -> Vec<u16> {
+    (0..probe.manager_pids().len())
+        .map(|i| t.args.metrics_port + i as u16)
+        .collect()
 }

@@ -175,11 +175,33 @@ pub async fn scrape(port: u16) -> anyhow::Result<String> {
     String::from_utf8(out.stdout).context("metrics are not UTF-8")
 }
 
-/// Polls `/metrics` until every queue is empty and no item was added over one `step`
-/// (checked twice in a row), at most `timeout`. Returns the scrape that closed the quiet
-/// stretch and when its first scrape was taken.
+/// The work queues of every manager process serving on `ports` (a sharded run's replicas)
+/// as one scrape: depths and adds summed, each process's histograms kept apart (queue name
+/// `<name>#<i>` for the `i`th port after the first), so that differencing and merging work as
+/// for one process.
+pub async fn scrape_all(ports: &[u16]) -> anyhow::Result<Scrape> {
+    let mut out = Scrape::default();
+    for (i, &port) in ports.iter().enumerate() {
+        let one = parse(&scrape(port).await?);
+        out.depth += one.depth;
+        out.adds += one.adds;
+        for ((metric, queue), h) in one.histograms {
+            let queue = if i == 0 {
+                queue
+            } else {
+                format!("{queue}#{i}")
+            };
+            out.histograms.insert((metric, queue), h);
+        }
+    }
+    Ok(out)
+}
+
+/// Polls `/metrics` of every port until every queue is empty and no item was added over one
+/// `step` (checked twice in a row), at most `timeout`. Returns the scrape that closed the
+/// quiet stretch and when its first scrape was taken.
 pub async fn wait_quiet(
-    port: u16,
+    ports: &[u16],
     step: Duration,
     timeout: Duration,
 ) -> anyhow::Result<(Scrape, std::time::Instant)> {
@@ -187,9 +209,8 @@ pub async fn wait_quiet(
     let mut last: Option<(Scrape, std::time::Instant)> = None;
     loop {
         let at = std::time::Instant::now();
-        match scrape(port).await {
-            Ok(text) => {
-                let now = parse(&text);
+        match scrape_all(ports).await {
+            Ok(now) => {
                 if let Some((prev, since)) = &last
                     && prev.depth == 0.0
                     && now.depth == 0.0

@@ -150,11 +150,12 @@ impl Scope {
     }
 
     /// The API server's shard selector for type `K`: the held ranges, for a namespaced type
-    /// in sharded mode (none when nothing or everything is held).
+    /// in sharded mode (none when nothing or everything is held, or when the config says not
+    /// to send one: then the client filter of [`Scope::contains`] alone keeps the ranges).
     pub(super) fn shard_selector<K: Resource>(&self) -> Option<String> {
         match self {
             Scope::Shards(ShardScope(shards)) | Scope::ShardsIn(ShardScope(shards), _)
-                if is_namespaced::<K>() =>
+                if is_namespaced::<K>() && shards.config().server_selector =>
             {
                 let held = shards.held_ranges();
                 if held.is_empty() {

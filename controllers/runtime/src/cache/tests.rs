@@ -929,3 +929,29 @@ fn shard_scope_selects_the_held_ranges_and_next_to_nothing_when_none_is_held() {
     );
     assert!(within.contains(Some("t1")) && !within.contains(Some("t2")));
 }
+
+/// `--rkcm-shard-selector=false`: a sharded scope sends no shard selector, whatever is held,
+/// and the client filter still keeps only the held ranges.
+#[test]
+fn shard_scope_without_server_selector_sends_none_and_filters_on_the_client() {
+    use crate::shard::{Ring, ShardConfig, Shards};
+    let ring = Ring::new(8).expect("ring");
+    let cfg = ShardConfig {
+        server_selector: false,
+        ..ShardConfig::with_defaults(ring, "kube-system", "me")
+    };
+    let shards = Shards::new(cfg, crate::clock::system());
+    let until = tokio::time::Instant::now() + Duration::from_secs(3600);
+    shards.assume_held([(ring.range_of("default"), until)].into());
+    let scope = Scope::Shards(super::ShardScope(shards.clone()));
+    assert_eq!(scope.shard_selector::<Pod>(), None);
+    assert!(scope.contains(Some("default")));
+    let other = (0..100)
+        .map(|i| format!("ns-{i}"))
+        .find(|ns| ring.range_of(ns) != ring.range_of("default"))
+        .expect("a namespace of another range");
+    assert!(!scope.contains(Some(&other)));
+    shards.assume_held(Default::default());
+    assert_eq!(scope.shard_selector::<Pod>(), None);
+    assert!(!scope.contains(Some("default")));
+}

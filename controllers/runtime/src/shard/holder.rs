@@ -58,6 +58,11 @@ pub struct ShardConfig {
     pub lease_duration: Duration,
     pub renew_deadline: Duration,
     pub retry_period: Duration,
+    /// Whether the informers send the API server the held ranges as a shard selector
+    /// (`--rkcm-shard-selector`, on by default). Off, they list and watch every namespace and
+    /// keep only the held ranges' objects: for a server without gate ShardedListAndWatch, or
+    /// to compare the two.
+    pub server_selector: bool,
 }
 
 impl ShardConfig {
@@ -72,6 +77,7 @@ impl ShardConfig {
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
+            server_selector: true,
         }
     }
 

@@ -177,6 +177,7 @@ async fn informers_follow_the_held_ranges() -> anyhow::Result<()> {
                 lease_duration: Duration::from_secs(6),
                 renew_deadline: Duration::from_secs(4),
                 retry_period: Duration::from_millis(500),
+                server_selector: true,
             },
             rkcm_runtime::clock::system(),
         )

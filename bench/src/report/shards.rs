@@ -1,0 +1,281 @@
+//! Sharded rkcm (several replicas, `--rkcm-shards`) against one rkcm of the same run: the
+//! ratios issue 54 sets targets for (peak RSS per replica, total CPU, API requests and the API
+//! server's CPU, reaction p99), per order and as the mean of both orders.
+
+use std::fmt::Write as _;
+
+use super::cells::{
+    APISERVER, cpu, manager_label, mib, ok_run, order_label, plane_cpu, ratio, total_requests,
+};
+use crate::manager::Manager;
+use crate::results::{RunResult, ScenarioResult};
+
+const SHARDED: [Manager; 2] = [Manager::RkcmShards, Manager::RkcmShardsClient];
+
+/// Whether the scenario ran a sharded manager.
+pub(super) fn has_shards(s: &ScenarioResult) -> bool {
+    s.runs.iter().any(|r| r.manager.is_sharded())
+}
+
+fn peak(r: &RunResult) -> Option<f64> {
+    r.peak_rss_bytes.map(|b| b as f64)
+}
+
+fn peak_sum(r: &RunResult) -> Option<f64> {
+    if r.replica_peak_rss_bytes.is_empty() {
+        peak(r)
+    } else {
+        Some(r.replica_peak_rss_bytes.iter().sum::<u64>() as f64)
+    }
+}
+
+/// The largest replica's RSS once the scenario settled (threshold: after its idle window;
+/// envelope: every pod cached), before any failover.
+fn settled(r: &RunResult) -> Option<f64> {
+    metric(r, "RSS settled").or_else(|| metric(r, "RSS settled (all pods cached)"))
+}
+
+fn api(r: &RunResult) -> Option<f64> {
+    plane_cpu(r, APISERVER)
+}
+
+fn metric(r: &RunResult, name: &str) -> Option<f64> {
+    r.metrics.iter().find(|m| m.name == name).map(|m| m.value)
+}
+
+/// `f` of `m`'s successful run in `runs`, or the mean over both orders when `runs` is `None`.
+fn value(
+    s: &ScenarioResult,
+    runs: Option<&[RunResult]>,
+    m: Manager,
+    f: &dyn Fn(&RunResult) -> Option<f64>,
+) -> Option<f64> {
+    match runs {
+        Some(runs) => f(ok_run(runs, m)?),
+        None => Some((f(ok_run(&s.runs, m)?)? + f(ok_run(&s.reversed, m)?)?) / 2.0),
+    }
+}
+
+/// The passes: each order's runs, and the mean of both when there are two.
+fn passes(s: &ScenarioResult) -> Vec<(String, Option<&[RunResult]>)> {
+    let mut out = vec![(order_label(&s.runs), Some(s.runs.as_slice()))];
+    if !s.reversed.is_empty() {
+        out.push((order_label(&s.reversed), Some(s.reversed.as_slice())));
+        out.push(("mean of both".to_string(), None));
+    }
+    out
+}
+
+/// The p99 metrics of the scenario whose sharded/single ratio is the largest, as
+/// `ratio (metric)`, over the metrics both have.
+fn worst_p99(s: &ScenarioResult, runs: Option<&[RunResult]>, m: Manager) -> String {
+    let names: Vec<&str> = s
+        .runs
+        .iter()
+        .flat_map(|r| &r.metrics)
+        .filter(|x| x.name.contains(" p99 "))
+        .map(|x| x.name.as_str())
+        .collect();
+    let mut worst: Option<(f64, &str)> = None;
+    for name in names {
+        let f = |r: &RunResult| metric(r, name);
+        if let (Some(a), Some(b)) = (value(s, runs, m, &f), value(s, runs, Manager::Rkcm, &f))
+            && b > 0.0
+            && worst.is_none_or(|(w, _)| a / b > w)
+        {
+            worst = Some((a / b, name));
+        }
+    }
+    worst.map_or("–".into(), |(w, n)| format!("{w:.2}× ({n})"))
+}
+
+/// The per-scenario tables: every pass's sharded runs against its single rkcm, then every
+/// scenario metric of each manager with the ratio.
+pub(super) fn write_shards(o: &mut String, s: &ScenarioResult) {
+    let _ = writeln!(
+        o,
+        "Sharded against one rkcm of the same pass (targets of issue 54: peak RSS per replica \
+         ≤ 0.4×, CPU of all replicas ≤ 1.1×, API requests and API server CPU ≤ 1.1×, reaction \
+         p99 unchanged). Peak RSS per replica: the largest replica's `VmHWM` at the end of the \
+         run; sum: every replica's `VmHWM` added (an upper bound of their RSS at one moment).\n"
+    );
+    let _ = writeln!(
+        o,
+        "| Pass | Manager | Replicas | Peak RSS per replica (MiB) | × | Sum of peaks (MiB) | × | CPU all replicas (s) | × | API requests | × | API server CPU (s) | × | Worst p99 × |"
+    );
+    let _ = writeln!(
+        o,
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+    );
+    for (label, runs) in passes(s) {
+        for m in [Manager::Rkcm, SHARDED[0], SHARDED[1]] {
+            let v = |f: &dyn Fn(&RunResult) -> Option<f64>| value(s, runs, m, f);
+            let x = |f: &dyn Fn(&RunResult) -> Option<f64>| {
+                if m == Manager::Rkcm {
+                    String::new()
+                } else {
+                    ratio(v(f), value(s, runs, Manager::Rkcm, f))
+                }
+            };
+            if v(&|r| Some(r.converge_seconds.unwrap_or(0.0))).is_none() {
+                continue;
+            }
+            let replicas = runs
+                .and_then(|r| ok_run(r, m))
+                .or_else(|| ok_run(&s.runs, m))
+                .map_or(1, |r| r.replica_peak_rss_bytes.len().max(1));
+            let _ = writeln!(
+                o,
+                "| {label} | {} | {replicas} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                manager_label(m),
+                mib(v(&peak).map(|b| b as u64)),
+                x(&peak),
+                mib(v(&peak_sum).map(|b| b as u64)),
+                x(&peak_sum),
+                cpu(v(&|r| r.cpu_seconds_total)),
+                x(&|r| r.cpu_seconds_total),
+                v(&total_requests).map_or("–".into(), |n| format!("{n:.0}")),
+                x(&total_requests),
+                cpu(v(&api)),
+                x(&api),
+                if m == Manager::Rkcm {
+                    String::new()
+                } else {
+                    worst_p99(s, runs, m)
+                },
+            );
+        }
+    }
+    let _ = writeln!(o);
+    write_shard_metrics(o, s);
+}
+
+/// Every scenario metric: one rkcm, each sharded variant and its ratio; the mean of both
+/// orders where there are two.
+fn write_shard_metrics(o: &mut String, s: &ScenarioResult) {
+    let mut names: Vec<(&str, &str)> = Vec::new();
+    for m in s.runs.iter().flat_map(|r| &r.metrics) {
+        if !names.iter().any(|(n, _)| *n == m.name) {
+            names.push((&m.name, &m.unit));
+        }
+    }
+    if names.is_empty() {
+        return;
+    }
+    let runs = if s.reversed.is_empty() {
+        Some(s.runs.as_slice())
+    } else {
+        None
+    };
+    let _ = writeln!(
+        o,
+        "Measures of the scenario ({}):\n",
+        if runs.is_some() {
+            "one order"
+        } else {
+            "means of both orders"
+        }
+    );
+    let _ = writeln!(
+        o,
+        "| Measure | {} | {} | × | {} | × |",
+        manager_label(Manager::Rkcm),
+        manager_label(SHARDED[0]),
+        manager_label(SHARDED[1])
+    );
+    let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|");
+    let show = |v: Option<f64>| {
+        v.map_or("–".into(), |v| {
+            if v.fract() == 0.0 {
+                format!("{v:.0}")
+            } else {
+                format!("{v:.2}")
+            }
+        })
+    };
+    for (name, unit) in names {
+        let f = |r: &RunResult| metric(r, name);
+        let one = value(s, runs, Manager::Rkcm, &f);
+        let a = value(s, runs, SHARDED[0], &f);
+        let b = value(s, runs, SHARDED[1], &f);
+        let label = if unit.is_empty() {
+            name.to_string()
+        } else {
+            format!("{name} ({unit})")
+        };
+        let _ = writeln!(
+            o,
+            "| {label} | {} | {} | {} | {} | {} |",
+            show(one),
+            show(a),
+            ratio(a, one),
+            show(b),
+            ratio(b, one)
+        );
+    }
+    let _ = writeln!(o);
+}
+
+/// One row per sharded scenario and variant: the ratios to one rkcm (means of both orders
+/// where there are two) and the failover.
+pub(super) fn write_shard_summary(o: &mut String, scenarios: &[ScenarioResult]) {
+    let with: Vec<&ScenarioResult> = scenarios.iter().filter(|s| has_shards(s)).collect();
+    if with.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "## Summary: sharded rkcm / one rkcm\n");
+    let _ = writeln!(
+        o,
+        "Issue 54's targets: peak RSS per replica ≤ 0.4×, CPU of all replicas ≤ 1.1×, API \
+         requests and API server CPU ≤ 1.1×, a killed replica's ranges held again within the \
+         lease duration + 5 s (20 s), reaction p99 unchanged. Means of both orders where the \
+         scenario ran in both. Peak RSS per replica: the largest replica's `VmHWM` at the end \
+         of the run (in the threshold after its failover, where the survivors took the killed \
+         replica's ranges); settled: the largest replica's RSS once settled, before any \
+         failover. Worst p99: the p99 measure (reaction by the audit log, work-queue \
+         histograms) whose ratio is the largest, with its name.\n"
+    );
+    let _ = writeln!(
+        o,
+        "| Scenario | Manager | Peak RSS per replica | Settled RSS per replica | CPU all replicas | API requests | API server CPU | Worst p99 | Ranges held again (s) | First write after the kill (s) |"
+    );
+    let _ = writeln!(o, "|---|---|---:|---:|---:|---:|---:|---|---:|---:|");
+    for s in with {
+        let runs = if s.reversed.is_empty() {
+            Some(s.runs.as_slice())
+        } else {
+            None
+        };
+        for m in SHARDED {
+            if ok_run(&s.runs, m).is_none() {
+                continue;
+            }
+            let x = |f: &dyn Fn(&RunResult) -> Option<f64>| {
+                ratio(value(s, runs, m, f), value(s, runs, Manager::Rkcm, f))
+            };
+            let failover = |name: &str| {
+                [&s.runs, &s.reversed]
+                    .iter()
+                    .filter_map(|r| ok_run(r, m).and_then(|r| metric(r, name)))
+                    .map(|v| format!("{v:.1}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let _ = writeln!(
+                o,
+                "| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                s.scenario,
+                manager_label(m),
+                x(&peak),
+                x(&settled),
+                x(&|r| r.cpu_seconds_total),
+                x(&total_requests),
+                x(&api),
+                worst_p99(s, runs, m),
+                failover("failover: ranges held again"),
+                failover("failover: first write"),
+            );
+        }
+    }
+    let _ = writeln!(o);
+}
