@@ -262,11 +262,11 @@ fi
 step "benchmark plane in $DIR (AUDIT=1, KCM=0, NODES=$NODES, KWOK_POD_WORKERS=$KWOK_POD_WORKERS)"
 # 9>&-: the plane's processes (they outlive this script with BENCH_KEEP_PLANE=1) and the
 # managers the bench starts must not inherit the lock's descriptor.
-# The envelope's namespaces (bench-envelope-<manager>-<i>), whose pod creates the audit log
+# The envelope's namespaces (<i>-bench-envelope-<manager>), whose pod creates the audit log
 # keeps with their body.
 envelope_namespaces=""
 for m in upstream rkcm rkcm-shards rkcm-shards-client; do
-  for ((i = 0; i < 64; i++)); do envelope_namespaces+="bench-envelope-$m-$i,"; done
+  for ((i = 0; i < 64; i++)); do envelope_namespaces+="$i-bench-envelope-$m,"; done
 done
 plane() {
   RKCM_CLUSTER_DIR=$DIR AUDIT=1 KCM=0 NODES=$NODES KWOK_POD_WORKERS=$KWOK_POD_WORKERS \
@@ -358,7 +358,7 @@ for s in ${SCENARIOS//,/ }; do
     envelope)
       [ "$ENVELOPE_NAMESPACES" -le 64 ] || die "envelope: at most 64 namespaces (the audit policy names 64)"
       step "scenario envelope: $ENVELOPE_NAMESPACES namespaces x $ENVELOPE_PODS_PER_NAMESPACE pods on $(( ENVELOPE_NAMESPACES * ENVELOPE_NODES_PER_NAMESPACE )) kwok nodes of its own, $ENVELOPE_THROUGHPUT pods/s (managers: $MANAGERS; qps $QPS, burst $BURST)"
-      grep -q "bench-envelope-rkcm-0" "$DIR/audit-policy.yaml" 2>/dev/null ||
+      grep -q -- "- 0-bench-envelope-rkcm-shards-client$" "$DIR/audit-policy.yaml" 2>/dev/null ||
         warn "envelope: the running plane does not log pod creates with their body; pods made from generateName go unattributed in the reaction latency (restart the plane)"
       [ "$timeout" -ge "$ENVELOPE_TIMEOUT" ] || timeout=$ENVELOPE_TIMEOUT
       args=(envelope --namespaces "$ENVELOPE_NAMESPACES" --pods-per-namespace "$ENVELOPE_PODS_PER_NAMESPACE"

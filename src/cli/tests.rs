@@ -120,7 +120,7 @@ fn defaults_equal_upstream() {
         ("rkcm-daemonset-rollout-skip-not-ready-nodes", "false"),
         ("rkcm-deployment-rollback-on-progress-deadline", "false"),
         ("rkcm-deployment-stale-cache-guard", "true"),
-        ("rkcm-kube-api-concurrency", "16"),
+        ("rkcm-kube-api-concurrency", "0"),
         ("rkcm-retry-ignores-early-failures", "true"),
         ("rkcm-shard-selector", "true"),
         ("rkcm-shards", "0"),

@@ -49,7 +49,7 @@ pub fn classify_owner(owner: &str) -> Option<&'static str> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Workload {
     pub kind: Kind,
-    /// Index of its namespace in the run (`<run namespace>-<index>`).
+    /// Index of its namespace in the run (`<index>-<run namespace>`).
     pub ns: usize,
     pub name: String,
     /// Replicas (Deployment, StatefulSet), completions = parallelism (Job), 1 (CronJob's

@@ -120,8 +120,11 @@ pub struct State {
 /// Reaction samples under load and in the idle probes phase.
 type Reactions = (Vec<latency::Sample>, Vec<latency::Sample>);
 
+/// The index first: names that differ only in their last characters hash into one range of
+/// a sharded ring (the API server's FNV-1a spreads the last bytes into the low bits only), and
+/// sharded runs need their namespaces spread over the ring.
 fn ns_of(run: &str, i: usize) -> String {
-    format!("{run}-{i}")
+    format!("{i}-{run}")
 }
 
 fn node_name(run: &str, i: usize) -> String {

@@ -23,7 +23,7 @@ use crate::results::Metric;
 use crate::scenarios::envelope::mix::{self, Kind, Workload};
 use crate::{k8s, nodes};
 
-/// The run's name: namespaces `bench-threshold-<i>`, nodes `bench-threshold-n<i>`.
+/// The run's name: namespaces `<i>-bench-threshold`, nodes `bench-threshold-n<i>`.
 pub const RUN: &str = "bench-threshold";
 /// The Lease the failover replicas elect over (kube-system).
 pub(super) const LEASE: &str = "rkcm-bench-threshold";
@@ -104,8 +104,10 @@ impl Plan {
     }
 }
 
+/// The index first, so that a sharded ring spreads the namespaces (see the envelope's
+/// `ns_of`).
 pub fn ns_of(i: usize) -> String {
-    format!("{RUN}-{i}")
+    format!("{i}-{RUN}")
 }
 
 pub fn node_name(i: usize) -> String {

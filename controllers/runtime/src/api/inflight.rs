@@ -27,8 +27,8 @@ use tower::{BoxError, Layer, Service};
 
 use super::client::{call_inner, is_watch};
 
-/// Requests a client has in flight at most, by default.
-pub const DEFAULT_CONCURRENCY: usize = 16;
+/// Requests a client has in flight at most, by default: no bound (0).
+pub const DEFAULT_CONCURRENCY: usize = 0;
 
 /// The bound [`InflightLayer::configured`] uses; 0 means none.
 static CONCURRENCY: AtomicUsize = AtomicUsize::new(DEFAULT_CONCURRENCY);
