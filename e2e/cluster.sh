@@ -259,7 +259,8 @@ cmd_up() {
   write_kubeconfig "$RUN/kubeconfig-rkcm" rkcm
   write_kubeconfig "$RUN/kubeconfig-kcm" kcm
   local u
-  for u in ${EXTRA_USERS//,/ }; do write_kubeconfig "$RUN/kubeconfig-$u" "$u"; done
+  extra_users=${EXTRA_USERS:-}
+  for u in ${extra_users//,/ }; do write_kubeconfig "$RUN/kubeconfig-$u" "$u"; done
   local audit=()
   if [ "${AUDIT:-0}" = 1 ]; then
     {
