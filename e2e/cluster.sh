@@ -258,8 +258,7 @@ cmd_up() {
   write_kubeconfig "$RUN/kubeconfig" admin
   write_kubeconfig "$RUN/kubeconfig-rkcm" rkcm
   write_kubeconfig "$RUN/kubeconfig-kcm" kcm
-  local u
-  extra_users=${EXTRA_USERS:-}
+  local u extra_users=${EXTRA_USERS:-}
   for u in ${extra_users//,/ }; do write_kubeconfig "$RUN/kubeconfig-$u" "$u"; done
   local audit=()
   if [ "${AUDIT:-0}" = 1 ]; then
