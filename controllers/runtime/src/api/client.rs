@@ -52,6 +52,9 @@ use crate::error::Error;
 use crate::explain::decisions;
 use crate::queue::flowcontrol::{RateLimiter, client_limiter};
 
+use super::service::call_inner;
+pub use super::service::is_watch;
+
 /// client-go `rest.Request` retries a `Retry-After` response at most this many times.
 pub const MAX_RETRIES: u32 = 10;
 
@@ -586,37 +589,6 @@ where
             }
         }
     }
-}
-
-/// Calls the inner service once, holding its lock only while polling readiness and calling.
-pub(super) async fn call_inner<S, B>(
-    inner: &Mutex<S>,
-    req: Request<Body>,
-) -> Result<Response<B>, BoxError>
-where
-    S: Service<Request<Body>, Response = Response<B>>,
-    S::Error: Into<BoxError>,
-{
-    let mut req = Some(req);
-    let fut = std::future::poll_fn(|cx| {
-        let mut svc = inner.lock();
-        match svc.poll_ready(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(Err(err)) => Poll::Ready(Err(err.into())),
-            Poll::Ready(Ok(())) => match req.take() {
-                Some(req) => Poll::Ready(Ok(svc.call(req))),
-                None => Poll::Ready(Err(BoxError::from("request already sent"))),
-            },
-        }
-    })
-    .await?;
-    fut.await.map_err(Into::into)
-}
-
-/// True for watch requests: kube puts `watch=true` in the query.
-pub fn is_watch(uri: &http::Uri) -> bool {
-    uri.query()
-        .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"))
 }
 
 /// client-go `checkWait`: retry a 429 or any 5xx only when the server sent an integer

@@ -25,7 +25,7 @@ use parking_lot::Mutex;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower::{BoxError, Layer, Service};
 
-use super::client::{call_inner, is_watch};
+use super::service::{call_inner, is_watch};
 
 /// Requests a client has in flight at most, by default: no bound (0).
 pub const DEFAULT_CONCURRENCY: usize = 0;

@@ -5,5 +5,6 @@ pub mod client;
 pub mod inflight;
 pub mod protobuf;
 pub mod server_version;
+mod service;
 pub mod write;
 pub mod written;
