@@ -460,6 +460,23 @@ where
     delete_all_pods(client, ns, Duration::from_secs(600)).await
 }
 
+/// Deletes every workload object of namespace `ns` (CronJobs and Jobs first, then
+/// Deployments, StatefulSets, DaemonSets, ReplicaSets and revisions), each kind until none is
+/// left; pods are the caller's.
+pub async fn delete_workload_objects(client: &Client, ns: &str) -> anyhow::Result<()> {
+    use k8s_openapi::api::apps::v1::{
+        ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet,
+    };
+    use k8s_openapi::api::batch::v1::{CronJob, Job};
+    delete_every::<CronJob>(client, ns, "cronjobs").await?;
+    delete_every::<Job>(client, ns, "jobs").await?;
+    delete_every::<Deployment>(client, ns, "deployments").await?;
+    delete_every::<StatefulSet>(client, ns, "statefulsets").await?;
+    delete_every::<DaemonSet>(client, ns, "daemonsets").await?;
+    delete_every::<ReplicaSet>(client, ns, "replicasets").await?;
+    delete_every::<ControllerRevision>(client, ns, "controllerrevisions").await
+}
+
 /// Deletes every `K` (`what`: its kind, plural) of namespace `ns`, again every 200 ms until
 /// none is left; fails when some are still there after 60 s. Background propagation: no
 /// garbage collector runs on the plane, so no finalizer may wait for one.

@@ -34,10 +34,6 @@ mod writes;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::{
-    ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet,
-};
-use k8s_openapi::api::batch::v1::{CronJob, Job};
 use kube::ResourceExt;
 
 use self::mix::{Kind, Workload};
@@ -447,13 +443,7 @@ impl Scenario for Envelope {
         for i in 0..self.args.namespaces {
             let ns = ns_of(ns, i);
             let r = async {
-                k8s::delete_every::<CronJob>(c, &ns, "cronjobs").await?;
-                k8s::delete_every::<Job>(c, &ns, "jobs").await?;
-                k8s::delete_every::<Deployment>(c, &ns, "deployments").await?;
-                k8s::delete_every::<StatefulSet>(c, &ns, "statefulsets").await?;
-                k8s::delete_every::<DaemonSet>(c, &ns, "daemonsets").await?;
-                k8s::delete_every::<ReplicaSet>(c, &ns, "replicasets").await?;
-                k8s::delete_every::<ControllerRevision>(c, &ns, "controllerrevisions").await?;
+                k8s::delete_workload_objects(c, &ns).await?;
                 k8s::delete_all_pods(c, &ns, Duration::from_secs(600)).await
             }
             .await;

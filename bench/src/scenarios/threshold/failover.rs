@@ -13,10 +13,9 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::phases::wait_synced;
-use super::shared::{LEASE, Threshold, ns_of};
+use super::shared::{LEASE, Threshold, failover_target, ns_of};
 use crate::harness::{Env, Probe};
 use crate::manager::Running;
-use crate::scenarios::envelope::mix::{self, Kind};
 use crate::{audit, latency};
 
 /// How long a replica may take to lead, sync or answer.
@@ -92,12 +91,7 @@ async fn replicas(t: &Threshold, env: &Env, probe: &Probe) -> anyhow::Result<f64
     // A standby that syncs its caches before it leads says so; one that does not logs nothing
     // more: either way, its log goes quiet.
     wait_quiet_log(&b.log, Duration::from_secs(10), WAIT).await?;
-    let target = t
-        .plan
-        .workloads
-        .iter()
-        .find(|w| w.kind == Kind::Deployment && w.pods <= mix::MEDIUM)
-        .context("no Deployment to scale")?;
+    let target = failover_target(&t.plan)?;
     let api: Api<Deployment> = Api::namespaced(env.client.clone(), &ns_of(target.ns));
     let d = api
         .get(&target.name)

@@ -14,10 +14,9 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use rkcm_runtime::shard::{LEASE_PREFIX, Ring};
 use serde_json::json;
 
-use super::shared::{Threshold, ns_of};
+use super::shared::{Threshold, failover_target, ns_of};
 use crate::harness::{Env, Probe};
 use crate::manager::SHARD_NAMESPACE;
-use crate::scenarios::envelope::mix::{self, Kind};
 use crate::{audit, latency};
 
 /// How long the replicas may take to hold the whole ring, re-own the ranges, or answer.
@@ -120,12 +119,7 @@ pub async fn run(t: &Threshold, env: &Env, probe: &Probe, ranges: u32) -> anyhow
         h.len() == ranges as usize && h.values().all(|id| ids.contains_key(id))
     })
     .await?;
-    let target = t
-        .plan
-        .workloads
-        .iter()
-        .find(|w| w.kind == Kind::Deployment && w.pods <= mix::MEDIUM)
-        .context("no Deployment to scale")?;
+    let target = failover_target(&t.plan)?;
     let ns = ns_of(target.ns);
     let victim = before
         .get(&ring.range_of(&ns))

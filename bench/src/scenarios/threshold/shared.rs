@@ -8,10 +8,7 @@ use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use anyhow::Context;
-use k8s_openapi::api::apps::v1::{
-    ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet,
-};
-use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams};
@@ -270,18 +267,20 @@ pub(super) async fn strip_finalizers<K: k8s::Namespaced>(
     Ok(())
 }
 
+/// The Deployment a failover scales: the first medium or small one.
+pub(super) fn failover_target(plan: &Plan) -> anyhow::Result<&Workload> {
+    plan.workloads
+        .iter()
+        .find(|w| w.kind == Kind::Deployment && w.pods <= mix::MEDIUM)
+        .context("no Deployment to scale")
+}
+
 /// Removes everything of the run: every namespace's objects, then the nodes.
 pub(super) async fn remove(env: &Env, plan: &Plan) -> anyhow::Result<()> {
     let c = &env.client;
     for i in 0..plan.namespaces {
         let ns = ns_of(i);
-        k8s::delete_every::<CronJob>(c, &ns, "cronjobs").await?;
-        k8s::delete_every::<Job>(c, &ns, "jobs").await?;
-        k8s::delete_every::<Deployment>(c, &ns, "deployments").await?;
-        k8s::delete_every::<StatefulSet>(c, &ns, "statefulsets").await?;
-        k8s::delete_every::<DaemonSet>(c, &ns, "daemonsets").await?;
-        k8s::delete_every::<ReplicaSet>(c, &ns, "replicasets").await?;
-        k8s::delete_every::<ControllerRevision>(c, &ns, "controllerrevisions").await?;
+        k8s::delete_workload_objects(c, &ns).await?;
         strip_finalizers::<PersistentVolumeClaim>(c, &ns).await?;
         k8s::delete_every::<PersistentVolumeClaim>(c, &ns, "claims").await?;
         strip_finalizers::<Pod>(c, &ns).await?;
