@@ -4,6 +4,17 @@
 use crate::manager::Manager;
 use crate::results::{RunResult, ScenarioResult, Status};
 
+/// A measure's value: whole numbers without decimals, others with two; "–" when missing.
+pub(super) fn measure(v: Option<f64>) -> String {
+    v.map_or("–".into(), |v| {
+        if v.fract() == 0.0 {
+            format!("{v:.0}")
+        } else {
+            format!("{v:.2}")
+        }
+    })
+}
+
 pub(super) fn mib(b: Option<u64>) -> String {
     b.map_or("–".into(), |b| format!("{:.1}", b as f64 / 1048576.0))
 }

@@ -5,7 +5,8 @@
 use std::fmt::Write as _;
 
 use super::cells::{
-    APISERVER, cpu, manager_label, mib, ok_run, order_label, plane_cpu, ratio, total_requests,
+    APISERVER, cpu, manager_label, measure as show, mib, ok_run, order_label, plane_cpu, ratio,
+    total_requests,
 };
 use crate::manager::Manager;
 use crate::results::{RunResult, ScenarioResult};
@@ -184,15 +185,6 @@ fn write_shard_metrics(o: &mut String, s: &ScenarioResult) {
         manager_label(SHARDED[1])
     );
     let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|");
-    let show = |v: Option<f64>| {
-        v.map_or("–".into(), |v| {
-            if v.fract() == 0.0 {
-                format!("{v:.0}")
-            } else {
-                format!("{v:.2}")
-            }
-        })
-    };
     for (name, unit) in names {
         let f = |r: &RunResult| metric(r, name);
         let one = value(s, runs, Manager::Rkcm, &f);

@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 
 use super::cells::{
-    APISERVER, cpu, manager_label, mean_of_orders, mib, order_label, peak_rss, plane_cpu, ratio,
-    secs, total_requests,
+    APISERVER, cpu, manager_label, mean_of_orders, measure as show, mib, order_label, peak_rss,
+    plane_cpu, ratio, secs, total_requests,
 };
 use crate::manager::Manager;
 use crate::results::{RunResult, ScenarioResult};
@@ -105,15 +105,6 @@ pub(super) fn write_metrics(o: &mut String, s: &ScenarioResult) {
         manager_label(Manager::Rkcm)
     );
     let _ = writeln!(o, "|---|---:|---:|---:|");
-    let show = |v: Option<f64>| {
-        v.map_or("–".into(), |v| {
-            if v.fract() == 0.0 {
-                format!("{v:.0}")
-            } else {
-                format!("{v:.2}")
-            }
-        })
-    };
     for (name, unit) in names {
         let (u, k) = (value(Manager::Upstream, name), value(Manager::Rkcm, name));
         let label = if unit.is_empty() {
