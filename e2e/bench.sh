@@ -93,6 +93,10 @@
 #   BENCH_KWOK_POD_WORKERS=32      pod stages kwok plays at once (kwok's default is 4, which
 #                                  made every simulated kubelet wait on four workers: the mass
 #                                  rollout's deleted pods stayed terminating by thousands)
+#   BENCH_KWOK_NODE_LEASE_SECONDS=40   the kwok nodes' Lease duration (renewed every quarter
+#                                  of it): the threshold's thousands of nodes renew 100 Leases
+#                                  a second per 1 000 nodes at 40 s, which two shared cores pay
+#                                  for in every measurement; nothing on the plane reads them
 #   BENCH_NODES=30                 simulated (kwok) nodes of the plane, 110 pods each
 #                                  (replicaset needs RS_REPLICAS/110 of them, deployment
 #                                  DEPLOY_COUNT * (DEPLOY_REPLICAS + maxSurge 25%) / 110,
@@ -205,6 +209,7 @@ TIMEOUT=${BENCH_TIMEOUT:-900}
 CONCURRENCY=${BENCH_CONCURRENCY:-32}
 NODES=${BENCH_NODES:-30}
 KWOK_POD_WORKERS=${BENCH_KWOK_POD_WORKERS:-32}
+KWOK_NODE_LEASE_SECONDS=${BENCH_KWOK_NODE_LEASE_SECONDS:-40}
 REPORT=${BENCH_REPORT:-bench/reports/latest.md}
 REPORT_JSON=${REPORT%.md}.json
 if [ "$REPORT" = bench/reports/latest.md ]; then RESULTS=${BENCH_RESULTS:-bench/reports}
@@ -270,6 +275,7 @@ for m in upstream rkcm rkcm-shards rkcm-shards-client; do
 done
 plane() {
   RKCM_CLUSTER_DIR=$DIR AUDIT=1 KCM=0 NODES=$NODES KWOK_POD_WORKERS=$KWOK_POD_WORKERS \
+    KWOK_NODE_LEASE_SECONDS=$KWOK_NODE_LEASE_SECONDS \
     AUDIT_POD_CREATE_NAMESPACES=${envelope_namespaces%,} SCHEDULER_QPS=$SCHEDULER_QPS \
     SCHEDULER_BURST=$SCHEDULER_BURST bash "$here/cluster.sh" "$@" 9>&-
 }
@@ -280,6 +286,8 @@ if plane env >/dev/null 2>&1 && (. "$DIR/env.sh"; kubectl get --raw /readyz >/de
   # The report names the workers the running kwok has, not the ones asked for now.
   KWOK_POD_WORKERS=$(sed -n 's/^ *podPlayStageParallelism: *//p' "$DIR/kwok-config.yaml" 2>/dev/null || true)
   KWOK_POD_WORKERS=${KWOK_POD_WORKERS:-4}
+  KWOK_NODE_LEASE_SECONDS=$(tr '\0' '\n' <"$DIR/cmd/kwok" 2>/dev/null | sed -n 's/^--node-lease-duration-seconds=//p' || true)
+  KWOK_NODE_LEASE_SECONDS=${KWOK_NODE_LEASE_SECONDS:-unknown}
   # The plane runs no namespace controller: a namespace deleted there stays Terminating with
   # all its objects, and every manager under test would list and cache them.
   stuck=$(. "$DIR/env.sh"; kubectl get namespaces -o jsonpath='{range .items[?(@.status.phase=="Terminating")]}{.metadata.name}{" "}{end}') \
@@ -312,7 +320,7 @@ what="make bench"
 [ "${BENCH_ORDERS:-one}" = one ] || what="BENCH_ORDERS=$BENCH_ORDERS $what"
 [ -z "$suffix" ] || what="BENCH_MANAGERS=$MANAGERS BENCH_SHARD_REPLICAS=$SHARD_REPLICAS BENCH_SHARDS=$SHARDS $what"
 [ -z "${BENCH_RKCM_BIN:-}" ] || what="BENCH_RKCM_BIN=.../$(basename "$BENCH_RKCM_BIN") $what"
-plane_line="local plane from e2e/cluster.sh: etcd $ETCD_VERSION, kube-apiserver $K8S_VERSION with audit log (Metadata level, blocking; pod creates in the envelope's namespaces at Request level), kube-scheduler (client QPS $SCHEDULER_QPS, burst $SCHEDULER_BURST), kwok $KWOK_VERSION with $NODES simulated nodes and $KWOK_POD_WORKERS pod workers; no upstream manager besides the one under test"
+plane_line="local plane from e2e/cluster.sh: etcd $ETCD_VERSION, kube-apiserver $K8S_VERSION with audit log (Metadata level, blocking; pod creates in the envelope's namespaces at Request level), kube-scheduler (client QPS $SCHEDULER_QPS, burst $SCHEDULER_BURST), kwok $KWOK_VERSION with $NODES simulated nodes, $KWOK_POD_WORKERS pod workers and node Leases of $KWOK_NODE_LEASE_SECONDS s (renewed every quarter of it); no upstream manager besides the one under test"
 common=(--cluster-dir "$DIR" --managers "$MANAGERS" --qps "$QPS" --burst "$BURST"
   --concurrency "$CONCURRENCY" --logs-dir "$WORK/logs" "${rkcm_flags[@]}" "${orders[@]}"
   --shard-replicas "$SHARD_REPLICAS" --shards "$SHARDS"

@@ -43,6 +43,10 @@
 #   KWOK_POD_WORKERS=N      pod stages kwok plays at once (kwok's podPlayStageParallelism,
 #                           4 when unset): every simulated kubelet shares these workers, so a
 #                           mass rollout waits on them; the benchmark plane raises it
+#   KWOK_NODE_LEASE_SECONDS=40   the simulated nodes' Lease duration; kwok renews each node's
+#                           Lease every quarter of it (10 s, as a kubelet). Nothing on this plane
+#                           reads node Leases (no node lifecycle controller), so a plane with
+#                           thousands of nodes can lengthen it to keep renewals off two cores
 #
 # Besides the admin kubeconfig, the plane writes kubeconfig-<user> for the users "rkcm" and
 # "kcm" (both system:masters), so two managers under test are told apart by user name.
@@ -345,7 +349,7 @@ cmd_up() {
   start_proc kwok "$BIN/kwok" --kubeconfig="$RUN/kubeconfig" --config="$BIN/kwok-stages.yaml" \
     "${kwok_config[@]}" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-    --node-lease-duration-seconds=40 --server-address="127.0.0.1:$KP" --cidr=10.64.0.0/10
+    --node-lease-duration-seconds="${KWOK_NODE_LEASE_SECONDS:-40}" --server-address="127.0.0.1:$KP" --cidr=10.64.0.0/10
 
   cat >"$RUN/env.sh" <<EOF
 export KUBECONFIG=$RUN/kubeconfig
