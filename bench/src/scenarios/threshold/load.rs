@@ -131,6 +131,24 @@ pub async fn nodes(env: &crate::harness::Env, plan: &Plan) -> anyhow::Result<()>
     crate::nodes::wait_nodes_ready(env, RUN_LABEL, RUN, plan.nodes + plan.static_nodes).await
 }
 
+/// Creates again the kwok nodes a reaction phase deleted and waits until every node of the
+/// run is Ready: the pods still bound to them are no longer orphans, so the next manager's run
+/// starts from the cluster this one found instead of PodGC work left by this one.
+pub async fn restore_nodes(
+    env: &crate::harness::Env,
+    plan: &Plan,
+    names: &[String],
+) -> anyhow::Result<()> {
+    if names.is_empty() {
+        return Ok(());
+    }
+    crate::nodes::create_nodes(env, names, |name| {
+        crate::nodes::kwok_node_with_room(name, RUN_LABEL, RUN, 110)
+    })
+    .await?;
+    crate::nodes::wait_nodes_ready(env, RUN_LABEL, RUN, plan.nodes + plan.static_nodes).await
+}
+
 /// What loading one workload needs.
 struct Ctx<'a> {
     client: &'a Client,

@@ -8,7 +8,8 @@
 //! - **settled**: RSS and CPU over an idle window, RSS per cached pod;
 //! - **reaction**: single changes on a quiet manager (idle), then a burst of them (a
 //!   Deployment scaled, a StatefulSet's pod deleted, a running Job's pod finished, a node
-//!   deleted), each until the queues are quiet again; percentiles of the work-queue
+//!   deleted), each until the queues are quiet again (the deleted nodes are created again
+//!   afterwards, so the next run finds the cluster this one found); percentiles of the work-queue
 //!   histograms differenced over each window (both managers export upstream's names), and of
 //!   the audit log's reaction latency as in the envelope;
 //! - **failover**: the measured manager paused, two replicas with leader election started
@@ -74,7 +75,8 @@ impl Scenario for Threshold {
              ({settled} s idle), **reaction** ({probes} single changes on a quiet manager, \
              then a burst of {burst} of each kind: a Deployment scaled by one, a StatefulSet's \
              pod deleted, a running Job's pod finished, a node deleted; percentiles of the \
-             work-queue histograms over each window and of the audit log's reaction latency) \
+             work-queue histograms over each window and of the audit log's reaction latency; \
+             the deleted nodes created again afterwards) \
              and **failover** (the manager paused, two replicas with leader election, the \
              leader SIGKILLed once both synced, a Deployment scaled right after: time to the \
              standby's first write for it).",

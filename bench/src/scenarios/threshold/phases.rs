@@ -253,8 +253,8 @@ fn nth(t: &Threshold, kind: Kind, n: usize, pick: impl Fn(&Workload) -> bool) ->
 }
 
 /// One change of kind `k` (0: scale a Deployment, 1: delete a StatefulSet's pod, 2: finish a
-/// running Job's pod, 3: delete a node), its target chosen by `n`.
-async fn change(t: &Threshold, env: &Env, k: usize, n: usize) -> anyhow::Result<()> {
+/// running Job's pod, 3: delete a node), its target chosen by `n`; the node deleted, if any.
+async fn change(t: &Threshold, env: &Env, k: usize, n: usize) -> anyhow::Result<Option<String>> {
     let c = &env.client;
     match k % 4 {
         0 => {
@@ -313,13 +313,13 @@ async fn change(t: &Threshold, env: &Env, k: usize, n: usize) -> anyhow::Result<
             let api: Api<Node> = Api::all(c.clone());
             let name = node_name(t.plan.nodes.saturating_sub(1 + n % t.plan.nodes.max(1)));
             match api.delete(&name, &DeleteParams::default()).await {
-                Ok(_) => {}
+                Ok(_) => return Ok(Some(name)),
                 Err(e) if crate::k8s::is_status(&e, 404) => {}
                 Err(e) => return Err(e).with_context(|| format!("deleting node {name}")),
             }
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// p50/p99 of each work-queue metric over all queues between two scrapes, in ms.
@@ -364,9 +364,10 @@ pub async fn reaction(
     let before = queues::scrape_all(&ports).await?;
     let phase = probe.begin("reaction idle");
     let idle_from = jiff::Timestamp::now();
+    let mut deleted = Vec::new();
     for r in 0..t.args.probes {
         probe.progress(format!("idle probe {}/{}", r + 1, t.args.probes));
-        change(t, env, r, t.next_cursor()).await?;
+        deleted.extend(change(t, env, r, t.next_cursor()).await?);
         queues::wait_quiet(&ports, Duration::from_millis(500), QUIET_TIMEOUT).await?;
     }
     let idle_to = jiff::Timestamp::now();
@@ -378,11 +379,22 @@ pub async fn reaction(
         let cursor = t.next_cursor();
         async move { change(t, env, i % 4, cursor).await }
     });
-    futures::future::try_join_all(changes).await?;
+    deleted.extend(
+        futures::future::try_join_all(changes)
+            .await?
+            .into_iter()
+            .flatten(),
+    );
     probe.progress("burst: waiting for the queues to go quiet");
     queues::wait_quiet(&ports, Duration::from_millis(500), QUIET_TIMEOUT).await?;
     probe.end(phase, format!("{} changes", 4 * n));
     let after = queues::scrape_all(&ports).await?;
+    probe.progress(format!(
+        "restoring the {} nodes the probes deleted",
+        deleted.len()
+    ));
+    super::load::restore_nodes(env, &t.plan, &deleted).await?;
+    queues::wait_quiet(&ports, Duration::from_millis(500), QUIET_TIMEOUT).await?;
     state.metrics.extend(queue_metrics(&before, &mid, "idle"));
     state.metrics.extend(queue_metrics(&mid, &after, "burst"));
     // The audit log's reaction latency, as in the envelope.

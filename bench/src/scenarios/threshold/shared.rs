@@ -77,13 +77,21 @@ impl Plan {
         let namespaces = args.namespaces.unwrap_or(args.nodes / 100).max(1);
         // The mix puts 95% of a namespace's pods in workloads; the DaemonSet adds one a node.
         let workload_pods = args.pods.saturating_sub(args.nodes);
-        let per_ns = workload_pods * 20 / 19 / namespaces;
+        let mut per_ns = workload_pods * 20 / 19 / namespaces;
+        // The mix rounds each group down to whole workloads (2 % short at 100 000 pods):
+        // grow the namespaces' share until the plan holds at least the pods asked for.
+        let mut workloads = mix::plan(namespaces, per_ns, args.nodes);
+        while mix::steady_pods(&workloads) < args.pods {
+            let short = args.pods - mix::steady_pods(&workloads);
+            per_ns += (short / namespaces).max(1);
+            workloads = mix::plan(namespaces, per_ns, args.nodes);
+        }
         Self {
             nodes: args.nodes,
             static_nodes: args.static_nodes.max(1),
             namespaces,
             concurrency: args.load_concurrency,
-            workloads: mix::plan(namespaces, per_ns, args.nodes),
+            workloads,
         }
     }
 
@@ -288,4 +296,40 @@ pub(super) async fn remove(env: &Env, plan: &Plan) -> anyhow::Result<()> {
         k8s::delete_all_pods(c, &ns, Duration::from_secs(1800)).await?;
     }
     nodes::delete_labelled_nodes(env, RUN_LABEL, RUN).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    /// The plan holds at least the pods asked for (the mix rounds down to whole workloads),
+    /// and not many more.
+    #[test]
+    fn the_plan_holds_at_least_the_pods_asked_for() {
+        for (pods, nodes) in [
+            (3_000, 100),
+            (10_000, 333),
+            (100_000, 3_334),
+            (150_000, 5_000),
+        ] {
+            let cli = Cli::parse_from([
+                "t".to_owned(),
+                format!("--pods={pods}"),
+                format!("--nodes={nodes}"),
+            ]);
+            let plan = Plan::of(&cli.args);
+            let got = plan.pods();
+            assert!(
+                got >= pods && got <= pods + pods * 3 / 100,
+                "{pods} pods on {nodes} nodes asked, the plan holds {got}"
+            );
+        }
+    }
 }

@@ -2,11 +2,18 @@
 //! range Leases it holds, takes free ranges up to its share and hands the surplus over.
 //!
 //! Every range `i` is the Lease `<prefix>-<i>` in the shard namespace, held with the leader
-//! election's semantics: a holder renews every retry period; another replica judges expiry on
-//! its own clock from when it saw the record change, and takes a range only after a full lease
-//! duration without change. A holder acts on a range only until its last renewal's send time
-//! plus the renew deadline (shorter than the lease duration), so its window always closes
-//! before anyone else's can open, whatever the network does to its requests.
+//! election's semantics: another replica judges expiry on its own clock from when it saw the
+//! record change, and takes a range only after a full lease duration without change. A holder
+//! acts on a range only until its last renewal's send time plus the renew deadline (shorter
+//! than the lease duration), so its window always closes before anyone else's can open,
+//! whatever the network does to its requests.
+//!
+//! That argument does not depend on how often a holder renews, only on when its last
+//! renewal left. The single leader renews its one Lease every retry period; a replica holding
+//! dozens of ranges would write dozens of Leases every retry period, so it renews a range
+//! only once its window has [`ShardConfig::renew_margin`] left or less (6 s of the default
+//! 10 s: about every other round), which still leaves three rounds to get a renewal through
+//! before the window closes. The renewals of one round go out together, a few at a time.
 //!
 //! A range handed over leaves the held set first (new syncs of it stop at once), then the
 //! holder waits for the syncs already running on it ([`Shards::begin`]) and releases the Lease
@@ -17,6 +24,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, ListParams, PostParams};
@@ -87,6 +95,19 @@ impl ShardConfig {
             format!("{}-global", self.prefix)
         } else {
             format!("{}-{range}", self.prefix)
+        }
+    }
+
+    /// A held range is renewed once its window has this much left or less: the renew
+    /// deadline less two retry periods, so a renewal is tried in three rounds before the
+    /// window closes; every round when that leaves less than two retry periods (short
+    /// deadlines), as the single leader renews.
+    pub fn renew_margin(&self) -> Duration {
+        let margin = self.renew_deadline.saturating_sub(2 * self.retry_period);
+        if margin >= 2 * self.retry_period {
+            margin
+        } else {
+            self.renew_deadline
         }
     }
 
@@ -443,25 +464,54 @@ impl Shards {
         let _ = self.write(api, &name, "member", spec, round).await;
     }
 
+    /// Renews the held ranges whose window is short ([`ShardConfig::renew_margin`]), a few
+    /// at a time; closes the window of a range someone else holds now.
     async fn renew_ranges(&self, api: &Api<Lease>, round: &mut Round, held: &mut Held) {
+        let now = self.clock.now();
+        let mut due = Vec::new();
         for (range, until) in held.iter_mut() {
             let name = self.cfg.range_lease(*range);
-            let current = round.spec(&name);
+            let Some(seen) = round.leases.get(&name) else {
+                // Gone (deleted by someone): the window closes now.
+                *until = now;
+                continue;
+            };
+            let current = seen.lease.spec.clone();
             let holder = current
                 .as_ref()
                 .and_then(|s| s.holder_identity.clone())
                 .unwrap_or_default();
             if holder != self.cfg.identity {
                 // Taken over or released by someone else: the window closes now.
-                *until = self.clock.now();
+                *until = now;
                 continue;
             }
-            let sent = self.clock.now();
-            if self
-                .write(api, &name, role_of(*range), self.spec(current, true), round)
-                .await
-            {
-                *until = sent + self.cfg.renew_deadline;
+            if !renewal_due(*until, now, self.cfg.renew_margin()) {
+                continue;
+            }
+            let mut lease = seen.lease.clone();
+            lease.spec = Some(self.spec(current, true));
+            due.push((*range, name, lease));
+        }
+        // Sent no earlier than this: the windows count from here.
+        let sent = self.clock.now();
+        let answers: Vec<_> =
+            futures::stream::iter(due.into_iter().map(|(range, name, lease)| async move {
+                let answer = api.replace(&name, &PostParams::default(), &lease).await;
+                (range, name, answer)
+            }))
+            .buffer_unordered(RENEWALS_IN_FLIGHT)
+            .collect()
+            .await;
+        for (range, name, answer) in answers {
+            match answer {
+                Ok(lease) => {
+                    round.observe_one(lease, self.clock.now());
+                    held.insert(range, sent + self.cfg.renew_deadline);
+                }
+                Err(error) => {
+                    tracing::debug!(lease = %name, %error, "renewing a shard lease failed");
+                }
             }
         }
     }
@@ -557,6 +607,15 @@ impl Shards {
             tracing::debug!(lease = name, %error, "releasing a shard lease failed");
         }
     }
+}
+
+/// Range renewals of one round in flight at once.
+const RENEWALS_IN_FLIGHT: usize = 8;
+
+/// Whether a held range whose window closes at `until` is renewed at `now`: once at most
+/// `margin` is left.
+fn renewal_due(until: Instant, now: Instant, margin: Duration) -> bool {
+    until.saturating_duration_since(now) <= margin
 }
 
 /// The held ranges without [`GLOBAL`].

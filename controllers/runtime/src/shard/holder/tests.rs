@@ -253,3 +253,84 @@ async fn a_late_list_answer_does_not_make_valid_leases_look_expired() {
     assert_eq!(a.held().len(), 2, "a kept its ranges");
     assert_eq!(b.held().len(), 2, "b holds its own again");
 }
+
+/// The renewal margin: the renew deadline less two retry periods (three rounds to get a
+/// renewal through), every round when that is shorter than two retry periods.
+#[test]
+fn renew_margin_leaves_three_rounds() {
+    let cfg = |renew: u64, retry: u64| ShardConfig {
+        renew_deadline: Duration::from_secs(renew),
+        retry_period: Duration::from_secs(retry),
+        ..ShardConfig::with_defaults(Ring::new(4).expect("ring"), "kube-system", "a")
+    };
+    for (renew, retry, margin) in [(10, 2, 6), (20, 4, 12), (8, 2, 4), (7, 2, 7), (3, 2, 3)] {
+        assert_eq!(
+            cfg(renew, retry).renew_margin(),
+            Duration::from_secs(margin),
+            "renew deadline {renew} s, retry period {retry} s"
+        );
+    }
+    let now = tokio::time::Instant::now();
+    let six = Duration::from_secs(6);
+    for (left_ms, due) in [
+        (8_000, false),
+        (6_001, false),
+        (6_000, true),
+        (100, true),
+        (0, true),
+    ] {
+        let until = now + Duration::from_millis(left_ms);
+        assert_eq!(
+            super::renewal_due(until, now, six),
+            due,
+            "{left_ms} ms left"
+        );
+    }
+    assert!(
+        super::renewal_due(now, now + RETRY, six),
+        "a closed window is due"
+    );
+}
+
+/// A replica renews each range about every other round, not every round (a ring of 64
+/// ranges would write 32 Leases a second), and keeps every range held meanwhile.
+#[tokio::test(start_paused = true)]
+async fn ranges_are_renewed_every_other_round() {
+    let api = SimApi::new(4, base());
+    let a = replica("a", 8);
+    let cancel = CancellationToken::new();
+    let _task = start(&api, &a, &cancel);
+    run_checking(Duration::from_secs(10), &[&a]).await;
+    assert_eq!(a.held().len(), 8);
+    drop(api.world().drain_changes());
+    let span = Duration::from_secs(60);
+    let step = Duration::from_millis(100);
+    let mut t = Duration::ZERO;
+    while t < span {
+        tokio::time::sleep(step).await;
+        t += step;
+        assert_eq!(a.held().len(), 8, "a range's window closed at {t:?}");
+    }
+    let mut writes = std::collections::BTreeMap::<String, usize>::new();
+    for change in api.world().drain_changes() {
+        if change.resource == "leases" && change.kind == "MODIFIED" {
+            *writes.entry(change.key).or_default() += 1;
+        }
+    }
+    let range_writes: Vec<(String, usize)> = writes
+        .into_iter()
+        .filter(|(key, _)| key.ends_with(|c: char| c.is_ascii_digit()) && !key.contains("member"))
+        .collect();
+    assert_eq!(
+        range_writes.len(),
+        8,
+        "every range renewed: {range_writes:?}"
+    );
+    // Rounds every retry period (2 s) and a bit: 30 in 60 s. Every other one renews.
+    for (key, n) in &range_writes {
+        assert!(
+            (10..=17).contains(n),
+            "{key} renewed {n} times in {span:?} (every round would be about 30)"
+        );
+    }
+}
