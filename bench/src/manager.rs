@@ -176,7 +176,11 @@ impl Running {
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
-            .kill_on_drop(true);
+            .kill_on_drop(true)
+            // A process group of its own, signalled as a whole: a wrapper given as the binary
+            // (heaptrack, `BENCH_RKCM_BIN`) is stopped and killed with the manager it runs,
+            // instead of leaving it holding the plane and the metrics port.
+            .process_group(0);
         // SAFETY: prctl is async-signal-safe; the child dies with the bench process, so an
         // interrupted bench never leaves a manager running against the plane.
         #[allow(unsafe_code)] // std has no safe parent-death signal
@@ -225,20 +229,19 @@ impl Running {
         if let Some(s) = self.exited() {
             return Some(s);
         }
-        // SAFETY: plain kill(2) on our own child's pid, which has not been reaped yet.
-        #[allow(unsafe_code)] // std can only SIGKILL a child, not SIGTERM it
-        unsafe {
-            libc::kill(self.pid as libc::pid_t, libc::SIGTERM);
-        }
-        match tokio::time::timeout(grace, self.wait()).await {
+        signal(self.pid, libc::SIGTERM);
+        let status = match tokio::time::timeout(grace, self.wait()).await {
             Ok(s) => Some(s),
             Err(_) => {
-                let _ = self.child.start_kill();
+                signal(self.pid, libc::SIGKILL);
                 let s = self.child.wait().await.ok();
                 self.exited = s;
                 s
             }
-        }
+        };
+        // Whatever the manager left in its group (a wrapper's child) goes with it.
+        signal(self.pid, libc::SIGKILL);
+        status
     }
 
     /// The last `n` lines of the log.
@@ -316,11 +319,63 @@ impl Replicas {
     }
 }
 
-/// Sends `sig` to process `pid` (a manager or replica the bench started).
+/// Sends `sig` to the process group of `pid` (a manager or replica the bench started, each
+/// the leader of a group of its own, see [`Running::spawn`]).
 #[allow(unsafe_code)] // std can only SIGKILL a child, not stop, continue or kill another
 pub fn signal(pid: u32, sig: libc::c_int) {
-    // SAFETY: kill(2) on a process of the bench's own.
+    let Ok(group) = libc::pid_t::try_from(pid) else {
+        return;
+    };
+    // SAFETY: kill(2) on a process group of the bench's own.
     unsafe {
-        libc::kill(pid as libc::pid_t, sig);
+        libc::kill(-group, sig);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A wrapper's child (a shell running a process of its own, as heaptrack runs the
+    /// manager) stops with the wrapper.
+    #[tokio::test]
+    async fn stopping_a_manager_stops_what_its_wrapper_started() {
+        let dir = std::env::temp_dir().join(format!("rkcm-bench-group-{}", std::process::id()));
+        let log = dir.join("wrapper.log");
+        let args = vec![
+            "-c".to_owned(),
+            "sleep 1000 & echo $!; trap '' TERM; wait".to_owned(),
+        ];
+        let mut r = Running::spawn(Path::new("/bin/sh"), &args, &log).expect("spawn");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let child: i32 = loop {
+            if let Ok(pid) = std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .trim()
+                .parse()
+            {
+                break pid;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the wrapper never started its child"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        r.stop(Duration::from_millis(200)).await;
+        let gone = |pid: i32| {
+            !std::path::Path::new(&format!("/proc/{pid}")).exists()
+                || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .is_ok_and(|s| s.split_whitespace().nth(2) == Some("Z"))
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !gone(child) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the wrapper's child {child} outlived the stop"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -15,19 +15,11 @@ use serde_json::json;
 use super::phases::wait_synced;
 use super::shared::{LEASE, Threshold, failover_target, ns_of};
 use crate::harness::{Env, Probe};
-use crate::manager::Running;
+use crate::manager::{Running, signal};
 use crate::{audit, latency};
 
 /// How long a replica may take to lead, sync or answer.
 const WAIT: Duration = Duration::from_secs(1800);
-
-#[allow(unsafe_code)] // std can only SIGKILL a child, not stop or continue another process
-fn signal(pid: u32, sig: libc::c_int) {
-    // SAFETY: kill(2) on a process of the bench's own (the manager under test, a replica).
-    unsafe {
-        libc::kill(pid as libc::pid_t, sig);
-    }
-}
 
 async fn wait_line(log: &std::path::Path, line: &str, timeout: Duration) -> anyhow::Result<()> {
     let deadline = Instant::now() + timeout;
