@@ -112,13 +112,15 @@ async fn pod(
     Ok(())
 }
 
+/// One of the run's kwok nodes (110 pods each).
+fn kwok_node(name: &str) -> Value {
+    crate::nodes::kwok_node_with_room(name, RUN_LABEL, RUN, 110)
+}
+
 /// The run's kwok nodes and static nodes, created and Ready.
 pub async fn nodes(env: &crate::harness::Env, plan: &Plan) -> anyhow::Result<()> {
     let names: Vec<String> = (0..plan.nodes).map(shared::node_name).collect();
-    crate::nodes::create_nodes(env, &names, |name| {
-        crate::nodes::kwok_node_with_room(name, RUN_LABEL, RUN, 110)
-    })
-    .await?;
+    crate::nodes::create_nodes(env, &names, kwok_node).await?;
     for i in 0..plan.static_nodes {
         let name = static_node(i);
         k8s::ensure_static_node(&env.client, &name).await?;
@@ -142,10 +144,7 @@ pub async fn restore_nodes(
     if names.is_empty() {
         return Ok(());
     }
-    crate::nodes::create_nodes(env, names, |name| {
-        crate::nodes::kwok_node_with_room(name, RUN_LABEL, RUN, 110)
-    })
-    .await?;
+    crate::nodes::create_nodes(env, names, kwok_node).await?;
     crate::nodes::wait_nodes_ready(env, RUN_LABEL, RUN, plan.nodes + plan.static_nodes).await
 }
 

@@ -468,6 +468,7 @@ impl Shards {
     /// at a time; closes the window of a range someone else holds now.
     async fn renew_ranges(&self, api: &Api<Lease>, round: &mut Round, held: &mut Held) {
         let now = self.clock.now();
+        let margin = self.cfg.renew_margin();
         let mut due = Vec::new();
         for (range, until) in held.iter_mut() {
             let name = self.cfg.range_lease(*range);
@@ -486,7 +487,7 @@ impl Shards {
                 *until = now;
                 continue;
             }
-            if !renewal_due(*until, now, self.cfg.renew_margin()) {
+            if !renewal_due(*until, now, margin) {
                 continue;
             }
             let mut lease = seen.lease.clone();
