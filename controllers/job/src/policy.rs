@@ -6,8 +6,7 @@ use k8s_openapi::api::batch::v1::{
     PodFailurePolicy, PodFailurePolicyOnExitCodesRequirement,
     PodFailurePolicyOnPodConditionsPattern, SuccessPolicy,
 };
-use k8s_openapi::api::core::v1::PodCondition;
-use rkcm_runtime::cache::cached::{ContainerStatus, Pod};
+use rkcm_runtime::cache::cached::{ContainerStatus, Pod, PodCondition};
 
 use crate::consts::{message, policy as p};
 use crate::indexes::Intervals;

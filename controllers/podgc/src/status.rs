@@ -155,12 +155,12 @@ mod tests {
     fn existing_true_condition_keeps_transition_time() {
         let mut p = pod("ns", "p", 0, "Running");
         p.status.get_or_insert_with(Default::default).conditions = Some(vec![
-            PodCondition {
+            rkcm_runtime::cache::cached::PodCondition {
                 type_: "Ready".into(),
                 status: "True".into(),
                 ..Default::default()
             },
-            PodCondition {
+            rkcm_runtime::cache::cached::PodCondition {
                 type_: "DisruptionTarget".into(),
                 status: "True".into(),
                 reason: Some("DeletionByTaintManager".into()),

@@ -6,10 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::PodCondition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use rkcm_runtime::cache::cached::Pod;
-use rkcm_runtime::cache::cached::{Container, ContainerStatus, PodSpec, PodStatus};
+use rkcm_runtime::cache::cached::{Container, ContainerStatus, PodCondition, PodSpec, PodStatus};
 
 use super::*;
 

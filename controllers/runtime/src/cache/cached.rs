@@ -53,7 +53,7 @@ pub struct PodSpec {
     pub volumes: Option<Vec<Volume>>,
     /// Only with [`crate::cache::projection::pod::AFFINITY`].
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub affinity: Option<core::Affinity>,
+    pub affinity: Option<Box<core::Affinity>>,
 }
 
 /// A container: its name and restart policy (sidecar detection).
@@ -83,7 +83,7 @@ pub struct PodStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub conditions: Option<Vec<core::PodCondition>>,
+    pub conditions: Option<Vec<PodCondition>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub start_time: Option<Time>,
     /// Only with [`crate::cache::projection::pod::CONTAINER_STATUSES`].
@@ -92,6 +92,22 @@ pub struct PodStatus {
     /// Only with [`crate::cache::projection::pod::CONTAINER_STATUSES`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub init_container_statuses: Option<Vec<ContainerStatus>>,
+}
+
+/// A pod condition: its type and status, when it last changed and why (no probe time or
+/// observed generation: nothing reads them, and a condition is a tenth of a cached pod).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct PodCondition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// A container's status: name, restarts and how it terminated (no image, IDs, readiness or
@@ -293,12 +309,22 @@ impl From<&core::Pod> for Pod {
                         })
                         .collect()
                 }),
-                affinity: s.affinity.clone(),
+                affinity: s.affinity.clone().map(Box::new),
             }),
             status: pod.status.as_ref().map(|s| PodStatus {
                 phase: s.phase.clone(),
                 reason: s.reason.clone(),
-                conditions: s.conditions.clone(),
+                conditions: s.conditions.as_ref().map(|l| {
+                    l.iter()
+                        .map(|c| PodCondition {
+                            type_: c.type_.clone(),
+                            status: c.status.clone(),
+                            last_transition_time: c.last_transition_time.clone(),
+                            reason: c.reason.clone(),
+                            message: c.message.clone(),
+                        })
+                        .collect()
+                }),
                 start_time: s.start_time.clone(),
                 container_statuses: statuses(s.container_statuses.as_ref()),
                 init_container_statuses: statuses(s.init_container_statuses.as_ref()),

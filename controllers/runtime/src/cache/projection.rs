@@ -147,6 +147,29 @@ impl Projectable for Pod {
             status.container_statuses = None;
             status.init_container_statuses = None;
         }
+        shrink(self);
+    }
+}
+
+/// Frees the spare capacity of `pod`'s lists: a list decoded from JSON grew by doubling, and
+/// the cache keeps it as long as the pod.
+fn shrink(pod: &mut Pod) {
+    fn fit<T>(list: &mut Option<Vec<T>>) {
+        if let Some(l) = list.as_mut() {
+            l.shrink_to_fit();
+        }
+    }
+    fit(&mut pod.metadata.owner_references);
+    fit(&mut pod.metadata.finalizers);
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.containers.shrink_to_fit();
+        fit(&mut spec.init_containers);
+        fit(&mut spec.volumes);
+    }
+    if let Some(status) = pod.status.as_mut() {
+        fit(&mut status.conditions);
+        fit(&mut status.container_statuses);
+        fit(&mut status.init_container_statuses);
     }
 }
 
@@ -212,6 +235,43 @@ mod tests {
             .and_then(|s| s.terminated.as_ref())
             .expect("terminated");
         assert_eq!(terminated.exit_code, 2);
+    }
+
+    #[test]
+    fn a_projected_pod_keeps_no_spare_list_capacity() {
+        let conditions: Vec<_> = [
+            "PodReadyToStartContainers",
+            "Initialized",
+            "Ready",
+            "ContainersReady",
+            "PodScheduled",
+        ]
+        .iter()
+        .map(|t| serde_json::json!({"type": t, "status": "True"}))
+        .collect();
+        // Decoded from bytes, as a watch's are (a `Value` would tell the decoder each length).
+        let wire = serde_json::json!({
+            "metadata": {"name": "p", "finalizers": ["a", "b", "c"],
+                "ownerReferences": [{"apiVersion": "v1", "kind": "K", "name": "o", "uid": "u"}]},
+            "spec": {"containers": [{"name": "a"}, {"name": "b"}, {"name": "c"}]},
+            "status": {"conditions": conditions,
+                "containerStatuses": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}
+        });
+        let mut p: Pod = serde_json::from_str(&wire.to_string()).expect("valid pod");
+        p.project(pod::ALL);
+        let fits = |len: usize, cap: usize| (len, cap);
+        let meta = &p.metadata;
+        let owners = meta.owner_references.as_ref().expect("owners");
+        let finalizers = meta.finalizers.as_ref().expect("finalizers");
+        let containers = &p.spec.as_ref().expect("spec").containers;
+        let status = p.status.as_ref().expect("status");
+        let conds = status.conditions.as_ref().expect("conditions");
+        let statuses = status.container_statuses.as_ref().expect("statuses");
+        assert_eq!(fits(owners.len(), owners.capacity()), (1, 1));
+        assert_eq!(fits(finalizers.len(), finalizers.capacity()), (3, 3));
+        assert_eq!(fits(containers.len(), containers.capacity()), (3, 3));
+        assert_eq!(fits(conds.len(), conds.capacity()), (5, 5));
+        assert_eq!(fits(statuses.len(), statuses.capacity()), (3, 3));
     }
 
     #[test]

@@ -108,21 +108,24 @@ fn index_orphans_by_namespace<K: Resource>(obj: &K) -> Vec<String> {
     index_by_namespace(obj)
 }
 
+/// An object's key (`namespace/name`), allocated once and shared by the object map and every
+/// index entry of the object (a cached pod is in four maps).
+type Key = Arc<str>;
 /// Index value -> key -> object. The objects themselves are kept (as in `objects`), so a
 /// lookup clones `Arc`s without hashing every key a second time.
-type Index<K> = FastMap<String, FastMap<String, Arc<K>>>;
+type Index<K> = FastMap<String, FastMap<Key, Arc<K>>>;
 /// Index name -> index.
 type Indices<K> = FastMap<&'static str, Index<K>>;
 
 /// The cache of one informer and the state machine that turns watcher events into changes.
 /// No I/O and no locking: the informer wraps it in a lock and delivers what it returns.
 pub(crate) struct State<K> {
-    pub(super) objects: FastMap<String, Arc<K>>,
+    pub(super) objects: FastMap<Key, Arc<K>>,
     indexers: BTreeMap<&'static str, IndexFn<K>>,
     pub(super) indices: Indices<K>,
     /// Objects of a relist in progress (between `Init` and `InitDone`); `None` when not
     /// relisting. Kept apart so readers see the old cache until the new list is complete.
-    relist: Option<FastMap<String, Arc<K>>>,
+    relist: Option<FastMap<Key, Arc<K>>>,
     synced: bool,
     /// The newest resourceVersion the contents reflect; `None` before any versioned object.
     last_synced_rv: Option<String>,
@@ -229,7 +232,7 @@ impl<K: Resource<DynamicType = ()> + Clone> State<K> {
                 let obj = self.strip(obj);
                 match self.relist.as_mut() {
                     Some(buffer) => {
-                        buffer.insert(keys::key_of(&obj), Arc::new(obj));
+                        buffer.insert(keys::key_of(&obj).into(), Arc::new(obj));
                         Vec::new()
                     }
                     // kube-rs never sends this outside a list; treat it as a watch event
@@ -304,9 +307,14 @@ impl<K: Resource<DynamicType = ()> + Clone> State<K> {
     }
 
     fn upsert(&mut self, obj: K) -> Option<Change<K>> {
-        let key = keys::key_of(&obj);
+        let name = keys::key_of(&obj);
         let new = Arc::new(obj);
-        match self.objects.get(&key).cloned() {
+        // A known object keeps its key: the one its index entries share.
+        let (key, old): (Key, _) = match self.objects.get_key_value(name.as_str()) {
+            Some((key, old)) => (key.clone(), Some(old.clone())),
+            None => (name.into(), None),
+        };
+        match old {
             None => {
                 self.index_insert(&key, None, &new);
                 self.objects.insert(key, new.clone());
@@ -327,7 +335,7 @@ impl<K: Resource<DynamicType = ()> + Clone> State<K> {
         let key = keys::key_of(&obj);
         // As DeltaFIFO: a delete of an object the cache never had is dropped, so handlers
         // only see deletes of objects they saw added.
-        let old = self.objects.remove(&key)?;
+        let old = self.objects.remove(key.as_str())?;
         self.index_remove(&key, &old);
         Some(Change::Deleted {
             obj: Arc::new(obj),
@@ -337,10 +345,10 @@ impl<K: Resource<DynamicType = ()> + Clone> State<K> {
 
     /// Swaps in a complete list and returns the difference to the old contents: adds and
     /// updates in key order, then tombstones for keys that vanished, in key order.
-    fn replace(&mut self, listed: FastMap<String, Arc<K>>) -> Vec<Change<K>> {
-        let mut listed: Vec<(String, Arc<K>)> = listed.into_iter().collect();
+    fn replace(&mut self, listed: FastMap<Key, Arc<K>>) -> Vec<Change<K>> {
+        let mut listed: Vec<(Key, Arc<K>)> = listed.into_iter().collect();
         listed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let mut vanished: Vec<String> = self
+        let mut vanished: Vec<Key> = self
             .objects
             .keys()
             .filter(|key| listed.binary_search_by(|(k, _)| k.cmp(key)).is_err())
@@ -350,7 +358,12 @@ impl<K: Resource<DynamicType = ()> + Clone> State<K> {
 
         let mut changes = Vec::new();
         for (key, new) in listed {
-            match self.objects.get(&key).cloned() {
+            // A known object keeps its key: the one its index entries share.
+            let (key, old) = match self.objects.get_key_value(&key) {
+                Some((known, old)) => (known.clone(), Some(old.clone())),
+                None => (key, None),
+            };
+            match old {
                 None => {
                     self.index_insert(&key, None, &new);
                     self.objects.insert(key, new.clone());
@@ -393,7 +406,7 @@ impl<K: Resource<DynamicType = ()> + Clone> State<K> {
         changes
     }
 
-    fn index_insert(&mut self, key: &str, old: Option<&K>, new: &Arc<K>) {
+    fn index_insert(&mut self, key: &Key, old: Option<&K>, new: &Arc<K>) {
         for (name, f) in &self.indexers {
             let index = self.indices.entry(name).or_default();
             let new_values = f(new);
@@ -407,10 +420,10 @@ impl<K: Resource<DynamicType = ()> + Clone> State<K> {
             for value in new_values {
                 let objects = index.entry(value).or_default();
                 // Replace in place: an update keeps the key's entry.
-                match objects.get_mut(key) {
+                match objects.get_mut(&**key) {
                     Some(slot) => *slot = new.clone(),
                     None => {
-                        objects.insert(key.to_string(), new.clone());
+                        objects.insert(key.clone(), new.clone());
                     }
                 }
             }

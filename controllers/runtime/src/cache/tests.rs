@@ -313,6 +313,55 @@ fn indexes_follow_changes_and_deletes() {
     assert!(state.by_index("no-such-index", "x").is_empty());
 }
 
+/// Every map holding `key`'s object holds the one allocation of its key: the object map and
+/// each index entry.
+fn key_holders(state: &State<Pod>, key: &str) -> (usize, bool) {
+    let (shared, _) = state.objects.get_key_value(key).expect("cached");
+    let mut same = true;
+    for index in state.indices.values() {
+        for objects in index.values() {
+            if let Some((k, _)) = objects.get_key_value(key) {
+                same &= Arc::ptr_eq(k, shared);
+            }
+        }
+    }
+    (Arc::strong_count(shared), same)
+}
+
+#[test]
+fn an_object_key_is_allocated_once_for_the_map_and_its_indexes() {
+    let mut state: State<Pod> = State::new();
+    state.apply(watcher::Event::Init);
+    state.apply(watcher::Event::InitApply(owned_pod(
+        "a",
+        "p1",
+        "1",
+        Some("u1"),
+    )));
+    state.apply(watcher::Event::InitDone);
+    // The object map, the namespace index and the controller-UID index.
+    assert_eq!(key_holders(&state, "a/p1"), (3, true));
+
+    // Updated by the watch, re-owned (a new index entry), and orphaned (another): the
+    // entries keep sharing the first allocation.
+    state.apply(watcher::Event::Apply(owned_pod("a", "p1", "2", Some("u2"))));
+    assert_eq!(key_holders(&state, "a/p1"), (3, true));
+    state.apply(watcher::Event::Apply(owned_pod("a", "p1", "3", None)));
+    // Namespace and orphans-by-namespace.
+    assert_eq!(key_holders(&state, "a/p1"), (3, true));
+
+    // Listed again at a new version: still one key.
+    state.apply(watcher::Event::Init);
+    state.apply(watcher::Event::InitApply(owned_pod(
+        "a",
+        "p1",
+        "4",
+        Some("u1"),
+    )));
+    state.apply(watcher::Event::InitDone);
+    assert_eq!(key_holders(&state, "a/p1"), (3, true));
+}
+
 #[test]
 fn orphans_are_indexed_by_namespace() {
     let mut state: State<Pod> = State::new();

@@ -6,9 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{PodCondition, PodTemplateSpec};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
 
-use crate::cache::cached::Pod;
+use crate::cache::cached::{Pod, PodCondition};
 
 /// `core/v1` pod phases.
 pub const PHASE_PENDING: &str = "Pending";

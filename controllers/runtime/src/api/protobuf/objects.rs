@@ -256,31 +256,27 @@ fn pod_spec(buf: &[u8]) -> Result<cached::PodSpec> {
             10 => s.node_name = non_empty(string(v, "spec.nodeName")?),
             16 => s.hostname = non_empty(string(v, "spec.hostname")?),
             17 => s.subdomain = non_empty(string(v, "spec.subdomain")?),
-            18 => s.affinity = Some(affinity(bytes(v, "spec.affinity")?)?),
+            18 => s.affinity = Some(Box::new(affinity(bytes(v, "spec.affinity")?)?)),
             20 => init.push(container(bytes(v, "spec.initContainers")?)?),
             _ => {}
         }
     }
+    s.containers.shrink_to_fit();
     s.volumes = non_empty_vec(volumes);
     s.init_containers = non_empty_vec(init);
     Ok(s)
 }
 
-fn pod_condition(buf: &[u8]) -> Result<core::PodCondition> {
-    let mut c = core::PodCondition::default();
+fn pod_condition(buf: &[u8]) -> Result<cached::PodCondition> {
+    let mut c = cached::PodCondition::default();
     let mut f = Fields::new(buf);
     while let Some((n, v)) = f.next()? {
         match n {
             1 => c.type_ = string(v, "condition.type")?,
             2 => c.status = string(v, "condition.status")?,
-            3 => c.last_probe_time = time(v, "condition.lastProbeTime")?,
             4 => c.last_transition_time = time(v, "condition.lastTransitionTime")?,
             5 => c.reason = non_empty(string(v, "condition.reason")?),
             6 => c.message = non_empty(string(v, "condition.message")?),
-            7 => {
-                c.observed_generation =
-                    Some(int64(v, "condition.observedGeneration")?).filter(|g| *g != 0)
-            }
             _ => {}
         }
     }

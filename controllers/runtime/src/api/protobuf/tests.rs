@@ -77,8 +77,24 @@ fn a_pod_with_every_read_field_decodes_as_its_json_does() {
     assert_eq!(terminated.exit_code, 137);
     assert!(terminated.finished_at.is_some());
     let ready = &status.conditions.as_ref().expect("conditions")[0];
-    assert_eq!(ready.observed_generation, Some(1));
-    assert_eq!(ready.last_probe_time, None, "Go's zero time is absent");
+    assert_eq!(ready.type_, "Ready");
+    assert!(ready.last_transition_time.is_some());
+    assert_eq!(
+        (ready.reason.as_deref(), ready.message.as_deref()),
+        (Some("PodFailed"), Some("m"))
+    );
+
+    // Decoded lists carry no spare capacity (they stay as long as the pod is cached).
+    let conditions = status.conditions.as_ref().expect("conditions");
+    let containers = &from_pb.spec.as_ref().expect("spec").containers;
+    assert_eq!(
+        [
+            (conditions.len(), conditions.capacity()),
+            (containers.len(), containers.capacity())
+        ],
+        [(2, 2), (containers.len(), containers.len())]
+    );
+    assert!(!containers.is_empty());
 }
 
 #[test]

@@ -133,7 +133,9 @@ pub(super) fn non_empty(s: String) -> Option<String> {
     (!s.is_empty()).then_some(s)
 }
 
-/// `omitempty` for a list: empty is absent.
-pub(super) fn non_empty_vec<T>(v: Vec<T>) -> Option<Vec<T>> {
+/// `omitempty` for a list: empty is absent. Otherwise `v` with its spare capacity freed: a decoded list is
+/// kept as long as its object is cached, and pushing grows it to the next power of two.
+pub(super) fn non_empty_vec<T>(mut v: Vec<T>) -> Option<Vec<T>> {
+    v.shrink_to_fit();
     (!v.is_empty()).then_some(v)
 }
