@@ -517,6 +517,25 @@ pub(crate) mod tests {
         assert_eq!(a, b);
     }
 
+    /// Every cached pod carries its type's inline size whatever it holds (a cached pod is an
+    /// `Arc` of it): a field that makes it grow should be boxed or dropped.
+    #[test]
+    fn a_cached_pod_is_small_inline() {
+        use std::mem::size_of;
+        let sizes = [
+            ("Pod", size_of::<Pod>(), 680),
+            ("PodSpec", size_of::<PodSpec>(), 176),
+            ("PodStatus", size_of::<PodStatus>(), 144),
+            ("PodCondition", size_of::<PodCondition>(), 120),
+        ];
+        for (name, size, budget) in sizes {
+            assert!(
+                size <= budget,
+                "{name} is {size} bytes inline, over {budget}"
+            );
+        }
+    }
+
     #[test]
     fn the_resource_is_the_core_one() {
         use kube::Resource;
