@@ -31,7 +31,7 @@ use crate::backoff::Backoff;
 use crate::config::Config;
 use crate::consts::strategy;
 use crate::eligibility::{Eligibility, Ineligible};
-use crate::plan::{Snapshot, plan, pods_by_node};
+use crate::plan::{Plan, Snapshot, plan, pods_by_node};
 use crate::revision;
 use crate::template::{
     is_pod_updated, min_ready_seconds, strategy_type, template_generation_label, unavailable_count,
@@ -65,7 +65,27 @@ fn current_hash(seen: &Seen<'_>) -> String {
 /// `TaintTolerationComparisonOperators` and rkcm's opt-in
 /// `--rkcm-daemonset-rollout-skip-not-ready-nodes` change the plan).
 pub fn explain(seen: &Seen<'_>, cfg: &Config, now: Timestamp) -> Explanation {
-    let ds = seen.ds;
+    let hash = current_hash(seen);
+    let backoff = Backoff::default();
+    let snap = Snapshot {
+        ds: seen.ds,
+        nodes: seen.nodes,
+        pods: seen.pods,
+        hash: &hash,
+        expectations_satisfied: true,
+        backoff: &backoff,
+        burst: cfg.burst_replicas,
+        comparison_operators: cfg.taint_comparison_operators,
+        skip_not_ready_nodes: cfg.rollout_skips_not_ready_nodes,
+    };
+    let p = plan(&snap, now);
+    explain_plan(&snap, &p, now)
+}
+
+/// The explanation of a plan already made from `snap` (a sync's own, so that recording its
+/// decision does not plan every node a second time).
+pub fn explain_plan(snap: &Snapshot<'_>, p: &Plan, now: Timestamp) -> Explanation {
+    let ds = snap.ds;
     let mut e = Explanation {
         object: ObjectRef {
             kind: "DaemonSet".into(),
@@ -78,20 +98,7 @@ pub fn explain(seen: &Seen<'_>, cfg: &Config, now: Timestamp) -> Explanation {
         waiting_on: Vec::new(),
         remedies: Vec::new(),
     };
-    let hash = current_hash(seen);
-    let backoff = Backoff::default();
-    let snap = Snapshot {
-        ds,
-        nodes: seen.nodes,
-        pods: seen.pods,
-        hash: &hash,
-        expectations_satisfied: true,
-        backoff: &backoff,
-        burst: cfg.burst_replicas,
-        comparison_operators: cfg.taint_comparison_operators,
-        skip_not_ready_nodes: cfg.rollout_skips_not_ready_nodes,
-    };
-    let p = plan(&snap, now);
+    let hash = snap.hash;
     for node in &p.creates {
         e.actions.push(format!("create a pod on node {node}"));
     }
@@ -113,7 +120,7 @@ pub fn explain(seen: &Seen<'_>, cfg: &Config, now: Timestamp) -> Explanation {
         e.remedies
             .push("fix spec.updateStrategy.rollingUpdate (maxUnavailable, maxSurge)".into());
     }
-    let live: Vec<&Arc<Pod>> = seen
+    let live: Vec<&Arc<Pod>> = snap
         .pods
         .iter()
         .filter(|p| !is_terminal(p) && p.metadata.deletion_timestamp.is_none())
@@ -131,7 +138,7 @@ pub fn explain(seen: &Seen<'_>, cfg: &Config, now: Timestamp) -> Explanation {
         .filter(|p| !is_pod_available(p, min_ready, now))
         .collect();
     rollout(&mut e, ds, &p.status, &old, &unavailable, p.is_idle());
-    ineligible_nodes(&mut e, seen, &snap);
+    ineligible_nodes(&mut e, snap);
     e
 }
 
@@ -212,13 +219,13 @@ fn rollout(
 }
 
 /// For every node without a pod of the DaemonSet that gets none, why.
-fn ineligible_nodes(e: &mut Explanation, seen: &Seen<'_>, snap: &Snapshot<'_>) {
-    let by_node = pods_by_node(seen.pods, false);
-    let eligibility = Eligibility::of(seen.ds, snap.comparison_operators);
+fn ineligible_nodes(e: &mut Explanation, snap: &Snapshot<'_>) {
+    let by_node = pods_by_node(snap.pods, false);
+    let eligibility = Eligibility::of(snap.ds, snap.comparison_operators);
     let mut selector = Vec::new();
     let mut pinned = Vec::new();
     let mut tainted: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for node in seen.nodes {
+    for node in snap.nodes {
         let node_name = name(&node.metadata);
         if by_node.contains_key(node_name) {
             continue;

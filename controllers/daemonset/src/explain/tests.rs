@@ -31,7 +31,29 @@ fn run(
         pods,
         revisions: &[],
     };
-    explain(&seen, &crate::Config::default(), ts(1000))
+    let cfg = crate::Config::default();
+    let e = explain(&seen, &cfg, ts(1000));
+    // The sync records the explanation of the plan it made (expectations satisfied, no
+    // failed pod in back-off): the same as `rkcm explain`'s for every row.
+    let h = hash(ds);
+    let backoff = crate::backoff::Backoff::default();
+    let snap = crate::plan::Snapshot {
+        ds,
+        nodes,
+        pods,
+        hash: &h,
+        expectations_satisfied: true,
+        backoff: &backoff,
+        burst: cfg.burst_replicas,
+        comparison_operators: cfg.taint_comparison_operators,
+        skip_not_ready_nodes: cfg.rollout_skips_not_ready_nodes,
+    };
+    let from_plan = super::explain_plan(&snap, &crate::plan::plan(&snap, ts(1000)), ts(1000));
+    assert_eq!(
+        from_plan, e,
+        "the sync's explanation differs from explain's"
+    );
+    e
 }
 
 #[test]
