@@ -322,18 +322,28 @@ async fn change(t: &Threshold, env: &Env, k: usize, n: usize) -> anyhow::Result<
     Ok(None)
 }
 
-/// p50/p99 of each work-queue metric over all queues between two scrapes, in ms.
+/// p50/p99 of each work-queue metric over all queues between two scrapes, in ms, and the p99
+/// of each queue that had items (which controller's syncs make the tail).
 fn queue_metrics(before: &Scrape, after: &Scrape, tag: &str) -> Vec<crate::results::Metric> {
     let mut out = Vec::new();
     for m in [QUEUE_DURATION, WORK_DURATION] {
-        let diffs: Vec<queues::Histogram> = after
+        let diffs: Vec<(&str, queues::Histogram)> = after
             .histograms
             .iter()
             .filter(|((metric, _), _)| metric == m)
-            .map(|(k, h)| queues::diff(h, before.histograms.get(k)))
+            .map(|(k, h)| (k.1.as_str(), queues::diff(h, before.histograms.get(k))))
             .collect();
-        let all = queues::merge(&diffs);
+        let all = queues::merge(diffs.iter().map(|(_, h)| h));
         let short = if m == QUEUE_DURATION { "queue" } else { "work" };
+        for (queue, h) in diffs.iter().filter(|(_, h)| h.count > 0.0) {
+            if let Some(v) = queues::quantile(h, 0.99) {
+                out.push(metric(
+                    format!("workqueue {short} p99 of {queue} ({tag})"),
+                    v * 1000.0,
+                    "ms",
+                ));
+            }
+        }
         for (q, name) in [(0.5, "p50"), (0.99, "p99")] {
             if let Some(v) = queues::quantile(&all, q) {
                 out.push(metric(
@@ -430,4 +440,45 @@ pub fn ports(t: &Threshold, probe: &Probe) -> Vec<u16> {
     (0..probe.manager_pids().len())
         .map(|i| t.args.metrics_port + i as u16)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BEFORE: &str = "workqueue_queue_duration_seconds_bucket{name=\"a\",le=\"0.001\"} 5\n\
+        workqueue_queue_duration_seconds_bucket{name=\"a\",le=\"0.01\"} 10\n\
+        workqueue_queue_duration_seconds_bucket{name=\"a\",le=\"+Inf\"} 10\n\
+        workqueue_queue_duration_seconds_count{name=\"a\"} 10\n\
+        workqueue_queue_duration_seconds_bucket{name=\"b\",le=\"0.001\"} 3\n\
+        workqueue_queue_duration_seconds_bucket{name=\"b\",le=\"0.01\"} 3\n\
+        workqueue_queue_duration_seconds_bucket{name=\"b\",le=\"+Inf\"} 3\n\
+        workqueue_queue_duration_seconds_count{name=\"b\"} 3\n";
+    // Queue a: 50 items in (1 ms, 10 ms] and 50 above in the window; queue b: none.
+    const AFTER: &str = "workqueue_queue_duration_seconds_bucket{name=\"a\",le=\"0.001\"} 5\n\
+        workqueue_queue_duration_seconds_bucket{name=\"a\",le=\"0.01\"} 60\n\
+        workqueue_queue_duration_seconds_bucket{name=\"a\",le=\"+Inf\"} 110\n\
+        workqueue_queue_duration_seconds_count{name=\"a\"} 110\n\
+        workqueue_queue_duration_seconds_bucket{name=\"b\",le=\"0.001\"} 3\n\
+        workqueue_queue_duration_seconds_bucket{name=\"b\",le=\"0.01\"} 3\n\
+        workqueue_queue_duration_seconds_bucket{name=\"b\",le=\"+Inf\"} 3\n\
+        workqueue_queue_duration_seconds_count{name=\"b\"} 3\n";
+
+    #[test]
+    fn each_queue_with_items_in_the_window_gets_its_own_p99() {
+        let m = queue_metrics(&queues::parse(BEFORE), &queues::parse(AFTER), "idle");
+        let named: Vec<(&str, f64)> = m.iter().map(|m| (m.name.as_str(), m.value)).collect();
+        assert!(
+            named.contains(&("workqueue queue p99 of a (idle)", 10.0)),
+            "{named:?}"
+        );
+        assert!(
+            !named.iter().any(|(n, _)| n.contains(" of b ")),
+            "a queue without items in the window has no p99: {named:?}"
+        );
+        assert!(
+            named.contains(&("workqueue queue items (idle)", 100.0)),
+            "{named:?}"
+        );
+    }
 }
