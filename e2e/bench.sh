@@ -241,6 +241,15 @@ WORK=${BENCH_WORK:-${TMPDIR:-/tmp}/rkcm-bench-work-$(id -u)}
 
 t0=$(date +%s)
 
+# Results are stamped with the commit the binaries are built from, taken now: the tree may
+# move on during a run of an hour (a stamp taken when each result is written named a later
+# commit than the one measured).
+if [ -z "${BENCH_COMMIT:-}" ] && BENCH_COMMIT=$(git -C "$here/.." rev-parse --short=12 HEAD 2>/dev/null); then
+  [ -z "$(git -C "$here/.." status --porcelain --untracked-files=no 2>/dev/null)" ] ||
+    BENCH_COMMIT+=" (with uncommitted changes)"
+  export BENCH_COMMIT
+fi
+
 step "build rkcm-bench (release)"
 cargo build --release -p rkcm-bench || die "rkcm-bench does not build"
 BENCH=$CARGO_TARGET_DIR/release/rkcm-bench
