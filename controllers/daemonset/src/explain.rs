@@ -129,7 +129,7 @@ pub fn explain_plan(snap: &Snapshot<'_>, p: &Plan, now: Timestamp) -> Explanatio
     let old: Vec<&Arc<Pod>> = live
         .iter()
         .copied()
-        .filter(|p| !is_pod_updated(p, &hash, generation.as_deref()))
+        .filter(|p| !is_pod_updated(p, hash, generation.as_deref()))
         .collect();
     let min_ready = min_ready_seconds(ds);
     let unavailable: Vec<&Arc<Pod>> = live
