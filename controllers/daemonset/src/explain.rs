@@ -82,9 +82,25 @@ pub fn explain(seen: &Seen<'_>, cfg: &Config, now: Timestamp) -> Explanation {
     explain_plan(&snap, &p, now)
 }
 
-/// The explanation of a plan already made from `snap` (a sync's own, so that recording its
-/// decision does not plan every node a second time).
-pub fn explain_plan(snap: &Snapshot<'_>, p: &Plan, now: Timestamp) -> Explanation {
+/// The explanation a sync records for its decision, from the plan `p` it made from `snap`
+/// (so that recording does not plan every node a second time), unless the sync waits for its
+/// earlier creates and deletes to be observed: then what the plan would be once they are, as
+/// `rkcm explain` says (no revisions: the current hash is the live template's, as the sync's).
+pub fn explain_sync(snap: &Snapshot<'_>, p: &Plan, cfg: &Config, now: Timestamp) -> Explanation {
+    if snap.expectations_satisfied {
+        return explain_plan(snap, p, now);
+    }
+    let seen = Seen {
+        ds: snap.ds,
+        nodes: snap.nodes,
+        pods: snap.pods,
+        revisions: &[],
+    };
+    explain(&seen, cfg, now)
+}
+
+/// The explanation of a plan already made from `snap`.
+fn explain_plan(snap: &Snapshot<'_>, p: &Plan, now: Timestamp) -> Explanation {
     let ds = snap.ds;
     let mut e = Explanation {
         object: ObjectRef {

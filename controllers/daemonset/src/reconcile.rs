@@ -181,7 +181,9 @@ impl Controller {
         let started = std::time::Instant::now();
         let plan = plan(&snapshot, now);
         if rkcm_runtime::explain::decisions::recording() {
-            self.note_waits(&snapshot, &plan, now);
+            // The last decision's waits, in explain's reason codes.
+            let e = crate::explain::explain_sync(&snapshot, &plan, &self.cfg, now);
+            rkcm_runtime::explain::decisions::note_waits(&e.waiting_on);
         }
         let cost = self.clock.work_time(started);
         if let Some(delay) = plan.requeue_after {
@@ -213,25 +215,6 @@ impl Controller {
             (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
             (Ok(()), Ok(())) => Ok(()),
         }
-    }
-
-    /// The last decision's waits, in explain's reason codes: from this sync's plan, unless it
-    /// waits for its earlier creates and deletes to be observed (explain then says what the
-    /// plan would be once they are, as `rkcm explain` does; no revisions: the current hash is
-    /// the live template's, as the sync's).
-    fn note_waits(&self, snapshot: &Snapshot<'_>, plan: &crate::plan::Plan, now: jiff::Timestamp) {
-        let e = if snapshot.expectations_satisfied {
-            crate::explain::explain_plan(snapshot, plan, now)
-        } else {
-            let seen = crate::explain::Seen {
-                ds: snapshot.ds,
-                nodes: snapshot.nodes,
-                pods: snapshot.pods,
-                revisions: &[],
-            };
-            crate::explain::explain(&seen, &self.cfg, now)
-        };
-        rkcm_runtime::explain::decisions::note_waits(&e.waiting_on);
     }
 
     // ---- history ------------------------------------------------------------------------

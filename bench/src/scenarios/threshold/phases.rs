@@ -446,27 +446,23 @@ pub fn ports(t: &Threshold, probe: &Probe) -> Vec<u16> {
 mod tests {
     use super::*;
 
-    const BEFORE: &str = "workqueue_queue_duration_seconds_bucket{name=\"a\",le=\"0.001\"} 5\n\
-        workqueue_queue_duration_seconds_bucket{name=\"a\",le=\"0.01\"} 10\n\
-        workqueue_queue_duration_seconds_bucket{name=\"a\",le=\"+Inf\"} 10\n\
-        workqueue_queue_duration_seconds_count{name=\"a\"} 10\n\
-        workqueue_queue_duration_seconds_bucket{name=\"b\",le=\"0.001\"} 3\n\
-        workqueue_queue_duration_seconds_bucket{name=\"b\",le=\"0.01\"} 3\n\
-        workqueue_queue_duration_seconds_bucket{name=\"b\",le=\"+Inf\"} 3\n\
-        workqueue_queue_duration_seconds_count{name=\"b\"} 3\n";
-    // Queue a: 50 items in (1 ms, 10 ms] and 50 above in the window; queue b: none.
-    const AFTER: &str = "workqueue_queue_duration_seconds_bucket{name=\"a\",le=\"0.001\"} 5\n\
-        workqueue_queue_duration_seconds_bucket{name=\"a\",le=\"0.01\"} 60\n\
-        workqueue_queue_duration_seconds_bucket{name=\"a\",le=\"+Inf\"} 110\n\
-        workqueue_queue_duration_seconds_count{name=\"a\"} 110\n\
-        workqueue_queue_duration_seconds_bucket{name=\"b\",le=\"0.001\"} 3\n\
-        workqueue_queue_duration_seconds_bucket{name=\"b\",le=\"0.01\"} 3\n\
-        workqueue_queue_duration_seconds_bucket{name=\"b\",le=\"+Inf\"} 3\n\
-        workqueue_queue_duration_seconds_count{name=\"b\"} 3\n";
+    /// A queue-wait histogram of `queue`: cumulative counts at 1 ms, 10 ms and `+Inf`.
+    fn queue(queue: &str, [ms1, ms10, all]: [u32; 3]) -> String {
+        let m = QUEUE_DURATION;
+        format!(
+            "{m}_bucket{{name=\"{queue}\",le=\"0.001\"}} {ms1}\n\
+             {m}_bucket{{name=\"{queue}\",le=\"0.01\"}} {ms10}\n\
+             {m}_bucket{{name=\"{queue}\",le=\"+Inf\"}} {all}\n\
+             {m}_count{{name=\"{queue}\"}} {all}\n"
+        )
+    }
 
     #[test]
     fn each_queue_with_items_in_the_window_gets_its_own_p99() {
-        let m = queue_metrics(&queues::parse(BEFORE), &queues::parse(AFTER), "idle");
+        // Queue a: 50 items in (1 ms, 10 ms] and 50 above in the window; queue b: none.
+        let before = queue("a", [5, 10, 10]) + &queue("b", [3, 3, 3]);
+        let after = queue("a", [5, 60, 110]) + &queue("b", [3, 3, 3]);
+        let m = queue_metrics(&queues::parse(&before), &queues::parse(&after), "idle");
         let named: Vec<(&str, f64)> = m.iter().map(|m| (m.name.as_str(), m.value)).collect();
         assert!(
             named.contains(&("workqueue queue p99 of a (idle)", 10.0)),

@@ -48,7 +48,7 @@ fn run(
         comparison_operators: cfg.taint_comparison_operators,
         skip_not_ready_nodes: cfg.rollout_skips_not_ready_nodes,
     };
-    let from_plan = super::explain_plan(&snap, &crate::plan::plan(&snap, ts(1000)), ts(1000));
+    let from_plan = super::explain_sync(&snap, &crate::plan::plan(&snap, ts(1000)), &cfg, ts(1000));
     assert_eq!(
         from_plan, e,
         "the sync's explanation differs from explain's"
