@@ -108,6 +108,9 @@
 #   RKCM_BENCH_CLUSTER_DIR=...     plane state (default $TMPDIR/rkcm-bench-$UID), apart from
 #                                  the default plane so tests running there are not disturbed
 #   BENCH_KEEP_PLANE=1             leave the plane running afterwards
+#   BENCH_RESULT_TAG=size-10k      keep this run's result beside the scenario's own
+#                                  (<scenario>-size-10k.json): the threshold at several sizes
+#                                  for the per-pod line
 #   BENCH_RKCM_BIN=path            run this rkcm binary instead of building the tree's (a
 #                                  before/after comparison of two commits on one plane)
 #   BENCH_COMMIT=...               the commit results are stamped with (default: the tree's);
@@ -160,6 +163,11 @@ SHARDS=${BENCH_SHARDS:-64}
 # A sharded comparison is kept beside the scenario's own result, not in its place.
 suffix=""
 [[ ",$MANAGERS," != *,rkcm-shards* ]] || suffix=-shards
+# A run at another size kept beside the scenario's own result (threshold-size-10k.json).
+if [ -n "${BENCH_RESULT_TAG:-}" ]; then
+  [[ "$BENCH_RESULT_TAG" =~ ^size-[0-9]+k$ ]] || die "BENCH_RESULT_TAG must look like size-10k, not $BENCH_RESULT_TAG"
+  suffix+=-$BENCH_RESULT_TAG
+fi
 case "${BENCH_ORDERS:-one}" in
   one) orders=() ;;
   both) orders=(--both-orders) ;;
@@ -328,7 +336,8 @@ what="make bench"
 [ "$quick" = 0 ] || what="bash e2e/bench.sh --quick"
 [ -z "${BENCH_SCENARIOS:-}" ] || what="BENCH_SCENARIOS=$SCENARIOS $what"
 [ "${BENCH_ORDERS:-one}" = one ] || what="BENCH_ORDERS=$BENCH_ORDERS $what"
-[ -z "$suffix" ] || what="BENCH_MANAGERS=$MANAGERS BENCH_SHARD_REPLICAS=$SHARD_REPLICAS BENCH_SHARDS=$SHARDS $what"
+[[ "$suffix" != -shards* ]] || what="BENCH_MANAGERS=$MANAGERS BENCH_SHARD_REPLICAS=$SHARD_REPLICAS BENCH_SHARDS=$SHARDS $what"
+[ -z "${BENCH_RESULT_TAG:-}" ] || what="BENCH_RESULT_TAG=$BENCH_RESULT_TAG $what"
 [ -z "${BENCH_RKCM_BIN:-}" ] || what="BENCH_RKCM_BIN=.../$(basename "$BENCH_RKCM_BIN") $what"
 plane_line="local plane from e2e/cluster.sh: etcd $ETCD_VERSION, kube-apiserver $K8S_VERSION with audit log (Metadata level, blocking; pod creates in the envelope's namespaces at Request level), kube-scheduler (client QPS $SCHEDULER_QPS, burst $SCHEDULER_BURST), kwok $KWOK_VERSION with $NODES simulated nodes, $KWOK_POD_WORKERS pod workers and node Leases of $KWOK_NODE_LEASE_SECONDS s (renewed every quarter of it); no upstream manager besides the one under test"
 common=(--cluster-dir "$DIR" --managers "$MANAGERS" --qps "$QPS" --burst "$BURST"
@@ -429,6 +438,7 @@ results=()
 for s in ${ALL_SCENARIOS//,/ }; do
   [ ! -f "$RESULTS/$s.json" ] || results+=("$RESULTS/$s.json")
   [ ! -f "$RESULTS/$s-shards.json" ] || results+=("$RESULTS/$s-shards.json")
+  for f in "$RESULTS/$s"-size-*.json; do [ ! -f "$f" ] || results+=("$f"); done
 done
 [ "${#results[@]}" -gt 0 ] || die "no scenario results in $RESULTS"
 rc=0
