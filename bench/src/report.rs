@@ -13,6 +13,7 @@ mod cells;
 pub mod plots;
 mod runs;
 mod shards;
+mod sizes;
 mod svg;
 mod tables;
 use cells::{
@@ -264,8 +265,10 @@ pub fn markdown(r: &Report, json_path: &Path, charts: &[ChartLink]) -> String {
 
     write_summary(&mut o, r);
     shards::write_shard_summary(&mut o, &r.scenarios);
+    sizes::write_sizes(&mut o, &r.scenarios);
     write_charts_across(&mut o, charts);
-    for s in &r.scenarios {
+    // A size's own runs are in the sizes section and its result file.
+    for s in r.scenarios.iter().filter(|s| !sizes::is_size_run(s)) {
         write_scenario(&mut o, s, r, charts);
     }
     o

@@ -329,6 +329,43 @@ pub struct ScenarioResult {
     pub reversed: Vec<RunResult>,
 }
 
+#[cfg(test)]
+impl ScenarioResult {
+    /// A result of scenario `id` with no runs, for report tests.
+    pub fn for_test(id: &str, params: &[(&str, &str)], commit: Option<&str>) -> Self {
+        ScenarioResult {
+            scenario: id.into(),
+            title: format!("title of {id}"),
+            description: String::new(),
+            controllers: Vec::new(),
+            manager_flags: Vec::new(),
+            params: params
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            kube_api_qps: 100.0,
+            kube_api_burst: 200,
+            timeout_seconds: 900,
+            settle_seconds: 5,
+            started_at: "2026-01-01 00:00:00 UTC".into(),
+            finished_at: "2026-01-01 00:00:00 UTC".into(),
+            origin: commit.map(|c| Origin {
+                command: "make bench".into(),
+                commit: c.into(),
+                host: Host {
+                    cpu: "test".into(),
+                    cpus: 2,
+                    memory_gib: 1.0,
+                    kernel: "test".into(),
+                },
+                plane: String::new(),
+            }),
+            runs: Vec::new(),
+            reversed: Vec::new(),
+        }
+    }
+}
+
 /// The circumstances of one scenario run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Origin {

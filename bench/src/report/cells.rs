@@ -62,6 +62,11 @@ pub(super) fn total_requests(run: &RunResult) -> Option<f64> {
     run.requests.as_ref().map(|c| c.total as f64)
 }
 
+/// The value of the run's scenario metric `name`.
+pub(super) fn metric(r: &RunResult, name: &str) -> Option<f64> {
+    r.metrics.iter().find(|m| m.name == name).map(|m| m.value)
+}
+
 /// The successful run of `m` among `runs`.
 pub(super) fn ok_run(runs: &[RunResult], m: Manager) -> Option<&RunResult> {
     runs.iter()

@@ -5,8 +5,8 @@
 use std::fmt::Write as _;
 
 use super::cells::{
-    APISERVER, cpu, manager_label, measure as show, mib, ok_run, order_label, plane_cpu, ratio,
-    total_requests,
+    APISERVER, cpu, manager_label, measure as show, metric, mib, ok_run, order_label, plane_cpu,
+    ratio, total_requests,
 };
 use crate::manager::Manager;
 use crate::results::{RunResult, ScenarioResult};
@@ -38,10 +38,6 @@ fn settled(r: &RunResult) -> Option<f64> {
 
 fn api(r: &RunResult) -> Option<f64> {
     plane_cpu(r, APISERVER)
-}
-
-fn metric(r: &RunResult, name: &str) -> Option<f64> {
-    r.metrics.iter().find(|m| m.name == name).map(|m| m.value)
 }
 
 /// `f` of `m`'s successful run in `runs`, or the mean over both orders when `runs` is `None`.
