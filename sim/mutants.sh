@@ -38,6 +38,7 @@ MUTANTS=(
   "podgc-out-of-service-without-taint podgc 40 FailedOutsidePodGcRules PodGC's out-of-service rule without the taint: terminating pods of any not-ready node are failed and force-deleted while their containers may run"
   "ttl-no-version-precondition ttlafterfinished 80 JobDeletedBeforeTtl the TTL controller deletes a Job with its UID alone as precondition: a Job whose TTL was just raised goes on its cached copy's TTL"
   "shard-range-without-lease sharded-2 20 ShardWriteOutsideLeaseTerm a sharded replica acts on a range as long as the range is in its held set, its window closed or not (workers and write fence alike): a replica whose lease renewals stall keeps writing after its lease ran out and another replica took the range"
+  "shard-take-without-fence sharded-3 150 ShardLeaseTermsOverlap a sharded replica takes a range of a member session that ran a lease duration without change without fencing that session's member Lease first: a renewal of the session that was only late lands just before the take, and the session's holder keeps the range while the taker holds it too"
 )
 
 if [[ -z "${SIM_BIN:-}" ]]; then
@@ -124,6 +125,12 @@ Notes:
   its ranges past its renew deadline; the other replica takes them once the lease ran out,
   and the stalled one's next write lands in the other's term
   (ShardWriteOutsideLeaseTerm, judged on the Lease records as the server stored them).
+- `shard-take-without-fence` (sharded-3): a replica takes the ranges of a member session
+  it saw unchanged for a lease duration without fencing the session's member Lease; a
+  renewal of that session that was only held back lands just before the take, so the
+  session runs on while the taker holds its ranges (ShardLeaseTermsOverlap). Caught at seeds
+  100, 134 and 139 of 200 (none of sharded-2's 200): the fence matters only when a late
+  renewal and a take meet within one round.
 - Without any mutant, with the final checks and fault model: deployment seeds 0..350,
   statefulset, daemonset, job, ttlafterfinished and podgc seeds 0..120 and 200..350, and
   cronjob seeds 0..120 pass, as do the seeds of `sim/tests/sim.rs` (every controller 0..40,

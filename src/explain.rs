@@ -271,6 +271,16 @@ struct ShardOwner {
     lease: String,
     /// The replica holding it (`None`: the Lease is missing or released).
     holder: Option<String>,
+    /// The holder's member session the range Lease names (`None`: a Lease renewed itself,
+    /// by a version before member sessions).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session: Option<String>,
+    /// Whether the holder's member Lease still shows that session (`false`: it was fenced,
+    /// released or replaced, and the range is free to take).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_running: Option<bool>,
+    /// The last renewal of what keeps the range: the member session's, or the range
+    /// Lease's own without one.
     renew_time: Option<String>,
     lease_duration_seconds: Option<i32>,
 }
@@ -278,6 +288,14 @@ struct ShardOwner {
 impl ShardOwner {
     fn render(&self) -> String {
         let held = match (&self.holder, &self.renew_time) {
+            (Some(h), _) if self.session_running == Some(false) => format!(
+                "named for replica {h}, whose member session {} ended: free to take",
+                self.session.as_deref().unwrap_or_default()
+            ),
+            (Some(h), Some(t)) if self.session.is_some() => format!(
+                "held by replica {h} (its member session renewed {t}, for {}s)",
+                self.lease_duration_seconds.unwrap_or(0)
+            ),
             (Some(h), Some(t)) => format!(
                 "held by replica {h} (renewed {t}, for {}s)",
                 self.lease_duration_seconds.unwrap_or(0)
@@ -301,19 +319,55 @@ async fn shard_owner(read: &Read<'_>, planning: &Planning) -> anyhow::Result<Opt
         .map_err(|e| anyhow::anyhow!("--rkcm-shards: {e}"))?;
     let range = ring.range_of(read.namespace);
     let name = format!("{}-{range}", rkcm_runtime::shard::LEASE_PREFIX);
-    let lease = Api::<Lease>::namespaced(read.client.clone(), &planning.shard_namespace)
+    let api = Api::<Lease>::namespaced(read.client.clone(), &planning.shard_namespace);
+    let lease = api
         .get_opt(&name)
         .await
         .with_context(|| format!("reading Lease {}/{name}", planning.shard_namespace))?;
+    let session = lease.as_ref().and_then(shard_session);
     let spec = lease.and_then(|l| l.spec).unwrap_or_default();
+    let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+    let (mut renew_time, mut duration, mut running) = (
+        spec.renew_time.map(|t| t.0.to_string()),
+        spec.lease_duration_seconds,
+        None,
+    );
+    if let (Some(h), Some(s)) = (&holder, &session) {
+        // The range is held while the holder's member session runs: report that.
+        let member =
+            rkcm_runtime::shard::holder::member_lease_name(rkcm_runtime::shard::LEASE_PREFIX, h);
+        let m = api
+            .get_opt(&member)
+            .await
+            .with_context(|| format!("reading Lease {}/{member}", planning.shard_namespace))?;
+        let same = m.as_ref().is_some_and(|m| {
+            shard_session(m) == Some(s.clone())
+                && m.spec.as_ref().and_then(|x| x.holder_identity.as_deref()) == Some(h.as_str())
+        });
+        running = Some(same);
+        let mspec = m.and_then(|m| m.spec).unwrap_or_default();
+        renew_time = mspec.renew_time.map(|t| t.0.to_string());
+        duration = mspec.lease_duration_seconds;
+    }
     Ok(Some(ShardOwner {
         range,
         ranges: ring.len(),
         lease: format!("{}/{name}", planning.shard_namespace),
-        holder: spec.holder_identity.filter(|h| !h.is_empty()),
-        renew_time: spec.renew_time.map(|t| t.0.to_string()),
-        lease_duration_seconds: spec.lease_duration_seconds,
+        holder,
+        session,
+        session_running: running,
+        renew_time,
+        lease_duration_seconds: duration,
     }))
+}
+
+/// The member session a shard Lease names.
+fn shard_session(l: &Lease) -> Option<String> {
+    l.metadata
+        .annotations
+        .as_ref()?
+        .get(rkcm_runtime::shard::holder::ANNOTATION_SESSION)
+        .cloned()
 }
 
 /// The configuration the plan was made with.

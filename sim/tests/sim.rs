@@ -367,8 +367,7 @@ fn sharded_seeds_pass_and_replay() -> anyhow::Result<()> {
 }
 
 /// The sharded mutant is caught at seed 3 by the lease-term check, which seed 3 passes
-/// without it (seed 0 while a replica renewed every range every round; with renewals every
-/// other round its lease runs out under a stalled holder in seed 3 first).
+/// without it (a stalled holder's session runs out under it there first).
 #[test]
 fn sharded_mutant_is_caught_by_the_lease_term_check() -> anyhow::Result<()> {
     let args = [
@@ -389,6 +388,32 @@ fn sharded_mutant_is_caught_by_the_lease_term_check() -> anyhow::Result<()> {
     assert!(
         simulate(&["--controller", "sharded-2", "--seed", "3"])?.is_none(),
         "seed 3 fails without the mutant"
+    );
+    Ok(())
+}
+
+/// The member-session fence: without it a late renewal of a session someone took ranges
+/// from keeps the session's holder on them (sharded-3 seed 100), which seed 100 passes.
+#[test]
+fn taking_without_the_fence_is_caught_by_the_lease_term_check() -> anyhow::Result<()> {
+    let args = [
+        "--controller",
+        "sharded-3",
+        "--seed",
+        "100",
+        "--mutant",
+        "shard-take-without-fence",
+        "--expect",
+        "ShardLeaseTermsOverlap",
+    ];
+    let report = simulate(&args)?.unwrap_or_default();
+    assert!(
+        report.contains("ShardLeaseTermsOverlap"),
+        "mutant not caught: {report}"
+    );
+    assert!(
+        simulate(&["--controller", "sharded-3", "--seed", "100"])?.is_none(),
+        "seed 100 fails without the mutant"
     );
     Ok(())
 }

@@ -124,6 +124,9 @@ async fn sharded_processes_split_the_ring_and_take_over_a_killed_one_s_ranges() 
     let target = format!("replicaset/{}/web", ns.name());
     let explained = explain(&cluster, &target, &[&shards_flag, &lease_ns_flag]).await?;
     assert_eq!(explained["shard"]["holder"].as_str(), Some(owner.as_str()));
+    // The range is held through the owner's member session, which runs.
+    assert!(explained["shard"]["session"].is_string(), "{explained}");
+    assert_eq!(explained["shard"]["sessionRunning"].as_bool(), Some(true));
     assert_eq!(explained["shard"]["range"].as_u64(), Some(u64::from(range)));
     assert_eq!(
         explained["shard"]["lease"].as_str(),

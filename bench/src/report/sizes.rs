@@ -272,7 +272,9 @@ mod tests {
             "{o}"
         );
         assert!(
-            o.contains("| settled RSS | upstream | 10.00 KiB per pod | 200.0 MiB | 1664.8 MiB |  |"),
+            o.contains(
+                "| settled RSS | upstream | 10.00 KiB per pod | 200.0 MiB | 1664.8 MiB |  |"
+            ),
             "{o}"
         );
         // Cold start: 1 + 7.5 = 8.5 s against 2 + 15 = 17 s.

@@ -27,6 +27,7 @@ pub const ALL: &[&str] = &[
     "deployment-keeps-previous-rollout-condition",
     "ttl-no-version-precondition",
     "shard-range-without-lease",
+    "shard-take-without-fence",
 ];
 
 #[cfg(feature = "sim-mutants")]

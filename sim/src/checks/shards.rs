@@ -20,6 +20,14 @@
 //! incarnation never held. Events (the recorder's, written after the fact) and Leases are not
 //! judged.
 //!
+//! Member sessions: a range Lease written with a session (the annotation
+//! `rkcm.io/shard-session`) is not renewed itself; its holder's term on it lasts until that
+//! session's last renewal (a write of the member Lease `<prefix>-member-…` showing the session)
+//! plus the duration written with it, or until the session's own incarnation released its
+//! member Lease, or until the range's Lease was released or given to someone else. A fence
+//! (another incarnation clearing the member Lease) shortens nothing: the taker must have waited
+//! the session out. A range Lease without a session is judged by its own renewals, as above.
+//!
 //! The global Lease (`<prefix>-global`) has terms of its own, judged the same way (no two
 //! holders at once). PodGC's cluster-wide pass (the terminated-pod threshold) runs in the
 //! holder of the global Lease and deletes pods of any namespace, so a write of PodGC
@@ -39,19 +47,31 @@ pub const CLUSTER_WIDE_AGENTS: &[&str] = &["pod-garbage-collector"];
 /// The global Lease's key in the terms ([`rkcm_runtime::shard::GLOBAL`]).
 const GLOBAL: u32 = rkcm_runtime::shard::GLOBAL;
 
-/// A term on one range: the holding incarnation, from when, its last renewal and duration.
+/// A term on one range: the holding incarnation, from when, its last renewal and duration
+/// (of the range Lease's own record, or of its member session's when it names one).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Term {
     epoch: u64,
     holder: String,
+    session: Option<String>,
     start_ms: u64,
     last_ms: u64,
     duration_ms: u64,
 }
 
-impl Term {
+/// A member session as the server stored it: the incarnation that started it, its last
+/// renewal and duration, and when that incarnation released it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Session {
+    epoch: u64,
+    last_ms: u64,
+    duration_ms: u64,
+    released_ms: Option<u64>,
+}
+
+impl Session {
     fn end_ms(&self) -> u64 {
-        self.last_ms + self.duration_ms
+        (self.last_ms + self.duration_ms).min(self.released_ms.unwrap_or(u64::MAX))
     }
 }
 
@@ -70,7 +90,12 @@ pub struct Terms {
     ring: Ring,
     /// `<namespace>/<prefix>-`: the range Leases' keys before the range number.
     lease_key: String,
+    /// `<namespace>/<prefix>-member-`: the member Leases' keys before the identity's hash.
+    member_key: String,
     open: BTreeMap<u32, Term>,
+    sessions: BTreeMap<String, Session>,
+    /// The session each member Lease showed last.
+    on_member: BTreeMap<String, String>,
 }
 
 impl Terms {
@@ -78,7 +103,49 @@ impl Terms {
         Self {
             ring,
             lease_key: format!("{namespace}/{prefix}-"),
+            member_key: format!("{namespace}/{prefix}-member-"),
             open: BTreeMap::new(),
+            sessions: BTreeMap::new(),
+            on_member: BTreeMap::new(),
+        }
+    }
+
+    /// Where `t` ends: its session's end, or its own last renewal plus duration.
+    fn end_ms(&self, t: &Term) -> u64 {
+        match &t.session {
+            Some(s) => self.sessions.get(s).map_or(t.start_ms, Session::end_ms),
+            None => t.last_ms + t.duration_ms,
+        }
+    }
+
+    /// A write of a member Lease by incarnation `epoch` at `at_ms`.
+    fn member(&mut self, key: &str, at_ms: u64, epoch: u64, record: Record) {
+        match (record.holder.is_empty(), record.session) {
+            (false, Some(session)) => {
+                let session = format!("{}/{session}", record.holder);
+                let s = self.sessions.entry(session.clone()).or_insert(Session {
+                    epoch,
+                    last_ms: at_ms,
+                    duration_ms: record.duration_ms,
+                    released_ms: None,
+                });
+                s.last_ms = s.last_ms.max(at_ms);
+                s.duration_ms = record.duration_ms;
+                self.on_member.insert(key.to_owned(), session);
+            }
+            (true, _) => {
+                // Released by the session's own incarnation: its terms end here. Cleared by
+                // another (a fence): nothing ends earlier than the session's lease.
+                if let Some(s) = self
+                    .on_member
+                    .get(key)
+                    .and_then(|session| self.sessions.get_mut(session))
+                    && s.epoch == epoch
+                {
+                    s.released_ms.get_or_insert(at_ms);
+                }
+            }
+            (false, None) => {}
         }
     }
 
@@ -90,6 +157,15 @@ impl Terms {
                 continue;
             }
             if c.resource == "leases" {
+                let record = if c.kind == "DELETED" {
+                    Record::default()
+                } else {
+                    lease_record(&c.obj)
+                };
+                if c.key.starts_with(&self.member_key) {
+                    self.member(&c.key, c.at_ms, c.epoch, record);
+                    continue;
+                }
                 let Some(range) = c.key.strip_prefix(&self.lease_key).and_then(|r| {
                     if r == "global" {
                         Some(GLOBAL)
@@ -99,12 +175,7 @@ impl Terms {
                 }) else {
                     continue;
                 };
-                let (holder, duration_ms) = if c.kind == "DELETED" {
-                    (String::new(), 0)
-                } else {
-                    lease_record(&c.obj)
-                };
-                out.extend(self.lease(range, c.at_ms, c.epoch, holder, duration_ms));
+                out.extend(self.lease(range, c.at_ms, c.epoch, record));
                 continue;
             }
             let Some((ns, _)) = c.key.split_once('/') else {
@@ -117,46 +188,50 @@ impl Terms {
         out
     }
 
-    /// A write of range `range`'s Lease by incarnation `epoch` at `at_ms`, leaving `holder`
-    /// (`""`: released) for `duration_ms`.
-    fn lease(
-        &mut self,
-        range: u32,
-        at_ms: u64,
-        epoch: u64,
-        holder: String,
-        duration_ms: u64,
-    ) -> Option<Finding> {
+    /// A write of range `range`'s Lease by incarnation `epoch` at `at_ms`, leaving `record`
+    /// (holder `""`: released).
+    fn lease(&mut self, range: u32, at_ms: u64, epoch: u64, record: Record) -> Option<Finding> {
+        let Record {
+            holder,
+            duration_ms,
+            session,
+        } = record;
+        // Sessions are an identity's: two replicas may start theirs in one microsecond.
+        let session = session.map(|s| format!("{holder}/{s}"));
         let mut finding = None;
-        match self.open.get_mut(&range) {
-            Some(t) if t.epoch == epoch && !holder.is_empty() && at_ms <= t.end_ms() => {
-                t.last_ms = at_ms;
-                t.duration_ms = duration_ms;
+        if let Some(t) = self.open.get(&range) {
+            let end = self.end_ms(t);
+            if t.epoch == epoch && !holder.is_empty() && t.session == session && at_ms <= end {
+                // A renewal (a record without a session), or a session writing its range
+                // again (a take whose answer was lost).
+                if let Some(t) = self.open.get_mut(&range) {
+                    t.last_ms = at_ms;
+                    t.duration_ms = duration_ms;
+                }
                 return None;
             }
-            Some(t) => {
-                if !holder.is_empty() && t.epoch != epoch && at_ms < t.end_ms() {
-                    finding = Some(Finding {
-                        at_ms,
-                        invariant: "ShardLeaseTermsOverlap",
-                        object: if range == GLOBAL {
-                            "global lease".to_owned()
-                        } else {
-                            format!("range {range}")
-                        },
-                        detail: format!(
-                            "epoch {epoch} ({holder}) took the range while the term of epoch {} ({}) ran: from {} ms, renewed at {} ms, until {} ms",
-                            t.epoch,
-                            t.holder,
-                            t.start_ms,
-                            t.last_ms,
-                            t.end_ms()
-                        ),
-                    });
-                }
-                self.open.remove(&range);
+            if !holder.is_empty() && (t.epoch != epoch || t.session != session) && at_ms < end {
+                finding = Some(Finding {
+                    at_ms,
+                    invariant: "ShardLeaseTermsOverlap",
+                    object: if range == GLOBAL {
+                        "global lease".to_owned()
+                    } else {
+                        format!("range {range}")
+                    },
+                    detail: format!(
+                        "epoch {epoch} ({holder}) took the range while the term of epoch {} ({}{}) ran: from {} ms, until {} ms",
+                        t.epoch,
+                        t.holder,
+                        t.session
+                            .as_ref()
+                            .map_or_else(String::new, |s| format!(", session {s}")),
+                        t.start_ms,
+                        end
+                    ),
+                });
             }
-            None => {}
+            self.open.remove(&range);
         }
         if !holder.is_empty() {
             self.open.insert(
@@ -164,6 +239,7 @@ impl Terms {
                 Term {
                     epoch,
                     holder,
+                    session,
                     start_ms: at_ms,
                     last_ms: at_ms,
                     duration_ms,
@@ -177,7 +253,7 @@ impl Terms {
     fn in_term(&self, range: u32, epoch: u64, at_ms: u64) -> bool {
         self.open
             .get(&range)
-            .is_some_and(|t| t.epoch == epoch && at_ms <= t.end_ms())
+            .is_some_and(|t| t.epoch == epoch && at_ms <= self.end_ms(t))
     }
 
     /// A write by incarnation `epoch` for an object of namespace `ns`, landed at `at_ms`;
@@ -190,12 +266,11 @@ impl Terms {
         let term = self.open.get(&range);
         let held = match term {
             Some(t) => format!(
-                "the range's term is epoch {}'s ({}), from {} ms, renewed at {} ms, until {} ms",
+                "the range's term is epoch {}'s ({}), from {} ms, until {} ms",
                 t.epoch,
                 t.holder,
                 t.start_ms,
-                t.last_ms,
-                t.end_ms()
+                self.end_ms(t)
             ),
             None => "no term runs on the range".to_owned(),
         };
@@ -208,20 +283,39 @@ impl Terms {
     }
 }
 
-/// A Lease's holder and duration as stored.
-fn lease_record(obj: &Value) -> (String, u64) {
+/// A Lease's record as stored: holder, duration and member session.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Record {
+    holder: String,
+    duration_ms: u64,
+    session: Option<String>,
+}
+
+fn lease_record(obj: &Value) -> Record {
     let spec = &obj["spec"];
-    let holder = spec["holderIdentity"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let secs = spec["leaseDurationSeconds"].as_u64().unwrap_or(0);
-    (holder, secs * 1000)
+    Record {
+        holder: spec["holderIdentity"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        duration_ms: spec["leaseDurationSeconds"].as_u64().unwrap_or(0) * 1000,
+        session: obj["metadata"]["annotations"][rkcm_runtime::shard::holder::ANNOTATION_SESSION]
+            .as_str()
+            .map(str::to_owned),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn rec(holder: &str, secs: u64, session: Option<&str>) -> Record {
+        Record {
+            holder: holder.to_owned(),
+            duration_ms: secs * 1000,
+            session: session.map(str::to_owned),
+        }
+    }
 
     fn terms() -> Terms {
         Terms::new(Ring::new(2).expect("ring"), "kube-system", "rkcm-shard")
@@ -250,7 +344,7 @@ mod tests {
         for e in events {
             let f = match e {
                 Ev::Lease(at, epoch, holder, secs) => {
-                    t.lease(0, *at, *epoch, (*holder).to_owned(), secs * 1000)
+                    t.lease(0, *at, *epoch, rec(holder, *secs, None))
                 }
                 Ev::Write(at, epoch) => t.write(ns_of(0), *at, *epoch, false, "write"),
             };
@@ -339,12 +433,12 @@ mod tests {
     #[test]
     fn a_gap_between_two_terms_of_one_holder_is_outside() {
         let mut t = terms();
-        assert!(t.lease(0, 0, 1, "a".into(), 15_000).is_none());
-        assert!(t.lease(0, 20_000, 1, "a".into(), 15_000).is_none());
+        assert!(t.lease(0, 0, 1, rec("a", 15, None)).is_none());
+        assert!(t.lease(0, 20_000, 1, rec("a", 15, None)).is_none());
         // Between the lapse (15 s) and the new term (20 s) nothing was held; judged in
         // commit order, a write landing then meets the lapsed term.
         let mut gap = terms();
-        assert!(gap.lease(0, 0, 1, "a".into(), 15_000).is_none());
+        assert!(gap.lease(0, 0, 1, rec("a", 15, None)).is_none());
         assert!(gap.write(ns_of(0), 17_000, 1, false, "w").is_some());
         assert!(
             t.write(ns_of(1), 1, 1, false, "w").is_some(),
@@ -355,15 +449,66 @@ mod tests {
     #[test]
     fn a_cluster_wide_writer_may_write_in_its_global_term() {
         let mut t = terms();
-        assert!(t.lease(GLOBAL, 0, 1, "a".into(), 15_000).is_none());
-        assert!(t.lease(0, 0, 2, "b".into(), 15_000).is_none());
+        assert!(t.lease(GLOBAL, 0, 1, rec("a", 15, None)).is_none());
+        assert!(t.lease(0, 0, 2, rec("b", 15, None)).is_none());
         // PodGC of epoch 1 deletes in range 0 (epoch 2's) under the global Lease.
         assert!(t.write(ns_of(0), 1_000, 1, true, "w").is_none());
         // Any other writer of epoch 1 may not; nor PodGC once the global term is over.
         assert!(t.write(ns_of(0), 1_000, 1, false, "w").is_some());
         assert!(t.write(ns_of(0), 15_001, 1, true, "w").is_some());
         // Two holders of the global Lease at once overlap.
-        let taken = t.lease(GLOBAL, 5_000, 3, "c".into(), 15_000);
+        let taken = t.lease(GLOBAL, 5_000, 3, rec("c", 15, None));
         assert_eq!(taken.map(|f| f.object), Some("global lease".to_owned()));
+    }
+
+    /// Member sessions: a range Lease written once for a session is held as long as the
+    /// session's member Lease renews; a fence ends nothing early, a release does.
+    #[test]
+    fn session_terms_follow_the_member_lease() {
+        const M_A: &str = "kube-system/rkcm-shard-member-a";
+        const M_B: &str = "kube-system/rkcm-shard-member-b";
+        let a = |at: u64| (at, rec("a", 15, Some("s1")));
+        let mut t = terms();
+        t.member(M_A, 0, 1, a(0).1);
+        assert!(t.lease(0, 100, 1, rec("a", 15, Some("s1"))).is_none());
+        // Renewals of the session carry the range's term: a write at 40 s is inside.
+        for at in (2_000..=30_000).step_by(2_000) {
+            t.member(M_A, at, 1, a(at).1);
+        }
+        assert!(t.write(ns_of(0), 40_000, 1, false, "w").is_none());
+        // No renewal after 30 s: the term ends at 45 s.
+        assert!(t.write(ns_of(0), 45_001, 1, false, "w").is_some());
+        // b fences a's session at 46 s and takes the range at once: no overlap.
+        t.member(M_A, 46_000, 2, rec("", 15, Some("s1")));
+        // (Its session has the same token as a's: sessions are per identity.)
+        t.member(M_B, 46_000, 2, rec("b", 15, Some("s1")));
+        assert!(t.lease(0, 46_100, 2, rec("b", 15, Some("s1"))).is_none());
+        assert!(t.write(ns_of(0), 47_000, 2, false, "w").is_none());
+        // A fence before the session ran out: the take overlaps.
+        let mut early = terms();
+        early.member(M_A, 0, 1, a(0).1);
+        assert!(early.lease(0, 100, 1, rec("a", 15, Some("s1"))).is_none());
+        early.member(M_A, 10_000, 2, rec("", 15, Some("s1")));
+        let f = early.lease(0, 10_100, 2, rec("b", 15, Some("s2")));
+        assert_eq!(f.map(|f| f.invariant), Some("ShardLeaseTermsOverlap"));
+        // A release by the session's own incarnation ends its terms at once.
+        let mut left = terms();
+        left.member(M_A, 0, 1, a(0).1);
+        assert!(left.lease(0, 100, 1, rec("a", 15, Some("s1"))).is_none());
+        left.member(M_A, 5_000, 1, rec("", 1, Some("s1")));
+        assert!(left.write(ns_of(0), 5_001, 1, false, "w").is_some());
+        assert!(left.lease(0, 5_100, 2, rec("b", 15, Some("s2"))).is_none());
+        // A late renewal after someone took the range does not give it back.
+        let mut late = terms();
+        late.member(M_A, 0, 1, a(0).1);
+        assert!(late.lease(0, 100, 1, rec("a", 15, Some("s1"))).is_none());
+        assert!(late.lease(0, 16_000, 2, rec("b", 15, Some("s2"))).is_none());
+        late.member(M_A, 17_000, 1, a(17_000).1);
+        let f = late.write(ns_of(0), 18_000, 1, false, "w");
+        assert_eq!(f.map(|f| f.invariant), Some("ShardWriteOutsideLeaseTerm"));
+        // A session the check never saw start holds nothing.
+        let mut unknown = terms();
+        assert!(unknown.lease(0, 0, 1, rec("a", 15, Some("s9"))).is_none());
+        assert!(unknown.write(ns_of(0), 1, 1, false, "w").is_some());
     }
 }

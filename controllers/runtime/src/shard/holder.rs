@@ -1,30 +1,43 @@
-//! The Lease side of sharded mode: one task per replica keeps its member Lease, renews the
-//! range Leases it holds, takes free ranges up to its share and hands the surplus over.
+//! The Lease side of sharded mode: one task per replica keeps its member session, takes free
+//! ranges up to its share and hands the surplus over.
 //!
-//! Every range `i` is the Lease `<prefix>-<i>` in the shard namespace, held with the leader
-//! election's semantics: another replica judges expiry on its own clock from when it saw the
-//! record change, and takes a range only after a full lease duration without change. A holder
-//! acts on a range only until its last renewal's send time plus the renew deadline (shorter
-//! than the lease duration), so its window always closes before anyone else's can open,
-//! whatever the network does to its requests.
+//! Every replica runs a *member session*: its member Lease (`<prefix>-member-<hash>`), held
+//! with the leader election's semantics and renewed every retry period, carries the session
+//! in an annotation. Every range `i` is the Lease `<prefix>-<i>` in the shard namespace; a
+//! replica takes a range by writing that Lease with its identity and its session, and does
+//! not write it again while it holds the range. A range is held for as long as the session
+//! that took it runs, so the ring costs one write per replica per round, however many ranges
+//! it has (renewing each range Lease cost dozens).
 //!
-//! That argument does not depend on how often a holder renews, only on when its last
-//! renewal left. The single leader renews its one Lease every retry period; a replica holding
-//! dozens of ranges would write dozens of Leases every retry period, so it renews a range
-//! only once its window has [`ShardConfig::renew_margin`] left or less (6 s of the default
-//! 10 s: about every other round), which still leaves three rounds to get a renewal through
-//! before the window closes. The renewals of one round go out together, a few at a time.
+//! Safety is the leader election's argument, applied to the session, plus a fence:
+//! - A holder acts on its ranges only until its last successful session renewal's send time
+//!   plus the renew deadline (shorter than the lease duration).
+//! - Another replica judges a session on its own clock from when it saw the member record
+//!   change, and takes a range of a session that ran a whole lease duration without change
+//!   only after *fencing* it: an update of the member Lease on the version it saw, clearing
+//!   the holder. A renewal that landed meanwhile makes the fence fail; a fence that landed
+//!   makes every later renewal fail (they update on the version they listed, and only while
+//!   the record is still the session's). So the holder's window closed before the fence, and
+//!   no renewal can reopen it.
+//! - A member Lease leaves a session only through such a fence, a release (the holder
+//!   leaving, after its syncs drained) or a new session, which starts only on a released or
+//!   fenced record, on one unchanged for a lease duration (the update is the fence), or on a
+//!   missing one missing for a lease duration. So a range naming a session its member Lease
+//!   no longer shows is free at once.
 //!
 //! A range handed over leaves the held set first (new syncs of it stop at once), then the
 //! holder waits for the syncs already running on it ([`Shards::begin`]) and releases the Lease
 //! (holder cleared, duration 1 s, as the leader election releases), so the next holder starts
 //! on its next round instead of waiting out the lease.
+//!
+//! A range Lease without a session (written by a version before member sessions, which
+//! renewed each range) is judged as before: held until its record has not changed for its
+//! duration.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, ListParams, PostParams};
@@ -46,6 +59,13 @@ pub const LEASE_PREFIX: &str = "rkcm-shard";
 
 /// `range`, `member` or `global`.
 pub const LABEL_ROLE: &str = "rkcm.io/shard-role";
+
+/// The member session a Lease belongs to: on a member Lease, the session its holder runs; on
+/// a range's (or the global) Lease, the session of the holder that took it.
+pub const ANNOTATION_SESSION: &str = "rkcm.io/shard-session";
+
+/// On a fenced member Lease: the replica that fenced it.
+pub const ANNOTATION_FENCED_BY: &str = "rkcm.io/shard-fenced-by";
 
 /// The key of the global Lease (`<prefix>-global`) in the held set: work that is cluster-wide
 /// by upstream's definition (PodGC's terminated-pod threshold) runs in the one replica that
@@ -98,22 +118,20 @@ impl ShardConfig {
         }
     }
 
-    /// A held range is renewed once its window has this much left or less: the renew
-    /// deadline less two retry periods, so a renewal is tried in three rounds before the
-    /// window closes; every round when that leaves less than two retry periods (short
-    /// deadlines), as the single leader renews.
-    pub fn renew_margin(&self) -> Duration {
-        let margin = self.renew_deadline.saturating_sub(2 * self.retry_period);
-        if margin >= 2 * self.retry_period {
-            margin
-        } else {
-            self.renew_deadline
-        }
+    /// This replica's member Lease.
+    pub fn member_lease(&self) -> String {
+        self.member_lease_of(&self.identity)
     }
 
-    pub fn member_lease(&self) -> String {
-        format!("{}-member-{:016x}", self.prefix, fnv1a64(&self.identity))
+    /// The member Lease of replica `identity`.
+    pub fn member_lease_of(&self, identity: &str) -> String {
+        member_lease_name(&self.prefix, identity)
     }
+}
+
+/// The member Lease of replica `identity` in the ring of Lease prefix `prefix`.
+pub fn member_lease_name(prefix: &str, identity: &str) -> String {
+    format!("{prefix}-member-{:016x}", fnv1a64(identity))
 }
 
 /// The ranges a replica may act on, each until the local instant its last renewal allows.
@@ -353,7 +371,7 @@ impl Shards {
     }
 
     /// Holds ranges until `cancel`, then hands every range over and releases the Leases. The
-    /// first round only announces the replica (its member Lease) and takes nothing.
+    /// first round only starts the replica's member session and takes nothing.
     pub async fn run(self: Arc<Self>, client: kube::Client, cancel: CancellationToken) {
         let api: Api<Lease> = Api::namespaced(client, &self.cfg.namespace);
         let mut round = Round::default();
@@ -373,40 +391,50 @@ impl Shards {
             self.release(&api, &self.cfg.range_lease(range), &round)
                 .await;
         }
+        // Last: with the member Lease released, a range whose release failed is free at once
+        // (nothing acts on it any more).
         self.release(&api, &self.cfg.member_lease(), &round).await;
     }
 
-    /// One round: read the ring's Leases, renew, take, hand over.
+    /// One round: read the ring's Leases, keep the member session, take, hand over.
     async fn round(&self, api: &Api<Lease>, round: &mut Round) {
         let params = ListParams::default().labels(&format!("{LABEL_RING}={}", self.cfg.prefix));
         let listed = api.list(&params).await;
-        // Another holder's lease is judged from when its record was seen, which is when the
-        // answer came: a record sent late may carry a renewal made after the request left
-        // (timing it from the request would make a valid lease look expired).
+        // Another replica's session is judged from when its record was seen, which is when
+        // the answer came: a record sent late may carry a renewal made after the request left
+        // (timing it from the request would make a live session look expired).
         let now = self.clock.now();
         match listed {
-            Ok(list) => round.observe(list.items, now),
+            Ok(list) => round.observe(&self.cfg, list.items, now),
             Err(error) => {
                 tracing::debug!(%error, "listing the shard leases failed");
                 self.expire(now);
                 return;
             }
         }
-        self.renew_member(api, round).await;
+        self.keep_session(api, round).await;
         let mut held = self.held.get();
-        self.renew_ranges(api, round, &mut held).await;
-        held.retain(|_, until| *until > self.clock.now());
+        match round.until {
+            Some(until) => held.values_mut().for_each(|u| *u = until),
+            None => held.clear(),
+        }
+        // A range whose Lease no longer names this session (released or taken by hand; a
+        // replica takes one only after this session ended) closes now.
+        let now = self.clock.now();
+        held.retain(|range, until| {
+            *until > now && round.names_session(&self.cfg.range_lease(*range), &self.cfg)
+        });
         self.set_held(held.clone());
 
         round.count += 1;
-        if round.count == 1 {
+        if round.count == 1 || round.until.is_none_or(|until| until <= now) {
             // The first round only announces this replica: replicas that start together
             // (a rollout, a scale-up) then see each other before taking ranges, and take
             // their fair shares of the free ones instead of the first taking everything and
-            // handing most of it over again.
+            // handing most of it over again. Without an open session nothing is taken.
             return;
         }
-        let (members, leases) = round.view(&self.cfg, self.clock.now());
+        let (members, leases) = round.view(&self.cfg, now, &held);
         let plan = balance::plan(&View {
             ranges: self.cfg.ring.len(),
             me: &self.cfg.identity,
@@ -417,9 +445,10 @@ impl Shards {
         // change of the set relists every cache.
         let mut took = Vec::new();
         for range in plan.take {
-            let sent = self.clock.now();
-            if self.acquire(api, range, round).await {
-                held.insert(range, sent + self.cfg.renew_deadline);
+            if self.acquire(api, range, round).await
+                && let Some(until) = round.until
+            {
+                held.insert(range, until);
                 took.push(range);
             }
         }
@@ -428,13 +457,25 @@ impl Shards {
             super::metrics::moved("took", took.len());
             tracing::info!(ranges = ?took, identity = %self.cfg.identity, "took shard ranges");
         }
-        if !held.contains_key(&GLOBAL) && round.global_free(&self.cfg, self.clock.now()) {
-            let sent = self.clock.now();
-            if self.acquire(api, GLOBAL, round).await {
-                held.insert(GLOBAL, sent + self.cfg.renew_deadline);
-                self.set_held(held.clone());
-                tracing::info!(identity = %self.cfg.identity, "took the global shard lease");
-            }
+        let global = self.cfg.range_lease(GLOBAL);
+        if !held.contains_key(&GLOBAL)
+            && round.claim(&self.cfg, &global, self.clock.now(), &held) != Claim::Held
+            && self.acquire(api, GLOBAL, round).await
+            && let Some(until) = round.until
+        {
+            held.insert(GLOBAL, until);
+            self.set_held(held.clone());
+            tracing::info!(identity = %self.cfg.identity, "took the global shard lease");
+        }
+        // Ranges this session took but does not hold (a release or a take that failed): free
+        // them, or nobody else ever would while the session runs. Nothing acts on them.
+        let stray: Vec<u32> = (0..self.cfg.ring.len())
+            .filter(|r| {
+                !held.contains_key(r) && round.names_session(&self.cfg.range_lease(*r), &self.cfg)
+            })
+            .collect();
+        for range in stray {
+            self.release(api, &self.cfg.range_lease(range), round).await;
         }
         if !plan.hand_over.is_empty() {
             for range in &plan.hand_over {
@@ -458,71 +499,134 @@ impl Shards {
         self.set_held(held);
     }
 
-    async fn renew_member(&self, api: &Api<Lease>, round: &mut Round) {
+    /// Renews this replica's member session, or starts one where the member Lease allows it.
+    ///
+    /// A renewal is an update on the version listed this round, sent only while that record
+    /// is still this session's: it never overwrites a fence, and a fence landing after the
+    /// list makes it fail. A renewal that succeeds opens the window of every held range until
+    /// its send time plus the renew deadline. The session ends when the member Lease shows
+    /// anything else (fenced by a taker, released, deleted): every range goes at once.
+    ///
+    /// A new session starts on a member Lease that is missing, released or fenced (holder
+    /// empty), or whose record nobody changed for a whole lease duration (a previous process
+    /// of this identity: the update on the version seen is its fence).
+    async fn keep_session(&self, api: &Api<Lease>, round: &mut Round) {
         let name = self.cfg.member_lease();
-        let spec = self.spec(round.spec(&name), true);
-        let _ = self.write(api, &name, "member", spec, round).await;
-    }
-
-    /// Renews the held ranges whose window is short ([`ShardConfig::renew_margin`]), a few
-    /// at a time; closes the window of a range someone else holds now.
-    async fn renew_ranges(&self, api: &Api<Lease>, round: &mut Round, held: &mut Held) {
+        if let Some(session) = round.session.clone() {
+            if round.names_session(&name, &self.cfg) {
+                let mut spec = round.spec(&name).unwrap_or_default();
+                spec.renew_time = Some(MicroTime(self.clock.wall()));
+                let sent = self.clock.now();
+                if self
+                    .write(api, &name, "member", spec, &session, round)
+                    .await
+                {
+                    round.until = Some(sent + self.cfg.renew_deadline);
+                }
+                return;
+            }
+            tracing::info!(identity = %self.cfg.identity, session = %session, "the shard member session ended (its Lease was fenced, released or replaced)");
+            round.session = None;
+            round.until = None;
+        }
         let now = self.clock.now();
-        let margin = self.cfg.renew_margin();
-        let mut due = Vec::new();
-        for (range, until) in held.iter_mut() {
-            let name = self.cfg.range_lease(*range);
-            let Some(seen) = round.leases.get(&name) else {
-                // Gone (deleted by someone): the window closes now.
-                *until = now;
-                continue;
-            };
-            let current = seen.lease.spec.clone();
-            let holder = current
-                .as_ref()
-                .and_then(|s| s.holder_identity.clone())
-                .unwrap_or_default();
-            if holder != self.cfg.identity {
-                // Taken over or released by someone else: the window closes now.
-                *until = now;
-                continue;
+        let may_start = match round.leases.get(&name) {
+            // Missing: at once unless some range Lease names this identity (then a process
+            // of it may have had a session there until the Lease went, so only after a
+            // lease duration of it missing, as others judge it).
+            None => round
+                .missing
+                .get(&name)
+                .is_none_or(|since| *since + self.cfg.lease_duration <= now),
+            Some(seen) => {
+                let spec = seen.lease.spec.clone().unwrap_or_default();
+                spec.holder_identity
+                    .as_deref()
+                    .unwrap_or_default()
+                    .is_empty()
+                    || seen.at + self.cfg.lease_duration <= now
             }
-            if !renewal_due(*until, now, margin) {
-                continue;
-            }
-            let mut lease = seen.lease.clone();
-            lease.spec = Some(self.spec(current, true));
-            due.push((*range, name, lease));
+        };
+        if !may_start {
+            return;
         }
-        // Sent no earlier than this: the windows count from here.
+        // The member Lease's transitions (counting this session) and the wall clock: unique
+        // per identity, also where two sessions start in one microsecond of a frozen clock.
+        let spec = self.spec(round.spec(&name), false);
+        let session = format!(
+            "{}-{}",
+            spec.lease_transitions.unwrap_or(0),
+            self.clock.wall().as_microsecond()
+        );
         let sent = self.clock.now();
-        let answers: Vec<_> =
-            futures::stream::iter(due.into_iter().map(|(range, name, lease)| async move {
-                let answer = api.replace(&name, &PostParams::default(), &lease).await;
-                (range, name, answer)
-            }))
-            .buffer_unordered(RENEWALS_IN_FLIGHT)
-            .collect()
-            .await;
-        for (range, name, answer) in answers {
-            match answer {
-                Ok(lease) => {
-                    round.observe_one(lease, self.clock.now());
-                    held.insert(range, sent + self.cfg.renew_deadline);
-                }
-                Err(error) => {
-                    tracing::debug!(lease = %name, %error, "renewing a shard lease failed");
-                }
-            }
+        if self
+            .write(api, &name, "member", spec, &session, round)
+            .await
+        {
+            tracing::info!(identity = %self.cfg.identity, session = %session, "started a shard member session");
+            round.session = Some(session);
+            round.until = Some(sent + self.cfg.renew_deadline);
         }
     }
 
-    /// Takes a free range: a create when its Lease is missing, else an update on the version
-    /// read this round (a conflict means someone else was faster).
+    /// Takes a free range: fences the previous holder's member Lease first when its session
+    /// expired without ending, then writes the range's Lease for this session (a create when
+    /// it is missing, else an update on the version read: a conflict means someone else was
+    /// faster).
     async fn acquire(&self, api: &Api<Lease>, range: u32, round: &mut Round) -> bool {
+        let Some(session) = round.session.clone() else {
+            return false;
+        };
         let name = self.cfg.range_lease(range);
+        let now = self.clock.now();
+        match round.claim(&self.cfg, &name, now, &self.held.get()) {
+            Claim::Free => {}
+            Claim::Fence(member) => {
+                // The mutant takes the range without fencing the expired session: a holder
+                // whose renewals were only late renews after the take and acts on.
+                if !crate::mutants::on("shard-take-without-fence")
+                    && !self.fence(api, &member, round).await
+                {
+                    return false;
+                }
+            }
+            Claim::Held => return false,
+        }
         let spec = self.spec(round.spec(&name), false);
-        self.write(api, &name, role_of(range), spec, round).await
+        self.write(api, &name, role_of(range), spec, &session, round)
+            .await
+    }
+
+    /// Ends another replica's expired session: an update of its member Lease on the version
+    /// this replica saw unchanged for a lease duration, clearing the holder. It fails if the
+    /// session renewed meanwhile; once it succeeds, no renewal of that session can.
+    async fn fence(&self, api: &Api<Lease>, member: &str, round: &mut Round) -> bool {
+        let Some(seen) = round.leases.get(member) else {
+            return false;
+        };
+        let mut lease = seen.lease.clone();
+        let Some(spec) = lease.spec.as_mut() else {
+            return false;
+        };
+        let wall = MicroTime(self.clock.wall());
+        spec.holder_identity = Some(String::new());
+        spec.renew_time = Some(wall);
+        lease
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(ANNOTATION_FENCED_BY.to_owned(), self.cfg.identity.clone());
+        match api.replace(member, &PostParams::default(), &lease).await {
+            Ok(lease) => {
+                tracing::info!(lease = member, identity = %self.cfg.identity, "fenced an expired shard member session");
+                round.observe_one(lease, self.clock.now());
+                true
+            }
+            Err(error) => {
+                tracing::debug!(lease = member, %error, "fencing a shard member session failed");
+                false
+            }
+        }
     }
 
     /// The record to write: ours, renewed now; `renew`: we already hold it.
@@ -541,19 +645,27 @@ impl Shards {
         spec
     }
 
-    /// Creates or updates Lease `name` with `spec`; keeps what the server answered.
+    /// Creates or updates Lease `name` with `spec`, for member session `session`; keeps
+    /// what the server answered.
     async fn write(
         &self,
         api: &Api<Lease>,
         name: &str,
         role: &str,
         spec: LeaseSpec,
+        session: &str,
         round: &mut Round,
     ) -> bool {
         let result = match round.leases.get(name) {
             Some(seen) => {
                 let mut lease = seen.lease.clone();
                 lease.spec = Some(spec);
+                let annotations = lease
+                    .metadata
+                    .annotations
+                    .get_or_insert_with(Default::default);
+                annotations.insert(ANNOTATION_SESSION.to_owned(), session.to_owned());
+                annotations.remove(ANNOTATION_FENCED_BY);
                 api.replace(name, &PostParams::default(), &lease).await
             }
             None => {
@@ -567,6 +679,9 @@ impl Shards {
                                 (LABEL_ROLE.to_owned(), role.to_owned()),
                             ]
                             .into(),
+                        ),
+                        annotations: Some(
+                            [(ANNOTATION_SESSION.to_owned(), session.to_owned())].into(),
                         ),
                         ..ObjectMeta::default()
                     },
@@ -587,8 +702,13 @@ impl Shards {
         }
     }
 
-    /// Clears the holder of Lease `name` if it is still ours (duration 1 s).
+    /// Clears the holder of Lease `name` if it still names this replica's running session
+    /// (duration 1 s). Never another session's, even of this identity: a previous process's
+    /// session is over only once it lapsed or was fenced.
     async fn release(&self, api: &Api<Lease>, name: &str, round: &Round) {
+        if !round.names_session(name, &self.cfg) {
+            return;
+        }
         let Some(seen) = round.leases.get(name) else {
             return;
         };
@@ -596,9 +716,6 @@ impl Shards {
         let Some(spec) = lease.spec.as_mut() else {
             return;
         };
-        if spec.holder_identity.as_deref() != Some(self.cfg.identity.as_str()) {
-            return;
-        }
         let wall = MicroTime(self.clock.wall());
         spec.holder_identity = Some(String::new());
         spec.lease_duration_seconds = Some(1);
@@ -608,15 +725,6 @@ impl Shards {
             tracing::debug!(lease = name, %error, "releasing a shard lease failed");
         }
     }
-}
-
-/// Range renewals of one round in flight at once.
-const RENEWALS_IN_FLIGHT: usize = 8;
-
-/// Whether a held range whose window closes at `until` is renewed at `now`: once at most
-/// `margin` is left.
-fn renewal_due(until: Instant, now: Instant, margin: Duration) -> bool {
-    until.saturating_duration_since(now) <= margin
 }
 
 /// The held ranges without [`GLOBAL`].
@@ -635,16 +743,69 @@ struct Seen {
     at: Instant,
 }
 
+impl Seen {
+    fn holder(&self) -> &str {
+        self.lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.holder_identity.as_deref())
+            .unwrap_or_default()
+    }
+
+    fn session(&self) -> Option<&str> {
+        self.lease
+            .metadata
+            .annotations
+            .as_ref()?
+            .get(ANNOTATION_SESSION)
+            .map(String::as_str)
+    }
+
+    /// Whether the record has not changed for the duration it carries.
+    fn lapsed(&self, now: Instant) -> bool {
+        let secs = self
+            .lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.lease_duration_seconds)
+            .and_then(|s| u64::try_from(s).ok())
+            .unwrap_or(0);
+        self.at + Duration::from_secs(secs) <= now
+    }
+}
+
+/// What taking a range's (or the global) Lease needs, as this replica sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Claim {
+    /// Held by a session that runs (this replica's own included), or by an older replica
+    /// renewing the range Lease itself whose renewals have not lapsed.
+    Held,
+    /// Released, missing, named by a session that ended (its member Lease fenced, released,
+    /// replaced by a new session, or missing for a lease duration), or this session's own
+    /// but not in its held set (a take whose answer was lost): written at once.
+    Free,
+    /// Named by a session whose member Lease nobody changed for a lease duration: fence that
+    /// member Lease (this name) first.
+    Fence(String),
+}
+
 /// What the holder knows of the ring's Leases between rounds.
 #[derive(Default)]
 struct Round {
     leases: HashMap<String, Seen>,
+    /// Member Leases that range Leases name but the list did not hold, since when.
+    missing: HashMap<String, Instant>,
     /// Rounds begun.
     count: u64,
+    /// This replica's member session (the member Lease's session annotation) while one runs.
+    session: Option<String>,
+    /// Where the windows of the held ranges close: the last successful renewal's send time
+    /// plus the renew deadline. `None` without a session.
+    until: Option<Instant>,
 }
 
 impl Round {
-    fn observe(&mut self, leases: Vec<Lease>, now: Instant) {
+    fn observe(&mut self, cfg: &ShardConfig, leases: Vec<Lease>, now: Instant) {
         let names: BTreeSet<String> = leases
             .iter()
             .filter_map(|l| l.metadata.name.clone())
@@ -652,6 +813,17 @@ impl Round {
         self.leases.retain(|name, _| names.contains(name));
         for lease in leases {
             self.observe_one(lease, now);
+        }
+        let named: BTreeSet<String> = self
+            .leases
+            .values()
+            .filter(|s| s.session().is_some() && !s.holder().is_empty())
+            .map(|s| cfg.member_lease_of(s.holder()))
+            .filter(|m| !self.leases.contains_key(m))
+            .collect();
+        self.missing.retain(|m, _| named.contains(m));
+        for m in named {
+            self.missing.entry(m).or_insert(now);
         }
     }
 
@@ -662,7 +834,12 @@ impl Round {
             return;
         };
         let at = match self.leases.get(&name) {
-            Some(seen) if seen.lease.spec == lease.spec => seen.at,
+            Some(seen)
+                if seen.lease.spec == lease.spec
+                    && seen.lease.metadata.annotations == lease.metadata.annotations =>
+            {
+                seen.at
+            }
             _ => now,
         };
         self.leases.insert(name, Seen { lease, at });
@@ -672,27 +849,72 @@ impl Round {
         self.leases.get(name).and_then(|s| s.lease.spec.clone())
     }
 
-    /// Whether the global Lease may be taken: missing, released, or not renewed for its
-    /// duration.
-    fn global_free(&self, cfg: &ShardConfig, now: Instant) -> bool {
-        let Some(seen) = self.leases.get(&cfg.range_lease(GLOBAL)) else {
-            return true;
+    /// Whether Lease `name` names this replica's running session.
+    fn names_session(&self, name: &str, cfg: &ShardConfig) -> bool {
+        let Some(session) = &self.session else {
+            return false;
         };
-        let spec = seen.lease.spec.clone().unwrap_or_default();
-        let holder = spec.holder_identity.unwrap_or_default();
-        let secs = u64::try_from(spec.lease_duration_seconds.unwrap_or(0)).unwrap_or(0);
-        holder.is_empty() || seen.at + Duration::from_secs(secs) <= now
+        self.leases
+            .get(name)
+            .is_some_and(|s| s.holder() == cfg.identity && s.session() == Some(session))
+    }
+
+    /// What taking Lease `name` (a range's or the global one) needs at `now`.
+    fn claim(&self, cfg: &ShardConfig, name: &str, now: Instant, held: &Held) -> Claim {
+        let Some(seen) = self.leases.get(name) else {
+            return Claim::Free;
+        };
+        let holder = seen.holder();
+        if holder.is_empty() {
+            return Claim::Free;
+        }
+        let Some(session) = seen.session() else {
+            // A record renewed by its holder (a replica of a version before member sessions).
+            return if seen.lapsed(now) {
+                Claim::Free
+            } else {
+                Claim::Held
+            };
+        };
+        if holder == cfg.identity && self.session.as_deref() == Some(session) {
+            let range = name
+                .strip_prefix(&format!("{}-", cfg.prefix))
+                .map_or(Some(GLOBAL), |i| i.parse::<u32>().ok());
+            return if range.is_some_and(|r| held.contains_key(&r)) {
+                Claim::Held
+            } else {
+                Claim::Free
+            };
+        }
+        let member = cfg.member_lease_of(holder);
+        match self.leases.get(&member) {
+            None => {
+                let since = self.missing.get(&member).copied().unwrap_or(now);
+                if since + cfg.lease_duration <= now {
+                    Claim::Free
+                } else {
+                    Claim::Held
+                }
+            }
+            Some(m) if m.holder() == holder && m.session() == Some(session) => {
+                if m.at + cfg.lease_duration <= now {
+                    Claim::Fence(member)
+                } else {
+                    Claim::Held
+                }
+            }
+            // Fenced, released or a newer session: a member Lease leaves a session only
+            // through a fence or a release (a new session starts on a record whose holder
+            // is empty, or on one unchanged for a lease duration, which fences it).
+            Some(_) => Claim::Free,
+        }
     }
 
     /// The live members and the ranges' Leases, judged at `now`.
-    fn view(&self, cfg: &ShardConfig, now: Instant) -> (Vec<String>, Vec<RangeLease>) {
+    fn view(&self, cfg: &ShardConfig, now: Instant, held: &Held) -> (Vec<String>, Vec<RangeLease>) {
         let mut members = Vec::new();
         let mut ranges = Vec::new();
         for (name, seen) in &self.leases {
-            let spec = seen.lease.spec.clone().unwrap_or_default();
-            let holder = spec.holder_identity.clone().unwrap_or_default();
-            let secs = u64::try_from(spec.lease_duration_seconds.unwrap_or(0)).unwrap_or(0);
-            let valid = seen.at + Duration::from_secs(secs) > now;
             let role = seen
                 .lease
                 .metadata
@@ -701,16 +923,21 @@ impl Round {
                 .and_then(|l| l.get(LABEL_ROLE))
                 .map(String::as_str);
             if role == Some("member") {
-                if valid && !holder.is_empty() {
-                    members.push(holder);
+                if !seen.lapsed(now) && !seen.holder().is_empty() {
+                    members.push(seen.holder().to_owned());
                 }
             } else if let Some(range) = name
                 .strip_prefix(&format!("{}-", cfg.prefix))
                 .and_then(|i| i.parse::<u32>().ok())
             {
+                let valid = self.claim(cfg, name, now, held) == Claim::Held;
                 ranges.push(RangeLease {
                     range,
-                    holder,
+                    holder: if valid {
+                        seen.holder().to_owned()
+                    } else {
+                        String::new()
+                    },
                     valid,
                 });
             }

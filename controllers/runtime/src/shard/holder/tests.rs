@@ -254,62 +254,21 @@ async fn a_late_list_answer_does_not_make_valid_leases_look_expired() {
     assert_eq!(b.held().len(), 2, "b holds its own again");
 }
 
-/// The renewal margin: the renew deadline less two retry periods (three rounds to get a
-/// renewal through), every round when that is shorter than two retry periods.
-#[test]
-fn renew_margin_leaves_three_rounds() {
-    let cfg = |renew: u64, retry: u64| ShardConfig {
-        renew_deadline: Duration::from_secs(renew),
-        retry_period: Duration::from_secs(retry),
-        ..ShardConfig::with_defaults(Ring::new(4).expect("ring"), "kube-system", "a")
-    };
-    for (renew, retry, margin) in [(10, 2, 6), (20, 4, 12), (8, 2, 4), (7, 2, 7), (3, 2, 3)] {
-        assert_eq!(
-            cfg(renew, retry).renew_margin(),
-            Duration::from_secs(margin),
-            "renew deadline {renew} s, retry period {retry} s"
-        );
-    }
-    let now = tokio::time::Instant::now();
-    let six = Duration::from_secs(6);
-    for (left_ms, due) in [
-        (8_000, false),
-        (6_001, false),
-        (6_000, true),
-        (100, true),
-        (0, true),
-    ] {
-        let until = now + Duration::from_millis(left_ms);
-        assert_eq!(
-            super::renewal_due(until, now, six),
-            due,
-            "{left_ms} ms left"
-        );
-    }
-    assert!(
-        super::renewal_due(now, now + RETRY, six),
-        "a closed window is due"
-    );
-}
-
-/// A replica renews each range about every other round, not every round (a ring of 64
-/// ranges would write 32 Leases a second), and keeps every range held meanwhile.
-#[tokio::test(start_paused = true)]
-async fn ranges_are_renewed_every_other_round() {
-    let api = SimApi::new(4, base());
-    let a = replica("a", 8);
-    let cancel = CancellationToken::new();
-    let _task = start(&api, &a, &cancel);
-    run_checking(Duration::from_secs(10), &[&a]).await;
-    assert_eq!(a.held().len(), 8);
+/// Lease writes per key over `span` of time stepped at 100 ms, checking every step that
+/// `a` keeps `ranges` ranges.
+async fn writes_while_holding(
+    api: &SimApi,
+    a: &Arc<Shards>,
+    ranges: usize,
+    span: Duration,
+) -> std::collections::BTreeMap<String, usize> {
     drop(api.world().drain_changes());
-    let span = Duration::from_secs(60);
     let step = Duration::from_millis(100);
     let mut t = Duration::ZERO;
     while t < span {
         tokio::time::sleep(step).await;
         t += step;
-        assert_eq!(a.held().len(), 8, "a range's window closed at {t:?}");
+        assert_eq!(a.held().len(), ranges, "a range's window closed at {t:?}");
     }
     let mut writes = std::collections::BTreeMap::<String, usize>::new();
     for change in api.world().drain_changes() {
@@ -317,20 +276,103 @@ async fn ranges_are_renewed_every_other_round() {
             *writes.entry(change.key).or_default() += 1;
         }
     }
-    let range_writes: Vec<(String, usize)> = writes
-        .into_iter()
-        .filter(|(key, _)| key.ends_with(|c: char| c.is_ascii_digit()) && !key.contains("member"))
-        .collect();
-    assert_eq!(
-        range_writes.len(),
-        8,
-        "every range renewed: {range_writes:?}"
+    writes
+}
+
+/// A holder writes its member Lease every round and no range Lease at all while it holds its
+/// ranges: the ring costs one write per replica per round, not one per range.
+#[tokio::test(start_paused = true)]
+async fn a_holder_renews_its_session_only() {
+    let api = SimApi::new(4, base());
+    let a = replica("a", 8);
+    let cancel = CancellationToken::new();
+    let _task = start(&api, &a, &cancel);
+    run_checking(Duration::from_secs(10), &[&a]).await;
+    assert_eq!(a.held().len(), 8);
+    let span = Duration::from_secs(60);
+    let writes = writes_while_holding(&api, &a, 8, span).await;
+    let member = format!("kube-system/{}", a.config().member_lease());
+    let n = writes.get(&member).copied().unwrap_or(0);
+    // Rounds every retry period (2 s) and a bit: about 30 in 60 s, each renewing the session.
+    assert!(
+        (25..=31).contains(&n),
+        "member Lease renewed {n} times in {span:?}"
     );
-    // Rounds every retry period (2 s) and a bit: 30 in 60 s. Every other one renews.
-    for (key, n) in &range_writes {
+    assert_eq!(
+        writes.len(),
+        1,
+        "only the member Lease is written while holding: {writes:?}"
+    );
+}
+
+/// A replica whose session renewals stall (held back, then landing) is fenced by the other
+/// once its session ran a lease duration without change: its late renewal fails, it learns
+/// its session ended and starts a new one, and the ranges were never held twice.
+#[tokio::test(start_paused = true)]
+async fn a_stalled_session_is_fenced_and_its_late_renewal_fails() {
+    let api = SimApi::new(5, base());
+    let (a, b) = (replica("a", 4), replica("b", 4));
+    let (cancel_a, cancel_b) = (CancellationToken::new(), CancellationToken::new());
+    let _task_a = start_as(&api, 1, &a, &cancel_a);
+    let _task_b = start_as(&api, 2, &b, &cancel_b);
+    run_checking(Duration::from_secs(20), &[&a, &b]).await;
+    assert_eq!((a.held().len(), b.held().len()), (2, 2));
+    drop(api.world().drain_changes());
+    // b's Lease requests are held back 30 s, then land: b's session looks dead to a.
+    api.world().cut_off(
+        2,
+        rkcm_testkit::sim::Cut::SlowLeases,
+        Duration::from_secs(30),
+    );
+    run_checking(Duration::from_secs(25), &[&a, &b]).await;
+    assert_eq!(
+        a.held().len(),
+        4,
+        "a fenced b's session and took its ranges"
+    );
+    assert!(b.held().is_empty(), "b's windows closed");
+    let fenced = api.world().drain_changes().into_iter().any(|c| {
+        c.resource == "leases"
+            && c.key.ends_with(&b.config().member_lease())
+            && c.obj["metadata"]["annotations"][super::ANNOTATION_FENCED_BY] == "a"
+    });
+    assert!(fenced, "a fenced b's member Lease before taking");
+    // b's requests land again: its renewals fail on the fence, it starts a new session and
+    // the two split the ring again.
+    run_checking(Duration::from_secs(40), &[&a, &b]).await;
+    assert_eq!((a.held().len(), b.held().len()), (2, 2));
+}
+
+/// A replica that restarts under the same identity does not resume its previous process's
+/// session: it starts a new one only once the old one ran a lease duration without change
+/// (its own update is the fence), and meanwhile the other replica may take the old session's
+/// ranges only after fencing it.
+#[tokio::test(start_paused = true)]
+async fn a_restarted_replica_starts_a_new_session_after_the_old_one_lapsed() {
+    let api = SimApi::new(6, base());
+    let (a, b) = (replica("a", 4), replica("b", 4));
+    let (cancel_a, cancel_b) = (CancellationToken::new(), CancellationToken::new());
+    let task_a = start_as(&api, 1, &a, &cancel_a);
+    let _task_b = start_as(&api, 2, &b, &cancel_b);
+    run_checking(Duration::from_secs(20), &[&a, &b]).await;
+    assert_eq!((a.held().len(), b.held().len()), (2, 2));
+    task_a.abort();
+    let crashed = tokio::time::Instant::now();
+    let a2 = replica("a", 4);
+    let _task_a2 = start_as(&api, 3, &a2, &CancellationToken::new());
+    run_checking(LEASE - RETRY, &[&a, &a2, &b]).await;
+    assert!(
+        a2.held().is_empty(),
+        "the restarted replica took nothing while its old session might run"
+    );
+    assert_eq!(b.held().len(), 2, "nor did b");
+    while a2.held().len() + b.held().len() < 4 {
+        run_checking(Duration::from_millis(100), &[&a, &a2, &b]).await;
         assert!(
-            (10..=17).contains(n),
-            "{key} renewed {n} times in {span:?} (every round would be about 30)"
+            crashed.elapsed() < LEASE + 3 * RETRY,
+            "the old session's ranges were never taken again"
         );
     }
+    run_checking(Duration::from_secs(20), &[&a, &a2, &b]).await;
+    assert_eq!((a2.held().len(), b.held().len()), (2, 2));
 }

@@ -60,15 +60,54 @@ fn spread_names(ring: Ring, count: usize) -> Result<Vec<String>> {
         .collect()
 }
 
-/// The holders of the range Leases that run now (holder set, renewal plus duration not past),
-/// with the number of ranges each holds; `None` while a range has no running holder.
+/// A ring Lease's role label (`range`, `member`, `global`); a Lease without one is taken for
+/// a range.
+fn role(l: &Lease) -> &str {
+    l.metadata
+        .labels
+        .as_ref()
+        .and_then(|m| m.get("rkcm.io/shard-role"))
+        .map_or("range", String::as_str)
+}
+
+/// The member session a Lease names (annotation `rkcm.io/shard-session`).
+fn session(l: &Lease) -> Option<&str> {
+    l.metadata
+        .annotations
+        .as_ref()?
+        .get("rkcm.io/shard-session")
+        .map(String::as_str)
+}
+
+/// Where a Lease's record runs out: its renewal plus its duration.
+fn runs_until(l: &Lease) -> Option<jiff::Timestamp> {
+    let spec = l.spec.as_ref()?;
+    let renewed = spec.renew_time.as_ref()?.0;
+    Some(renewed + jiff::SignedDuration::from_secs(spec.lease_duration_seconds?.into()))
+}
+
+/// The holders of the range Leases among the ring's `leases` that run now (holder set, and
+/// the holder's member session running: its member Lease names the session the range Lease
+/// names, renewal plus duration not past; a range Lease without a session runs on its own
+/// renewals), with the number of ranges each holds; `None` while a range has no running
+/// holder.
 fn holders(leases: &[Lease], now: jiff::Timestamp) -> Option<BTreeMap<String, u32>> {
     let mut per = BTreeMap::new();
-    for l in leases {
+    for l in leases.iter().filter(|l| role(l) == "range") {
         let spec = l.spec.as_ref()?;
         let holder = spec.holder_identity.as_deref().filter(|h| !h.is_empty())?;
-        let renewed = spec.renew_time.as_ref()?.0;
-        let until = renewed + jiff::SignedDuration::from_secs(spec.lease_duration_seconds?.into());
+        let until = match session(l) {
+            Some(s) => leases
+                .iter()
+                .filter(|m| role(m) == "member")
+                .find(|m| {
+                    session(m) == Some(s)
+                        && m.spec.as_ref().and_then(|m| m.holder_identity.as_deref())
+                            == Some(holder)
+                })
+                .and_then(runs_until)?,
+            None => runs_until(l)?,
+        };
         if until <= now {
             return None;
         }
@@ -84,7 +123,7 @@ fn balanced(leases: &[Lease], ranges: u32, replicas: u32, now: jiff::Timestamp) 
         return false;
     };
     let (low, high) = (ranges / replicas, ranges.div_ceil(replicas));
-    leases.len() == ranges as usize
+    leases.iter().filter(|l| role(l) == "range").count() == ranges as usize
         && per.len() == replicas as usize
         && per.values().all(|c| (low..=high).contains(c))
 }
@@ -93,7 +132,7 @@ fn balanced(leases: &[Lease], ranges: u32, replicas: u32, now: jiff::Timestamp) 
 /// churned namespaces (`ranges`), so every replica has work under the churn.
 fn every_holder_owns_a_namespace(leases: &[Lease], ranges: &[u32]) -> bool {
     let mut owns: BTreeMap<&str, bool> = BTreeMap::new();
-    for l in leases {
+    for l in leases.iter().filter(|l| role(l) == "range") {
         let (Some(name), Some(holder)) = (
             l.metadata.name.as_deref(),
             l.spec.as_ref().and_then(|s| s.holder_identity.as_deref()),
@@ -251,7 +290,8 @@ struct Run<'a> {
 impl Run<'_> {
     /// Waits until the running replicas hold the ring in fair shares.
     async fn wait_balanced(&self, replicas: usize, step: &str) -> Result<()> {
-        let params = ListParams::default().labels("rkcm.io/shard-role=range");
+        // The ring's Leases: the ranges and the member sessions that hold them.
+        let params = ListParams::default().labels(&format!("rkcm.io/shard-ring={LEASE_PREFIX}"));
         let replicas = u32::try_from(replicas).context("replica count")?;
         let leases = wait_for(
             &format!("the ring balanced over {replicas} replicas after {step}"),
@@ -429,7 +469,13 @@ fn judge_audit(audit: &Path, from: u64, ring: Ring) -> Result<(terms::TermCheck,
     let lease_of = |ns: &str| format!("{LEASE_PREFIX}-{}", ring.range_of(ns));
     let global = format!("{LEASE_PREFIX}-global");
     Ok((
-        terms::check(&parsed.leases, &parsed.writes, &global, &lease_of),
+        terms::check(
+            &parsed.leases,
+            &parsed.members,
+            &parsed.writes,
+            &global,
+            &lease_of,
+        ),
         parsed.bodiless,
     ))
 }
@@ -677,6 +723,45 @@ mod tests {
         assert!(!balanced(&three, 5, 2, now));
         // A Lease missing.
         assert!(!balanced(&good[..4], 5, 2, now));
+    }
+
+    /// Range Leases of member sessions run while the holder's member Lease shows that session
+    /// and has not run out; their own renewal time does not count.
+    #[test]
+    fn a_session_s_ranges_run_while_its_member_lease_does() {
+        let now: jiff::Timestamp = "2026-01-01T00:00:10Z".parse().unwrap();
+        let (fresh, stale) = ("2026-01-01T00:00:09Z", "2026-01-01T00:00:05Z");
+        let with = |mut l: Lease, role: &str, session: &str| {
+            l.metadata.labels = Some([("rkcm.io/shard-role".into(), role.into())].into());
+            l.metadata.annotations =
+                Some([("rkcm.io/shard-session".into(), session.into())].into());
+            l
+        };
+        // Taken long ago (renewTime stale), held by sessions a/1 and b/1.
+        let ranges = |a: &str| -> Vec<Lease> {
+            vec![
+                with(lease("a", stale, 4), "range", a),
+                with(lease("a", stale, 4), "range", a),
+                with(lease("b", stale, 4), "range", "1"),
+            ]
+        };
+        let members = |a_renewed: &str| {
+            vec![
+                with(lease("a", a_renewed, 4), "member", "1"),
+                with(lease("b", fresh, 4), "member", "1"),
+                with(lease("b", fresh, 4), "global", "1"),
+            ]
+        };
+        let ring = |a: &str, a_renewed: &str| [ranges(a), members(a_renewed)].concat();
+        assert!(balanced(&ring("1", fresh), 3, 2, now));
+        assert!(
+            !balanced(&ring("1", stale), 3, 2, now),
+            "a's session ran out"
+        );
+        assert!(
+            !balanced(&ring("0", fresh), 3, 2, now),
+            "a's ranges name a session its member Lease does not run"
+        );
     }
 
     #[test]

@@ -19,6 +19,14 @@
 //! previous write's, so that version orders them even where the log's lines came out of
 //! order (two answers finishing at nearly the same time).
 //!
+//! Member sessions: a range Lease written with a session (annotation `rkcm.io/shard-session`)
+//! is not renewed itself. Its term lasts while that session runs: from the take, through the
+//! session's renewals (writes of the holder's member Lease showing the session, each good for
+//! the duration written with it) until the first gap between them, or the session's own
+//! release of its member Lease, or the range's next write, whichever comes first. Another
+//! replica clearing the member Lease (a fence) ends nothing early: the taker must have waited
+//! the session out. Member Lease writes are read for that, not judged themselves.
+//!
 //! Every time is the audit event's `stageTimestamp` of its ResponseComplete stage (when the
 //! server answered, after the write was stored): a renewal counts from its answer, and a
 //! workload write from its answer too, so a write whose answer came after the term ended
@@ -29,6 +37,9 @@ use std::collections::BTreeMap;
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+/// The annotation naming a Lease's member session (rkcm's `ANNOTATION_SESSION`).
+const SESSION: &str = "rkcm.io/shard-session";
 
 /// A successful write of a shard Lease: who wrote it, which Lease, the holder and the
 /// duration it set (holder empty: released).
@@ -41,6 +52,8 @@ pub struct LeaseWrite {
     pub duration_s: i64,
     /// The resourceVersion the write replaced (0 for a create).
     pub replaces: u64,
+    /// The member session the record names (annotation `rkcm.io/shard-session`), if any.
+    pub session: Option<String>,
 }
 
 /// A successful write of a namespaced object by one of the replicas' users.
@@ -107,6 +120,8 @@ pub struct TermCheck {
 #[derive(Debug, Default)]
 pub struct Parsed {
     pub leases: Vec<LeaseWrite>,
+    /// Writes of the ring's member Leases (`<prefix>-member-…`).
+    pub members: Vec<LeaseWrite>,
     pub writes: Vec<Write>,
     /// Shard Lease writes logged without their body (the audit policy's level for them is
     /// below Request): their holder is unknown.
@@ -114,7 +129,7 @@ pub struct Parsed {
 }
 
 /// What to read from an audit log: the shard Leases of ring `prefix` in `lease_ns` (range
-/// and global Leases, not the member Leases), and the namespaced writes of the users `users`
+/// and global Leases, and apart from them the member Leases), and the namespaced writes of the users `users`
 /// accepts everywhere else.
 pub struct Filter<'a> {
     pub lease_ns: &'a str,
@@ -178,11 +193,13 @@ impl Parsed {
         let resource = e["objectRef"]["resource"].as_str().unwrap_or_default();
         let name = e["objectRef"]["name"].as_str().unwrap_or_default();
         if ns == filter.lease_ns && resource == "leases" {
-            let shard = name
+            let Some(rest) = name
                 .strip_prefix(filter.prefix)
                 .and_then(|rest| rest.strip_prefix('-'))
-                .is_some_and(|rest| !rest.starts_with("member-"));
-            if !shard || matches!(e["verb"].as_str(), Some("delete" | "deletecollection")) {
+            else {
+                return;
+            };
+            if matches!(e["verb"].as_str(), Some("delete" | "deletecollection")) {
                 return;
             }
             let spec = &e["requestObject"]["spec"];
@@ -190,7 +207,12 @@ impl Parsed {
                 self.bodiless += 1;
                 return;
             }
-            self.leases.push(LeaseWrite {
+            let into = if rest.starts_with("member-") {
+                &mut self.members
+            } else {
+                &mut self.leases
+            };
+            into.push(LeaseWrite {
                 at,
                 user: user.to_owned(),
                 lease: name.to_owned(),
@@ -203,6 +225,9 @@ impl Parsed {
                     .as_str()
                     .and_then(|v| v.parse().ok())
                     .unwrap_or(0),
+                session: e["requestObject"]["metadata"]["annotations"][SESSION]
+                    .as_str()
+                    .map(str::to_owned),
             });
         } else if (filter.users)(user) {
             self.writes.push(Write {
@@ -217,9 +242,74 @@ impl Parsed {
     }
 }
 
+/// One member session's renewals (answer, answer plus duration) in time order, and when its
+/// own user released it.
+#[derive(Debug, Default)]
+struct Session {
+    user: String,
+    renewals: Vec<(Timestamp, Timestamp)>,
+    released: Option<Timestamp>,
+}
+
+impl Session {
+    /// Where a term this session opened at `start` ends by itself: the renewals carry it from
+    /// the last one before `start` until the first gap after, or the release.
+    fn end_from(&self, start: Timestamp) -> Timestamp {
+        let mut end = self
+            .renewals
+            .iter()
+            .filter(|(at, _)| *at <= start)
+            .map(|(_, until)| *until)
+            .max()
+            .unwrap_or(start);
+        for (at, until) in self.renewals.iter().filter(|(at, _)| *at > start) {
+            if *at > end {
+                break;
+            }
+            end = end.max(*until);
+        }
+        match self.released {
+            Some(r) if r >= start => end.min(r),
+            _ => end,
+        }
+    }
+}
+
+/// The member sessions of `members`, by (holder, session).
+fn sessions(members: &[LeaseWrite]) -> BTreeMap<(String, String), Session> {
+    let mut out: BTreeMap<(String, String), Session> = BTreeMap::new();
+    // The session each member Lease showed last, to attribute a release to it.
+    let mut on_lease: BTreeMap<&str, (String, String)> = BTreeMap::new();
+    let mut ordered: Vec<&LeaseWrite> = members.iter().collect();
+    ordered.sort_by_key(|w| w.at);
+    for w in ordered {
+        let Some(session) = &w.session else {
+            continue;
+        };
+        if w.holder.is_empty() {
+            if let Some(s) = on_lease.get(w.lease.as_str()).and_then(|k| out.get_mut(k))
+                && s.user == w.user
+            {
+                s.released.get_or_insert(w.at);
+            }
+            continue;
+        }
+        let key = (w.holder.clone(), session.clone());
+        let s = out.entry(key.clone()).or_default();
+        if s.user.is_empty() {
+            s.user = w.user.clone();
+        }
+        s.renewals
+            .push((w.at, w.at + SignedDuration::from_secs(w.duration_s.max(0))));
+        on_lease.insert(w.lease.as_str(), key);
+    }
+    out
+}
+
 /// The open term of one Lease while the writes are read.
 struct Open {
     identity: String,
+    session: Option<String>,
     user: String,
     start: Timestamp,
     /// Last renewal's answer plus the duration written with it.
@@ -230,7 +320,12 @@ struct Open {
 /// replaced, log order among equals), the overlaps among them, and the range handovers
 /// (holder changing to another identity, through a release or not) of the Leases other than
 /// `global`.
-pub fn terms(writes: &[LeaseWrite], global: &str) -> (Vec<Term>, Vec<Overlap>, u64) {
+pub fn terms(
+    writes: &[LeaseWrite],
+    members: &[LeaseWrite],
+    global: &str,
+) -> (Vec<Term>, Vec<Overlap>, u64) {
+    let sessions = sessions(members);
     let mut open: BTreeMap<&str, Open> = BTreeMap::new();
     let mut last_holder: BTreeMap<&str, &str> = BTreeMap::new();
     let (mut terms, mut overlaps, mut handovers) = (Vec::new(), Vec::new(), 0u64);
@@ -238,12 +333,20 @@ pub fn terms(writes: &[LeaseWrite], global: &str) -> (Vec<Term>, Vec<Overlap>, u
     ordered.sort_by_key(|w| (w.lease.as_str(), w.replaces));
     for w in ordered {
         let lease = w.lease.as_str();
-        let until = w.at + SignedDuration::from_secs(w.duration_s.max(0));
+        let until = match &w.session {
+            // A session's take: held while the session runs (none it never renewed: nothing).
+            Some(session) => sessions
+                .get(&(w.holder.clone(), session.clone()))
+                .map_or(w.at, |s| s.end_from(w.at)),
+            None => w.at + SignedDuration::from_secs(w.duration_s.max(0)),
+        };
         if let Some(o) = open.get_mut(lease)
             && !w.holder.is_empty()
             && o.identity == w.holder
+            && o.session == w.session
         {
-            // A renewal extends the term (never shortens it: an answer out of order).
+            // A renewal extends the term (never shortens it: an answer out of order); a
+            // session writing its range again keeps it.
             o.natural_end = o.natural_end.max(until);
             continue;
         }
@@ -280,6 +383,7 @@ pub fn terms(writes: &[LeaseWrite], global: &str) -> (Vec<Term>, Vec<Overlap>, u
             lease,
             Open {
                 identity: w.holder.clone(),
+                session: w.session.clone(),
                 user: w.user.clone(),
                 start: w.at,
                 natural_end: until,
@@ -302,11 +406,12 @@ pub fn terms(writes: &[LeaseWrite], global: &str) -> (Vec<Term>, Vec<Overlap>, u
 /// (`lease_of(namespace)`) must have a term of the write's user running when it landed.
 pub fn check(
     lease_writes: &[LeaseWrite],
+    members: &[LeaseWrite],
     writes: &[Write],
     global: &str,
     lease_of: &dyn Fn(&str) -> String,
 ) -> TermCheck {
-    let (terms, overlaps, handovers) = terms(lease_writes, global);
+    let (terms, overlaps, handovers) = terms(lease_writes, members, global);
     let mut by_lease_user: BTreeMap<(&str, &str), Vec<&Term>> = BTreeMap::new();
     for t in &terms {
         by_lease_user
@@ -377,6 +482,15 @@ mod tests {
             duration_s,
             // Milliseconds: a distinct version per write time.
             replaces: (at * 1000.0) as u64,
+            session: None,
+        }
+    }
+
+    /// A write of a session's Lease (a range's take or a member Lease's renewal).
+    fn sw(at: f64, user: &str, lease: &str, holder: &str, session: &str) -> LeaseWrite {
+        LeaseWrite {
+            session: Some(session.into()),
+            ..lw(at, user, lease, holder, 4)
         }
     }
 
@@ -401,7 +515,7 @@ mod tests {
     }
 
     fn run(leases: &[LeaseWrite], writes: &[Write]) -> TermCheck {
-        check(leases, writes, "s-global", &lease_of)
+        check(leases, &[], writes, "s-global", &lease_of)
     }
 
     #[test]
@@ -571,7 +685,7 @@ mod tests {
             users: &users,
         };
         let parsed = parse(&log, &filter);
-        assert_eq!(parsed.bodiless, 1);
+        assert_eq!(parsed.bodiless, 2);
         assert_eq!(
             parsed.leases,
             vec![LeaseWrite {
@@ -581,6 +695,7 @@ mod tests {
                 holder: "id0".into(),
                 duration_s: 4,
                 replaces: 266,
+                session: None,
             }]
         );
         let seen: Vec<(&str, &str, &str)> = parsed
@@ -589,5 +704,60 @@ mod tests {
             .map(|w| (w.user.as_str(), w.resource.as_str(), w.name.as_str()))
             .collect();
         assert_eq!(seen, vec![("r0", "pods", "p1"), ("r1", "events", "e1")]);
+    }
+
+    /// A range taken by a session is held while the session's member Lease renews, until the
+    /// first gap; a fence by another user ends nothing early, the session's own release does.
+    #[test]
+    fn session_terms_follow_the_member_lease() {
+        let member = |at: f64| sw(at, "u1", "s-member-1", "id1", "x");
+        let mut members: Vec<LeaseWrite> = (0..=5).map(|i| member(f64::from(i) * 2.0)).collect();
+        // Renewed every 2 s until 10 s (good for 4 s each): the term runs to 14 s.
+        let leases = [sw(1.0, "u1", "s-0", "id1", "x")];
+        let writes = [w(13.9, "u1", "a1"), w(14.1, "u1", "a1")];
+        let c = check(&leases, &members, &writes, "s-global", &lease_of);
+        assert_eq!(c.outside.len(), 1, "{:?}", c.outside);
+        assert_eq!(c.outside[0].at, "2026-01-01T00:00:14.1Z");
+        // A gap: a renewal at 20 s does not carry the term over 14–20 s.
+        members.push(member(20.0));
+        let c = check(
+            &leases,
+            &members,
+            &[w(21.0, "u1", "a1")],
+            "s-global",
+            &lease_of,
+        );
+        assert_eq!(c.outside.len(), 1, "{:?}", c.outside);
+        // Another identity takes the range at 12 s, while the session ran to 14 s: an
+        // overlap, fence or not.
+        let mut fenced = members.clone();
+        fenced.push(sw(11.0, "u2", "s-member-1", "", "x"));
+        let taken = [
+            sw(1.0, "u1", "s-0", "id1", "x"),
+            sw(12.0, "u2", "s-0", "id2", "y"),
+        ];
+        let c = check(&taken, &fenced, &[], "s-global", &lease_of);
+        assert_eq!(c.overlaps.len(), 1, "{:?}", c.overlaps);
+        assert_eq!(c.handovers, 1);
+        // The session's own release at 5 s ends it: a write at 6 s is outside, a take at 5.5 s
+        // is no overlap.
+        let mut left = members[..3].to_vec();
+        left.push(sw(5.0, "u1", "s-member-1", "", "x"));
+        let after = [
+            sw(1.0, "u1", "s-0", "id1", "x"),
+            sw(5.5, "u2", "s-0", "id2", "y"),
+        ];
+        let c = check(&after, &left, &[w(6.0, "u1", "a1")], "s-global", &lease_of);
+        assert!(c.overlaps.is_empty(), "{:?}", c.overlaps);
+        assert_eq!(c.outside.len(), 1, "{:?}", c.outside);
+        // A session never seen renewing holds nothing.
+        let c = check(
+            &[sw(1.0, "u1", "s-0", "id1", "z")],
+            &members,
+            &[w(1.5, "u1", "a1")],
+            "s-global",
+            &lease_of,
+        );
+        assert_eq!(c.outside.len(), 1, "{:?}", c.outside);
     }
 }

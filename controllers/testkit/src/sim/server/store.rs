@@ -315,6 +315,16 @@ impl World {
                 Some(n) => format!(" replicas={n}"),
                 None => String::new(),
             };
+            // A Lease's holder (and shard session), so a trace shows who holds what.
+            let replicas = match obj["spec"]["holderIdentity"].as_str() {
+                Some(h) if r.plural == "leases" => {
+                    let session = obj["metadata"]["annotations"]["rkcm.io/shard-session"]
+                        .as_str()
+                        .map_or_else(String::new, |s| format!(" session={s}"));
+                    format!("{replicas} holder={h:?}{session}")
+                }
+                _ => replicas,
+            };
             // With several managers at once, which incarnation wrote it.
             let by = if self.trace_epochs && change.epoch != 0 {
                 format!(" by epoch {}", change.epoch)
