@@ -253,7 +253,8 @@ t0=$(date +%s)
 # move on during a run of an hour (a stamp taken when each result is written named a later
 # commit than the one measured).
 if [ -z "${BENCH_COMMIT:-}" ] && BENCH_COMMIT=$(git -C "$here/.." rev-parse --short=12 HEAD 2>/dev/null); then
-  [ -z "$(git -C "$here/.." status --porcelain --untracked-files=no 2>/dev/null)" ] ||
+  # The bench's own reports do not count: a series of runs rewrites them between runs.
+  [ -z "$(git -C "$here/.." status --porcelain --untracked-files=no -- . ':!bench/reports' 2>/dev/null)" ] ||
     BENCH_COMMIT+=" (with uncommitted changes)"
   export BENCH_COMMIT
 fi

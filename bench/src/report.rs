@@ -101,7 +101,7 @@ pub struct Report {
 
 /// The commit results are stamped with: `BENCH_COMMIT` when set (the commit an rkcm binary
 /// given with `BENCH_RKCM_BIN` was built from, which the tree's need not be), else the
-/// tree's, marked when it has uncommitted changes.
+/// tree's, marked when it has uncommitted changes outside `bench/reports`.
 fn git_commit() -> String {
     if let Some(c) = std::env::var("BENCH_COMMIT")
         .ok()
@@ -119,8 +119,16 @@ fn git_commit() -> String {
     };
     match run(&["rev-parse", "--short=12", "HEAD"]) {
         Some(c) => {
-            let dirty = run(&["status", "--porcelain", "--untracked-files=no"])
-                .is_some_and(|s| !s.is_empty());
+            // The bench's own reports do not count (a series of runs rewrites them).
+            let dirty = run(&[
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                ".",
+                ":!bench/reports",
+            ])
+            .is_some_and(|s| !s.is_empty());
             if dirty {
                 format!("{c} (with uncommitted changes)")
             } else {
