@@ -877,9 +877,11 @@ impl Round {
             };
         };
         if holder == cfg.identity && self.session.as_deref() == Some(session) {
-            let range = name
-                .strip_prefix(&format!("{}-", cfg.prefix))
-                .map_or(Some(GLOBAL), |i| i.parse::<u32>().ok());
+            let range = match name.strip_prefix(&format!("{}-", cfg.prefix)) {
+                Some("global") => Some(GLOBAL),
+                Some(i) => i.parse::<u32>().ok(),
+                None => None,
+            };
             return if range.is_some_and(|r| held.contains_key(&r)) {
                 Claim::Held
             } else {

@@ -376,3 +376,35 @@ async fn a_restarted_replica_starts_a_new_session_after_the_old_one_lapsed() {
     run_checking(Duration::from_secs(20), &[&a, &a2, &b]).await;
     assert_eq!((a2.held().len(), b.held().len()), (2, 2));
 }
+
+/// A Lease this session took is held while it is in the held set, the global Lease as well as
+/// a range, and free to take again (a take whose answer was lost) when it is not.
+#[test]
+fn a_lease_of_this_session_is_held_while_in_the_held_set() {
+    use super::{ANNOTATION_SESSION, Claim, GLOBAL, Held, Round};
+    let cfg = ShardConfig::with_defaults(Ring::new(4).expect("ring"), "kube-system", "a");
+    let now = tokio::time::Instant::now();
+    let lease = |name: &str| -> k8s_openapi::api::coordination::v1::Lease {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "annotations": {ANNOTATION_SESSION: "1-1"}},
+            "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}
+        }))
+        .expect("lease")
+    };
+    let mut round = Round {
+        session: Some("1-1".into()),
+        ..Round::default()
+    };
+    round.observe_one(lease("rkcm-shard-global"), now);
+    round.observe_one(lease("rkcm-shard-2"), now);
+    let until = now + RENEW;
+    let held: Held = [(GLOBAL, until), (2, until)].into();
+    for name in ["rkcm-shard-global", "rkcm-shard-2"] {
+        assert_eq!(round.claim(&cfg, name, now, &held), Claim::Held, "{name}");
+        assert_eq!(
+            round.claim(&cfg, name, now, &Held::new()),
+            Claim::Free,
+            "{name}"
+        );
+    }
+}
