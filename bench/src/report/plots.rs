@@ -575,26 +575,10 @@ mod tests {
     use crate::results::{Distribution, Metric, Usage};
 
     fn scenario(id: &str, started_at: &str, params: &[(&str, &str)]) -> ScenarioResult {
-        ScenarioResult {
-            scenario: id.into(),
-            title: format!("title of {id}"),
-            description: String::new(),
-            controllers: Vec::new(),
-            manager_flags: Vec::new(),
-            params: params
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            kube_api_qps: 100.0,
-            kube_api_burst: 200,
-            timeout_seconds: 900,
-            settle_seconds: 5,
-            started_at: started_at.into(),
-            finished_at: started_at.into(),
-            origin: None,
-            runs: Vec::new(),
-            reversed: Vec::new(),
-        }
+        let mut s = ScenarioResult::for_test(id, params, None);
+        s.started_at = started_at.into();
+        s.finished_at = started_at.into();
+        s
     }
 
     fn run(m: Manager, peak_mib: u64) -> RunResult {
