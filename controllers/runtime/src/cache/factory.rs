@@ -1,6 +1,7 @@
 //! The process-wide set of informers: one per type, started together.
 
 use std::any::{Any, TypeId};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -46,6 +47,7 @@ trait ErasedInformer: Send + Sync {
     fn relist(&self);
     fn lists_done(&self) -> u64;
     fn wait_lists_past(&self, n: u64) -> futures::future::BoxFuture<'static, ()>;
+    fn count_by_namespace(&self) -> Vec<(String, usize)>;
 }
 
 impl<K: Informable> ErasedInformer for Informer<K> {
@@ -70,6 +72,9 @@ impl<K: Informable> ErasedInformer for Informer<K> {
     fn wait_lists_past(&self, n: u64) -> futures::future::BoxFuture<'static, ()> {
         let informer = self.clone();
         Box::pin(async move { informer.wait_lists_past(n).await })
+    }
+    fn count_by_namespace(&self) -> Vec<(String, usize)> {
+        self.store().count_by_namespace()
     }
 }
 
@@ -190,7 +195,11 @@ impl InformerFactory {
             informer.start(&self.inner.client, &self.inner.source, &shutdown, &runtime);
         }
         if let Some(shards) = self.inner.source.scope.shards() {
-            runtime.spawn(self.clone().relist_on_handover(shards.clone(), shutdown));
+            runtime.spawn(
+                self.clone()
+                    .relist_on_handover(shards.clone(), shutdown.clone()),
+            );
+            runtime.spawn(self.clone().count_objects(shards.clone(), shutdown));
         }
     }
 
@@ -235,6 +244,35 @@ impl InformerFactory {
                 informer.relist();
             }
         }
+    }
+
+    /// Sharded mode: counts the cached objects of every cached range each lease duration,
+    /// for the holder to publish on its member Lease (the ring balances by them).
+    async fn count_objects(self, shards: Arc<Shards>, shutdown: CancellationToken) {
+        let every = shards.config().lease_duration;
+        loop {
+            shards.set_objects(self.objects_by_range(&shards));
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(every) => {}
+            }
+        }
+    }
+
+    /// The objects every informer caches, by cached range.
+    fn objects_by_range(&self, shards: &Shards) -> BTreeMap<u32, u64> {
+        let cached = shards.cached();
+        let ring = shards.config().ring;
+        let mut objects: BTreeMap<u32, u64> = cached.iter().map(|r| (*r, 0)).collect();
+        for informer in self.informers() {
+            for (namespace, n) in informer.count_by_namespace() {
+                if let Some(count) = objects.get_mut(&ring.range_of(&namespace)) {
+                    *count += u64::try_from(n).unwrap_or(u64::MAX);
+                }
+            }
+        }
+        objects
     }
 
     fn informers(&self) -> Vec<Arc<dyn ErasedInformer>> {

@@ -459,6 +459,19 @@ impl<K: Resource<DynamicType = ()> + Clone> State<K> {
     pub(super) fn len(&self) -> usize {
         self.objects.len()
     }
+
+    /// Each value of index `index` with how many objects have it.
+    pub(super) fn index_sizes(&self, index: &str) -> Vec<(String, usize)> {
+        self.indices
+            .get(index)
+            .map(|values| {
+                values
+                    .iter()
+                    .map(|(value, objects)| (value.clone(), objects.len()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
 
 fn remove_from_index<K>(index: &mut Index<K>, value: &str, key: &str) {
@@ -559,6 +572,12 @@ impl<K: Informable> Store<K> {
     }
     pub fn len(&self) -> usize {
         self.inner.read().state.len()
+    }
+    /// How many objects each namespace has in the cache (cluster-scoped objects left out).
+    pub fn count_by_namespace(&self) -> Vec<(String, usize)> {
+        let mut counts = self.inner.read().state.index_sizes(INDEX_NAMESPACE);
+        counts.retain(|(namespace, _)| !namespace.is_empty());
+        counts
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0

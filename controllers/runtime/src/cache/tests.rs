@@ -1004,3 +1004,22 @@ fn shard_scope_without_server_selector_sends_none_and_filters_on_the_client() {
     assert_eq!(scope.shard_selector::<Pod>(), None);
     assert!(!scope.contains(Some("default")));
 }
+
+#[test]
+fn namespace_index_sizes_count_each_namespace_s_objects() {
+    let mut state: State<Pod> = State::new();
+    state.apply(watcher::Event::Init);
+    for (ns, name, rv) in [("a", "p1", "1"), ("a", "p2", "2"), ("b", "p3", "3")] {
+        state.apply(watcher::Event::InitApply(owned_pod(ns, name, rv, None)));
+    }
+    state.apply(watcher::Event::InitDone);
+    let sizes = |state: &State<Pod>| {
+        let mut v = state.index_sizes(INDEX_NAMESPACE);
+        v.sort();
+        v
+    };
+    assert_eq!(sizes(&state), [("a".to_owned(), 2), ("b".to_owned(), 1)]);
+    state.apply(watcher::Event::Delete(owned_pod("a", "p1", "4", None)));
+    state.apply(watcher::Event::Delete(owned_pod("b", "p3", "5", None)));
+    assert_eq!(sizes(&state), [("a".to_owned(), 1)]);
+}

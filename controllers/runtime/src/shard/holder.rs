@@ -46,7 +46,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::balance::{self, RangeLease, View};
+use super::balance::{self, ANNOTATION_OBJECTS, RangeLease, View, format_objects};
 use super::ring::{Ring, fnv1a64};
 use crate::cache::signal::Signal;
 use crate::clock::SharedClock;
@@ -151,6 +151,9 @@ pub struct Shards {
     drained: Notify,
     /// Rounds the holder task finished.
     rounds: Signal<u64>,
+    /// The cached objects of each cached range, as the sharded informer factory last counted
+    /// them: published on the member Lease, the ring balances by them.
+    objects: Mutex<BTreeMap<u32, u64>>,
 }
 
 /// A sync running on one range; the holder waits for it before handing the range over.
@@ -184,6 +187,7 @@ impl Shards {
             in_flight: Mutex::new(HashMap::new()),
             drained: Notify::new(),
             rounds: Signal::new(0),
+            objects: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -252,6 +256,25 @@ impl Shards {
         let held = self.held_ranges();
         *self.cached.lock() = ranges.intersection(&held).copied().collect();
         self.moved.notify_waiters();
+    }
+
+    /// The cached objects of each cached range (the sharded informer factory counts them
+    /// each lease duration).
+    pub fn set_objects(&self, objects: BTreeMap<u32, u64>) {
+        *self.objects.lock() = objects;
+    }
+
+    /// The objects of each held range as this replica publishes them: counted where its
+    /// caches cover the range, else the count seen on the ring when it took the range.
+    fn objects_of_held(&self, known: &HashMap<u32, u64>) -> BTreeMap<u32, u64> {
+        let counted = self.objects.lock().clone();
+        ranges_of(&self.held.get())
+            .into_iter()
+            .map(|r| {
+                let n = counted.get(&r).or_else(|| known.get(&r)).copied();
+                (r, n.unwrap_or(0))
+            })
+            .collect()
     }
 
     /// Held ranges the caches cover.
@@ -385,15 +408,18 @@ impl Shards {
             }
         }
         let held: Vec<u32> = self.held.get().keys().copied().collect();
+        let objects = self.objects_of_held(&round.known);
         self.set_held(Held::new());
         self.drain(&held, self.cfg.renew_deadline).await;
         for range in held {
-            self.release(&api, &self.cfg.range_lease(range), &round)
+            let name = self.cfg.range_lease(range);
+            self.release(&api, &name, objects.get(&range).copied(), &round)
                 .await;
         }
         // Last: with the member Lease released, a range whose release failed is free at once
         // (nothing acts on it any more).
-        self.release(&api, &self.cfg.member_lease(), &round).await;
+        self.release(&api, &self.cfg.member_lease(), None, &round)
+            .await;
     }
 
     /// One round: read the ring's Leases, keep the member session, take, hand over.
@@ -425,6 +451,7 @@ impl Shards {
             *until > now && round.names_session(&self.cfg.range_lease(*range), &self.cfg)
         });
         self.set_held(held.clone());
+        round.known.retain(|range, _| held.contains_key(range));
 
         round.count += 1;
         if round.count == 1 || round.until.is_none_or(|until| until <= now) {
@@ -450,6 +477,8 @@ impl Shards {
             {
                 held.insert(range, until);
                 took.push(range);
+                let seen = leases.iter().find(|l| l.range == range);
+                round.known.insert(range, seen.map_or(0, |l| l.objects));
             }
         }
         if !took.is_empty() {
@@ -475,16 +504,19 @@ impl Shards {
             })
             .collect();
         for range in stray {
-            self.release(api, &self.cfg.range_lease(range), round).await;
+            self.release(api, &self.cfg.range_lease(range), None, round)
+                .await;
         }
         if !plan.hand_over.is_empty() {
+            let objects = self.objects_of_held(&round.known);
             for range in &plan.hand_over {
                 held.remove(range);
             }
             self.set_held(held.clone());
             self.drain(&plan.hand_over, self.cfg.renew_deadline).await;
             for range in &plan.hand_over {
-                self.release(api, &self.cfg.range_lease(*range), round)
+                let name = self.cfg.range_lease(*range);
+                self.release(api, &name, objects.get(range).copied(), round)
                     .await;
             }
             super::metrics::moved("handed_over", plan.hand_over.len());
@@ -656,6 +688,9 @@ impl Shards {
         session: &str,
         round: &mut Round,
     ) -> bool {
+        // A member Lease carries the objects of the ranges this replica holds.
+        let objects =
+            (role == "member").then(|| format_objects(&self.objects_of_held(&round.known)));
         let result = match round.leases.get(name) {
             Some(seen) => {
                 let mut lease = seen.lease.clone();
@@ -666,6 +701,9 @@ impl Shards {
                     .get_or_insert_with(Default::default);
                 annotations.insert(ANNOTATION_SESSION.to_owned(), session.to_owned());
                 annotations.remove(ANNOTATION_FENCED_BY);
+                if let Some(objects) = &objects {
+                    annotations.insert(ANNOTATION_OBJECTS.to_owned(), objects.clone());
+                }
                 api.replace(name, &PostParams::default(), &lease).await
             }
             None => {
@@ -681,7 +719,10 @@ impl Shards {
                             .into(),
                         ),
                         annotations: Some(
-                            [(ANNOTATION_SESSION.to_owned(), session.to_owned())].into(),
+                            [(ANNOTATION_SESSION.to_owned(), session.to_owned())]
+                                .into_iter()
+                                .chain(objects.map(|o| (ANNOTATION_OBJECTS.to_owned(), o)))
+                                .collect(),
                         ),
                         ..ObjectMeta::default()
                     },
@@ -704,8 +745,9 @@ impl Shards {
 
     /// Clears the holder of Lease `name` if it still names this replica's running session
     /// (duration 1 s). Never another session's, even of this identity: a previous process's
-    /// session is over only once it lapsed or was fenced.
-    async fn release(&self, api: &Api<Lease>, name: &str, round: &Round) {
+    /// session is over only once it lapsed or was fenced. A range's Lease keeps `objects`,
+    /// the count of its objects, for the balance of the next holder's choice.
+    async fn release(&self, api: &Api<Lease>, name: &str, objects: Option<u64>, round: &Round) {
         if !round.names_session(name, &self.cfg) {
             return;
         }
@@ -721,6 +763,13 @@ impl Shards {
         spec.lease_duration_seconds = Some(1);
         spec.renew_time = Some(wall.clone());
         spec.acquire_time = Some(wall);
+        if let Some(objects) = objects {
+            lease
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(ANNOTATION_OBJECTS.to_owned(), objects.to_string());
+        }
         if let Err(error) = api.replace(name, &PostParams::default(), &lease).await {
             tracing::debug!(lease = name, %error, "releasing a shard lease failed");
         }
@@ -802,6 +851,9 @@ struct Round {
     /// Where the windows of the held ranges close: the last successful renewal's send time
     /// plus the renew deadline. `None` without a session.
     until: Option<Instant>,
+    /// The objects of each held range as the ring showed them when it was taken: published
+    /// until the caches have counted the range themselves.
+    known: HashMap<u32, u64>,
 }
 
 impl Round {
@@ -941,6 +993,14 @@ impl Round {
                         String::new()
                     },
                     valid,
+                    objects: balance::lease_objects(
+                        range,
+                        &seen.lease,
+                        (!seen.holder().is_empty())
+                            .then(|| self.leases.get(&cfg.member_lease_of(seen.holder())))
+                            .flatten()
+                            .map(|m| &m.lease),
+                    ),
                 });
             }
         }

@@ -408,3 +408,68 @@ fn a_lease_of_this_session_is_held_while_in_the_held_set() {
         );
     }
 }
+
+/// The ring balances by the objects the replicas publish: two heavy ranges of one replica
+/// are split between the two, the released one's Lease keeps its count, and its taker
+/// publishes that count until its own caches have counted the range.
+#[tokio::test(start_paused = true)]
+async fn replicas_balance_by_the_objects_they_publish() {
+    use k8s_openapi::api::coordination::v1::Lease;
+
+    let api = SimApi::new(5, base());
+    let (a, b) = (replica("a", 8), replica("b", 8));
+    let (cancel_a, cancel_b) = (CancellationToken::new(), CancellationToken::new());
+    let _task_a = start(&api, &a, &cancel_a);
+    let _task_b = start(&api, &b, &cancel_b);
+    run_checking(Duration::from_secs(20), &[&a, &b]).await;
+    let held_a = a.held();
+    assert_eq!((held_a.len(), b.held().len()), (4, 4));
+    // a's caches count 5 000 objects in two of its ranges.
+    let heavy: Vec<u32> = held_a.iter().take(2).copied().collect();
+    a.set_objects(
+        held_a
+            .iter()
+            .map(|r| (*r, if heavy.contains(r) { 5_000 } else { 0 }))
+            .collect(),
+    );
+    run_checking(Duration::from_secs(20), &[&a, &b]).await;
+    let (after_a, after_b) = (a.held(), b.held());
+    let moved: Vec<u32> = heavy
+        .iter()
+        .filter(|r| after_b.contains(r))
+        .copied()
+        .collect();
+    assert_eq!(
+        moved.len(),
+        1,
+        "one heavy range moved to b: a {after_a:?}, b {after_b:?}"
+    );
+    assert_eq!(after_a.len() + after_b.len(), 8);
+
+    let leases: kube::Api<Lease> = kube::Api::namespaced(api.client(1, "check"), "kube-system");
+    let annotation = |lease: &Lease| {
+        lease
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(crate::shard::balance::ANNOTATION_OBJECTS))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let range = leases
+        .get(&a.config().range_lease(moved[0]))
+        .await
+        .expect("the moved range's Lease");
+    assert_eq!(annotation(&range), "5000", "the release kept the count");
+    let member_b = leases
+        .get(&b.config().member_lease())
+        .await
+        .expect("b's member Lease");
+    let published = crate::shard::balance::parse_objects(&annotation(&member_b));
+    assert_eq!(
+        published.get(&moved[0]),
+        Some(&5_000),
+        "b publishes {published:?}"
+    );
+    assert_eq!(published.len(), after_b.len());
+}

@@ -20,6 +20,7 @@ use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use rand::Rng;
+use rkcm_runtime::shard::balance::{self, RangeLease, View};
 use rkcm_runtime::shard::{LEASE_PREFIX, Ring};
 
 use super::leader::{Replica, close_run};
@@ -116,16 +117,65 @@ fn holders(leases: &[Lease], now: jiff::Timestamp) -> Option<BTreeMap<String, u3
     Some(per)
 }
 
-/// Whether `ranges` Leases are held by exactly `replicas` identities, each with its fair
-/// share (the ring divided by the replicas, rounded down or up).
+/// Whether `ranges` Leases are held by exactly `replicas` identities and the ring's balance
+/// ([`balance::target`], the function every replica plans with, fed the objects their member
+/// Leases publish) would move none of them.
 fn balanced(leases: &[Lease], ranges: u32, replicas: u32, now: jiff::Timestamp) -> bool {
     let Some(per) = holders(leases, now) else {
         return false;
     };
-    let (low, high) = (ranges / replicas, ranges.div_ceil(replicas));
-    leases.iter().filter(|l| role(l) == "range").count() == ranges as usize
-        && per.len() == replicas as usize
-        && per.values().all(|c| (low..=high).contains(c))
+    let range_leases: Vec<(u32, &Lease)> = leases
+        .iter()
+        .filter(|l| role(l) == "range")
+        .filter_map(|l| {
+            let name = l.metadata.name.as_deref()?;
+            let range = name
+                .strip_prefix(LEASE_PREFIX)?
+                .strip_prefix('-')?
+                .parse()
+                .ok()?;
+            Some((range, l))
+        })
+        .collect();
+    if range_leases.len() != ranges as usize || per.len() != replicas as usize {
+        return false;
+    }
+    let holder_of = |l: &Lease| {
+        l.spec
+            .as_ref()
+            .and_then(|s| s.holder_identity.clone())
+            .unwrap_or_default()
+    };
+    let member_of = |holder: &str| {
+        leases.iter().find(|m| {
+            role(m) == "member"
+                && m.spec.as_ref().and_then(|s| s.holder_identity.as_deref()) == Some(holder)
+        })
+    };
+    let view: Vec<RangeLease> = range_leases
+        .iter()
+        .map(|(range, l)| {
+            let holder = holder_of(l);
+            RangeLease {
+                range: *range,
+                objects: balance::lease_objects(*range, l, member_of(&holder)),
+                valid: true,
+                holder,
+            }
+        })
+        .collect();
+    let members: Vec<String> = per.keys().cloned().collect();
+    let Some(me) = members.first() else {
+        return false;
+    };
+    let target = balance::target(&View {
+        ranges,
+        me,
+        members: &members,
+        leases: &view,
+    });
+    view.iter()
+        .all(|l| target.get(&l.range).is_some_and(|h| *h == l.holder))
 }
 
 /// Whether every holder of the range Leases `leases` holds the range of at least one of the
@@ -288,7 +338,7 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    /// Waits until the running replicas hold the ring in fair shares.
+    /// Waits until the running replicas hold the ring as its balance would leave it.
     async fn wait_balanced(&self, replicas: usize, step: &str) -> Result<()> {
         // The ring's Leases: the ranges and the member sessions that hold them.
         let params = ListParams::default().labels(&format!("rkcm.io/shard-ring={LEASE_PREFIX}"));
@@ -669,13 +719,23 @@ mod tests {
         l
     }
 
+    /// `l` as the Lease of range `i`.
+    fn named(mut l: Lease, i: usize) -> Lease {
+        l.metadata.name = Some(format!("{LEASE_PREFIX}-{i}"));
+        l
+    }
+
     #[test]
     fn the_ring_is_balanced_when_every_range_runs_in_fair_shares() {
         let now: jiff::Timestamp = "2026-01-01T00:00:10Z".parse().unwrap();
         let fresh = "2026-01-01T00:00:09Z";
         let stale = "2026-01-01T00:00:05Z";
         let ring = |holders: &[(&str, &str)]| -> Vec<Lease> {
-            holders.iter().map(|(h, t)| lease(h, t, 4)).collect()
+            holders
+                .iter()
+                .enumerate()
+                .map(|(i, (h, t))| named(lease(h, t, 4), i))
+                .collect()
         };
         // 5 ranges over 2 replicas: 3 + 2.
         let good = ring(&[
@@ -740,9 +800,9 @@ mod tests {
         // Taken long ago (renewTime stale), held by sessions a/1 and b/1.
         let ranges = |a: &str| -> Vec<Lease> {
             vec![
-                with(lease("a", stale, 4), "range", a),
-                with(lease("a", stale, 4), "range", a),
-                with(lease("b", stale, 4), "range", "1"),
+                named(with(lease("a", stale, 4), "range", a), 0),
+                named(with(lease("a", stale, 4), "range", a), 1),
+                named(with(lease("b", stale, 4), "range", "1"), 2),
             ]
         };
         let members = |a_renewed: &str| {
@@ -761,6 +821,39 @@ mod tests {
         assert!(
             !balanced(&ring("0", fresh), 3, 2, now),
             "a's ranges name a session its member Lease does not run"
+        );
+    }
+
+    /// The balance counts the objects the member Leases publish: an even split of the ranges
+    /// with the objects on one side is not balanced.
+    #[test]
+    fn a_ring_split_by_count_with_the_objects_on_one_side_is_not_balanced() {
+        let now: jiff::Timestamp = "2026-01-01T00:00:10Z".parse().unwrap();
+        let fresh = "2026-01-01T00:00:09Z";
+        let member = |holder: &str, objects: &str| {
+            let mut l = lease(holder, fresh, 4);
+            l.metadata.labels = Some([("rkcm.io/shard-role".into(), "member".into())].into());
+            l.metadata.annotations =
+                Some([("rkcm.io/shard-objects".into(), objects.into())].into());
+            l
+        };
+        let ranges: Vec<Lease> = ["a", "a", "b", "b"]
+            .iter()
+            .enumerate()
+            .map(|(i, h)| named(lease(h, fresh, 4), i))
+            .collect();
+        let with_members =
+            |a: &str, b: &str| [ranges.clone(), vec![member("a", a), member("b", b)]].concat();
+        assert!(balanced(&with_members("0=0,1=0", "2=0,3=0"), 4, 2, now));
+        assert!(balanced(
+            &with_members("0=5000,1=0", "2=5000,3=0"),
+            4,
+            2,
+            now
+        ));
+        assert!(
+            !balanced(&with_members("0=5000,1=5000", "2=0,3=0"), 4, 2, now),
+            "both heavy ranges on a"
         );
     }
 
