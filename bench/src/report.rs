@@ -833,4 +833,73 @@ mod tests {
         write_metrics(&mut none, &scenario("rs", "now"));
         assert!(none.is_empty());
     }
+
+    /// A run of `m` with steps (name, CPU seconds, peak MiB, requests).
+    fn stepped_run(m: Manager, steps: &[(&str, f64, u64, u64)]) -> RunResult {
+        let mut r = RunResult::new(m, "bin".into(), "ns".into());
+        r.status = Status::Ok;
+        r.converge_seconds = Some(10.0);
+        r.cpu_seconds_total = Some(steps.iter().map(|s| s.1).sum());
+        r.peak_rss_bytes = steps.iter().map(|s| s.2 << 20).max();
+        for (name, cpu, mib, requests) in steps {
+            r.phases.push(Phase {
+                name: (*name).into(),
+                start_seconds: 0.0,
+                seconds: 1.0,
+                cpu_seconds: Some(*cpu),
+                peak_rss_bytes: Some(mib << 20),
+                requests: Some(crate::audit::Counts {
+                    total: *requests,
+                    ..Default::default()
+                }),
+                note: String::new(),
+            });
+        }
+        r
+    }
+
+    #[test]
+    fn the_shard_summary_compares_the_steps_before_the_failover() {
+        let mut s = scenario("threshold-shards", "now");
+        s.runs = vec![
+            stepped_run(
+                Manager::Rkcm,
+                &[
+                    ("cold start", 4.0, 600, 2),
+                    ("settled 120 s", 1.0, 600, 0),
+                    ("failover", 0.0, 600, 50),
+                ],
+            ),
+            stepped_run(
+                Manager::RkcmShards,
+                &[
+                    ("cold start", 4.5, 250, 200),
+                    ("settled 120 s", 0.5, 240, 100),
+                    ("failover (shards)", 4.0, 500, 400),
+                ],
+            ),
+        ];
+        let mut o = String::new();
+        shards::write_shard_summary(&mut o, &[s.clone()]);
+        // Before the failover: 250 of 600 MiB, 5.0 of 5.0 s, 300 of 2 requests.
+        assert!(
+            o.contains(
+                "| `threshold-shards` | rkcm sharded (server selector) | 0.42× | 1.00× | 150.00× |"
+            ),
+            "{o}"
+        );
+        // The whole run: 500 of 600 MiB, 9.0 of 5.0 s.
+        assert!(
+            o.contains("| `threshold-shards` | rkcm sharded (server selector) | 0.83× |"),
+            "{o}"
+        );
+        assert!(o.contains("| 1.80× |"), "{o}");
+        // Without a failover step, no such table.
+        for r in &mut s.runs {
+            r.phases.retain(|p| !p.name.starts_with("failover"));
+        }
+        let mut none = String::new();
+        shards::write_shard_summary(&mut none, &[s]);
+        assert!(!none.contains("Before the failover"), "{none}");
+    }
 }

@@ -9,7 +9,7 @@ use super::cells::{
     ratio, total_requests,
 };
 use crate::manager::Manager;
-use crate::results::{RunResult, ScenarioResult};
+use crate::results::{Phase, RunResult, ScenarioResult};
 
 const SHARDED: [Manager; 2] = [Manager::RkcmShards, Manager::RkcmShardsClient];
 
@@ -38,6 +38,48 @@ fn settled(r: &RunResult) -> Option<f64> {
 
 fn api(r: &RunResult) -> Option<f64> {
     plane_cpu(r, APISERVER)
+}
+
+/// The steps of a run before its failover (the threshold's last step, where a replica is
+/// killed and the survivors take its ranges, or one rkcm's standby takes over); `None`
+/// without a failover step.
+fn before_failover(r: &RunResult) -> Option<Vec<&Phase>> {
+    let failover = |p: &&Phase| p.name.starts_with("failover");
+    r.phases
+        .iter()
+        .any(|p| failover(&p))
+        .then(|| r.phases.iter().take_while(|p| !failover(p)).collect())
+}
+
+/// The largest replica's `VmHWM` at the end of the last step before the failover: the peak
+/// while every replica ran.
+fn peak_before_failover(r: &RunResult) -> Option<f64> {
+    before_failover(r)?
+        .iter()
+        .filter_map(|p| p.peak_rss_bytes)
+        .max()
+        .map(|b| b as f64)
+}
+
+/// The CPU of every replica over the steps before the failover.
+fn cpu_before_failover(r: &RunResult) -> Option<f64> {
+    let steps = before_failover(r)?;
+    (!steps.is_empty())
+        .then(|| steps.iter().map(|p| p.cpu_seconds).sum::<Option<f64>>())
+        .flatten()
+}
+
+/// The API requests of every replica over the steps before the failover.
+fn requests_before_failover(r: &RunResult) -> Option<f64> {
+    let steps = before_failover(r)?;
+    (!steps.is_empty())
+        .then(|| {
+            steps
+                .iter()
+                .map(|p| p.requests.as_ref().map(|c| c.total as f64))
+                .sum::<Option<f64>>()
+        })
+        .flatten()
 }
 
 /// `f` of `m`'s successful run in `runs`, or the mean over both orders when `runs` is `None`.
@@ -228,7 +270,7 @@ pub(super) fn write_shard_summary(o: &mut String, scenarios: &[ScenarioResult]) 
         "| Scenario | Manager | Peak RSS per replica | Settled RSS per replica | CPU all replicas | API requests | API server CPU | Worst p99 | Ranges held again (s) | First write after the kill (s) |"
     );
     let _ = writeln!(o, "|---|---|---:|---:|---:|---:|---:|---|---:|---:|");
-    for s in with {
+    for s in with.iter().copied() {
         let runs = if s.reversed.is_empty() {
             Some(s.runs.as_slice())
         } else {
@@ -262,6 +304,61 @@ pub(super) fn write_shard_summary(o: &mut String, scenarios: &[ScenarioResult]) 
                 worst_p99(s, runs, m),
                 failover("failover: ranges held again"),
                 failover("failover: first write"),
+            );
+        }
+    }
+    let _ = writeln!(o);
+    write_before_failover(o, &with);
+}
+
+/// The summary's figures over the steps before the failover, for scenarios with one: the
+/// end of a run has two replicas holding what three held (the killed one's ranges), and the
+/// survivors' relists are in its CPU and requests, while one rkcm's standby only waits out
+/// the Lease.
+fn write_before_failover(o: &mut String, scenarios: &[&ScenarioResult]) {
+    let with: Vec<&&ScenarioResult> = scenarios
+        .iter()
+        .filter(|s| {
+            ok_run(&s.runs, Manager::Rkcm)
+                .and_then(before_failover)
+                .is_some()
+        })
+        .collect();
+    if with.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "Before the failover (every step up to it: cold start, settled, reaction; the \
+         failover leaves two replicas holding the killed one's ranges and charges their relists \
+         to the sharded run only):\n"
+    );
+    let _ = writeln!(
+        o,
+        "| Scenario | Manager | Peak RSS per replica | CPU all replicas | API requests |"
+    );
+    let _ = writeln!(o, "|---|---|---:|---:|---:|");
+    for s in with {
+        let runs = if s.reversed.is_empty() {
+            Some(s.runs.as_slice())
+        } else {
+            None
+        };
+        for m in SHARDED {
+            if ok_run(&s.runs, m).is_none() {
+                continue;
+            }
+            let x = |f: &dyn Fn(&RunResult) -> Option<f64>| {
+                ratio(value(s, runs, m, f), value(s, runs, Manager::Rkcm, f))
+            };
+            let _ = writeln!(
+                o,
+                "| `{}` | {} | {} | {} | {} |",
+                s.scenario,
+                manager_label(m),
+                x(&peak_before_failover),
+                x(&cpu_before_failover),
+                x(&requests_before_failover),
             );
         }
     }

@@ -14,8 +14,10 @@
 //! higher of the two by at least [`min_gain`] (half a range's cost, or a twentieth of the
 //! objects an average member holds: cached objects come and go, and a move costs a relist). A replica
 //! takes the free ranges the target gives it and hands over the ranges it holds that the
-//! target gives to another; the next round then gives those, now free, to the member that had
-//! the lowest cost.
+//! target gives to another, naming that member on the released Lease ([`ANNOTATION_NEXT`]):
+//! the next round gives each such range to the member named first, so the move lands where
+//! it was meant to even when several ranges moved at once (given to the cheapest member one
+//! by one, they could land elsewhere, one of them back on its giver, and move again).
 //!
 //! A range whose Lease is still valid is never taken, whoever holds it, even a replica no
 //! longer a member: a replica cut off from the API server may still be acting on it until its
@@ -28,6 +30,11 @@ use k8s_openapi::api::coordination::v1::Lease;
 /// On a member Lease: the objects its holder's caches hold for each range it holds
 /// (`<range>=<objects>` joined by commas); on a released range Lease: its last holder's count.
 pub const ANNOTATION_OBJECTS: &str = "rkcm.io/shard-objects";
+
+/// On a range Lease its holder handed over: the member the balance gave it to. That member
+/// takes it first (every replica's target gives it to it while it is a member), so a range
+/// released by a move goes where the move meant it to, even when several moved in one round.
+pub const ANNOTATION_NEXT: &str = "rkcm.io/shard-next";
 
 /// What a range costs besides its objects: with no objects anywhere, ranges split evenly by
 /// count; a range's cost never drops to zero, so empty ranges spread too (a namespace created
@@ -45,6 +52,8 @@ pub struct RangeLease {
     pub valid: bool,
     /// The objects of the range as its holder (or, released, its last holder) counted them.
     pub objects: u64,
+    /// Released by a move: the member it was handed to ([`ANNOTATION_NEXT`]); else `""`.
+    pub next: String,
 }
 
 /// What a replica sees: the live members (itself included) and the ranges' Leases (a range
@@ -64,6 +73,8 @@ pub struct Plan {
     pub share: u32,
     pub take: Vec<u32>,
     pub hand_over: Vec<u32>,
+    /// For each range handed over, the member the target gives it to.
+    pub next: BTreeMap<u32, String>,
 }
 
 /// `<range>=<objects>,...` of a member Lease; entries that do not parse are left out.
@@ -84,6 +95,17 @@ pub fn format_objects(objects: &BTreeMap<u32, u64>) -> String {
         .map(|(range, n)| format!("{range}={n}"))
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// The member a released range was handed to (its Lease's [`ANNOTATION_NEXT`]), or `""`.
+pub fn lease_next(lease: &Lease) -> String {
+    lease
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_NEXT))
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// The objects of `range` as the ring shows them: the count its holder's member Lease
@@ -132,6 +154,15 @@ pub fn target(view: &View<'_>) -> BTreeMap<u32, String> {
     for (range, holder) in &owner {
         if let Some(c) = cost.get_mut(holder.as_str()) {
             *c += weight(*range);
+        }
+    }
+    // A released range handed to a member goes to that member.
+    for l in view.leases.iter().filter(|l| l.range < view.ranges) {
+        if !owner.contains_key(&l.range)
+            && let Some(c) = cost.get_mut(l.next.as_str())
+        {
+            *c += weight(l.range);
+            owner.insert(l.range, l.next.clone());
         }
     }
     let mut free: Vec<u32> = (0..view.ranges)
@@ -204,6 +235,12 @@ pub fn plan(view: &View<'_>) -> Plan {
         .filter(|(_, h)| h.as_str() == view.me)
         .map(|(r, _)| *r)
         .collect();
+    let hand_over: Vec<u32> = held
+        .iter()
+        .rev()
+        .filter(|r| !mine.contains(r))
+        .copied()
+        .collect();
     Plan {
         share: u32::try_from(mine.len()).unwrap_or(u32::MAX),
         take: mine
@@ -211,12 +248,11 @@ pub fn plan(view: &View<'_>) -> Plan {
             .filter(|r| !held.contains(r) && !taken.contains(r))
             .copied()
             .collect(),
-        hand_over: held
+        next: hand_over
             .iter()
-            .rev()
-            .filter(|r| !mine.contains(r))
-            .copied()
+            .filter_map(|r| Some((*r, target.get(r)?.clone())))
             .collect(),
+        hand_over,
     }
 }
 
@@ -234,6 +270,7 @@ mod tests {
             holder: holder.to_owned(),
             valid,
             objects: 0,
+            next: String::new(),
         }
     }
 
@@ -254,50 +291,68 @@ mod tests {
         (p.take, p.hand_over)
     }
 
-    /// Members applying their plans in turn on a shared ring (a handed-over range is
-    /// released at once, as the holder does after draining) until a whole pass changes
-    /// nothing; `holders[i]` is range i's holder (`""`: free), `objects[i]` its objects.
-    /// Returns the passes it took.
+    /// Members planning together from one view of the ring, round after round, as replicas
+    /// do (a handed-over range is released at once, naming the member it goes to, as the
+    /// holder does after draining; of two takes of one range the first wins), until a round
+    /// changes nothing; `holders[i]` is range i's holder (`""`: free), `objects[i]` its
+    /// objects. Returns the rounds it took; fails if a range changed hands twice (the objects
+    /// do not change while it settles, so one move each is enough).
     fn settle(members: &[&str], holders: &mut [String], objects: &[u64]) -> usize {
         let names = ids(members);
-        for pass in 1..=50 {
+        let mut next = vec![String::new(); holders.len()];
+        let mut moved = vec![0; holders.len()];
+        for round in 1..=50 {
+            let leases: Vec<RangeLease> = holders
+                .iter()
+                .zip(objects)
+                .zip(&next)
+                .enumerate()
+                .map(|(i, ((h, o), n))| RangeLease {
+                    range: u32::try_from(i).unwrap_or(0),
+                    holder: h.clone(),
+                    valid: !h.is_empty(),
+                    objects: *o,
+                    next: n.clone(),
+                })
+                .collect();
+            let plans: Vec<(&str, Plan)> = members
+                .iter()
+                .map(|me| {
+                    let p = plan(&View {
+                        ranges: u32::try_from(holders.len()).unwrap_or(0),
+                        me,
+                        members: &names,
+                        leases: &leases,
+                    });
+                    (*me, p)
+                })
+                .collect();
             let mut changed = false;
-            for me in members {
-                let leases: Vec<RangeLease> = holders
-                    .iter()
-                    .zip(objects)
-                    .enumerate()
-                    .map(|(i, (h, o))| RangeLease {
-                        range: u32::try_from(i).unwrap_or(0),
-                        holder: h.clone(),
-                        valid: !h.is_empty(),
-                        objects: *o,
-                    })
-                    .collect();
-                let p = plan(&View {
-                    ranges: u32::try_from(holders.len()).unwrap_or(0),
-                    me,
-                    members: &names,
-                    leases: &leases,
-                });
-                for i in p.hand_over {
-                    holders[i as usize].clear();
-                    changed = true;
+            for (me, p) in &plans {
+                for i in &p.take {
+                    let i = *i as usize;
+                    if holders[i].is_empty() {
+                        holders[i] = (*me).to_owned();
+                        next[i].clear();
+                        changed = true;
+                    }
                 }
-                for i in p.take {
-                    assert!(
-                        holders[i as usize].is_empty(),
-                        "{me} took {i}, held by another"
-                    );
-                    holders[i as usize] = (*me).to_owned();
+            }
+            for (_, p) in &plans {
+                for i in &p.hand_over {
+                    let i = *i as usize;
+                    holders[i].clear();
+                    next[i] = p.next.get(&(i as u32)).cloned().unwrap_or_default();
+                    moved[i] += 1;
+                    assert!(moved[i] < 2, "range {i} handed over twice: {holders:?}");
                     changed = true;
                 }
             }
             if !changed {
-                return pass;
+                return round;
             }
         }
-        panic!("the ring did not settle in 50 passes: {holders:?}");
+        panic!("the ring did not settle in 50 rounds: {holders:?}");
     }
 
     fn count(holders: &[String], me: &str) -> usize {
@@ -474,6 +529,78 @@ mod tests {
         let a = load("a");
         assert!(a < 60_000, "a holds {a} objects");
         assert!(load("b") > 40_000 && load("c") > 40_000);
+    }
+
+    /// Rings of random sizes, objects and holders settle with every range moving at most
+    /// once (`settle` fails otherwise): several ranges released in one round go where the
+    /// moves meant them to, none back to its giver.
+    #[test]
+    fn ranges_released_together_land_where_their_moves_meant() {
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) % n
+        };
+        let names = ["a", "b", "c", "d"];
+        for case in 0..300 {
+            let ranges = 4 + next(60) as usize;
+            let members = &names[..2 + next(3) as usize];
+            let objects: Vec<u64> = (0..ranges)
+                .map(|_| if next(3) == 0 { 0 } else { next(5_000) })
+                .collect();
+            // Held by a random member or one that left, or free.
+            let mut holders: Vec<String> = (0..ranges)
+                .map(|_| match next(6) {
+                    0 => String::new(),
+                    i => names[(i as usize - 1) % members.len()].to_owned(),
+                })
+                .collect();
+            let passes = settle(members, &mut holders, &objects);
+            assert!(passes <= 5, "case {case} took {passes} rounds");
+        }
+    }
+
+    /// A released range named for a member goes to that member, even where the cheapest
+    /// member is another (the counts moved since the move was planned); named for one that
+    /// is not a member, it goes to the cheapest. A hand-over names the member it goes to.
+    #[test]
+    fn a_range_handed_to_a_member_goes_to_that_member() {
+        // a and b hold one range each, c two; range 4 was handed to b. Given to the
+        // cheapest, it would go to a (first in identity order among equals).
+        let mut leases = vec![
+            lease(0, "a", true),
+            lease(1, "b", true),
+            lease(2, "c", true),
+            lease(3, "c", true),
+            RangeLease {
+                next: "b".into(),
+                ..lease(4, "", false)
+            },
+        ];
+        let members = ["a", "b", "c"];
+        assert_eq!(planned(5, "b", &members, &leases), (vec![4], vec![]));
+        assert_eq!(planned(5, "a", &members, &leases), (vec![], vec![]));
+        leases[4].next = "gone".into();
+        assert_eq!(planned(5, "a", &members, &leases), (vec![4], vec![]));
+        assert_eq!(planned(5, "b", &members, &leases), (vec![], vec![]));
+        // b holds three of four, a joins: b hands two over, naming a.
+        let leases = [
+            lease(0, "b", true),
+            lease(1, "b", true),
+            lease(2, "b", true),
+            lease(3, "b", true),
+        ];
+        let names = ids(&["a", "b"]);
+        let p = plan(&View {
+            ranges: 4,
+            me: "b",
+            members: &names,
+            leases: &leases,
+        });
+        assert_eq!(p.hand_over, vec![3, 2]);
+        assert_eq!(p.next, [(2, "a".to_owned()), (3, "a".to_owned())].into());
     }
 
     #[test]

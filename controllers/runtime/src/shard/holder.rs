@@ -46,7 +46,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::balance::{self, ANNOTATION_OBJECTS, RangeLease, View, format_objects};
+use super::balance::{self, ANNOTATION_NEXT, ANNOTATION_OBJECTS, RangeLease, View, format_objects};
 use super::ring::{Ring, fnv1a64};
 use crate::cache::signal::Signal;
 use crate::clock::SharedClock;
@@ -413,12 +413,12 @@ impl Shards {
         self.drain(&held, self.cfg.renew_deadline).await;
         for range in held {
             let name = self.cfg.range_lease(range);
-            self.release(&api, &name, objects.get(&range).copied(), &round)
+            self.release(&api, &name, objects.get(&range).copied(), None, &round)
                 .await;
         }
         // Last: with the member Lease released, a range whose release failed is free at once
         // (nothing acts on it any more).
-        self.release(&api, &self.cfg.member_lease(), None, &round)
+        self.release(&api, &self.cfg.member_lease(), None, None, &round)
             .await;
     }
 
@@ -504,7 +504,7 @@ impl Shards {
             })
             .collect();
         for range in stray {
-            self.release(api, &self.cfg.range_lease(range), None, round)
+            self.release(api, &self.cfg.range_lease(range), None, None, round)
                 .await;
         }
         if !plan.hand_over.is_empty() {
@@ -516,7 +516,8 @@ impl Shards {
             self.drain(&plan.hand_over, self.cfg.renew_deadline).await;
             for range in &plan.hand_over {
                 let name = self.cfg.range_lease(*range);
-                self.release(api, &name, objects.get(range).copied(), round)
+                let next = plan.next.get(range).map(String::as_str);
+                self.release(api, &name, objects.get(range).copied(), next, round)
                     .await;
             }
             super::metrics::moved("handed_over", plan.hand_over.len());
@@ -701,6 +702,7 @@ impl Shards {
                     .get_or_insert_with(Default::default);
                 annotations.insert(ANNOTATION_SESSION.to_owned(), session.to_owned());
                 annotations.remove(ANNOTATION_FENCED_BY);
+                annotations.remove(ANNOTATION_NEXT);
                 if let Some(objects) = &objects {
                     annotations.insert(ANNOTATION_OBJECTS.to_owned(), objects.clone());
                 }
@@ -746,8 +748,16 @@ impl Shards {
     /// Clears the holder of Lease `name` if it still names this replica's running session
     /// (duration 1 s). Never another session's, even of this identity: a previous process's
     /// session is over only once it lapsed or was fenced. A range's Lease keeps `objects`,
-    /// the count of its objects, for the balance of the next holder's choice.
-    async fn release(&self, api: &Api<Lease>, name: &str, objects: Option<u64>, round: &Round) {
+    /// the count of its objects, for the balance of the next holder's choice, and names
+    /// `next`, the member a move hands it to.
+    async fn release(
+        &self,
+        api: &Api<Lease>,
+        name: &str,
+        objects: Option<u64>,
+        next: Option<&str>,
+        round: &Round,
+    ) {
         if !round.names_session(name, &self.cfg) {
             return;
         }
@@ -763,13 +773,17 @@ impl Shards {
         spec.lease_duration_seconds = Some(1);
         spec.renew_time = Some(wall.clone());
         spec.acquire_time = Some(wall);
+        let annotations = lease
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
         if let Some(objects) = objects {
-            lease
-                .metadata
-                .annotations
-                .get_or_insert_with(Default::default)
-                .insert(ANNOTATION_OBJECTS.to_owned(), objects.to_string());
+            annotations.insert(ANNOTATION_OBJECTS.to_owned(), objects.to_string());
         }
+        match next {
+            Some(next) => annotations.insert(ANNOTATION_NEXT.to_owned(), next.to_owned()),
+            None => annotations.remove(ANNOTATION_NEXT),
+        };
         if let Err(error) = api.replace(name, &PostParams::default(), &lease).await {
             tracing::debug!(lease = name, %error, "releasing a shard lease failed");
         }
@@ -993,6 +1007,11 @@ impl Round {
                         String::new()
                     },
                     valid,
+                    next: if seen.holder().is_empty() {
+                        balance::lease_next(&seen.lease)
+                    } else {
+                        String::new()
+                    },
                     objects: balance::lease_objects(
                         range,
                         &seen.lease,

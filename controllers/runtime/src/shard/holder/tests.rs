@@ -461,6 +461,11 @@ async fn replicas_balance_by_the_objects_they_publish() {
         .await
         .expect("the moved range's Lease");
     assert_eq!(annotation(&range), "5000", "the release kept the count");
+    let annotations = range.metadata.annotations.clone().unwrap_or_default();
+    assert!(
+        !annotations.contains_key(crate::shard::balance::ANNOTATION_NEXT),
+        "the take cleared the member the range was handed to: {annotations:?}"
+    );
     let member_b = leases
         .get(&b.config().member_lease())
         .await

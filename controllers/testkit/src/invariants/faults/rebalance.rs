@@ -161,6 +161,7 @@ fn balanced(leases: &[Lease], ranges: u32, replicas: u32, now: jiff::Timestamp) 
                 objects: balance::lease_objects(*range, l, member_of(&holder)),
                 valid: true,
                 holder,
+                next: String::new(),
             }
         })
         .collect();
