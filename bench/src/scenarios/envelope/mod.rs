@@ -322,6 +322,18 @@ impl Scenario for Envelope {
 
     async fn converge(&self, env: &Env, state: &mut State, probe: &Probe) -> anyhow::Result<()> {
         state.manager_user = probe.manager_user();
+        // Sharded replicas own nothing until their second round: the load's first changes
+        // would wait for that and count it as reaction time, which one rkcm (leader election
+        // off here) never pays. The wait is reported; the load starts once the ring is held.
+        if probe.manager().is_sharded() {
+            let took = crate::scenarios::threshold::shard_failover::wait_ring_held(
+                env,
+                probe,
+                env.sharding.ranges,
+            )
+            .await?;
+            say!("every shard range held {took:.1} s into the run; the load starts");
+        }
         state.audit_from = audit::offset(&env.audit_log).ok();
         let churn = churn::Churn::start(
             env.client.clone(),

@@ -26,7 +26,7 @@ mod load;
 mod objects;
 mod phases;
 mod queues;
-mod shard_failover;
+pub(crate) mod shard_failover;
 mod shared;
 
 use std::collections::BTreeMap;

@@ -99,6 +99,35 @@ async fn wait_holders(
     }
 }
 
+/// Waits until the replicas of a sharded run hold every range of the ring (each range Lease
+/// naming one of them), as a scenario that measures reactions from its first change must:
+/// replicas take ranges only in their second round (the first announces them, a retry
+/// period after the start), and a change made before its range is held waits for that.
+pub async fn wait_ring_held(env: &Env, probe: &Probe, ranges: u32) -> anyhow::Result<f64> {
+    let t = Instant::now();
+    let deadline = t + WAIT;
+    let ids = loop {
+        let ids: Vec<String> = probe.logs().iter().filter_map(|l| identity(l)).collect();
+        if ids.len() == probe.manager_pids().len() {
+            break ids;
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "sharded run: {} of {} replicas named their shard identity within {} s",
+            ids.len(),
+            probe.manager_pids().len(),
+            WAIT.as_secs()
+        );
+        tokio::time::sleep(POLL).await;
+    };
+    let api: Api<Lease> = Api::namespaced(env.client.clone(), SHARD_NAMESPACE);
+    wait_holders(&api, ranges, "every range held by a replica", |h| {
+        h.len() == ranges as usize && h.values().all(|id| ids.contains(id))
+    })
+    .await?;
+    Ok(t.elapsed().as_secs_f64())
+}
+
 /// Kills the replica holding a Deployment's range, scales that Deployment, and measures.
 pub async fn run(t: &Threshold, env: &Env, probe: &Probe, ranges: u32) -> anyhow::Result<Measured> {
     let ring = Ring::new(ranges).map_err(|e| anyhow::anyhow!("shard failover: {e}"))?;
