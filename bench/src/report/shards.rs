@@ -95,6 +95,11 @@ fn value(
     }
 }
 
+/// The runs a summary reads: the one order's, or `None` for the mean of both orders.
+fn summary_runs(s: &ScenarioResult) -> Option<&[RunResult]> {
+    s.reversed.is_empty().then_some(s.runs.as_slice())
+}
+
 /// The passes: each order's runs, and the mean of both when there are two.
 fn passes(s: &ScenarioResult) -> Vec<(String, Option<&[RunResult]>)> {
     let mut out = vec![(order_label(&s.runs), Some(s.runs.as_slice()))];
@@ -201,11 +206,7 @@ fn write_shard_metrics(o: &mut String, s: &ScenarioResult) {
     if names.is_empty() {
         return;
     }
-    let runs = if s.reversed.is_empty() {
-        Some(s.runs.as_slice())
-    } else {
-        None
-    };
+    let runs = summary_runs(s);
     let _ = writeln!(
         o,
         "Measures of the scenario ({}):\n",
@@ -271,11 +272,7 @@ pub(super) fn write_shard_summary(o: &mut String, scenarios: &[ScenarioResult]) 
     );
     let _ = writeln!(o, "|---|---|---:|---:|---:|---:|---:|---|---:|---:|");
     for s in with.iter().copied() {
-        let runs = if s.reversed.is_empty() {
-            Some(s.runs.as_slice())
-        } else {
-            None
-        };
+        let runs = summary_runs(s);
         for m in SHARDED {
             if ok_run(&s.runs, m).is_none() {
                 continue;
@@ -339,11 +336,7 @@ fn write_before_failover(o: &mut String, scenarios: &[&ScenarioResult]) {
     );
     let _ = writeln!(o, "|---|---|---:|---:|---:|");
     for s in with {
-        let runs = if s.reversed.is_empty() {
-            Some(s.runs.as_slice())
-        } else {
-            None
-        };
+        let runs = summary_runs(s);
         for m in SHARDED {
             if ok_run(&s.runs, m).is_none() {
                 continue;

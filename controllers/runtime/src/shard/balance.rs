@@ -67,10 +67,9 @@ pub struct View<'a> {
 }
 
 /// The decision: the ranges to take (acquire their Leases) and to hand over (drain, then
-/// release), and the ranges the target gives this replica.
+/// release).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Plan {
-    pub share: u32,
     pub take: Vec<u32>,
     pub hand_over: Vec<u32>,
     /// For each range handed over, the member the target gives it to.
@@ -242,7 +241,6 @@ pub fn plan(view: &View<'_>) -> Plan {
         .copied()
         .collect();
     Plan {
-        share: u32::try_from(mine.len()).unwrap_or(u32::MAX),
         take: mine
             .iter()
             .filter(|r| !held.contains(r) && !taken.contains(r))
