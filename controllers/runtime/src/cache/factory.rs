@@ -1,7 +1,7 @@
 //! The process-wide set of informers: one per type, started together.
 
 use std::any::{Any, TypeId};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -44,9 +44,8 @@ trait ErasedInformer: Send + Sync {
         runtime: &Handle,
     );
     fn as_any(&self) -> &dyn Any;
-    fn relist(&self);
-    fn lists_done(&self) -> u64;
-    fn wait_lists_past(&self, n: u64) -> futures::future::BoxFuture<'static, ()>;
+    fn follow_ranges(&self, held: &BTreeSet<u32>);
+    fn wait_covering(&self, ranges: BTreeSet<u32>) -> futures::future::BoxFuture<'static, ()>;
     fn count_by_namespace(&self) -> Vec<(String, usize)>;
 }
 
@@ -63,15 +62,12 @@ impl<K: Informable> ErasedInformer for Informer<K> {
     fn as_any(&self) -> &dyn Any {
         self
     }
-    fn relist(&self) {
-        Informer::relist(self);
+    fn follow_ranges(&self, held: &BTreeSet<u32>) {
+        Informer::follow_ranges(self, held);
     }
-    fn lists_done(&self) -> u64 {
-        Informer::lists_done(self)
-    }
-    fn wait_lists_past(&self, n: u64) -> futures::future::BoxFuture<'static, ()> {
+    fn wait_covering(&self, ranges: BTreeSet<u32>) -> futures::future::BoxFuture<'static, ()> {
         let informer = self.clone();
-        Box::pin(async move { informer.wait_lists_past(n).await })
+        Box::pin(async move { informer.wait_covering(&ranges).await })
     }
     fn count_by_namespace(&self) -> Vec<(String, usize)> {
         self.store().count_by_namespace()
@@ -203,46 +199,34 @@ impl InformerFactory {
         }
     }
 
-    /// Sharded mode: every informer lists again when the held ranges change, so the caches
-    /// take the ranges taken and drop the ranges handed over. A range counts as cached
-    /// ([`Shards::set_cached`]; only then does the replica act on it) once every informer
-    /// has completed a list that covers it: a replica that just took a range must not sync
-    /// its objects on a cache that does not hold them yet.
+    /// Sharded mode: the informers follow the held ranges (each drops the ranges handed over
+    /// and lists only the ranges taken, see [`Informer::follow_ranges`]). A range counts as
+    /// cached ([`Shards::set_cached`]; only then does the replica act on it) once every
+    /// informer completed a list that covers it: a replica that just took a range must not
+    /// sync its objects on a cache that does not hold them yet.
     async fn relist_on_handover(self, shards: Arc<Shards>, shutdown: CancellationToken) {
-        let mut seen = shards.held_ranges();
-        let counts = |informers: &[Arc<dyn ErasedInformer>]| -> Vec<u64> {
-            informers.iter().map(|i| i.lists_done()).collect()
-        };
-        // The first lists cover the ranges held when they began (or more).
-        let mut before = vec![0; self.informers().len()];
         loop {
+            let held = shards.held_ranges();
             let informers = self.informers();
-            let listed = futures::future::join_all(
-                informers
-                    .iter()
-                    .zip(before.iter().chain(std::iter::repeat(&0)))
-                    .map(|(i, n)| i.wait_lists_past(*n)),
-            );
+            for informer in &informers {
+                informer.follow_ranges(&held);
+            }
+            let covered =
+                futures::future::join_all(informers.iter().map(|i| i.wait_covering(held.clone())));
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => return,
-                () = shards.changed(&seen) => {}
-                _ = listed => {
-                    shards.set_cached(seen.clone());
+                () = shards.changed(&held) => {}
+                _ = covered => {
+                    shards.set_cached(held.clone());
                     tokio::select! {
                         biased;
                         () = shutdown.cancelled() => return,
-                        () = shards.changed(&seen) => {}
+                        () = shards.moved_from(&held) => {}
                     }
                 }
             }
-            seen = shards.held_ranges();
-            tracing::info!(ranges = ?seen, "held shard ranges changed; relisting");
-            let informers = self.informers();
-            before = counts(&informers);
-            for informer in &informers {
-                informer.relist();
-            }
+            tracing::info!(ranges = ?shards.held_ranges(), "held shard ranges changed");
         }
     }
 

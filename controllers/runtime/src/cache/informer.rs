@@ -39,6 +39,7 @@
 //!   whose newest write left no object, is current at its list's or bookmark's version.
 
 use std::cmp::Ordering;
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -60,9 +61,9 @@ use crate::api::protobuf::watcher as list_watch;
 use crate::cache::item::Item;
 use crate::cache::projection::{Fields, Projectable};
 use crate::cache::signal::Signal;
-use crate::cache::source::{ContentType, ListMode, Source};
+use crate::cache::source::{ContentType, ListMode, Source, is_namespaced};
 use crate::cache::store::{
-    Change, IndexFn, Informable, Inner, State, Store, compare_resource_versions,
+    Change, IndexFn, Informable, Inner, ONE_STREAM, State, Store, compare_resource_versions,
 };
 use crate::cache::watch::{
     ErrorLog, PAGE_SIZE, RESTART_DELAY, WATCH_TIMEOUT_SECS, in_scope, retry_backoff,
@@ -129,8 +130,10 @@ pub(super) struct Shared<K> {
     /// Complete lists applied so far (initial list and every relist).
     lists: Signal<u64>,
     started: AtomicBool,
-    /// Asks the running list/watch to start over with a fresh list.
-    relist: tokio::sync::Notify,
+    /// The list+watch streams that feed the cache.
+    streams: RwLock<Streams>,
+    /// Bumped whenever a stream starts, stops or completes a list.
+    coverage: Signal<u64>,
     /// Subscriber tasks created where no runtime was available; spawned on start.
     pending_tasks: Mutex<Vec<BoxFuture>>,
 }
@@ -150,7 +153,8 @@ impl<K: Informable> Informer<K> {
                 synced: Signal::new(false),
                 lists: Signal::new(0),
                 started: AtomicBool::new(false),
-                relist: tokio::sync::Notify::new(),
+                streams: RwLock::new(Streams::default()),
+                coverage: Signal::new(0),
                 pending_tasks: Mutex::new(Vec::new()),
             }),
         }
@@ -175,18 +179,183 @@ impl<K: Informable> Informer<K> {
     where
         K: Projectable,
     {
-        let mut inner = self.shared.inner.write();
-        if inner.state.declare(K::project, fields) {
+        let widened = self.shared.inner.write().state.declare(K::project, fields);
+        if widened {
             info!(resource = %self.shared.resource, "Projection widened; relisting");
             self.shared.synced.set(false);
-            self.shared.relist.notify_one();
+            self.restart();
         }
     }
 
-    /// Lists again (a new list and watch with the source's selectors as they are now): for
-    /// sharded mode, when the held ranges changed. The relist delivers the difference.
-    pub(crate) fn relist(&self) {
-        self.shared.relist.notify_one();
+    /// Lists everything again in one new list+watch (a started informer; one not started yet
+    /// lists with what is declared when it starts). The relist delivers the difference.
+    fn restart(&self) {
+        let mut streams = self.shared.streams.write();
+        let Some(run) = streams.run.clone() else {
+            return;
+        };
+        let ranges = run.sharded_ranges::<K>();
+        self.stop_streams(&mut streams, |_| true);
+        self.start_stream(&mut streams, &run, ranges, true);
+    }
+
+    /// Sharded mode: makes the cache follow the held ranges `held`. The objects of ranges
+    /// handed over leave the cache at once (tombstones, as a relist that no longer finds them
+    /// would deliver) and their events are dropped from then on; the ranges taken are listed
+    /// and watched by a stream of their own, so that the ranges kept are neither listed again
+    /// nor delivered again. Past [`MAX_STREAMS`] streams, one new stream lists every held
+    /// range instead. Nothing for a cluster-scoped type or an informer that is not sharded.
+    pub(crate) fn follow_ranges(&self, held: &BTreeSet<u32>) {
+        let mut streams = self.shared.streams.write();
+        let Some(run) = streams.run.clone() else {
+            return;
+        };
+        if run.sharded_ranges::<K>().is_none() {
+            return;
+        }
+        let covered: BTreeSet<u32> = streams
+            .live
+            .iter()
+            .filter_map(|s| s.ranges.as_ref())
+            .flatten()
+            .copied()
+            .collect();
+        let dropped: BTreeSet<u32> = covered.difference(held).copied().collect();
+        let taken: BTreeSet<u32> = held.difference(&covered).copied().collect();
+        if dropped.is_empty() && taken.is_empty() {
+            // (A stream started while nothing was held keeps running until ranges are taken:
+            // its list, of nothing, is what syncs the informer.)
+            return;
+        }
+        if let (false, Some(ring)) = (dropped.is_empty(), run.ring()) {
+            let mut inner = self.shared.inner.write();
+            for stream in &mut streams.live {
+                if let Some(ranges) = stream.ranges.as_mut() {
+                    ranges.retain(|r| !dropped.contains(r));
+                    inner.state.route(ring, stream.id, Some(ranges));
+                }
+            }
+        }
+        // A stream left with no range has nothing to watch.
+        self.stop_streams(&mut streams, |s| {
+            s.ranges.as_ref().is_some_and(BTreeSet::is_empty)
+        });
+        if let (false, Some(ring)) = (dropped.is_empty(), run.ring()) {
+            let drops = |ns: &str| dropped.contains(&ring.range_of(ns));
+            let mut inner = self.shared.inner.write();
+            let changes = inner.state.purge(&drops);
+            debug!(resource = %self.shared.resource, ranges = ?dropped, objects = changes.len(), "Dropped the ranges handed over");
+            self.deliver(&mut inner, &changes);
+        }
+        if !taken.is_empty() {
+            if streams.live.len() >= MAX_STREAMS {
+                self.stop_streams(&mut streams, |_| true);
+            }
+            // With no other stream left, the new one holds everything held.
+            let whole = streams.live.is_empty();
+            let ranges = if whole { held.clone() } else { taken };
+            self.start_stream(&mut streams, &run, Some(ranges), whole);
+        }
+    }
+
+    /// Whether the cache holds every range of `ranges`: a stream that holds it completed a
+    /// list. For a cluster-scoped type or an informer that is not sharded: whether it synced.
+    pub(crate) fn covers(&self, ranges: &BTreeSet<u32>) -> bool {
+        let streams = self.shared.streams.read();
+        let sharded = streams
+            .run
+            .as_ref()
+            .is_some_and(|run| run.sharded_ranges::<K>().is_some());
+        if !sharded {
+            return self.has_synced();
+        }
+        let listed: BTreeSet<u32> = streams
+            .live
+            .iter()
+            .filter(|s| s.listed.load(atomic::Ordering::SeqCst))
+            .filter_map(|s| s.ranges.as_ref())
+            .flatten()
+            .copied()
+            .collect();
+        ranges.is_subset(&listed)
+    }
+
+    /// The list+watch streams running.
+    #[cfg(test)]
+    pub(super) fn stream_count(&self) -> usize {
+        self.shared.streams.read().live.len()
+    }
+
+    /// Waits until [`Informer::covers`] `ranges`.
+    pub(crate) async fn wait_covering(&self, ranges: &BTreeSet<u32>) {
+        loop {
+            let seen = self.shared.coverage.get();
+            if self.covers(ranges) {
+                return;
+            }
+            self.shared.coverage.wait_for(|now| *now != seen).await;
+        }
+    }
+
+    /// Stops the streams `which` picks: their events are dropped from now on (checked under
+    /// the streams lock) and a list they had in progress is forgotten.
+    fn stop_streams(&self, streams: &mut Streams, which: impl Fn(&Stream) -> bool) {
+        let mut inner = None;
+        let ring = streams.run.as_ref().and_then(Run::ring);
+        streams.live.retain(|s| {
+            if !which(s) {
+                return true;
+            }
+            s.stop.cancel();
+            let state = &mut inner.get_or_insert_with(|| self.shared.inner.write()).state;
+            state.abort_list(s.id);
+            if let Some(ring) = ring {
+                state.route(ring, s.id, None);
+            }
+            false
+        });
+        drop(inner);
+        self.bump_coverage();
+    }
+
+    /// Starts a list+watch stream over `ranges` (`None`: everything the scope admits).
+    fn start_stream(
+        &self,
+        streams: &mut Streams,
+        run: &Run,
+        ranges: Option<BTreeSet<u32>>,
+        whole: bool,
+    ) {
+        streams.next += 1;
+        let id = streams.next;
+        let stop = run.shutdown.child_token();
+        let shard_selector = ranges
+            .as_ref()
+            .and_then(|r| run.source.scope.shard_selector_for::<K>(r));
+        if let (Some(ranges), Some(ring)) = (ranges.as_ref(), run.ring()) {
+            self.shared
+                .inner
+                .write()
+                .state
+                .route(ring, id, Some(ranges));
+        }
+        streams.live.push(Stream {
+            id,
+            ranges,
+            whole,
+            stop: stop.clone(),
+            listed: AtomicBool::new(false),
+        });
+        self.bump_coverage();
+        let informer = self.clone();
+        let run = run.clone();
+        run.runtime.clone().spawn(async move {
+            informer.run_stream(run, id, shard_selector, stop).await;
+        });
+    }
+
+    fn bump_coverage(&self) {
+        self.shared.coverage.modify(|n| *n = n.wrapping_add(1));
     }
 
     /// Registers a secondary index; registering the same name twice is a no-op.
@@ -272,6 +441,17 @@ impl<K: Informable> Informer<K> {
     /// Applies one watcher event as if it came from the API server and delivers the
     /// resulting changes. The informer's own watch uses this; tests and fakes may too.
     pub fn feed(&self, event: watcher::Event<K>) {
+        self.feed_in(ONE_STREAM, &|_| true, true, event);
+    }
+
+    /// [`Informer::feed`] from one of several streams (see [`State::apply_in`]).
+    fn feed_in(
+        &self,
+        stream: u64,
+        covers: &dyn Fn(Option<&str>) -> bool,
+        whole: bool,
+        event: watcher::Event<K>,
+    ) {
         let metrics = metrics();
         let resource = self.shared.resource.as_str();
         if let Some(m) = metrics
@@ -281,23 +461,8 @@ impl<K: Informable> Informer<K> {
         }
         let list_done = matches!(event, watcher::Event::InitDone);
         let mut inner = self.shared.inner.write();
-        let changes = inner.state.apply(event);
-        if let Some(m) = metrics {
-            for change in &changes {
-                m.events.with_label_values(&[resource, change.kind()]).inc();
-            }
-        }
-        if !changes.is_empty() {
-            // A closed channel means the subscriber's task is gone (runtime shut down).
-            inner
-                .subscribers
-                .retain(|tx| changes.iter().all(|change| tx.send(change.clone()).is_ok()));
-        }
-        if let Some(m) = metrics {
-            m.objects
-                .with_label_values(&[resource])
-                .set(i64::try_from(inner.state.len()).unwrap_or(i64::MAX));
-        }
+        let changes = inner.state.apply_in(stream, covers, whole, event);
+        self.deliver(&mut inner, &changes);
         // Still under the lock: a waiter woken by a version finds the cache at least there.
         let version = inner.state.last_synced_resource_version();
         inner.synced_version.set(version.map(str::to_owned));
@@ -325,13 +490,41 @@ impl<K: Informable> Informer<K> {
         }
     }
 
+    /// Counts and queues `changes` to every subscriber (under the cache's lock, so that they
+    /// arrive in the order they were applied).
+    fn deliver(&self, inner: &mut Inner<K>, changes: &[Change<K>]) {
+        let resource = self.shared.resource.as_str();
+        let metrics = metrics();
+        if let Some(m) = metrics {
+            for change in changes {
+                m.events.with_label_values(&[resource, change.kind()]).inc();
+            }
+        }
+        if !changes.is_empty() {
+            // A closed channel means the subscriber's task is gone (runtime shut down).
+            inner
+                .subscribers
+                .retain(|tx| changes.iter().all(|change| tx.send(change.clone()).is_ok()));
+        }
+        if let Some(m) = metrics {
+            m.objects
+                .with_label_values(&[resource])
+                .set(i64::try_from(inner.state.len()).unwrap_or(i64::MAX));
+        }
+    }
+
     /// Records that the cache, with everything fed so far, reflects resourceVersion `rv` though
     /// no object carries it: a complete list's own version or a watch bookmark's, which
     /// client-go's reflector records too (`LastSyncResourceVersion`). Ignored while a relist is
     /// in progress (the cache still shows the state before it); never moves the version back.
     pub fn feed_version(&self, rv: &str) {
+        self.feed_version_in(ONE_STREAM, rv);
+    }
+
+    /// [`Informer::feed_version`] from one of several streams.
+    fn feed_version_in(&self, stream: u64, rv: &str) {
         let mut inner = self.shared.inner.write();
-        inner.state.observe_list_version(rv);
+        inner.state.observe_list_version_in(stream, rv);
         let version = inner.state.last_synced_resource_version();
         inner.synced_version.set(version.map(str::to_owned));
     }
@@ -370,50 +563,90 @@ impl<K: Informable> Informer<K> {
         for task in self.shared.pending_tasks.lock().drain(..) {
             runtime.spawn(task);
         }
+        let run = Run {
+            client,
+            source,
+            shutdown: shutdown.clone(),
+            runtime: runtime.clone(),
+        };
+        {
+            let mut streams = self.shared.streams.write();
+            streams.run = Some(run.clone());
+            let ranges = run.sharded_ranges::<K>();
+            self.start_stream(&mut streams, &run, ranges, true);
+        }
         let informer = self.clone();
-        runtime.spawn(async move { informer.run(client, source, shutdown).await });
+        runtime.spawn(async move {
+            shutdown.cancelled().await;
+            // Closing the channels lets every subscriber task drain its buffer and end.
+            informer.shared.inner.write().subscribers.clear();
+            debug!(resource = %informer.shared.resource, "Informer stopped");
+        });
     }
 
-    async fn run(self, client: kube::Client, source: Source, shutdown: CancellationToken) {
+    /// One list+watch stream: lists, watches, relists after a 410, until `stop` (the stream
+    /// was replaced, or shutdown). Its events are applied while it is live and only for the
+    /// namespaces it holds.
+    async fn run_stream(
+        self,
+        run: Run,
+        id: u64,
+        shard_selector: Option<String>,
+        stop: CancellationToken,
+    ) {
         let resource = self.shared.resource.clone();
         let timeout = crate::jitter::in_range(WATCH_TIMEOUT_SECS);
-        let codec = match source.content_type {
+        let codec = match run.source.content_type {
             ContentType::Protobuf => crate::api::protobuf::codec::<K>(),
             ContentType::Json => None,
         };
-        debug!(resource = %resource, protobuf = codec.is_some(), "Starting informer");
+        debug!(resource = %resource, stream = id, protobuf = codec.is_some(), "Starting informer stream");
         let mut errors = ErrorLog::default();
-        while !shutdown.is_cancelled() {
+        let scope = &run.source.scope;
+        let ring = scope.shards().map(|s| s.config().ring);
+        while !stop.is_cancelled() {
             let params = list_watch::Params {
                 path: K::url_path(&(), None),
                 kind: codec.as_ref().map_or("", |c| c.kind),
                 list_kind: codec.as_ref().map_or("", |c| c.list_kind),
-                field_selector: source.scope.field_selector::<K>(),
-                shard_selector: source.scope.shard_selector::<K>(),
+                field_selector: scope.field_selector::<K>(),
+                shard_selector: shard_selector.clone(),
                 page_size: PAGE_SIZE,
                 timeout,
-                streaming: source.list_mode == ListMode::Streaming,
+                streaming: run.source.list_mode == ListMode::Streaming,
             };
             let events: BoxStream<'static, watcher::Result<Item<K>>> = match &codec {
-                Some(codec) => list_watch::watch(client.clone(), params, codec.decode).boxed(),
-                None => list_watch::watch_json::<K>(client.clone(), params).boxed(),
+                Some(codec) => list_watch::watch(run.client.clone(), params, codec.decode).boxed(),
+                None => list_watch::watch_json::<K>(run.client.clone(), params).boxed(),
             };
             let mut stream = Box::pin(events.backoff(retry_backoff()));
             loop {
                 let item = tokio::select! {
                     biased;
-                    () = shutdown.cancelled() => break,
-                    () = self.shared.relist.notified() => break,
+                    () = stop.cancelled() => break,
                     item = stream.next() => item,
                 };
                 match item {
                     Some(Ok(Item::Event(event))) => {
                         errors.clear();
-                        if let Some(event) = in_scope(&source.scope, event) {
-                            self.feed(event);
+                        // Under the streams' lock: a stream stopped, or a range dropped, is
+                        // never fed after the fact.
+                        let streams = self.shared.streams.read();
+                        let Some(me) = streams.live.iter().find(|s| s.id == id) else {
+                            break;
+                        };
+                        let holds = |ns: Option<&str>| {
+                            scope.holds(ns, me.ranges.as_ref().zip(ring.as_ref()))
+                        };
+                        let list_done = matches!(event, watcher::Event::InitDone);
+                        if let Some(event) = in_scope(&holds, event) {
+                            self.feed_in(id, &holds, me.whole, event);
+                        }
+                        if list_done && !me.listed.swap(true, atomic::Ordering::SeqCst) {
+                            self.bump_coverage();
                         }
                     }
-                    Some(Ok(Item::Version(rv))) => self.feed_version(&rv),
+                    Some(Ok(Item::Version(rv))) => self.feed_version_in(id, &rv),
                     Some(Err(err)) => errors.report(&resource, &err),
                     None => {
                         // The stream and its backoff never end; should that change, rebuild
@@ -421,7 +654,7 @@ impl<K: Informable> Informer<K> {
                         warn!(resource = %resource, "Informer list/watch stream ended; restarting");
                         tokio::select! {
                             biased;
-                            () = shutdown.cancelled() => {}
+                            () = stop.cancelled() => {}
                             () = tokio::time::sleep(RESTART_DELAY) => {}
                         }
                         break;
@@ -429,8 +662,57 @@ impl<K: Informable> Informer<K> {
                 }
             }
         }
-        // Closing the channels lets every subscriber task drain its buffer and end.
-        self.shared.inner.write().subscribers.clear();
-        debug!(resource = %resource, "Informer stopped");
+        debug!(resource = %resource, stream = id, "Informer stream stopped");
+    }
+}
+
+/// At most this many list+watch streams per sharded informer: past it, taking ranges lists
+/// every held range in one new stream (each stream is a watch the API server matches every
+/// event against).
+pub(crate) const MAX_STREAMS: usize = 4;
+
+/// The streams of one informer.
+#[derive(Default)]
+struct Streams {
+    /// The id of the last stream started.
+    next: u64,
+    live: Vec<Stream>,
+    /// Where streams run; set when the informer starts.
+    run: Option<Run>,
+}
+
+/// One list+watch stream of an informer.
+struct Stream {
+    id: u64,
+    /// The ranges whose objects it holds, for a sharded informer of a namespaced type (the
+    /// ranges it was started for, minus those dropped since); `None`: everything in scope.
+    ranges: Option<BTreeSet<u32>>,
+    /// Its lists cover everything the cache holds (it was started for all of it).
+    whole: bool,
+    stop: CancellationToken,
+    /// It completed a list.
+    listed: AtomicBool,
+}
+
+/// What an informer's streams run with.
+#[derive(Clone)]
+struct Run {
+    client: kube::Client,
+    source: Source,
+    shutdown: CancellationToken,
+    runtime: Handle,
+}
+
+impl Run {
+    /// The held ranges, for a namespaced type in sharded mode: what a stream started now
+    /// holds. `None` otherwise.
+    fn sharded_ranges<K: kube::Resource>(&self) -> Option<BTreeSet<u32>> {
+        let shards = self.source.scope.shards()?;
+        is_namespaced::<K>().then(|| shards.held_ranges())
+    }
+
+    /// The ring of a sharded informer.
+    fn ring(&self) -> Option<crate::shard::Ring> {
+        self.source.scope.shards().map(|s| s.config().ring)
     }
 }

@@ -50,6 +50,12 @@ impl<T: Clone + PartialEq> Signal<T> {
         self.changed.notify_waiters();
     }
 
+    /// Changes the value in place and wakes every waiter, oldest first.
+    pub(crate) fn modify(&self, f: impl FnOnce(&mut T)) {
+        f(&mut self.value.lock());
+        self.changed.notify_waiters();
+    }
+
     /// Returns once the value satisfies `ready` (at once if it already does).
     pub(crate) async fn wait_for(&self, ready: impl Fn(&T) -> bool) {
         loop {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use kube::Resource;
 
-use crate::shard::Shards;
+use crate::shard::{Ring, Shards};
 
 /// How every informer of a factory lists and watches.
 #[derive(Debug, Clone, Default)]
@@ -152,21 +152,47 @@ impl Scope {
     /// The API server's shard selector for type `K`: the held ranges, for a namespaced type
     /// in sharded mode (none when nothing or everything is held, or when the config says not
     /// to send one: then the client filter of [`Scope::contains`] alone keeps the ranges).
+    #[cfg(test)]
     pub(super) fn shard_selector<K: Resource>(&self) -> Option<String> {
+        let held = self.shards()?.held_ranges();
+        self.shard_selector_for::<K>(&held)
+    }
+
+    /// The API server's shard selector for type `K` and the ranges `ranges` (see
+    /// [`Scope::shard_selector`]): what one list+watch stream of a sharded informer sends.
+    pub(super) fn shard_selector_for<K: Resource>(&self, ranges: &BTreeSet<u32>) -> Option<String> {
         match self {
             Scope::Shards(ShardScope(shards)) | Scope::ShardsIn(ShardScope(shards), _)
                 if is_namespaced::<K>() && shards.config().server_selector =>
             {
-                let held = shards.held_ranges();
-                if held.is_empty() {
+                if ranges.is_empty() {
                     // Nothing held: a range of one hash value (an empty range is refused),
                     // so that the list is not of every namespace; the client filter drops a
                     // namespace that hashes to it.
                     return Some(NOTHING_HELD.to_owned());
                 }
-                shards.config().ring.selector(&held)
+                shards.config().ring.selector(ranges)
             }
             _ => None,
+        }
+    }
+
+    /// Whether a list+watch stream keeps an object of `namespace` (`None` or empty:
+    /// cluster-scoped): in sharded mode a stream holds its own `ranges` of the `ring` (within
+    /// the namespaces a [`Scope::ShardsIn`] names), whatever is held now: the ranges handed
+    /// over leave a stream when the cache drops them; without `ranges`, [`Scope::contains`].
+    pub(super) fn holds(
+        &self,
+        namespace: Option<&str>,
+        ranges: Option<(&BTreeSet<u32>, &Ring)>,
+    ) -> bool {
+        match ranges {
+            None => self.contains(namespace),
+            Some((ranges, ring)) => namespace.is_none_or(|ns| {
+                ns.is_empty()
+                    || (self.limited_to().is_none_or(|set| set.contains(ns))
+                        && ranges.contains(&ring.range_of(ns)))
+            }),
         }
     }
 

@@ -2,7 +2,7 @@
 //! watcher events into `(old, new)` changes, and read access to it ([`Store`]).
 
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::sync::Arc;
 
@@ -16,6 +16,7 @@ use crate::cache::projection::Fields;
 use crate::cache::signal::Signal;
 use crate::fasthash::HashMap as FastMap;
 use crate::keys;
+use crate::shard::Ring;
 
 /// Name of the built-in index by namespace.
 pub const INDEX_NAMESPACE: &str = "namespace";
@@ -123,21 +124,58 @@ pub(crate) struct State<K> {
     pub(super) objects: FastMap<Key, Arc<K>>,
     indexers: BTreeMap<&'static str, IndexFn<K>>,
     pub(super) indices: Indices<K>,
-    /// Objects of a relist in progress (between `Init` and `InitDone`); `None` when not
-    /// relisting. Kept apart so readers see the old cache until the new list is complete.
-    relist: Option<FastMap<Key, Arc<K>>>,
+    /// Objects of the lists in progress (between `Init` and `InitDone`), by the stream that
+    /// lists them (see [`State::apply_in`]). Kept apart so readers see the old cache until a
+    /// list is complete.
+    lists: BTreeMap<u64, Listing<K>>,
     synced: bool,
     /// The newest resourceVersion the contents reflect; `None` before any versioned object.
     last_synced_rv: Option<String>,
+    /// A cache fed by several streams (a sharded informer's): which ranges of which ring each
+    /// stream holds, and the newest version each has delivered. Each stream is ordered on
+    /// its own, so a namespace's objects are as new as its stream's version, not the newest
+    /// version of any stream.
+    routes: Option<Routes>,
     /// What cached objects keep; `None`: whole objects (nobody declared).
     projection: Option<Projection<K>>,
-    /// The projection widened after objects were cached or listed: a relist must bring the
-    /// fields they lack, and the cache is not synced until it has.
+    /// The projection widened after objects were cached or listed: a relist of everything
+    /// must bring the fields they lack, and the cache is not synced until it has.
     reproject_pending: bool,
-    /// The relist in progress started after a widening: objects it brings replace cached
-    /// ones even at the same resourceVersion.
+}
+
+/// The streams of a sharded cache (see [`State::route`]).
+struct Routes {
+    ring: Ring,
+    ranges: BTreeMap<u64, BTreeSet<u32>>,
+    versions: BTreeMap<u64, String>,
+}
+
+/// Moves `current` to `rv`: comparable versions only forward (a relist served from an older
+/// cache does not move it back); an incomparable one replaces it, as the newest seen, as
+/// client-go records whatever it saw last.
+fn advance(current: &mut Option<String>, rv: &str) {
+    let newer = match current.as_deref() {
+        None => true,
+        Some(current) => {
+            compare_resource_versions(current, rv) != Some(Ordering::Greater) && current != rv
+        }
+    };
+    if newer {
+        *current = Some(rv.to_owned());
+    }
+}
+
+/// A list in progress.
+struct Listing<K> {
+    objects: FastMap<Key, Arc<K>>,
+    /// The list began after a widening: objects it brings replace cached ones even at the
+    /// same resourceVersion.
     reprojecting: bool,
 }
+
+/// The stream of a cache fed by one list+watch (tests, fakes, every informer but a sharded
+/// one's).
+pub(crate) const ONE_STREAM: u64 = 0;
 
 /// How one type is trimmed, and which optional groups its cache keeps.
 struct Projection<K> {
@@ -151,12 +189,12 @@ impl<K: Resource<DynamicType = ()> + Clone> State<K> {
             objects: FastMap::default(),
             indexers: BTreeMap::new(),
             indices: FastMap::default(),
-            relist: None,
+            lists: BTreeMap::new(),
             synced: false,
             last_synced_rv: None,
+            routes: None,
             projection: None,
             reproject_pending: false,
-            reprojecting: false,
         };
         state.add_index(INDEX_NAMESPACE, index_by_namespace::<K>);
         state.add_index(INDEX_CONTROLLER_UID, index_by_controller_uid::<K>);
@@ -199,7 +237,7 @@ impl<K: Resource<DynamicType = ()> + Clone> State<K> {
                 widened
             }
         };
-        let holds_objects = !self.objects.is_empty() || self.relist.is_some();
+        let holds_objects = !self.objects.is_empty() || !self.lists.is_empty();
         if widened && holds_objects {
             self.reproject_pending = true;
             self.synced = false;
@@ -220,58 +258,120 @@ impl<K: Resource<DynamicType = ()> + Clone> State<K> {
     }
 
     /// Applies one watcher event and returns the changes subscribers must see, in order.
+    #[cfg(test)]
     pub(crate) fn apply(&mut self, event: watcher::Event<K>) -> Vec<Change<K>> {
+        self.apply_in(ONE_STREAM, &|_| true, true, event)
+    }
+
+    /// [`State::apply`] for a cache fed by several list+watch streams, each holding the
+    /// objects of its own namespaces (a sharded informer's streams, each over some ranges of
+    /// the ring): `stream` names the one the event came from, `covers` says which namespaces
+    /// it holds (`None`: a cluster-scoped object), so that its list replaces those objects
+    /// only, and `whole` whether its lists cover everything the cache holds (only such a list
+    /// brings the fields a widening of the projection added to every cached object).
+    pub(crate) fn apply_in(
+        &mut self,
+        stream: u64,
+        covers: &dyn Fn(Option<&str>) -> bool,
+        whole: bool,
+        event: watcher::Event<K>,
+    ) -> Vec<Change<K>> {
         match event {
             watcher::Event::Init => {
                 // A new list starts; a partial list left by a failed one is discarded.
-                self.relist = Some(FastMap::default());
-                self.reprojecting = std::mem::take(&mut self.reproject_pending);
+                let reprojecting = whole && std::mem::take(&mut self.reproject_pending);
+                self.lists.insert(
+                    stream,
+                    Listing {
+                        objects: FastMap::default(),
+                        reprojecting,
+                    },
+                );
                 Vec::new()
             }
             watcher::Event::InitApply(obj) => {
                 let obj = self.strip(obj);
-                match self.relist.as_mut() {
-                    Some(buffer) => {
-                        buffer.insert(keys::key_of(&obj).into(), Arc::new(obj));
+                match self.lists.get_mut(&stream) {
+                    Some(listing) => {
+                        listing
+                            .objects
+                            .insert(keys::key_of(&obj).into(), Arc::new(obj));
                         Vec::new()
                     }
                     // kube-rs never sends this outside a list; treat it as a watch event
                     // rather than lose it.
                     None => {
-                        self.observe_version(obj.meta().resource_version.as_deref());
+                        self.observe_version(stream, obj.meta().resource_version.as_deref());
                         self.upsert(obj).into_iter().collect()
                     }
                 }
             }
             watcher::Event::InitDone => {
-                let listed = self.relist.take().unwrap_or_default();
+                let Listing {
+                    mut objects,
+                    reprojecting,
+                } = self.lists.remove(&stream).unwrap_or(Listing {
+                    objects: FastMap::default(),
+                    reprojecting: false,
+                });
+                // Namespaces the stream stopped holding while it listed are not its to add.
+                objects.retain(|_, o| covers(o.meta().namespace.as_deref()));
                 let newest = newest_version(
-                    listed
+                    objects
                         .values()
                         .filter_map(|o| o.meta().resource_version.as_deref()),
                 );
-                self.observe_version(newest.as_deref());
-                let changes = self.replace(listed);
-                self.reprojecting = false;
+                self.observe_version(stream, newest.as_deref());
+                let changes = self.replace(objects, covers, reprojecting);
                 // A widening during this list needs one more.
                 self.synced = !self.reproject_pending;
                 changes
             }
             watcher::Event::Apply(obj) => {
-                self.observe_version(obj.meta().resource_version.as_deref());
+                self.observe_version(stream, obj.meta().resource_version.as_deref());
                 let obj = self.strip(obj);
                 self.upsert(obj).into_iter().collect()
             }
             watcher::Event::Delete(obj) => {
                 // A delete advances the version even when the object was never cached.
-                self.observe_version(obj.meta().resource_version.as_deref());
+                self.observe_version(stream, obj.meta().resource_version.as_deref());
                 let obj = self.strip(obj);
                 self.delete(obj).into_iter().collect()
             }
         }
     }
 
-    /// The newest resourceVersion the contents reflect.
+    /// Forgets the list `stream` had in progress (the stream stopped).
+    pub(crate) fn abort_list(&mut self, stream: u64) {
+        self.lists.remove(&stream);
+    }
+
+    /// Drops every object of the namespaces `drops` names and returns their tombstones, in
+    /// key order, as a relist that no longer finds them would: a sharded informer's ranges
+    /// handed over.
+    pub(crate) fn purge(&mut self, drops: &dyn Fn(&str) -> bool) -> Vec<Change<K>> {
+        let mut gone: Vec<Key> = self
+            .objects
+            .iter()
+            .filter(|(_, o)| o.meta().namespace.as_deref().is_some_and(drops))
+            .map(|(k, _)| k.clone())
+            .collect();
+        gone.sort_unstable();
+        let mut changes = Vec::with_capacity(gone.len());
+        for key in gone {
+            if let Some(old) = self.objects.remove(&key) {
+                self.index_remove(&key, &old);
+                changes.push(Change::Deleted {
+                    obj: old,
+                    final_state_unknown: true,
+                });
+            }
+        }
+        changes
+    }
+
+    /// The newest resourceVersion the contents reflect (in a sharded cache: the newest any
+    /// stream delivered).
     pub(crate) fn last_synced_resource_version(&self) -> Option<&str> {
         self.last_synced_rv.as_deref()
     }
@@ -279,26 +379,81 @@ impl<K: Resource<DynamicType = ()> + Clone> State<K> {
     /// Advances the synced resourceVersion to `rv`. Comparable versions only move forward
     /// (a relist served from an older cache does not move it back); an incomparable one
     /// replaces it, as the newest seen, as client-go records whatever it saw last.
-    fn observe_version(&mut self, rv: Option<&str>) {
+    fn observe_version(&mut self, stream: u64, rv: Option<&str>) {
         let Some(rv) = rv.filter(|rv| !rv.is_empty()) else {
             return;
         };
-        let newer = match self.last_synced_rv.as_deref() {
-            None => true,
-            Some(current) => {
-                compare_resource_versions(current, rv) != Some(Ordering::Greater) && current != rv
+        advance(&mut self.last_synced_rv, rv);
+        if let Some(routes) = self.routes.as_mut()
+            && routes.ranges.contains_key(&stream)
+        {
+            let mut version = routes.versions.remove(&stream);
+            advance(&mut version, rv);
+            if let Some(version) = version {
+                routes.versions.insert(stream, version);
             }
-        };
-        if newer {
-            self.last_synced_rv = Some(rv.to_owned());
         }
     }
 
     /// Advances the synced resourceVersion to a version no object carries (a list's, a
     /// bookmark's) unless a relist is in progress: readers still see the state before it.
+    #[cfg(test)]
     pub(crate) fn observe_list_version(&mut self, rv: &str) {
-        if self.relist.is_none() {
-            self.observe_version(Some(rv));
+        self.observe_list_version_in(ONE_STREAM, rv);
+    }
+
+    /// [`State::observe_list_version`] from stream `stream`: its own version moves unless it
+    /// lists, the cache's unless any stream lists.
+    pub(crate) fn observe_list_version_in(&mut self, stream: u64, rv: &str) {
+        if rv.is_empty() {
+            return;
+        }
+        if self.lists.is_empty() {
+            advance(&mut self.last_synced_rv, rv);
+        }
+        if let Some(routes) = self.routes.as_mut()
+            && routes.ranges.contains_key(&stream)
+            && !self.lists.contains_key(&stream)
+        {
+            let mut version = routes.versions.remove(&stream);
+            advance(&mut version, rv);
+            if let Some(version) = version {
+                routes.versions.insert(stream, version);
+            }
+        }
+    }
+
+    /// A sharded cache: stream `stream` holds `ranges` of `ring` from now on (`None`: it
+    /// stopped, and its version is forgotten).
+    pub(crate) fn route(&mut self, ring: Ring, stream: u64, ranges: Option<&BTreeSet<u32>>) {
+        let routes = self.routes.get_or_insert_with(|| Routes {
+            ring,
+            ranges: BTreeMap::new(),
+            versions: BTreeMap::new(),
+        });
+        match ranges {
+            Some(ranges) => {
+                routes.ranges.insert(stream, ranges.clone());
+            }
+            None => {
+                routes.ranges.remove(&stream);
+                routes.versions.remove(&stream);
+            }
+        }
+    }
+
+    /// The newest resourceVersion the objects of `namespace` reflect: in a sharded cache the
+    /// version of the stream that holds the namespace (`None` until it delivered one), else
+    /// [`State::last_synced_resource_version`].
+    pub(crate) fn last_synced_resource_version_in(&self, namespace: &str) -> Option<&str> {
+        let Some(routes) = &self.routes else {
+            return self.last_synced_resource_version();
+        };
+        let range = routes.ring.range_of(namespace);
+        match routes.ranges.iter().find(|(_, r)| r.contains(&range)) {
+            Some((stream, _)) => routes.versions.get(stream).map(String::as_str),
+            // Not held here: nothing acts on it; the cache's version.
+            None => self.last_synced_resource_version(),
         }
     }
 
@@ -343,16 +498,25 @@ impl<K: Resource<DynamicType = ()> + Clone> State<K> {
         })
     }
 
-    /// Swaps in a complete list and returns the difference to the old contents: adds and
-    /// updates in key order, then tombstones for keys that vanished, in key order.
-    fn replace(&mut self, listed: FastMap<Key, Arc<K>>) -> Vec<Change<K>> {
+    /// Swaps in a complete list of the namespaces `covers` names and returns the difference to
+    /// the old contents there: adds and updates in key order, then tombstones for keys that
+    /// vanished, in key order.
+    fn replace(
+        &mut self,
+        listed: FastMap<Key, Arc<K>>,
+        covers: &dyn Fn(Option<&str>) -> bool,
+        reprojecting: bool,
+    ) -> Vec<Change<K>> {
         let mut listed: Vec<(Key, Arc<K>)> = listed.into_iter().collect();
         listed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let mut vanished: Vec<Key> = self
             .objects
-            .keys()
-            .filter(|key| listed.binary_search_by(|(k, _)| k.cmp(key)).is_err())
-            .cloned()
+            .iter()
+            .filter(|(key, o)| {
+                covers(o.meta().namespace.as_deref())
+                    && listed.binary_search_by(|(k, _)| k.cmp(key)).is_err()
+            })
+            .map(|(key, _)| key.clone())
             .collect();
         vanished.sort_unstable();
 
@@ -370,7 +534,7 @@ impl<K: Resource<DynamicType = ()> + Clone> State<K> {
                     changes.push(Change::Added(new));
                 }
                 Some(old) if same_version(&*old, &*new) => {
-                    if self.reprojecting {
+                    if reprojecting {
                         // The same version with the fields a widening added: swapped in
                         // silently, subscribers saw this version already.
                         self.index_insert(&key, Some(&old), &new);
@@ -591,6 +755,17 @@ impl<K: Informable> Store<K> {
             .read()
             .state
             .last_synced_resource_version()
+            .map(str::to_owned)
+    }
+
+    /// The newest resourceVersion the objects of `namespace` reflect: the cache's, or in
+    /// sharded mode the version of the list+watch stream that holds the namespace (each
+    /// stream is ordered on its own; another stream's newer version says nothing of it).
+    pub fn last_synced_resource_version_in(&self, namespace: &str) -> Option<String> {
+        self.inner
+            .read()
+            .state
+            .last_synced_resource_version_in(namespace)
             .map(str::to_owned)
     }
 }

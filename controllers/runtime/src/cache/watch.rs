@@ -8,7 +8,6 @@ use kube::Resource;
 use kube::runtime::watcher;
 use tracing::{debug, info, warn};
 
-use crate::cache::source::Scope;
 use crate::error::is_gone;
 
 /// LIST page size, as client-go's pager.
@@ -65,12 +64,13 @@ pub fn retry_backoff() -> impl kube::runtime::utils::Backoff {
     kube::runtime::utils::ResetTimerBackoff::new(RetryBackoff::default(), RETRY_RESET_AFTER)
 }
 
-/// The event without the objects `scope` excludes: `None` for an object event out of scope.
+/// The event without the objects `holds` excludes (by namespace; `None`: cluster-scoped):
+/// `None` for an object event out of scope.
 pub(super) fn in_scope<K: Resource>(
-    scope: &Scope,
+    holds: &dyn Fn(Option<&str>) -> bool,
     event: watcher::Event<K>,
 ) -> Option<watcher::Event<K>> {
-    let admits = |obj: &K| scope.contains(obj.meta().namespace.as_deref());
+    let admits = |obj: &K| holds(obj.meta().namespace.as_deref());
     match &event {
         watcher::Event::Apply(obj)
         | watcher::Event::Delete(obj)

@@ -342,6 +342,21 @@ impl Shards {
         self.held.wait_for(|h| ranges_of(h) != *seen).await;
     }
 
+    /// Waits until the held ranges change from `seen`, or the cached set lacks one of them (a
+    /// range left the held set and came back before the caches followed: it must be cached
+    /// again).
+    pub async fn moved_from(&self, seen: &BTreeSet<u32>) {
+        loop {
+            let moved = self.moved.notified();
+            tokio::pin!(moved);
+            moved.as_mut().enable();
+            if self.held_ranges() != *seen || !seen.is_subset(&self.cached.lock()) {
+                return;
+            }
+            moved.await;
+        }
+    }
+
     /// Waits until the global Lease is taken or lost (`held`: whether it was held).
     pub async fn global_changed(&self, held: bool) {
         self.held

@@ -230,10 +230,11 @@ impl ConsistencyStore {
     }
 }
 
-/// A cache the guard checks: its group-resource and the newest resourceVersion it reflects.
+/// A cache the guard checks: its group-resource and the newest resourceVersion its objects
+/// of a namespace reflect (a sharded cache's streams each have their own).
 pub trait ObservedCache: Sync {
     fn group_resource(&self) -> GroupResource;
-    fn last_synced(&self) -> Option<String>;
+    fn last_synced_in(&self, namespace: &str) -> Option<String>;
 }
 
 impl<K: Informable> ObservedCache for Informer<K> {
@@ -241,8 +242,8 @@ impl<K: Informable> ObservedCache for Informer<K> {
         GroupResource::of::<K>()
     }
 
-    fn last_synced(&self) -> Option<String> {
-        self.last_synced_resource_version()
+    fn last_synced_in(&self, namespace: &str) -> Option<String> {
+        self.store().last_synced_resource_version_in(namespace)
     }
 }
 
@@ -251,8 +252,8 @@ impl<K: Informable> ObservedCache for Store<K> {
         GroupResource::of::<K>()
     }
 
-    fn last_synced(&self) -> Option<String> {
-        self.last_synced_resource_version()
+    fn last_synced_in(&self, namespace: &str) -> Option<String> {
+        self.last_synced_resource_version_in(namespace)
     }
 }
 
@@ -357,11 +358,13 @@ impl StaleGuard {
             return Ok(());
         }
         // A given cache without a version has applied nothing yet: "" (holds the sync).
+        // The owner's namespace: in sharded mode a cache's streams have versions of their own.
+        let namespace = key.split_once('/').map_or("", |(ns, _)| ns);
         let observed = |gr: &GroupResource| {
             caches
                 .iter()
                 .find(|c| c.group_resource() == *gr)
-                .map(|c| c.last_synced().unwrap_or_default())
+                .map(|c| c.last_synced_in(namespace).unwrap_or_default())
         };
         match self.store.ensure_ready(key, observed) {
             Ok(Ready::CaughtUp) => Ok(()),
