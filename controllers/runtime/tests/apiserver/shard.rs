@@ -255,3 +255,118 @@ async fn informers_follow_the_held_ranges() -> anyhow::Result<()> {
     drop(namespaces);
     Ok(())
 }
+
+/// Two replicas over real Leases balance a ring of four by the objects their caches hold: a
+/// namespace of 300 ConfigMaps weighs as much as three empty ranges (a range costs 100 plus
+/// its objects), so its holder ends up holding that range alone and the other replica the
+/// three others, handed over on the real API server; the holder publishes the count on its
+/// member Lease (`rkcm.io/shard-objects`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn replicas_balance_by_the_objects_they_cache() -> anyhow::Result<()> {
+    use std::time::Duration;
+
+    use futures::StreamExt;
+    use k8s_openapi::api::coordination::v1::Lease;
+    use kube::Api;
+    use rkcm_runtime::cache::{InformerFactory, Scope, ShardScope};
+    use rkcm_runtime::shard::balance::ANNOTATION_OBJECTS;
+    use rkcm_runtime::shard::{ShardConfig, Shards};
+    use tokio_util::sync::CancellationToken;
+
+    const OBJECTS: usize = 300;
+    let cluster = TestCluster::connect().await?;
+    let leases = cluster.namespace("shard-leases").await?;
+    let heavy = cluster.namespace("shard-heavy").await?;
+    let run = rkcm_testkit::unique_name("weigh");
+    let ring = Ring::new(4)?;
+    let configmaps = heavy.api::<ConfigMap>();
+    let created: Vec<anyhow::Result<()>> = futures::stream::iter(0..OBJECTS)
+        .map(|i| {
+            let api = configmaps.clone();
+            async move {
+                let cm: ConfigMap =
+                    serde_json::from_value(json!({"metadata": {"name": format!("cm-{i}")}}))?;
+                api.create(&PostParams::default(), &cm).await?;
+                Ok(())
+            }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    created.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
+
+    let only = BTreeSet::from([heavy.name().to_owned()]);
+    let stop = CancellationToken::new();
+    let replica = |identity: &str| {
+        let shards = Shards::new(
+            ShardConfig {
+                ring,
+                namespace: leases.name().to_owned(),
+                prefix: format!("{run}-ring"),
+                identity: identity.to_owned(),
+                lease_duration: Duration::from_secs(6),
+                renew_deadline: Duration::from_secs(4),
+                retry_period: Duration::from_millis(500),
+                server_selector: true,
+            },
+            rkcm_runtime::clock::system(),
+        );
+        let factory = InformerFactory::scoped(
+            cluster.client(),
+            Scope::ShardsIn(ShardScope(shards.clone()), only.clone()),
+        );
+        factory.informer::<ConfigMap>();
+        factory.start(stop.clone());
+        tokio::spawn(shards.clone().run(cluster.client(), stop.clone()));
+        shards
+    };
+    let (a, b) = (replica("a"), replica("b"));
+    let range = ring.range_of(heavy.name());
+    rkcm_testkit::wait_for(
+        "the heavy range alone on its holder, the rest on the other",
+        Duration::from_secs(90),
+        || {
+            let (ha, hb) = (a.held(), b.held());
+            async move {
+                let (holder, other) = if ha.contains(&range) {
+                    (&ha, &hb)
+                } else {
+                    (&hb, &ha)
+                };
+                if holder.len() == 1 && other.len() == 3 {
+                    Ok(Some(()))
+                } else {
+                    Err(anyhow::anyhow!(
+                        "a holds {ha:?}, b holds {hb:?}; heavy {range}"
+                    ))
+                }
+            }
+        },
+    )
+    .await?;
+
+    let holder = if a.held().contains(&range) { &a } else { &b };
+    let member: Lease = Api::namespaced(cluster.client(), leases.name())
+        .get(&holder.config().member_lease())
+        .await?;
+    let published = member
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_OBJECTS))
+        .cloned()
+        .unwrap_or_default();
+    let count = published
+        .split(',')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(r, _)| r.parse() == Ok(range))
+        .and_then(|(_, n)| n.parse::<usize>().ok());
+    // The namespace's own kube-root-ca.crt is cached too.
+    anyhow::ensure!(
+        count.is_some_and(|n| n >= OBJECTS),
+        "member Lease publishes {published:?}, want range {range} with at least {OBJECTS}"
+    );
+    stop.cancel();
+    Ok(())
+}
