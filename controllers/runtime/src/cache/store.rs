@@ -150,6 +150,20 @@ struct Routes {
     versions: BTreeMap<u64, String>,
 }
 
+impl Routes {
+    /// Moves the version of `stream`, a stream this cache routes to, to `rv`.
+    fn advance(&mut self, stream: u64, rv: &str) {
+        if !self.ranges.contains_key(&stream) {
+            return;
+        }
+        let mut version = self.versions.remove(&stream);
+        advance(&mut version, rv);
+        if let Some(version) = version {
+            self.versions.insert(stream, version);
+        }
+    }
+}
+
 /// Moves `current` to `rv`: comparable versions only forward (a relist served from an older
 /// cache does not move it back); an incomparable one replaces it, as the newest seen, as
 /// client-go records whatever it saw last.
@@ -384,14 +398,8 @@ impl<K: Resource<DynamicType = ()> + Clone> State<K> {
             return;
         };
         advance(&mut self.last_synced_rv, rv);
-        if let Some(routes) = self.routes.as_mut()
-            && routes.ranges.contains_key(&stream)
-        {
-            let mut version = routes.versions.remove(&stream);
-            advance(&mut version, rv);
-            if let Some(version) = version {
-                routes.versions.insert(stream, version);
-            }
+        if let Some(routes) = self.routes.as_mut() {
+            routes.advance(stream, rv);
         }
     }
 
@@ -412,14 +420,9 @@ impl<K: Resource<DynamicType = ()> + Clone> State<K> {
             advance(&mut self.last_synced_rv, rv);
         }
         if let Some(routes) = self.routes.as_mut()
-            && routes.ranges.contains_key(&stream)
             && !self.lists.contains_key(&stream)
         {
-            let mut version = routes.versions.remove(&stream);
-            advance(&mut version, rv);
-            if let Some(version) = version {
-                routes.versions.insert(stream, version);
-            }
+            routes.advance(stream, rv);
         }
     }
 
