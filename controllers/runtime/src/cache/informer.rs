@@ -1,5 +1,6 @@
-//! Shared informers: one LIST+WATCH per resource type for the whole process, an indexed
-//! in-memory cache, and ordered `(old, new)` change delivery to every subscriber.
+//! Shared informers: one LIST+WATCH per resource type for the whole process (in sharded mode,
+//! one per set of ranges taken together: [`Informer::follow_ranges`]), an indexed in-memory
+//! cache, and ordered `(old, new)` change delivery to every subscriber.
 //!
 //! Mirrors client-go `tools/cache`: the reflector (list, then watch from the list's
 //! resourceVersion, relist on `410 Gone`), `shared_informer.go` (one informer per type, one
