@@ -372,7 +372,14 @@ impl<K: Resource<DynamicType = ()> + Clone> State<K> {
             .collect();
         gone.sort_unstable();
         let mut changes = Vec::with_capacity(gone.len());
-        for key in gone {
+        self.remove_as_tombstones(gone, &mut changes);
+        changes
+    }
+
+    /// Removes `keys` and appends their tombstones (deletes inferred, not observed) to
+    /// `changes`, in the order given.
+    fn remove_as_tombstones(&mut self, keys: Vec<Key>, changes: &mut Vec<Change<K>>) {
+        for key in keys {
             if let Some(old) = self.objects.remove(&key) {
                 self.index_remove(&key, &old);
                 changes.push(Change::Deleted {
@@ -381,7 +388,6 @@ impl<K: Resource<DynamicType = ()> + Clone> State<K> {
                 });
             }
         }
-        changes
     }
 
     /// The newest resourceVersion the contents reflect (in a sharded cache: the newest any
@@ -561,15 +567,7 @@ impl<K: Resource<DynamicType = ()> + Clone> State<K> {
                 }
             }
         }
-        for key in vanished {
-            if let Some(old) = self.objects.remove(&key) {
-                self.index_remove(&key, &old);
-                changes.push(Change::Deleted {
-                    obj: old,
-                    final_state_unknown: true,
-                });
-            }
-        }
+        self.remove_as_tombstones(vanished, &mut changes);
         changes
     }
 

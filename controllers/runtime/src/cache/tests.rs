@@ -1133,17 +1133,22 @@ async fn a_sharded_informer_lists_only_the_ranges_taken() {
         "the cache holds ranges 1 and 2"
     );
 
-    // New objects everywhere: those of the ranges held arrive, the others' do not.
+    // New objects everywhere: those of the ranges held arrive, the others' do not. A marker
+    // created last in each held range arrives after everything its stream sent before it
+    // (the simulated server ignores shard selectors: each stream gets every namespace's
+    // events and filters them), so once both markers are in, nothing else is on its way.
     create_replicasets(&client, &by_range, "second").await;
-    let want = keys(&[1, 2], "+", "second");
-    for _ in 0..600 {
-        if seen.lock().len() >= want.len() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    // One more moment for anything that should not arrive.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    create_replicasets(&client, &by_range[1..3], "marker").await;
+    let markers = keys(&[1, 2], "+", "marker");
+    rkcm_testkit::wait_for("both markers", Duration::from_secs(60), || {
+        let got = seen.lock().clone();
+        let done = markers.iter().all(|m| got.contains(m));
+        async move { Ok(done.then_some(())) }
+    })
+    .await
+    .expect("markers");
+    let mut want = [keys(&[1, 2], "+", "second"), markers].concat();
+    want.sort();
     assert_eq!(take_seen(), want);
 
     // Ranges taken one by one open a stream each, up to the most a cache runs; past it one
@@ -1160,17 +1165,21 @@ async fn a_sharded_informer_lists_only_the_ranges_taken() {
         shards.set_held(hold(&held));
         cached_is(&held).await;
         let ranges: Vec<usize> = held.iter().map(|r| *r as usize).collect();
-        let mut want = [keys(&ranges, "", "first"), keys(&ranges, "", "second")].concat();
+        let marked: Vec<usize> = ranges
+            .iter()
+            .copied()
+            .filter(|r| (1..3).contains(r))
+            .collect();
+        let mut want = [
+            keys(&ranges, "", "first"),
+            keys(&ranges, "", "second"),
+            keys(&marked, "", "marker"),
+        ]
+        .concat();
         want.sort();
         // (A range handed over leaves the cached set at once, its objects the cache when
         // the factory follows.)
-        for _ in 0..600 {
-            if cached_keys() == want {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        assert_eq!(cached_keys(), want, "held {held:?}");
+        wait_equal("the cache of the held ranges", &want, cached_keys).await;
         assert_eq!(
             informer.stream_count(),
             streams,
@@ -1240,13 +1249,22 @@ fn record_changes<K: Informable>(informer: &Informer<K>) -> Arc<parking_lot::Mut
 /// Waits (a minute of paused time at most) until the cached ranges of `shards` are `want`.
 async fn wait_cached(shards: Arc<crate::shard::Shards>, want: Vec<u32>) {
     let want: BTreeSet<u32> = want.into_iter().collect();
-    for _ in 0..600 {
-        if shards.cached() == want {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("cached {:?}, want {want:?}", shards.cached());
+    wait_equal("the cached ranges", &want, || shards.cached()).await;
+}
+
+/// Waits (a minute at most) until `get` returns `want`; panics with the last value if not.
+async fn wait_equal<T: PartialEq + std::fmt::Debug>(what: &str, want: &T, get: impl Fn() -> T) {
+    rkcm_testkit::wait_for(what, Duration::from_secs(60), || {
+        let got = get();
+        let result = if got == *want {
+            Ok(Some(()))
+        } else {
+            Err(anyhow::anyhow!("got {got:?}, want {want:?}"))
+        };
+        async move { result }
+    })
+    .await
+    .expect(what);
 }
 
 /// `<sign><namespace>/<name>` for the namespaces of `ranges`, sorted.

@@ -113,6 +113,30 @@ async fn the_server_s_shard_ranges_are_the_ring_s() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A replica's view of a ring of `ring` over real Leases in `leases` (`<run>-ring-…`), with
+/// short lease timings.
+fn test_replica(
+    ring: Ring,
+    leases: &str,
+    run: &str,
+    identity: &str,
+) -> std::sync::Arc<rkcm_runtime::shard::Shards> {
+    use std::time::Duration;
+    rkcm_runtime::shard::Shards::new(
+        rkcm_runtime::shard::ShardConfig {
+            ring,
+            namespace: leases.to_owned(),
+            prefix: format!("{run}-ring"),
+            identity: identity.to_owned(),
+            lease_duration: Duration::from_secs(6),
+            renew_deadline: Duration::from_secs(4),
+            retry_period: Duration::from_millis(500),
+            server_selector: true,
+        },
+        rkcm_runtime::clock::system(),
+    )
+}
+
 /// Namespaces of the test's ConfigMaps in `store`.
 fn cached(store: &rkcm_runtime::cache::Store<ConfigMap>, run: &str) -> BTreeSet<String> {
     store
@@ -160,28 +184,13 @@ async fn informers_follow_the_held_ranges() -> anyhow::Result<()> {
     use std::time::Duration;
 
     use rkcm_runtime::cache::{InformerFactory, Scope, ShardScope};
-    use rkcm_runtime::shard::{ShardConfig, Shards};
     use tokio_util::sync::CancellationToken;
 
     let cluster = TestCluster::connect().await?;
     let leases = cluster.namespace("shard-leases").await?;
     let run = rkcm_testkit::unique_name("held");
     let ring = Ring::new(4)?;
-    let replica = |identity: &str| {
-        Shards::new(
-            ShardConfig {
-                ring,
-                namespace: leases.name().to_owned(),
-                prefix: format!("{run}-ring"),
-                identity: identity.to_owned(),
-                lease_duration: Duration::from_secs(6),
-                renew_deadline: Duration::from_secs(4),
-                retry_period: Duration::from_millis(500),
-                server_selector: true,
-            },
-            rkcm_runtime::clock::system(),
-        )
-    };
+    let replica = |identity: &str| test_replica(ring, leases.name(), &run, identity);
     let (a, b) = (replica("a"), replica("b"));
     let (stop_a, stop_b) = (CancellationToken::new(), CancellationToken::new());
     tokio::spawn(a.clone().run(cluster.client(), stop_a.clone()));
@@ -271,7 +280,6 @@ async fn replicas_balance_by_the_objects_they_cache() -> anyhow::Result<()> {
     use kube::Api;
     use rkcm_runtime::cache::{InformerFactory, Scope, ShardScope};
     use rkcm_runtime::shard::balance::ANNOTATION_OBJECTS;
-    use rkcm_runtime::shard::{ShardConfig, Shards};
     use tokio_util::sync::CancellationToken;
 
     const OBJECTS: usize = 300;
@@ -299,19 +307,7 @@ async fn replicas_balance_by_the_objects_they_cache() -> anyhow::Result<()> {
     let only = BTreeSet::from([heavy.name().to_owned()]);
     let stop = CancellationToken::new();
     let replica = |identity: &str| {
-        let shards = Shards::new(
-            ShardConfig {
-                ring,
-                namespace: leases.name().to_owned(),
-                prefix: format!("{run}-ring"),
-                identity: identity.to_owned(),
-                lease_duration: Duration::from_secs(6),
-                renew_deadline: Duration::from_secs(4),
-                retry_period: Duration::from_millis(500),
-                server_selector: true,
-            },
-            rkcm_runtime::clock::system(),
-        );
+        let shards = test_replica(ring, leases.name(), &run, identity);
         let factory = InformerFactory::scoped(
             cluster.client(),
             Scope::ShardsIn(ShardScope(shards.clone()), only.clone()),
