@@ -416,10 +416,17 @@ impl Shards {
         loop {
             self.round(&api, &mut round).await;
             self.rounds.set(self.rounds.get() + 1);
+            // The next round comes a retry period later, or sooner where another member's
+            // session lapses before that: its ranges are taken when it lapses, not up to a
+            // retry period after.
+            let mut next = self.clock.now() + self.cfg.retry_period;
+            if let Some(lapse) = round.next_lapse(&self.cfg, self.clock.now()) {
+                next = next.min(lapse);
+            }
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => break,
-                () = tokio::time::sleep(self.cfg.retry_period) => {}
+                () = tokio::time::sleep_until(next) => {}
             }
         }
         let held: Vec<u32> = self.held.get().keys().copied().collect();
@@ -635,7 +642,15 @@ impl Shards {
                 if !crate::mutants::on("shard-take-without-fence")
                     && !self.fence(api, &member, round).await
                 {
-                    return false;
+                    // Another survivor may have fenced the session first: then the range is
+                    // free now, and waiting for the next round's list would only cost a
+                    // retry period. A renewal that landed keeps it held.
+                    self.reread(api, &member, round).await;
+                    if round.claim(&self.cfg, &name, self.clock.now(), &self.held.get())
+                        != Claim::Free
+                    {
+                        return false;
+                    }
                 }
             }
             Claim::Held => return false,
@@ -673,6 +688,18 @@ impl Shards {
             Err(error) => {
                 tracing::debug!(lease = member, %error, "fencing a shard member session failed");
                 false
+            }
+        }
+    }
+
+    /// Reads Lease `name` again (after a write of it failed), so the rest of the round
+    /// judges what it shows now.
+    async fn reread(&self, api: &Api<Lease>, name: &str, round: &mut Round) {
+        match api.get_opt(name).await {
+            Ok(Some(lease)) => round.observe_one(lease, self.clock.now()),
+            Ok(None) => {}
+            Err(error) => {
+                tracing::debug!(lease = name, %error, "reading a shard lease again failed");
             }
         }
     }
@@ -839,6 +866,16 @@ impl Seen {
             .map(String::as_str)
     }
 
+    /// Its role label: `range`, `member` or `global`.
+    fn role(&self) -> Option<&str> {
+        self.lease
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(LABEL_ROLE))
+            .map(String::as_str)
+    }
+
     /// Whether the record has not changed for the duration it carries.
     fn lapsed(&self, now: Instant) -> bool {
         let secs = self
@@ -926,6 +963,23 @@ impl Round {
         self.leases.insert(name, Seen { lease, at });
     }
 
+    /// The first moment after `now` at which the session of another member that holds a
+    /// range (or the global Lease) will have run a lease duration unchanged, as this replica
+    /// saw it: where its ranges may be taken.
+    fn next_lapse(&self, cfg: &ShardConfig, now: Instant) -> Option<Instant> {
+        self.leases
+            .values()
+            .filter(|s| !s.holder().is_empty() && s.holder() != cfg.identity)
+            .filter(|s| s.session().is_some() && s.role() != Some("member"))
+            .filter_map(|range| {
+                let member = self.leases.get(&cfg.member_lease_of(range.holder()))?;
+                (member.holder() == range.holder() && member.session() == range.session())
+                    .then_some(member.at + cfg.lease_duration)
+            })
+            .filter(|lapse| *lapse > now)
+            .min()
+    }
+
     fn spec(&self, name: &str) -> Option<LeaseSpec> {
         self.leases.get(name).and_then(|s| s.lease.spec.clone())
     }
@@ -998,14 +1052,7 @@ impl Round {
         let mut members = Vec::new();
         let mut ranges = Vec::new();
         for (name, seen) in &self.leases {
-            let role = seen
-                .lease
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(LABEL_ROLE))
-                .map(String::as_str);
-            if role == Some("member") {
+            if seen.role() == Some("member") {
                 if !seen.lapsed(now) && !seen.holder().is_empty() {
                     members.push(seen.holder().to_owned());
                 }

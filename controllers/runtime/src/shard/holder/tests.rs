@@ -139,6 +139,53 @@ async fn a_crashed_replica_s_ranges_wait_out_its_lease() {
     assert!(took >= LEASE - RETRY, "b took a's ranges after {took:?}");
 }
 
+/// Two survivors take a crashed replica's ranges as its session lapses, both in the same
+/// moment: not at their next round after the lapse, and the one whose fence lost to the other's
+/// not a round later (the member Lease it failed to fence shows it fenced, so the ranges are
+/// free at once).
+#[tokio::test(start_paused = true)]
+async fn survivors_take_a_crashed_replica_s_ranges_as_its_session_lapses() {
+    let api = SimApi::new(4, base());
+    let (a, b, c) = (replica("a", 6), replica("b", 6), replica("c", 6));
+    let cancel = CancellationToken::new();
+    // a's rounds come at even seconds, b's and c's at odd ones.
+    let task_a = start(&api, &a, &cancel);
+    run_checking(Duration::from_secs(1), &[&a, &b, &c]).await;
+    let _task_b = start(&api, &b, &cancel);
+    let _task_c = start(&api, &c, &cancel);
+    run_checking(Duration::from_millis(20_500), &[&a, &b, &c]).await;
+    assert_eq!((a.held().len(), b.held().len(), c.held().len()), (2, 2, 2));
+    // a crashes 1.5 s after its last renewal (at 20 s), which b and c saw at their round
+    // 1 s after it: its session lapses for them 14.5 s after the crash, between two of their
+    // rounds.
+    task_a.abort();
+    let crashed = tokio::time::Instant::now();
+    let lapse = LEASE - Duration::from_millis(500);
+    let (mut b_took, mut c_took) = (None, None);
+    while b_took.is_none() || c_took.is_none() {
+        run_checking(Duration::from_millis(100), &[&a, &b, &c]).await;
+        if b_took.is_none() && b.held().len() > 2 {
+            b_took = Some(crashed.elapsed());
+        }
+        if c_took.is_none() && c.held().len() > 2 {
+            c_took = Some(crashed.elapsed());
+        }
+        assert!(
+            crashed.elapsed() < LEASE + 4 * RETRY,
+            "the survivors never took a's ranges (b at {b_took:?}, c at {c_took:?})"
+        );
+    }
+    let (b_took, c_took) = (b_took.unwrap_or_default(), c_took.unwrap_or_default());
+    for took in [b_took, c_took] {
+        assert!(
+            took >= lapse && took <= lapse + Duration::from_millis(200),
+            "b took a range {b_took:?} after the crash, c {c_took:?}: the session lapsed \
+             {lapse:?} after it"
+        );
+    }
+    assert_eq!(b.held().len() + c.held().len(), 6);
+}
+
 /// Exactly one replica holds the global Lease at a time; a graceful leaver hands it over
 /// within a round or two, a crashed holder's only after its lease ran out. It never counts as
 /// a range.
