@@ -906,7 +906,7 @@ fn chart_values_map_to_flags_and_bad_values_are_refused() -> anyhow::Result<()> 
     assert_eq!(docs.of_kind("Role").count(), 0);
     assert!(docs.args()?.contains(&"--leader-elect=false".to_owned()));
 
-    // Sharded: the flag, and a Lease Role that may list and update every Lease there.
+    // Sharded: the flag, and a Lease Role that may list, watch and update every Lease there.
     let docs = render(&helm, "r", "ns1", &["shards=64", "replicaCount=3"])?;
     assert!(docs.args()?.contains(&"--rkcm-shards=64".to_owned()));
     let rules = at(docs.one("Role")?, &["rules"])
@@ -919,9 +919,11 @@ fn chart_values_map_to_flags_and_bad_values_are_refused() -> anyhow::Result<()> 
                 .map(|v| v.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
             at(r, &["resourceNames"]).is_none()
-                && ["get", "list", "update"].iter().all(|v| verbs.contains(v))
+                && ["get", "list", "watch", "update"]
+                    .iter()
+                    .all(|v| verbs.contains(v))
         }),
-        "sharded replicas may get, list and update any Lease of the namespace: {rules:?}"
+        "sharded replicas may get, list, watch and update any Lease of the namespace: {rules:?}"
     );
     let docs = render(&helm, "r", "ns1", &[])?;
     assert!(!docs.args()?.iter().any(|a| a.starts_with("--rkcm-shards")));

@@ -34,6 +34,7 @@
 //! renewed each range) is judged as before: held until its record has not changed for its
 //! duration.
 
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,6 +49,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::balance::{self, ANNOTATION_NEXT, ANNOTATION_OBJECTS, RangeLease, View, format_objects};
 use super::ring::{Ring, fnv1a64};
+use super::watch::Watched;
+use crate::cache::compare_resource_versions;
 use crate::cache::signal::Signal;
 use crate::clock::SharedClock;
 
@@ -413,8 +416,19 @@ impl Shards {
     pub async fn run(self: Arc<Self>, client: kube::Client, cancel: CancellationToken) {
         let api: Api<Lease> = Api::namespaced(client, &self.cfg.namespace);
         let mut round = Round::default();
+        // The ring's Leases come from a watch; it stops with this task, also when the task
+        // is dropped unfinished.
+        let watched = Arc::new(Mutex::new(Watched::default()));
+        let stop_watch = CancellationToken::new();
+        let _stop_watch = stop_watch.clone().drop_guard();
+        tokio::spawn(super::watch::run(
+            api.clone(),
+            self.ring_selector(),
+            watched.clone(),
+            stop_watch,
+        ));
         loop {
-            self.round(&api, &mut round).await;
+            self.round(&api, &mut round, &watched).await;
             self.rounds.set(self.rounds.get() + 1);
             // The next round comes a retry period later, or sooner where another member's
             // session lapses before that: its ranges are taken when it lapses, not up to a
@@ -444,20 +458,38 @@ impl Shards {
             .await;
     }
 
-    /// One round: read the ring's Leases, keep the member session, take, hand over.
-    async fn round(&self, api: &Api<Lease>, round: &mut Round) {
-        let params = ListParams::default().labels(&format!("{LABEL_RING}={}", self.cfg.prefix));
-        let listed = api.list(&params).await;
-        // Another replica's session is judged from when its record was seen, which is when
-        // the answer came: a record sent late may carry a renewal made after the request left
-        // (timing it from the request would make a live session look expired).
-        let now = self.clock.now();
-        match listed {
-            Ok(list) => round.observe(&self.cfg, list.items, now),
-            Err(error) => {
-                tracing::debug!(%error, "listing the shard leases failed");
-                self.expire(now);
-                return;
+    /// The label selector of the ring's Leases.
+    fn ring_selector(&self) -> String {
+        format!("{LABEL_RING}={}", self.cfg.prefix)
+    }
+
+    /// One round: read the ring's Leases (as the watch shows them, or a list while the watch
+    /// does not run), keep the member session, take, hand over.
+    async fn round(&self, api: &Api<Lease>, round: &mut Round, watched: &Mutex<Watched>) {
+        let snapshot = watched.lock().snapshot();
+        if let Some(snapshot) = snapshot {
+            let now = self.clock.now();
+            round.observe(
+                &self.cfg,
+                snapshot.leases,
+                Source::Watch(snapshot.newest.as_deref()),
+                now,
+            );
+        } else {
+            let params = ListParams::default().labels(&self.ring_selector());
+            let listed = api.list(&params).await;
+            // Another replica's session is judged from when its record was seen, which is
+            // when the answer came: a record sent late may carry a renewal made after the
+            // request left (timing it from the request would make a live session look
+            // expired).
+            let now = self.clock.now();
+            match listed {
+                Ok(list) => round.observe(&self.cfg, list.items, Source::List, now),
+                Err(error) => {
+                    tracing::debug!(%error, "listing the shard leases failed");
+                    self.expire(now);
+                    return;
+                }
             }
         }
         self.keep_session(api, round).await;
@@ -922,14 +954,55 @@ struct Round {
     known: HashMap<u32, u64>,
 }
 
+/// Where a round's view of the ring came from.
+#[derive(Debug, Clone, Copy)]
+enum Source<'a> {
+    /// A list: every Lease there is, as of the answer.
+    List,
+    /// The watch, which may not have delivered this replica's latest writes yet: the newest
+    /// resourceVersion it applied.
+    Watch(Option<&'a str>),
+}
+
+/// Whether resourceVersion `a` is newer than `b` (`b` missing: `a` is a version at all).
+fn newer_version(a: Option<&str>, b: Option<&str>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => compare_resource_versions(a, b) == Some(Ordering::Greater),
+        (Some(a), None) => compare_resource_versions(a, a).is_some(),
+        (None, _) => false,
+    }
+}
+
 impl Round {
-    fn observe(&mut self, cfg: &ShardConfig, leases: Vec<Lease>, now: Instant) {
+    fn observe(&mut self, cfg: &ShardConfig, leases: Vec<Lease>, source: Source, now: Instant) {
         let names: BTreeSet<String> = leases
             .iter()
             .filter_map(|l| l.metadata.name.clone())
             .collect();
-        self.leases.retain(|name, _| names.contains(name));
+        match source {
+            Source::List => self.leases.retain(|name, _| names.contains(name)),
+            // A Lease the watch does not show is gone, unless this replica wrote it at a
+            // version the watch has not reached.
+            Source::Watch(newest) => self.leases.retain(|name, seen| {
+                names.contains(name)
+                    || newer_version(seen.lease.metadata.resource_version.as_deref(), newest)
+            }),
+        }
         for lease in leases {
+            if let Source::Watch(_) = source
+                && let Some(seen) = lease
+                    .metadata
+                    .name
+                    .as_ref()
+                    .and_then(|n| self.leases.get(n))
+                && newer_version(
+                    seen.lease.metadata.resource_version.as_deref(),
+                    lease.metadata.resource_version.as_deref(),
+                )
+            {
+                // Written by this replica since: the watch has not delivered it yet.
+                continue;
+            }
             self.observe_one(lease, now);
         }
         let named: BTreeSet<String> = self

@@ -6,12 +6,14 @@
 //! - [`balance`]: which ranges a replica takes and hands over, from what the Leases say.
 //! - [`holder`]: the task that holds the range Leases and the held set workers consult.
 //! - [`fence`]: a client layer that sends a namespaced write only while its range is held.
+//! - `watch`: the ring's Leases as a watch shows them, read by the holder's rounds.
 
 pub mod balance;
 pub mod fence;
 pub mod holder;
 mod metrics;
 pub mod ring;
+mod watch;
 
 pub use fence::FenceLayer;
 pub use holder::{GLOBAL, LEASE_PREFIX, ShardConfig, Shards};

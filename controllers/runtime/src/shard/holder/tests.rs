@@ -352,6 +352,28 @@ async fn a_holder_renews_its_session_only() {
     );
 }
 
+/// A holder reads the ring from its watch: over a minute of holding, its requests are its
+/// member Lease's renewals (one a round) and nothing else, no list of the ring every round.
+#[tokio::test(start_paused = true)]
+async fn a_holder_reads_the_ring_from_its_watch() {
+    let api = SimApi::new(6, base());
+    let a = replica("a", 8);
+    let cancel = CancellationToken::new();
+    let _task = start(&api, &a, &cancel);
+    run_checking(Duration::from_secs(10), &[&a]).await;
+    assert_eq!(a.held().len(), 8);
+    let before = api.world().requests;
+    let span = Duration::from_secs(60);
+    let writes = writes_while_holding(&api, &a, 8, span).await;
+    let renewals: usize = writes.values().sum();
+    let requests = api.world().requests - before;
+    // Watches the simulated server ends on its own come back as one request each.
+    assert!(
+        requests <= u64::try_from(renewals).unwrap_or(u64::MAX) + 3,
+        "{requests} requests in {span:?} for {renewals} renewals"
+    );
+}
+
 /// A replica whose session renewals stall (held back, then landing) is fenced by the other
 /// once its session ran a lease duration without change: its late renewal fails, it learns
 /// its session ended and starts a new one, and the ranges were never held twice.
@@ -454,6 +476,71 @@ fn a_lease_of_this_session_is_held_while_in_the_held_set() {
             "{name}"
         );
     }
+}
+
+/// What the watch shows never takes the view back: a Lease this replica wrote at a version
+/// the watch has not reached is kept (updated or missing there), one the watch shows newer is
+/// taken, and a Lease missing from it at a version it has passed is gone. A list is taken as
+/// it comes.
+#[test]
+fn the_watch_never_takes_the_view_back() {
+    use super::{Round, Source};
+    let cfg = ShardConfig::with_defaults(Ring::new(4).expect("ring"), "kube-system", "a");
+    let now = tokio::time::Instant::now();
+    let lease = |name: &str, rv: &str, holder: &str| -> k8s_openapi::api::coordination::v1::Lease {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "resourceVersion": rv},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15}
+        }))
+        .expect("lease")
+    };
+    let holder = |round: &Round, name: &str| round.leases.get(name).map(|s| s.holder().to_owned());
+    let mut round = Round::default();
+    // Written by this replica: the answers of its writes.
+    round.observe_one(lease("rkcm-shard-0", "20", "a"), now);
+    round.observe_one(lease("rkcm-shard-1", "21", "a"), now);
+    round.observe_one(lease("rkcm-shard-2", "5", "a"), now);
+    round.observe_one(lease("rkcm-shard-3", "6", "a"), now);
+    // The watch has reached version 12: range 0 at an older version, range 1 not yet, range 2
+    // deleted since, range 3 taken by b since.
+    round.observe(
+        &cfg,
+        vec![
+            lease("rkcm-shard-0", "10", "b"),
+            lease("rkcm-shard-3", "11", "b"),
+        ],
+        Source::Watch(Some("12")),
+        now,
+    );
+    assert_eq!(
+        holder(&round, "rkcm-shard-0").as_deref(),
+        Some("a"),
+        "kept: newer than the watch's"
+    );
+    assert_eq!(
+        holder(&round, "rkcm-shard-1").as_deref(),
+        Some("a"),
+        "kept: the watch has not reached it"
+    );
+    assert_eq!(
+        holder(&round, "rkcm-shard-2"),
+        None,
+        "gone: the watch passed its version"
+    );
+    assert_eq!(
+        holder(&round, "rkcm-shard-3").as_deref(),
+        Some("b"),
+        "the watch's is newer"
+    );
+    // A list is every Lease there is.
+    round.observe(
+        &cfg,
+        vec![lease("rkcm-shard-0", "10", "b")],
+        Source::List,
+        now,
+    );
+    assert_eq!(holder(&round, "rkcm-shard-0").as_deref(), Some("b"));
+    assert_eq!(round.leases.len(), 1);
 }
 
 /// The ring balances by the objects the replicas publish: two heavy ranges of one replica
