@@ -449,12 +449,12 @@ impl Shards {
         self.drain(&held, self.cfg.renew_deadline).await;
         for range in held {
             let name = self.cfg.range_lease(range);
-            self.release(&api, &name, objects.get(&range).copied(), None, &round)
+            self.release(&api, &name, objects.get(&range).copied(), None, &mut round)
                 .await;
         }
         // Last: with the member Lease released, a range whose release failed is free at once
         // (nothing acts on it any more).
-        self.release(&api, &self.cfg.member_lease(), None, None, &round)
+        self.release(&api, &self.cfg.member_lease(), None, None, &mut round)
             .await;
     }
 
@@ -814,6 +814,11 @@ impl Shards {
             }
             Err(error) => {
                 tracing::debug!(lease = name, %error, "writing a shard lease failed");
+                if matches!(&error, kube::Error::Api(status) if status.code == 409) {
+                    // Written meanwhile (or created): the next try must start from what
+                    // the server has, not from a view the watch may not have updated yet.
+                    self.reread(api, name, round).await;
+                }
                 false
             }
         }
@@ -830,7 +835,7 @@ impl Shards {
         name: &str,
         objects: Option<u64>,
         next: Option<&str>,
-        round: &Round,
+        round: &mut Round,
     ) {
         if !round.names_session(name, &self.cfg) {
             return;
@@ -858,8 +863,14 @@ impl Shards {
             Some(next) => annotations.insert(ANNOTATION_NEXT.to_owned(), next.to_owned()),
             None => annotations.remove(ANNOTATION_NEXT),
         };
-        if let Err(error) = api.replace(name, &PostParams::default(), &lease).await {
-            tracing::debug!(lease = name, %error, "releasing a shard lease failed");
+        match api.replace(name, &PostParams::default(), &lease).await {
+            Ok(lease) => round.observe_one(lease, self.clock.now()),
+            Err(error) => {
+                tracing::debug!(lease = name, %error, "releasing a shard lease failed");
+                if matches!(&error, kube::Error::Api(status) if status.code == 409) {
+                    self.reread(api, name, round).await;
+                }
+            }
         }
     }
 }

@@ -153,23 +153,23 @@ fn cached(store: &rkcm_runtime::cache::Store<ConfigMap>, run: &str) -> BTreeSet<
         .collect()
 }
 
-/// Namespaces with one test ConfigMap each, on both sides of `inside` (random names:
-/// created until each side has two).
-async fn on_both_sides(
+/// Namespaces with one test ConfigMap each, at least one in every range of `ring` (random
+/// names: created until every range has one), so that whichever ranges a replica holds or
+/// hands over, its cache has objects to keep and to drop.
+async fn in_every_range(
     cluster: &TestCluster,
     run: &str,
-    inside: impl Fn(&str) -> bool,
+    ring: Ring,
 ) -> anyhow::Result<Vec<TestNamespace>> {
     let mut namespaces: Vec<TestNamespace> = Vec::new();
-    let mut sides = (0, 0);
-    while sides.0 < 2 || sides.1 < 2 {
-        anyhow::ensure!(namespaces.len() < 40, "40 namespaces, all on one side");
+    let mut missing: BTreeSet<u32> = (0..ring.len()).collect();
+    while !missing.is_empty() {
+        anyhow::ensure!(
+            namespaces.len() < 60,
+            "60 namespaces and still none in ranges {missing:?}"
+        );
         let ns = probe_namespace(cluster, run).await?;
-        if inside(ns.name()) {
-            sides.0 += 1;
-        } else {
-            sides.1 += 1;
-        }
+        missing.remove(&ring.range_of(ns.name()));
         namespaces.push(ns);
     }
     Ok(namespaces)
@@ -177,7 +177,8 @@ async fn on_both_sides(
 
 /// Two replicas' holders split a ring of four over real Leases; the first replica's informers,
 /// scoped to its held ranges, cache exactly the namespaces of those ranges; when the second
-/// leaves, the first takes its ranges and its informers list again and cache everything.
+/// leaves, the first takes its ranges and its informers list them and cache everything; when
+/// a third joins, the first hands half over and its cache drops those ranges' objects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs apiserver: make test"]
 async fn informers_follow_the_held_ranges() -> anyhow::Result<()> {
@@ -208,8 +209,7 @@ async fn informers_follow_the_held_ranges() -> anyhow::Result<()> {
     .await?;
 
     let held_by_a = a.held_ranges();
-    let namespaces =
-        on_both_sides(&cluster, &run, |ns| held_by_a.contains(&ring.range_of(ns))).await?;
+    let namespaces = in_every_range(&cluster, &run, ring).await?;
     let all: BTreeSet<String> = namespaces.iter().map(|n| n.name().to_owned()).collect();
 
     let factory = InformerFactory::scoped(cluster.client(), Scope::Shards(ShardScope(a.clone())));
@@ -259,7 +259,33 @@ async fn informers_follow_the_held_ranges() -> anyhow::Result<()> {
         },
     )
     .await?;
+
+    // c joins: a hands half the ring over to it, and a's cache drops the objects of the
+    // ranges it handed over (no relist: they leave as deletions) and keeps the rest.
+    let c = replica("c");
+    let stop_c = CancellationToken::new();
+    tokio::spawn(c.clone().run(cluster.client(), stop_c.clone()));
+    rkcm_testkit::wait_for(
+        "a's cache holds only the ranges a kept",
+        Duration::from_secs(30),
+        || {
+            let got = cached(&store, &run);
+            let (held_a, held_c) = (a.held_ranges(), c.held_ranges());
+            let want = want(&held_a);
+            async move {
+                if held_a.len() == 2 && held_c.len() == 2 && got == want {
+                    Ok(Some(()))
+                } else {
+                    Err(anyhow::anyhow!(
+                        "a holds {held_a:?}, c {held_c:?}; a cached {got:?}, want {want:?}"
+                    ))
+                }
+            }
+        },
+    )
+    .await?;
     stop_a.cancel();
+    stop_c.cancel();
     stop_informers.cancel();
     drop(namespaces);
     Ok(())

@@ -374,6 +374,47 @@ async fn a_holder_reads_the_ring_from_its_watch() {
     );
 }
 
+/// A Lease write that meets a conflict reads the Lease again: a renewal that met a write its
+/// watch has not delivered yet (the watch runs 12 s late here) succeeds at the next round,
+/// instead of failing on the old version until the watch catches up, by which time the
+/// session's windows would have closed.
+#[tokio::test(start_paused = true)]
+async fn a_conflict_reads_the_lease_again() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use kube::api::{Api, PostParams};
+
+    let api = SimApi::new(7, base());
+    let a = replica("a", 4);
+    let cancel = CancellationToken::new();
+    let _task = start(&api, &a, &cancel);
+    run_checking(Duration::from_secs(10), &[&a]).await;
+    assert_eq!(a.held().len(), 4);
+    api.world().faults.watch_delay_ms = (12_000, 12_000);
+    // Someone writes a's member Lease (a label of their own; the session is untouched).
+    let other: Api<Lease> = Api::namespaced(api.client(0, "someone"), "kube-system");
+    let name = a.config().member_lease();
+    let mut lease = other.get(&name).await.expect("member Lease");
+    lease
+        .metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert("team".to_owned(), "x".to_owned());
+    other
+        .replace(&name, &PostParams::default(), &lease)
+        .await
+        .expect("rewrite");
+    let step = Duration::from_millis(100);
+    for i in 0..150 {
+        tokio::time::sleep(step).await;
+        assert_eq!(
+            a.held().len(),
+            4,
+            "a's windows closed {:?} after the rewrite",
+            step * (i + 1)
+        );
+    }
+}
+
 /// A replica whose session renewals stall (held back, then landing) is fenced by the other
 /// once its session ran a lease duration without change: its late renewal fails, it learns
 /// its session ended and starts a new one, and the ranges were never held twice.
