@@ -1126,8 +1126,21 @@ impl Round {
             }
             // Fenced, released or a newer session: a member Lease leaves a session only
             // through a fence or a release (a new session starts on a record whose holder
-            // is empty, or on one unchanged for a lease duration, which fences it).
-            Some(_) => Claim::Free,
+            // is empty, or on one unchanged for a lease duration, which fences it). Only if
+            // that record is newer than the range's, though: the view mixes the watch's
+            // records with Leases read again after a conflict, and a range read after its
+            // holder's member Lease was last seen may name a session that member Lease
+            // started since (a consistent list never shows that: a session's member Lease
+            // is written before any range it takes).
+            Some(m)
+                if newer_version(
+                    m.lease.metadata.resource_version.as_deref(),
+                    seen.lease.metadata.resource_version.as_deref(),
+                ) =>
+            {
+                Claim::Free
+            }
+            Some(_) => Claim::Held,
         }
     }
 

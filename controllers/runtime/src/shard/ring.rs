@@ -19,8 +19,8 @@ use std::fmt;
 /// The field every range is taken over: a namespace keeps an owner with its children.
 pub const SHARD_FIELD: &str = "object.metadata.namespace";
 
-/// The most ranges a ring may have: the leases are read every retry period, and a selector
-/// of every other range must stay a reasonable query parameter.
+/// The most ranges a ring may have: every replica keeps (and relists after a broken watch) every
+/// range's Lease, and a selector of every other range must stay a reasonable query parameter.
 pub const MAX_RANGES: u32 = 1024;
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;

@@ -584,6 +584,41 @@ fn the_watch_never_takes_the_view_back() {
     assert_eq!(round.leases.len(), 1);
 }
 
+/// A range Lease naming a session its holder's member Lease does not show is free only when
+/// that member Lease is the newer record: read again after a conflict, a range may name a
+/// session started after the member Lease was last seen, and taking it then would overlap
+/// that session's term (found by the simulator, sharded-2 seed 43).
+#[test]
+fn a_range_newer_than_its_member_lease_stays_held() {
+    use super::{ANNOTATION_SESSION, Claim, Held, Round};
+    let cfg = ShardConfig::with_defaults(Ring::new(4).expect("ring"), "kube-system", "a");
+    let now = tokio::time::Instant::now();
+    let lease = |name: &str, rv: &str, holder: &str, session: &str| {
+        serde_json::from_value::<k8s_openapi::api::coordination::v1::Lease>(serde_json::json!({
+            "metadata": {"name": name, "resourceVersion": rv,
+                         "annotations": {ANNOTATION_SESSION: session}},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15}
+        }))
+        .expect("lease")
+    };
+    let member = cfg.member_lease_of("b");
+    let mut round = Round::default();
+    // The range names b's session 2; b's member Lease was last seen in session 1.
+    round.observe_one(lease(&member, "10", "b", "1-1"), now);
+    round.observe_one(lease("rkcm-shard-2", "20", "b", "2-2"), now);
+    assert_eq!(
+        round.claim(&cfg, "rkcm-shard-2", now, &Held::new()),
+        Claim::Held,
+        "the member Lease is older than the range: session 2 may run"
+    );
+    // b's member Lease seen later, released: session 2 is over.
+    round.observe_one(lease(&member, "30", "", "2-2"), now);
+    assert_eq!(
+        round.claim(&cfg, "rkcm-shard-2", now, &Held::new()),
+        Claim::Free
+    );
+}
+
 /// The ring balances by the objects the replicas publish: two heavy ranges of one replica
 /// are split between the two, the released one's Lease keeps its count, and its taker
 /// publishes that count until its own caches have counted the range.
