@@ -7,7 +7,8 @@
 //! replica takes a range by writing that Lease with its identity and its session, and does
 //! not write it again while it holds the range. A range is held for as long as the session
 //! that took it runs, so the ring costs one write per replica per round, however many ranges
-//! it has (renewing each range Lease cost dozens).
+//! it has (renewing each range Lease cost dozens). A round reads the ring's Leases from a
+//! watch (`super::watch`), not from a list of them every round.
 //!
 //! Safety is the leader election's argument, applied to the session, plus a fence:
 //! - A holder acts on its ranges only until its last successful session renewal's send time
