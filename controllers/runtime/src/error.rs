@@ -138,6 +138,12 @@ pub fn is_write_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409 && s.reason == "Conflict")
 }
 
+/// True for any 409: a write made from a stale copy (`Conflict`) or a create of a name that
+/// exists (`AlreadyExists`); either way the object is not as the writer saw it.
+pub fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
 /// True for a 404: the object is gone.
 pub fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)

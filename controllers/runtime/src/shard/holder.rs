@@ -815,7 +815,7 @@ impl Shards {
             }
             Err(error) => {
                 tracing::debug!(lease = name, %error, "writing a shard lease failed");
-                if matches!(&error, kube::Error::Api(status) if status.code == 409) {
+                if crate::error::is_conflict(&error) {
                     // Written meanwhile (or created): the next try must start from what
                     // the server has, not from a view the watch may not have updated yet.
                     self.reread(api, name, round).await;
@@ -868,7 +868,7 @@ impl Shards {
             Ok(lease) => round.observe_one(lease, self.clock.now()),
             Err(error) => {
                 tracing::debug!(lease = name, %error, "releasing a shard lease failed");
-                if matches!(&error, kube::Error::Api(status) if status.code == 409) {
+                if crate::error::is_conflict(&error) {
                     self.reread(api, name, round).await;
                 }
             }
@@ -908,6 +908,11 @@ impl Seen {
             .as_ref()?
             .get(ANNOTATION_SESSION)
             .map(String::as_str)
+    }
+
+    /// Its resourceVersion.
+    fn version(&self) -> Option<&str> {
+        self.lease.metadata.resource_version.as_deref()
     }
 
     /// Its role label: `range`, `member` or `global`.
@@ -995,10 +1000,9 @@ impl Round {
             Source::List => self.leases.retain(|name, _| names.contains(name)),
             // A Lease the watch does not show is gone, unless this replica wrote it at a
             // version the watch has not reached.
-            Source::Watch(newest) => self.leases.retain(|name, seen| {
-                names.contains(name)
-                    || newer_version(seen.lease.metadata.resource_version.as_deref(), newest)
-            }),
+            Source::Watch(newest) => self
+                .leases
+                .retain(|name, seen| names.contains(name) || newer_version(seen.version(), newest)),
         }
         for lease in leases {
             if let Source::Watch(_) = source
@@ -1007,10 +1011,7 @@ impl Round {
                     .name
                     .as_ref()
                     .and_then(|n| self.leases.get(n))
-                && newer_version(
-                    seen.lease.metadata.resource_version.as_deref(),
-                    lease.metadata.resource_version.as_deref(),
-                )
+                && newer_version(seen.version(), lease.metadata.resource_version.as_deref())
             {
                 // Written by this replica since: the watch has not delivered it yet.
                 continue;
@@ -1133,14 +1134,7 @@ impl Round {
             // holder's member Lease was last seen may name a session that member Lease
             // started since (a consistent list never shows that: a session's member Lease
             // is written before any range it takes).
-            Some(m)
-                if newer_version(
-                    m.lease.metadata.resource_version.as_deref(),
-                    seen.lease.metadata.resource_version.as_deref(),
-                ) =>
-            {
-                Claim::Free
-            }
+            Some(m) if newer_version(m.version(), seen.version()) => Claim::Free,
             Some(_) => Claim::Held,
         }
     }
