@@ -88,6 +88,19 @@ impl Availability {
             }
         }
         let before = std::mem::take(&mut self.before);
+        // Every version a pod had on the server counts, not only the one left at the end
+        // of the step: a pod that turned ready and failed within one step was available to
+        // a controller whose watch delivered the version between (and its ReplicaSet's
+        // status may count it).
+        for c in changes {
+            if c.resource == "pods"
+                && is_available(&c.obj)
+                && let Some((_, _, rs_uid)) = controller_of(&c.obj)
+            {
+                let uid = s(&c.obj, &["metadata", "uid"]).to_owned();
+                self.seen.insert(uid, (rs_uid, c.at_ms));
+            }
+        }
         for pod in world.list("pods") {
             if is_available(&pod)
                 && let Some((_, _, rs_uid)) = controller_of(&pod)
@@ -199,6 +212,99 @@ mod tests {
     fn d(replicas: i64, surge: Value, unavailable: Value) -> Value {
         json!({"spec": {"replicas": replicas, "strategy": {"type": "RollingUpdate",
             "rollingUpdate": {"maxSurge": surge, "maxUnavailable": unavailable}}}})
+    }
+
+    /// A Deployment of 3 (surge 1, unavailable 0) with 3 settled available pods in its old
+    /// ReplicaSet and one pod of its new ReplicaSet that turns ready and fails within one
+    /// step (`ready_between`) or never turns ready; then the Deployment controller scales
+    /// the old ReplicaSet down to 2. The findings of that step.
+    async fn scale_down_after_new_pod(ready_between: bool) -> Vec<Finding> {
+        use rkcm_testkit::sim::server::{Caller, resource};
+        let mut world = World::new(1, jiff::Timestamp::UNIX_EPOCH);
+        let user = Caller::sim("user");
+        let create = |world: &mut World, plural: &str, obj: Value| -> String {
+            let r = resource(plural).expect("a simulated resource");
+            let _ = world.create(&user, r, "a", obj.clone());
+            let key = format!("a/{}", s(&obj, &["metadata", "name"]));
+            let stored = world.get(r.plural, &key).expect("created");
+            s(&stored, &["metadata", "uid"]).to_owned()
+        };
+        let owner = |kind: &str, name: &str, uid: &str| {
+            json!([{"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": uid,
+                "controller": true}])
+        };
+        let d_uid = create(
+            &mut world,
+            "deployments",
+            json!({"metadata": {"name": "web", "namespace": "a"},
+                "spec": {"replicas": 3, "strategy": {"type": "RollingUpdate",
+                    "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}}}),
+        );
+        let rs = |world: &mut World, name: &str, replicas: i64| {
+            create(
+                world,
+                "replicasets",
+                json!({"metadata": {"name": name, "namespace": "a",
+                    "ownerReferences": owner("Deployment", "web", &d_uid)},
+                    "spec": {"replicas": replicas}}),
+            )
+        };
+        let old = rs(&mut world, "web-old", 3);
+        let new = rs(&mut world, "web-new", 1);
+        // Created, then given a running status by the kubelet (a create sets its own).
+        let pod = |world: &mut World, name: &str, rs: &str, rs_uid: &str, ready: bool| {
+            create(
+                world,
+                "pods",
+                json!({"metadata": {"name": name, "namespace": "a",
+                    "ownerReferences": owner("ReplicaSet", rs, rs_uid)},
+                    "spec": {"nodeName": "n"}}),
+            );
+            world.edit("kubelet", "pods", &format!("a/{name}"), |p| {
+                p["status"] = json!({"phase": "Running", "conditions": [{"type": "Ready",
+                    "status": if ready { "True" } else { "False" }}]});
+                true
+            });
+        };
+        for i in 0..3 {
+            pod(&mut world, &format!("old-{i}"), "web-old", &old, true);
+        }
+        pod(&mut world, "new-0", "web-new", &new, false);
+        let mut check = Availability::default();
+        let changes = world.drain_changes();
+        check.step(&world, &changes);
+        tokio::time::advance(std::time::Duration::from_millis(LAG_MS + 1_000)).await;
+        let changes = world.drain_changes();
+        check.step(&world, &changes);
+        if ready_between {
+            world.edit("kubelet", "pods", "a/new-0", |p| {
+                p["status"]["conditions"][0]["status"] = json!("True");
+                true
+            });
+        }
+        world.edit("kubelet", "pods", "a/new-0", |p| {
+            p["status"]["phase"] = json!("Failed");
+            p["status"]["conditions"][0]["status"] = json!("False");
+            true
+        });
+        world.edit("deployment-controller", "replicasets", "a/web-old", |r| {
+            r["spec"]["replicas"] = json!(2);
+            true
+        });
+        let changes = world.drain_changes();
+        check.step(&world, &changes)
+    }
+
+    /// The pod that was ready only between two writes of one step counts as available (a
+    /// ReplicaSet status may have counted it); a pod never ready does not, and the same
+    /// scale-down is then below `replicas - maxUnavailable`.
+    #[tokio::test(start_paused = true)]
+    async fn a_pod_ready_only_within_a_step_counts_as_available() {
+        let found = scale_down_after_new_pod(true).await;
+        assert!(found.is_empty(), "{found:?}");
+        let found = scale_down_after_new_pod(false).await;
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].2.contains("leave 2"), "{found:?}");
     }
 
     #[test]
