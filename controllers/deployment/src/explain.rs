@@ -167,6 +167,7 @@ fn rolling(e: &mut Explanation, seen: &Seen<'_>, new_rs: &Rs) {
         new: Some(new_rs),
         old: &seen.old,
         pods: &none,
+        pods_seen_at: None,
     };
     match plan::rolling_step(&snap, new_rs) {
         Err(message) => {
@@ -198,6 +199,7 @@ fn recreate(e: &mut Explanation, seen: &Seen<'_>) {
         new: seen.new.as_ref(),
         old: &seen.old,
         pods: &none,
+        pods_seen_at: None,
     };
     match plan::recreate_step(&snap) {
         RecreateStep::ScaleDownOld(ops) => scale_actions(e, &ops),

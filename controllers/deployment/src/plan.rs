@@ -40,8 +40,8 @@ pub mod deadline;
 mod scaling;
 
 pub use scaling::{
-    OldScaleDown, ScaleOp, ScalePlan, is_scaling_event, old_pods_running, reconcile_new,
-    reconcile_old, scale,
+    OldScaleDown, ScaleOp, ScalePlan, available_pods, is_scaling_event, old_pods_running,
+    reconcile_new, reconcile_old, reconcile_old_seen, scale,
 };
 
 /// `cleanupDeployment`: the old ReplicaSets to delete beyond `revisionHistoryLimit`, lowest
@@ -503,13 +503,18 @@ fn cleanup_when_complete(d: &Deployment, old: &[Rs]) -> Vec<Rs> {
 }
 
 /// What one sync of a rollout reads besides the Deployment: the new ReplicaSet (if any), the
-/// old ones, and (Recreate only) the pods of every claimed ReplicaSet, by ReplicaSet UID.
+/// old ones, and the pods of every claimed ReplicaSet, by ReplicaSet UID (Recreate, and
+/// RollingUpdate when `pods_seen_at` is set).
 #[derive(Debug, Clone, Copy)]
 pub struct Snapshot<'a> {
     pub deployment: &'a Deployment,
     pub new: Option<&'a Rs>,
     pub old: &'a [Rs],
     pub pods: &'a HashMap<String, Vec<Arc<Pod>>>,
+    /// Set (to the sync's clock) by the stale-cache guard: a rolling step counts no more
+    /// available replicas of a ReplicaSet than its pods in `pods` available at that time
+    /// ([`reconcile_old_seen`]). `None`: the statuses alone, as upstream.
+    pub pods_seen_at: Option<jiff::Timestamp>,
 }
 
 /// One RollingUpdate step (`rolloutRolling`).
@@ -536,7 +541,10 @@ pub fn rolling_step(snap: &Snapshot<'_>, new: &Rs) -> Result<RollingStep, String
     if let Some(to) = reconcile_new(d, &all, new)? {
         return Ok(RollingStep::ScaleNew(ScaleOp::new(new, to)));
     }
-    let step = reconcile_old(d, &all, &model::active(snap.old), new);
+    let seen = snap
+        .pods_seen_at
+        .map(|now| available_pods(&all, snap.pods, now));
+    let step = reconcile_old_seen(d, &all, &model::active(snap.old), new, seen.as_ref());
     let otherwise = cleanup_when_complete(d, snap.old);
     if step.ops.is_empty() && step.invalid.is_none() {
         return Ok(RollingStep::Cleanup(otherwise));

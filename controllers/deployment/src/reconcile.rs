@@ -594,12 +594,20 @@ impl SyncPass<'_> {
         let Some(new) = new else {
             return Ok(());
         };
-        let pods = HashMap::new();
+        // The stale-cache guard also holds each ReplicaSet's available count to the pods the
+        // cache shows available ([`plan::reconcile_old_seen`]); off, the statuses alone.
+        let guarded = self.c.guard.is_enabled();
+        let pods = if guarded {
+            self.c.pods_by_rs(&self.rss)
+        } else {
+            HashMap::new()
+        };
         let snap = Snapshot {
             deployment: &self.d,
             new: Some(&new),
             old: &old,
             pods: &pods,
+            pods_seen_at: guarded.then(|| self.c.clock.wall()),
         };
         let step =
             plan::rolling_step(&snap, &new).map_err(|message| self.strategy_error(message))?;
@@ -669,6 +677,7 @@ impl SyncPass<'_> {
                 new: new.as_ref(),
                 old: &old,
                 pods: &pods,
+                pods_seen_at: None,
             };
             match plan::recreate_step(&snap) {
                 RecreateStep::ScaleDownOld(ops) => {

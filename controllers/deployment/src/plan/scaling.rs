@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use rkcm_runtime::cache::cached::Pod;
-use rkcm_runtime::workload::pod::is_terminal;
+use rkcm_runtime::workload::pod::{is_pod_active, is_pod_available, is_terminal};
 
 use crate::model::{self, Rs};
 use crate::replicas;
@@ -57,8 +57,35 @@ pub struct OldScaleDown {
 }
 
 /// `reconcileOldReplicaSets` over the active old ReplicaSets `old` (`all` = every old one
-/// plus the new one).
+/// plus the new one), on the ReplicaSets' statuses alone (upstream's rule).
 pub fn reconcile_old(d: &Deployment, all: &[Rs], old: &[Rs], new: &Rs) -> OldScaleDown {
+    reconcile_old_seen(d, all, old, new, None)
+}
+
+/// [`reconcile_old`], with the available replicas the availability-bounded part counts
+/// held to the available pods the cache shows (`pods_available`, by ReplicaSet UID; see
+/// [`available_pods`]) where that is fewer than the status reports.
+///
+/// A ReplicaSet's status trails its pods: written by its controller's last sync, it still
+/// counts a pod deleted or failed since, for as long as no sync of that controller ran (a
+/// sharded range that was without a holder, a manager that was cut off, a failover). A
+/// scale-down on such a status can take the Deployment below `replicas - maxUnavailable`.
+/// The cap only lowers the count: where the status is the lower one it stands, and the
+/// unhealthy-replica cleanup still reads the statuses (a lower count there would scale
+/// down more).
+pub fn reconcile_old_seen(
+    d: &Deployment,
+    all: &[Rs],
+    old: &[Rs],
+    new: &Rs,
+    pods_available: Option<&HashMap<String, i32>>,
+) -> OldScaleDown {
+    let available_of = |rs: &Rs| {
+        let status = model::available_replicas(rs);
+        pods_available
+            .and_then(|seen| seen.get(model::uid(rs)))
+            .map_or(status, |&pods| status.min(pods))
+    };
     let mut out = OldScaleDown::default();
     if model::sum_spec(old) == 0 {
         return out;
@@ -68,7 +95,7 @@ pub fn reconcile_old(d: &Deployment, all: &[Rs], old: &[Rs], new: &Rs) -> OldSca
     if rkcm_runtime::mutants::on("deployment-ignore-min-available") {
         min_available = 0;
     }
-    let new_unavailable = model::replicas(new) - model::available_replicas(new);
+    let new_unavailable = model::replicas(new) - available_of(new);
     let max_scaled_down = model::sum_spec(all) - min_available - new_unavailable;
     if max_scaled_down <= 0 {
         return out;
@@ -103,7 +130,11 @@ pub fn reconcile_old(d: &Deployment, all: &[Rs], old: &[Rs], new: &Rs) -> OldSca
     }
 
     // Then as far as availability allows. Statuses are those seen before the cleanup.
-    let available = model::sum_available(sorted.iter().chain(std::iter::once(new)));
+    let available: i32 = sorted
+        .iter()
+        .chain(std::iter::once(new))
+        .map(available_of)
+        .sum();
     if available <= min_available {
         return out;
     }
@@ -135,6 +166,29 @@ pub fn reconcile_old(d: &Deployment, all: &[Rs], old: &[Rs], new: &Rs) -> OldSca
         scaled += count;
     }
     out
+}
+
+/// Per ReplicaSet UID of `rss`, how many of its pods in `pods` (by ReplicaSet UID, as
+/// `getPodMapForDeployment` gathers them) are active and available at `now` under the
+/// ReplicaSet's `minReadySeconds`: what its status's `availableReplicas` would be if its
+/// controller synced on this cache now. ReplicaSets missing from `pods` are left out.
+pub fn available_pods(
+    rss: &[Rs],
+    pods: &HashMap<String, Vec<Arc<Pod>>>,
+    now: jiff::Timestamp,
+) -> HashMap<String, i32> {
+    rss.iter()
+        .filter_map(|rs| {
+            let uid = model::uid(rs);
+            let list = pods.get(uid)?;
+            let min_ready = rs.spec.min_ready_seconds.unwrap_or(0);
+            let n = list
+                .iter()
+                .filter(|p| is_pod_active(p) && is_pod_available(p, min_ready, now))
+                .count();
+            Some((uid.to_owned(), i32::try_from(n).unwrap_or(i32::MAX)))
+        })
+        .collect()
 }
 
 /// `oldPodsRunning`: old ReplicaSets still report pods, or a pod of an old ReplicaSet is not

@@ -869,6 +869,7 @@ fn rolling_step_takes_one_step() {
             new: Some(&new),
             old: &old,
             pods: &pods,
+            pods_seen_at: None,
         };
         assert_eq!(
             roll_kind(rolling_step(&snap, &new).expect("plan")),
@@ -994,6 +995,7 @@ fn recreate_step_scales_down_waits_then_creates() {
             new,
             old: &old,
             pods,
+            pods_seen_at: None,
         };
         let got = match recreate_step(&snap) {
             RecreateStep::ScaleDownOld(ops) => {

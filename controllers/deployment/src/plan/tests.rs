@@ -750,3 +750,145 @@ fn new_replica_set_shape() {
     let rs = new_replica_set(&recreate(4), "h", &[], 2).expect("valid");
     assert_eq!(rs.spec.replicas, Some(4));
 }
+
+/// A running pod, ready since `ready_for` seconds before `now()` (`None`: not ready),
+/// terminating or not.
+fn running_pod(ready_for: Option<i64>, deleting: bool) -> Arc<Pod> {
+    let mut pod = (*pod_in("Running", deleting)).clone();
+    if let (Some(status), Some(secs)) = (pod.status.as_mut(), ready_for) {
+        status.conditions = Some(vec![rkcm_runtime::cache::cached::PodCondition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            last_transition_time: Some(Time(crate::model::tests::ago(secs))),
+            reason: None,
+            message: None,
+        }]);
+    }
+    Arc::new(pod)
+}
+
+#[test]
+fn available_pods_counts_active_pods_available_under_min_ready_seconds() {
+    let a = healthy("a", 5, "v1", 100);
+    let mut slow = (*healthy("slow", 2, "v1", 100)).clone();
+    slow.spec.min_ready_seconds = Some(30);
+    let slow: Rs = Arc::new(slow);
+    let absent = healthy("absent", 1, "v1", 100);
+    let pods: HashMap<String, Vec<Arc<Pod>>> = HashMap::from([
+        (
+            "a-uid".to_owned(),
+            vec![
+                running_pod(Some(1), false),
+                running_pod(Some(1), true),
+                running_pod(None, false),
+                pod_in("Failed", false),
+                running_pod(Some(100), false),
+            ],
+        ),
+        (
+            "slow-uid".to_owned(),
+            vec![running_pod(Some(10), false), running_pod(Some(31), false)],
+        ),
+    ]);
+    let got = available_pods(&[a, slow, absent], &pods, now());
+    let want = HashMap::from([("a-uid".to_owned(), 2), ("slow-uid".to_owned(), 1)]);
+    assert_eq!(got, want);
+}
+
+/// An old ReplicaSet's status still counts a pod gone since its controller last synced (a
+/// range without a holder, a cut-off manager): on the statuses alone the scale-down takes
+/// the Deployment below `replicas - maxUnavailable`; held to the pods seen, it waits.
+#[test]
+fn a_status_counting_pods_gone_does_not_scale_down_below_min_available() {
+    let d = dep(3, int(1), int(0));
+    let old = healthy("old", 3, "v1", 200);
+    let new = R {
+        name: "new",
+        replicas: 1,
+        status_replicas: 1,
+        available: 1,
+        ready: 1,
+        image: "v2",
+        ..R::default()
+    }
+    .build();
+    let all = vec![old.clone(), new.clone()];
+    assert_eq!(
+        sizes(&reconcile_old(&d, &all, &[old.clone()], &new).ops),
+        vec![("old", 2)],
+        "upstream's rule, on the statuses"
+    );
+    let seen = HashMap::from([("old-uid".to_owned(), 2), ("new-uid".to_owned(), 1)]);
+    assert_eq!(
+        reconcile_old_seen(&d, &all, &[old.clone()], &new, Some(&seen)),
+        OldScaleDown::default(),
+        "3 available seen, none to spare"
+    );
+    // The new ReplicaSet's pod gone too: one of the new replicas unavailable, nothing to
+    // scale down either.
+    let seen = HashMap::from([("old-uid".to_owned(), 3), ("new-uid".to_owned(), 0)]);
+    assert_eq!(
+        reconcile_old_seen(&d, &all, &[old.clone()], &new, Some(&seen)),
+        OldScaleDown::default()
+    );
+    // Every pod seen available: the same step as upstream's.
+    let seen = HashMap::from([("old-uid".to_owned(), 3), ("new-uid".to_owned(), 1)]);
+    assert_eq!(
+        reconcile_old_seen(&d, &all, &[old], &new, Some(&seen)),
+        reconcile_old(&d, &all, &[healthy("old", 3, "v1", 200)], &new)
+    );
+}
+
+/// Only lower: pods seen available beyond a status's count leave the status's count, and
+/// the unhealthy-replica cleanup keeps reading the statuses.
+#[test]
+fn pods_seen_never_raise_the_available_count() {
+    let d = dep(3, int(1), int(0));
+    let old = R {
+        name: "old",
+        replicas: 3,
+        status_replicas: 3,
+        available: 2,
+        ready: 2,
+        ..R::default()
+    }
+    .build();
+    let new = R {
+        name: "new",
+        replicas: 1,
+        status_replicas: 1,
+        available: 1,
+        ready: 1,
+        image: "v2",
+        ..R::default()
+    }
+    .build();
+    let all = vec![old.clone(), new.clone()];
+    let upstream = reconcile_old(&d, &all, &[old.clone()], &new);
+    assert_eq!(sizes(&upstream.ops), vec![("old", 2)], "the cleanup");
+    for seen_old in [0, 2, 3, 9] {
+        let seen = HashMap::from([("old-uid".to_owned(), seen_old), ("new-uid".to_owned(), 1)]);
+        assert_eq!(
+            reconcile_old_seen(&d, &all, &[old.clone()], &new, Some(&seen)),
+            upstream,
+            "old seen {seen_old}"
+        );
+    }
+    // Two old pods the status counts available are not available in the cache: the
+    // statuses see nothing unhealthy to clean up, so nothing is cleaned up, and the
+    // availability-bounded part finds nothing to spare.
+    let d = dep(3, int(2), int(0));
+    let old = healthy("old", 3, "v1", 200);
+    let new = healthy("new", 2, "v2", 10);
+    let all = vec![old.clone(), new.clone()];
+    assert_eq!(
+        sizes(&reconcile_old(&d, &all, &[old.clone()], &new).ops),
+        vec![("old", 1)],
+        "upstream's rule, on the statuses"
+    );
+    let seen = HashMap::from([("old-uid".to_owned(), 1), ("new-uid".to_owned(), 2)]);
+    assert_eq!(
+        reconcile_old_seen(&d, &all, &[old], &new, Some(&seen)),
+        OldScaleDown::default()
+    );
+}
