@@ -17,7 +17,8 @@
 //!   credentials of the client the proxy was started with.
 //!
 //! Every write that went through is recorded ([`ScopedProxy::writes`]), so a test can say
-//! which manager wrote what. A test can also make the manager's cache lag: with
+//! which manager wrote what, and every read ([`ScopedProxy::reads`]), so it can count lists
+//! and watches. A test can also make the manager's cache lag: with
 //! [`ScopedProxy::delay_watches`] the events of its watches on one resource reach it late, in
 //! their order, as from a slow or overloaded API server. The proxy serves plain HTTP/1.1 on a loopback port and writes a
 //! kubeconfig pointing at it ([`ScopedProxy::kubeconfig`]); [`ScopedProxy::stop`] (or drop)
@@ -109,9 +110,21 @@ pub struct ProxiedRequest {
     pub credential: Option<String>,
 }
 
+/// One read that went through the proxy ([`ScopedProxy::reads`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxiedRead {
+    /// Path as sent to the API server (after scoping), without the query.
+    pub path: String,
+    /// A watch (`watch=true` or `watch=1`), not a list or a GET of one object.
+    pub watch: bool,
+    /// HTTP status of the answer.
+    pub status: u16,
+}
+
 #[derive(Default)]
 struct Journal {
     writes: Vec<ProxiedRequest>,
+    reads: Vec<ProxiedRead>,
     refused: Vec<ProxiedRequest>,
     /// Watch requests answered 410 Gone ([`ScopedProxy::expire_watches`]).
     gone: u64,
@@ -291,6 +304,14 @@ impl ScopedProxy {
     }
 
     /// Writes that were refused because they targeted something outside the namespace.
+    /// Every read that went through (lists, watches, GETs), in the order they were sent.
+    pub fn reads(&self) -> Vec<ProxiedRead> {
+        self.journal
+            .lock()
+            .map(|j| j.reads.clone())
+            .unwrap_or_default()
+    }
+
     pub fn refused(&self) -> Vec<ProxiedRequest> {
         self.journal
             .lock()
@@ -653,13 +674,22 @@ async fn forward(
         }),
         Err(e) => text(http::StatusCode::BAD_GATEWAY, e.to_string()),
     };
-    if write && let Ok(mut j) = scope.journal.lock() {
-        j.writes.push(ProxiedRequest {
-            method: parts.method,
-            path,
-            status: resp.status().as_u16(),
-            credential,
-        });
+    if let Ok(mut j) = scope.journal.lock() {
+        let status = resp.status().as_u16();
+        if write {
+            j.writes.push(ProxiedRequest {
+                method: parts.method,
+                path,
+                status,
+                credential,
+            });
+        } else {
+            j.reads.push(ProxiedRead {
+                path,
+                watch,
+                status,
+            });
+        }
     }
     Ok(resp)
 }

@@ -291,6 +291,90 @@ async fn informers_follow_the_held_ranges() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// On the real API server a holder reads the ring from its watch: once it holds the ring,
+/// its rounds list no Lease (it listed once, then watches), while it renews its member Lease
+/// every round. Its requests go through a proxy that records them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn a_holder_reads_the_ring_from_its_watch_on_the_server() -> anyhow::Result<()> {
+    use std::time::Duration;
+
+    use rkcm_testkit::proxy::ScopedProxy;
+    use tokio_util::sync::CancellationToken;
+
+    let cluster = TestCluster::connect().await?;
+    let leases = cluster.namespace("shard-watch").await?;
+    let run = rkcm_testkit::unique_name("watch");
+    let proxy = ScopedProxy::start(&cluster, leases.name()).await?;
+    let kubeconfig = kube::config::Kubeconfig::read_from(proxy.kubeconfig())?;
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await?;
+    let a = test_replica(Ring::new(4)?, leases.name(), &run, "a");
+    let stop = CancellationToken::new();
+    tokio::spawn(a.clone().run(kube::Client::try_from(config)?, stop.clone()));
+    rkcm_testkit::wait_for("a holds the ring", Duration::from_secs(30), || {
+        let held = a.held();
+        async move {
+            if held.len() == 4 {
+                Ok(Some(()))
+            } else {
+                Err(anyhow::anyhow!("a holds {held:?}"))
+            }
+        }
+    })
+    .await?;
+
+    let collection = format!(
+        "/apis/coordination.k8s.io/v1/namespaces/{}/leases",
+        leases.name()
+    );
+    let lists = || {
+        proxy
+            .reads()
+            .iter()
+            .filter(|r| r.path == collection && !r.watch)
+            .count()
+    };
+    let renewals = || {
+        proxy
+            .writes()
+            .iter()
+            .filter(|w| w.method == http::Method::PUT && w.path.contains("-member-"))
+            .count()
+    };
+    let (lists_before, renewals_before) = (lists(), renewals());
+    // Twenty rounds of holding: a member renewal each (a round every 500 ms).
+    rkcm_testkit::wait_for("20 more member renewals", Duration::from_secs(30), || {
+        let n = renewals() - renewals_before;
+        async move {
+            if n >= 20 {
+                Ok(Some(()))
+            } else {
+                Err(anyhow::anyhow!("{n} renewals"))
+            }
+        }
+    })
+    .await?;
+    let listed = lists() - lists_before;
+    let watches = proxy
+        .reads()
+        .iter()
+        .filter(|r| r.path == collection && r.watch)
+        .count();
+    stop.cancel();
+    assert!(lists_before >= 1, "the holder never listed the ring");
+    assert!(watches >= 1, "the holder never watched the ring");
+    assert!(
+        listed <= 1,
+        "{listed} lists of the ring in 20 rounds of holding (a list a round is the old holder)"
+    );
+    drop(leases);
+    Ok(())
+}
+
 /// Two replicas over real Leases balance a ring of four by the objects their caches hold: a
 /// namespace of 300 ConfigMaps weighs as much as three empty ranges (a range costs 100 plus
 /// its objects), so its holder ends up holding that range alone and the other replica the
