@@ -63,10 +63,11 @@ pub struct RkcmFlags {
     /// ReplicaSet caches show the controller's own last writes for that Deployment (the guard
     /// upstream gives the ReplicaSet, StatefulSet, DaemonSet and Job controllers). Upstream
     /// has none for Deployments: a sync on a cache that lags behind a ReplicaSet it just
-    /// created can size the ReplicaSets beyond replicas + maxSurge. A rolling step also counts
-    /// no more available replicas of a ReplicaSet than its pods the cache shows available (a
-    /// status not rewritten since its pods went still counts them). False syncs on whatever
-    /// the caches hold and trusts the statuses, as upstream.
+    /// created can size the ReplicaSets beyond replicas + maxSurge. A rolling step also reads
+    /// each ReplicaSet's available replicas from its pods in the cache as well as from its
+    /// status, and scales down by whichever count scales down less (a status not rewritten
+    /// since its pods changed still counts the old ones). False syncs on whatever the caches
+    /// hold and trusts the statuses, as upstream.
     #[arg(long, action = ArgAction::Set, num_args = 0..=1, require_equals = true,
           default_missing_value = "true", default_value = "true", value_parser = parse_go_bool,
           value_name = "bool")]

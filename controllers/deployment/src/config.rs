@@ -20,8 +20,9 @@ pub struct Config {
     /// Deployment, the guard upstream gives the ReplicaSet, StatefulSet, DaemonSet and Job
     /// controllers (`StaleControllerConsistency*`) and not the Deployment controller. Without
     /// it, a sync on a cache that lags behind a ReplicaSet the controller just created can
-    /// scale the ReplicaSets beyond `replicas + maxSurge`. With it, a rolling step also
-    /// holds each ReplicaSet's available count to its pods the cache shows available.
+    /// scale the ReplicaSets beyond `replicas + maxSurge`. With it, a rolling step also reads
+    /// each ReplicaSet's available count from its pods in the cache, and scales down by
+    /// whichever of that and the status scales down less.
     pub stale_cache_guard: bool,
     /// Not upstream (`--rkcm-deployment-rollback-on-progress-deadline`, off): every
     /// Deployment whose rollout passes its progress deadline is rolled back to its previous

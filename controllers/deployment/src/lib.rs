@@ -64,10 +64,10 @@
 //!   a ReplicaSet cache that lags behind the new ReplicaSet it just created treats it as
 //!   missing and can scale the others up past `replicas + maxSurge` (the simulator found it:
 //!   `rkcm-sim --controller deployment --seed 19`). Skips are counted in
-//!   `deployment_controller_stale_sync_skips_total`. Part of it too: a rolling step holds
-//!   each ReplicaSet's available count to its pods the cache shows available
-//!   ([`plan::reconcile_old_seen`]), as a status not rewritten since its pods went still
-//!   counts them.
+//!   `deployment_controller_stale_sync_skips_total`. Part of it too: a rolling step reads
+//!   each ReplicaSet's available count from its status and from its pods in the cache, and
+//!   scales down by whichever count scales down less ([`plan::reconcile_old_seen`]): a
+//!   status not rewritten since its pods changed still counts the old ones.
 //! - Opt-in, off by default (`--rkcm-deployment-rollback-on-progress-deadline`, or the
 //!   annotation `rkcm.io/deployment-rollback-on-progress-deadline`): a rollout past its
 //!   progress deadline is rolled back as `kubectl rollout undo` does, to the newest old

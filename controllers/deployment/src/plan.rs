@@ -511,8 +511,8 @@ pub struct Snapshot<'a> {
     pub new: Option<&'a Rs>,
     pub old: &'a [Rs],
     pub pods: &'a HashMap<String, Vec<Arc<Pod>>>,
-    /// Set (to the sync's clock) by the stale-cache guard: a rolling step counts no more
-    /// available replicas of a ReplicaSet than its pods in `pods` available at that time
+    /// Set (to the sync's clock) by the stale-cache guard: a rolling step also reads each
+    /// ReplicaSet's available replicas from its pods in `pods` available at that time
     /// ([`reconcile_old_seen`]). `None`: the statuses alone, as upstream.
     pub pods_seen_at: Option<jiff::Timestamp>,
 }

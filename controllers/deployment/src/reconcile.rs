@@ -594,8 +594,8 @@ impl SyncPass<'_> {
         let Some(new) = new else {
             return Ok(());
         };
-        // The stale-cache guard also holds each ReplicaSet's available count to the pods the
-        // cache shows available ([`plan::reconcile_old_seen`]); off, the statuses alone.
+        // The stale-cache guard also reads each ReplicaSet's available count from the pods
+        // the cache shows ([`plan::reconcile_old_seen`]); off, the statuses alone.
         let guarded = self.c.guard.is_enabled();
         let pods = if guarded {
             self.c.pods_by_rs(&self.rss)

@@ -62,17 +62,19 @@ pub fn reconcile_old(d: &Deployment, all: &[Rs], old: &[Rs], new: &Rs) -> OldSca
     reconcile_old_seen(d, all, old, new, None)
 }
 
-/// [`reconcile_old`], with the available replicas the availability-bounded part counts
-/// held to the available pods the cache shows (`pods_available`, by ReplicaSet UID; see
-/// [`available_pods`]) where that is fewer than the status reports.
+/// [`reconcile_old`], reading each ReplicaSet's available replicas both from its status and
+/// from the available pods the cache shows (`pods_available`, by ReplicaSet UID; see
+/// [`available_pods`]), and taking whichever count scales down less: the fewer for what the
+/// availability-bounded part may scale away, the more for what the unhealthy-replica
+/// cleanup takes for unhealthy.
 ///
 /// A ReplicaSet's status trails its pods: written by its controller's last sync, it still
-/// counts a pod deleted or failed since, for as long as no sync of that controller ran (a
-/// sharded range that was without a holder, a manager that was cut off, a failover). A
-/// scale-down on such a status can take the Deployment below `replicas - maxUnavailable`.
-/// The cap only lowers the count: where the status is the lower one it stands, and the
-/// unhealthy-replica cleanup still reads the statuses (a lower count there would scale
-/// down more).
+/// counts a pod deleted or failed since, or misses one that became ready since, for as long
+/// as no sync of that controller ran (a sharded range that was without a holder, a manager
+/// cut off, a failover, a status write lost). On such a status a scale-down can take the
+/// Deployment below `replicas - maxUnavailable`, and the cleanup can scale away a
+/// ReplicaSet whose pods are all available. Where both counts agree, the step is
+/// upstream's.
 pub fn reconcile_old_seen(
     d: &Deployment,
     all: &[Rs],
@@ -80,11 +82,17 @@ pub fn reconcile_old_seen(
     new: &Rs,
     pods_available: Option<&HashMap<String, i32>>,
 ) -> OldScaleDown {
+    let seen = |rs: &Rs| pods_available.and_then(|seen| seen.get(model::uid(rs)).copied());
+    // What may be scaled away: the fewer of the two counts.
     let available_of = |rs: &Rs| {
         let status = model::available_replicas(rs);
-        pods_available
-            .and_then(|seen| seen.get(model::uid(rs)))
-            .map_or(status, |&pods| status.min(pods))
+        seen(rs).map_or(status, |pods| status.min(pods))
+    };
+    // What is unhealthy: only what neither count shows available (pods beyond the
+    // ReplicaSet's size make it no healthier than whole).
+    let healthy_of = |rs: &Rs| {
+        let status = model::available_replicas(rs);
+        seen(rs).map_or(status, |pods| status.max(pods.min(model::replicas(rs))))
     };
     let mut out = OldScaleDown::default();
     if model::sum_spec(old) == 0 {
@@ -110,7 +118,7 @@ pub fn reconcile_old_seen(
         if cleaned >= max_scaled_down {
             break;
         }
-        let (size, available) = (sizes[i], model::available_replicas(rs));
+        let (size, available) = (sizes[i], healthy_of(rs));
         if size == 0 || size == available {
             continue;
         }

@@ -839,10 +839,12 @@ fn a_status_counting_pods_gone_does_not_scale_down_below_min_available() {
     );
 }
 
-/// Only lower: pods seen available beyond a status's count leave the status's count, and
-/// the unhealthy-replica cleanup keeps reading the statuses.
+/// The cleanup of unhealthy replicas takes for unhealthy only what neither count shows
+/// available: a status that lags its pods becoming ready (or not rewritten since) does not
+/// scale away a ReplicaSet whose pods the cache shows available. Where the cache shows
+/// fewer, the status's count stands.
 #[test]
-fn pods_seen_never_raise_the_available_count() {
+fn the_cleanup_takes_for_unhealthy_only_what_neither_count_shows_available() {
     let d = dep(3, int(1), int(0));
     let old = R {
         name: "old",
@@ -866,14 +868,70 @@ fn pods_seen_never_raise_the_available_count() {
     let all = vec![old.clone(), new.clone()];
     let upstream = reconcile_old(&d, &all, &[old.clone()], &new);
     assert_eq!(sizes(&upstream.ops), vec![("old", 2)], "the cleanup");
-    for seen_old in [0, 2, 3, 9] {
+    let step = |seen_old: i32| {
         let seen = HashMap::from([("old-uid".to_owned(), seen_old), ("new-uid".to_owned(), 1)]);
+        reconcile_old_seen(&d, &all, &[old.clone()], &new, Some(&seen))
+    };
+    for seen_old in [0, 2] {
+        assert_eq!(step(seen_old), upstream, "old seen {seen_old}");
+    }
+    for seen_old in [3, 9] {
         assert_eq!(
-            reconcile_old_seen(&d, &all, &[old.clone()], &new, Some(&seen)),
-            upstream,
+            step(seen_old),
+            OldScaleDown::default(),
             "old seen {seen_old}"
         );
     }
+
+    // A status that counts none of a ReplicaSet's pods available (written while their node
+    // was out) while the cache shows both: upstream scales the only working ReplicaSet
+    // away as unhealthy, leaving the broken ones (the simulator's deployment-rollback seed
+    // 168). Here a broken old ReplicaSet goes first, then the working one is scaled down
+    // only as far as availability allows.
+    let d = dep(1, pct("25%"), pct("25%"));
+    let working = R {
+        name: "working",
+        replicas: 2,
+        status_replicas: 2,
+        available: 0,
+        age: 300,
+        ..R::default()
+    }
+    .build();
+    let broken = R {
+        name: "broken",
+        replicas: 1,
+        status_replicas: 1,
+        age: 200,
+        image: "bad",
+        ..R::default()
+    }
+    .build();
+    let new = R {
+        name: "new",
+        replicas: 1,
+        status_replicas: 1,
+        image: "bad2",
+        ..R::default()
+    }
+    .build();
+    let all = vec![working.clone(), broken.clone(), new.clone()];
+    let old = [working.clone(), broken.clone()];
+    assert_eq!(
+        sizes(&reconcile_old(&d, &all, &old, &new).ops),
+        vec![("working", 0)],
+        "upstream's rule, on the statuses"
+    );
+    let seen = HashMap::from([
+        ("working-uid".to_owned(), 2),
+        ("broken-uid".to_owned(), 0),
+        ("new-uid".to_owned(), 0),
+    ]);
+    assert_eq!(
+        sizes(&reconcile_old_seen(&d, &all, &old, &new, Some(&seen)).ops),
+        vec![("broken", 0)]
+    );
+
     // Two old pods the status counts available are not available in the cache: the
     // statuses see nothing unhealthy to clean up, so nothing is cleaned up, and the
     // availability-bounded part finds nothing to spare.
