@@ -593,16 +593,8 @@ async fn forward(
     req: http::Request<Incoming>,
 ) -> Result<http::Response<ProxyBody>, Infallible> {
     let (parts, body) = req.into_parts();
-    if parts.method == http::Method::GET && parts.uri.path() == "/version" {
-        let reported = scope.version.lock().ok().and_then(|v| v.clone());
-        if let Some(info) = reported {
-            let mut resp = text(http::StatusCode::OK, info.to_string());
-            resp.headers_mut().insert(
-                http::header::CONTENT_TYPE,
-                http::HeaderValue::from_static("application/json"),
-            );
-            return Ok(resp);
-        }
+    if let Some(resp) = reported_version(&scope, &parts) {
+        return Ok(resp);
     }
     let path = scoped_path(parts.uri.path(), &scope.namespace);
     let write = !is_read(&parts.method);
@@ -674,24 +666,48 @@ async fn forward(
         }),
         Err(e) => text(http::StatusCode::BAD_GATEWAY, e.to_string()),
     };
-    if let Ok(mut j) = scope.journal.lock() {
-        let status = resp.status().as_u16();
-        if write {
-            j.writes.push(ProxiedRequest {
+    let status = resp.status().as_u16();
+    if write {
+        record_write(
+            &scope,
+            ProxiedRequest {
                 method: parts.method,
                 path,
                 status,
                 credential,
-            });
-        } else {
-            j.reads.push(ProxiedRead {
-                path,
-                watch,
-                status,
-            });
-        }
+            },
+        );
+    } else if let Ok(mut j) = scope.journal.lock() {
+        j.reads.push(ProxiedRead {
+            path,
+            watch,
+            status,
+        });
     }
     Ok(resp)
+}
+
+fn record_write(scope: &Scope, request: ProxiedRequest) {
+    if let Ok(mut j) = scope.journal.lock() {
+        j.writes.push(request);
+    }
+}
+
+/// The `/version` answer set by [`ScopedProxy::report_version`], if one is set and asked for.
+fn reported_version(
+    scope: &Scope,
+    parts: &http::request::Parts,
+) -> Option<http::Response<ProxyBody>> {
+    if parts.method != http::Method::GET || parts.uri.path() != "/version" {
+        return None;
+    }
+    let info = scope.version.lock().ok().and_then(|v| v.clone())?;
+    let mut resp = text(http::StatusCode::OK, info.to_string());
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    Some(resp)
 }
 
 #[cfg(test)]

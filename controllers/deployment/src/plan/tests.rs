@@ -814,13 +814,13 @@ fn a_status_counting_pods_gone_does_not_scale_down_below_min_available() {
     .build();
     let all = vec![old.clone(), new.clone()];
     assert_eq!(
-        sizes(&reconcile_old(&d, &all, &[old.clone()], &new).ops),
+        sizes(&reconcile_old(&d, &all, std::slice::from_ref(&old), &new).ops),
         vec![("old", 2)],
         "upstream's rule, on the statuses"
     );
     let seen = HashMap::from([("old-uid".to_owned(), 2), ("new-uid".to_owned(), 1)]);
     assert_eq!(
-        reconcile_old_seen(&d, &all, &[old.clone()], &new, Some(&seen)),
+        reconcile_old_seen(&d, &all, std::slice::from_ref(&old), &new, Some(&seen)),
         OldScaleDown::default(),
         "3 available seen, none to spare"
     );
@@ -828,7 +828,7 @@ fn a_status_counting_pods_gone_does_not_scale_down_below_min_available() {
     // scale down either.
     let seen = HashMap::from([("old-uid".to_owned(), 3), ("new-uid".to_owned(), 0)]);
     assert_eq!(
-        reconcile_old_seen(&d, &all, &[old.clone()], &new, Some(&seen)),
+        reconcile_old_seen(&d, &all, std::slice::from_ref(&old), &new, Some(&seen)),
         OldScaleDown::default()
     );
     // Every pod seen available: the same step as upstream's.
@@ -866,11 +866,11 @@ fn the_cleanup_takes_for_unhealthy_only_what_neither_count_shows_available() {
     }
     .build();
     let all = vec![old.clone(), new.clone()];
-    let upstream = reconcile_old(&d, &all, &[old.clone()], &new);
+    let upstream = reconcile_old(&d, &all, std::slice::from_ref(&old), &new);
     assert_eq!(sizes(&upstream.ops), vec![("old", 2)], "the cleanup");
     let step = |seen_old: i32| {
         let seen = HashMap::from([("old-uid".to_owned(), seen_old), ("new-uid".to_owned(), 1)]);
-        reconcile_old_seen(&d, &all, &[old.clone()], &new, Some(&seen))
+        reconcile_old_seen(&d, &all, std::slice::from_ref(&old), &new, Some(&seen))
     };
     for seen_old in [0, 2] {
         assert_eq!(step(seen_old), upstream, "old seen {seen_old}");
@@ -940,7 +940,7 @@ fn the_cleanup_takes_for_unhealthy_only_what_neither_count_shows_available() {
     let new = healthy("new", 2, "v2", 10);
     let all = vec![old.clone(), new.clone()];
     assert_eq!(
-        sizes(&reconcile_old(&d, &all, &[old.clone()], &new).ops),
+        sizes(&reconcile_old(&d, &all, std::slice::from_ref(&old), &new).ops),
         vec![("old", 1)],
         "upstream's rule, on the statuses"
     );
