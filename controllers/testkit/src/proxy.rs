@@ -295,6 +295,17 @@ impl ScopedProxy {
         &self.kubeconfig
     }
 
+    /// A client talking to the cluster through the proxy (its kubeconfig's only context).
+    pub async fn client(&self) -> anyhow::Result<kube::Client> {
+        let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig)?;
+        let config = kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await?;
+        Ok(kube::Client::try_from(config)?)
+    }
+
     /// Writes (non-GET requests) that were forwarded, in arrival order.
     pub fn writes(&self) -> Vec<ProxiedRequest> {
         self.journal

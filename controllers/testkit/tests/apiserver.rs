@@ -397,13 +397,7 @@ async fn proxy_delays_watch_events_in_order() -> anyhow::Result<()> {
     let cluster = TestCluster::connect().await?;
     let ns = cluster.namespace("smoke-delay").await?;
     let proxy = rkcm_testkit::proxy::ScopedProxy::start(&cluster, ns.name()).await?;
-    let kubeconfig = kube::config::Kubeconfig::read_from(proxy.kubeconfig())?;
-    let config = kube::Config::from_custom_kubeconfig(
-        kubeconfig,
-        &kube::config::KubeConfigOptions::default(),
-    )
-    .await?;
-    let through_proxy: Api<ConfigMap> = Api::namespaced(kube::Client::try_from(config)?, ns.name());
+    let through_proxy: Api<ConfigMap> = Api::namespaced(proxy.client().await?, ns.name());
     let direct: Api<ConfigMap> = ns.api();
     // The root CA publisher of upstream kube-controller-manager adds one ConfigMap to every
     // new namespace; its event must come before the watch starts.

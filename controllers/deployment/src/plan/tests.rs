@@ -802,16 +802,7 @@ fn available_pods_counts_active_pods_available_under_min_ready_seconds() {
 fn a_status_counting_pods_gone_does_not_scale_down_below_min_available() {
     let d = dep(3, int(1), int(0));
     let old = healthy("old", 3, "v1", 200);
-    let new = R {
-        name: "new",
-        replicas: 1,
-        status_replicas: 1,
-        available: 1,
-        ready: 1,
-        image: "v2",
-        ..R::default()
-    }
-    .build();
+    let new = healthy("new", 1, "v2", 100);
     let all = vec![old.clone(), new.clone()];
     assert_eq!(
         sizes(&reconcile_old(&d, &all, std::slice::from_ref(&old), &new).ops),
@@ -855,16 +846,7 @@ fn the_cleanup_takes_for_unhealthy_only_what_neither_count_shows_available() {
         ..R::default()
     }
     .build();
-    let new = R {
-        name: "new",
-        replicas: 1,
-        status_replicas: 1,
-        available: 1,
-        ready: 1,
-        image: "v2",
-        ..R::default()
-    }
-    .build();
+    let new = healthy("new", 1, "v2", 100);
     let all = vec![old.clone(), new.clone()];
     let upstream = reconcile_old(&d, &all, std::slice::from_ref(&old), &new);
     assert_eq!(sizes(&upstream.ops), vec![("old", 2)], "the cleanup");

@@ -306,15 +306,9 @@ async fn a_holder_reads_the_ring_from_its_watch_on_the_server() -> anyhow::Resul
     let leases = cluster.namespace("shard-watch").await?;
     let run = rkcm_testkit::unique_name("watch");
     let proxy = ScopedProxy::start(&cluster, leases.name()).await?;
-    let kubeconfig = kube::config::Kubeconfig::read_from(proxy.kubeconfig())?;
-    let config = kube::Config::from_custom_kubeconfig(
-        kubeconfig,
-        &kube::config::KubeConfigOptions::default(),
-    )
-    .await?;
     let a = test_replica(Ring::new(4)?, leases.name(), &run, "a");
     let stop = CancellationToken::new();
-    tokio::spawn(a.clone().run(kube::Client::try_from(config)?, stop.clone()));
+    tokio::spawn(a.clone().run(proxy.client().await?, stop.clone()));
     rkcm_testkit::wait_for("a holds the ring", Duration::from_secs(30), || {
         let held = a.held();
         async move {
