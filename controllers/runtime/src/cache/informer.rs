@@ -205,7 +205,9 @@ impl<K: Informable> Informer<K> {
     /// would deliver) and their events are dropped from then on; the ranges taken are listed
     /// and watched by a stream of their own, so that the ranges kept are neither listed again
     /// nor delivered again. Past [`MAX_STREAMS`] streams, one new stream lists every held
-    /// range instead. Nothing for a cluster-scoped type or an informer that is not sharded.
+    /// range instead; under the client filter (no shard selector), where a stream of a few
+    /// ranges would still list and watch every namespace, always. Nothing for a
+    /// cluster-scoped type or an informer that is not sharded.
     pub(crate) fn follow_ranges(&self, held: &BTreeSet<u32>) {
         let mut streams = self.shared.streams.write();
         let Some(run) = streams.run.clone() else {
@@ -249,7 +251,15 @@ impl<K: Informable> Informer<K> {
             self.deliver(&mut inner, &changes);
         }
         if !taken.is_empty() {
-            if streams.live.len() >= MAX_STREAMS {
+            // Under the client filter every stream lists and watches every namespace: a
+            // second stream would decode each object once more, so the one stream is
+            // restarted over everything held.
+            let most = if run.source.scope.shard_selector_for::<K>(&taken).is_some() {
+                MAX_STREAMS
+            } else {
+                1
+            };
+            if streams.live.len() >= most {
                 self.stop_streams(&mut streams, |_| true);
             }
             // With no other stream left, the new one holds everything held.

@@ -1189,6 +1189,52 @@ async fn a_sharded_informer_lists_only_the_ranges_taken() {
     stop.cancel();
 }
 
+/// `--rkcm-shard-selector=false`: every stream lists and watches every namespace, so ranges
+/// taken restart the informer's one stream over everything held instead of opening a stream
+/// of their own (each would decode every object again), and the cache still follows the
+/// held ranges.
+#[tokio::test(start_paused = true)]
+async fn under_the_client_filter_a_sharded_informer_keeps_one_stream() {
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+
+    use crate::shard::{Ring, ShardConfig, Shards};
+
+    let base: jiff::Timestamp = "2030-01-01T00:00:00Z".parse().expect("timestamp");
+    let api = rkcm_testkit::sim::SimApi::new(1, base);
+    let ring = Ring::new(8).expect("ring");
+    let by_range = two_namespaces_per_range(ring);
+    create_replicasets(&api.client(0, "test"), &by_range, "first").await;
+    let cfg = ShardConfig {
+        server_selector: false,
+        ..ShardConfig::with_defaults(ring, "kube-system", "a")
+    };
+    let shards = Shards::new(cfg, crate::clock::system());
+    let far = tokio::time::Instant::now() + Duration::from_secs(3600);
+    let hold = |ranges: &[u32]| ranges.iter().map(|r| (*r, far)).collect();
+    shards.set_held(hold(&[0]));
+    let factory = InformerFactory::scoped_with(
+        api.client(1, "a"),
+        Scope::Shards(super::ShardScope(shards.clone())),
+        ListMode::Paged,
+        ContentType::Json,
+    );
+    let informer = factory.informer::<ReplicaSet>();
+    let stop = CancellationToken::new();
+    factory.start(stop.clone());
+    for held in [vec![0], vec![0, 1], vec![0, 1, 2], vec![1, 2], vec![1, 2, 5]] {
+        shards.set_held(hold(&held));
+        wait_cached(shards.clone(), held.clone()).await;
+        let ranges: Vec<usize> = held.iter().map(|r| *r as usize).collect();
+        let want = expected(&by_range, &ranges, "", "first");
+        wait_equal("the cache of the held ranges", &want, || {
+            sorted_keys(&informer.store())
+        })
+        .await;
+        assert_eq!(informer.stream_count(), 1, "streams with {held:?} held");
+    }
+    stop.cancel();
+}
+
 /// Two namespaces in each range of `ring`, by range.
 fn two_namespaces_per_range(ring: crate::shard::Ring) -> Vec<Vec<String>> {
     let n = usize::try_from(ring.len()).expect("ranges");
