@@ -278,3 +278,76 @@ async fn round_to_zero(env: &Env) -> Result<()> {
     }
     ctrl.stop().await
 }
+
+rkcm_testkit::scenario! {
+    /// The stale-cache guard (rkcm's, on by default): with the ReplicaSet controller stopped,
+    /// the old ReplicaSet's status still counts 4 available after one of its pods is deleted.
+    /// A rollout of 4 (maxUnavailable 1) must keep 3 available, and the pods show exactly 3:
+    /// the rolling step reads them too and scales nothing down.
+    guard_a_stale_status_scales_nothing_below_min_available, "dep-stale", stale_status_guarded
+}
+
+rkcm_testkit::scenario! {
+    /// The same with `--rkcm-deployment-stale-cache-guard=false`, upstream's rule: the step
+    /// reads the status alone and scales the old ReplicaSet down to 3 (the scenario does make
+    /// the status stale).
+    unguarded_a_stale_status_scales_down_as_upstream, "dep-stale-off", stale_status_unguarded
+}
+
+async fn stale_status_guarded(env: &Env) -> Result<()> {
+    stale_status(env, true).await
+}
+
+async fn stale_status_unguarded(env: &Env) -> Result<()> {
+    stale_status(env, false).await
+}
+
+async fn stale_status(env: &Env, guard: bool) -> Result<()> {
+    let both = env.start();
+    // 4 replicas at the API's 25%/25%: maxSurge 1, maxUnavailable 1 (3 must stay available).
+    let (d, old) = settled_v1(env, deployment("web", 4)).await?;
+    let (d_uid, old_uid) = (uid_of(&d), uid_of(&old));
+    // From here on nothing writes a ReplicaSet's status.
+    both.stop().await?;
+    let pods = env.active(&old_uid).await?;
+    ensure_eq(pods.len(), 4, "pods of the V1 ReplicaSet")?;
+    let gone = name_of(&pods[0]);
+    env.delete_gracefully(&gone).await?;
+    env.wait_gone(&gone, WITHIN).await?;
+
+    let cfg = rkcm_deployment::Config {
+        terminating_replicas: env.cluster.keeps_terminating_replicas(),
+        stale_cache_guard: guard,
+        ..rkcm_deployment::Config::default()
+    };
+    let _deployment = env
+        .controllers()
+        .spawn(rkcm_deployment::NAME, move |ctx| {
+            rkcm_deployment::start(ctx, cfg.clone())
+        })
+        .run();
+    env.set_image("web", V2).await?;
+    let rss = env
+        .wait_rss(&d_uid, "a V2 ReplicaSet beside the V1 one", |rss| {
+            rss.len() == 2 && size_of(rss, V2).is_some_and(|n| n > 0)
+        })
+        .await?;
+    let old = with_image(&rss, V1).context("no V1 RS")?;
+    ensure_eq(
+        rs_counts(old),
+        (4, 4, 4),
+        "the V1 ReplicaSet's stale status",
+    )?;
+    if guard {
+        env.rss_hold(&d_uid, "the V1 ReplicaSet stays at 4", HOLDS, |rss| {
+            rss.len() == 2 && size_of(rss, V1) == Some(4) && size_of(rss, V2) == Some(1)
+        })
+        .await
+    } else {
+        env.wait_rss(&d_uid, "the V1 ReplicaSet scaled down to 3", |rss| {
+            size_of(rss, V1) == Some(3)
+        })
+        .await
+        .map(drop)
+    }
+}

@@ -1221,7 +1221,13 @@ async fn under_the_client_filter_a_sharded_informer_keeps_one_stream() {
     let informer = factory.informer::<ReplicaSet>();
     let stop = CancellationToken::new();
     factory.start(stop.clone());
-    for held in [vec![0], vec![0, 1], vec![0, 1, 2], vec![1, 2], vec![1, 2, 5]] {
+    for held in [
+        vec![0],
+        vec![0, 1],
+        vec![0, 1, 2],
+        vec![1, 2],
+        vec![1, 2, 5],
+    ] {
         shards.set_held(hold(&held));
         wait_cached(shards.clone(), held.clone()).await;
         let ranges: Vec<usize> = held.iter().map(|r| *r as usize).collect();
