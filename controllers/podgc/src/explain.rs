@@ -13,11 +13,12 @@
 //!   `node.kubernetes.io/out-of-service` taint.
 //! - `NotGarbage`: a running or pending pod on a node that exists: nothing for PodGC (settled).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use rkcm_runtime::cache::cached::{Node, Pod};
 use rkcm_runtime::explain::{Explanation, ObjectRef, State, Waiting};
+use rkcm_runtime::fasthash::HashMap;
 
 use crate::config::NAME;
 use crate::plan::{
@@ -175,9 +176,13 @@ pub fn sweep_waits(
             let wait = if sweep.unknown_nodes.contains(node) {
                 (!confirmed_gone.contains(node)).then(|| quarantine_wait(node, quarantine_secs))
             } else {
+                // Only a terminating pod waits on a node that exists (checked first: most
+                // pods are not, and the node need not be looked up for them).
+                if !is_terminating(pod) {
+                    return None;
+                }
                 let n = by_name.get(node)?;
-                let stuck =
-                    is_terminating(pod) && !is_node_ready(n) && !has_out_of_service_taint(n);
+                let stuck = !is_node_ready(n) && !has_out_of_service_taint(n);
                 stuck.then(|| node_present_wait(node, false, false))
             }?;
             Some((rkcm_runtime::keys::key_of(pod.as_ref()), wait))

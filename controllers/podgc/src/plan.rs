@@ -14,10 +14,11 @@
 //! `byEvictionAndCreationTimestamp`).
 
 use std::cmp::Ordering;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use rkcm_runtime::cache::cached::{Node, Pod};
+use rkcm_runtime::fasthash::{HashMap, HashSet};
 
 use crate::consts;
 use rkcm_runtime::workload::pod::{

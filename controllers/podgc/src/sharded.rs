@@ -14,6 +14,7 @@ use rkcm_runtime::CancellationToken;
 use rkcm_runtime::cache::cached::Pod;
 use rkcm_runtime::cache::projection::Fields;
 use rkcm_runtime::cache::{FieldScope, InformerFactory, Scope, Store};
+use rkcm_runtime::fasthash::HashMap;
 use rkcm_runtime::shard::Shards;
 use rkcm_runtime::shard::holder::InFlight;
 
@@ -43,12 +44,18 @@ impl Sharded {
         }
     }
 
-    /// The pods of `pods` this replica may act on now.
+    /// The pods of `pods` this replica may act on now (asked once per namespace).
     pub(crate) fn owned(&self, pods: Vec<Arc<Pod>>) -> Vec<Arc<Pod>> {
+        let mut owns: HashMap<String, bool> = HashMap::default();
         pods.into_iter()
             .filter(|p| {
-                self.shards
-                    .owns(p.metadata.namespace.as_deref().unwrap_or_default())
+                let ns = p.metadata.namespace.as_deref().unwrap_or_default();
+                if let Some(owned) = owns.get(ns) {
+                    return *owned;
+                }
+                let owned = self.shards.owns(ns);
+                owns.insert(ns.to_owned(), owned);
+                owned
             })
             .collect()
     }

@@ -471,6 +471,39 @@ async fn metrics_track_unfinished_work() {
     assert!(waited.is_ok(), "gauges not reset after done");
 }
 
+/// The gauges of work in progress are refreshed while a key is processed, not while the queue
+/// is idle: an idle queue's background task wakes only on its heartbeat (the gauges every
+/// half second would be twenty wake-ups a second for a manager's queues).
+#[tokio::test(start_paused = true)]
+async fn an_idle_queue_wakes_only_on_its_heartbeat() {
+    let name = "rkcm_test_idle_wakes";
+    let queue = WorkQueue::new(name, RateLimiter::Default);
+    let families = families().expect("metric families");
+    let longest = families.longest_running.with_label_values(&[name]);
+    queue.add(k("a"));
+    assert_eq!(get_now(&queue), Some(Some(k("a"))));
+    sleep(Duration::from_secs(2)).await;
+    assert!(longest.get() >= 1.0, "a key in progress shows in the gauge");
+    queue.done(&k("a"));
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(longest.get(), 0.0, "reset once the key is done");
+
+    let before = queue.driver_rounds();
+    sleep(Duration::from_secs(60)).await;
+    let rounds = queue.driver_rounds() - before;
+    assert!(
+        rounds <= 7,
+        "{rounds} rounds in a minute idle (the heartbeat is every 10 s)"
+    );
+
+    // Work starting again wakes the task at once, and the gauges follow it.
+    queue.add(k("b"));
+    assert_eq!(get_now(&queue), Some(Some(k("b"))));
+    sleep(Duration::from_secs(3)).await;
+    assert!(longest.get() >= 2.0, "the gauge follows the new key");
+    queue.done(&k("b"));
+}
+
 #[tokio::test(start_paused = true)]
 async fn run_workers_catches_a_panic_and_requeues_the_key() {
     let queue = WorkQueue::new(

@@ -168,6 +168,9 @@ struct Inner<K> {
     limiter: Mutex<Limiter<K>>,
     metrics: Option<QueueMetrics>,
     driver: Mutex<Option<AbortHandle>>,
+    /// Rounds of the background task (tests: an idle queue wakes only on its heartbeat).
+    #[cfg(test)]
+    driver_rounds: std::sync::atomic::AtomicU64,
 }
 
 impl<K: QueueKey> Inner<K> {
@@ -221,8 +224,10 @@ impl<K: QueueKey> Inner<K> {
         self.ready.notify_one();
     }
 
-    fn update_unfinished_work(&self, metrics: &QueueMetrics, now: Instant) {
+    /// Refreshes the in-progress gauges; whether a key is being processed.
+    fn update_unfinished_work(&self, metrics: &QueueMetrics, now: Instant) -> bool {
         let state = self.state.lock();
+        let busy = !state.processing_start.is_empty();
         let mut total = 0.0;
         let mut longest = 0.0_f64;
         for started in state.processing_start.values() {
@@ -233,6 +238,7 @@ impl<K: QueueKey> Inner<K> {
         drop(state);
         metrics.unfinished_work.set(total);
         metrics.longest_running.set(longest);
+        busy
     }
 }
 
@@ -246,13 +252,28 @@ impl<K> Drop for Inner<K> {
 
 /// The background task of one queue: feeds due delayed keys into the queue and refreshes the
 /// in-progress gauges. Holds only a weak reference so an abandoned queue can be dropped.
+///
+/// The gauges are refreshed every [`UNFINISHED_WORK_UPDATE_PERIOD`] while a key is processed
+/// and once more after the last one is done (to zero); an idle queue does not wake for them
+/// (a manager has a dozen queues, idle most of the time). [`WorkQueue::get`] wakes the task
+/// when processing starts.
 async fn drive<K: QueueKey>(queue: Weak<Inner<K>>, wake: Arc<Notify>) {
     let mut next_gauge_update = Instant::now() + UNFINISHED_WORK_UPDATE_PERIOD;
+    // The gauges last set show work in progress.
+    let mut gauges_busy = false;
     loop {
         let Some(inner) = queue.upgrade() else { return };
-        if inner.state.lock().shutting_down {
-            return;
-        }
+        #[cfg(test)]
+        inner
+            .driver_rounds
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let busy = {
+            let state = inner.state.lock();
+            if state.shutting_down {
+                return;
+            }
+            !state.processing_start.is_empty()
+        };
         let now = Instant::now();
         let (due, next_ready) = inner.waiting.lock().pop_due(now);
         for key in due {
@@ -260,12 +281,16 @@ async fn drive<K: QueueKey>(queue: Weak<Inner<K>>, wake: Arc<Notify>) {
         }
         let heartbeat = now + MAX_DELAY_WAIT;
         let mut deadline = next_ready.map_or(heartbeat, |ready| ready.min(heartbeat));
-        if let Some(metrics) = &inner.metrics {
+        if let Some(metrics) = &inner.metrics
+            && (busy || gauges_busy)
+        {
             if now >= next_gauge_update {
-                inner.update_unfinished_work(metrics, now);
+                gauges_busy = inner.update_unfinished_work(metrics, now);
                 next_gauge_update = now + UNFINISHED_WORK_UPDATE_PERIOD;
             }
-            deadline = deadline.min(next_gauge_update);
+            if busy || gauges_busy {
+                deadline = deadline.min(next_gauge_update);
+            }
         }
         drop(inner);
         tokio::select! {
@@ -330,6 +355,8 @@ impl<K: QueueKey> WorkQueue<K> {
                 limiter: Mutex::new(Limiter::new(&limiter)),
                 metrics,
                 driver: Mutex::new(None),
+                #[cfg(test)]
+                driver_rounds: std::sync::atomic::AtomicU64::new(0),
             }),
         };
         queue.ensure_driver();
@@ -398,6 +425,7 @@ impl<K: QueueKey> WorkQueue<K> {
             {
                 let mut guard = self.inner.state.lock();
                 let state = &mut *guard;
+                let mut gauges_start = false;
                 if let Some(key) = state.queue.pop_front() {
                     if let Some(metrics) = &self.inner.metrics {
                         let now = Instant::now();
@@ -407,10 +435,17 @@ impl<K: QueueKey> WorkQueue<K> {
                                 .queue_duration
                                 .observe(now.saturating_duration_since(added).as_secs_f64());
                         }
+                        // The first key in progress: the background task refreshes the
+                        // gauges from now on.
+                        gauges_start = state.processing_start.is_empty();
                         state.processing_start.insert(key.clone(), now);
                     }
                     state.dirty.remove(&key);
                     state.processing.insert(key.clone());
+                    drop(guard);
+                    if gauges_start {
+                        self.inner.wake_driver.notify_one();
+                    }
                     return Some(key);
                 }
                 if state.shutting_down {
@@ -506,6 +541,14 @@ impl<K: QueueKey> WorkQueue<K> {
 
     /// Starts the background task if it is not running and a runtime is at hand. Also
     /// restarts it if its runtime went away while the queue lived on.
+    /// Rounds its background task ran so far.
+    #[cfg(test)]
+    pub(super) fn driver_rounds(&self) -> u64 {
+        self.inner
+            .driver_rounds
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn ensure_driver(&self) {
         let mut driver = self.inner.driver.lock();
         if driver.as_ref().is_some_and(|task| !task.is_finished()) {

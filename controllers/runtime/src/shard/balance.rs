@@ -111,19 +111,30 @@ pub fn lease_next(lease: &Lease) -> String {
 /// (`member`) publishes, else the count its last holder left on its Lease (`lease`) at
 /// release, else none.
 pub fn lease_objects(range: u32, lease: &Lease, member: Option<&Lease>) -> u64 {
-    let annotation = |lease: &Lease| {
-        lease
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(ANNOTATION_OBJECTS))
-            .cloned()
-    };
+    range_objects(range, lease, member.and_then(member_objects).as_ref())
+}
+
+/// [`lease_objects`] with the member Lease's counts parsed already ([`member_objects`]): a
+/// round reads every range's count, and a member publishes the counts of all its ranges.
+pub fn range_objects(range: u32, lease: &Lease, member: Option<&BTreeMap<u32, u64>>) -> u64 {
     member
-        .and_then(annotation)
-        .and_then(|value| parse_objects(&value).get(&range).copied())
-        .or_else(|| annotation(lease).and_then(|v| v.trim().parse().ok()))
+        .and_then(|counts| counts.get(&range).copied())
+        .or_else(|| objects_annotation(lease).and_then(|v| v.trim().parse().ok()))
         .unwrap_or(0)
+}
+
+/// The objects per range a member Lease publishes, if it publishes any.
+pub fn member_objects(member: &Lease) -> Option<BTreeMap<u32, u64>> {
+    objects_annotation(member).map(parse_objects)
+}
+
+fn objects_annotation(lease: &Lease) -> Option<&str> {
+    lease
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_OBJECTS))
+        .map(String::as_str)
 }
 
 /// The least a move must lower the higher cost of its two members by: half a range's cost,

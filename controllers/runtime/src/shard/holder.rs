@@ -464,9 +464,14 @@ impl Shards {
         format!("{LABEL_RING}={}", self.cfg.prefix)
     }
 
-    /// One round: read the ring's Leases (as the watch shows them, or a list while the watch
-    /// does not run), keep the member session, take, hand over.
-    async fn round(&self, api: &Api<Lease>, round: &mut Round, watched: &Mutex<Watched>) {
+    /// Reads the ring into `round`: what the watch shows, or a list while the watch does not
+    /// run. False when the list failed (the held ranges have expired then).
+    async fn read_ring(
+        &self,
+        api: &Api<Lease>,
+        round: &mut Round,
+        watched: &Mutex<Watched>,
+    ) -> bool {
         let snapshot = watched.lock().snapshot();
         if let Some(snapshot) = snapshot {
             let now = self.clock.now();
@@ -476,22 +481,33 @@ impl Shards {
                 Source::Watch(snapshot.newest.as_deref()),
                 now,
             );
-        } else {
-            let params = ListParams::default().labels(&self.ring_selector());
-            let listed = api.list(&params).await;
-            // Another replica's session is judged from when its record was seen, which is
-            // when the answer came: a record sent late may carry a renewal made after the
-            // request left (timing it from the request would make a live session look
-            // expired).
-            let now = self.clock.now();
-            match listed {
-                Ok(list) => round.observe(&self.cfg, list.items, Source::List, now),
-                Err(error) => {
-                    tracing::debug!(%error, "listing the shard leases failed");
-                    self.expire(now);
-                    return;
-                }
+            return true;
+        }
+        let params = ListParams::default().labels(&self.ring_selector());
+        let listed = api.list(&params).await;
+        // Another replica's session is judged from when its record was seen, which is when
+        // the answer came: a record sent late may carry a renewal made after the request left
+        // (timing it from the request would make a live session look expired).
+        let now = self.clock.now();
+        match listed {
+            Ok(list) => {
+                let leases = list.items.into_iter().map(Arc::new).collect();
+                round.observe(&self.cfg, leases, Source::List, now);
+                true
             }
+            Err(error) => {
+                tracing::debug!(%error, "listing the shard leases failed");
+                self.expire(now);
+                false
+            }
+        }
+    }
+
+    /// One round: read the ring's Leases (as the watch shows them, or a list while the watch
+    /// does not run), keep the member session, take, hand over.
+    async fn round(&self, api: &Api<Lease>, round: &mut Round, watched: &Mutex<Watched>) {
+        if !self.read_ring(api, round, watched).await {
+            return;
         }
         self.keep_session(api, round).await;
         let mut held = self.held.get();
@@ -700,7 +716,7 @@ impl Shards {
         let Some(seen) = round.leases.get(member) else {
             return false;
         };
-        let mut lease = seen.lease.clone();
+        let mut lease = Lease::clone(&seen.lease);
         let Some(spec) = lease.spec.as_mut() else {
             return false;
         };
@@ -769,7 +785,7 @@ impl Shards {
             (role == "member").then(|| format_objects(&self.objects_of_held(&round.known)));
         let result = match round.leases.get(name) {
             Some(seen) => {
-                let mut lease = seen.lease.clone();
+                let mut lease = Lease::clone(&seen.lease);
                 lease.spec = Some(spec);
                 let annotations = lease
                     .metadata
@@ -844,7 +860,7 @@ impl Shards {
         let Some(seen) = round.leases.get(name) else {
             return;
         };
-        let mut lease = seen.lease.clone();
+        let mut lease = Lease::clone(&seen.lease);
         let Some(spec) = lease.spec.as_mut() else {
             return;
         };
@@ -888,7 +904,7 @@ fn role_of(range: u32) -> &'static str {
 
 /// A Lease as last seen, and when its record was seen to change.
 struct Seen {
-    lease: Lease,
+    lease: Arc<Lease>,
     at: Instant,
 }
 
@@ -991,7 +1007,13 @@ fn newer_version(a: Option<&str>, b: Option<&str>) -> bool {
 }
 
 impl Round {
-    fn observe(&mut self, cfg: &ShardConfig, leases: Vec<Lease>, source: Source, now: Instant) {
+    fn observe(
+        &mut self,
+        cfg: &ShardConfig,
+        leases: Vec<Arc<Lease>>,
+        source: Source,
+        now: Instant,
+    ) {
         let names: BTreeSet<String> = leases
             .iter()
             .filter_map(|l| l.metadata.name.clone())
@@ -1032,8 +1054,13 @@ impl Round {
     }
 
     /// Keeps the observation time while the record is unchanged (the leader election's
-    /// `observedTime`).
-    fn observe_one(&mut self, lease: Lease, now: Instant) {
+    /// `observedTime`). The managed fields are dropped: nothing here reads them, and an
+    /// update that carries none keeps the server's.
+    fn observe_one(&mut self, lease: impl Into<Arc<Lease>>, now: Instant) {
+        let mut lease = lease.into();
+        if lease.metadata.managed_fields.is_some() {
+            Arc::make_mut(&mut lease).metadata.managed_fields = None;
+        }
         let Some(name) = lease.metadata.name.clone() else {
             return;
         };
@@ -1143,13 +1170,16 @@ impl Round {
     fn view(&self, cfg: &ShardConfig, now: Instant, held: &Held) -> (Vec<String>, Vec<RangeLease>) {
         let mut members = Vec::new();
         let mut ranges = Vec::new();
+        // Each holder's published counts, parsed once for all its ranges.
+        let mut counts: HashMap<&str, Option<BTreeMap<u32, u64>>> = HashMap::new();
+        let prefix = format!("{}-", cfg.prefix);
         for (name, seen) in &self.leases {
             if seen.role() == Some("member") {
                 if !seen.lapsed(now) && !seen.holder().is_empty() {
                     members.push(seen.holder().to_owned());
                 }
             } else if let Some(range) = name
-                .strip_prefix(&format!("{}-", cfg.prefix))
+                .strip_prefix(&prefix)
                 .and_then(|i| i.parse::<u32>().ok())
             {
                 let valid = self.claim(cfg, name, now, held) == Claim::Held;
@@ -1166,13 +1196,18 @@ impl Round {
                     } else {
                         String::new()
                     },
-                    objects: balance::lease_objects(
+                    objects: balance::range_objects(
                         range,
                         &seen.lease,
-                        (!seen.holder().is_empty())
-                            .then(|| self.leases.get(&cfg.member_lease_of(seen.holder())))
-                            .flatten()
-                            .map(|m| &m.lease),
+                        counts
+                            .entry(seen.holder())
+                            .or_insert_with(|| {
+                                (!seen.holder().is_empty())
+                                    .then(|| self.leases.get(&cfg.member_lease_of(seen.holder())))
+                                    .flatten()
+                                    .and_then(|m| balance::member_objects(&m.lease))
+                            })
+                            .as_ref(),
                     ),
                 });
             }

@@ -30,7 +30,8 @@ use crate::cache::{compare_resource_versions, retry_backoff};
 /// What a round reads: the Leases the watch shows and the newest resourceVersion it applied.
 #[derive(Debug, Clone)]
 pub(super) struct Snapshot {
-    pub leases: Vec<Lease>,
+    /// Shared with the watched state: a round every retry period copies no Lease.
+    pub leases: Vec<Arc<Lease>>,
     /// The newest resourceVersion among the Leases and deletions applied since the last list
     /// (`None` when none was comparable): a Lease the round holds at a newer version than this
     /// is one the watch has not delivered yet.
@@ -40,10 +41,10 @@ pub(super) struct Snapshot {
 /// The watched state, shared by the watch task and the holder's rounds.
 #[derive(Debug, Default)]
 pub(super) struct Watched {
-    leases: HashMap<String, Lease>,
+    leases: HashMap<String, Arc<Lease>>,
     newest: Option<String>,
     /// A relist in progress: the Leases listed so far.
-    listing: Option<HashMap<String, Lease>>,
+    listing: Option<HashMap<String, Arc<Lease>>>,
     /// Listed and delivering: false before the first list completes and after an error,
     /// until the watch delivers again.
     live: bool,
@@ -85,7 +86,7 @@ impl Watched {
                 if let (Some(listing), Some(name)) =
                     (self.listing.as_mut(), lease.metadata.name.clone())
                 {
-                    listing.insert(name, lease);
+                    listing.insert(name, kept(lease));
                 }
             }
             Event::InitDone => {
@@ -100,7 +101,7 @@ impl Watched {
             Event::Apply(lease) => {
                 self.newer(&lease);
                 if let Some(name) = lease.metadata.name.clone() {
-                    self.leases.insert(name, lease);
+                    self.leases.insert(name, kept(lease));
                 }
                 self.live = self.listing.is_none();
             }
@@ -118,6 +119,13 @@ impl Watched {
     pub(super) fn failed(&mut self) {
         self.live = false;
     }
+}
+
+/// A Lease as the watched state keeps it: without its managed fields, which nothing reads
+/// (the rounds would otherwise hold them, and compare them, in every copy).
+fn kept(mut lease: Lease) -> Arc<Lease> {
+    lease.metadata.managed_fields = None;
+    Arc::new(lease)
 }
 
 /// Watches the ring's Leases (label `selector`) into `watched` until `cancel`.

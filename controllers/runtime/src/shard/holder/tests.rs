@@ -547,8 +547,8 @@ fn the_watch_never_takes_the_view_back() {
     round.observe(
         &cfg,
         vec![
-            lease("rkcm-shard-0", "10", "b"),
-            lease("rkcm-shard-3", "11", "b"),
+            lease("rkcm-shard-0", "10", "b").into(),
+            lease("rkcm-shard-3", "11", "b").into(),
         ],
         Source::Watch(Some("12")),
         now,
@@ -576,7 +576,7 @@ fn the_watch_never_takes_the_view_back() {
     // A list is every Lease there is.
     round.observe(
         &cfg,
-        vec![lease("rkcm-shard-0", "10", "b")],
+        vec![lease("rkcm-shard-0", "10", "b").into()],
         Source::List,
         now,
     );
