@@ -122,6 +122,18 @@ impl ShardConfig {
         }
     }
 
+    /// How often a running member session is renewed: every half renew deadline, and at most
+    /// every retry period (a failed renewal is retried every round, every retry period). The
+    /// held ranges' windows close a renew deadline after the last renewal that succeeded, so
+    /// a renewal that fails is retried before they close; other replicas judge a member by its record
+    /// changing within a lease duration, which a renewal every half renew deadline does with
+    /// room to spare. Renewing every retry period, as a single leader does, made three
+    /// replicas write their member Leases (and every replica decode them) five times in ten
+    /// seconds instead of two.
+    pub fn renew_interval(&self) -> Duration {
+        (self.renew_deadline / 2).max(self.retry_period)
+    }
+
     /// This replica's member Lease.
     pub fn member_lease(&self) -> String {
         self.member_lease_of(&self.identity)
@@ -438,6 +450,10 @@ impl Shards {
             if let Some(lapse) = round.next_lapse(&self.cfg, self.clock.now()) {
                 next = next.min(lapse);
             }
+            // And when the member session is due for renewal.
+            if let Some(renewed) = round.renewed {
+                next = next.min(renewed + self.cfg.renew_interval());
+            }
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => break,
@@ -618,6 +634,12 @@ impl Shards {
         let name = self.cfg.member_lease();
         if let Some(session) = round.session.clone() {
             if round.names_session(&name, &self.cfg) {
+                let due = round
+                    .renewed
+                    .is_none_or(|at| at + self.cfg.renew_interval() <= self.clock.now());
+                if !due {
+                    return;
+                }
                 let mut spec = round.spec(&name).unwrap_or_default();
                 spec.renew_time = Some(MicroTime(self.clock.wall()));
                 let sent = self.clock.now();
@@ -626,12 +648,14 @@ impl Shards {
                     .await
                 {
                     round.until = Some(sent + self.cfg.renew_deadline);
+                    round.renewed = Some(sent);
                 }
                 return;
             }
             tracing::info!(identity = %self.cfg.identity, session = %session, "the shard member session ended (its Lease was fenced, released or replaced)");
             round.session = None;
             round.until = None;
+            round.renewed = None;
         }
         let now = self.clock.now();
         let may_start = match round.leases.get(&name) {
@@ -670,6 +694,7 @@ impl Shards {
             tracing::info!(identity = %self.cfg.identity, session = %session, "started a shard member session");
             round.session = Some(session);
             round.until = Some(sent + self.cfg.renew_deadline);
+            round.renewed = Some(sent);
         }
     }
 
@@ -982,6 +1007,9 @@ struct Round {
     /// Where the windows of the held ranges close: the last successful renewal's send time
     /// plus the renew deadline. `None` without a session.
     until: Option<Instant>,
+    /// When the last successful write of the member Lease was sent (the session's start or a
+    /// renewal). `None` without a session.
+    renewed: Option<Instant>,
     /// The objects of each held range as the ring showed them when it was taken: published
     /// until the caches have counted the range themselves.
     known: HashMap<u32, u64>,
