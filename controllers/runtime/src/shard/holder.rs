@@ -2,11 +2,11 @@
 //! ranges up to its share and hands the surplus over.
 //!
 //! Every replica runs a *member session*: its member Lease (`<prefix>-member-<hash>`), held
-//! with the leader election's semantics and renewed every retry period, carries the session
-//! in an annotation. Every range `i` is the Lease `<prefix>-<i>` in the shard namespace; a
+//! with the leader election's semantics and renewed every half renew deadline
+//! ([`ShardConfig::renew_interval`]), carries the session in an annotation. Every range `i` is the Lease `<prefix>-<i>` in the shard namespace; a
 //! replica takes a range by writing that Lease with its identity and its session, and does
 //! not write it again while it holds the range. A range is held for as long as the session
-//! that took it runs, so the ring costs one write per replica per round, however many ranges
+//! that took it runs, so the ring costs one write per replica every 5 s, however many ranges
 //! it has (renewing each range Lease cost dozens). A round reads the ring's Leases from a
 //! watch (`super::watch`), not from a list of them every round.
 //!
