@@ -443,17 +443,7 @@ impl Shards {
         loop {
             self.round(&api, &mut round, &watched).await;
             self.rounds.set(self.rounds.get() + 1);
-            // The next round comes a retry period later, or sooner where another member's
-            // session lapses before that: its ranges are taken when it lapses, not up to a
-            // retry period after.
-            let mut next = self.clock.now() + self.cfg.retry_period;
-            if let Some(lapse) = round.next_lapse(&self.cfg, self.clock.now()) {
-                next = next.min(lapse);
-            }
-            // And when the member session is due for renewal.
-            if let Some(renewed) = round.renewed {
-                next = next.min(renewed + self.cfg.renew_interval());
-            }
+            let next = round.next_round(&self.cfg, self.clock.now());
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => break,
@@ -1102,6 +1092,23 @@ impl Round {
             _ => now,
         };
         self.leases.insert(name, Seen { lease, at });
+    }
+
+    /// When the round after one ending at `now` runs: a retry period later, or sooner where
+    /// another member's session lapses before that (its ranges are taken when it lapses, not
+    /// up to a retry period after) or where this replica's session is due for renewal. Never
+    /// at once: a renewal that failed is retried a retry period later.
+    fn next_round(&self, cfg: &ShardConfig, now: Instant) -> Instant {
+        let mut next = now + cfg.retry_period;
+        if let Some(lapse) = self.next_lapse(cfg, now) {
+            next = next.min(lapse);
+        }
+        if let Some(due) = self.renewed.map(|at| at + cfg.renew_interval())
+            && due > now
+        {
+            next = next.min(due);
+        }
+        next
     }
 
     /// The first moment after `now` at which the session of another member that holds a

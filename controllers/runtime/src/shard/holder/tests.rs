@@ -517,6 +517,35 @@ async fn a_restarted_replica_starts_a_new_session_after_the_old_one_lapsed() {
     assert_eq!((a2.held().len(), b.held().len()), (2, 2));
 }
 
+/// The next round: a retry period on, sooner when the member session is due for renewal, and
+/// never at once when the renewal is overdue (it failed: retried a retry period later; at once
+/// would spin on a server that refuses it).
+#[test]
+fn the_next_round_comes_at_the_renewal_but_never_at_once() {
+    use super::Round;
+    let cfg = ShardConfig::with_defaults(Ring::new(4).expect("ring"), "kube-system", "a");
+    let now = tokio::time::Instant::now() + Duration::from_secs(60);
+    let secs = Duration::from_secs;
+    for (renewed_ago, next_in) in [
+        (None, RETRY),
+        (Some(secs(0)), RETRY),
+        (Some(secs(4)), secs(1)),
+        (Some(secs(5)), RETRY),
+        (Some(secs(9)), RETRY),
+    ] {
+        let round = Round {
+            session: renewed_ago.map(|_| "1-1".to_owned()),
+            renewed: renewed_ago.map(|ago| now - ago),
+            ..Round::default()
+        };
+        assert_eq!(
+            round.next_round(&cfg, now) - now,
+            next_in,
+            "renewed {renewed_ago:?} ago"
+        );
+    }
+}
+
 /// A Lease this session took is held while it is in the held set, the global Lease as well as
 /// a range, and free to take again (a take whose answer was lost) when it is not.
 #[test]
