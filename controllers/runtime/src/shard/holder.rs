@@ -346,6 +346,11 @@ impl Shards {
         self.in_flight.lock().get(&range).copied().unwrap_or(0)
     }
 
+    /// The rounds the holder task has finished so far.
+    pub fn rounds_done(&self) -> u64 {
+        self.rounds.get()
+    }
+
     /// Waits until the holder task has finished `n` rounds (read the Leases, renewed, took
     /// and handed over).
     pub async fn rounds(&self, n: u64) {
