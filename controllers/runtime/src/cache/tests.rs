@@ -1086,28 +1086,13 @@ fn streams_replace_their_own_namespaces_and_a_purge_drops_the_named_ones() {
 async fn a_sharded_informer_lists_only_the_ranges_taken() {
     use k8s_openapi::api::apps::v1::ReplicaSet;
 
-    use crate::shard::{Ring, ShardConfig, Shards};
-
-    let base: jiff::Timestamp = "2030-01-01T00:00:00Z".parse().expect("timestamp");
-    let api = rkcm_testkit::sim::SimApi::new(1, base);
-    let ring = Ring::new(8).expect("ring");
-    let by_range = two_namespaces_per_range(ring);
+    let Sharded {
+        api,
+        by_range,
+        shards,
+        factory,
+    } = sharded(true, &[0, 1]).await;
     let client = api.client(0, "test");
-    create_replicasets(&client, &by_range, "first").await;
-
-    let shards = Shards::new(
-        ShardConfig::with_defaults(ring, "kube-system", "a"),
-        crate::clock::system(),
-    );
-    let far = tokio::time::Instant::now() + Duration::from_secs(3600);
-    let hold = |ranges: &[u32]| ranges.iter().map(|r| (*r, far)).collect();
-    shards.set_held(hold(&[0, 1]));
-    let factory = InformerFactory::scoped_with(
-        api.client(1, "a"),
-        Scope::Shards(super::ShardScope(shards.clone())),
-        ListMode::Paged,
-        ContentType::Json,
-    );
     let informer = factory.informer::<ReplicaSet>();
     let seen = record_changes(&informer);
     let stop = CancellationToken::new();
@@ -1197,27 +1182,12 @@ async fn a_sharded_informer_lists_only_the_ranges_taken() {
 async fn under_the_client_filter_a_sharded_informer_keeps_one_stream() {
     use k8s_openapi::api::apps::v1::ReplicaSet;
 
-    use crate::shard::{Ring, ShardConfig, Shards};
-
-    let base: jiff::Timestamp = "2030-01-01T00:00:00Z".parse().expect("timestamp");
-    let api = rkcm_testkit::sim::SimApi::new(1, base);
-    let ring = Ring::new(8).expect("ring");
-    let by_range = two_namespaces_per_range(ring);
-    create_replicasets(&api.client(0, "test"), &by_range, "first").await;
-    let cfg = ShardConfig {
-        server_selector: false,
-        ..ShardConfig::with_defaults(ring, "kube-system", "a")
-    };
-    let shards = Shards::new(cfg, crate::clock::system());
-    let far = tokio::time::Instant::now() + Duration::from_secs(3600);
-    let hold = |ranges: &[u32]| ranges.iter().map(|r| (*r, far)).collect();
-    shards.set_held(hold(&[0]));
-    let factory = InformerFactory::scoped_with(
-        api.client(1, "a"),
-        Scope::Shards(super::ShardScope(shards.clone())),
-        ListMode::Paged,
-        ContentType::Json,
-    );
+    let Sharded {
+        by_range,
+        shards,
+        factory,
+        ..
+    } = sharded(false, &[0]).await;
     let informer = factory.informer::<ReplicaSet>();
     let stop = CancellationToken::new();
     factory.start(stop.clone());
@@ -1239,6 +1209,49 @@ async fn under_the_client_filter_a_sharded_informer_keeps_one_stream() {
         assert_eq!(informer.stream_count(), 1, "streams with {held:?} held");
     }
     stop.cancel();
+}
+
+/// A simulated API server with a ReplicaSet `first` in two namespaces of each range of a ring
+/// of 8 (`by_range`), and a replica `a` holding `held` with a sharded informer factory on it
+/// (not started); `server_selector`: `--rkcm-shard-selector`.
+struct Sharded {
+    api: rkcm_testkit::sim::SimApi,
+    by_range: Vec<Vec<String>>,
+    shards: Arc<crate::shard::Shards>,
+    factory: InformerFactory,
+}
+
+async fn sharded(server_selector: bool, held: &[u32]) -> Sharded {
+    use crate::shard::{Ring, ShardConfig, Shards};
+    let base: jiff::Timestamp = "2030-01-01T00:00:00Z".parse().expect("timestamp");
+    let api = rkcm_testkit::sim::SimApi::new(1, base);
+    let ring = Ring::new(8).expect("ring");
+    let by_range = two_namespaces_per_range(ring);
+    create_replicasets(&api.client(0, "test"), &by_range, "first").await;
+    let cfg = ShardConfig {
+        server_selector,
+        ..ShardConfig::with_defaults(ring, "kube-system", "a")
+    };
+    let shards = Shards::new(cfg, crate::clock::system());
+    shards.set_held(hold(held));
+    let factory = InformerFactory::scoped_with(
+        api.client(1, "a"),
+        Scope::Shards(super::ShardScope(shards.clone())),
+        ListMode::Paged,
+        ContentType::Json,
+    );
+    Sharded {
+        api,
+        by_range,
+        shards,
+        factory,
+    }
+}
+
+/// `ranges` held for an hour from now.
+fn hold(ranges: &[u32]) -> crate::shard::holder::Held {
+    let far = tokio::time::Instant::now() + Duration::from_secs(3600);
+    ranges.iter().map(|r| (*r, far)).collect()
 }
 
 /// Two namespaces in each range of `ring`, by range.

@@ -445,16 +445,10 @@ async fn metrics_track_unfinished_work() {
     assert_eq!(get_now(&queue), Some(Some(k("a"))));
     sleep(Duration::from_secs(1)).await;
     assert_eq!(get_now(&queue), Some(Some(k("b"))));
-    let waited = timeout(Duration::from_secs(5), async {
-        while longest.get() < 2.0 {
-            sleep(ms(100)).await;
-        }
+    wait_gauge("the longest running processor at 2 s", &longest, |v| {
+        v >= 2.0
     })
     .await;
-    assert!(
-        waited.is_ok(),
-        "longest running processor gauge never reached 2 s"
-    );
     assert!(
         unfinished.get() >= longest.get() + 1.0,
         "both keys count as unfinished"
@@ -462,13 +456,27 @@ async fn metrics_track_unfinished_work() {
 
     queue.done(&k("a"));
     queue.done(&k("b"));
+    wait_gauge("unfinished work reset after done", &unfinished, |v| {
+        v == 0.0
+    })
+    .await;
+    wait_gauge("longest running reset after done", &longest, |v| v == 0.0).await;
+}
+
+/// Waits (five seconds of the paused clock at most) until `gauge` satisfies `ok`; panics
+/// with its last value if it does not.
+async fn wait_gauge(what: &str, gauge: &prometheus::Gauge, ok: impl Fn(f64) -> bool) {
     let waited = timeout(Duration::from_secs(5), async {
-        while unfinished.get() != 0.0 || longest.get() != 0.0 {
+        while !ok(gauge.get()) {
             sleep(ms(100)).await;
         }
     })
     .await;
-    assert!(waited.is_ok(), "gauges not reset after done");
+    assert!(
+        waited.is_ok(),
+        "{what}: the gauge stayed at {}",
+        gauge.get()
+    );
 }
 
 /// The gauges of work in progress are refreshed while a key is processed, not while the queue
@@ -482,12 +490,11 @@ async fn an_idle_queue_wakes_only_on_its_heartbeat() {
     let longest = families.longest_running.with_label_values(&[name]);
     queue.add(k("a"));
     assert_eq!(get_now(&queue), Some(Some(k("a"))));
-    sleep(Duration::from_secs(2)).await;
-    assert!(longest.get() >= 1.0, "a key in progress shows in the gauge");
+    wait_gauge("a key in progress in the gauge", &longest, |v| v >= 1.0).await;
     queue.done(&k("a"));
-    sleep(Duration::from_secs(1)).await;
-    assert_eq!(longest.get(), 0.0, "reset once the key is done");
+    wait_gauge("reset once the key is done", &longest, |v| v == 0.0).await;
 
+    // The measurement window: a minute of the paused clock with nothing queued.
     let before = queue.driver_rounds();
     sleep(Duration::from_secs(60)).await;
     let rounds = queue.driver_rounds() - before;
@@ -499,8 +506,7 @@ async fn an_idle_queue_wakes_only_on_its_heartbeat() {
     // Work starting again wakes the task at once, and the gauges follow it.
     queue.add(k("b"));
     assert_eq!(get_now(&queue), Some(Some(k("b"))));
-    sleep(Duration::from_secs(3)).await;
-    assert!(longest.get() >= 2.0, "the gauge follows the new key");
+    wait_gauge("the gauge follows the new key", &longest, |v| v >= 2.0).await;
     queue.done(&k("b"));
 }
 

@@ -347,8 +347,8 @@ async fn a_holder_reads_the_ring_from_its_watch_on_the_server() -> anyhow::Resul
         .map_err(|_| anyhow::anyhow!("20 more rounds took over 30 s"))?;
     let renewed = renewals() - renewals_before;
     assert!(
-        renewed >= 3,
-        "{renewed} member renewals in 20 rounds (one every 2 s)"
+        (3..=8).contains(&renewed),
+        "{renewed} member renewals in 20 rounds (one every 2 s, not one a round)"
     );
     let listed = lists() - lists_before;
     let watches = proxy
