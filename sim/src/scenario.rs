@@ -263,6 +263,17 @@ impl Scenario {
     /// fourth node.
     fn sharded_setup(&mut self, world: &mut World, model: &mut NodeModel, rng: &mut StdRng) {
         self.add_node(world, model);
+        // The namespaces exist (a replica starting on a ring nobody counted lists them).
+        if let Some(r) = resource("namespaces") {
+            for ns in SHARD_NAMESPACES {
+                let _ = world.create(
+                    &Caller::sim("user"),
+                    r,
+                    "",
+                    json!({"metadata": {"name": ns}}),
+                );
+            }
+        }
         // A Deployment in every namespace, a ReplicaSet of its own in every other.
         for (i, ns) in SHARD_NAMESPACES.iter().enumerate() {
             let surge = pick(rng, &[json!(1), json!(0), json!("25%")]).unwrap_or(json!(1));

@@ -925,6 +925,42 @@ fn chart_values_map_to_flags_and_bad_values_are_refused() -> anyhow::Result<()> 
         }),
         "sharded replicas may get, list, watch and update any Lease of the namespace: {rules:?}"
     );
+    // And list the namespaces (once, on a ring nobody has counted), through a ClusterRole
+    // bound to the chart's service account.
+    let listers: Vec<&Value> = docs
+        .of_kind("ClusterRole")
+        .filter(|r| {
+            at(r, &["rules"])
+                .and_then(Value::as_sequence)
+                .is_some_and(|rules| {
+                    rules.iter().any(|rule| {
+                        let has = |key: &str, want: &str| {
+                            at(rule, &[key])
+                                .and_then(Value::as_sequence)
+                                .is_some_and(|v| v.iter().any(|x| x.as_str() == Some(want)))
+                        };
+                        has("resources", "namespaces") && has("verbs", "list")
+                    })
+                })
+        })
+        .collect();
+    ensure!(
+        listers.len() == 1,
+        "one ClusterRole lists namespaces: {listers:?}"
+    );
+    let lister = str_at(listers[0], &["metadata", "name"]).context("its name")?;
+    ensure!(
+        docs.of_kind("ClusterRoleBinding").any(|b| {
+            str_at(b, &["roleRef", "name"]) == Some(lister)
+                && at(b, &["subjects"])
+                    .and_then(Value::as_sequence)
+                    .is_some_and(|s| {
+                        s.iter()
+                            .any(|s| str_at(s, &["kind"]) == Some("ServiceAccount"))
+                    })
+        }),
+        "{lister} is bound"
+    );
     let docs = render(&helm, "r", "ns1", &[])?;
     assert!(!docs.args()?.iter().any(|a| a.starts_with("--rkcm-shards")));
 

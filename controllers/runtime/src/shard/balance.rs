@@ -3,10 +3,18 @@
 //!
 //! Membership and balance go through Leases only. Every replica holds a member Lease while it
 //! runs, and its member Lease carries how many objects its caches hold for each range it holds
-//! ([`ANNOTATION_OBJECTS`]); a released range's Lease keeps the count its last holder had. A
-//! range costs [`RANGE_COST`] plus its objects, so on an empty cluster the members split the
-//! ranges evenly by count, and where namespaces differ in size they split the objects (a
-//! replica's memory) instead.
+//! and has counted ([`ANNOTATION_OBJECTS`]); a released range's Lease keeps the count its last
+//! holder had. A range costs [`RANGE_COST`] plus its objects, so on an empty cluster the members
+//! split the ranges evenly by count, and where namespaces differ in size they split the objects
+//! (a replica's memory) instead.
+//!
+//! A range nobody has counted yet (a ring's first start, or a range taken whose caches have not
+//! listed it yet) is taken to hold its namespaces times the objects a counted namespace holds
+//! on average ([`estimates`]; [`NAMESPACE_OBJECTS`] while nothing is counted). The replicas
+//! learn the namespaces once, with a list, when they start on a ring with ranges nobody has
+//! counted. So the first takes already split the namespaces, and the counts that follow move
+//! ranges only where namespaces differ in size: without that, the first takes split the ranges
+//! by number, the counts then move a sixth of them, and every move is a relist in its taker.
 //!
 //! Every replica computes the same target from the same view ([`target`]): the valid Leases
 //! stay where they are, each free range goes to the member with the lowest cost (heaviest
@@ -41,6 +49,10 @@ pub const ANNOTATION_NEXT: &str = "rkcm.io/shard-next";
 /// later lands on any replica).
 pub const RANGE_COST: u64 = 100;
 
+/// The objects a namespace is taken to hold while no range with namespaces has been counted:
+/// a namespace weighs ten empty ranges.
+pub const NAMESPACE_OBJECTS: u64 = 1_000;
+
 /// One range's Lease as the replica last observed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RangeLease {
@@ -50,8 +62,9 @@ pub struct RangeLease {
     /// Not expired by the observer's clock (counted from when the record was seen to change,
     /// never from `renewTime`, as the leader election judges).
     pub valid: bool,
-    /// The objects of the range as its holder (or, released, its last holder) counted them.
-    pub objects: u64,
+    /// The objects of the range as its holder (or, released, its last holder) counted them;
+    /// `None` while nobody has.
+    pub objects: Option<u64>,
     /// Released by a move: the member it was handed to ([`ANNOTATION_NEXT`]); else `""`.
     pub next: String,
 }
@@ -64,6 +77,9 @@ pub struct View<'a> {
     pub me: &'a str,
     pub members: &'a [String],
     pub leases: &'a [RangeLease],
+    /// The namespaces of each range, where the replica listed them (empty when it did not:
+    /// then an uncounted range weighs [`RANGE_COST`] alone).
+    pub namespaces: &'a BTreeMap<u32, u64>,
 }
 
 /// The decision: the ranges to take (acquire their Leases) and to hand over (drain, then
@@ -109,18 +125,21 @@ pub fn lease_next(lease: &Lease) -> String {
 
 /// The objects of `range` as the ring shows them: the count its holder's member Lease
 /// (`member`) publishes, else the count its last holder left on its Lease (`lease`) at
-/// release, else none.
-pub fn lease_objects(range: u32, lease: &Lease, member: Option<&Lease>) -> u64 {
+/// release, else `None`.
+pub fn lease_objects(range: u32, lease: &Lease, member: Option<&Lease>) -> Option<u64> {
     range_objects(range, lease, member.and_then(member_objects).as_ref())
 }
 
 /// [`lease_objects`] with the member Lease's counts parsed already ([`member_objects`]): a
 /// round reads every range's count, and a member publishes the counts of all its ranges.
-pub fn range_objects(range: u32, lease: &Lease, member: Option<&BTreeMap<u32, u64>>) -> u64 {
+pub fn range_objects(
+    range: u32,
+    lease: &Lease,
+    member: Option<&BTreeMap<u32, u64>>,
+) -> Option<u64> {
     member
         .and_then(|counts| counts.get(&range).copied())
         .or_else(|| objects_annotation(lease).and_then(|v| v.trim().parse().ok()))
-        .unwrap_or(0)
 }
 
 /// The objects per range a member Lease publishes, if it publishes any.
@@ -144,6 +163,35 @@ pub fn min_gain(objects: u64, members: usize) -> u64 {
     (RANGE_COST / 2).max(objects / members / 20)
 }
 
+/// The objects of every range of the ring: its count where one is published, else its
+/// namespaces times the objects the counted ranges hold per namespace (all counted ranges'
+/// objects over all their namespaces; [`NAMESPACE_OBJECTS`] while that is not known).
+pub fn estimates(view: &View<'_>) -> BTreeMap<u32, u64> {
+    let counted: BTreeMap<u32, u64> = view
+        .leases
+        .iter()
+        .filter(|l| l.range < view.ranges)
+        .filter_map(|l| Some((l.range, l.objects?)))
+        .collect();
+    let namespaces = |r: u32| view.namespaces.get(&r).copied().unwrap_or(0);
+    let counted_objects: u64 = counted.values().sum();
+    let counted_namespaces: u64 = counted.keys().map(|r| namespaces(*r)).sum();
+    let per_namespace = if counted_objects > 0 && counted_namespaces > 0 {
+        counted_objects / counted_namespaces
+    } else {
+        NAMESPACE_OBJECTS
+    };
+    (0..view.ranges)
+        .map(|r| {
+            let n = counted
+                .get(&r)
+                .copied()
+                .unwrap_or_else(|| namespaces(r).saturating_mul(per_namespace));
+            (r, n)
+        })
+        .collect()
+}
+
 /// Who should hold each range: the valid Leases where they are, the free ranges to the
 /// cheapest members, then moves from the most to the least loaded member (see the module).
 /// Every range of the ring is in the answer; a valid range of a replica that is not a member
@@ -152,10 +200,9 @@ pub fn target(view: &View<'_>) -> BTreeMap<u32, String> {
     let mut members: BTreeSet<&str> = view.members.iter().map(String::as_str).collect();
     members.insert(view.me);
     let mut cost: BTreeMap<&str, u64> = members.iter().map(|m| (*m, 0)).collect();
-    let mut objects: BTreeMap<u32, u64> = BTreeMap::new();
+    let objects = estimates(view);
     let mut owner: BTreeMap<u32, String> = BTreeMap::new();
     for l in view.leases.iter().filter(|l| l.range < view.ranges) {
-        objects.insert(l.range, l.objects);
         if l.valid && !l.holder.is_empty() {
             owner.insert(l.range, l.holder.clone());
         }
@@ -187,10 +234,7 @@ pub fn target(view: &View<'_>) -> BTreeMap<u32, String> {
         owner.insert(range, cheapest.to_owned());
         *cost.entry(cheapest).or_default() += weight(range);
     }
-    let counted: u64 = (0..view.ranges)
-        .map(|r| objects.get(&r).copied().unwrap_or(0))
-        .sum();
-    let gain_needed = min_gain(counted, cost.len());
+    let gain_needed = min_gain(objects.values().sum(), cost.len());
     for _ in 0..view.ranges {
         let Some((giver, giver_cost)) = cost
             .iter()
@@ -278,7 +322,7 @@ mod tests {
             range,
             holder: holder.to_owned(),
             valid,
-            objects: 0,
+            objects: None,
             next: String::new(),
         }
     }
@@ -296,6 +340,7 @@ mod tests {
             me,
             members: &members,
             leases,
+            namespaces: &BTreeMap::new(),
         });
         (p.take, p.hand_over)
     }
@@ -307,6 +352,18 @@ mod tests {
     /// objects. Returns the rounds it took; fails if a range changed hands twice (the objects
     /// do not change while it settles, so one move each is enough).
     fn settle(members: &[&str], holders: &mut [String], objects: &[u64]) -> usize {
+        let objects: Vec<Option<u64>> = objects.iter().copied().map(Some).collect();
+        settle_with(members, holders, &objects, &BTreeMap::new())
+    }
+
+    /// [`settle`] where `objects[i]` is `None` for a range nobody counted, with the
+    /// namespaces of each range the members listed.
+    fn settle_with(
+        members: &[&str],
+        holders: &mut [String],
+        objects: &[Option<u64>],
+        namespaces: &BTreeMap<u32, u64>,
+    ) -> usize {
         let names = ids(members);
         let mut next = vec![String::new(); holders.len()];
         let mut moved = vec![0; holders.len()];
@@ -332,6 +389,7 @@ mod tests {
                         me,
                         members: &names,
                         leases: &leases,
+                        namespaces,
                     });
                     (*me, p)
                 })
@@ -607,6 +665,7 @@ mod tests {
             me: "b",
             members: &names,
             leases: &leases,
+            namespaces: &BTreeMap::new(),
         });
         assert_eq!(p.hand_over, vec![3, 2]);
         assert_eq!(p.next, [(2, "a".to_owned()), (3, "a".to_owned())].into());
@@ -626,9 +685,106 @@ mod tests {
             me: "b",
             members: &members,
             leases: &leases,
+            namespaces: &BTreeMap::new(),
         });
         assert_eq!(t.get(&0).map(String::as_str), Some("x"));
         assert_eq!(planned(3, "b", &["a", "b"], &leases), (vec![], vec![]));
         assert_eq!(planned(3, "a", &["a", "b"], &leases), (vec![], vec![2]));
+    }
+    /// A range's objects: its count where published; else its namespaces times what a
+    /// counted namespace holds on average, or [`NAMESPACE_OBJECTS`] while nothing with a
+    /// namespace is counted.
+    #[test]
+    fn an_uncounted_range_weighs_its_namespaces() {
+        let namespaces: BTreeMap<u32, u64> = [(0, 2), (1, 3), (3, 1)].into();
+        let mut leases = vec![
+            RangeLease {
+                objects: Some(6_000),
+                ..lease(0, "a", true)
+            },
+            lease(1, "b", true),
+            lease(2, "", false),
+        ];
+        let estimated = |leases: &[RangeLease]| {
+            estimates(&View {
+                ranges: 4,
+                me: "a",
+                members: &ids(&["a", "b"]),
+                leases,
+                namespaces: &namespaces,
+            })
+        };
+        // 6 000 objects in range 0's two namespaces: 3 000 a namespace.
+        assert_eq!(
+            estimated(&leases),
+            [(0, 6_000), (1, 9_000), (2, 0), (3, 3_000)].into()
+        );
+        // A count of zero is a count; with no objects counted anywhere a namespace weighs
+        // the default.
+        leases[1].objects = Some(0);
+        leases[0].objects = Some(0);
+        assert_eq!(
+            estimated(&leases),
+            [(0, 0), (1, 0), (2, 0), (3, 1_000)].into()
+        );
+        leases[0].objects = None;
+        leases[1].objects = None;
+        assert_eq!(
+            estimated(&leases),
+            [(0, 2_000), (1, 3_000), (2, 0), (3, 1_000)].into()
+        );
+        // Counted ranges without namespaces listed say nothing per namespace.
+        leases[2].objects = Some(50_000);
+        assert_eq!(estimated(&leases)[&1], 3_000);
+    }
+
+    /// Three replicas start together on a ring nobody has counted, 33 namespaces of about
+    /// 3 000 objects hashed into 64 ranges (the bench's threshold). With the namespaces
+    /// listed, the first takes split them and the counts that follow move nothing; without,
+    /// the first takes split the ranges by number and the counts move some.
+    #[test]
+    fn a_first_start_splits_the_namespaces_and_the_counts_move_nothing() {
+        let ring = crate::shard::Ring::new(64).expect("ring");
+        let mut namespaces: BTreeMap<u32, u64> = BTreeMap::new();
+        let mut objects = vec![0u64; 64];
+        for i in 0..33u64 {
+            let r = ring.range_of(&format!("{i}-bench-threshold"));
+            *namespaces.entry(r).or_default() += 1;
+            objects[r as usize] += 3_000 + (i % 3) * 10;
+        }
+        assert!(
+            namespaces.values().any(|n| *n > 1),
+            "some range holds two namespaces: {namespaces:?}"
+        );
+        let members = ["a", "b", "c"];
+        let uncounted = vec![None; 64];
+        let counted: Vec<Option<u64>> = objects.iter().copied().map(Some).collect();
+        let namespaces_of = |holders: &[String], me: &str| -> u64 {
+            holders
+                .iter()
+                .enumerate()
+                .filter(|(_, h)| *h == me)
+                .map(|(r, _)| namespaces.get(&(r as u32)).copied().unwrap_or(0))
+                .sum()
+        };
+
+        let mut holders = vec![String::new(); 64];
+        settle_with(&members, &mut holders, &uncounted, &namespaces);
+        let split: Vec<u64> = members.iter().map(|m| namespaces_of(&holders, m)).collect();
+        assert_eq!(split, [11, 11, 11], "{holders:?}");
+        let before = holders.clone();
+        assert_eq!(
+            settle_with(&members, &mut holders, &counted, &namespaces),
+            1,
+            "the counts moved ranges"
+        );
+        assert_eq!(holders, before);
+
+        let mut holders = vec![String::new(); 64];
+        settle_with(&members, &mut holders, &uncounted, &BTreeMap::new());
+        let before = holders.clone();
+        settle_with(&members, &mut holders, &counted, &BTreeMap::new());
+        let moved = holders.iter().zip(&before).filter(|(a, b)| a != b).count();
+        assert!(moved > 0, "without the namespaces nothing moved");
     }
 }

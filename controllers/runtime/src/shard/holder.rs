@@ -41,6 +41,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, ListParams, PostParams};
 use parking_lot::Mutex;
@@ -281,15 +282,13 @@ impl Shards {
     }
 
     /// The objects of each held range as this replica publishes them: counted where its
-    /// caches cover the range, else the count seen on the ring when it took the range.
+    /// caches cover the range, else the count seen on the ring when it took the range; a
+    /// range counted by neither is left out (the balance estimates it by its namespaces).
     fn objects_of_held(&self, known: &HashMap<u32, u64>) -> BTreeMap<u32, u64> {
         let counted = self.objects.lock().clone();
         ranges_of(&self.held.get())
             .into_iter()
-            .map(|r| {
-                let n = counted.get(&r).or_else(|| known.get(&r)).copied();
-                (r, n.unwrap_or(0))
-            })
+            .filter_map(|r| Some((r, counted.get(&r).or_else(|| known.get(&r)).copied()?)))
             .collect()
     }
 
@@ -432,6 +431,7 @@ impl Shards {
     /// Holds ranges until `cancel`, then hands every range over and releases the Leases. The
     /// first round only starts the replica's member session and takes nothing.
     pub async fn run(self: Arc<Self>, client: kube::Client, cancel: CancellationToken) {
+        let namespaces: Api<Namespace> = Api::all(client.clone());
         let api: Api<Lease> = Api::namespaced(client, &self.cfg.namespace);
         let mut round = Round::default();
         // The ring's Leases come from a watch; it stops with this task, also when the task
@@ -447,6 +447,10 @@ impl Shards {
         ));
         loop {
             self.round(&api, &mut round, &watched).await;
+            if round.count == 1 && !round.namespaces_asked {
+                round.namespaces_asked = true;
+                self.list_namespaces(&namespaces, &mut round).await;
+            }
             self.rounds.set(self.rounds.get() + 1);
             let next = round.next_round(&self.cfg, self.clock.now());
             tokio::select! {
@@ -468,6 +472,40 @@ impl Shards {
         // (nothing acts on it any more).
         self.release(&api, &self.cfg.member_lease(), None, None, &mut round)
             .await;
+    }
+
+    /// After the first round (which only announces this replica, before any take): where
+    /// the ring has ranges nobody has counted (its first start), lists the namespaces once,
+    /// so the first takes split them instead of splitting the ranges by number
+    /// ([`balance::estimates`]). A replica that may not list them balances by counts alone.
+    async fn list_namespaces(&self, api: &Api<Namespace>, round: &mut Round) {
+        let now = self.clock.now();
+        let (_, leases) = round.view(&self.cfg, now, &self.held.get());
+        let counted: BTreeSet<u32> = leases
+            .iter()
+            .filter(|l| l.objects.is_some())
+            .map(|l| l.range)
+            .collect();
+        if (0..self.cfg.ring.len()).all(|r| counted.contains(&r)) {
+            return;
+        }
+        match api.list(&ListParams::default()).await {
+            Ok(list) => {
+                round.namespaces = namespaces_per_range(
+                    &self.cfg.ring,
+                    list.items.iter().filter_map(|n| n.metadata.name.as_deref()),
+                );
+                tracing::info!(
+                    namespaces = list.items.len(),
+                    ranges = round.namespaces.len(),
+                    "listed the namespaces for the first takes of a ring not counted yet"
+                );
+            }
+            Err(error) => tracing::warn!(
+                %error,
+                "listing the namespaces failed: the first takes split the shard ranges by number"
+            ),
+        }
     }
 
     /// The label selector of the ring's Leases.
@@ -549,6 +587,7 @@ impl Shards {
             me: &self.cfg.identity,
             members: &members,
             leases: &leases,
+            namespaces: &round.namespaces,
         });
         // Taken ranges join the held set together, handed-over ones leave it together: each
         // change of the set relists every cache.
@@ -559,8 +598,13 @@ impl Shards {
             {
                 held.insert(range, until);
                 took.push(range);
-                let seen = leases.iter().find(|l| l.range == range);
-                round.known.insert(range, seen.map_or(0, |l| l.objects));
+                if let Some(n) = leases
+                    .iter()
+                    .find(|l| l.range == range)
+                    .and_then(|l| l.objects)
+                {
+                    round.known.insert(range, n);
+                }
             }
         }
         if !took.is_empty() {
@@ -913,6 +957,18 @@ impl Shards {
 }
 
 /// The held ranges without [`GLOBAL`].
+/// How many of `names` fall into each range of `ring`.
+fn namespaces_per_range<'a>(
+    ring: &Ring,
+    names: impl Iterator<Item = &'a str>,
+) -> BTreeMap<u32, u64> {
+    let mut per = BTreeMap::new();
+    for name in names {
+        *per.entry(ring.range_of(name)).or_default() += 1;
+    }
+    per
+}
+
 fn ranges_of(held: &Held) -> BTreeSet<u32> {
     held.keys().copied().filter(|r| *r != GLOBAL).collect()
 }
@@ -1008,6 +1064,11 @@ struct Round {
     /// The objects of each held range as the ring showed them when it was taken: published
     /// until the caches have counted the range themselves.
     known: HashMap<u32, u64>,
+    /// The namespaces of each range, listed once when the ring had ranges nobody counted
+    /// (empty otherwise, or when the list failed): the balance's estimate for those ranges.
+    namespaces: BTreeMap<u32, u64>,
+    /// Whether the namespaces were asked for (once a replica's life).
+    namespaces_asked: bool,
 }
 
 /// Where a round's view of the ring came from.

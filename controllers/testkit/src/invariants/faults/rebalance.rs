@@ -174,6 +174,7 @@ fn balanced(leases: &[Lease], ranges: u32, replicas: u32, now: jiff::Timestamp) 
         me,
         members: &members,
         leases: &view,
+        namespaces: &std::collections::BTreeMap::new(),
     });
     view.iter()
         .all(|l| target.get(&l.range).is_some_and(|h| *h == l.holder))

@@ -51,6 +51,7 @@ const fn info(
 pub const RESOURCES: &[ResourceInfo] = &[
     info("pods", "", "Pod", true, true, false),
     info("nodes", "", "Node", false, true, false),
+    info("namespaces", "", "Namespace", false, false, false),
     info("events", "", "Event", true, false, false),
     info(
         "persistentvolumeclaims",
