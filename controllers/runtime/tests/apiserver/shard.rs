@@ -468,3 +468,90 @@ async fn replicas_balance_by_the_objects_they_cache() -> anyhow::Result<()> {
     stop.cancel();
     Ok(())
 }
+
+/// Two replicas start on a ring of 16 nobody has counted: they list the server's namespaces
+/// before their first takes and split the two ranges the test fills with namespaces (more
+/// than any other range holds), which the split by number gives both to the first replica
+/// (ranges 0, 2, 4 … go to `a`, 1, 3, 5 … to `b`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs apiserver: make test"]
+async fn the_first_takes_split_the_server_s_namespaces() -> anyhow::Result<()> {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::Api;
+    use kube::api::ListParams;
+    use tokio_util::sync::CancellationToken;
+
+    const MARGIN: usize = 15;
+    let cluster = TestCluster::connect().await?;
+    let leases = cluster.namespace("shard-leases").await?;
+    let run = rkcm_testkit::unique_name("first");
+    let ring = Ring::new(16)?;
+    // The namespaces there are (other tests' too), per range.
+    let mut background: BTreeMap<u32, usize> = BTreeMap::new();
+    for ns in Api::<Namespace>::all(cluster.client())
+        .list(&ListParams::default())
+        .await?
+    {
+        if let Some(name) = ns.metadata.name.as_deref() {
+            *background.entry(ring.range_of(name)).or_default() += 1;
+        }
+    }
+    let most = background.values().copied().max().unwrap_or(0);
+    // The two even ranges with the fewest namespaces, filled to `MARGIN` more than any range
+    // holds: the heaviest two of the ring.
+    let mut even: Vec<u32> = (0..16).step_by(2).collect();
+    even.sort_by_key(|r| (background.get(r).copied().unwrap_or(0), *r));
+    let heavy = [even[0], even[1]];
+    let mut names: Vec<String> = Vec::new();
+    for range in heavy {
+        let want = most + MARGIN - background.get(&range).copied().unwrap_or(0);
+        names.extend(
+            (0..)
+                .map(|i| format!("{run}-{i}"))
+                .filter(|n| ring.range_of(n) == range)
+                .take(want),
+        );
+    }
+    let created: Vec<anyhow::Result<TestNamespace>> = futures::stream::iter(names)
+        .map(|name| cluster.namespace_named(name))
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    let _namespaces = created
+        .into_iter()
+        .collect::<anyhow::Result<Vec<TestNamespace>>>()?;
+
+    let stop = CancellationToken::new();
+    let replica = |identity: &str| {
+        let shards = test_replica(ring, leases.name(), &run, identity);
+        tokio::spawn(shards.clone().run(cluster.client(), stop.clone()));
+        shards
+    };
+    let (a, b) = (replica("a"), replica("b"));
+    let result = rkcm_testkit::wait_for(
+        "each replica holds one of the two full ranges",
+        Duration::from_secs(30),
+        || {
+            let (ha, hb) = (a.held(), b.held());
+            async move {
+                let all = ha.len() + hb.len() == 16;
+                let split = heavy.iter().filter(|r| ha.contains(r)).count() == 1
+                    && heavy.iter().filter(|r| hb.contains(r)).count() == 1;
+                if all && split {
+                    Ok(Some(()))
+                } else {
+                    Err(anyhow::anyhow!(
+                        "a holds {ha:?}, b holds {hb:?}; full ranges {heavy:?}"
+                    ))
+                }
+            }
+        },
+    )
+    .await;
+    stop.cancel();
+    result
+}
