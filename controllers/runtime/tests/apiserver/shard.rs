@@ -421,52 +421,54 @@ async fn replicas_balance_by_the_objects_they_cache() -> anyhow::Result<()> {
     };
     let (a, b) = (replica("a"), replica("b"));
     let range = ring.range_of(heavy.name());
-    rkcm_testkit::wait_for(
-        "the heavy range alone on its holder, the rest on the other",
+    let members: Api<Lease> = Api::namespaced(cluster.client(), leases.name());
+    // Both at once: the split, and the count behind it on the holder's member Lease (the
+    // first takes may already give the split, weighing the ranges by their namespaces before
+    // anything is counted; the objects must keep it once the counts are out).
+    let result = rkcm_testkit::wait_for(
+        "the heavy range alone on its holder, the rest on the other, its count published",
         Duration::from_secs(90),
         || {
             let (ha, hb) = (a.held(), b.held());
+            let holder = if ha.contains(&range) { &a } else { &b };
+            let lease = holder.config().member_lease();
+            let members = members.clone();
             async move {
-                let (holder, other) = if ha.contains(&range) {
+                let (held, other) = if ha.contains(&range) {
                     (&ha, &hb)
                 } else {
                     (&hb, &ha)
                 };
-                if holder.len() == 1 && other.len() == 3 {
+                if held.len() != 1 || other.len() != 3 {
+                    anyhow::bail!("a holds {ha:?}, b holds {hb:?}; heavy {range}");
+                }
+                let member = members.get(&lease).await?;
+                let published = member
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(ANNOTATION_OBJECTS))
+                    .cloned()
+                    .unwrap_or_default();
+                let count = published
+                    .split(',')
+                    .filter_map(|pair| pair.split_once('='))
+                    .find(|(r, _)| r.parse() == Ok(range))
+                    .and_then(|(_, n)| n.parse::<usize>().ok());
+                // The namespace's own kube-root-ca.crt is cached too.
+                if count.is_some_and(|n| n >= OBJECTS) {
                     Ok(Some(()))
                 } else {
                     Err(anyhow::anyhow!(
-                        "a holds {ha:?}, b holds {hb:?}; heavy {range}"
+                        "member Lease publishes {published:?}, want range {range} with at least {OBJECTS}"
                     ))
                 }
             }
         },
     )
-    .await?;
-
-    let holder = if a.held().contains(&range) { &a } else { &b };
-    let member: Lease = Api::namespaced(cluster.client(), leases.name())
-        .get(&holder.config().member_lease())
-        .await?;
-    let published = member
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION_OBJECTS))
-        .cloned()
-        .unwrap_or_default();
-    let count = published
-        .split(',')
-        .filter_map(|pair| pair.split_once('='))
-        .find(|(r, _)| r.parse() == Ok(range))
-        .and_then(|(_, n)| n.parse::<usize>().ok());
-    // The namespace's own kube-root-ca.crt is cached too.
-    anyhow::ensure!(
-        count.is_some_and(|n| n >= OBJECTS),
-        "member Lease publishes {published:?}, want range {range} with at least {OBJECTS}"
-    );
+    .await;
     stop.cancel();
-    Ok(())
+    result
 }
 
 /// Two replicas start on a ring of 16 nobody has counted: they list the server's namespaces
