@@ -12,7 +12,9 @@
 //! listed it yet) is taken to hold its namespaces times the objects a counted namespace holds
 //! on average ([`estimates`]; [`NAMESPACE_OBJECTS`] while nothing is counted). The replicas
 //! learn the namespaces once, with a list, when they start on a ring with ranges nobody has
-//! counted. So the first takes already split the namespaces, and the counts that follow move
+//! counted, and publish what they found on their member Leases ([`ANNOTATION_NAMESPACES`]);
+//! every replica weighs by the map of the first live member (by identity) that publishes one
+//! ([`ring_namespaces`]), so their views agree as they do on everything else. So the first takes already split the namespaces, and the counts that follow move
 //! ranges only where namespaces differ in size: without that, the first takes split the ranges
 //! by number, the counts then move a sixth of them, and every move is a relist in its taker.
 //!
@@ -43,6 +45,10 @@ pub const ANNOTATION_OBJECTS: &str = "rkcm.io/shard-objects";
 /// takes it first (every replica's target gives it to it while it is a member), so a range
 /// released by a move goes where the move meant it to, even when several moved in one round.
 pub const ANNOTATION_NEXT: &str = "rkcm.io/shard-next";
+
+/// On a member Lease: the namespaces of each range (`<range>=<namespaces>` joined by commas)
+/// as its holder listed them when it started on a ring with ranges nobody had counted.
+pub const ANNOTATION_NAMESPACES: &str = "rkcm.io/shard-namespaces";
 
 /// What a range costs besides its objects: with no objects anywhere, ranges split evenly by
 /// count; a range's cost never drops to zero, so empty ranges spread too (a namespace created
@@ -154,6 +160,26 @@ fn objects_annotation(lease: &Lease) -> Option<&str> {
         .as_ref()
         .and_then(|a| a.get(ANNOTATION_OBJECTS))
         .map(String::as_str)
+}
+
+/// The namespaces per range every replica weighs uncounted ranges by: those published by the
+/// first of `members` (live member Leases, any order) by holder identity that publishes any.
+/// Replicas that listed the namespaces at different moments would otherwise weigh a range
+/// differently, and two of them could each leave a free range to the other for good.
+pub fn ring_namespaces<'a>(
+    members: impl Iterator<Item = (&'a str, &'a Lease)>,
+) -> Option<BTreeMap<u32, u64>> {
+    members
+        .filter_map(|(identity, lease)| {
+            let value = lease
+                .metadata
+                .annotations
+                .as_ref()?
+                .get(ANNOTATION_NAMESPACES)?;
+            Some((identity, value))
+        })
+        .min_by_key(|(identity, _)| *identity)
+        .map(|(_, value)| parse_objects(value))
 }
 
 /// The least a move must lower the higher cost of its two members by: half a range's cost,
@@ -786,5 +812,24 @@ mod tests {
         settle_with(&members, &mut holders, &counted, &BTreeMap::new());
         let moved = holders.iter().zip(&before).filter(|(a, b)| a != b).count();
         assert!(moved > 0, "without the namespaces nothing moved");
+    }
+    /// Every replica takes the namespaces of the first member by identity that publishes
+    /// them, whoever listed what.
+    #[test]
+    fn every_replica_weighs_by_one_member_s_namespaces() {
+        let member = |namespaces: Option<&str>| {
+            let mut lease = Lease::default();
+            if let Some(n) = namespaces {
+                lease.metadata.annotations =
+                    Some([(ANNOTATION_NAMESPACES.to_owned(), n.to_owned())].into());
+            }
+            lease
+        };
+        let (a, b, c) = (member(None), member(Some("1=3,2=1")), member(Some("1=2")));
+        let picked = |order: [(&'static str, &Lease); 3]| ring_namespaces(order.into_iter());
+        let want: Option<BTreeMap<u32, u64>> = Some([(1, 3), (2, 1)].into());
+        assert_eq!(picked([("a", &a), ("b", &b), ("c", &c)]), want);
+        assert_eq!(picked([("c", &c), ("a", &a), ("b", &b)]), want);
+        assert_eq!(ring_namespaces(std::iter::once(("a", &a))), None);
     }
 }

@@ -49,7 +49,10 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::balance::{self, ANNOTATION_NEXT, ANNOTATION_OBJECTS, RangeLease, View, format_objects};
+use super::balance::{
+    self, ANNOTATION_NAMESPACES, ANNOTATION_NEXT, ANNOTATION_OBJECTS, RangeLease, View,
+    format_objects,
+};
 use super::ring::{Ring, fnv1a64};
 use super::watch::Watched;
 use crate::cache::compare_resource_versions;
@@ -582,12 +585,17 @@ impl Shards {
             return;
         }
         let (members, leases) = round.view(&self.cfg, now, &held);
+        // The namespaces a member published (the first by identity), else this replica's own
+        // list: its first takes may come before any member Lease carries one.
+        let namespaces = round
+            .ring_namespaces(now)
+            .unwrap_or_else(|| round.namespaces.clone());
         let plan = balance::plan(&View {
             ranges: self.cfg.ring.len(),
             me: &self.cfg.identity,
             members: &members,
             leases: &leases,
-            namespaces: &round.namespaces,
+            namespaces: &namespaces,
         });
         // Taken ranges join the held set together, handed-over ones leave it together: each
         // change of the set relists every cache.
@@ -844,9 +852,12 @@ impl Shards {
         session: &str,
         round: &mut Round,
     ) -> bool {
-        // A member Lease carries the objects of the ranges this replica holds.
+        // A member Lease carries the objects of the ranges this replica holds, and the
+        // namespaces it listed (if it did).
         let objects =
             (role == "member").then(|| format_objects(&self.objects_of_held(&round.known)));
+        let namespaces = (role == "member" && !round.namespaces.is_empty())
+            .then(|| format_objects(&round.namespaces));
         let result = match round.leases.get(name) {
             Some(seen) => {
                 let mut lease = Lease::clone(&seen.lease);
@@ -860,6 +871,9 @@ impl Shards {
                 annotations.remove(ANNOTATION_NEXT);
                 if let Some(objects) = &objects {
                     annotations.insert(ANNOTATION_OBJECTS.to_owned(), objects.clone());
+                }
+                if let Some(namespaces) = &namespaces {
+                    annotations.insert(ANNOTATION_NAMESPACES.to_owned(), namespaces.clone());
                 }
                 api.replace(name, &PostParams::default(), &lease).await
             }
@@ -879,6 +893,7 @@ impl Shards {
                             [(ANNOTATION_SESSION.to_owned(), session.to_owned())]
                                 .into_iter()
                                 .chain(objects.map(|o| (ANNOTATION_OBJECTS.to_owned(), o)))
+                                .chain(namespaces.map(|n| (ANNOTATION_NAMESPACES.to_owned(), n)))
                                 .collect(),
                         ),
                         ..ObjectMeta::default()
@@ -1265,6 +1280,19 @@ impl Round {
             Some(m) if newer_version(m.version(), seen.version()) => Claim::Free,
             Some(_) => Claim::Held,
         }
+    }
+
+    /// The namespaces per range the ring weighs by ([`balance::ring_namespaces`] over the
+    /// live member Leases).
+    fn ring_namespaces(&self, now: Instant) -> Option<BTreeMap<u32, u64>> {
+        balance::ring_namespaces(
+            self.leases
+                .values()
+                .filter(|seen| {
+                    seen.role() == Some("member") && !seen.lapsed(now) && !seen.holder().is_empty()
+                })
+                .map(|seen| (seen.holder(), &*seen.lease)),
+        )
     }
 
     /// The live members and the ranges' Leases, judged at `now`.

@@ -153,6 +153,11 @@ fn cached(store: &rkcm_runtime::cache::Store<ConfigMap>, run: &str) -> BTreeSet<
         .collect()
 }
 
+/// Whether two replicas hold `ranges` ranges between them, each at least one.
+fn split_between(a: &BTreeSet<u32>, b: &BTreeSet<u32>, ranges: usize) -> bool {
+    !a.is_empty() && !b.is_empty() && a.len() + b.len() == ranges
+}
+
 /// Namespaces with one test ConfigMap each, at least one in every range of `ring` (random
 /// names: created until every range has one), so that whichever ranges a replica holds or
 /// hands over, its cache has objects to keep and to drop.
@@ -196,10 +201,11 @@ async fn informers_follow_the_held_ranges() -> anyhow::Result<()> {
     let (stop_a, stop_b) = (CancellationToken::new(), CancellationToken::new());
     tokio::spawn(a.clone().run(cluster.client(), stop_a.clone()));
     tokio::spawn(b.clone().run(cluster.client(), stop_b.clone()));
-    rkcm_testkit::wait_for("the ring split 2/2", Duration::from_secs(30), || {
+    // Split by the server's namespaces (weighed before anything is counted): not always 2/2.
+    rkcm_testkit::wait_for("the ring split", Duration::from_secs(30), || {
         let (ha, hb) = (a.held(), b.held());
         async move {
-            if ha.len() == 2 && hb.len() == 2 {
+            if split_between(&ha, &hb, 4) {
                 Ok(Some(()))
             } else {
                 Err(anyhow::anyhow!("a holds {ha:?}, b holds {hb:?}"))
@@ -260,8 +266,9 @@ async fn informers_follow_the_held_ranges() -> anyhow::Result<()> {
     )
     .await?;
 
-    // c joins: a hands half the ring over to it, and a's cache drops the objects of the
-    // ranges it handed over (no relist: they leave as deletions) and keeps the rest.
+    // c joins: a hands part of the ring over to it (by the objects a counted), and a's
+    // cache drops the objects of the ranges it handed over (no relist: they leave as
+    // deletions) and keeps the rest.
     let c = replica("c");
     let stop_c = CancellationToken::new();
     tokio::spawn(c.clone().run(cluster.client(), stop_c.clone()));
@@ -273,7 +280,7 @@ async fn informers_follow_the_held_ranges() -> anyhow::Result<()> {
             let (held_a, held_c) = (a.held_ranges(), c.held_ranges());
             let want = want(&held_a);
             async move {
-                if held_a.len() == 2 && held_c.len() == 2 && got == want {
+                if split_between(&held_a, &held_c, 4) && got == want {
                     Ok(Some(()))
                 } else {
                     Err(anyhow::anyhow!(
@@ -554,6 +561,47 @@ async fn the_first_takes_split_the_server_s_namespaces() -> anyhow::Result<()> {
         },
     )
     .await;
+    // What `a` listed is on its member Lease, for every replica to weigh by.
+    let published = published_namespaces(&cluster, leases.name(), &a.config().member_lease()).await;
     stop.cancel();
-    result
+    result?;
+    let published = published?;
+    for range in heavy {
+        let n = published.get(&range).copied().unwrap_or(0);
+        anyhow::ensure!(
+            n >= (most + MARGIN) as u64,
+            "range {range} published with {n} namespaces, want at least {}: {published:?}",
+            most + MARGIN
+        );
+    }
+    Ok(())
+}
+
+/// The namespaces per range member Lease `lease` publishes, once it publishes them.
+async fn published_namespaces(
+    cluster: &TestCluster,
+    leases: &str,
+    lease: &str,
+) -> anyhow::Result<std::collections::BTreeMap<u32, u64>> {
+    use rkcm_runtime::shard::balance::{ANNOTATION_NAMESPACES, parse_objects};
+    let members: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(cluster.client(), leases);
+    rkcm_testkit::wait_for(
+        "the member Lease publishes the namespaces its holder listed",
+        std::time::Duration::from_secs(30),
+        || {
+            let members = members.clone();
+            async move {
+                let member = members.get(lease).await?;
+                let value = member
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(ANNOTATION_NAMESPACES))
+                    .cloned();
+                Ok(value.map(|v| parse_objects(&v)))
+            }
+        },
+    )
+    .await
 }
