@@ -218,6 +218,17 @@ pub fn estimates(view: &View<'_>) -> BTreeMap<u32, u64> {
         .collect()
 }
 
+/// Whether some range of the ring has no count (no Lease, or none published): only then do
+/// the namespaces weigh anything.
+pub fn any_uncounted(ranges: u32, leases: &[RangeLease]) -> bool {
+    let counted: BTreeSet<u32> = leases
+        .iter()
+        .filter(|l| l.objects.is_some())
+        .map(|l| l.range)
+        .collect();
+    (0..ranges).any(|r| !counted.contains(&r))
+}
+
 /// Who should hold each range: the valid Leases where they are, the free ranges to the
 /// cheapest members, then moves from the most to the least loaded member (see the module).
 /// Every range of the ring is in the answer; a valid range of a replica that is not a member
@@ -759,6 +770,16 @@ mod tests {
             estimated(&leases),
             [(0, 2_000), (1, 3_000), (2, 0), (3, 1_000)].into()
         );
+        // Range 3 has no Lease: uncounted; with all four counted, none is.
+        assert!(any_uncounted(4, &leases));
+        let all: Vec<RangeLease> = (0..4)
+            .map(|r| RangeLease {
+                objects: Some(0),
+                ..lease(r, "a", true)
+            })
+            .collect();
+        assert!(!any_uncounted(4, &all));
+        assert!(any_uncounted(4, &all[..3]));
         // Counted ranges without namespaces listed say nothing per namespace.
         leases[2].objects = Some(50_000);
         assert_eq!(estimated(&leases)[&1], 3_000);

@@ -484,12 +484,7 @@ impl Shards {
     async fn list_namespaces(&self, api: &Api<Namespace>, round: &mut Round) {
         let now = self.clock.now();
         let (_, leases) = round.view(&self.cfg, now, &self.held.get());
-        let counted: BTreeSet<u32> = leases
-            .iter()
-            .filter(|l| l.objects.is_some())
-            .map(|l| l.range)
-            .collect();
-        if (0..self.cfg.ring.len()).all(|r| counted.contains(&r)) {
+        if !balance::any_uncounted(self.cfg.ring.len(), &leases) {
             return;
         }
         match api.list(&ListParams::default()).await {
@@ -971,7 +966,6 @@ impl Shards {
     }
 }
 
-/// The held ranges without [`GLOBAL`].
 /// How many of `names` fall into each range of `ring`.
 fn namespaces_per_range<'a>(
     ring: &Ring,
@@ -984,6 +978,7 @@ fn namespaces_per_range<'a>(
     per
 }
 
+/// The held ranges without [`GLOBAL`].
 fn ranges_of(held: &Held) -> BTreeSet<u32> {
     held.keys().copied().filter(|r| *r != GLOBAL).collect()
 }
