@@ -1,6 +1,10 @@
 //! Pod recreation backoff after failures: 10 s doubling per consecutive failure, capped at
 //! 10 minutes, measured from the last failed pod's finish time. The record lives in memory
-//! per Job key (a restart resets it, as upstream).
+//! per Job key. Upstream starts a Job's record empty in a new process, so after a failover it
+//! replaces a failed pod at once; here a Job first synced without a record starts from the
+//! finished pods its status already accounts for ([`BackoffRecord::of_counted_pods`]), so the
+//! backoff survives a restart, a failover and, in sharded mode, a range taken over from
+//! another replica (where moves are routine, not rare).
 //!
 //! Mirrors upstream `pkg/controller/job/backoff_utils.go`.
 
@@ -50,12 +54,31 @@ impl BackoffRecord {
         }
     }
 
-    /// The record of a controller that saw the finished pods already counted in the Job's
-    /// status (no tracking finalizer) finish, one after the other. The controller keeps its
-    /// record in memory; a reader of the cluster (`rkcm explain`) starts from this one and
-    /// lets [`crate::plan::plan`] add the pods not yet counted, as the sync does.
+    /// The record of a controller that saw the finished pods the Job's status already
+    /// accounts for finish, one after the other: pods without the tracking finalizer and pods
+    /// listed in `uncountedTerminatedPods` (their finalizer is on its way out). The rest are
+    /// exactly the pods [`crate::plan::plan`] adds as newly finished, so a reader of the
+    /// cluster (`rkcm explain`) and a controller without a record for the Job (a new process
+    /// or a new holder of its range) start from this one and let the plan add the others.
     pub fn of_counted_pods(job: &k8s_openapi::api::batch::v1::Job, pods: &[&Pod]) -> Self {
-        let counted = || pods.iter().copied().filter(|p| !has_tracking_finalizer(p));
+        let uncounted = job
+            .status
+            .as_ref()
+            .and_then(|s| s.uncounted_terminated_pods.as_ref());
+        let listed = |p: &Pod| {
+            let uid = p.metadata.uid.as_deref().unwrap_or_default();
+            uncounted.is_some_and(|u| {
+                [u.succeeded.as_ref(), u.failed.as_ref()]
+                    .into_iter()
+                    .flatten()
+                    .any(|l| l.iter().any(|x| x == uid))
+            })
+        };
+        let counted = || {
+            pods.iter()
+                .copied()
+                .filter(|p| !has_tracking_finalizer(p) || listed(p))
+        };
         let succeeded: Vec<&Pod> = counted().filter(|p| is_succeeded(p)).collect();
         let failed: Vec<&Pod> = counted().filter(|p| is_failed(p, job)).collect();
         Self::default().next(&succeeded, &failed)
@@ -121,8 +144,9 @@ impl BackoffStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub fn get(&self, key: &str) -> BackoffRecord {
-        self.map().get(key).copied().unwrap_or_default()
+    /// The record of `key`, or, for a Job this process has no record of, `seed` (kept).
+    pub fn get_or_seed(&self, key: &str, seed: impl FnOnce() -> BackoffRecord) -> BackoffRecord {
+        *self.map().entry(key.to_owned()).or_insert_with(seed)
     }
 
     pub fn update(&self, key: &str, record: BackoffRecord) {
@@ -248,6 +272,109 @@ mod tests {
         assert_eq!(
             remaining_for_index(Some(&pod), ts("2026-01-01T00:00:01Z")),
             Duration::from_secs(19)
+        );
+    }
+
+    /// A pod of `uid` in `phase`, its container finished at `t`, holding the tracking
+    /// finalizer or not.
+    fn finished_pod(uid: &str, phase: &str, t: &str, finalizer: bool) -> Pod {
+        let finalizers: Vec<&str> = if finalizer {
+            vec![crate::consts::TRACKING_FINALIZER]
+        } else {
+            vec![]
+        };
+        serde_json::from_value(json!({
+            "metadata": {"uid": uid, "finalizers": finalizers},
+            "status": {"phase": phase, "containerStatuses": [
+                {"name": "a", "image": "", "imageID": "", "ready": false, "restartCount": 0,
+                 "state": {"terminated": {"exitCode": 1, "finishedAt": t}}}
+            ]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_record_starts_from_the_pods_the_status_accounts_for() {
+        let job = |uncounted_failed: &[&str]| -> k8s_openapi::api::batch::v1::Job {
+            serde_json::from_value(json!({
+                "spec": {"template": {}},
+                "status": {"uncountedTerminatedPods": {"failed": uncounted_failed}}
+            }))
+            .unwrap()
+        };
+        let counted_1 = finished_pod("f1", "Failed", "2026-01-01T00:00:01Z", false);
+        let counted_2 = finished_pod("f2", "Failed", "2026-01-01T00:00:02Z", false);
+        let uncounted_3 = finished_pod("f3", "Failed", "2026-01-01T00:00:03Z", true);
+        let new_4 = finished_pod("f4", "Failed", "2026-01-01T00:00:04Z", true);
+        let success_0 = finished_pod("s0", "Succeeded", "2026-01-01T00:00:00Z", false);
+        let success_5 = finished_pod("s5", "Succeeded", "2026-01-01T00:00:05Z", false);
+        let running = serde_json::from_value::<Pod>(json!({
+            "metadata": {"uid": "r"}, "status": {"phase": "Running"}
+        }))
+        .unwrap();
+        // (pods, uncounted failed UIDs in the status, want failures, want last failure)
+        let cases: Vec<(Vec<&Pod>, Vec<&str>, i32, Option<&str>)> = vec![
+            (vec![], vec![], 0, None),
+            (vec![&running], vec![], 0, None),
+            (
+                vec![&counted_1, &counted_2, &running],
+                vec![],
+                2,
+                Some("2026-01-01T00:00:02Z"),
+            ),
+            // Listed as uncounted: its finalizer is on its way out, the status holds it.
+            (
+                vec![&counted_1, &uncounted_3],
+                vec!["f3"],
+                2,
+                Some("2026-01-01T00:00:03Z"),
+            ),
+            // Still with its finalizer and not listed: the plan adds it, not the seed.
+            (
+                vec![&counted_1, &new_4],
+                vec![],
+                1,
+                Some("2026-01-01T00:00:01Z"),
+            ),
+            (
+                vec![&success_0, &counted_1, &counted_2],
+                vec![],
+                2,
+                Some("2026-01-01T00:00:02Z"),
+            ),
+            (vec![&counted_1, &counted_2, &success_5], vec![], 0, None),
+        ];
+        for (i, (pods, uncounted, n, last)) in cases.into_iter().enumerate() {
+            let got = BackoffRecord::of_counted_pods(&job(&uncounted), &pods);
+            assert_eq!(got.failures_after_last_success, n, "case {i}");
+            assert_eq!(got.last_failure_time, last.map(ts), "case {i}");
+        }
+    }
+
+    #[test]
+    fn a_job_without_a_record_keeps_its_seed_and_a_record_wins_over_it() {
+        let store = BackoffStore::default();
+        let seeded = BackoffRecord {
+            failures_after_last_success: 3,
+            last_failure_time: Some(ts("2026-01-01T00:00:03Z")),
+        };
+        assert_eq!(store.get_or_seed("ns/a", || seeded), seeded);
+        assert_eq!(
+            store.get_or_seed("ns/a", BackoffRecord::default),
+            seeded,
+            "the seed is kept"
+        );
+        let updated = BackoffRecord {
+            failures_after_last_success: 4,
+            last_failure_time: Some(ts("2026-01-01T00:00:04Z")),
+        };
+        store.update("ns/a", updated);
+        assert_eq!(store.get_or_seed("ns/a", || seeded), updated);
+        store.remove("ns/a");
+        assert_eq!(
+            store.get_or_seed("ns/a", BackoffRecord::default),
+            BackoffRecord::default(),
+            "a forgotten Job starts again"
         );
     }
 }

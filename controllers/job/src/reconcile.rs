@@ -32,7 +32,7 @@ use rkcm_runtime::workload::controller_ref::ControllerRefManager;
 use rkcm_runtime::workload::expectations::UidTrackingExpectations;
 use rkcm_runtime::workload::podcontrol::PodControl;
 
-use crate::backoff::BackoffStore;
+use crate::backoff::{BackoffRecord, BackoffStore};
 use crate::consts::{TRACKING_FINALIZER, event, metrics as m};
 use crate::error::Error;
 use crate::metrics;
@@ -205,7 +205,10 @@ impl Controller {
             pods: &pods,
             expected_rm_finalizers: &expected_rm,
             expectations_satisfied: satisfied,
-            backoff: self.backoff.get(key),
+            backoff: self.backoff.get_or_seed(key, || {
+                let refs: Vec<&Pod> = pods.iter().map(AsRef::as_ref).collect();
+                BackoffRecord::of_counted_pods(job, &refs)
+            }),
         };
         let now = self.clock.wall();
         let plan = plan::plan(&snapshot, now);

@@ -1,7 +1,9 @@
-//! Suspend/resume (scenarios 9 and 10) and exact counts across a controller restart.
+//! Suspend/resume (scenarios 9 and 10), exact counts and the recreation backoff across a
+//! controller restart.
 
 use anyhow::Result;
 use serde_json::json;
+use std::time::Duration;
 
 use crate::harness::*;
 
@@ -144,5 +146,47 @@ async fn restart(env: &Env) -> Result<()> {
     if let Some(c) = ctrl {
         c.stop().await?;
     }
+    Ok(())
+}
+
+rkcm_testkit::scenario! {
+    a_new_controller_keeps_the_recreation_backoff, "job-backoff-restart", backoff_restart
+}
+
+/// A controller that starts after a failure was counted (a restart, a failover, a sharded
+/// range taken over) still waits out the 10 s backoff before the replacement.
+async fn backoff_restart(env: &Env) -> Result<()> {
+    let ctrl = env.start();
+    let uid = env
+        .start_job("bk", json!({"backoffLimit": 3}), true)
+        .await?;
+    let first = env.wait_active_within(&uid, 1, WITHIN).await?;
+    let first_name = first[0].metadata.name.clone().unwrap_or_default();
+    env.terminate(&first_name, 1).await?;
+    let failed_at = std::time::Instant::now();
+    wait_job(env, "bk", "the failure counted", WITHIN, |j| {
+        status(j).failed == Some(1)
+    })
+    .await?;
+    let counted_after = failed_at.elapsed();
+    ensure(
+        counted_after < Duration::from_secs(6),
+        format!(
+            "failure counted after {counted_after:?}; the restart must come before the backoff ends"
+        ),
+    )?;
+    ctrl.stop().await?;
+    let ctrl = env.start();
+    let second = env.wait_active_within(&uid, 1, WITHIN).await?;
+    let elapsed = failed_at.elapsed();
+    ensure(
+        second[0].metadata.name.as_deref() != Some(first_name.as_str()),
+        "a replacement",
+    )?;
+    ensure(
+        elapsed >= Duration::from_secs(8),
+        format!("replacement {elapsed:?} after the failure, want the 10 s backoff"),
+    )?;
+    ctrl.stop().await?;
     Ok(())
 }
