@@ -431,8 +431,9 @@ impl Shards {
         }
     }
 
-    /// Holds ranges until `cancel`, then hands every range over and releases the Leases. The
-    /// first round only starts the replica's member session and takes nothing.
+    /// Holds ranges until `cancel`, then drains every held range and releases the member
+    /// Lease, which frees them all. The first round only starts the replica's member session
+    /// and takes nothing.
     pub async fn run(self: Arc<Self>, client: kube::Client, cancel: CancellationToken) {
         let namespaces: Api<Namespace> = Api::all(client.clone());
         let api: Api<Lease> = Api::namespaced(client, &self.cfg.namespace);
@@ -463,16 +464,12 @@ impl Shards {
             }
         }
         let held: Vec<u32> = self.held.get().keys().copied().collect();
-        let objects = self.objects_of_held(&round.known);
         self.set_held(Held::new());
         self.drain(&held, self.cfg.renew_deadline).await;
-        for range in held {
-            let name = self.cfg.range_lease(range);
-            self.release(&api, &name, objects.get(&range).copied(), None, &mut round)
-                .await;
-        }
-        // Last: with the member Lease released, a range whose release failed is free at once
-        // (nothing acts on it any more).
+        // One write frees every range: a range naming a session its member Lease no longer
+        // shows is free at once (`Round::claim`), and the member Lease keeps the counts it
+        // published for the next holders' balance. Releasing each range Lease too cost one
+        // write per range (64 for a ring of 64 stopping) and gave the takers nothing more.
         self.release(&api, &self.cfg.member_lease(), None, None, &mut round)
             .await;
     }

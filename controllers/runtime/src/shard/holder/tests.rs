@@ -113,10 +113,10 @@ async fn replicas_split_the_ring_and_a_leaver_hands_over_at_once() {
     let api = SimApi::new(1, base());
     let (a, b) = (replica("a", 8), replica("b", 8));
     let (cancel_a, cancel_b) = (CancellationToken::new(), CancellationToken::new());
-    let task_a = start(&api, &a, &cancel_a);
+    let task_a = start_as(&api, 1, &a, &cancel_a);
     run_checking(Duration::from_secs(5), &[&a, &b]).await;
     assert_eq!(a.held().len(), 8, "alone, a holds the whole ring");
-    let _task_b = start(&api, &b, &cancel_b);
+    let _task_b = start_as(&api, 2, &b, &cancel_b);
     run_checking(Duration::from_secs(20), &[&a, &b]).await;
     assert_eq!(
         (a.held().len(), b.held().len()),
@@ -130,8 +130,21 @@ async fn replicas_split_the_ring_and_a_leaver_hands_over_at_once() {
         "no cache has listed the range: nobody acts on it"
     );
     // A graceful leave: b owns everything within a couple of rounds, not a lease later.
+    api.world().drain_changes();
     cancel_a.cancel();
     task_a.await.expect("a stops");
+    let leaving: Vec<String> = api
+        .world()
+        .drain_changes()
+        .into_iter()
+        .filter(|c| c.epoch == 1)
+        .map(|c| c.key)
+        .collect();
+    assert_eq!(
+        leaving,
+        vec![format!("kube-system/{}", a.config().member_lease())],
+        "a leaves with one write: its member Lease released frees its four ranges"
+    );
     run_checking(2 * RETRY + Duration::from_millis(500), &[&a, &b]).await;
     assert_eq!(b.held().len(), 8, "b took the released ranges at once");
 }
