@@ -102,7 +102,7 @@ impl PodGcApi for KubeApi {
     }
 }
 
-fn pod_key(pod: &Pod) -> String {
+pub(crate) fn pod_key(pod: &Pod) -> String {
     rkcm_runtime::keys::key_of(pod)
 }
 

@@ -81,6 +81,31 @@ impl Sharded {
     }
 }
 
+/// What the terminated-pod cache keeps of a pod: what the threshold sweep reads to choose
+/// ([`crate::plan::terminated_above`]: phase, eviction reason, creation time, name) and to
+/// delete (namespace, UID precondition, and the generation a status write of a pod without
+/// a phase stamps). Every other field goes: the cache holds the terminated pods of every
+/// namespace in the one replica holding the global Lease, beside that replica's own caches,
+/// so a whole cached pod there cost as much as a pod in its own ranges.
+pub(crate) fn threshold_view(pod: &mut Pod, keep: Fields) {
+    use rkcm_runtime::cache::projection::Projectable;
+    pod.project(keep);
+    let meta = &mut pod.metadata;
+    meta.labels = None;
+    meta.annotations = None;
+    meta.owner_references = None;
+    meta.finalizers = None;
+    meta.generate_name = None;
+    meta.managed_fields = None;
+    pod.spec = None;
+    if let Some(status) = pod.status.as_mut() {
+        status.conditions = None;
+        status.start_time = None;
+        status.container_statuses = None;
+        status.init_container_statuses = None;
+    }
+}
+
 /// The cluster's terminated pods, cached only while the global Lease is held.
 struct TerminatedPods {
     base: InformerFactory,
@@ -113,7 +138,7 @@ impl TerminatedPods {
                 namespaces: self.base.scope().limited_to().cloned(),
             }));
             let informer = factory.informer::<Pod>();
-            informer.keep(self.fields);
+            informer.keep_with(threshold_view, self.fields);
             let store = informer.store();
             let stop = CancellationToken::new();
             factory.start(stop.clone());
@@ -128,5 +153,126 @@ impl Drop for TerminatedPods {
         if let Some((stop, _, _)) = self.current.take() {
             stop.cancel();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use rkcm_runtime::cache::cached::Pod;
+    use rkcm_runtime::cache::projection::pod as fields;
+    use serde_json::json;
+
+    use super::threshold_view;
+    use crate::plan::terminated_above;
+    use crate::plan::tests::pod;
+    use crate::reconcile::pod_key;
+    use crate::status::failed_status_apply;
+
+    /// A terminated pod as the API server sends it, with fields of every kind.
+    fn wire(name: &str, created: &str, phase: &str, reason: Option<&str>) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}"),
+                "resourceVersion": "7", "generation": 3, "creationTimestamp": created,
+                "generateName": "job-", "labels": {"a": "b"}, "annotations": {"x": "y"},
+                "finalizers": ["f"],
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "job",
+                    "uid": "job-uid", "controller": true}]},
+            "spec": {"nodeName": "n1", "restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": phase, "reason": reason, "startTime": created,
+                "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted"}],
+                "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": false,
+                    "restartCount": 0,
+                    "state": {"terminated": {"exitCode": 0, "finishedAt": created}}}]}
+        }))
+        .expect("valid pod")
+    }
+
+    fn lean(p: &Pod) -> Pod {
+        let mut p = p.clone();
+        threshold_view(&mut p, fields::ALL);
+        p
+    }
+
+    #[test]
+    fn the_terminated_cache_keeps_what_the_threshold_reads() {
+        let p = lean(&wire(
+            "a",
+            "2026-01-01T00:00:00Z",
+            "Failed",
+            Some("Evicted"),
+        ));
+        let meta = &p.metadata;
+        assert_eq!(meta.name.as_deref(), Some("a"));
+        assert_eq!(meta.namespace.as_deref(), Some("ns"));
+        assert_eq!(meta.uid.as_deref(), Some("uid-a"));
+        assert_eq!(meta.resource_version.as_deref(), Some("7"));
+        assert_eq!(meta.generation, Some(3));
+        assert!(meta.creation_timestamp.is_some());
+        let status = p.status.as_ref().expect("status");
+        assert_eq!(status.phase.as_deref(), Some("Failed"));
+        assert_eq!(status.reason.as_deref(), Some("Evicted"));
+        // Dropped: nothing the sweep reads.
+        assert_eq!(meta.labels, None);
+        assert_eq!(meta.annotations, None);
+        assert_eq!(meta.owner_references, None);
+        assert_eq!(meta.finalizers, None);
+        assert_eq!(meta.generate_name, None);
+        assert!(p.spec.is_none());
+        assert_eq!(status.conditions, None);
+        assert_eq!(status.start_time, None);
+        assert_eq!(status.container_statuses, None);
+    }
+
+    #[test]
+    fn the_threshold_sweep_chooses_the_same_pods_from_the_lean_cache() {
+        let full = [
+            wire("old-ok", "2026-01-01T00:00:00Z", "Succeeded", None),
+            wire(
+                "new-evicted",
+                "2026-01-01T01:00:00Z",
+                "Failed",
+                Some("Evicted"),
+            ),
+            wire(
+                "mid-failed",
+                "2026-01-01T00:30:00Z",
+                "Failed",
+                Some("Error"),
+            ),
+            wire("newest-ok", "2026-01-01T02:00:00Z", "Succeeded", None),
+            wire("twin-b", "2026-01-01T00:10:00Z", "Succeeded", None),
+            wire("twin-a", "2026-01-01T00:10:00Z", "Succeeded", None),
+        ];
+        let full: Vec<Arc<Pod>> = full.into_iter().map(Arc::new).collect();
+        let lean: Vec<Arc<Pod>> = full.iter().map(|p| Arc::new(lean(p))).collect();
+        let keys = |pods: Vec<Arc<Pod>>| pods.iter().map(|p| pod_key(p)).collect::<Vec<_>>();
+        for threshold in 1..=6 {
+            assert_eq!(
+                keys(terminated_above(&lean, threshold)),
+                keys(terminated_above(&full, threshold)),
+                "threshold {threshold}"
+            );
+        }
+        assert_eq!(
+            keys(terminated_above(&lean, 2)),
+            ["ns/new-evicted", "ns/old-ok", "ns/twin-a", "ns/twin-b"],
+            "evicted first, then the oldest, then by name"
+        );
+    }
+
+    #[test]
+    fn a_lean_pod_without_a_phase_is_marked_failed_as_the_whole_one() {
+        let mut whole = pod("ns", "p", 0, "");
+        whole.metadata.labels = Some([("a".to_owned(), "b".to_owned())].into());
+        let now: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().expect("timestamp");
+        let reason = crate::plan::Reason::Terminated;
+        assert_eq!(
+            failed_status_apply(&lean(&whole), reason, now),
+            failed_status_apply(&whole, reason, now)
+        );
+        assert!(failed_status_apply(&lean(&whole), reason, now).is_some());
     }
 }

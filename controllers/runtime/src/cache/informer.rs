@@ -188,6 +188,19 @@ impl<K: Informable> Informer<K> {
         }
     }
 
+    /// [`Informer::keep`] with a trim of the caller's own: every object is cached as `apply`
+    /// leaves it. Only for an informer no other controller reads (one of a factory of the
+    /// caller's own): the first declaration's `apply` is the one kept, a later one only
+    /// widens `fields`.
+    pub fn keep_with(&self, apply: fn(&mut K, Fields), fields: Fields) {
+        let widened = self.shared.inner.write().state.declare(apply, fields);
+        if widened {
+            info!(resource = %self.shared.resource, "Projection widened; relisting");
+            self.shared.synced.set(false);
+            self.restart();
+        }
+    }
+
     /// Lists everything again in one new list+watch (a started informer; one not started yet
     /// lists with what is declared when it starts). The relist delivers the difference.
     fn restart(&self) {

@@ -530,6 +530,42 @@ fn declared_projection_trims_cached_pods_and_a_widening_relists() {
 }
 
 #[test]
+fn an_informer_of_one_s_own_caches_what_its_trim_leaves() {
+    use crate::cache::cached::Pod;
+    use crate::cache::projection::pod as fields;
+    fn labels_only(p: &mut Pod, _: crate::cache::projection::Fields) {
+        p.spec = None;
+        p.status = None;
+    }
+    let informer = Informer::<Pod>::detached();
+    informer.keep_with(labels_only, fields::ALL);
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "p", "namespace": "ns", "resourceVersion": "1",
+            "labels": {"a": "b"}},
+        "spec": {"containers": [{"name": "c"}], "nodeName": "n1"},
+        "status": {"phase": "Succeeded"},
+    }))
+    .expect("valid pod");
+    informer.feed(watcher::Event::Init);
+    informer.feed(watcher::Event::InitApply(pod));
+    informer.feed(watcher::Event::InitDone);
+    let cached = informer.store().get("ns/p").expect("cached");
+    assert!(
+        cached.spec.is_none() && cached.status.is_none(),
+        "{cached:?}"
+    );
+    assert_eq!(
+        cached
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("a"))
+            .map(String::as_str),
+        Some("b")
+    );
+}
+
+#[test]
 fn index_added_late_is_built_from_the_cache() {
     fn by_name(cm: &ConfigMap) -> Vec<String> {
         cm.metadata.name.clone().into_iter().collect()
