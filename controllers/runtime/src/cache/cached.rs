@@ -144,7 +144,9 @@ pub struct ContainerStateTerminated {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Node {
-    #[serde(deserialize_with = "metadata")]
+    /// Without annotations: no controller reads a node's, and on real nodes they are often
+    /// the largest part of the metadata (network plugins, CSI, kubeadm).
+    #[serde(deserialize_with = "node_metadata")]
     pub metadata: ObjectMeta,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spec: Option<NodeSpec>,
@@ -218,6 +220,13 @@ fn metadata<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
         self_link: None,
         uid: w.uid,
     })
+}
+
+/// [`metadata`] without annotations (a node's: see [`Node`]).
+fn node_metadata<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+    let mut meta = metadata(d)?;
+    meta.annotations = None;
+    Ok(meta)
 }
 
 macro_rules! resource {
@@ -345,6 +354,7 @@ impl From<&core::Node> for Node {
         let mut metadata = node.metadata.clone();
         metadata.managed_fields = None;
         metadata.self_link = None;
+        metadata.annotations = None;
         Node {
             metadata,
             spec: node.spec.as_ref().map(|s| NodeSpec {
@@ -468,7 +478,8 @@ pub(crate) mod tests {
     #[test]
     fn a_whole_node_converts_as_the_wire_form_decodes() {
         let wire = serde_json::json!({
-            "metadata": {"name": "n1", "labels": {"zone": "a"}, "resourceVersion": "9"},
+            "metadata": {"name": "n1", "labels": {"zone": "a"}, "resourceVersion": "9",
+                "annotations": {"a": "b"}},
             "spec": {"unschedulable": true, "taints": [{"key": "k", "effect": "NoSchedule"}]},
             "status": {"conditions": [{"type": "Ready", "status": "False", "reason": "r"}]}
         });
@@ -480,7 +491,8 @@ pub(crate) mod tests {
     #[test]
     fn a_node_keeps_labels_and_scheduling_only() {
         let node: Node = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "n1", "labels": {"zone": "a"}, "resourceVersion": "9"},
+            "metadata": {"name": "n1", "labels": {"zone": "a"}, "resourceVersion": "9",
+                "annotations": {"node.alpha.kubernetes.io/ttl": "0"}},
             "spec": {"unschedulable": true,
                 "taints": [{"key": "k", "effect": "NoSchedule"}], "podCIDR": "10.0.0.0/24"},
             "status": {"conditions": [{"type": "Ready", "status": "True",
@@ -488,6 +500,15 @@ pub(crate) mod tests {
         }))
         .expect("decodes");
         assert_eq!(node.metadata.name.as_deref(), Some("n1"));
+        assert_eq!(node.metadata.annotations, None, "annotations are not kept");
+        assert_eq!(
+            node.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("zone"))
+                .map(String::as_str),
+            Some("a")
+        );
         let spec = node.spec.as_ref().expect("spec");
         assert_eq!(spec.unschedulable, Some(true));
         assert_eq!(spec.taints.as_ref().map(|t| t[0].key.as_str()), Some("k"));

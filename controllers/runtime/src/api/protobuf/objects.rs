@@ -381,7 +381,11 @@ pub fn node(buf: &[u8]) -> Result<cached::Node> {
     let mut f = Fields::new(buf);
     while let Some((n, v)) = f.next()? {
         match n {
-            1 => node.metadata = object_meta(bytes(v, "node.metadata")?)?,
+            1 => {
+                node.metadata = object_meta(bytes(v, "node.metadata")?)?;
+                // As the JSON decoder: a node's annotations are not kept (`cached::Node`).
+                node.metadata.annotations = None;
+            }
             2 => node.spec = Some(node_spec(bytes(v, "node.spec")?)?),
             3 => node.status = Some(node_status(bytes(v, "node.status")?)?),
             _ => {}

@@ -133,7 +133,16 @@ fn nodes_decode_as_their_json_does() {
         let from_pb = node(env.raw).expect("node");
         let from_json: cached::Node = json(js);
         assert_eq!(from_pb, from_json);
+        assert_eq!(
+            from_pb.metadata.annotations, None,
+            "a node's annotations are not kept"
+        );
     }
+    let wire: serde_json::Value = json(fixture!("node-kwok-node-0.json"));
+    assert!(
+        wire["metadata"]["annotations"].is_object(),
+        "the fixture has annotations to drop"
+    );
     let tainted = node(envelope(fixture!("node-tainted.pb")).expect("envelope").raw).expect("node");
     let spec = tainted.spec.expect("spec");
     assert_eq!(spec.unschedulable, Some(true));
