@@ -102,7 +102,7 @@ impl PodGcApi for KubeApi {
     }
 }
 
-pub(crate) fn pod_key(pod: &Pod) -> String {
+fn pod_key(pod: &Pod) -> String {
     rkcm_runtime::keys::key_of(pod)
 }
 

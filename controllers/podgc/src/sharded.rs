@@ -167,7 +167,6 @@ mod tests {
     use super::threshold_view;
     use crate::plan::terminated_above;
     use crate::plan::tests::pod;
-    use crate::reconcile::pod_key;
     use crate::status::failed_status_apply;
 
     /// A terminated pod as the API server sends it, with fields of every kind.
@@ -248,7 +247,18 @@ mod tests {
         ];
         let full: Vec<Arc<Pod>> = full.into_iter().map(Arc::new).collect();
         let lean: Vec<Arc<Pod>> = full.iter().map(|p| Arc::new(lean(p))).collect();
-        let keys = |pods: Vec<Arc<Pod>>| pods.iter().map(|p| pod_key(p)).collect::<Vec<_>>();
+        let keys = |pods: Vec<Arc<Pod>>| {
+            pods.iter()
+                .map(|p| {
+                    let m = &p.metadata;
+                    format!(
+                        "{}/{}",
+                        m.namespace.as_deref().unwrap_or_default(),
+                        m.name.as_deref().unwrap_or_default()
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
         for threshold in 1..=6 {
             assert_eq!(
                 keys(terminated_above(&lean, threshold)),
