@@ -138,16 +138,7 @@ async fn ignore_rule(env: &Env) -> Result<()> {
     let first_name = first[0].metadata.name.clone().unwrap_or_default();
     env.terminate(&first_name, 5).await?;
     let failed_at = std::time::Instant::now();
-    let second = env.wait_active_within(&uid, 1, WITHIN).await?;
-    let elapsed = failed_at.elapsed();
-    ensure(
-        second[0].metadata.name.as_deref() != Some(first_name.as_str()),
-        "a replacement",
-    )?;
-    ensure(
-        elapsed >= Duration::from_secs(8),
-        format!("replacement after {elapsed:?}, want the 10 s backoff"),
-    )?;
+    let second = wait_replacement_after_backoff(env, &uid, &first_name, failed_at).await?;
     let j = env.jobs().get("ign").await?;
     ensure(
         status(&j).failed.unwrap_or(0) == 0,

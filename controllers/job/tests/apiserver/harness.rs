@@ -30,6 +30,28 @@ pub fn start(env: &Env) -> Controllers {
         .run()
 }
 
+/// Waits for the pod replacing `failed` (a pod of Job `uid` that failed at `failed_at`) and
+/// checks it came after the 10 s recreation backoff (8 s: the failure's own timestamps are
+/// whole seconds); returns the Job's active pods.
+pub async fn wait_replacement_after_backoff(
+    env: &Env,
+    uid: &str,
+    failed: &str,
+    failed_at: std::time::Instant,
+) -> Result<Vec<Pod>> {
+    let active = env.wait_active_within(uid, 1, WITHIN).await?;
+    let elapsed = failed_at.elapsed();
+    ensure(
+        active[0].metadata.name.as_deref() != Some(failed),
+        "a replacement",
+    )?;
+    ensure(
+        elapsed >= Duration::from_secs(8),
+        format!("replacement {elapsed:?} after the failure, want the 10 s backoff"),
+    )?;
+    Ok(active)
+}
+
 /// Waits up to `timeout` until Job `name` satisfies `check`; returns it (on timeout the
 /// error shows its status as last seen).
 pub async fn wait_job(

@@ -177,16 +177,7 @@ async fn backoff_restart(env: &Env) -> Result<()> {
     )?;
     ctrl.stop().await?;
     let ctrl = env.start();
-    let second = env.wait_active_within(&uid, 1, WITHIN).await?;
-    let elapsed = failed_at.elapsed();
-    ensure(
-        second[0].metadata.name.as_deref() != Some(first_name.as_str()),
-        "a replacement",
-    )?;
-    ensure(
-        elapsed >= Duration::from_secs(8),
-        format!("replacement {elapsed:?} after the failure, want the 10 s backoff"),
-    )?;
+    wait_replacement_after_backoff(env, &uid, &first_name, failed_at).await?;
     ctrl.stop().await?;
     Ok(())
 }
