@@ -317,6 +317,9 @@ fn job_config(cli: &Cli) -> rkcm_job::Config {
         clear_start_time_on_suspend: cli
             .feature_gates
             .enabled("MutableSchedulingDirectivesForSuspendedJobs"),
+        // Upstream's: a new controller starts without backoff records (sharded mode turns the
+        // seed on in the controller itself).
+        backoff_from_counted_pods: false,
     }
 }
 

@@ -1,10 +1,11 @@
 //! Pod recreation backoff after failures: 10 s doubling per consecutive failure, capped at
 //! 10 minutes, measured from the last failed pod's finish time. The record lives in memory
 //! per Job key. Upstream starts a Job's record empty in a new process, so after a failover it
-//! replaces a failed pod at once; here a Job first synced without a record starts from the
+//! replaces a failed pod at once, and so does this controller by default. With
+//! [`crate::Config::backoff_from_counted_pods`] (always in sharded mode, where a range moving
+//! to another replica is routine) a Job first synced without a record starts from the
 //! finished pods its status already accounts for ([`BackoffRecord::of_counted_pods`]), so the
-//! backoff survives a restart, a failover and, in sharded mode, a range taken over from
-//! another replica (where moves are routine, not rare).
+//! backoff survives a restart, a failover and a range taken over.
 //!
 //! Mirrors upstream `pkg/controller/job/backoff_utils.go`.
 

@@ -19,6 +19,11 @@ pub struct Config {
     /// Gate `MutableSchedulingDirectivesForSuspendedJobs` (beta, on): suspending a Job clears
     /// `status.startTime`.
     pub clear_start_time_on_suspend: bool,
+    /// A Job synced without a backoff record starts it from the finished pods its status
+    /// accounts for ([`crate::backoff::BackoffRecord::of_counted_pods`]) instead of empty, as
+    /// upstream does. Off by default; always on in sharded mode (`--rkcm-shards`), where a
+    /// range moving to another replica is routine and would cut backoffs short.
+    pub backoff_from_counted_pods: bool,
 }
 
 impl Default for Config {
@@ -27,6 +32,7 @@ impl Default for Config {
             workers: DEFAULT_WORKERS,
             stale_cache_guard: true,
             clear_start_time_on_suspend: true,
+            backoff_from_counted_pods: false,
         }
     }
 }

@@ -101,6 +101,10 @@ fn job_queue(name: &str) -> WorkQueue<String> {
 /// informers, waits for both caches, then runs `cfg.workers` Job workers and one orphan-pod
 /// worker. Sync errors are retried with backoff and never end it.
 pub async fn start(ctx: ControllerContext, cfg: Config) -> Result<(), Error> {
+    let cfg = Config {
+        backoff_from_counted_pods: cfg.backoff_from_counted_pods || ctx.shards.is_some(),
+        ..cfg
+    };
     let _ = metrics::get();
     let jobs = ctx.informers.informer::<Job>();
     let pods = ctx.informers.informer::<Pod>();

@@ -206,6 +206,9 @@ impl Controller {
             expected_rm_finalizers: &expected_rm,
             expectations_satisfied: satisfied,
             backoff: self.backoff.get_or_seed(key, || {
+                if !self.cfg.backoff_from_counted_pods {
+                    return BackoffRecord::default();
+                }
                 let refs: Vec<&Pod> = pods.iter().map(AsRef::as_ref).collect();
                 BackoffRecord::of_counted_pods(job, &refs)
             }),

@@ -154,9 +154,21 @@ rkcm_testkit::scenario! {
 }
 
 /// A controller that starts after a failure was counted (a restart, a failover, a sharded
-/// range taken over) still waits out the 10 s backoff before the replacement.
+/// range taken over) still waits out the 10 s backoff before the replacement, with
+/// `backoff_from_counted_pods` (sharded mode turns it on; off, upstream replaces at once).
 async fn backoff_restart(env: &Env) -> Result<()> {
-    let ctrl = env.start();
+    let start = || {
+        env.controllers()
+            .spawn("job", |ctx| {
+                let cfg = rkcm_job::Config {
+                    backoff_from_counted_pods: true,
+                    ..rkcm_job::Config::default()
+                };
+                rkcm_job::start(ctx, cfg)
+            })
+            .run()
+    };
+    let ctrl = start();
     let uid = env
         .start_job("bk", json!({"backoffLimit": 3}), true)
         .await?;
@@ -176,7 +188,7 @@ async fn backoff_restart(env: &Env) -> Result<()> {
         ),
     )?;
     ctrl.stop().await?;
-    let ctrl = env.start();
+    let ctrl = start();
     wait_replacement_after_backoff(env, &uid, &first_name, failed_at).await?;
     ctrl.stop().await?;
     Ok(())
