@@ -58,6 +58,8 @@ pub struct Probe {
     killed: Arc<Mutex<BTreeSet<u32>>>,
     /// CPU seconds and `VmHWM` of each such replica just before its kill.
     gone: Arc<Mutex<BTreeMap<u32, Reading>>>,
+    /// CPU seconds of processes a scenario ran in the manager's place ([`Probe::charge_cpu`]).
+    charged: Arc<Mutex<f64>>,
     audit_log: PathBuf,
     milestones: Arc<Mutex<Vec<Milestone>>>,
     phases: Arc<Mutex<Vec<PhaseRecord>>>,
@@ -96,6 +98,7 @@ impl Probe {
             logs,
             killed: Arc::default(),
             gone: Arc::default(),
+            charged: Arc::default(),
             audit_log,
             milestones: Arc::default(),
             phases: Arc::default(),
@@ -206,9 +209,29 @@ impl Probe {
     }
 
     /// The manager's CPU time so far (utime+stime; a sharded run's: every replica's together,
-    /// a replica killed on purpose counted until its kill), for scenario metrics of a window.
+    /// a replica killed on purpose counted until its kill; plus what was charged to it with
+    /// [`Probe::charge_cpu`]), for scenario metrics of a window.
     pub fn manager_cpu_seconds(&self) -> Option<f64> {
-        self.pids.iter().map(|&p| self.replica_reading(p).0).sum()
+        let own: Option<f64> = self.pids.iter().map(|&p| self.replica_reading(p).0).sum();
+        own.map(|cpu| cpu + self.charged_cpu_seconds())
+    }
+
+    /// Charges `seconds` of CPU spent by a process the scenario ran in the manager's place to
+    /// the manager: the phase in progress and the run's total count it. One rkcm's failover is
+    /// a standby taking over, which lists everything again; the sharded failover's survivors
+    /// list what they take, in the replicas' own CPU.
+    pub fn charge_cpu(&self, seconds: f64) {
+        *self
+            .charged
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) += seconds.max(0.0);
+    }
+
+    fn charged_cpu_seconds(&self) -> f64 {
+        *self
+            .charged
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// CPU seconds and `VmHWM` of replica `pid`: now, or just before its kill.
@@ -315,6 +338,12 @@ pub trait Scenario {
     /// Scenario flags for both managers (`--terminated-pod-gc-threshold=5000`); none unless
     /// the scenario says.
     fn manager_flags(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Flags for a manager that runs as one process (after [`Scenario::manager_flags`]; a
+    /// sharded run's replicas take their own), e.g. leader election as such a manager is
+    /// deployed; none unless the scenario says.
+    fn single_flags(&self) -> Vec<String> {
         Vec::new()
     }
 
@@ -717,6 +746,9 @@ async fn measure<S: Scenario>(
     r: &mut RunResult,
 ) {
     let mut extra = scenario.manager_flags();
+    if !m.is_sharded() {
+        extra.extend(scenario.single_flags());
+    }
     extra.extend(m.shard_flags(env.sharding));
     r.args = m.args(
         &m.kubeconfig(&env.cluster_dir),
@@ -883,7 +915,11 @@ async fn read_usage(
         .iter()
         .map(|&p| probe.replica_reading(p))
         .collect();
-    r.cpu_seconds_total = readings.iter().map(|x| x.0).sum();
+    r.cpu_seconds_total = readings
+        .iter()
+        .map(|x| x.0)
+        .sum::<Option<f64>>()
+        .map(|cpu| cpu + probe.charged_cpu_seconds());
     r.peak_rss_bytes = readings.iter().filter_map(|x| x.1).max();
     let pids = probe.manager_pids();
     if pids.len() > 1 {
@@ -1014,5 +1050,43 @@ mod replica_tests {
         );
         let off = vec!["--secure-port=0".to_string()];
         assert_eq!(replica_args(&off, 1), off, "no port served: none to move");
+    }
+}
+
+#[cfg(test)]
+mod charge_tests {
+    use std::time::Instant;
+
+    use super::Probe;
+    use crate::manager::Manager;
+
+    /// CPU charged for a process run in the manager's place counts in the phase that was in
+    /// progress and in the manager's CPU from then on, and only once.
+    #[test]
+    fn charged_cpu_counts_in_the_phase_and_the_total() {
+        let probe = Probe::new(
+            Instant::now(),
+            Manager::Rkcm,
+            vec![std::process::id()],
+            Vec::new(),
+            std::env::temp_dir().join("rkcm-bench-no-audit.log"),
+        );
+        let before = probe.manager_cpu_seconds().expect("own CPU readable");
+        let phase = probe.begin("failover");
+        probe.charge_cpu(2.5);
+        probe.charge_cpu(-1.0);
+        let during = probe.manager_cpu_seconds().expect("own CPU readable");
+        assert!(
+            (2.5..2.6).contains(&(during - before)),
+            "{before} → {during}"
+        );
+        probe.end(phase, "");
+        let phases = probe.take_phases();
+        let cpu = phases[0].phase.cpu_seconds.expect("phase CPU");
+        assert!((2.5..2.6).contains(&cpu), "phase cpu {cpu}");
+        let later = probe.begin("after");
+        probe.end(later, "");
+        let cpu = probe.take_phases()[0].phase.cpu_seconds.expect("phase CPU");
+        assert!(cpu < 0.1, "charged again: {cpu}");
     }
 }

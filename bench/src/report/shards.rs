@@ -310,8 +310,8 @@ pub(super) fn write_shard_summary(o: &mut String, scenarios: &[ScenarioResult]) 
 
 /// The summary's figures over the steps before the failover, for scenarios with one: the
 /// end of a run has two replicas holding what three held (the killed one's ranges), and the
-/// survivors' relists are in its CPU and requests, while one rkcm's standby only waits out
-/// the Lease.
+/// survivors' relists are in its CPU and requests; one rkcm's failover is charged its
+/// standby's takeover (a cold start: a standby opens no watch).
 fn write_before_failover(o: &mut String, scenarios: &[&ScenarioResult]) {
     let with: Vec<&&ScenarioResult> = scenarios
         .iter()
@@ -327,8 +327,9 @@ fn write_before_failover(o: &mut String, scenarios: &[&ScenarioResult]) {
     let _ = writeln!(
         o,
         "Before the failover (every step up to it: cold start, settled, reaction; the \
-         failover leaves two replicas holding the killed one's ranges and charges their relists \
-         to the sharded run only):\n"
+         failover leaves two replicas holding the killed one's ranges, and the whole run's CPU \
+         holds their relists against one rkcm's standby taking over, since the bench charges \
+         one rkcm that standby's CPU from the kill to its first write):\n"
     );
     let _ = writeln!(
         o,

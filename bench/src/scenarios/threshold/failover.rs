@@ -2,18 +2,19 @@
 //! manager started with leader election on a Lease of the run's, the second once the first
 //! leads and has synced and once it has synced as far as a standby does; then the leader is
 //! SIGKILLed and a Deployment scaled at once. The answer is the standby's first write for
-//! that Deployment (its ReplicaSet resized), read from the audit log.
+//! that Deployment (its ReplicaSet resized), read from the audit log. The standby's CPU from
+//! the kill to that write is charged to the manager: a standby opens no watch, so taking over
+//! is a cold start, as the sharded survivors' lists of the ranges they take are in theirs.
 
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use super::phases::wait_synced;
-use super::shared::{LEASE, Threshold, failover_target, ns_of};
+use super::shared::{LEASE, Threshold, delete_lease, failover_target, ns_of};
 use crate::harness::{Env, Probe};
 use crate::manager::{Running, signal};
 use crate::{audit, latency};
@@ -50,12 +51,7 @@ pub async fn run(t: &Threshold, env: &Env, probe: &Probe) -> anyhow::Result<f64>
 
 async fn replicas(t: &Threshold, env: &Env, probe: &Probe) -> anyhow::Result<f64> {
     let m = probe.manager();
-    let leases: Api<Lease> = Api::namespaced(env.client.clone(), "kube-system");
-    match leases.delete(LEASE, &DeleteParams::default()).await {
-        Ok(_) => {}
-        Err(e) if crate::k8s::is_status(&e, 404) => {}
-        Err(e) => return Err(e).context("deleting the failover Lease"),
-    }
+    delete_lease(env, LEASE).await?;
     let args = m.args(
         &m.kubeconfig(&env.cluster_dir),
         &ALL,
@@ -91,6 +87,7 @@ async fn replicas(t: &Threshold, env: &Env, probe: &Probe) -> anyhow::Result<f64
         .with_context(|| format!("reading deployment {}", target.name))?;
     let replicas = d.spec.replicas.unwrap_or(1) + 1;
     let from = audit::offset(&env.audit_log)?;
+    let standby_cpu = crate::procfs::cpu_seconds(b.pid);
     signal(a.pid, libc::SIGKILL);
     let killed = jiff::Timestamp::now();
     let patch = json!({"spec": {"replicas": replicas}});
@@ -123,9 +120,18 @@ async fn replicas(t: &Threshold, env: &Env, probe: &Probe) -> anyhow::Result<f64
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
+    let takeover = standby_cpu
+        .zip(crate::procfs::cpu_seconds(b.pid))
+        .map(|(at_kill, now)| now - at_kill);
+    if let Some(cpu) = takeover {
+        probe.charge_cpu(cpu);
+    }
     probe.end(
         phase,
-        format!("standby answered {:.1} s after the leader's kill", secs),
+        format!(
+            "standby answered {secs:.1} s after the leader's kill, its CPU {} s charged",
+            takeover.map_or_else(|| "(unreadable, none)".to_owned(), |c| format!("{c:.2}"))
+        ),
     );
     b.stop(Duration::from_secs(10)).await;
     a.stop(Duration::from_secs(1)).await;
