@@ -145,6 +145,11 @@ impl BackoffStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The record of `key`; empty (and not kept) for a Job this process has no record of.
+    pub fn get(&self, key: &str) -> BackoffRecord {
+        self.map().get(key).copied().unwrap_or_default()
+    }
+
     /// The record of `key`, or, for a Job this process has no record of, `seed` (kept).
     pub fn get_or_seed(&self, key: &str, seed: impl FnOnce() -> BackoffRecord) -> BackoffRecord {
         *self.map().entry(key.to_owned()).or_insert_with(seed)
@@ -377,5 +382,19 @@ mod tests {
             BackoffRecord::default(),
             "a forgotten Job starts again"
         );
+    }
+
+    /// Without a seed (upstream's way), reading a Job that never failed keeps nothing.
+    #[test]
+    fn reading_a_job_without_a_record_keeps_nothing() {
+        let store = BackoffStore::default();
+        assert_eq!(store.get("ns/a"), BackoffRecord::default());
+        assert!(store.is_empty(), "an empty record was kept");
+        let failed = BackoffRecord {
+            failures_after_last_success: 1,
+            last_failure_time: Some(ts("2026-01-01T00:00:01Z")),
+        };
+        store.update("ns/a", failed);
+        assert_eq!(store.get("ns/a"), failed);
     }
 }

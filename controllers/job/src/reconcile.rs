@@ -205,13 +205,16 @@ impl Controller {
             pods: &pods,
             expected_rm_finalizers: &expected_rm,
             expectations_satisfied: satisfied,
-            backoff: self.backoff.get_or_seed(key, || {
-                if !self.cfg.backoff_from_counted_pods {
-                    return BackoffRecord::default();
-                }
-                let refs: Vec<&Pod> = pods.iter().map(AsRef::as_ref).collect();
-                BackoffRecord::of_counted_pods(job, &refs)
-            }),
+            // Upstream's by default: no record, an empty one, and nothing kept for a Job
+            // that never failed.
+            backoff: if self.cfg.backoff_from_counted_pods {
+                self.backoff.get_or_seed(key, || {
+                    let refs: Vec<&Pod> = pods.iter().map(AsRef::as_ref).collect();
+                    BackoffRecord::of_counted_pods(job, &refs)
+                })
+            } else {
+                self.backoff.get(key)
+            },
         };
         let now = self.clock.wall();
         let plan = plan::plan(&snapshot, now);
