@@ -745,11 +745,11 @@ async fn measure<S: Scenario>(
     state: &mut S::State,
     r: &mut RunResult,
 ) {
-    let mut extra = scenario.manager_flags();
-    if !m.is_sharded() {
-        extra.extend(scenario.single_flags());
-    }
-    extra.extend(m.shard_flags(env.sharding));
+    let extra = m.extra_flags(
+        scenario.manager_flags(),
+        scenario.single_flags(),
+        env.sharding,
+    );
     r.args = m.args(
         &m.kubeconfig(&env.cluster_dir),
         &scenario.controllers(),

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use futures::{StreamExt, TryStreamExt, stream};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::PartialObjectMeta;
@@ -69,6 +70,17 @@ where
 
 pub fn is_status(e: &kube::Error, code: u16) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+/// Deletes Lease `kube-system/<name>` if there is one, so that the next candidate takes it at
+/// once instead of waiting out a holder that is gone.
+pub async fn delete_lease(client: &Client, name: &str) -> anyhow::Result<()> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-system");
+    match leases.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_status(&e, 404) => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("deleting Lease kube-system/{name}")),
+    }
 }
 
 /// Runs `tasks` with at most `concurrency` in flight, printing progress every `every`

@@ -92,6 +92,23 @@ impl Manager {
         flags
     }
 
+    /// The flags after the common ones: the scenario's, then a manager of one process gets
+    /// the scenario's flags for such a manager (`single`, e.g. leader election as deployed)
+    /// and a sharded one its replicas' flags instead ([`Manager::shard_flags`]).
+    pub fn extra_flags(
+        self,
+        scenario: Vec<String>,
+        single: Vec<String>,
+        sharding: Sharding,
+    ) -> Vec<String> {
+        let mut flags = scenario;
+        if !self.is_sharded() {
+            flags.extend(single);
+        }
+        flags.extend(self.shard_flags(sharding));
+        flags
+    }
+
     /// The user name of its client certificate, as the audit log records it.
     pub fn user(self) -> &'static str {
         match self {
@@ -335,6 +352,36 @@ pub fn signal(pid: u32, sig: libc::c_int) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Upstream and one rkcm get the scenario's flags for a manager of one process after the
+    /// scenario's own; sharded replicas never get them, only their shard flags.
+    #[test]
+    fn single_flags_go_to_managers_of_one_process_only() {
+        let sharding = Sharding {
+            replicas: 3,
+            ranges: 64,
+        };
+        let scenario = vec!["--a=1".to_owned()];
+        let single = vec!["--leader-elect=true".to_owned()];
+        for m in [Manager::Upstream, Manager::Rkcm] {
+            assert_eq!(
+                m.extra_flags(scenario.clone(), single.clone(), sharding),
+                ["--a=1", "--leader-elect=true"],
+                "{}",
+                m.name()
+            );
+        }
+        for m in [Manager::RkcmShards, Manager::RkcmShardsClient] {
+            let flags = m.extra_flags(scenario.clone(), single.clone(), sharding);
+            assert_eq!(flags[0], "--a=1", "{}", m.name());
+            assert_eq!(flags[1..], m.shard_flags(sharding)[..], "{}", m.name());
+            assert!(
+                flags.contains(&"--rkcm-shards=64".to_owned()),
+                "{}",
+                m.name()
+            );
+        }
+    }
 
     /// A wrapper's child (a shell running a process of its own, as heaptrack runs the
     /// manager) stops with the wrapper.

@@ -259,7 +259,9 @@ pub fn markdown(r: &Report, json_path: &Path, charts: &[ChartLink]) -> String {
         "- **Both managers** get the same command line apart from the binary and kubeconfig: \
          only the scenario's controller(s) in `--controllers`, `--leader-elect=false \
          --secure-port=0`, the same `--kube-api-qps`/`--kube-api-burst`, and the scenario \
-         flags. Each uses its own client certificate (users `kcm` and `rkcm`)."
+         flags. Each uses its own client certificate (users `kcm` and `rkcm`). The envelope \
+         and the threshold run a manager of one process leader-elected, as it is deployed \
+         (each section's flags say how), since sharded replicas renew member sessions."
     );
     let _ = writeln!(
         o,

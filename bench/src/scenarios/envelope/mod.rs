@@ -49,6 +49,8 @@ use crate::{audit, k8s, latency, nodes, procfs};
 const PODS_PER_NODE_ROOM: usize = 110;
 /// Seconds between two rounds of idle probes (the manager is quiet between them).
 const PROBE_GAP: Duration = Duration::from_secs(2);
+/// The Lease a manager that runs as one process elects over (kube-system).
+const MEASURED_LEASE: &str = "rkcm-bench-envelope-measured";
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
@@ -266,6 +268,18 @@ impl Scenario for Envelope {
         ALL_CONTROLLERS.to_vec()
     }
 
+    /// One manager runs leader-elected with the default lease timings, as it is deployed:
+    /// it renews its Lease every retry period (2 s), which a sharded run's member sessions
+    /// stand against. `setup` deletes the Lease, so that a run never waits out the previous
+    /// run's holder.
+    fn single_flags(&self) -> Vec<String> {
+        vec![
+            "--leader-elect=true".into(),
+            format!("--leader-elect-resource-name={MEASURED_LEASE}"),
+            "--leader-elect-resource-namespace=kube-system".into(),
+        ]
+    }
+
     fn rss_curve(&self) -> Option<Duration> {
         Some(Duration::from_secs(self.args.curve_seconds.max(1)))
     }
@@ -286,6 +300,7 @@ impl Scenario for Envelope {
         );
         // A reused plane may still hold an interrupted run's objects.
         self.cleanup(env, ns).await?;
+        k8s::delete_lease(&env.client, MEASURED_LEASE).await?;
         k8s::ensure_namespace(&env.client, ns).await?;
         for i in 0..self.args.namespaces {
             k8s::ensure_namespace(&env.client, &ns_of(ns, i)).await?;

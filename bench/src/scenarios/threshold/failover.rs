@@ -14,10 +14,10 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use super::phases::wait_synced;
-use super::shared::{LEASE, Threshold, delete_lease, failover_target, ns_of};
+use super::shared::{LEASE, Threshold, failover_target, ns_of};
 use crate::harness::{Env, Probe};
 use crate::manager::{Running, signal};
-use crate::{audit, latency};
+use crate::{audit, k8s, latency};
 
 /// How long a replica may take to lead, sync or answer.
 const WAIT: Duration = Duration::from_secs(1800);
@@ -51,7 +51,7 @@ pub async fn run(t: &Threshold, env: &Env, probe: &Probe) -> anyhow::Result<f64>
 
 async fn replicas(t: &Threshold, env: &Env, probe: &Probe) -> anyhow::Result<f64> {
     let m = probe.manager();
-    delete_lease(env, LEASE).await?;
+    k8s::delete_lease(&env.client, LEASE).await?;
     let args = m.args(
         &m.kubeconfig(&env.cluster_dir),
         &ALL,

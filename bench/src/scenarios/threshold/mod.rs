@@ -146,7 +146,7 @@ impl Scenario for Threshold {
     }
 
     async fn setup(&self, env: &Env, _ns: &str) -> anyhow::Result<State> {
-        delete_lease(env, MEASURED_LEASE).await?;
+        k8s::delete_lease(&env.client, MEASURED_LEASE).await?;
         let want = self.plan.size();
         let have = load::loaded_size(&env.client).await?;
         let mut metrics = Vec::new();

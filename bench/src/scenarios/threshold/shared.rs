@@ -9,10 +9,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::objects::{CLAIM, RUN_LABEL};
@@ -27,17 +26,6 @@ pub const RUN: &str = "bench-threshold";
 pub(super) const LEASE: &str = "rkcm-bench-threshold";
 /// The Lease the measured manager (one process) elects over (kube-system).
 pub(super) const MEASURED_LEASE: &str = "rkcm-bench-threshold-measured";
-
-/// Deletes Lease `kube-system/<name>` if there is one, so that the next candidate takes it at
-/// once instead of waiting out a holder that is gone.
-pub(super) async fn delete_lease(env: &Env, name: &str) -> anyhow::Result<()> {
-    let leases: Api<Lease> = Api::namespaced(env.client.clone(), "kube-system");
-    match leases.delete(name, &DeleteParams::default()).await {
-        Ok(_) => Ok(()),
-        Err(e) if k8s::is_status(&e, 404) => Ok(()),
-        Err(e) => Err(e).with_context(|| format!("deleting Lease kube-system/{name}")),
-    }
-}
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
