@@ -426,6 +426,8 @@ mod tests {
             ("reaction deployment p50 (idle)", None),
             ("workqueue work p50 of job (burst)", None),
             ("RSS settled", None),
+            // A p99 of neither source is in neither column.
+            ("queue wait p99 (idle)", None),
         ];
         for (name, want) in cases {
             let got = [P99Source::Audit, P99Source::Queues]
