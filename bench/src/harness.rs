@@ -737,6 +737,17 @@ async fn wait_for_quiet_host() -> (f64, f64) {
     (waited.as_secs_f64(), busy)
 }
 
+/// Leader election over Lease `kube-system/<lease>` with the default timings: how a manager of
+/// one process runs where the scenario compares it with sharded replicas
+/// ([`Scenario::single_flags`]).
+pub fn leader_elected(lease: &str) -> Vec<String> {
+    vec![
+        "--leader-elect=true".into(),
+        format!("--leader-elect-resource-name={lease}"),
+        "--leader-elect-resource-namespace=kube-system".into(),
+    ]
+}
+
 async fn measure<S: Scenario>(
     scenario: &S,
     env: &Env,

@@ -273,11 +273,7 @@ impl Scenario for Envelope {
     /// stand against. `setup` deletes the Lease, so that a run never waits out the previous
     /// run's holder.
     fn single_flags(&self) -> Vec<String> {
-        vec![
-            "--leader-elect=true".into(),
-            format!("--leader-elect-resource-name={MEASURED_LEASE}"),
-            "--leader-elect-resource-namespace=kube-system".into(),
-        ]
+        harness::leader_elected(MEASURED_LEASE)
     }
 
     fn rss_curve(&self) -> Option<Duration> {

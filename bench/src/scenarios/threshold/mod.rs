@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 
-use crate::harness::{Env, Probe, Scenario};
+use crate::harness::{self, Env, Probe, Scenario};
 use crate::k8s;
 use crate::results::{Correctness, Metric};
 use crate::scenarios::envelope::mix::Kind;
@@ -132,13 +132,12 @@ impl Scenario for Threshold {
     /// how often it renews. `setup` deletes the Lease, so that a run never waits out the
     /// previous run's holder.
     fn single_flags(&self) -> Vec<String> {
-        vec![
-            "--leader-elect=true".into(),
-            format!("--leader-elect-resource-name={MEASURED_LEASE}"),
-            "--leader-elect-resource-namespace=kube-system".into(),
+        let mut flags = harness::leader_elected(MEASURED_LEASE);
+        flags.extend([
             "--leader-elect-lease-duration=3600s".into(),
             "--leader-elect-renew-deadline=3500s".into(),
-        ]
+        ]);
+        flags
     }
 
     fn rss_curve(&self) -> Option<Duration> {
